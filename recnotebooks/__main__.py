@@ -1,0 +1,3 @@
+from recnotebooks.cli import main
+
+raise SystemExit(main())

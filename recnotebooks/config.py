@@ -1,0 +1,398 @@
+"""Model configuration: :class:`DLRMConfig`, :class:`TableConfig`, presets and derived sizes.
+
+A ``DLRMConfig`` describes a DLRM (Naumov et al. 2019) the way the seed paper (Acun et al.,
+HPCA 2021) varies it: number of dense features, embedding tables (rows and pooling factor,
+i.e. lookups per sample), embedding dimension, bottom and top MLP widths, the feature
+interaction and the batch-independent quantities the efficiency model needs (parameter
+counts, FLOPs per sample, embedding bytes per sample, memory footprint).
+
+MLP widths follow REFERENCE.md §4: they list layer *outputs* after the input width, so
+``bottom_mlp=(512, 256, 64)`` with 13 dense features is the dlrm repo's ``13-512-256-64``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "TableConfig",
+    "DLRMConfig",
+    "PRESETS",
+    "preset",
+    "preset_names",
+    "parse_mlp",
+    "CRITEO_KAGGLE_CARDINALITIES",
+    "CRITEO_TERABYTE_CARDINALITIES",
+]
+
+INTERACTIONS = ("dot", "cat")
+POOLINGS = ("sum", "mean")
+OPTIMIZERS = ("sgd", "rowwise_adagrad", "adagrad")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
+def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    if value < lo or (hi is not None and value > hi):
+        allowed = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return value
+
+
+def _check_float(name: str, value: object, lo: float, lo_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not math.isfinite(v) or v < lo or (lo_open and v == lo):
+        op = ">" if lo_open else ">="
+        raise ValueError(f"{name} must be a finite number {op} {lo}, got {value!r}")
+    return v
+
+
+def _check_choice(name: str, value: object, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    """One embedding table: ``num_rows`` rows, ``pooling_factor`` mean lookups per sample."""
+
+    name: str
+    num_rows: int
+    pooling_factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
+            raise ValueError(
+                f"TableConfig.name must be an identifier-like string, got {self.name!r}"
+            )
+        _check_int(f"TableConfig({self.name}).num_rows", self.num_rows, 1)
+        _check_float(f"TableConfig({self.name}).pooling_factor", self.pooling_factor, 0.0)
+
+
+def parse_mlp(spec: str | Sequence[int], name: str = "mlp") -> tuple[int, ...]:
+    """Parse an MLP given as ``"512-256-64"`` or a sequence of ints into layer widths."""
+    if isinstance(spec, str):
+        parts = [p for p in spec.strip().split("-")]
+        if not spec.strip() or any(not p.strip().isdigit() for p in parts):
+            raise ValueError(
+                f"{name} must look like '512-256-64' (positive ints joined by '-'), got {spec!r}"
+            )
+        widths = tuple(int(p) for p in parts)
+    else:
+        widths = tuple(spec)
+    if not widths:
+        raise ValueError(f"{name} must have at least one layer, got {spec!r}")
+    for i, w in enumerate(widths):
+        _check_int(f"{name}[{i}]", w, 1)
+    return widths
+
+
+@dataclass(frozen=True)
+class DLRMConfig:
+    """Architecture of a DLRM; validated on construction.
+
+    Args:
+        num_dense: dense (continuous) input features.
+        tables: embedding tables (sparse features), one bag per table and sample.
+        embedding_dim: width of every embedding row.
+        bottom_mlp: bottom MLP layer outputs after ``num_dense`` inputs.
+        top_mlp: top MLP layer outputs; the last must be 1 (the click logit).
+        interaction: ``"dot"`` (pairwise dot products, DLRM) or ``"cat"`` (concatenation).
+        interaction_self: for ``"dot"``, include each feature's dot with itself.
+        pooling: ``"sum"`` or ``"mean"`` pooling of a bag's rows.
+        name: label used in tables and charts.
+    """
+
+    num_dense: int
+    tables: tuple[TableConfig, ...]
+    embedding_dim: int
+    bottom_mlp: tuple[int, ...]
+    top_mlp: tuple[int, ...]
+    interaction: str = "dot"
+    interaction_self: bool = False
+    pooling: str = "sum"
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        _check_int("num_dense", self.num_dense, 1)
+        if not isinstance(self.tables, (tuple, list)) or len(self.tables) == 0:
+            raise ValueError(f"tables must be a non-empty sequence of TableConfig, got {self.tables!r}")
+        for i, t in enumerate(self.tables):
+            if not isinstance(t, TableConfig):
+                raise TypeError(f"tables[{i}] must be a TableConfig, got {type(t).__name__}")
+        object.__setattr__(self, "tables", tuple(self.tables))
+        names = [t.name for t in self.tables]
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"tables must have unique names, duplicated: {dup}")
+        _check_int("embedding_dim", self.embedding_dim, 1)
+        object.__setattr__(self, "bottom_mlp", parse_mlp(self.bottom_mlp, "bottom_mlp"))
+        object.__setattr__(self, "top_mlp", parse_mlp(self.top_mlp, "top_mlp"))
+        _check_choice("interaction", self.interaction, INTERACTIONS)
+        _check_choice("pooling", self.pooling, POOLINGS)
+        if not isinstance(self.interaction_self, bool):
+            raise TypeError(f"interaction_self must be a bool, got {self.interaction_self!r}")
+        if self.top_mlp[-1] != 1:
+            raise ValueError(f"top_mlp must end in 1 (the click logit), got {self.top_mlp!r}")
+        if self.interaction == "dot" and self.bottom_mlp[-1] != self.embedding_dim:
+            raise ValueError(
+                "bottom_mlp must end in embedding_dim for the dot interaction: "
+                f"got bottom_mlp[-1]={self.bottom_mlp[-1]}, embedding_dim={self.embedding_dim}"
+            )
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a str, got {self.name!r}")
+
+    # ----- shapes -------------------------------------------------------------------
+    @property
+    def num_tables(self) -> int:
+        return len(self.tables)
+
+    @property
+    def table_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tables)
+
+    @property
+    def total_rows(self) -> int:
+        return sum(t.num_rows for t in self.tables)
+
+    @property
+    def num_interaction_features(self) -> int:
+        """Vectors entering the interaction: the bottom MLP output plus one per table."""
+        return self.num_tables + 1
+
+    @property
+    def interaction_output_dim(self) -> int:
+        """Width of the top MLP input."""
+        f, d = self.num_interaction_features, self.embedding_dim
+        if self.interaction == "cat":
+            return self.bottom_mlp[-1] + self.num_tables * d
+        pairs = f * (f + 1) // 2 if self.interaction_self else f * (f - 1) // 2
+        return d + pairs
+
+    def mlp_layers(self, which: str) -> list[tuple[int, int]]:
+        """(in, out) widths of each linear layer of the ``"bottom"`` or ``"top"`` MLP."""
+        if which == "bottom":
+            ins, outs = self.num_dense, self.bottom_mlp
+        elif which == "top":
+            ins, outs = self.interaction_output_dim, self.top_mlp
+        else:
+            raise ValueError(f"which must be 'bottom' or 'top', got {which!r}")
+        layers = []
+        for o in outs:
+            layers.append((ins, o))
+            ins = o
+        return layers
+
+    # ----- parameters ---------------------------------------------------------------
+    @property
+    def dense_parameters(self) -> int:
+        """MLP weights and biases."""
+        return sum(i * o + o for w in ("bottom", "top") for i, o in self.mlp_layers(w))
+
+    @property
+    def sparse_parameters(self) -> int:
+        """Embedding-table entries (rows x dim)."""
+        return self.total_rows * self.embedding_dim
+
+    @property
+    def parameters(self) -> int:
+        return self.dense_parameters + self.sparse_parameters
+
+    # ----- work per sample ----------------------------------------------------------
+    @property
+    def lookups_per_sample(self) -> float:
+        return sum(t.pooling_factor for t in self.tables)
+
+    def flops_per_sample(self) -> dict[str, dict[str, float]]:
+        """FLOPs per sample by component and pass (multiply-add = 2 FLOPs).
+
+        Backward of a linear layer is 2x forward (input and weight gradients), except the
+        first bottom layer, whose input (the dense features) needs no gradient. Embedding
+        forward counts the pooling adds; embedding backward counts the scatter of the pooled
+        gradient into each looked-up row; the optimizer update is counted as memory traffic
+        (see :meth:`embedding_bytes_per_sample`), not FLOPs.
+        """
+        d = self.embedding_dim
+
+        def mlp(which: str) -> dict[str, float]:
+            fwd = bwd = 0.0
+            for k, (i, o) in enumerate(self.mlp_layers(which)):
+                f = 2.0 * i * o
+                fwd += f
+                bwd += f if (which == "bottom" and k == 0) else 2 * f
+            return {"forward": fwd, "backward": bwd}
+
+        f = self.num_interaction_features
+        if self.interaction == "dot":
+            inter_fwd = 2.0 * f * f * d  # batched X X^T
+        else:
+            inter_fwd = 0.0
+        emb_fwd = self.lookups_per_sample * d
+        return {
+            "embedding": {"forward": emb_fwd, "backward": emb_fwd},
+            "bottom_mlp": mlp("bottom"),
+            "interaction": {"forward": inter_fwd, "backward": 2 * inter_fwd},
+            "top_mlp": mlp("top"),
+        }
+
+    def total_flops_per_sample(self) -> float:
+        """Forward plus backward FLOPs per sample, all components."""
+        return sum(v for c in self.flops_per_sample().values() for v in c.values())
+
+    def embedding_bytes_per_sample(self, dtype_bytes: int = 4, index_bytes: int = 8) -> dict[str, float]:
+        """Bytes moved per sample by the embeddings.
+
+        ``forward``: rows read plus indices; ``backward``: pooled gradient written per table
+        and rows read-modified-written by the sparse SGD update (upper bound: assumes every
+        lookup is a distinct row).
+        """
+        rows = self.lookups_per_sample * self.embedding_dim * dtype_bytes
+        fwd = rows + self.lookups_per_sample * index_bytes
+        bwd = self.num_tables * self.embedding_dim * dtype_bytes + 2 * rows
+        return {"forward": fwd, "backward": bwd}
+
+    def arithmetic_intensity(self) -> float:
+        """Total FLOPs per embedding byte per sample (low = memory bound)."""
+        b = self.embedding_bytes_per_sample()
+        return self.total_flops_per_sample() / max(b["forward"] + b["backward"], 1.0)
+
+    def memory_footprint(
+        self,
+        sparse_optimizer: str = "rowwise_adagrad",
+        dense_optimizer: str = "sgd",
+        dtype_bytes: int = 4,
+        batch_size: int | None = None,
+    ) -> dict[str, int]:
+        """Bytes for weights, optimizer state and (if ``batch_size``) activations.
+
+        ``rowwise_adagrad`` keeps one float per row; ``adagrad`` one per parameter; ``sgd``
+        none. Activations count the tensors kept for backward (MLP layer outputs, pooled
+        embeddings, interaction output) for one batch.
+        """
+        _check_choice("sparse_optimizer", sparse_optimizer, OPTIMIZERS)
+        _check_choice("dense_optimizer", dense_optimizer, OPTIMIZERS)
+        state_per_row = {"sgd": 0, "rowwise_adagrad": 1, "adagrad": self.embedding_dim}
+        out = {
+            "embedding_weights": self.sparse_parameters * dtype_bytes,
+            "embedding_optimizer_state": self.total_rows * state_per_row[sparse_optimizer] * dtype_bytes,
+            "dense_weights": self.dense_parameters * dtype_bytes,
+            "dense_optimizer_state": (0 if dense_optimizer == "sgd" else self.dense_parameters)
+            * dtype_bytes,
+            "activations": 0,
+        }
+        if batch_size is not None:
+            _check_int("batch_size", batch_size, 1)
+            widths = sum(o for w in ("bottom", "top") for _, o in self.mlp_layers(w))
+            widths += self.num_interaction_features * self.embedding_dim + self.interaction_output_dim
+            out["activations"] = batch_size * widths * dtype_bytes
+        out["total"] = sum(out.values())
+        return out
+
+    # ----- variants -----------------------------------------------------------------
+    def replace(self, **changes: object) -> DLRMConfig:
+        """A validated copy with fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+    def with_max_rows(self, max_rows: int) -> DLRMConfig:
+        """A copy with every table capped at ``max_rows`` rows (as MLPerf caps Terabyte)."""
+        _check_int("max_rows", max_rows, 1)
+        tables = tuple(dataclasses.replace(t, num_rows=min(t.num_rows, max_rows)) for t in self.tables)
+        return self.replace(tables=tables)
+
+    def summary(self) -> dict[str, object]:
+        """Plain-data summary for tables, JSON and charts."""
+        fl = self.flops_per_sample()
+        return {
+            "name": self.name,
+            "num_dense": self.num_dense,
+            "num_tables": self.num_tables,
+            "total_rows": self.total_rows,
+            "embedding_dim": self.embedding_dim,
+            "lookups_per_sample": self.lookups_per_sample,
+            "bottom_mlp": "-".join(map(str, (self.num_dense, *self.bottom_mlp))),
+            "top_mlp": "-".join(map(str, (self.interaction_output_dim, *self.top_mlp))),
+            "interaction": self.interaction,
+            "dense_parameters": self.dense_parameters,
+            "sparse_parameters": self.sparse_parameters,
+            "flops_per_sample": {k: v["forward"] + v["backward"] for k, v in fl.items()},
+            "embedding_bytes_per_sample": self.embedding_bytes_per_sample(),
+        }
+
+
+# ----- presets (REFERENCE.md §3 and §4) ------------------------------------------------
+# Criteo Kaggle cardinalities C1..C26, no frequency threshold (REFERENCE.md §3).
+CRITEO_KAGGLE_CARDINALITIES = (
+    1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27,
+    14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572,
+)  # fmt: skip
+# Criteo Terabyte cardinalities with MLPerf's 40M cap (REFERENCE.md §3).
+CRITEO_TERABYTE_CARDINALITIES = (
+    40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10,
+    2209, 11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36,
+)  # fmt: skip
+
+
+def _tables(rows: Sequence[int], pooling: float = 1.0, prefix: str = "C") -> tuple[TableConfig, ...]:
+    return tuple(TableConfig(f"{prefix}{i + 1}", int(r), pooling) for i, r in enumerate(rows))
+
+
+def _make_presets() -> dict[str, DLRMConfig]:
+    tb = CRITEO_TERABYTE_CARDINALITIES
+    return {
+        # Small enough to train to a useful AUC in seconds on a laptop CPU.
+        "tiny": DLRMConfig(
+            13, _tables((1000, 5000, 20000, 500, 100, 10000, 2000, 50000)), 16,
+            (64, 16), (64, 32, 1), name="tiny",
+        ),
+        "criteo_kaggle": DLRMConfig(
+            13, _tables(CRITEO_KAGGLE_CARDINALITIES), 16, (512, 256, 64, 16), (512, 256, 1),
+            name="criteo_kaggle",
+        ),
+        "criteo_terabyte": DLRMConfig(
+            13, _tables(tuple(min(r, 10_000_000) for r in tb)), 64, (512, 256, 64),
+            (512, 512, 256, 1), name="criteo_terabyte",
+        ),
+        "mlperf_v1": DLRMConfig(
+            13, _tables(tb), 128, (512, 256, 128), (1024, 1024, 512, 256, 1), name="mlperf_v1",
+        ),
+        "dlrm_benchmark": DLRMConfig(
+            512, _tables((1_000_000,) * 8, 100.0, "T"), 64, (512, 512, 64), (1024, 1024, 1024, 1),
+            name="dlrm_benchmark",
+        ),
+        "rm1": DLRMConfig(
+            128, _tables((4_000_000,) * 8, 80.0, "T"), 32, (128, 64, 32), (256, 64, 1),
+            interaction="cat", name="rm1",
+        ),
+        "rm2": DLRMConfig(
+            256, _tables((500_000,) * 32, 120.0, "T"), 64, (256, 128, 64), (128, 64, 1),
+            interaction="cat", name="rm2",
+        ),
+        "rm3": DLRMConfig(
+            2560, _tables((2_000_000,) * 10, 20.0, "T"), 32, (2560, 1024, 256, 32), (512, 256, 1),
+            interaction="cat", name="rm3",
+        ),
+    }  # fmt: skip
+
+
+PRESETS: Mapping[str, DLRMConfig] = _make_presets()
+
+
+def preset_names() -> list[str]:
+    return list(PRESETS)
+
+
+def preset(name: str, **overrides: object) -> DLRMConfig:
+    """A preset config by name (see :data:`PRESETS`), optionally with fields replaced."""
+    if name not in PRESETS:
+        raise ValueError(f"preset must be one of {preset_names()}, got {name!r}")
+    cfg = PRESETS[name]
+    return cfg.replace(**overrides) if overrides else cfg
+

@@ -1,0 +1,21 @@
+"""DLRM building blocks: fused embedding bags, sparse optimizers, MLPs, interactions."""
+
+from recnotebooks.nn.dlrm import DLRM
+from recnotebooks.nn.embedding import EmbeddingBagCollection, RowGradients
+from recnotebooks.nn.interaction import CatInteraction, DotInteraction, make_interaction
+from recnotebooks.nn.mlp import MLP
+from recnotebooks.nn.optim import RowWiseAdagrad, SparseOptimizer, SparseSGD, make_sparse_optimizer
+
+__all__ = [
+    "DLRM",
+    "EmbeddingBagCollection",
+    "RowGradients",
+    "DotInteraction",
+    "CatInteraction",
+    "make_interaction",
+    "MLP",
+    "SparseOptimizer",
+    "SparseSGD",
+    "RowWiseAdagrad",
+    "make_sparse_optimizer",
+]

@@ -1,0 +1,82 @@
+"""The Deep Learning Recommendation Model (:class:`DLRM`, Naumov et al. 2019).
+
+dense features -> bottom MLP ─┐
+sparse features -> embedding  ├─> interaction -> top MLP -> click logit
+                    bags      ┘
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from recnotebooks.config import DLRMConfig
+from recnotebooks.nn.embedding import EmbeddingBagCollection
+from recnotebooks.nn.interaction import make_interaction
+from recnotebooks.nn.mlp import MLP
+from recnotebooks.sparse import JaggedBatch
+from recnotebooks.timing import NULL_TIMER, PhaseTimer
+
+__all__ = ["DLRM"]
+
+
+class DLRM(nn.Module):
+    """DLRM built from a validated :class:`~recnotebooks.config.DLRMConfig`.
+
+    ``forward(dense, sparse)`` returns click **logits** of shape ``(B,)``; apply
+    ``torch.sigmoid`` for probabilities (training uses ``BCEWithLogits`` for stability).
+
+    Parameters split in two groups, as DLRM trains them: :meth:`dense_parameters` (MLPs,
+    any ``torch.optim`` optimizer) and the embedding weights (sparse row-wise optimizers
+    from :mod:`recnotebooks.nn.optim`).
+    """
+
+    def __init__(
+        self,
+        config: DLRMConfig,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if not isinstance(config, DLRMConfig):
+            raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
+        self.config = config
+        gen = torch.Generator().manual_seed(seed)
+        self.embeddings = EmbeddingBagCollection(
+            config.tables, config.embedding_dim, config.pooling, device=device, dtype=dtype, seed=seed
+        )
+        self.bottom_mlp = MLP(config.num_dense, config.bottom_mlp, True, device, dtype, gen)
+        self.interaction = make_interaction(
+            config.interaction, config.num_interaction_features, config.interaction_self
+        ).to(device)
+        self.top_mlp = MLP(config.interaction_output_dim, config.top_mlp, False, device, dtype, gen)
+
+    def dense_parameters(self) -> Iterator[nn.Parameter]:
+        """MLP parameters (everything but the embedding tables)."""
+        for name, p in self.named_parameters():
+            if not name.startswith("embeddings."):
+                yield p
+
+    def forward(
+        self, dense: torch.Tensor, sparse: JaggedBatch, timer: PhaseTimer = NULL_TIMER
+    ) -> torch.Tensor:
+        if dense.dim() != 2 or dense.shape[1] != self.config.num_dense:
+            raise ValueError(
+                f"dense must have shape (batch, num_dense={self.config.num_dense}), got {tuple(dense.shape)}"
+            )
+        if dense.shape[0] != sparse.batch_size:
+            raise ValueError(
+                f"dense has {dense.shape[0]} rows but sparse.batch_size is {sparse.batch_size}"
+            )
+        with timer.phase("embedding_forward"):
+            pooled = self.embeddings(sparse)
+        with timer.phase("bottom_mlp"):
+            x = self.bottom_mlp(dense)
+        with timer.phase("interaction"):
+            z = self.interaction(x, pooled)
+        with timer.phase("top_mlp"):
+            out = self.top_mlp(z)
+        return out.squeeze(1)

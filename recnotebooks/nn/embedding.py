@@ -1,0 +1,265 @@
+"""Fused multi-table embedding bags: :class:`EmbeddingBagCollection`.
+
+All tables live in **one** weight tensor (rows of table ``t`` start at ``row_offsets[t]``),
+so the whole batch is pooled by a single ``embedding_bag`` call — the "table-batched"
+embedding of FBGEMM/TorchRec, here in plain PyTorch. There is no Python loop over tables
+on the hot path.
+
+Backward does not build a dense (or per-lookup sparse) weight gradient. It records the
+gradient of the pooled outputs; :meth:`EmbeddingBagCollection.row_gradients` reduces it to
+one gradient row per *distinct* looked-up row, which the sparse row-wise optimizers in
+:mod:`recnotebooks.nn.optim` apply, touching only those rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from recnotebooks.config import POOLINGS, TableConfig
+from recnotebooks.sparse import JaggedBatch
+
+__all__ = ["EmbeddingBagCollection", "RowGradients"]
+
+
+@dataclass
+class _PendingGrad:
+    ids: torch.Tensor  # global row ids, one per lookup
+    bags: torch.Tensor  # bag index (0 .. num_keys*batch_size - 1) of each lookup
+    coef: torch.Tensor | None  # per-lookup multiplier (weights and/or 1/bag size)
+    grad: torch.Tensor | None = None  # d loss / d pooled output, (num_bags, dim)
+
+
+@dataclass
+class RowGradients:
+    """Gradient rows for the distinct rows touched since the last step.
+
+    ``rows`` are global row ids (sorted, unique); ``grads[i]`` is the full gradient of the
+    loss with respect to weight row ``rows[i]``.
+    """
+
+    rows: torch.Tensor
+    grads: torch.Tensor
+
+
+class _FusedBag(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, weight, ids, offsets, psw, mode, pending):  # type: ignore[no-untyped-def]
+        ctx.pending = pending
+        return F.embedding_bag(
+            ids, weight, offsets, mode=mode, per_sample_weights=psw, include_last_offset=True
+        )
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[no-untyped-def]
+        ctx.pending.grad = grad_out
+        return None, None, None, None, None, None
+
+
+class EmbeddingBagCollection(nn.Module):
+    """Many embedding tables pooled in one fused lookup.
+
+    Args:
+        tables: table configs (rows per table; names become the batch keys).
+        embedding_dim: row width, shared by all tables.
+        pooling: ``"sum"`` or ``"mean"``.
+        device, dtype: where and how the weights are stored.
+        seed: initialisation seed; rows are ``U(-1/sqrt(rows), 1/sqrt(rows))`` as in the
+            dlrm reference implementation.
+
+    ``forward(batch)`` returns pooled embeddings of shape ``(batch_size, num_tables, dim)``.
+    """
+
+    def __init__(
+        self,
+        tables: Sequence[TableConfig],
+        embedding_dim: int,
+        pooling: str = "sum",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        seed: int | None = 0,
+    ) -> None:
+        super().__init__()
+        tables = tuple(tables)
+        if not tables or any(not isinstance(t, TableConfig) for t in tables):
+            raise TypeError("tables must be a non-empty sequence of TableConfig")
+        if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int) or embedding_dim < 1:
+            raise ValueError(f"embedding_dim must be an int >= 1, got {embedding_dim!r}")
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}")
+        if not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating-point dtype, got {dtype}")
+        self.tables = tables
+        self.keys = tuple(t.name for t in tables)
+        self.embedding_dim = embedding_dim
+        self.pooling = pooling
+        rows = torch.tensor([t.num_rows for t in tables], dtype=torch.int64)
+        offs = torch.zeros(len(tables) + 1, dtype=torch.int64)
+        torch.cumsum(rows, 0, out=offs[1:])
+        self.total_rows = int(offs[-1])
+        self._index_dtype = torch.int32 if self.total_rows < 2**31 else torch.int64
+        self.register_buffer("num_rows", rows.to(device), persistent=False)
+        self.register_buffer("row_offsets", offs.to(device), persistent=False)
+        self.weight = nn.Parameter(
+            torch.empty(self.total_rows, embedding_dim, device=device, dtype=dtype)
+        )
+        self.reset_parameters(seed)
+        self._pending: list[_PendingGrad] = []
+
+    @torch.no_grad()
+    def reset_parameters(self, seed: int | None = 0) -> None:
+        """Uniform init per table, bound ``1/sqrt(rows)``; vectorised over tables."""
+        gen = torch.Generator(device="cpu")
+        if seed is not None:
+            gen.manual_seed(seed)
+        bound = torch.repeat_interleave(
+            1.0 / torch.sqrt(self.num_rows.cpu().double()), self.num_rows.cpu()
+        )
+        chunk = 1 << 22  # fill in chunks to bound temporary memory on huge tables
+        for lo in range(0, self.total_rows, chunk):
+            hi = min(lo + chunk, self.total_rows)
+            u = torch.rand(hi - lo, self.embedding_dim, generator=gen, dtype=torch.float32)
+            u.mul_(2).sub_(1).mul_(bound[lo:hi, None].float())
+            self.weight[lo:hi].copy_(u)
+
+    def table_weight(self, key: str) -> torch.Tensor:
+        """View of one table's rows."""
+        k = self.keys.index(key)
+        lo, hi = int(self.row_offsets[k]), int(self.row_offsets[k + 1])
+        return self.weight.detach()[lo:hi]
+
+    # ----- lookup -------------------------------------------------------------------
+    def global_ids(self, batch: JaggedBatch, check: bool = True) -> torch.Tensor:
+        """Batch ids shifted into the fused weight's row space, checked against table sizes."""
+        if not isinstance(batch, JaggedBatch):
+            raise TypeError(f"batch must be a JaggedBatch, got {type(batch).__name__}")
+        if batch.keys != self.keys:
+            raise ValueError(f"batch.keys must equal the tables {list(self.keys)}, got {list(batch.keys)}")
+        per_key = batch.length_per_key()
+        n = batch.values.numel()
+        vals = batch.values.to(device=self.weight.device, dtype=self._index_dtype)
+        per_key = per_key.to(self.weight.device)
+        start = torch.repeat_interleave(self.row_offsets[:-1].to(self._index_dtype), per_key, output_size=n)
+        if check and n:
+            limit = torch.repeat_interleave(self.num_rows.to(self._index_dtype), per_key, output_size=n)
+            bad = (vals < 0) | (vals >= limit)
+            if bool(bad.any()):
+                i = int(torch.nonzero(bad)[0])
+                k = int(torch.searchsorted(torch.cumsum(per_key, 0), i, right=True))
+                raise ValueError(
+                    f"id {int(batch.values[i])} out of range for table {self.keys[k]!r} "
+                    f"(num_rows={int(self.num_rows[k])}, allowed 0..{int(self.num_rows[k]) - 1}); "
+                    f"first bad id at values[{i}]"
+                )
+        return vals + start
+
+    def forward(self, batch: JaggedBatch) -> torch.Tensor:
+        ids = self.global_ids(batch)
+        offsets = batch.offsets().to(device=self.weight.device, dtype=self._index_dtype)
+        num_bags = batch.lengths.numel()
+        mode = self.pooling
+        psw = None
+        if batch.weights is not None:
+            psw = batch.weights.to(device=self.weight.device, dtype=self.weight.dtype)
+            if mode == "mean":  # embedding_bag supports weights only with sum pooling
+                lens = batch.lengths.to(self.weight.device)
+                psw = psw / torch.repeat_interleave(lens.clamp(min=1), lens, output_size=ids.numel())
+            mode = "sum"
+        if torch.is_grad_enabled() and self.weight.requires_grad:
+            pending = _PendingGrad(ids, self._bag_of_lookup(batch), self._coef(batch, psw))
+            self._pending.append(pending)
+            out = _FusedBag.apply(self.weight, ids, offsets, psw, mode, pending)
+        else:
+            out = F.embedding_bag(
+                ids, self.weight, offsets, mode=mode, per_sample_weights=psw, include_last_offset=True
+            )
+        return out.view(self.num_tables, batch.batch_size, self.embedding_dim).transpose(0, 1)
+
+    @property
+    def num_tables(self) -> int:
+        return len(self.tables)
+
+    def _bag_of_lookup(self, batch: JaggedBatch) -> torch.Tensor:
+        lens = batch.lengths.to(self.weight.device)
+        bags = torch.arange(lens.numel(), device=lens.device, dtype=self._index_dtype)
+        return torch.repeat_interleave(bags, lens, output_size=batch.values.numel())
+
+    def _coef(self, batch: JaggedBatch, psw: torch.Tensor | None) -> torch.Tensor | None:
+        if psw is not None:
+            return psw
+        if self.pooling == "mean":
+            lens = batch.lengths.to(self.weight.device)
+            inv = 1.0 / lens.clamp(min=1).to(self.weight.dtype)
+            return torch.repeat_interleave(inv, lens, output_size=batch.values.numel())
+        return None
+
+    # ----- sparse gradients -----------------------------------------------------------
+    def has_pending_gradients(self) -> bool:
+        return any(p.grad is not None for p in self._pending)
+
+    def clear_gradients(self) -> None:
+        """Drop recorded gradients (the sparse counterpart of ``zero_grad``)."""
+        self._pending.clear()
+
+    def row_gradients(self) -> RowGradients:
+        """Reduce the recorded pooled-output gradients to one row per distinct touched row.
+
+        Lookups are sorted by row id; each distinct row's gradient is the (weighted) sum of
+        the pooled gradients of the bags it appeared in, computed with one segment-sum
+        ``embedding_bag`` over the pooled gradient. Forwards whose output got no gradient
+        are ignored.
+        """
+        done = [p for p in self._pending if p.grad is not None]
+        dev, dt = self.weight.device, self.weight.dtype
+        if not done:
+            return RowGradients(
+                torch.empty(0, dtype=torch.int64, device=dev),
+                torch.empty(0, self.embedding_dim, dtype=dt, device=dev),
+            )
+        if len(done) == 1:
+            ids, bags, coef, grad = done[0].ids, done[0].bags, done[0].coef, done[0].grad
+        else:  # gradient accumulation over several forwards
+            shift, bag_parts, coefs = 0, [], []
+            for p in done:
+                bag_parts.append(p.bags.to(torch.int64) + shift)
+                coefs.append(p.coef if p.coef is not None else torch.ones(p.ids.numel(), dtype=dt, device=dev))
+                shift += p.grad.shape[0]  # type: ignore[union-attr]
+            ids = torch.cat([p.ids.to(torch.int64) for p in done])
+            bags = torch.cat(bag_parts)
+            coef = torch.cat(coefs)
+            grad = torch.cat([p.grad for p in done])  # type: ignore[misc]
+        sorted_ids, perm = torch.sort(ids)
+        rows, counts = torch.unique_consecutive(sorted_ids, return_counts=True)
+        seg = torch.zeros(rows.numel() + 1, dtype=torch.int64, device=dev)
+        torch.cumsum(counts, 0, out=seg[1:])
+        grads = F.embedding_bag(
+            bags[perm].to(torch.int64),
+            grad.contiguous(),
+            seg,
+            mode="sum",
+            per_sample_weights=None if coef is None else coef[perm].to(dt),
+            include_last_offset=True,
+        )
+        return RowGradients(rows.to(torch.int64), grads)
+
+    def dense_weight_gradient(self) -> torch.Tensor:
+        """The full dense gradient of ``weight`` (for tests and small tables only)."""
+        rg = self.row_gradients()
+        g = torch.zeros_like(self.weight, requires_grad=False)
+        g.index_copy_(0, rg.rows, rg.grads)
+        return g
+
+    def extra_repr(self) -> str:
+        return (
+            f"tables={self.num_tables}, rows={self.total_rows}, dim={self.embedding_dim}, "
+            f"pooling={self.pooling!r}"
+        )
+
+    @staticmethod
+    def weight_bytes(tables: Sequence[TableConfig], embedding_dim: int, dtype_bytes: int = 4) -> int:
+        return sum(t.num_rows for t in tables) * embedding_dim * dtype_bytes
+

@@ -1,0 +1,85 @@
+"""Feature interactions of DLRM: pairwise dot products (:class:`DotInteraction`) or
+concatenation (:class:`CatInteraction`)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+__all__ = ["DotInteraction", "CatInteraction", "make_interaction", "pairwise_dots"]
+
+
+class _PairwiseDots(torch.autograd.Function):
+    """``Zflat = vec(X X^T) @ S`` with a hand-written backward ``dX = (G + G^T) X``.
+
+    Autograd's generic bmm backward takes slow strided paths on CPU; since ``X X^T`` is
+    symmetric, one contiguous batched GEMM gives the input gradient.
+    """
+
+    @staticmethod
+    def forward(ctx, x, select):  # type: ignore[no-untyped-def]
+        b, f, _ = x.shape
+        z = torch.bmm(x, x.transpose(1, 2).contiguous()).view(b, f * f)
+        ctx.save_for_backward(x, select)
+        return z @ select
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[no-untyped-def]
+        x, select = ctx.saved_tensors
+        b, f, _ = x.shape
+        g = (grad @ select.t()).view(b, f, f)
+        return torch.bmm(g + g.transpose(1, 2), x), None
+
+
+def pairwise_dots(x: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
+    """Dot products of the feature pairs picked by the 0/1 matrix ``select`` (F*F, P)."""
+    return _PairwiseDots.apply(x, select)
+
+
+class DotInteraction(nn.Module):
+    """Dot products between all pairs of the ``F = num_tables + 1`` feature vectors.
+
+    Input: dense ``(B, D)`` (bottom-MLP output) and sparse ``(B, T, D)`` (pooled
+    embeddings). Output: ``(B, D + P)``: the dense vector followed by the ``P`` pair
+    products of the strictly lower triangle of ``X X^T`` in row-major order
+    (``P = F(F-1)/2``), or of the lower triangle with the diagonal
+    (``P = F(F+1)/2``) when ``self_interaction`` is true — the dlrm repo's ordering.
+    """
+
+    def __init__(self, num_features: int, self_interaction: bool = False) -> None:
+        super().__init__()
+        if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 2:
+            raise ValueError(f"num_features must be an int >= 2, got {num_features!r}")
+        self.num_features = num_features
+        self.self_interaction = self_interaction
+        off = 0 if self_interaction else -1
+        li, lj = torch.tril_indices(num_features, num_features, offset=off)
+        # Picking the triangle with a 0/1 matrix turns the gather (and its scatter-add
+        # backward) into small GEMMs, much faster on CPU than indexing.
+        select = torch.zeros(num_features * num_features, li.numel())
+        select[li * num_features + lj, torch.arange(li.numel())] = 1.0
+        self.register_buffer("select", select, persistent=False)
+
+    @property
+    def num_pairs(self) -> int:
+        return int(self.select.shape[1])
+
+    def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([dense.unsqueeze(1), sparse], dim=1)  # (B, F, D)
+        return torch.cat([dense, pairwise_dots(x, self.select.to(x.dtype))], dim=1)
+
+
+class CatInteraction(nn.Module):
+    """Concatenate the dense vector and all pooled embeddings: ``(B, Dd + T*D)``."""
+
+    def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
+        return torch.cat([dense, sparse.reshape(sparse.shape[0], -1)], dim=1)
+
+
+def make_interaction(kind: str, num_features: int, self_interaction: bool = False) -> nn.Module:
+    """``"dot"`` or ``"cat"``."""
+    if kind == "dot":
+        return DotInteraction(num_features, self_interaction)
+    if kind == "cat":
+        return CatInteraction()
+    raise ValueError(f"interaction must be 'dot' or 'cat', got {kind!r}")

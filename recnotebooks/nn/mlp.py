@@ -1,0 +1,49 @@
+"""Multi-layer perceptrons for DLRM's bottom (dense features) and top (click) towers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+__all__ = ["MLP"]
+
+
+class MLP(nn.Sequential):
+    """Linear layers with ReLU between them; ``final_relu`` adds one after the last layer.
+
+    Weights are initialised as in the dlrm reference implementation:
+    ``N(0, sqrt(2 / (fan_in + fan_out)))`` weights and ``N(0, sqrt(1 / fan_out))`` biases.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        widths: Sequence[int],
+        final_relu: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        if isinstance(in_features, bool) or not isinstance(in_features, int) or in_features < 1:
+            raise ValueError(f"in_features must be an int >= 1, got {in_features!r}")
+        widths = tuple(widths)
+        if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
+            raise ValueError(f"widths must be a non-empty sequence of ints >= 1, got {widths!r}")
+        layers: list[nn.Module] = []
+        fan_in = in_features
+        for i, w in enumerate(widths):
+            lin = nn.Linear(fan_in, w, device=device, dtype=dtype)
+            with torch.no_grad():
+                std = math.sqrt(2.0 / (fan_in + w))
+                lin.weight.copy_(torch.randn(w, fan_in, generator=generator) * std)
+                lin.bias.copy_(torch.randn(w, generator=generator) * math.sqrt(1.0 / w))
+            layers.append(lin)
+            if i < len(widths) - 1 or final_relu:
+                layers.append(nn.ReLU(inplace=True))
+            fan_in = w
+        super().__init__(*layers)
+        self.in_features = in_features
+        self.widths = widths

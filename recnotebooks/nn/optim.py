@@ -1,0 +1,117 @@
+"""Sparse row-wise optimizers for :class:`~recnotebooks.nn.EmbeddingBagCollection`.
+
+They read and write only the rows looked up since the last step (the rows returned by
+``EmbeddingBagCollection.row_gradients``), never the whole table — the property that makes
+huge embedding tables trainable.
+
+* :class:`SparseSGD`: ``w[r] -= lr * g[r]``.
+* :class:`RowWiseAdagrad`: one accumulator per row (as FBGEMM's row-wise Adagrad),
+  ``s[r] += mean(g[r]**2)``; ``w[r] -= lr * g[r] / (sqrt(s[r]) + eps)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from recnotebooks.nn.embedding import EmbeddingBagCollection
+
+__all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "make_sparse_optimizer"]
+
+
+def _check_lr(lr: object) -> float:
+    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    return float(lr)
+
+
+class SparseOptimizer:
+    """Base class: applies recorded row gradients of one embedding collection."""
+
+    def __init__(self, collection: EmbeddingBagCollection, lr: float) -> None:
+        if not isinstance(collection, EmbeddingBagCollection):
+            raise TypeError(f"collection must be an EmbeddingBagCollection, got {type(collection).__name__}")
+        self.collection = collection
+        self.lr = _check_lr(lr)
+
+    @torch.no_grad()
+    def step(self) -> int:
+        """Apply the gradients recorded since the last step; returns rows updated."""
+        rg = self.collection.row_gradients()
+        if rg.rows.numel():
+            self._update(rg.rows, rg.grads)
+        self.collection.clear_gradients()
+        return int(rg.rows.numel())
+
+    def zero_grad(self) -> None:
+        self.collection.clear_gradients()
+
+    def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"lr": self.lr}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.lr = _check_lr(state["lr"])
+
+
+class SparseSGD(SparseOptimizer):
+    """Plain SGD on touched rows only."""
+
+    def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
+        # rows are unique: gather, update, scatter back (parallel; index_add_ is serial on CPU)
+        w = self.collection.weight.data
+        w.index_copy_(0, rows, w.index_select(0, rows).add_(grads, alpha=-self.lr))
+
+
+class RowWiseAdagrad(SparseOptimizer):
+    """Row-wise Adagrad: one squared-gradient accumulator per row (touched rows only)."""
+
+    def __init__(
+        self,
+        collection: EmbeddingBagCollection,
+        lr: float,
+        eps: float = 1e-8,
+        initial_accumulator_value: float = 0.0,
+    ) -> None:
+        super().__init__(collection, lr)
+        if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
+            raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
+        if not (isinstance(initial_accumulator_value, (int, float)) and initial_accumulator_value >= 0):
+            raise ValueError(f"initial_accumulator_value must be >= 0, got {initial_accumulator_value!r}")
+        self.eps = float(eps)
+        w = collection.weight
+        self.momentum = torch.full(
+            (w.shape[0],), float(initial_accumulator_value), dtype=torch.float32, device=w.device
+        )
+
+    def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
+        g = grads.float()
+        acc = self.momentum.index_select(0, rows) + g.square().mean(1)
+        self.momentum.index_copy_(0, rows, acc)
+        step = g * (self.lr / (acc.sqrt() + self.eps)).unsqueeze(1)
+        w = self.collection.weight.data
+        w.index_copy_(0, rows, w.index_select(0, rows).sub_(step.to(w.dtype)))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"lr": self.lr, "eps": self.eps, "momentum": self.momentum}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.eps = float(state["eps"])
+        m = state["momentum"]
+        if m.shape != self.momentum.shape:
+            raise ValueError(f"momentum must have shape {tuple(self.momentum.shape)}, got {tuple(m.shape)}")
+        self.momentum.copy_(m)
+
+
+def make_sparse_optimizer(name: str, collection: EmbeddingBagCollection, lr: float) -> SparseOptimizer:
+    """``"sgd"`` -> :class:`SparseSGD`, ``"rowwise_adagrad"`` -> :class:`RowWiseAdagrad`."""
+    if name == "sgd":
+        return SparseSGD(collection, lr)
+    if name == "rowwise_adagrad":
+        return RowWiseAdagrad(collection, lr)
+    raise ValueError(f"sparse optimizer must be 'sgd' or 'rowwise_adagrad', got {name!r}")

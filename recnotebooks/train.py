@@ -1,0 +1,322 @@
+"""Training and evaluation of a DLRM with per-phase timings (:class:`Trainer`).
+
+A step is timed in the phases the seed paper uses to explain where GPU time goes: data,
+embedding forward, bottom MLP, interaction, top MLP, backward, sparse (embedding)
+optimizer and dense optimizer. Throughput is steady state: the first ``warmup_steps``
+steps of a run are excluded. Every number here is *measured* on the device that ran it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from recnotebooks.config import DLRMConfig, TableConfig
+from recnotebooks.data.batch import Batch
+from recnotebooks.metrics import click_metrics
+from recnotebooks.nn.dlrm import DLRM
+from recnotebooks.nn.optim import SparseOptimizer, make_sparse_optimizer
+from recnotebooks.timing import PhaseTimer
+
+__all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "config_to_dict", "config_from_dict"]
+
+DENSE_OPTIMIZERS = ("sgd", "adagrad", "adam")
+SPARSE_OPTIMIZERS = ("sgd", "rowwise_adagrad")
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``None``/``"auto"`` -> CUDA when available, else CPU; otherwise checked and returned."""
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={str(device)!r} requested but CUDA is not available; use 'cpu' or 'auto'")
+    return dev
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters and bookkeeping of a training run (validated)."""
+
+    steps: int = 300
+    warmup_steps: int = 5
+    sparse_optimizer: str = "rowwise_adagrad"
+    sparse_lr: float = 0.05
+    dense_optimizer: str = "adagrad"
+    dense_lr: float = 0.02
+    eval_batches: int = 10
+    eval_every: int = 0
+    log_every: int = 10
+    time_phases: bool = True
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        for name, lo in (("steps", 1), ("warmup_steps", 0), ("eval_batches", 0), ("eval_every", 0),
+                         ("log_every", 1)):  # fmt: skip
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+        if self.sparse_optimizer not in SPARSE_OPTIMIZERS:
+            raise ValueError(f"sparse_optimizer must be one of {list(SPARSE_OPTIMIZERS)}, got {self.sparse_optimizer!r}")
+        if self.dense_optimizer not in DENSE_OPTIMIZERS:
+            raise ValueError(f"dense_optimizer must be one of {list(DENSE_OPTIMIZERS)}, got {self.dense_optimizer!r}")
+        for name in ("sparse_lr", "dense_lr"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+
+
+@dataclass
+class TrainResult:
+    """What a run measured. ``phases`` holds mean seconds per step by phase."""
+
+    steps: int
+    batch_size: int
+    samples_per_s: float
+    seconds_per_step: float
+    phases: dict[str, float]
+    auc: float | None
+    logloss: float | None
+    ne: float | None
+    device: str
+    history: list[dict[str, float]] = field(default_factory=list)
+    source: str = "measured"
+
+    def phase_table(self, **extra: object) -> list[dict[str, object]]:
+        """Tidy rows ``{phase, seconds_per_step, share, source, device, **extra}`` for charts."""
+        total = sum(self.phases.values()) or 1.0
+        return [
+            {"phase": k, "seconds_per_step": v, "share": v / total, "source": self.source,
+             "device": self.device, **extra}
+            for k, v in self.phases.items()
+        ]  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def config_to_dict(config: DLRMConfig) -> dict[str, Any]:
+    """Plain-data form of a config (safe for ``weights_only`` checkpoints and JSON)."""
+    d = dataclasses.asdict(config)
+    d["bottom_mlp"], d["top_mlp"] = list(config.bottom_mlp), list(config.top_mlp)
+    return d
+
+
+def config_from_dict(d: dict[str, Any]) -> DLRMConfig:
+    d = dict(d)
+    d["tables"] = tuple(TableConfig(**t) for t in d["tables"])
+    return DLRMConfig(**d)
+
+
+def _make_dense_optimizer(name: str, params: Iterable[nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    params = list(params)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    if name == "adagrad":
+        return torch.optim.Adagrad(params, lr=lr)
+    return torch.optim.Adam(params, lr=lr)
+
+
+class Trainer:
+    """Train a :class:`~recnotebooks.nn.DLRM` on an iterable of :class:`Batch`.
+
+    ``train_data`` may be any iterable of batches; if it has ``state_dict``/
+    ``load_state_dict`` (as :class:`~recnotebooks.data.synthetic.SyntheticCriteo` does),
+    checkpoints record and restore the data position exactly. ``callbacks`` are called as
+    ``cb(record)`` with each history record (step, loss, and eval metrics when evaluated) —
+    how notebooks draw live charts.
+    """
+
+    def __init__(
+        self,
+        model: DLRM,
+        train_data: Iterable[Batch],
+        eval_data: Iterable[Batch] | None = None,
+        config: TrainConfig | None = None,
+        device: str | torch.device | None = "auto",
+        callbacks: Iterable[Callable[[dict[str, float]], None]] = (),
+    ) -> None:
+        if not isinstance(model, DLRM):
+            raise TypeError(f"model must be a recnotebooks.nn.DLRM, got {type(model).__name__}")
+        self.config = config or TrainConfig()
+        self.device = resolve_device(device)
+        self.model = model.to(self.device)
+        self.train_data = train_data
+        self.eval_data = eval_data
+        self.callbacks = list(callbacks)
+        c = self.config
+        self.sparse_opt: SparseOptimizer = make_sparse_optimizer(c.sparse_optimizer, model.embeddings, c.sparse_lr)
+        self.dense_opt = _make_dense_optimizer(c.dense_optimizer, model.dense_parameters(), c.dense_lr)
+        self.loss_fn = nn.BCEWithLogitsLoss()
+        self.step = 0
+        self.history: list[dict[str, float]] = []
+        self._iter: Iterator[Batch] | None = None
+
+    # ----- one step -------------------------------------------------------------------
+    def _next_batch(self) -> Batch:
+        if self._iter is None:
+            self._iter = iter(self.train_data)
+        try:
+            batch = next(self._iter)
+        except StopIteration:
+            raise RuntimeError(
+                f"train_data ran out after {self.step} steps; ask for fewer steps or more data"
+            ) from None
+        if not isinstance(batch, Batch):
+            raise TypeError(f"train_data must yield Batch objects, got {type(batch).__name__}")
+        return batch.to(self.device, non_blocking=True)
+
+    def train_step(self, timer: PhaseTimer) -> float:
+        """One optimisation step; returns the batch loss."""
+        with timer.phase("data"):
+            batch = self._next_batch()
+        self.model.train()
+        logits = self.model(batch.dense, batch.sparse, timer)
+        loss = self.loss_fn(logits, batch.labels.to(logits.dtype))
+        with timer.phase("backward"):
+            loss.backward()
+        with timer.phase("sparse_optimizer"):
+            self.sparse_opt.step()
+        with timer.phase("dense_optimizer"):
+            self.dense_opt.step()
+            self.dense_opt.zero_grad(set_to_none=True)
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(
+                f"loss became {value} at step {self.step}: check the data (NaN/inf dense features?) "
+                f"or lower the learning rates (sparse_lr={self.config.sparse_lr}, dense_lr={self.config.dense_lr})"
+            )
+        self.step += 1
+        timer.steps += 1
+        return value
+
+    # ----- loops ----------------------------------------------------------------------
+    def fit(self, steps: int | None = None) -> TrainResult:
+        """Train until ``steps`` total steps (default ``config.steps``) and evaluate."""
+        target = self.config.steps if steps is None else steps
+        if isinstance(target, bool) or not isinstance(target, int) or target < self.step:
+            raise ValueError(f"steps must be an int >= the steps already done ({self.step}), got {target!r}")
+        c = self.config
+        timer = PhaseTimer(self.device, enabled=c.time_phases)
+        todo = target - self.step
+        warm = min(c.warmup_steps, max(todo - 1, 0))
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=todo, disable=not c.progress, desc="train", leave=False)
+        batch_size = 0
+        t_start = time.perf_counter()
+        try:
+            for i in range(todo):
+                if i == warm:
+                    timer.reset()
+                    t_start = time.perf_counter()
+                loss = self.train_step(timer)
+                bar.update(1)
+                if self.step % c.log_every == 0 or self.step == target:
+                    rec = {"step": float(self.step), "loss": loss}
+                    if c.eval_every and self.step % c.eval_every == 0 and self.eval_data is not None:
+                        rec.update(self._eval_record())
+                    self._record(rec)
+                    bar.set_postfix(loss=f"{loss:.4f}")
+        finally:
+            bar.close()
+        elapsed = time.perf_counter() - t_start
+        measured_steps = max(timer.steps, 1)
+        batch_size = self._last_batch_size()
+        metrics = self._eval_record() if self.eval_data is not None and c.eval_batches else {}
+        if metrics:
+            self._record({"step": float(self.step), **metrics})
+        sps = elapsed / measured_steps
+        return TrainResult(
+            steps=self.step,
+            batch_size=batch_size,
+            samples_per_s=batch_size / sps if sps > 0 else 0.0,
+            seconds_per_step=sps,
+            phases=timer.per_step(),
+            auc=metrics.get("auc"),
+            logloss=metrics.get("logloss"),
+            ne=metrics.get("ne"),
+            device=str(self.device),
+            history=list(self.history),
+        )
+
+    def _last_batch_size(self) -> int:
+        bs = getattr(self.train_data, "batch_size", None)
+        return int(bs) if isinstance(bs, int) else 0
+
+    def _record(self, rec: dict[str, float]) -> None:
+        self.history.append(rec)
+        for cb in self.callbacks:
+            cb(rec)
+
+    def _eval_record(self) -> dict[str, float]:
+        m = self.evaluate()
+        return {"auc": m["auc"], "logloss": m["logloss"], "ne": m["ne"]}
+
+    @torch.no_grad()
+    def evaluate(self, batches: int | None = None) -> dict[str, float]:
+        """Log loss, AUC and NE over the first ``batches`` eval batches (default config)."""
+        if self.eval_data is None:
+            raise ValueError("evaluate needs eval_data; pass it to Trainer(...)")
+        n = self.config.eval_batches if batches is None else batches
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"batches must be an int >= 1, got {n!r}")
+        self.model.eval()
+        probs, labels = [], []
+        for i, batch in enumerate(self.eval_data):
+            if i >= n:
+                break
+            batch = batch.to(self.device)
+            probs.append(torch.sigmoid(self.model(batch.dense, batch.sparse)).cpu())
+            labels.append(batch.labels.cpu())
+        if not probs:
+            raise ValueError("eval_data yielded no batches")
+        return click_metrics(torch.cat(probs), torch.cat(labels))
+
+    # ----- checkpoints ------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Save model, both optimizers, step, history and the data position."""
+        state = {
+            "format": "recnotebooks.checkpoint.v1",
+            "config": config_to_dict(self.model.config),
+            "model": self.model.state_dict(),
+            "dense_optimizer": self.dense_opt.state_dict(),
+            "sparse_optimizer": self.sparse_opt.state_dict(),
+            "step": self.step,
+            "history": self.history,
+            "data": self.train_data.state_dict() if hasattr(self.train_data, "state_dict") else None,
+        }
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+        return path
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Restore a checkpoint written by :meth:`save` (loaded with ``weights_only=True``)."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint path {str(path)!r} does not exist")
+        state = torch.load(path, map_location=self.device, weights_only=True)
+        if state.get("format") != "recnotebooks.checkpoint.v1":
+            raise ValueError(f"{str(path)!r} is not a recnotebooks checkpoint")
+        if config_from_dict(state["config"]) != self.model.config:
+            raise ValueError("checkpoint config differs from this trainer's model config")
+        self.model.load_state_dict(state["model"])
+        self.dense_opt.load_state_dict(state["dense_optimizer"])
+        self.sparse_opt.load_state_dict(state["sparse_optimizer"])
+        self.step = int(state["step"])
+        self.history = list(state["history"])
+        if state["data"] is not None and hasattr(self.train_data, "load_state_dict"):
+            self.train_data.load_state_dict(state["data"])
+        self._iter = None

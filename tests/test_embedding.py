@@ -1,0 +1,190 @@
+"""The fused EmbeddingBagCollection against per-table torch.nn.EmbeddingBag references."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from torch import nn
+
+from recnotebooks.config import TableConfig
+from recnotebooks.nn import EmbeddingBagCollection, RowWiseAdagrad, SparseSGD
+from recnotebooks.sparse import JaggedBatch
+
+
+def random_batch(rows: list[int], batch_size: int, max_len: int, gen: torch.Generator, weighted: bool):
+    keys = tuple(f"t{i}" for i in range(len(rows)))
+    lengths = torch.randint(0, max_len + 1, (len(rows) * batch_size,), generator=gen)
+    per_key = lengths.view(len(rows), batch_size).sum(1)
+    vals = torch.cat(
+        [torch.randint(0, r, (int(n),), generator=gen) for r, n in zip(rows, per_key, strict=True)]
+    )
+    w = torch.rand(vals.numel(), generator=gen) if weighted else None
+    return JaggedBatch(keys, vals, lengths, batch_size, w)
+
+
+def reference_bags(ebc: EmbeddingBagCollection, mode: str) -> nn.ModuleList:
+    bags = nn.ModuleList()
+    for key in ebc.keys:
+        w = ebc.table_weight(key).clone()
+        bags.append(nn.EmbeddingBag.from_pretrained(w, freeze=False, mode=mode, sparse=False))
+    return bags
+
+
+def reference_forward(bags: nn.ModuleList, batch: JaggedBatch) -> torch.Tensor:
+    outs = []
+    for i, key in enumerate(batch.keys):
+        vals, lens = batch[key]
+        offsets = torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)[:-1]])
+        w = None
+        if batch.weights is not None:
+            lo = int(batch.offsets()[i * batch.batch_size])
+            w = batch.weights[lo : lo + vals.numel()]
+        if w is not None and bags[i].mode == "mean":
+            # torch's EmbeddingBag has no weighted mean: weighted sum / bag size
+            s = nn.functional.embedding_bag(vals, bags[i].weight, offsets, mode="sum", per_sample_weights=w)
+            outs.append(s / lens.clamp(min=1).unsqueeze(1))
+        else:
+            outs.append(bags[i](vals, offsets, per_sample_weights=w))
+    return torch.stack(outs, dim=1)
+
+
+settings_cases = given(
+    rows=st.lists(st.integers(1, 50), min_size=1, max_size=5),
+    batch_size=st.integers(1, 6),
+    max_len=st.integers(0, 5),
+    mode=st.sampled_from(["sum", "mean"]),
+    weighted=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+
+
+@settings_cases
+def test_forward_and_gradients_match_per_table_reference(rows, batch_size, max_len, mode, weighted, seed):
+    gen = torch.Generator().manual_seed(seed)
+    tables = [TableConfig(f"t{i}", r) for i, r in enumerate(rows)]
+    ebc = EmbeddingBagCollection(tables, 4, pooling=mode, seed=seed)
+    ref = reference_bags(ebc, mode)
+    batch = random_batch(rows, batch_size, max_len, gen, weighted)
+
+    out = ebc(batch)
+    expected = reference_forward(ref, batch)
+    torch.testing.assert_close(out, expected)
+
+    upstream = torch.randn(out.shape, generator=gen)
+    (out * upstream).sum().backward()
+    (expected * upstream).sum().backward()
+    got = ebc.dense_weight_gradient()
+    for i, key in enumerate(ebc.keys):
+        lo, hi = int(ebc.row_offsets[i]), int(ebc.row_offsets[i + 1])
+        torch.testing.assert_close(got[lo:hi], ref[i].weight.grad)
+    rg = ebc.row_gradients()
+    assert torch.equal(rg.rows, torch.unique(ebc.global_ids(batch).long()))
+
+
+@pytest.mark.parametrize("opt_name", ["sgd", "rowwise_adagrad"])
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_weights_after_optimizer_steps_match_reference(opt_name, mode):
+    gen = torch.Generator().manual_seed(3)
+    rows = [30, 7, 100]
+    tables = [TableConfig(f"t{i}", r) for i, r in enumerate(rows)]
+    ebc = EmbeddingBagCollection(tables, 8, pooling=mode, seed=1)
+    ref = reference_bags(ebc, mode)
+    lr = 0.1
+    opt = SparseSGD(ebc, lr) if opt_name == "sgd" else RowWiseAdagrad(ebc, lr)
+    state = [torch.zeros(r) for r in rows]
+    for _ in range(4):
+        batch = random_batch(rows, 5, 4, gen, weighted=False)
+        up = torch.randn(5, len(rows), 8, generator=gen)
+        (ebc(batch) * up).sum().backward()
+        opt.step()
+        (reference_forward(ref, batch) * up).sum().backward()
+        with torch.no_grad():
+            for i, bag in enumerate(ref):
+                g = bag.weight.grad
+                if opt_name == "sgd":
+                    bag.weight -= lr * g
+                else:  # row-wise Adagrad on rows with a nonzero... touched rows only
+                    touched = g.abs().sum(1) > 0
+                    state[i][touched] += g[touched].square().mean(1)
+                    upd = g / (state[i].sqrt() + 1e-8).unsqueeze(1)
+                    bag.weight[touched] -= lr * upd[touched]
+                bag.weight.grad = None
+    for i, key in enumerate(ebc.keys):
+        torch.testing.assert_close(ebc.table_weight(key), ref[i].weight.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_optimizer_touches_only_looked_up_rows():
+    ebc = EmbeddingBagCollection([TableConfig("a", 1000), TableConfig("b", 10)], 4)
+    before = ebc.weight.detach().clone()
+    batch = JaggedBatch.from_lists({"a": [[1, 5], [5]], "b": [[9], []]})
+    ebc(batch).sum().backward()
+    SparseSGD(ebc, 0.5).step()
+    changed = (ebc.weight.detach() != before).any(1).nonzero().flatten().tolist()
+    assert changed == [1, 5, 1000 + 9]
+
+
+def test_gradient_accumulation_over_two_forwards():
+    ebc = EmbeddingBagCollection([TableConfig("a", 20)], 3)
+    b1 = JaggedBatch.from_lists({"a": [[1, 2], [2]]})
+    b2 = JaggedBatch.from_lists({"a": [[2, 3]]})
+    (ebc(b1).sum() + 2 * ebc(b2).sum()).backward()
+    g = ebc.dense_weight_gradient()
+    expected = torch.zeros(20, 3)
+    expected[1] = 1
+    expected[2] = 2 + 2
+    expected[3] = 2
+    torch.testing.assert_close(g, expected)
+
+
+def test_out_of_range_id_names_table_and_id():
+    ebc = EmbeddingBagCollection([TableConfig("users", 10), TableConfig("items", 5)], 4)
+    batch = JaggedBatch.from_lists({"users": [[1], [9]], "items": [[4], [5]]})
+    with pytest.raises(ValueError, match=r"id 5 .*'items'.*num_rows=5"):
+        ebc(batch)
+    neg = JaggedBatch.from_lists({"users": [[-1], [0]], "items": [[0], [0]]})
+    with pytest.raises(ValueError, match=r"id -1 .*'users'"):
+        ebc(neg)
+
+
+def test_wrong_keys_rejected():
+    ebc = EmbeddingBagCollection([TableConfig("a", 10)], 4)
+    with pytest.raises(ValueError, match="batch.keys"):
+        ebc(JaggedBatch.from_lists({"b": [[1]]}))
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"embedding_dim": 0}, "embedding_dim"),
+        ({"pooling": "max"}, "pooling"),
+        ({"dtype": torch.int64}, "dtype"),
+    ],
+)
+def test_constructor_validation(kwargs, match):
+    args = {"tables": [TableConfig("a", 10)], "embedding_dim": 4} | kwargs
+    with pytest.raises((ValueError, TypeError), match=match):
+        EmbeddingBagCollection(**args)
+
+
+def test_no_grad_forward_records_nothing():
+    ebc = EmbeddingBagCollection([TableConfig("a", 10)], 4)
+    with torch.no_grad():
+        ebc(JaggedBatch.from_lists({"a": [[1, 2]]}))
+    assert not ebc._pending
+
+
+@pytest.mark.gpu
+def test_cuda_matches_cpu():
+    tables = [TableConfig("a", 100), TableConfig("b", 50)]
+    cpu = EmbeddingBagCollection(tables, 8, seed=0)
+    gpu = EmbeddingBagCollection(tables, 8, seed=0, device="cuda")
+    batch = random_batch([100, 50], 16, 4, torch.Generator().manual_seed(0), weighted=True)
+    out_c, out_g = cpu(batch), gpu(batch.to("cuda"))
+    torch.testing.assert_close(out_g.cpu(), out_c)
+    out_c.sum().backward()
+    out_g.sum().backward()
+    SparseSGD(cpu, 0.1).step()
+    SparseSGD(gpu, 0.1).step()
+    torch.testing.assert_close(gpu.weight.detach().cpu(), cpu.weight.detach())

@@ -1,0 +1,138 @@
+"""Trainer: learning, phase timings, checkpoint resume, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from recnotebooks.config import preset
+from recnotebooks.data import Batch, SyntheticCriteo
+from recnotebooks.nn import DLRM
+from recnotebooks.timing import PHASES
+from recnotebooks.train import Trainer, TrainConfig
+
+
+def make(cfg, model_seed=0, bs=64, **tc):
+    train = SyntheticCriteo(cfg, bs, seed=0)
+    evals = SyntheticCriteo(cfg, bs, seed=0, split="eval")
+    conf = TrainConfig(progress=False, **tc)
+    return Trainer(DLRM(cfg, seed=model_seed), train, evals, conf, device="cpu")
+
+
+def small_cfg():
+    return preset("tiny").with_max_rows(300)
+
+
+@pytest.mark.slow
+def test_tiny_dlrm_learns_the_teacher():
+    """The learning test of issue 2: held-out AUC >= 0.75 (chance is 0.5)."""
+    cfg = preset("tiny")
+    tc = TrainConfig(progress=False, eval_batches=20, time_phases=False)
+    train = SyntheticCriteo(cfg, 512, seed=0)
+    evals = SyntheticCriteo(cfg, 512, seed=0, split="eval")
+    res = Trainer(DLRM(cfg, seed=0), train, evals, tc, device="cpu").fit()
+    assert res.auc is not None and res.auc >= 0.75, res.auc
+    assert res.ne is not None and res.ne < 0.95
+
+
+def test_phase_table_and_throughput():
+    tr = make(small_cfg(), steps=6, warmup_steps=2, eval_batches=2)
+    res = tr.fit()
+    assert res.steps == 6 and res.batch_size == 64
+    assert set(res.phases) == set(PHASES)
+    assert all(v >= 0 for v in res.phases.values()) and res.phases["backward"] > 0
+    assert res.samples_per_s > 0 and math.isfinite(res.samples_per_s)
+    rows = res.phase_table(config="tiny")
+    assert {r["source"] for r in rows} == {"measured"}
+    assert abs(sum(r["share"] for r in rows) - 1.0) < 1e-9
+    assert 0.0 <= res.auc <= 1.0
+
+
+def test_resume_gives_same_continuation(tmp_path):
+    cfg = small_cfg()
+    straight = make(cfg, steps=8, eval_batches=1)
+    straight.fit()
+
+    first = make(cfg, steps=8, eval_batches=1)
+    first.fit(steps=4)
+    path = first.save(tmp_path / "ckpt.pt")
+
+    resumed = make(cfg, model_seed=123, steps=8, eval_batches=1)  # different init: load must overwrite
+    resumed.load(path)
+    assert resumed.step == 4
+    resumed.fit()
+    for (n, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items(), strict=True):
+        torch.testing.assert_close(a, b, msg=f"parameter {n} differs after resume")
+    torch.testing.assert_close(straight.sparse_opt.momentum, resumed.sparse_opt.momentum)
+
+
+def test_checkpoint_rejects_other_config(tmp_path):
+    a = make(small_cfg(), steps=1, eval_batches=1)
+    a.fit()
+    p = a.save(tmp_path / "a.pt")
+    b = make(preset("tiny").with_max_rows(200), steps=1, eval_batches=1)
+    with pytest.raises(ValueError, match="config"):
+        b.load(p)
+    with pytest.raises(FileNotFoundError, match="nope"):
+        b.load(tmp_path / "nope.pt")
+
+
+def test_nan_dense_features_raise_clear_error():
+    cfg = small_cfg()
+    good = SyntheticCriteo(cfg, 32, seed=0).batch(0)
+    bad = Batch(torch.full_like(good.dense, float("nan")), good.sparse, good.labels)
+    tr = Trainer(DLRM(cfg), [bad], None, TrainConfig(steps=1, progress=False), device="cpu")
+    with pytest.raises(FloatingPointError, match="step 0"):
+        tr.fit()
+
+
+def test_running_out_of_data_is_reported():
+    cfg = small_cfg()
+    batch = SyntheticCriteo(cfg, 32, seed=0).batch(0)
+    tr = Trainer(DLRM(cfg), [batch], None, TrainConfig(steps=3, progress=False), device="cpu")
+    with pytest.raises(RuntimeError, match="ran out after 1 steps"):
+        tr.fit()
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"steps": 0}, "steps"),
+        ({"sparse_optimizer": "adam"}, "sparse_optimizer"),
+        ({"dense_optimizer": "lbfgs"}, "dense_optimizer"),
+        ({"sparse_lr": -1.0}, "sparse_lr"),
+        ({"dense_lr": float("nan")}, "dense_lr"),
+        ({"warmup_steps": -1}, "warmup_steps"),
+    ],
+)
+def test_train_config_validation(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(**kwargs)
+
+
+def test_trainer_validation():
+    with pytest.raises(TypeError, match="model"):
+        Trainer(torch.nn.Linear(2, 2), [], None)  # type: ignore[arg-type]
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            Trainer(DLRM(small_cfg()), [], None, device="cuda")
+
+
+def test_callbacks_receive_history():
+    seen = []
+    tr = make(small_cfg(), steps=4, log_every=2, eval_every=2, eval_batches=1)
+    tr.callbacks.append(seen.append)
+    tr.fit()
+    assert [r["step"] for r in seen if "loss" in r] == [2.0, 4.0]
+    assert any("auc" in r for r in seen)
+
+
+@pytest.mark.gpu
+def test_trains_on_cuda():
+    cfg = small_cfg()
+    train = SyntheticCriteo(cfg, 64, seed=0)
+    evals = SyntheticCriteo(cfg, 64, seed=0, split="eval")
+    res = Trainer(DLRM(cfg), train, evals, TrainConfig(steps=5, progress=False, eval_batches=2), device="cuda").fit()
+    assert res.device.startswith("cuda") and res.phases["backward"] > 0
