@@ -88,13 +88,16 @@ def config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     cfg = preset(args.preset)
     changes: dict[str, Any] = {}
-    if args.bottom:
-        widths = parse_mlp(args.bottom, "--bottom")
-        if len(widths) < 2:
-            raise CLIError(f"--bottom must include the input width and >= 1 layer, got {args.bottom!r}")
-        changes["num_dense"], changes["bottom_mlp"] = widths[0], widths[1:]
-    if args.top:
-        changes["top_mlp"] = parse_mlp(args.top, "--top")
+    try:
+        if args.bottom:
+            widths = parse_mlp(args.bottom, "--bottom")
+            if len(widths) < 2:
+                raise CLIError(f"--bottom must include the input width and >= 1 layer, got {args.bottom!r}")
+            changes["num_dense"], changes["bottom_mlp"] = widths[0], widths[1:]
+        if args.top:
+            changes["top_mlp"] = parse_mlp(args.top, "--top")
+    except ValueError as e:
+        raise CLIError(str(e)) from None
     if args.dim:
         changes["embedding_dim"] = args.dim
     if args.interaction:

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from recnotebooks.config import POOLINGS, TableConfig
+from recnotebooks.nn.rows import advise_huge_pages, group_by_row, segment_ids
 from recnotebooks.sparse import JaggedBatch
 
 __all__ = ["EmbeddingBagCollection", "RowGradients"]
@@ -29,7 +30,7 @@ __all__ = ["EmbeddingBagCollection", "RowGradients"]
 @dataclass
 class _PendingGrad:
     ids: torch.Tensor  # global row ids, one per lookup
-    bags: torch.Tensor  # bag index (0 .. num_keys*batch_size - 1) of each lookup
+    offsets: torch.Tensor  # bag offsets (num_bags + 1), bags = tables x batch, key-major
     coef: torch.Tensor | None  # per-lookup multiplier (weights and/or 1/bag size)
     grad: torch.Tensor | None = None  # d loss / d pooled output, (num_bags, dim)
 
@@ -101,12 +102,12 @@ class EmbeddingBagCollection(nn.Module):
         offs = torch.zeros(len(tables) + 1, dtype=torch.int64)
         torch.cumsum(rows, 0, out=offs[1:])
         self.total_rows = int(offs[-1])
-        self._index_dtype = torch.int32 if self.total_rows < 2**31 else torch.int64
         self.register_buffer("num_rows", rows.to(device), persistent=False)
         self.register_buffer("row_offsets", offs.to(device), persistent=False)
-        self.weight = nn.Parameter(
-            torch.empty(self.total_rows, embedding_dim, device=device, dtype=dtype)
-        )
+        weight = torch.empty(self.total_rows, embedding_dim, device=device, dtype=dtype)
+        advise_huge_pages(weight)  # before the first touch, so the kernel can use 2 MiB pages
+        self.weight = nn.Parameter(weight)
+        self._min_rows = int(rows.min())
         self.reset_parameters(seed)
         self._pending: list[_PendingGrad] = []
 
@@ -133,44 +134,53 @@ class EmbeddingBagCollection(nn.Module):
         return self.weight.detach()[lo:hi]
 
     # ----- lookup -------------------------------------------------------------------
+    def _index_dtype_for(self, values: torch.Tensor) -> torch.dtype:
+        return torch.int64 if values.dtype == torch.int64 or self.total_rows >= 2**31 else torch.int32
+
     def global_ids(self, batch: JaggedBatch, check: bool = True) -> torch.Tensor:
         """Batch ids shifted into the fused weight's row space, checked against table sizes."""
         if not isinstance(batch, JaggedBatch):
             raise TypeError(f"batch must be a JaggedBatch, got {type(batch).__name__}")
         if batch.keys != self.keys:
             raise ValueError(f"batch.keys must equal the tables {list(self.keys)}, got {list(batch.keys)}")
-        per_key = batch.length_per_key()
-        n = batch.values.numel()
-        vals = batch.values.to(device=self.weight.device, dtype=self._index_dtype)
-        per_key = per_key.to(self.weight.device)
-        start = torch.repeat_interleave(self.row_offsets[:-1].to(self._index_dtype), per_key, output_size=n)
-        if check and n:
-            limit = torch.repeat_interleave(self.num_rows.to(self._index_dtype), per_key, output_size=n)
-            bad = (vals < 0) | (vals >= limit)
-            if bool(bad.any()):
-                i = int(torch.nonzero(bad)[0])
-                k = int(torch.searchsorted(torch.cumsum(per_key, 0), i, right=True))
-                raise ValueError(
-                    f"id {int(batch.values[i])} out of range for table {self.keys[k]!r} "
-                    f"(num_rows={int(self.num_rows[k])}, allowed 0..{int(self.num_rows[k]) - 1}); "
-                    f"first bad id at values[{i}]"
-                )
-        return vals + start
+        dev = self.weight.device
+        vals = batch.values.to(device=dev)
+        vals = vals.to(self._index_dtype_for(vals))
+        n = vals.numel()
+        if n == 0:
+            return vals
+        key_offsets = batch.offsets()[:: batch.batch_size].to(dev)  # where each table's ids start
+        table = segment_ids(key_offsets, n)
+        if check:
+            lo, hi = torch.aminmax(vals)
+            if int(lo) < 0 or int(hi) >= self._min_rows:
+                bad = (vals < 0) | (vals >= self.num_rows.index_select(0, table))
+                if bool(bad.any()):
+                    i = int(torch.nonzero(bad)[0])
+                    k = int(table[i])
+                    raise ValueError(
+                        f"id {int(vals[i])} out of range for table {self.keys[k]!r} "
+                        f"(num_rows={int(self.num_rows[k])}, allowed 0..{int(self.num_rows[k]) - 1}); "
+                        f"first bad id at values[{i}]"
+                    )
+        return vals + self.row_offsets.index_select(0, table).to(vals.dtype)
 
     def forward(self, batch: JaggedBatch) -> torch.Tensor:
         ids = self.global_ids(batch)
-        offsets = batch.offsets().to(device=self.weight.device, dtype=self._index_dtype)
-        num_bags = batch.lengths.numel()
+        offsets = batch.offsets().to(device=self.weight.device, dtype=ids.dtype)
         mode = self.pooling
         psw = None
+        coef = None
         if batch.weights is not None:
             psw = batch.weights.to(device=self.weight.device, dtype=self.weight.dtype)
             if mode == "mean":  # embedding_bag supports weights only with sum pooling
-                lens = batch.lengths.to(self.weight.device)
-                psw = psw / torch.repeat_interleave(lens.clamp(min=1), lens, output_size=ids.numel())
+                psw = psw / self._bag_sizes(offsets, ids.numel())
             mode = "sum"
+            coef = psw
+        elif mode == "mean":
+            coef = 1.0 / self._bag_sizes(offsets, ids.numel())
         if torch.is_grad_enabled() and self.weight.requires_grad:
-            pending = _PendingGrad(ids, self._bag_of_lookup(batch), self._coef(batch, psw))
+            pending = _PendingGrad(ids, offsets, coef)
             self._pending.append(pending)
             out = _FusedBag.apply(self.weight, ids, offsets, psw, mode, pending)
         else:
@@ -179,23 +189,14 @@ class EmbeddingBagCollection(nn.Module):
             )
         return out.view(self.num_tables, batch.batch_size, self.embedding_dim).transpose(0, 1)
 
+    def _bag_sizes(self, offsets: torch.Tensor, n: int) -> torch.Tensor:
+        """Size of the bag of each lookup (as the weight dtype)."""
+        sizes = (offsets[1:] - offsets[:-1]).to(self.weight.dtype)
+        return sizes.index_select(0, segment_ids(offsets, n))
+
     @property
     def num_tables(self) -> int:
         return len(self.tables)
-
-    def _bag_of_lookup(self, batch: JaggedBatch) -> torch.Tensor:
-        lens = batch.lengths.to(self.weight.device)
-        bags = torch.arange(lens.numel(), device=lens.device, dtype=self._index_dtype)
-        return torch.repeat_interleave(bags, lens, output_size=batch.values.numel())
-
-    def _coef(self, batch: JaggedBatch, psw: torch.Tensor | None) -> torch.Tensor | None:
-        if psw is not None:
-            return psw
-        if self.pooling == "mean":
-            lens = batch.lengths.to(self.weight.device)
-            inv = 1.0 / lens.clamp(min=1).to(self.weight.dtype)
-            return torch.repeat_interleave(inv, lens, output_size=batch.values.numel())
-        return None
 
     # ----- sparse gradients -----------------------------------------------------------
     def has_pending_gradients(self) -> bool:
@@ -220,28 +221,33 @@ class EmbeddingBagCollection(nn.Module):
                 torch.empty(0, dtype=torch.int64, device=dev),
                 torch.empty(0, self.embedding_dim, dtype=dt, device=dev),
             )
+        ids_parts, bag_parts, coefs, shift = [], [], [], 0
+        for p in done:  # several forwards before a step = gradient accumulation
+            bags = segment_ids(p.offsets, p.ids.numel())
+            ids_parts.append(p.ids)
+            bag_parts.append(bags if shift == 0 else bags + shift)
+            coefs.append(p.coef)
+            shift += p.grad.shape[0]  # type: ignore[union-attr]
         if len(done) == 1:
-            ids, bags, coef, grad = done[0].ids, done[0].bags, done[0].coef, done[0].grad
-        else:  # gradient accumulation over several forwards
-            shift, bag_parts, coefs = 0, [], []
-            for p in done:
-                bag_parts.append(p.bags.to(torch.int64) + shift)
-                coefs.append(p.coef if p.coef is not None else torch.ones(p.ids.numel(), dtype=dt, device=dev))
-                shift += p.grad.shape[0]  # type: ignore[union-attr]
-            ids = torch.cat([p.ids.to(torch.int64) for p in done])
+            ids, bags, grad = ids_parts[0], bag_parts[0], done[0].grad
+            coef = coefs[0]
+        else:
+            ids = torch.cat([i.to(torch.int64) for i in ids_parts])
             bags = torch.cat(bag_parts)
-            coef = torch.cat(coefs)
             grad = torch.cat([p.grad for p in done])  # type: ignore[misc]
-        sorted_ids, perm = torch.sort(ids)
-        rows, counts = torch.unique_consecutive(sorted_ids, return_counts=True)
+            coef = None
+            if any(c is not None for c in coefs):
+                coef = torch.cat([c if c is not None else torch.ones(i.numel(), dtype=dt, device=dev)
+                                  for c, i in zip(coefs, ids_parts, strict=True)])  # fmt: skip
+        rows, counts, order = group_by_row(ids, bags)
         seg = torch.zeros(rows.numel() + 1, dtype=torch.int64, device=dev)
         torch.cumsum(counts, 0, out=seg[1:])
         grads = F.embedding_bag(
-            bags[perm].to(torch.int64),
-            grad.contiguous(),
+            bags.index_select(0, order).to(torch.int64),
+            grad.contiguous(),  # type: ignore[union-attr]
             seg,
             mode="sum",
-            per_sample_weights=None if coef is None else coef[perm].to(dt),
+            per_sample_weights=None if coef is None else coef.index_select(0, order).to(dt),
             include_last_offset=True,
         )
         return RowGradients(rows.to(torch.int64), grads)

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from recnotebooks.nn.embedding import EmbeddingBagCollection
+from recnotebooks.nn.rows import gather_rows, scatter_rows
 
 __all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "make_sparse_optimizer"]
 
@@ -62,9 +63,9 @@ class SparseSGD(SparseOptimizer):
     """Plain SGD on touched rows only."""
 
     def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
-        # rows are unique: gather, update, scatter back (parallel; index_add_ is serial on CPU)
-        w = self.collection.weight.data
-        w.index_copy_(0, rows, w.index_select(0, rows).add_(grads, alpha=-self.lr))
+        # rows are distinct: gather, update, scatter back (index_add_ is serial on CPU)
+        w = self.collection.weight
+        scatter_rows(w, rows, gather_rows(w, rows).add_(grads.to(w.dtype), alpha=-self.lr))
 
 
 class RowWiseAdagrad(SparseOptimizer):
@@ -93,8 +94,8 @@ class RowWiseAdagrad(SparseOptimizer):
         acc = self.momentum.index_select(0, rows) + g.square().mean(1)
         self.momentum.index_copy_(0, rows, acc)
         step = g * (self.lr / (acc.sqrt() + self.eps)).unsqueeze(1)
-        w = self.collection.weight.data
-        w.index_copy_(0, rows, w.index_select(0, rows).sub_(step.to(w.dtype)))
+        w = self.collection.weight
+        scatter_rows(w, rows, gather_rows(w, rows).sub_(step.to(w.dtype)))
 
     def state_dict(self) -> dict[str, Any]:
         return {"lr": self.lr, "eps": self.eps, "momentum": self.momentum}

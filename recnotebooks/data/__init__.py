@@ -1,0 +1,18 @@
+"""Data: the :class:`Batch` container, skewed synthetic Criteo-like streams and the Criteo reader."""
+
+from recnotebooks.data.batch import Batch
+from recnotebooks.data.criteo import CriteoReader, ReadStats, write_criteo_tsv
+from recnotebooks.data.skew import fit_zipf_exponent, scatter_ids, zipf_ranks
+from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
+
+__all__ = [
+    "Batch",
+    "SyntheticConfig",
+    "SyntheticCriteo",
+    "CriteoReader",
+    "ReadStats",
+    "write_criteo_tsv",
+    "zipf_ranks",
+    "scatter_ids",
+    "fit_zipf_exponent",
+]

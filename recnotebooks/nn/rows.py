@@ -1,0 +1,95 @@
+"""Row kernels behind the fused embeddings: segment ids, grouping lookups by row, and
+gathering/scattering embedding rows.
+
+Each has a CUDA path (plain torch ops) and a CPU path tuned for the 2-core laptops this
+course runs on: NumPy's vectorised sort and row take/put are several times faster than
+the generic ``torch.sort`` with indices and ``index_select``/``index_copy_`` on CPU, and
+transparent huge pages cut the TLB misses of random row access into multi-GB tables.
+Every function returns the same values on either path (the tests check both).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+import numpy as np
+import torch
+
+__all__ = ["segment_ids", "group_by_row", "gather_rows", "scatter_rows", "advise_huge_pages"]
+
+_MADV_HUGEPAGE = 14  # linux/mman.h
+_HUGE = 2 << 20
+
+
+def segment_ids(offsets: torch.Tensor, n: int) -> torch.Tensor:
+    """Segment number of each of ``n`` elements given ``offsets`` (len segments+1, from 0).
+
+    Empty segments are skipped correctly. Equivalent to
+    ``repeat_interleave(arange(segments), diff(offsets))`` but a count-and-cumsum, which is
+    several times faster on CPU.
+    """
+    marks = torch.zeros(n + 1, dtype=torch.int32, device=offsets.device)
+    inner = offsets[1:-1].long()
+    marks.index_add_(0, inner, torch.ones_like(inner, dtype=torch.int32))
+    return torch.cumsum(marks[:n], 0, dtype=torch.int32)
+
+
+def group_by_row(ids: torch.Tensor, bags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sort lookups by row id: returns ``(rows, counts, order)``.
+
+    ``rows`` are the distinct row ids ascending, ``counts`` how many lookups hit each, and
+    ``order`` the lookup positions sorted by row (stable within a row is not guaranteed).
+    On CPU the (row, position) pairs are packed into one int64 key and sorted with NumPy's
+    SIMD sort instead of an argsort.
+    """
+    n = ids.numel()
+    if ids.device.type == "cpu" and n < 2**32 and (n == 0 or int(ids.max()) < 2**31):
+        key = ids.to(torch.int64).bitwise_left_shift(32).bitwise_or_(torch.arange(n, dtype=torch.int64))
+        key = torch.from_numpy(np.sort(key.numpy()))
+        sorted_ids = key.bitwise_right_shift(32)
+        order = key.bitwise_and_(0xFFFFFFFF)
+    else:
+        sorted_ids, order = torch.sort(ids.to(torch.int64))
+    rows, counts = torch.unique_consecutive(sorted_ids, return_counts=True)
+    return rows, counts, order
+
+
+def _numpy_ok(weight: torch.Tensor) -> bool:
+    return weight.device.type == "cpu" and weight.dtype in (torch.float32, torch.float64) and weight.is_contiguous()
+
+
+def gather_rows(weight: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``weight[rows]`` for int64 ``rows`` (a new tensor)."""
+    if _numpy_ok(weight):
+        return torch.from_numpy(np.take(weight.detach().numpy(), rows.numpy(), axis=0))
+    return weight.detach().index_select(0, rows)
+
+
+def scatter_rows(weight: torch.Tensor, rows: torch.Tensor, values: torch.Tensor) -> None:
+    """``weight[rows] = values`` in place, for distinct int64 ``rows``."""
+    if _numpy_ok(weight) and values.dtype == weight.dtype and values.is_contiguous():
+        weight.detach().numpy()[rows.numpy()] = values.numpy()
+    else:
+        weight.detach().index_copy_(0, rows, values.to(weight.dtype))
+
+
+def advise_huge_pages(t: torch.Tensor) -> bool:
+    """Ask Linux to back a large CPU tensor with transparent huge pages (before first touch).
+
+    Random row lookups into a multi-GB table miss the TLB on nearly every row with 4 KiB
+    pages; 2 MiB pages make the page table reach fit in the TLB. A no-op (returns False)
+    off Linux, on GPU tensors, or when the kernel refuses.
+    """
+    if not sys.platform.startswith("linux") or t.device.type != "cpu":
+        return False
+    nbytes = t.numel() * t.element_size()
+    start = (t.data_ptr() + _HUGE - 1) & ~(_HUGE - 1)
+    end = (t.data_ptr() + nbytes) & ~(_HUGE - 1)
+    if end - start < _HUGE:
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_HUGEPAGE) == 0
+    except (OSError, AttributeError):
+        return False

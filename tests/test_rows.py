@@ -1,0 +1,64 @@
+"""Row kernels: each CPU fast path against plain torch references."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recnotebooks.nn.rows import advise_huge_pages, gather_rows, group_by_row, scatter_rows, segment_ids
+
+
+@given(st.lists(st.integers(0, 4), min_size=1, max_size=30))
+def test_segment_ids_match_repeat_interleave(lengths):
+    lens = torch.tensor(lengths)
+    offsets = torch.zeros(len(lengths) + 1, dtype=torch.long)
+    offsets[1:] = lens.cumsum(0)
+    n = int(lens.sum())
+    got = segment_ids(offsets, n)
+    assert torch.equal(got.long(), torch.repeat_interleave(torch.arange(len(lengths)), lens))
+
+
+@given(st.lists(st.integers(0, 2**31 - 1), max_size=50), st.booleans())
+def test_group_by_row_matches_sort(values, as_int32):
+    ids = torch.tensor(values, dtype=torch.int64)
+    if as_int32:
+        ids = ids.to(torch.int32)
+    bags = torch.arange(ids.numel())
+    rows, counts, order = group_by_row(ids, bags)
+    ref_rows, ref_counts = torch.unique(ids.long(), return_counts=True)
+    assert torch.equal(rows, ref_rows) and torch.equal(counts, ref_counts)
+    assert torch.equal(ids.long()[order], torch.repeat_interleave(ref_rows, ref_counts))
+    assert sorted(order.tolist()) == list(range(ids.numel()))
+    assert torch.equal(ids, ids.clone())  # input untouched
+
+
+def test_group_by_row_large_ids_take_the_torch_path():
+    ids = torch.tensor([2**40, 5, 2**40, 7])
+    rows, counts, order = group_by_row(ids, torch.arange(4))
+    assert rows.tolist() == [5, 7, 2**40] and counts.tolist() == [1, 1, 2]
+
+
+def test_gather_scatter_match_index_ops_for_each_dtype():
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        w = torch.randn(50, 3).to(dtype)
+        rows = torch.tensor([1, 7, 49])
+        torch.testing.assert_close(gather_rows(w, rows), w.index_select(0, rows))
+        ref = w.clone()
+        vals = torch.randn(3, 3).to(dtype)
+        ref.index_copy_(0, rows, vals)
+        scatter_rows(w, rows, vals)
+        torch.testing.assert_close(w, ref)
+
+
+def test_gather_returns_a_copy():
+    w = torch.zeros(4, 2)
+    g = gather_rows(w, torch.tensor([1]))
+    g += 1
+    assert w.sum() == 0
+
+
+def test_advise_huge_pages_is_safe():
+    assert advise_huge_pages(torch.empty(10)) is False  # too small: no-op
+    big = torch.empty(3 * (2 << 20) // 4)
+    assert advise_huge_pages(big) in (True, False)
