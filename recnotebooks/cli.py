@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train a DLRM on synthetic Criteo-like data and report measurements")
     t.add_argument("--preset", default="tiny", choices=preset_names(), help="model preset (default tiny)")
-    t.add_argument("--steps", type=_positive_int("--steps"), default=300)
-    t.add_argument("--batch-size", type=_positive_int("--batch-size"), default=256)
+    t.add_argument("--steps", type=_positive_int("--steps"), default=400)
+    t.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1024)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda[:N]")
     g = t.add_argument_group("architecture overrides (dlrm repo notation)")

@@ -47,7 +47,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 class TrainConfig:
     """Hyper-parameters and bookkeeping of a training run (validated)."""
 
-    steps: int = 300
+    steps: int = 400
     warmup_steps: int = 5
     sparse_optimizer: str = "rowwise_adagrad"
     sparse_lr: float = 0.05

@@ -29,9 +29,9 @@ def small_cfg():
 def test_tiny_dlrm_learns_the_teacher():
     """The learning test of issue 2: held-out AUC >= 0.75 (chance is 0.5)."""
     cfg = preset("tiny")
-    tc = TrainConfig(progress=False, eval_batches=20, time_phases=False)
-    train = SyntheticCriteo(cfg, 512, seed=0)
-    evals = SyntheticCriteo(cfg, 512, seed=0, split="eval")
+    tc = TrainConfig(steps=400, progress=False, eval_batches=10, time_phases=False)
+    train = SyntheticCriteo(cfg, 1024, seed=0)
+    evals = SyntheticCriteo(cfg, 1024, seed=0, split="eval")
     res = Trainer(DLRM(cfg, seed=0), train, evals, tc, device="cpu").fit()
     assert res.auc is not None and res.auc >= 0.75, res.auc
     assert res.ne is not None and res.ne < 0.95

@@ -14,10 +14,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from recnotebooks.nn.embedding import EmbeddingBagCollection
-from recnotebooks.nn.rows import gather_rows, scatter_rows
+from recnotebooks.nn.rows import gather_rows, scatter_rows, update_rows
 
 __all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "make_sparse_optimizer"]
 
@@ -63,9 +64,12 @@ class SparseSGD(SparseOptimizer):
     """Plain SGD on touched rows only."""
 
     def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
-        # rows are distinct: gather, update, scatter back (index_add_ is serial on CPU)
-        w = self.collection.weight
-        scatter_rows(w, rows, gather_rows(w, rows).add_(grads.to(w.dtype), alpha=-self.lr))
+        lr = self.lr
+
+        def update(x: np.ndarray, g: np.ndarray, _: slice) -> None:
+            x -= lr * g
+
+        update_rows(self.collection.weight, rows, grads, update, lambda w, g: w.add_(g, alpha=-lr))
 
 
 class RowWiseAdagrad(SparseOptimizer):
@@ -91,11 +95,19 @@ class RowWiseAdagrad(SparseOptimizer):
 
     def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
         g = grads.float()
-        acc = self.momentum.index_select(0, rows) + g.square().mean(1)
-        self.momentum.index_copy_(0, rows, acc)
-        step = g * (self.lr / (acc.sqrt() + self.eps)).unsqueeze(1)
-        w = self.collection.weight
-        scatter_rows(w, rows, gather_rows(w, rows).sub_(step.to(w.dtype)))
+        acc = gather_rows(self.momentum.unsqueeze(1), rows).squeeze(1) + g.square().mean(1)
+        scatter_rows(self.momentum.unsqueeze(1), rows, acc.unsqueeze(1))
+        scale = (self.lr / (acc.sqrt() + self.eps)).unsqueeze(1)
+        if grads.dtype == torch.float32:
+            sc = scale.numpy() if grads.device.type == "cpu" else None
+
+            def update(x: np.ndarray, gn: np.ndarray, s: slice) -> None:
+                x -= gn * sc[s]  # type: ignore[index]
+
+            update_rows(self.collection.weight, rows, grads, update, lambda w, gg: w.sub_(gg * scale))
+        else:
+            w = self.collection.weight
+            scatter_rows(w, rows, gather_rows(w, rows).sub_((g * scale).to(w.dtype)))
 
     def state_dict(self) -> dict[str, Any]:
         return {"lr": self.lr, "eps": self.eps, "momentum": self.momentum}

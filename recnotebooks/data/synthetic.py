@@ -1,0 +1,417 @@
+"""A Criteo-like synthetic click stream whose labels a DLRM can learn: :class:`SyntheticCriteo`.
+
+Batches have Criteo's shape (count-like dense features, one bag of ids per table, 0/1
+clicks) and the properties that matter for training experiments:
+
+* **Skew**: ids follow a bounded Zipf law per table (:mod:`recnotebooks.data.skew`), with
+  the hot ids scattered over the table, as hashed Criteo ids are.
+* **Temporal locality**: a ``reuse_fraction`` of each batch's lookups repeat ids that the
+  previous batch drew, as consecutive real batches share trending items.
+* **A hidden teacher**: labels come from a fixed random "true" model with per-id effects,
+  pairwise dot products of per-id latent vectors between tables (the structure DLRM's
+  interaction is built to capture), a dense linear term and a dense x sparse cross term.
+* **Streaming at any scale**: nothing is stored per table row. Ids and teacher parameters
+  come from integer hashes (:func:`~recnotebooks.data.skew.hash32`), so 40M-row tables cost
+  no memory and any batch can be generated directly from its index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from recnotebooks.config import DLRMConfig
+from recnotebooks.data.batch import Batch
+from recnotebooks.data.skew import (
+    FLOAT_MOD_MAX,
+    MAX_ROWS,
+    ZipfSampler,
+    _check_exponent,
+    _mix64,
+    affine_mod,
+    fmod_exact,
+    hash32,
+    i32,
+    scatter_params,
+)
+from recnotebooks.sparse import JaggedBatch
+
+__all__ = ["SyntheticConfig", "SyntheticCriteo", "POOLING_DISTRIBUTIONS", "SPLITS"]
+
+POOLING_DISTRIBUTIONS = ("fixed", "uniform", "poisson")
+SPLITS = ("train", "eval")
+_PROBE = 7  # stream code of the calibration batch (train and eval are 1 and 2)
+_LATENT = 4  # teacher latent dimension
+
+
+def _check_num(name: str, value: object, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo) or (hi_open and v == hi):
+        rng = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
+        raise ValueError(f"{name} must be in {rng}, got {value!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """How the synthetic stream is drawn (validated on construction).
+
+    Args:
+        zipf_exponent: Zipf exponent of id popularity, one for all tables or one per table.
+        reuse_fraction: fraction of each table's lookups in a batch that copy ids the
+            previous batch drew fresh for that table (temporal locality), in [0, 1).
+        pooling: bag-size distribution with mean ``TableConfig.pooling_factor``: ``"fixed"``
+            (the mean, rounded), ``"uniform"`` (on [0, 2 * mean], rounded) or ``"poisson"``.
+        positive_rate: target click rate in (0, 1) (Criteo: about 0.256).
+        teacher_strength: scale of the teacher's standardised logit, in [0, 100]; bigger =
+            more learnable (a higher achievable AUC; 2.5 gives about 0.9).
+        label_noise: probability of flipping each label, below ``min(positive_rate,
+            1 - positive_rate)``; ``positive_rate`` is the rate after flipping.
+        dense_log: emit ``log1p(count)`` dense features (DLRM's preprocessing), else counts.
+    """
+
+    zipf_exponent: float | tuple[float, ...] = 1.05
+    reuse_fraction: float = 0.2
+    pooling: str = "fixed"
+    positive_rate: float = 0.25
+    teacher_strength: float = 2.5
+    label_noise: float = 0.0
+    dense_log: bool = True
+
+    def __post_init__(self) -> None:
+        z = self.zipf_exponent
+        if isinstance(z, (tuple, list)):
+            if not z:
+                raise ValueError("zipf_exponent must be a number or a non-empty tuple, got ()")
+            z = tuple(_check_exponent(x, f"zipf_exponent[{i}]") for i, x in enumerate(z))
+        object.__setattr__(self, "zipf_exponent", z if isinstance(z, tuple) else _check_exponent(z, "zipf_exponent"))
+        _check_num("reuse_fraction", self.reuse_fraction, 0.0, 1.0, hi_open=True)
+        if self.pooling not in POOLING_DISTRIBUTIONS:
+            raise ValueError(f"pooling must be one of {list(POOLING_DISTRIBUTIONS)}, got {self.pooling!r}")
+        p = _check_num("positive_rate", self.positive_rate, 0.0, 1.0, lo_open=True, hi_open=True)
+        _check_num("teacher_strength", self.teacher_strength, 0.0, 100.0)
+        _check_num("label_noise", self.label_noise, 0.0, min(p, 1.0 - p), hi_open=True)
+        if not isinstance(self.dense_log, bool):
+            raise TypeError(f"dense_log must be a bool, got {self.dense_log!r}")
+
+    def exponents(self, num_tables: int) -> tuple[float, ...]:
+        """One Zipf exponent per table."""
+        z = self.zipf_exponent
+        if not isinstance(z, tuple):
+            return (float(z),) * num_tables
+        if len(z) != num_tables:
+            raise ValueError(f"zipf_exponent must have one entry per table ({num_tables}), got {len(z)}")
+        return z
+
+
+class _Layout(NamedTuple):
+    """Lookups of a batch: ``(T, n / T)`` arrays and ``(T, 1)`` parameters when every table
+    has as many lookups (no gathers), else flat ``(n,)`` arrays and gathered parameters."""
+
+    n: int
+    shape: tuple[int, ...]
+    per: Callable[[torch.Tensor], torch.Tensor]  # per-table (T,) tensor -> broadcastable
+    counts: list[int]  # lookups per table
+
+
+class SyntheticCriteo:
+    """Deterministic, random-access, streaming synthetic Criteo-like batches.
+
+    ``batch(i)`` depends only on ``(seed, split, i)`` and the configs. Each ``iter()`` is a
+    pass from ``start`` (so an eval stream gives the same batches every time); iterating
+    advances :attr:`position`, which :meth:`state_dict` saves for resuming. ``"train"`` and
+    ``"eval"`` draw different samples from the same hidden teacher (it depends on ``seed`` and
+    the configs, not on the split or ``batch_size``). Nothing accumulates per batch.
+
+    Ids and the teacher come from integer hashes, so they agree across devices (up to rare
+    last-bit differences of ``log``/``exp`` in the Zipf tail); bag sizes, dense features and
+    labels use a ``torch.Generator`` seeded per batch, reproducible on one device type.
+    Tables may have up to ``MAX_ROWS`` rows (``2^31`` with int32 indices).
+    """
+
+    def __init__(
+        self,
+        config: DLRMConfig,
+        batch_size: int,
+        data: SyntheticConfig = SyntheticConfig(),
+        seed: int = 0,
+        split: str = "train",
+        num_batches: int | None = None,
+        start: int = 0,
+        device: torch.device | str = "cpu",
+        index_dtype: torch.dtype = torch.int64,
+    ) -> None:
+        if not isinstance(config, DLRMConfig):
+            raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
+        if not isinstance(data, SyntheticConfig):
+            raise TypeError(f"data must be a SyntheticConfig, got {type(data).__name__}")
+        for name, v in (("batch_size", batch_size), ("seed", seed), ("start", start), ("num_batches", num_batches)):
+            lo = 1 if name == "batch_size" else 0
+            if (v is not None or name != "num_batches") and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
+                raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
+        if index_dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"index_dtype must be torch.int32 or torch.int64, got {index_dtype!r}")
+        rows = [t.num_rows for t in config.tables]
+        limit = MAX_ROWS if index_dtype == torch.int64 else 2**31
+        if max(rows) > limit:
+            raise ValueError(f"num_rows of every table must be <= {limit} for {index_dtype}, got {max(rows)}")
+        self.config, self.data, self.batch_size, self.seed, self.split = config, data, batch_size, seed, split
+        self.num_batches, self.start, self.position = num_batches, start, start
+        self._resume: int | None = None
+        self.device, self.index_dtype = torch.device(device), index_dtype
+        self._code = SPLITS.index(split) + 1
+        dev, T, D = self.device, config.num_tables, config.num_dense
+        self._exps = data.exponents(T)
+        self._samplers = {s: ZipfSampler.get(s, str(dev)) for s in sorted(set(self._exps))}
+        mass = [self._samplers[s].mass(n) for s, n in zip(self._exps, rows, strict=True)]
+        self._mass = torch.tensor(mass, dtype=torch.float64, device=dev)
+        self._rows, self._max_rows = torch.tensor(rows, device=dev), max(rows)
+        scatter = [scatter_params(n, _mix64(seed, t, 0x5CA7)) for t, n in enumerate(rows)]
+        self._scat = torch.tensor(scatter, device=dev).T.contiguous()  # (2, T): a, b of a*rank+b mod n
+        self._scat_f = (*self._scat.double(), self._rows.double())
+        keys = [[i32(_mix64(seed, t, 0x7EAC, j)) | (j == 0) for t in range(T)] for j in (0, 1)]
+        self._tkeys = torch.tensor(keys, dtype=torch.int32, device=dev)  # (2, T): odd multiplier, offset
+        self._pool = torch.tensor([float(t.pooling_factor) for t in config.tables], device=dev)
+        self._fixed = torch.round(self._pool).to(torch.int64)
+        fixed = set(self._fixed.tolist())
+        self._bag_len = fixed.pop() if data.pooling == "fixed" and len(fixed) == 1 else None
+        q = (torch.arange(65536, dtype=torch.float64) + 0.5) / 65536
+        self._normal_q = torch.special.ndtri(q).to(device=dev, dtype=torch.float32)  # N(0,1) quantiles
+        g = torch.Generator().manual_seed(_mix64(seed, 0xDE45E) >> 1)
+        self._dense_mu = (torch.rand(D, generator=g) * 5 - 1).to(dev)  # log-scale of each count
+        self._dense_sigma = (torch.rand(D, generator=g) + 0.5).to(dev)
+        self._w = (torch.randn(D, generator=g) / math.sqrt(D)).to(dev)
+        self._proj = (torch.randn(D, _LATENT, generator=g) / math.sqrt(D)).to(dev)
+        self._calibrate()
+
+    # ----- public API --------------------------------------------------------------------
+    def batch(self, i: int) -> Batch:
+        """Batch number ``i`` (any ``i >= 0``, in any order; deterministic)."""
+        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+            raise ValueError(f"i must be an int >= 0, got {i!r}")
+        return self._make(self._code, i, self.batch_size)
+
+    def teacher_logits(self, batch: Batch) -> torch.Tensor:
+        """The hidden true click logit of every sample of ``batch`` (float32, shape (B,))."""
+        if not isinstance(batch, Batch):
+            raise TypeError(f"batch must be a Batch, got {type(batch).__name__}")
+        sp, dev = batch.sparse, self.device
+        if sp.keys != self.config.table_names or batch.dense.shape[1] != self.config.num_dense:
+            raise ValueError(f"batch must have keys {list(self.config.table_names)} and "
+                             f"{self.config.num_dense} dense columns, got {list(sp.keys)}, {batch.dense.shape[1]}")
+        lengths = sp.lengths.to(dev, torch.int64)
+        dense = batch.dense.to(dev, torch.float32)
+        lay = self._layout(lengths, sp.batch_size)
+        same = lengths.numel() > 0 and bool((lengths == lengths[0]).all())
+        raw = self._pieces(sp.values.to(dev, torch.int64).view(lay.shape), lengths, sp.batch_size,
+                           dense if self.data.dense_log else torch.log1p(dense), lay.per,
+                           int(lengths[0]) if same else None)
+        return self._logit(raw)
+
+    def __iter__(self) -> Iterator[Batch]:
+        """A pass over ``batch(start), batch(start + 1), ...`` (``num_batches`` of them, or
+        endless), or, right after :meth:`load_state_dict`, from the restored position."""
+        self.position = self.start if self._resume is None else self._resume
+        self._resume = None
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[Batch]:
+        end = None if self.num_batches is None else self.start + self.num_batches
+        while end is None or self.position < end:
+            b = self.batch(self.position)
+            self.position += 1  # the index of the next batch, as saved by state_dict
+            yield b
+
+    def __len__(self) -> int:
+        if self.num_batches is None:
+            raise TypeError("len() of an infinite SyntheticCriteo (num_batches=None)")
+        return self.num_batches
+
+    def state_dict(self) -> dict[str, Any]:
+        """Resumable state: the next batch index plus the identity of the stream."""
+        return {"position": self.position, "seed": self.seed, "split": self.split}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` output (of a stream with the same seed and split):
+        the next ``iter()`` continues at the saved position."""
+        if not isinstance(state, dict) or "position" not in state:
+            raise ValueError(f"state must be a dict with a 'position' key, got {state!r}")
+        for k in ("seed", "split"):
+            if k in state and state[k] != getattr(self, k):
+                raise ValueError(f"state[{k!r}] is {state[k]!r} but this stream has {k}={getattr(self, k)!r}")
+        pos = state["position"]
+        if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
+            raise ValueError(f"state['position'] must be an int >= 0, got {pos!r}")
+        self.position = self._resume = pos
+
+    # ----- sampling ----------------------------------------------------------------------
+    def _gen(self, code: int, i: int) -> torch.Generator:
+        return torch.Generator(device=self.device).manual_seed(_mix64(self.seed, code, i) >> 1)
+
+    def _keys(self, code: int, i: int) -> tuple[int, int]:
+        """Per-batch int32 counter keys: an odd multiplier and an offset."""
+        return i32(_mix64(self.seed, code, i, 0)) | 1, i32(_mix64(self.seed, code, i, 1))
+
+    def _lengths(self, gen: torch.Generator, bsz: int) -> torch.Tensor:
+        """Bag sizes, key-major (T * bsz,), int64; the first draw from ``gen``."""
+        if self.data.pooling == "fixed":
+            return self._fixed.repeat_interleave(bsz)
+        mean = self._pool.repeat_interleave(bsz)
+        if self.data.pooling == "uniform":
+            return torch.rand(mean.shape, generator=gen, device=self.device).mul_(mean * 2).round_().long()
+        return torch.poisson(mean, generator=gen).long()
+
+    def _layout(self, lengths: torch.Tensor, bsz: int) -> _Layout:
+        T = self.config.num_tables
+        n_t = lengths.view(T, bsz).sum(1)
+        counts = n_t.tolist()
+        if counts.count(counts[0]) == T:
+            return _Layout(sum(counts), (T, counts[0]), lambda p: p.view(T, 1), counts)
+        tab = torch.repeat_interleave(torch.arange(T, device=self.device), n_t, output_size=sum(counts))
+        return _Layout(sum(counts), (sum(counts),), lambda p: p.index_select(0, tab), counts)
+
+    def _reuse(self, code: int, i: int, lay: _Layout, bsz: int, ctr: torch.Tensor) -> torch.Tensor:
+        """Point a ``reuse_fraction`` of each table's lookup counters at counters of the
+        previous batch's *fresh* (not themselves reused) lookups of the same table.
+
+        Each batch permutes each table's positions by ``pi(p) = (A p + C) mod n``; positions
+        with ``pi(p) < R = round(r n)`` are reused, the rest are fresh. A reused position copies
+        the previous batch's fresh position ``pi'^-1(R' + pi(p) mod (n' - R'))``, so every
+        copied id is visible in the previous batch. Selection is an arithmetic blend."""
+        r, T, dev = self.data.reuse_fraction, self.config.num_tables, self.device
+        n_old = self._lengths(self._gen(code, i - 1), bsz).view(T, bsz).sum(1).tolist()
+        r_old = [round(r * m) for m in n_old]
+        fresh = [m - k for m, k in zip(n_old, r_old, strict=True)]
+        reuse = [round(r * m) if f > 0 else 0 for m, f in zip(lay.counts, fresh, strict=True)]
+        if not any(reuse):
+            return ctr
+        new = [scatter_params(m, _mix64(self.seed, code, i, t, 0xEC)) if m else (1, 0) for t, m in enumerate(lay.counts)]
+        old = [scatter_params(m, _mix64(self.seed, code, i - 1, t, 0xEC)) if m else (1, 0) for t, m in enumerate(n_old)]
+        inv = [pow(a, -1, m) if m > 1 else 0 for (a, _), m in zip(old, n_old, strict=True)]
+        params = [[a for a, _ in new], [c for _, c in new], [max(m, 1) for m in lay.counts], reuse, r_old,
+                  [max(f, 1) for f in fresh], inv, [c for _, c in old], [max(m, 1) for m in n_old],
+                  [sum(n_old[:t]) for t in range(T)]]
+        A, C, n, R, R0, F0, inv0, C0, n0, s0 = map(lay.per, torch.tensor(params, dtype=torch.float64, device=dev))
+        if len(lay.shape) == 2:
+            local = torch.arange(lay.shape[1], dtype=torch.float64, device=dev).view(1, -1)
+        else:
+            starts = torch.tensor([0] + lay.counts[:-1], device=dev).cumsum(0).double()
+            local = torch.arange(lay.n, dtype=torch.float64, device=dev) - lay.per(starts)
+        pi = fmod_exact(local * A + C, n)
+        src = fmod_exact((R0 + fmod_exact(pi, F0) - C0 + n0) * inv0, n0) + s0
+        pk = self._keys(code, i - 1)
+        return ctr + (pi < R).to(torch.int32) * (src.to(torch.int32) * pk[0] + pk[1] - ctr)
+
+    def _ids(self, code: int, i: int, lay: _Layout, bsz: int) -> torch.Tensor:
+        """Ids (``lay.shape``; exact float64 integers, or int64 beyond FLOAT_MOD_MAX rows).
+
+        A 53-bit uniform per lookup comes from ``hash32(k1 * counter + k0)`` with per-batch
+        keys (an affine map per batch, so batches never line up); its Zipf rank is scattered
+        over the table by the table's fixed bijection."""
+        k = self._keys(code, i)
+        ctr = torch.arange(lay.n, dtype=torch.int32, device=self.device).view(lay.shape) * k[0] + k[1]
+        if self.data.reuse_fraction > 0 and code != _PROBE:
+            ctr = self._reuse(code, i, lay, bsz, ctr)
+        h = hash32(ctr)
+        lo = (((h * 0x2C1B3C6D) >> 11) & 0x1FFFFF).to(torch.float64)  # 21 more bits of resolution
+        x = h.to(torch.float64).add_(2.0**31).mul_(2.0**21).add_(lo).mul_(lay.per(self._mass * 2.0**-53))
+        if len(self._samplers) == 1:  # x = u * Z_t: position in the table's unnormalised CDF
+            ranks = next(iter(self._samplers.values())).ranks_float(x)
+        else:  # per-table exponents: one slice per table (tables are contiguous, key-major)
+            ranks, xf, lo_ = torch.empty_like(x).view(-1), x.view(-1), 0
+            for t, cnt in enumerate(lay.counts):
+                ranks[lo_ : lo_ + cnt] = self._samplers[self._exps[t]].ranks_float(xf[lo_ : lo_ + cnt])
+                lo_ += cnt
+            ranks = ranks.view(lay.shape)
+        if self._max_rows <= FLOAT_MOD_MAX:
+            return affine_mod(ranks, *map(lay.per, self._scat_f), n_max=self._max_rows)
+        ranks = torch.minimum(ranks.to(torch.int64), lay.per(self._rows) - 1)
+        a, b = self._scat
+        return affine_mod(ranks, lay.per(a), lay.per(b), lay.per(self._rows), n_max=self._max_rows)
+
+    def _make(self, code: int, i: int, bsz: int) -> Batch:
+        gen = self._gen(code, i)
+        lengths = self._lengths(gen, bsz)
+        lay = self._layout(lengths, bsz)
+        ids = self._ids(code, i, lay, bsz)
+        z = torch.randn(bsz, self.config.num_dense, generator=gen, device=self.device)
+        counts = z.mul_(self._dense_sigma).add_(self._dense_mu).exp_().floor_()  # log-normal counts
+        dl = torch.log1p(counts)
+        raw = self._pieces(ids, lengths, bsz, dl, lay.per, self._bag_len)
+        lab = torch.rand(bsz, generator=gen, device=self.device) < torch.sigmoid(self._logit(raw))
+        if self.data.label_noise > 0:
+            lab ^= torch.rand(bsz, generator=gen, device=self.device) < self.data.label_noise
+        idt = self.index_dtype
+        sparse = JaggedBatch(self.config.table_names, ids.reshape(-1).to(idt), lengths.to(idt), bsz)
+        return Batch(dl if self.data.dense_log else counts, sparse, lab.to(torch.float32))
+
+    # ----- teacher -----------------------------------------------------------------------
+    def _pieces(self, ids: torch.Tensor, lengths: torch.Tensor, bsz: int, dl: torch.Tensor,
+                per: Callable, bag_len: int | None) -> torch.Tensor:
+        """The teacher's four raw terms per sample, (B, 4): the sum over tables of the
+        bag-mean effect ``a``, the pairwise dot products of the bag-mean latents ``v`` between
+        tables, a linear dense term and a dense x latent cross term. Per id, a hash of
+        (seed, table, id) gives ``a ~ N(0, 1)`` and ``v`` uniform on [-sqrt(3), sqrt(3)]^4."""
+        T, n = self.config.num_tables, ids.numel()
+        h = hash32(ids.to(torch.int32) * per(self._tkeys[0]) + per(self._tkeys[1]))  # ids < 2^32 wrap
+        a = self._normal_q.index_select(0, (h & 0xFFFF).view(-1))
+        h = h * 0x2C1B3C6D
+        h ^= (h >> 15) & 0x1FFFF  # one more mixing round, then four latent bytes
+        if n == 0:
+            a_p, v_p = torch.zeros(T * bsz, device=self.device), torch.zeros(T * bsz, _LATENT, device=self.device)
+        elif bag_len and bag_len < 258:  # byte pairs summed in 16-bit lanes of int32 (no overflow)
+            a_p, h = a.view(T * bsz, bag_len).mean(1), h.view(T * bsz, bag_len)
+            s02, s13 = (h & 0x00FF00FF).sum(1), ((h >> 8) & 0x00FF00FF).sum(1)
+            v_p = torch.stack([s02 & 0xFFFF, s13 & 0xFFFF, s02 >> 16, s13 >> 16], 1).float() / bag_len
+        else:
+            feats = torch.cat([a.unsqueeze(1), h.view(-1).view(torch.uint8).view(n, _LATENT).float()], 1)
+            off = torch.zeros(T * bsz + 1, dtype=torch.int64, device=self.device)
+            torch.cumsum(lengths, 0, out=off[1:])
+            ar = torch.arange(n, device=self.device)
+            pooled = F.embedding_bag(ar, feats, off, mode="mean", include_last_offset=True)
+            a_p, v_p = pooled[:, 0], pooled[:, 1:]
+        v = ((v_p + 0.5) / 256 - 0.5) * math.sqrt(12) * (lengths > 0).unsqueeze(1)  # empty bag: 0
+        v = v.view(T, bsz, _LATENT)
+        vs = v.sum(0)
+        pairs = ((vs * vs).sum(1) - (v * v).sum((0, 2))) / 2  # sum over table pairs t < t' of <v_t, v_t'>
+        d = (dl - self._dmean) * self._dscale
+        return torch.stack([a_p.view(T, bsz).sum(0), pairs, d @ self._w, ((d @ self._proj) * vs).sum(1)], 1)
+
+    def _logit(self, raw: torch.Tensor) -> torch.Tensor:
+        return ((raw - self._pmean) * self._pscale).sum(1) * self.data.teacher_strength + self._bias
+
+    def _calibrate(self) -> None:
+        """On a probe batch: standardise the dense inputs and each teacher term (unit variance,
+        equal weight, so embeddings and the dense MLP both matter), then pick the bias so that
+        the mean click probability hits the target rate."""
+        bsz = max(2048, min(8192, (1 << 20) // max(1, round(self.config.lookups_per_sample))))
+        gen = self._gen(_PROBE, 0)
+        lengths = self._lengths(gen, bsz)
+        lay = self._layout(lengths, bsz)
+        ids = self._ids(_PROBE, 0, lay, bsz)
+        z = torch.randn(bsz, self.config.num_dense, generator=gen, device=self.device)
+        dl = torch.log1p(z.mul_(self._dense_sigma).add_(self._dense_mu).exp_().floor_())
+        sd = dl.std(0)
+        self._dmean, self._dscale = dl.mean(0), torch.where(sd > 1e-6, 1.0 / sd.clamp(min=1e-6), 0.0)
+        raw = self._pieces(ids, lengths, bsz, dl, lay.per, self._bag_len).double()
+        pm, ps = raw.mean(0), raw.std(0)
+        active = ps > 1e-6 * (1 + pm.abs())  # e.g. no pairs term with one table
+        scale = torch.where(active, 1.0 / ps.clamp(min=1e-30), 0.0) / math.sqrt(max(1, int(active.sum())))
+        self._pmean, self._pscale, self._bias = pm.float(), scale.float(), 0.0
+        logit = self._logit(raw.float()).double()
+        eps = self.data.label_noise
+        target = (self.data.positive_rate - eps) / (1 - 2 * eps)
+        lo, hi = -60.0, 60.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if float(torch.sigmoid(logit + mid).mean()) < target else (lo, mid)
+        self._bias = 0.5 * (lo + hi)
