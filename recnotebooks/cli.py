@@ -142,7 +142,7 @@ def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
 
     from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
     from recnotebooks.nn import DLRM
-    from recnotebooks.train import Trainer, TrainConfig, resolve_device
+    from recnotebooks.train import TrainConfig, Trainer, resolve_device
 
     cfg = config_from_args(args)
     try:

@@ -231,10 +231,7 @@ class DLRMConfig:
             return {"forward": fwd, "backward": bwd}
 
         f = self.num_interaction_features
-        if self.interaction == "dot":
-            inter_fwd = 2.0 * f * f * d  # batched X X^T
-        else:
-            inter_fwd = 0.0
+        inter_fwd = 2.0 * f * f * d if self.interaction == "dot" else 0.0  # batched X X^T
         emb_fwd = self.lookups_per_sample * d
         return {
             "embedding": {"forward": emb_fwd, "backward": emb_fwd},

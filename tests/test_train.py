@@ -11,7 +11,7 @@ from recnotebooks.config import preset
 from recnotebooks.data import Batch, SyntheticCriteo
 from recnotebooks.nn import DLRM
 from recnotebooks.timing import PHASES
-from recnotebooks.train import Trainer, TrainConfig
+from recnotebooks.train import TrainConfig, Trainer
 
 
 def make(cfg, model_seed=0, bs=64, **tc):
