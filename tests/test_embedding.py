@@ -83,9 +83,20 @@ def test_forward_and_gradients_match_per_table_reference(rows, batch_size, max_l
     assert torch.equal(rg.rows, torch.unique(ebc.global_ids(batch).long()))
 
 
+@pytest.fixture(params=["fused", "unfused"])
+def kernel_path(request, monkeypatch):
+    """Run a test through the fused Numba kernel and through the plain torch path."""
+    import recnotebooks.nn.fused as fused
+
+    if request.param == "fused" and fused.numba is None:
+        pytest.skip("numba not installed")
+    monkeypatch.setattr(fused, "ENABLED", request.param == "fused")
+    return request.param
+
+
 @pytest.mark.parametrize("opt_name", ["sgd", "rowwise_adagrad"])
 @pytest.mark.parametrize("mode", ["sum", "mean"])
-def test_weights_after_optimizer_steps_match_reference(opt_name, mode):
+def test_weights_after_optimizer_steps_match_reference(opt_name, mode, kernel_path):
     gen = torch.Generator().manual_seed(3)
     rows = [30, 7, 100]
     tables = [TableConfig(f"t{i}", r) for i, r in enumerate(rows)]
@@ -115,7 +126,30 @@ def test_weights_after_optimizer_steps_match_reference(opt_name, mode):
         torch.testing.assert_close(ebc.table_weight(key), ref[i].weight.detach(), rtol=1e-5, atol=1e-6)
 
 
-def test_optimizer_touches_only_looked_up_rows():
+@pytest.mark.parametrize("opt_name", ["sgd", "rowwise_adagrad"])
+def test_fused_and_unfused_paths_agree_with_weights_and_accumulation(opt_name, monkeypatch):
+    import recnotebooks.nn.fused as fused
+
+    if fused.numba is None:
+        pytest.skip("numba not installed")
+    results = []
+    for enabled in (True, False):
+        monkeypatch.setattr(fused, "ENABLED", enabled)
+        gen = torch.Generator().manual_seed(7)
+        rows = [40, 9, 300]
+        ebc = EmbeddingBagCollection([TableConfig(f"t{i}", r) for i, r in enumerate(rows)], 16, seed=2)
+        opt = SparseSGD(ebc, 0.3) if opt_name == "sgd" else RowWiseAdagrad(ebc, 0.3)
+        for _ in range(3):
+            b1 = random_batch(rows, 7, 5, gen, weighted=True)
+            b2 = random_batch(rows, 3, 5, gen, weighted=False)
+            (ebc(b1).square().sum() + ebc(b2).sum()).backward()  # two forwards, one step
+            assert opt.step() > 0
+        results.append((ebc.weight.detach().clone(), getattr(opt, "momentum", torch.zeros(1)).clone()))
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-5, atol=1e-7)
+
+
+def test_optimizer_touches_only_looked_up_rows(kernel_path):
     ebc = EmbeddingBagCollection([TableConfig("a", 1000), TableConfig("b", 10)], 4)
     before = ebc.weight.detach().clone()
     batch = JaggedBatch.from_lists({"a": [[1, 5], [5]], "b": [[9], []]})

@@ -24,7 +24,7 @@ from recnotebooks.config import POOLINGS, TableConfig
 from recnotebooks.nn.rows import advise_huge_pages, group_by_row, segment_ids
 from recnotebooks.sparse import JaggedBatch
 
-__all__ = ["EmbeddingBagCollection", "RowGradients"]
+__all__ = ["EmbeddingBagCollection", "LookupGroups", "RowGradients"]
 
 
 @dataclass
@@ -33,6 +33,22 @@ class _PendingGrad:
     offsets: torch.Tensor  # bag offsets (num_bags + 1), bags = tables x batch, key-major
     coef: torch.Tensor | None  # per-lookup multiplier (weights and/or 1/bag size)
     grad: torch.Tensor | None = None  # d loss / d pooled output, (num_bags, dim)
+
+
+@dataclass
+class LookupGroups:
+    """A step's lookups grouped by row: lookups ``order[seg[i]:seg[i+1]]`` hit ``rows[i]``.
+
+    ``bags[k]`` is the bag of lookup ``k``, ``coef[k]`` its multiplier (per-id weight and/or
+    1/bag size; ``None`` means 1) and ``grad`` the gradient of the pooled outputs.
+    """
+
+    rows: torch.Tensor
+    seg: torch.Tensor
+    order: torch.Tensor
+    bags: torch.Tensor
+    coef: torch.Tensor | None
+    grad: torch.Tensor
 
 
 @dataclass
@@ -206,31 +222,25 @@ class EmbeddingBagCollection(nn.Module):
         """Drop recorded gradients (the sparse counterpart of ``zero_grad``)."""
         self._pending.clear()
 
-    def row_gradients(self) -> RowGradients:
-        """Reduce the recorded pooled-output gradients to one row per distinct touched row.
+    def lookup_groups(self) -> LookupGroups | None:
+        """The step's lookups grouped by row (``None`` if no gradient was recorded).
 
-        Lookups are sorted by row id; each distinct row's gradient is the (weighted) sum of
-        the pooled gradients of the bags it appeared in, computed with one segment-sum
-        ``embedding_bag`` over the pooled gradient. Forwards whose output got no gradient
-        are ignored.
+        Forwards whose output got no gradient are ignored; several forwards before a step
+        (gradient accumulation) are concatenated.
         """
         done = [p for p in self._pending if p.grad is not None]
-        dev, dt = self.weight.device, self.weight.dtype
         if not done:
-            return RowGradients(
-                torch.empty(0, dtype=torch.int64, device=dev),
-                torch.empty(0, self.embedding_dim, dtype=dt, device=dev),
-            )
+            return None
+        dev, dt = self.weight.device, self.weight.dtype
         ids_parts, bag_parts, coefs, shift = [], [], [], 0
-        for p in done:  # several forwards before a step = gradient accumulation
+        for p in done:
             bags = segment_ids(p.offsets, p.ids.numel())
             ids_parts.append(p.ids)
             bag_parts.append(bags if shift == 0 else bags + shift)
             coefs.append(p.coef)
             shift += p.grad.shape[0]  # type: ignore[union-attr]
         if len(done) == 1:
-            ids, bags, grad = ids_parts[0], bag_parts[0], done[0].grad
-            coef = coefs[0]
+            ids, bags, grad, coef = ids_parts[0], bag_parts[0], done[0].grad, coefs[0]
         else:
             ids = torch.cat([i.to(torch.int64) for i in ids_parts])
             bags = torch.cat(bag_parts)
@@ -242,15 +252,31 @@ class EmbeddingBagCollection(nn.Module):
         rows, counts, order = group_by_row(ids, bags)
         seg = torch.zeros(rows.numel() + 1, dtype=torch.int64, device=dev)
         torch.cumsum(counts, 0, out=seg[1:])
+        return LookupGroups(rows.to(torch.int64), seg, order, bags, coef, grad.contiguous())  # type: ignore[union-attr]
+
+    def row_gradients(self) -> RowGradients:
+        """Reduce the recorded pooled-output gradients to one row per distinct touched row.
+
+        Each distinct row's gradient is the (weighted) sum of the pooled gradients of the
+        bags it appeared in: one segment-sum ``embedding_bag`` over the pooled gradient, with
+        the lookups sorted by row (:meth:`lookup_groups`).
+        """
+        g = self.lookup_groups()
+        if g is None:
+            dev, dt = self.weight.device, self.weight.dtype
+            return RowGradients(
+                torch.empty(0, dtype=torch.int64, device=dev),
+                torch.empty(0, self.embedding_dim, dtype=dt, device=dev),
+            )
         grads = F.embedding_bag(
-            bags.index_select(0, order).to(torch.int64),
-            grad.contiguous(),  # type: ignore[union-attr]
-            seg,
+            g.bags.index_select(0, g.order).to(torch.int64),
+            g.grad,
+            g.seg,
             mode="sum",
-            per_sample_weights=None if coef is None else coef.index_select(0, order).to(dt),
+            per_sample_weights=None if g.coef is None else g.coef.index_select(0, g.order).to(g.grad.dtype),
             include_last_offset=True,
         )
-        return RowGradients(rows.to(torch.int64), grads)
+        return RowGradients(g.rows, grads)
 
     def dense_weight_gradient(self) -> torch.Tensor:
         """The full dense gradient of ``weight`` (for tests and small tables only)."""

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from recnotebooks.nn.embedding import EmbeddingBagCollection
+from recnotebooks.nn.embedding import EmbeddingBagCollection, LookupGroups
+from recnotebooks.nn.fused import fused_update
 from recnotebooks.nn.rows import gather_rows, scatter_rows, update_rows
 
 __all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "make_sparse_optimizer"]
@@ -40,12 +41,23 @@ class SparseOptimizer:
 
     @torch.no_grad()
     def step(self) -> int:
-        """Apply the gradients recorded since the last step; returns rows updated."""
-        rg = self.collection.row_gradients()
-        if rg.rows.numel():
+        """Apply the gradients recorded since the last step; returns rows updated.
+
+        Uses the fused kernel of :mod:`recnotebooks.nn.fused` when it can run, else reduces
+        the gradient rows (``row_gradients``) and updates them with torch ops.
+        """
+        groups = self.collection.lookup_groups()
+        if groups is None:
+            self.collection.clear_gradients()
+            return 0
+        if not self._fused(groups):
+            rg = self.collection.row_gradients()
             self._update(rg.rows, rg.grads)
         self.collection.clear_gradients()
-        return int(rg.rows.numel())
+        return int(groups.rows.numel())
+
+    def _fused(self, groups: LookupGroups) -> bool:
+        return fused_update(self.collection.weight, groups, self.lr)
 
     def zero_grad(self) -> None:
         self.collection.clear_gradients()
@@ -92,6 +104,9 @@ class RowWiseAdagrad(SparseOptimizer):
         self.momentum = torch.full(
             (w.shape[0],), float(initial_accumulator_value), dtype=torch.float32, device=w.device
         )
+
+    def _fused(self, groups: LookupGroups) -> bool:
+        return fused_update(self.collection.weight, groups, self.lr, self.momentum, self.eps)
 
     def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
         g = grads.float()
