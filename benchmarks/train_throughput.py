@@ -120,7 +120,7 @@ def run(pooling: float, args: argparse.Namespace, rates: dict[str, float]) -> di
         sparse_opt.step()
         dense_opt.step()
         dense_opt.zero_grad(set_to_none=True)
-        return float(loss)
+        return float(loss.detach())
 
     def ref_step(i: int) -> float:
         b = batches[i % len(batches)]
@@ -129,7 +129,7 @@ def run(pooling: float, args: argparse.Namespace, rates: dict[str, float]) -> di
         ref_opt.zero_grad(set_to_none=True)
         loss.backward()
         ref_opt.step()
-        return float(loss)
+        return float(loss.detach())
 
     first = (ours_step(0), ref_step(0))
     for i in range(1, args.warmup):

@@ -136,3 +136,19 @@ def test_trains_on_cuda():
     evals = SyntheticCriteo(cfg, 64, seed=0, split="eval")
     res = Trainer(DLRM(cfg), train, evals, TrainConfig(steps=5, progress=False, eval_batches=2), device="cuda").fit()
     assert res.device.startswith("cuda") and res.phases["backward"] > 0
+
+
+@pytest.mark.slow
+def test_criteo_kaggle_size_model_trains():
+    """33.8M rows (2.16 GB of fp32 tables) build, stream and train on a laptop-sized machine."""
+    cfg = preset("criteo_kaggle")
+    tr = Trainer(
+        DLRM(cfg),
+        SyntheticCriteo(cfg, 512, seed=0),
+        SyntheticCriteo(cfg, 512, seed=0, split="eval"),
+        TrainConfig(steps=3, warmup_steps=1, eval_batches=2, progress=False),
+        device="cpu",
+    )
+    res = tr.fit()
+    assert res.steps == 3 and math.isfinite(res.logloss)
+    assert tr.model.embeddings.weight.shape == (33_762_577, 16)

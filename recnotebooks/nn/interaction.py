@@ -19,7 +19,7 @@ class _PairwiseDots(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, select):  # type: ignore[no-untyped-def]
         b, f, _ = x.shape
-        z = torch.bmm(x, x.transpose(1, 2).contiguous()).view(b, f * f)
+        z = torch.bmm(x, x.transpose(1, 2)).view(b, f * f)
         ctx.save_for_backward(x, select)
         return z @ select
 
