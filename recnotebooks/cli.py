@@ -32,6 +32,19 @@ def _positive_int(name: str):  # type: ignore[no-untyped-def]
     return parse
 
 
+def _nonneg_int(name: str):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if not 0 <= v < 2**63:
+            raise argparse.ArgumentTypeError(f"{name} must be in [0, 2**63), got {v}")
+        return v
+
+    return parse
+
+
 def _positive_float(name: str):  # type: ignore[no-untyped-def]
     def parse(text: str) -> float:
         try:
@@ -55,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--preset", default="tiny", choices=preset_names(), help="model preset (default tiny)")
     t.add_argument("--steps", type=_positive_int("--steps"), default=400)
     t.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1024)
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=_nonneg_int("--seed"), default=0)
     t.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda[:N]")
     g = t.add_argument_group("architecture overrides (dlrm repo notation)")
     g.add_argument("--tables", type=_positive_int("--tables"), help="number of tables (all --rows rows)")
@@ -114,7 +127,7 @@ def config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         changes["tables"] = tables
     if changes:
         changes["name"] = f"{cfg.name}+overrides"
-        if args.dim and "bottom_mlp" not in changes and cfg.interaction == "dot":
+        if args.dim and "bottom_mlp" not in changes and changes.get("interaction", cfg.interaction) == "dot":
             changes["bottom_mlp"] = (*cfg.bottom_mlp[:-1], args.dim)
     try:
         cfg = cfg.replace(**changes) if changes else cfg
@@ -185,7 +198,10 @@ def _print_train(r: dict[str, Any]) -> None:
           f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}")  # fmt: skip
     print(f"measured on {r['device']} ({r['threads']} threads): {r['steps']} steps of {r['batch_size']}")
     print(f"  throughput  {r['samples_per_s']:,.0f} samples/s  ({r['seconds_per_step'] * 1e3:.2f} ms/step)")
-    print(f"  eval        AUC {r['auc']:.4f}   log loss {r['logloss']:.4f}   NE {r['ne']:.4f}")
+    if r["auc"] is None:
+        print("  eval        skipped (see the warning above)")
+    else:
+        print(f"  eval        AUC {r['auc']:.4f}   log loss {r['logloss']:.4f}   NE {r['ne']:.4f}")
     total = sum(r["phases"].values()) or 1.0
     print("  phase breakdown (ms/step):")
     for k, v in r["phases"].items():

@@ -19,7 +19,7 @@ __all__ = ["JaggedBatch"]
 _INT_DTYPES = (torch.int32, torch.int64)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class JaggedBatch:
     """Key-major jagged batch of ids (see module docstring). Validated on construction.
 
@@ -46,7 +46,9 @@ class JaggedBatch:
             raise ValueError(f"keys must be non-empty and unique, got {list(keys)}")
         object.__setattr__(self, "keys", keys)
         bs = self.batch_size
-        if isinstance(bs, bool) or not isinstance(bs, int) or bs < 1:
+        if isinstance(bs, bool) or not isinstance(bs, int):
+            raise TypeError(f"batch_size must be an int, got {bs!r} ({type(bs).__name__})")
+        if bs < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {bs!r}")
         for name in ("values", "lengths"):
             t = getattr(self, name)
@@ -81,6 +83,8 @@ class JaggedBatch:
         if w is not None:
             if not isinstance(w, torch.Tensor) or not w.is_floating_point() or w.dim() != 1:
                 raise TypeError("weights must be a 1-D floating-point tensor or None")
+            if w.device != self.values.device:
+                raise ValueError(f"weights must be on the device of values ({self.values.device}), got {w.device}")
             if w.numel() != self.values.numel():
                 raise ValueError(
                     f"weights must have one entry per value: len(weights)={w.numel()}, len(values)={self.values.numel()}"

@@ -12,6 +12,7 @@ import dataclasses
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +38,17 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     """``None``/``"auto"`` -> CUDA when available, else CPU; otherwise checked and returned."""
     if device is None or device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={str(device)!r} requested but CUDA is not available; use 'cpu' or 'auto'")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={str(device)!r} requested but CUDA is not available; use 'cpu' or 'auto'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device={str(device)!r}: only {torch.cuda.device_count()} CUDA device(s) present")
+    elif dev.type != "cpu":
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     return dev
 
 
@@ -69,6 +78,8 @@ class TrainConfig:
             raise ValueError(f"sparse_optimizer must be one of {list(SPARSE_OPTIMIZERS)}, got {self.sparse_optimizer!r}")
         if self.dense_optimizer not in DENSE_OPTIMIZERS:
             raise ValueError(f"dense_optimizer must be one of {list(DENSE_OPTIMIZERS)}, got {self.dense_optimizer!r}")
+        if self.eval_every and not self.eval_batches:
+            raise ValueError(f"eval_every={self.eval_every} needs eval_batches >= 1, got {self.eval_batches}")
         for name in ("sparse_lr", "dense_lr"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -147,6 +158,8 @@ class Trainer:
     ) -> None:
         if not isinstance(model, DLRM):
             raise TypeError(f"model must be a recnotebooks.nn.DLRM, got {type(model).__name__}")
+        if config is not None and not isinstance(config, TrainConfig):
+            raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
         self.config = config or TrainConfig()
         self.device = resolve_device(device)
         self.model = model.to(self.device)
@@ -175,13 +188,20 @@ class Trainer:
             raise TypeError(f"train_data must yield Batch objects, got {type(batch).__name__}")
         return batch.to(self.device, non_blocking=True)
 
-    def train_step(self, timer: PhaseTimer) -> float:
-        """One optimisation step; returns the batch loss."""
+    def train_step(self, timer: PhaseTimer) -> tuple[float, int]:
+        """One optimisation step; returns the batch loss and the batch size."""
         with timer.phase("data"):
             batch = self._next_batch()
         self.model.train()
         logits = self.model(batch.dense, batch.sparse, timer)
         loss = self.loss_fn(logits, batch.labels.to(logits.dtype))
+        value = float(loss.detach())
+        if not math.isfinite(value):  # before any update, so the model stays usable
+            self.model.embeddings.clear_gradients()
+            raise FloatingPointError(
+                f"loss became {value} at step {self.step}: check the data (NaN/inf dense features?) "
+                f"or lower the learning rates (sparse_lr={self.config.sparse_lr}, dense_lr={self.config.dense_lr})"
+            )
         with timer.phase("backward"):
             loss.backward()
         with timer.phase("sparse_optimizer"):
@@ -189,19 +209,17 @@ class Trainer:
         with timer.phase("dense_optimizer"):
             self.dense_opt.step()
             self.dense_opt.zero_grad(set_to_none=True)
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise FloatingPointError(
-                f"loss became {value} at step {self.step}: check the data (NaN/inf dense features?) "
-                f"or lower the learning rates (sparse_lr={self.config.sparse_lr}, dense_lr={self.config.dense_lr})"
-            )
         self.step += 1
         timer.steps += 1
-        return value
+        return value, batch.batch_size
 
     # ----- loops ----------------------------------------------------------------------
     def fit(self, steps: int | None = None) -> TrainResult:
-        """Train until ``steps`` total steps (default ``config.steps``) and evaluate."""
+        """Train until ``steps`` total steps (default ``config.steps``) and evaluate.
+
+        Throughput counts only the training steps after the first ``warmup_steps`` of this
+        call (evaluation and callbacks are excluded).
+        """
         target = self.config.steps if steps is None else steps
         if isinstance(target, bool) or not isinstance(target, int) or target < self.step:
             raise ValueError(f"steps must be an int >= the steps already done ({self.step}), got {target!r}")
@@ -212,34 +230,36 @@ class Trainer:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=todo, disable=not c.progress, desc="train", leave=False)
-        batch_size = 0
-        t_start = time.perf_counter()
+        train_seconds, samples, measured = 0.0, 0, 0
         try:
             for i in range(todo):
                 if i == warm:
                     timer.reset()
-                    t_start = time.perf_counter()
-                loss = self.train_step(timer)
+                    train_seconds, samples, measured = 0.0, 0, 0
+                t0 = time.perf_counter()
+                loss, bsz = self.train_step(timer)
+                train_seconds += time.perf_counter() - t0
+                samples += bsz
+                measured += 1
                 bar.update(1)
+                rec: dict[str, float] = {}
                 if self.step % c.log_every == 0 or self.step == target:
                     rec = {"step": float(self.step), "loss": loss}
-                    if c.eval_every and self.step % c.eval_every == 0 and self.eval_data is not None:
-                        rec.update(self._eval_record())
-                    self._record(rec)
                     bar.set_postfix(loss=f"{loss:.4f}")
+                if c.eval_every and self.step % c.eval_every == 0 and self.eval_data is not None:
+                    rec = {"step": float(self.step), "loss": loss, **self._eval_record()}
+                if rec:
+                    self._record(rec)
         finally:
             bar.close()
-        elapsed = time.perf_counter() - t_start
-        measured_steps = max(timer.steps, 1)
-        batch_size = self._last_batch_size()
         metrics = self._eval_record() if self.eval_data is not None and c.eval_batches else {}
         if metrics:
             self._record({"step": float(self.step), **metrics})
-        sps = elapsed / measured_steps
+        sps = train_seconds / measured if measured else 0.0
         return TrainResult(
             steps=self.step,
-            batch_size=batch_size,
-            samples_per_s=batch_size / sps if sps > 0 else 0.0,
+            batch_size=samples // measured if measured else 0,
+            samples_per_s=samples / train_seconds if train_seconds > 0 else 0.0,
             seconds_per_step=sps,
             phases=timer.per_step(),
             auc=metrics.get("auc"),
@@ -249,17 +269,17 @@ class Trainer:
             history=list(self.history),
         )
 
-    def _last_batch_size(self) -> int:
-        bs = getattr(self.train_data, "batch_size", None)
-        return int(bs) if isinstance(bs, int) else 0
-
     def _record(self, rec: dict[str, float]) -> None:
         self.history.append(rec)
         for cb in self.callbacks:
             cb(rec)
 
     def _eval_record(self) -> dict[str, float]:
-        m = self.evaluate()
+        try:
+            m = self.evaluate()
+        except ValueError as e:  # e.g. an eval set with a single class: report, don't crash
+            warnings.warn(f"evaluation skipped: {e}", RuntimeWarning, stacklevel=3)
+            return {}
         return {"auc": m["auc"], "logloss": m["logloss"], "ne": m["ne"]}
 
     @torch.no_grad()
@@ -308,8 +328,15 @@ class Trainer:
         if not path.is_file():
             raise FileNotFoundError(f"checkpoint path {str(path)!r} does not exist")
         state = torch.load(path, map_location=self.device, weights_only=True)
-        if state.get("format") != "recnotebooks.checkpoint.v1":
+        if not isinstance(state, dict) or state.get("format") != "recnotebooks.checkpoint.v1":
             raise ValueError(f"{str(path)!r} is not a recnotebooks checkpoint")
+        kind = state["sparse_optimizer"].get("kind")
+        if kind != self.config.sparse_optimizer:
+            raise ValueError(
+                f"checkpoint has sparse optimizer {kind!r} but this trainer uses {self.config.sparse_optimizer!r}"
+            )
+        if not isinstance(state["dense_optimizer"], dict) or not state["dense_optimizer"].get("param_groups"):
+            raise ValueError(f"{str(path)!r} has no dense optimizer state")
         if config_from_dict(state["config"]) != self.model.config:
             raise ValueError("checkpoint config differs from this trainer's model config")
         self.model.load_state_dict(state["model"])
@@ -319,4 +346,11 @@ class Trainer:
         self.history = list(state["history"])
         if state["data"] is not None and hasattr(self.train_data, "load_state_dict"):
             self.train_data.load_state_dict(state["data"])
+        elif self.step:
+            warnings.warn(
+                "train_data has no load_state_dict: training resumes from the start of the data, "
+                "not where the checkpoint stopped",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         self._iter = None

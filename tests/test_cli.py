@@ -81,3 +81,14 @@ def test_module_entry_point():
     out = subprocess.run([sys.executable, "-m", "recnotebooks", "doctor", "--json"],
                          capture_output=True, text=True, check=True)  # fmt: skip
     assert json.loads(out.stdout)["command"] == "doctor"
+
+
+@pytest.mark.parametrize("argv,name", [(["train", "--seed", "-1"], "--seed"), (["train", "--device", "gpu"], "device")])
+def test_seed_and_device_errors_are_clean(capsys, argv, name):
+    try:
+        code = main(argv + ["--steps", "1", "--max-rows", "100"])
+    except SystemExit as e:
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert name in err and "Traceback" not in err

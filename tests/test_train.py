@@ -152,3 +152,58 @@ def test_criteo_kaggle_size_model_trains():
     res = tr.fit()
     assert res.steps == 3 and math.isfinite(res.logloss)
     assert tr.model.embeddings.weight.shape == (33_762_577, 16)
+
+
+def test_eval_every_without_eval_batches_is_rejected():
+    with pytest.raises(ValueError, match="eval_batches"):
+        TrainConfig(eval_every=5, eval_batches=0)
+
+
+def test_eval_every_runs_between_log_points():
+    tr = make(small_cfg(), steps=6, log_every=4, eval_every=3, eval_batches=1)
+    tr.fit()
+    assert [r["step"] for r in tr.history if "auc" in r][:2] == [3.0, 6.0]
+
+
+def test_checkpoint_with_other_sparse_optimizer_is_rejected(tmp_path):
+    a = make(small_cfg(), steps=1, eval_batches=1, sparse_optimizer="sgd")
+    a.fit()
+    p = a.save(tmp_path / "a.pt")
+    b = make(small_cfg(), steps=1, eval_batches=1)
+    with pytest.raises(ValueError, match="sparse optimizer 'sgd'"):
+        b.load(p)
+
+
+def test_single_class_eval_warns_instead_of_crashing():
+    cfg = small_cfg()
+    good = SyntheticCriteo(cfg, 16, seed=0).batch(0)
+    ones = Batch(good.dense, good.sparse, torch.ones(16))
+    tr = Trainer(DLRM(cfg), [good, good], [ones], TrainConfig(steps=1, progress=False, eval_batches=1), device="cpu")
+    with pytest.warns(RuntimeWarning, match="both classes"):
+        res = tr.fit()
+    assert res.auc is None and res.samples_per_s > 0
+
+
+def test_plain_list_of_batches_reports_throughput():
+    cfg = small_cfg()
+    b = SyntheticCriteo(cfg, 16, seed=0).batch(0)
+    res = Trainer(DLRM(cfg), [b] * 3, None, TrainConfig(steps=3, warmup_steps=1, progress=False),
+                  device="cpu").fit()  # fmt: skip
+    assert res.batch_size == 16 and res.samples_per_s > 0
+
+
+@pytest.mark.parametrize("device", ["gpu", "tpu:0"])
+def test_bad_device_is_named(device):
+    with pytest.raises(ValueError, match="device"):
+        Trainer(DLRM(small_cfg()), [], None, device=device)
+
+
+def test_model_rejects_wrong_dense_dtype_and_labels_must_be_clicks():
+    cfg = small_cfg()
+    b = SyntheticCriteo(cfg, 4, seed=0).batch(0)
+    with pytest.raises(ValueError, match="dense must be torch.float32"):
+        DLRM(cfg)(b.dense.double(), b.sparse)
+    with pytest.raises(TypeError, match="sparse must be a JaggedBatch"):
+        DLRM(cfg)(b.dense, {"a": 1})
+    with pytest.raises(ValueError, match="labels must be 0 or 1"):
+        Batch(b.dense, b.sparse, torch.full((4,), 2.0))

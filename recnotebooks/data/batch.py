@@ -11,7 +11,7 @@ from recnotebooks.sparse import JaggedBatch
 __all__ = ["Batch"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Batch:
     """``dense`` (B, num_dense) float, ``sparse`` a :class:`JaggedBatch`, ``labels`` (B,) in {0, 1}."""
 
@@ -31,6 +31,13 @@ class Batch:
         if not isinstance(self.labels, torch.Tensor) or tuple(self.labels.shape) != (b,):
             shape = tuple(self.labels.shape) if isinstance(self.labels, torch.Tensor) else type(self.labels).__name__
             raise ValueError(f"labels must be a (batch_size={b},) tensor, got {shape}")
+        if self.dense.device != self.sparse.device or self.labels.device != self.sparse.device:
+            raise ValueError(
+                f"dense, sparse and labels must be on one device, got {self.dense.device}, "
+                f"{self.sparse.device}, {self.labels.device}"
+            )
+        if b and not bool(((self.labels == 0) | (self.labels == 1)).all()):
+            raise ValueError("labels must be 0 or 1 (clicks)")
 
     @property
     def batch_size(self) -> int:

@@ -63,6 +63,15 @@ class DLRM(nn.Module):
     def forward(
         self, dense: torch.Tensor, sparse: JaggedBatch, timer: PhaseTimer = NULL_TIMER
     ) -> torch.Tensor:
+        if not isinstance(dense, torch.Tensor):
+            raise TypeError(f"dense must be a torch.Tensor, got {type(dense).__name__}")
+        if not isinstance(sparse, JaggedBatch):
+            raise TypeError(f"sparse must be a JaggedBatch, got {type(sparse).__name__}")
+        w = self.bottom_mlp[0].weight
+        if dense.dtype != w.dtype or dense.device != w.device:
+            raise ValueError(
+                f"dense must be {w.dtype} on {w.device} like the model, got {dense.dtype} on {dense.device}"
+            )
         if dense.dim() != 2 or dense.shape[1] != self.config.num_dense:
             raise ValueError(
                 f"dense must have shape (batch, num_dense={self.config.num_dense}), got {tuple(dense.shape)}"

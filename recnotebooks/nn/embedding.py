@@ -13,7 +13,8 @@ one gradient row per *distinct* looked-up row, which the sparse row-wise optimiz
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +34,10 @@ class _PendingGrad:
     offsets: torch.Tensor  # bag offsets (num_bags + 1), bags = tables x batch, key-major
     coef: torch.Tensor | None  # per-lookup multiplier (weights and/or 1/bag size)
     grad: torch.Tensor | None = None  # d loss / d pooled output, (num_bags, dim)
+    node: Callable[[], object] | None = None  # weak reference to the autograd node
+
+    def alive(self) -> bool:
+        return self.node is None or self.node() is not None
 
 
 @dataclass
@@ -67,13 +72,15 @@ class _FusedBag(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight, ids, offsets, psw, mode, pending):  # type: ignore[no-untyped-def]
         ctx.pending = pending
+        pending.node = weakref.ref(ctx)  # ctx is the graph node: alive while a backward can come
         return F.embedding_bag(
             ids, weight, offsets, mode=mode, per_sample_weights=psw, include_last_offset=True
         )
 
     @staticmethod
     def backward(ctx, grad_out):  # type: ignore[no-untyped-def]
-        ctx.pending.grad = grad_out
+        p = ctx.pending  # several backwards through one output add up, as autograd would
+        p.grad = grad_out if p.grad is None else p.grad + grad_out
         return None, None, None, None, None, None
 
 
@@ -131,7 +138,9 @@ class EmbeddingBagCollection(nn.Module):
     def reset_parameters(self, seed: int | None = 0) -> None:
         """Uniform init per table, bound ``1/sqrt(rows)``; vectorised over tables."""
         gen = torch.Generator(device="cpu")
-        if seed is not None:
+        if seed is None:
+            gen.seed()
+        else:
             gen.manual_seed(seed)
         bound = torch.repeat_interleave(
             1.0 / torch.sqrt(self.num_rows.cpu().double()), self.num_rows.cpu()
@@ -196,9 +205,12 @@ class EmbeddingBagCollection(nn.Module):
         elif mode == "mean":
             coef = 1.0 / self._bag_sizes(offsets, ids.numel())
         if torch.is_grad_enabled() and self.weight.requires_grad:
+            # forget forwards whose graph died without a backward (e.g. a notebook cell that
+            # called the model outside no_grad), so they cannot pile up
+            self._pending = [p for p in self._pending if p.grad is not None or p.alive()]
             pending = _PendingGrad(ids, offsets, coef)
-            self._pending.append(pending)
             out = _FusedBag.apply(self.weight, ids, offsets, psw, mode, pending)
+            self._pending.append(pending)
         else:
             out = F.embedding_bag(
                 ids, self.weight, offsets, mode=mode, per_sample_weights=psw, include_last_offset=True
@@ -254,14 +266,14 @@ class EmbeddingBagCollection(nn.Module):
         torch.cumsum(counts, 0, out=seg[1:])
         return LookupGroups(rows.to(torch.int64), seg, order, bags, coef, grad.contiguous())  # type: ignore[union-attr]
 
-    def row_gradients(self) -> RowGradients:
+    def row_gradients(self, groups: LookupGroups | None = None) -> RowGradients:
         """Reduce the recorded pooled-output gradients to one row per distinct touched row.
 
         Each distinct row's gradient is the (weighted) sum of the pooled gradients of the
         bags it appeared in: one segment-sum ``embedding_bag`` over the pooled gradient, with
         the lookups sorted by row (:meth:`lookup_groups`).
         """
-        g = self.lookup_groups()
+        g = groups if groups is not None else self.lookup_groups()
         if g is None:
             dev, dt = self.weight.device, self.weight.dtype
             return RowGradients(

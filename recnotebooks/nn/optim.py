@@ -51,7 +51,7 @@ class SparseOptimizer:
             self.collection.clear_gradients()
             return 0
         if not self._fused(groups):
-            rg = self.collection.row_gradients()
+            rg = self.collection.row_gradients(groups)
             self._update(rg.rows, rg.grads)
         self.collection.clear_gradients()
         return int(groups.rows.numel())
@@ -65,15 +65,22 @@ class SparseOptimizer:
     def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
         raise NotImplementedError
 
+    kind = "base"
+
     def state_dict(self) -> dict[str, Any]:
-        return {"lr": self.lr}
+        return {"kind": self.kind, "lr": self.lr}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict) or state.get("kind") != self.kind:
+            got = state.get("kind") if isinstance(state, dict) else type(state).__name__
+            raise ValueError(f"state is for sparse optimizer {got!r}, not {self.kind!r}")
         self.lr = _check_lr(state["lr"])
 
 
 class SparseSGD(SparseOptimizer):
     """Plain SGD on touched rows only."""
+
+    kind = "sgd"
 
     def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
         lr = self.lr
@@ -86,6 +93,8 @@ class SparseSGD(SparseOptimizer):
 
 class RowWiseAdagrad(SparseOptimizer):
     """Row-wise Adagrad: one squared-gradient accumulator per row (touched rows only)."""
+
+    kind = "rowwise_adagrad"
 
     def __init__(
         self,
@@ -125,7 +134,7 @@ class RowWiseAdagrad(SparseOptimizer):
             scatter_rows(w, rows, gather_rows(w, rows).sub_((g * scale).to(w.dtype)))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"lr": self.lr, "eps": self.eps, "momentum": self.momentum}
+        return {"kind": self.kind, "lr": self.lr, "eps": self.eps, "momentum": self.momentum}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
