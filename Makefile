@@ -7,6 +7,8 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 PORT ?= 8888
 PY := $(VENV)/bin/python
+# Jupyter refuses to run as root (containers, some lab machines) unless told it may.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--ServerApp.allow_root=True,)
 STAMP := $(VENV)/.recnotebooks-installed
 
 .PHONY: lab test lint bench setup clean-venv
@@ -24,7 +26,7 @@ setup: $(STAMP)
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(PORT) \
-		--ServerApp.root_dir=notebooks --ServerApp.open_browser=True
+		--ServerApp.root_dir=notebooks --ServerApp.open_browser=True $(ALLOW_ROOT)
 
 lint: $(STAMP)
 	$(PY) -m ruff check recnotebooks tests benchmarks datasets
