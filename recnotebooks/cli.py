@@ -19,27 +19,17 @@ class CLIError(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
-def _positive_int(name: str):  # type: ignore[no-untyped-def]
+def _int_arg(name: str, lo: int = 1, hi: int | None = None):  # type: ignore[no-untyped-def]
+    """argparse type: an int in [lo, hi), with an error naming the option."""
+
     def parse(text: str) -> int:
         try:
             v = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {v}")
-        return v
-
-    return parse
-
-
-def _nonneg_int(name: str):  # type: ignore[no-untyped-def]
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if not 0 <= v < 2**63:
-            raise argparse.ArgumentTypeError(f"{name} must be in [0, 2**63), got {v}")
+        if v < lo or (hi is not None and v >= hi):
+            allowed = f">= {lo}" if hi is None else f"in [{lo}, {hi})"
+            raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {v}")
         return v
 
     return parse
@@ -66,25 +56,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train a DLRM on synthetic Criteo-like data and report measurements")
     t.add_argument("--preset", default="tiny", choices=preset_names(), help="model preset (default tiny)")
-    t.add_argument("--steps", type=_positive_int("--steps"), default=400)
-    t.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1024)
-    t.add_argument("--seed", type=_nonneg_int("--seed"), default=0)
+    t.add_argument("--steps", type=_int_arg("--steps"), default=400)
+    t.add_argument("--batch-size", type=_int_arg("--batch-size"), default=1024)
+    t.add_argument("--seed", type=_int_arg("--seed", 0, 2**63), default=0)
     t.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda[:N]")
     g = t.add_argument_group("architecture overrides (dlrm repo notation)")
-    g.add_argument("--tables", type=_positive_int("--tables"), help="number of tables (all --rows rows)")
-    g.add_argument("--rows", type=_positive_int("--rows"), help="rows per table")
-    g.add_argument("--dim", type=_positive_int("--dim"), help="embedding dimension")
+    g.add_argument("--tables", type=_int_arg("--tables"), help="number of tables (all --rows rows)")
+    g.add_argument("--rows", type=_int_arg("--rows"), help="rows per table")
+    g.add_argument("--dim", type=_int_arg("--dim"), help="embedding dimension")
     g.add_argument("--pooling", type=_positive_float("--pooling"), help="lookups per table per sample")
     g.add_argument("--bottom", help="bottom MLP incl. input width, e.g. 13-512-256-64")
     g.add_argument("--top", help="top MLP outputs, e.g. 512-512-256-1 (input width is derived)")
     g.add_argument("--interaction", choices=["dot", "cat"])
-    g.add_argument("--max-rows", type=_positive_int("--max-rows"), help="cap every table's rows")
+    g.add_argument("--max-rows", type=_int_arg("--max-rows"), help="cap every table's rows")
     o = t.add_argument_group("optimisation")
     o.add_argument("--sparse-optimizer", choices=["rowwise_adagrad", "sgd"], default="rowwise_adagrad")
     o.add_argument("--sparse-lr", type=_positive_float("--sparse-lr"), default=0.05)
     o.add_argument("--dense-optimizer", choices=["adagrad", "sgd", "adam"], default="adagrad")
     o.add_argument("--dense-lr", type=_positive_float("--dense-lr"), default=0.02)
-    o.add_argument("--eval-batches", type=_positive_int("--eval-batches"), default=10)
+    o.add_argument("--eval-batches", type=_int_arg("--eval-batches"), default=10)
     o.add_argument("--zipf", type=_positive_float("--zipf"), help="Zipf exponent of id popularity")
     t.add_argument("--json", action="store_true", help="print one JSON object")
 

@@ -302,8 +302,3 @@ class EmbeddingBagCollection(nn.Module):
             f"tables={self.num_tables}, rows={self.total_rows}, dim={self.embedding_dim}, "
             f"pooling={self.pooling!r}"
         )
-
-    @staticmethod
-    def weight_bytes(tables: Sequence[TableConfig], embedding_dim: int, dtype_bytes: int = 4) -> int:
-        return sum(t.num_rows for t in tables) * embedding_dim * dtype_bytes
-
