@@ -14,12 +14,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 
 from recnotebooks.nn.embedding import EmbeddingBagCollection, LookupGroups
 from recnotebooks.nn.fused import fused_update
-from recnotebooks.nn.rows import gather_rows, scatter_rows, update_rows
+from recnotebooks.nn.rows import gather_rows, scatter_rows
 
 __all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "make_sparse_optimizer"]
 
@@ -83,12 +82,8 @@ class SparseSGD(SparseOptimizer):
     kind = "sgd"
 
     def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
-        lr = self.lr
-
-        def update(x: np.ndarray, g: np.ndarray, _: slice) -> None:
-            x -= lr * g
-
-        update_rows(self.collection.weight, rows, grads, update, lambda w, g: w.add_(g, alpha=-lr))
+        w = self.collection.weight
+        scatter_rows(w, rows, gather_rows(w, rows).add_(grads.to(w.dtype), alpha=-self.lr))
 
 
 class RowWiseAdagrad(SparseOptimizer):
@@ -122,16 +117,8 @@ class RowWiseAdagrad(SparseOptimizer):
         acc = gather_rows(self.momentum.unsqueeze(1), rows).squeeze(1) + g.square().mean(1)
         scatter_rows(self.momentum.unsqueeze(1), rows, acc.unsqueeze(1))
         scale = (self.lr / (acc.sqrt() + self.eps)).unsqueeze(1)
-        if grads.dtype == torch.float32:
-            sc = scale.numpy() if grads.device.type == "cpu" else None
-
-            def update(x: np.ndarray, gn: np.ndarray, s: slice) -> None:
-                x -= gn * sc[s]  # type: ignore[index]
-
-            update_rows(self.collection.weight, rows, grads, update, lambda w, gg: w.sub_(gg * scale))
-        else:
-            w = self.collection.weight
-            scatter_rows(w, rows, gather_rows(w, rows).sub_((g * scale).to(w.dtype)))
+        w = self.collection.weight
+        scatter_rows(w, rows, gather_rows(w, rows).sub_((g * scale).to(w.dtype)))
 
     def state_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "lr": self.lr, "eps": self.eps, "momentum": self.momentum}
