@@ -1,0 +1,175 @@
+"""Notebook helpers: smoke mode and exercise checks that give hints, never answers.
+
+Each notebook ends with exercises. ``check("01.parameters", answer)`` says whether an
+answer is right; when it is not, it gives the next hint for that exercise (hints get more
+specific with each attempt) but never prints the expected value. ``exercises("01")`` lists
+a notebook's exercises. :func:`smoke_mode` is true when ``RECNB_SMOKE=1``: notebooks then
+use tiny sizes so CI can run every notebook top to bottom in seconds.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["smoke_mode", "Exercise", "Feedback", "check", "exercises", "EXERCISES", "reset"]
+
+
+def smoke_mode() -> bool:
+    """True when the environment variable ``RECNB_SMOKE`` is ``1``/``true``/``yes``."""
+    return os.environ.get("RECNB_SMOKE", "").strip().lower() in ("1", "true", "yes")
+
+
+@dataclass
+class Feedback:
+    """Outcome of :func:`check`; shows as a coloured box in a notebook."""
+
+    exercise: str
+    passed: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def _repr_html_(self) -> str:
+        color, mark = ("#1e7e34", "✔") if self.passed else ("#9a6700", "✘")
+        return (f"<div style='border-left:4px solid {color};padding:4px 10px'><b style='color:{color}'>{mark} "
+                f"{html.escape(self.exercise)}</b> {html.escape(self.message)}</div>")  # fmt: skip
+
+    def __str__(self) -> str:
+        return f"{'PASS' if self.passed else 'NOT YET'} {self.exercise}: {self.message}"
+
+
+@dataclass
+class Exercise:
+    """An exercise: ``checker(answer)`` returns ``(passed, feedback)``; ``hints`` escalate."""
+
+    id: str
+    title: str
+    checker: Callable[[object], tuple[bool, str]]
+    hints: tuple[str, ...]
+
+
+EXERCISES: dict[str, Exercise] = {}
+_ATTEMPTS: dict[str, int] = {}
+
+
+def _register(id: str, title: str, *hints: str) -> Callable[[Callable[[object], tuple[bool, str]]], None]:
+    def deco(fn: Callable[[object], tuple[bool, str]]) -> None:
+        EXERCISES[id] = Exercise(id, title, fn, hints)
+
+    return deco
+
+
+def exercises(notebook: str = "") -> list[tuple[str, str]]:
+    """``(id, title)`` of the exercises whose id starts with ``notebook`` (e.g. ``"01"``)."""
+    return [(e.id, e.title) for e in EXERCISES.values() if e.id.startswith(notebook)]
+
+
+def reset(exercise_id: str | None = None) -> None:
+    """Forget attempts (all, or one exercise's), so hints start again from the first."""
+    if exercise_id is None:
+        _ATTEMPTS.clear()
+    else:
+        _ATTEMPTS.pop(exercise_id, None)
+
+
+def check(exercise_id: str, answer: object) -> Feedback:
+    """Check ``answer`` for ``exercise_id``; a wrong answer gets the next hint, not the answer."""
+    if exercise_id not in EXERCISES:
+        raise KeyError(f"exercise_id {exercise_id!r} is not an exercise; known: {sorted(EXERCISES)}")
+    ex = EXERCISES[exercise_id]
+    try:
+        passed, feedback = ex.checker(answer)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        passed, feedback = False, f"could not check this answer ({e})."
+    if passed:
+        _ATTEMPTS.pop(exercise_id, None)
+        return Feedback(exercise_id, True, feedback or "Right.")
+    n = _ATTEMPTS[exercise_id] = _ATTEMPTS.get(exercise_id, 0) + 1
+    hint = ex.hints[min(n, len(ex.hints)) - 1] if ex.hints else ""
+    return Feedback(exercise_id, False, f"{feedback} Hint {min(n, len(ex.hints))}/{len(ex.hints)}: {hint}".strip())
+
+
+# ----- helpers for checkers ------------------------------------------------------------
+def _number(answer: object, what: str) -> float:
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
+        raise TypeError(f"pass {what} as a number, got {type(answer).__name__}")
+    return float(answer)
+
+
+def _app_result(answer: object, table: str) -> list[dict[str, object]]:
+    result = getattr(answer, "result", None)
+    tables = getattr(result, "tables", None)
+    if not isinstance(tables, dict) or table not in tables:
+        raise TypeError(f"pass the app itself (the object you displayed), which must show {table!r}")
+    if getattr(answer, "error", None):
+        raise ValueError("the app shows an error; move it back to a setting that works")
+    return tables[table]
+
+
+def _phase_share(rows: list[dict[str, object]], phases: tuple[str, ...]) -> float:
+    total = sum(float(r["seconds_per_step"]) for r in rows) or 1.0  # type: ignore[arg-type]
+    return sum(float(r["seconds_per_step"]) for r in rows if r["phase"] in phases) / total  # type: ignore[arg-type]
+
+
+# ----- notebook 00 ---------------------------------------------------------------------
+@_register("00.threads", "How many threads does PyTorch use for CPU work on this machine?",
+           "`recnb doctor` prints a line that starts with 'threads'.",
+           "It is `torch.get_num_threads()`; pass that number as an int.")  # fmt: skip
+def _threads(answer: object) -> tuple[bool, str]:
+    import torch
+
+    ok = _number(answer, "the thread count") == torch.get_num_threads()
+    return ok, "Right: that is how many cores torch's CPU kernels use." if ok else "Not this machine's count."
+
+
+@_register("00.traffic", "With the demo app, find a setting that moves more than 100 MB of embedding rows per step.",
+           "Bytes per step = batch size x lookups per sample x embedding dim x 4 bytes (fp32), plus indices.",
+           "Pooling multiplies lookups per sample; batch size multiplies everything. Move both up.",
+           "Try the largest batch size and a pooling of 20 or more, then pass the app to check().")  # fmt: skip
+def _traffic(answer: object) -> tuple[bool, str]:
+    rows = _app_result(answer, "traffic")
+    now = [r for r in rows if r.get("current")]
+    mb = float(now[0]["MB_per_step"]) if now else 0.0  # type: ignore[arg-type]
+    return mb > 100, (f"Right: {mb:.0f} MB of rows per step." if mb > 100 else "This setting moves less than 100 MB.")
+
+
+# ----- notebook 01 ---------------------------------------------------------------------
+@_register("01.parameters", "How many parameters (weights and biases, all tables) does the 'tiny' preset have?",
+           "Parameters = embedding rows x embedding dim, summed over tables, plus every MLP layer's weights and biases.",
+           "A linear layer from i to o features has i*o weights and o biases; the top MLP's input width is "
+           "`config.interaction_output_dim`.",
+           "Compute it from `preset('tiny')`: its `tables`, `embedding_dim` and `mlp_layers('bottom'/'top')`.")  # fmt: skip
+def _parameters(answer: object) -> tuple[bool, str]:
+    from recnotebooks.config import preset
+
+    ok = _number(answer, "the parameter count") == preset("tiny").parameters
+    return ok, "Right: almost all of them are embedding rows." if ok else "That is not the count."
+
+
+@_register("01.interaction", "Width of the top MLP input: dot interaction, 8 tables, embedding dim 32, no self-interaction?",
+           "The dot interaction takes the bottom MLP output and one pooled vector per table: 9 vectors of width 32.",
+           "It outputs every distinct pair's dot product (not a vector with itself) and concatenates the bottom MLP "
+           "output.",
+           "n vectors have n*(n-1)/2 distinct pairs; add the width of the bottom MLP output.")  # fmt: skip
+def _interaction(answer: object) -> tuple[bool, str]:
+    from recnotebooks.viz.architecture import architecture_config
+
+    ok = _number(answer, "the width") == architecture_config(num_tables=8, embedding_dim=32).interaction_output_dim
+    return ok, "Right: pairs grow with the square of the number of tables." if ok else "Not that width."
+
+
+@_register("01.embedding_bound", "In the Architecture Explorer, find a setting where embedding work (embedding "
+           "forward and sparse optimizer) takes more than half of the measured step.",
+           "Embedding work grows with the lookups per step: tables x pooling x batch size, each a row of "
+           "embedding dim floats.",
+           "MLP work does not grow with pooling. Raise pooling and the number of tables, keep the MLPs small.",
+           "Try pooling 40+, 16+ tables and a narrow MLP (width 64), then pass the app to check().")  # fmt: skip
+def _embedding_bound(answer: object) -> tuple[bool, str]:
+    share = _phase_share(_app_result(answer, "phases"), ("embedding_forward", "sparse_optimizer"))
+    ok = share > 0.5
+    return ok, (f"Right: embeddings take {share:.0%} of the step here: an embedding-bound model (like RM1/RM2)."
+                if ok else f"Embedding work is {share:.0%} of this step.")  # fmt: skip

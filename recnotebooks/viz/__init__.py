@@ -1,0 +1,35 @@
+"""Charts and interactive apps for the notebooks.
+
+``charts`` holds the Altair chart factories (one theme, measured/modeled labels, offline
+rendering), ``app`` the widget app pattern every notebook app follows, and the explorer
+modules the apps themselves. Importing this package enables the ``recnotebooks`` theme.
+"""
+
+from recnotebooks.viz.charts import (
+    hit_rate_curve,
+    metric_bars,
+    metric_lines,
+    rank_bars,
+    roofline,
+    save_png,
+    save_svg,
+    time_breakdown,
+    training_curves,
+)
+from recnotebooks.viz.theme import PHASE_COLORS, SOURCES, enable_offline, source_label
+
+__all__ = [
+    "PHASE_COLORS",
+    "SOURCES",
+    "enable_offline",
+    "hit_rate_curve",
+    "metric_bars",
+    "metric_lines",
+    "rank_bars",
+    "roofline",
+    "save_png",
+    "save_svg",
+    "source_label",
+    "time_breakdown",
+    "training_curves",
+]

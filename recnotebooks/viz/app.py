@@ -1,0 +1,248 @@
+"""The app pattern every notebook app follows (:class:`App`).
+
+    widgets ──► compute(values) ──► Result (tidy tables + notes) ──► render(history) ──► chart
+
+* ``compute`` is one **pure function** of the widget values; it returns a :class:`Result`
+  (tidy rows per table, plus notes for the learner). It knows nothing about widgets, so
+  notebooks, tests and benchmarks call it directly too.
+* ``render`` draws the **history trail**: the last few settings (newest first, labelled
+  ``now``, ``-1``, ``-2``...) so a learner sees how the last change shifted the numbers.
+* The chart is an :class:`altair.JupyterChart` **updated in place** (its ``chart`` is
+  replaced; the widget and its place in the notebook stay).
+* Widget changes are **debounced** (``debounce_s``) when a kernel event loop is running;
+  without one (plain Python, tests) an update runs at once.
+* An exception from ``compute`` or ``render`` (a bad combination, a setting that does not
+  fit in memory) is shown **inside the app** as a message; the last good chart stays.
+* Every app is **drivable from Python**: ``app.set(pooling=20)`` sets widget values and
+  updates synchronously, returning the new :class:`Result` (or raising
+  :class:`AppError` with the message the learner would see).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import html
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import altair as alt
+import ipywidgets as W
+
+__all__ = ["App", "AppError", "HistoryEntry", "Result", "history_rows"]
+
+
+class AppError(RuntimeError):
+    """Raised by :meth:`App.set` when the new setting could not be shown (message inside)."""
+
+
+@dataclass
+class Result:
+    """Output of an app's pure function: tidy tables by name, and notes for the learner."""
+
+    tables: dict[str, list[dict[str, object]]]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HistoryEntry:
+    """One setting the app showed: its widget values, result and a short label."""
+
+    label: str
+    values: dict[str, object]
+    result: Result
+    change: str
+
+
+def history_rows(history: Sequence[HistoryEntry], table: str) -> list[dict[str, object]]:
+    """Rows of ``table`` from every history entry, with a ``setting`` column (its label)."""
+    return [{**r, "setting": e.label, "change": e.change} for e in history for r in e.result.tables.get(table, [])]
+
+
+def _datasets(spec: object) -> list[list[dict[str, object]]]:
+    found: list[list[dict[str, object]]] = []
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k == "values" and isinstance(v, list):
+                found.append(v)
+            elif k == "datasets" and isinstance(v, dict):
+                found.extend(list(x) for x in v.values())
+            else:
+                found.extend(_datasets(v))
+    elif isinstance(spec, list):
+        for v in spec:
+            found.extend(_datasets(v))
+    return found
+
+
+def _relabel(trail: list[HistoryEntry]) -> list[HistoryEntry]:
+    out = []
+    for i, e in enumerate(trail):
+        pos = "now" if i == 0 else f"-{i}"
+        change = e.change if len(e.change) <= 30 else e.change[:29] + "…"
+        out.append(dataclasses.replace(e, label=f"{pos}: {change}"))
+    return out
+
+
+def _describe_change(old: Mapping[str, object] | None, new: Mapping[str, object]) -> str:
+    if old is None:
+        return "start"
+    diff = [f"{k} {old.get(k)}→{v}" for k, v in new.items() if old.get(k) != v]
+    return ", ".join(diff) if diff else "same"
+
+
+class App:
+    """A widget app: controls → pure ``compute`` → ``render`` of the history → chart.
+
+    Args:
+        title: heading shown above the controls.
+        controls: widgets by parameter name; their ``value`` s are ``compute``'s kwargs.
+        compute: pure function ``compute(**values) -> Result``.
+        render: ``render(history) -> altair chart``; ``history[0]`` is the current setting.
+        history: how many settings the trail keeps (including the current one).
+        debounce_s: wait this long after the last widget change before recomputing.
+        description: one line under the title (what the app shows, measured or modeled).
+    """
+
+    def __init__(
+        self,
+        title: str,
+        controls: Mapping[str, W.ValueWidget],
+        compute: Callable[..., Result],
+        render: Callable[[list[HistoryEntry]], alt.TopLevelMixin],
+        *,
+        history: int = 4,
+        debounce_s: float = 0.2,
+        description: str = "",
+    ) -> None:
+        if not isinstance(history, int) or isinstance(history, bool) or history < 1:
+            raise ValueError(f"history must be an int >= 1, got {history!r}")
+        if not isinstance(debounce_s, (int, float)) or isinstance(debounce_s, bool) or debounce_s < 0:
+            raise ValueError(f"debounce_s must be a number >= 0, got {debounce_s!r}")
+        self.title, self.controls, self.compute, self.render = title, dict(controls), compute, render
+        self.max_history, self.debounce_s = history, float(debounce_s)
+        self.history: list[HistoryEntry] = []
+        self.error: str | None = None
+        self.updates = 0
+        self.last_update_s = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+        self._driving = False
+        result = self.compute(**self.values)  # a bad initial setting raises here, at the entry point
+        self._push(result)
+        self.chart = alt.JupyterChart(self.render(self.history), embed_options={"renderer": "svg", "actions": False})
+        self.chart.add_class("recnb-chart")
+        self.message = W.HTML(self._notes_html(result.notes))
+        head = W.HTML(f"<b style='font-size:1.1em'>{html.escape(title)}</b>"
+                      + (f"<div style='color:#555'>{html.escape(description)}</div>" if description else ""))  # fmt: skip
+        boxes = [W.HBox(list(self.controls.values())[i : i + 3]) for i in range(0, len(self.controls), 3)]
+        self.view = W.VBox([head, *boxes, self.message, self.chart])
+        self.view.add_class("recnb-app")
+        for w in self.controls.values():
+            w.observe(self._on_change, names="value")
+
+    # ----- state ----------------------------------------------------------------------
+    @property
+    def values(self) -> dict[str, object]:
+        """Current widget values by parameter name."""
+        return {k: w.value for k, w in self.controls.items()}
+
+    @property
+    def result(self) -> Result:
+        """Result of the setting the chart shows now."""
+        return self.history[0].result
+
+    def chart_data(self) -> list[list[dict[str, object]]]:
+        """Every inline dataset of the chart as sent to the browser (what tests compare)."""
+        return _datasets(self.chart.spec or {})
+
+    # ----- driving --------------------------------------------------------------------
+    def set(self, **values: object) -> Result:
+        """Set widget values (by parameter name) and update now; returns the new result.
+
+        Raises :class:`AppError` with the in-app message if the setting cannot be shown,
+        and ``KeyError``/``ValueError`` for unknown names or values a widget rejects.
+        """
+        unknown = sorted(set(values) - set(self.controls))
+        if unknown:
+            raise KeyError(f"unknown control(s) {unknown}; this app has {sorted(self.controls)}")
+        self._driving = True
+        try:
+            for k, v in values.items():
+                w = self.controls[k]
+                opts = getattr(w, "options", None)
+                if opts is not None and v not in [o[1] if isinstance(o, tuple) else o for o in opts]:
+                    raise ValueError(f"{k}={v!r} is not one of the options {list(opts)}")
+                w.value = v
+        finally:
+            self._driving = False
+        if not self.update():
+            raise AppError(self.error or "update failed")
+        return self.result
+
+    def update(self) -> bool:
+        """Recompute from the widget values and redraw; False (message shown) on error."""
+        self._cancel()
+        values = self.values
+        if self.history and values == self.history[0].values and self.error is None:
+            return True
+        t0 = time.perf_counter()
+        try:
+            result = self.compute(**values)
+            trail = _relabel([self._entry(result, values), *self.history][: self.max_history])
+            chart = self.render(trail)
+            self.chart.chart = chart
+        except Exception as e:  # shown in the app, never a traceback wall
+            self.error = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
+            self.message.value = self._error_html(self.error)
+            return False
+        self.history = trail
+        self.error = None
+        self.message.value = self._notes_html(result.notes)
+        self.updates += 1
+        self.last_update_s = time.perf_counter() - t0
+        return True
+
+    # ----- internals ------------------------------------------------------------------
+    def _entry(self, result: Result, values: dict[str, object]) -> HistoryEntry:
+        prev = self.history[0].values if self.history else None
+        return HistoryEntry(label="now", values=dict(values), result=result, change=_describe_change(prev, values))
+
+    def _push(self, result: Result) -> None:
+        self.history = _relabel([self._entry(result, self.values)])
+
+    def _on_change(self, _change: object) -> None:
+        if self._driving:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or self.debounce_s == 0:
+            self.update()
+            return
+        self._cancel()
+        self._handle = loop.call_later(self.debounce_s, self.update)
+
+    def _cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    @staticmethod
+    def _notes_html(notes: Sequence[str]) -> str:
+        return "".join(f"<div class='recnb-note' style='color:#555'>{html.escape(n)}</div>" for n in notes)
+
+    @staticmethod
+    def _error_html(msg: str) -> str:
+        return ("<div class='recnb-error' style='color:#a61b1b;background:#fdecea;padding:6px 10px;"
+                f"border-left:4px solid #d93025'>⚠ {html.escape(msg)}<br><span style='color:#555'>"
+                "The chart still shows the last setting that worked.</span></div>")  # fmt: skip
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.view)
+
+    def __repr__(self) -> str:
+        return f"App({self.title!r}, controls={sorted(self.controls)}, updates={self.updates})"

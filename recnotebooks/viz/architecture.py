@@ -1,0 +1,174 @@
+"""The Architecture Explorer (notebook 01): DLRM shape → sizes, work and a measured step.
+
+:func:`explore_architecture` is the pure function: architecture sliders in, tidy tables out
+(``metrics``: parameters, FLOPs and embedding bytes per sample, arithmetic intensity,
+memory — *computed* from the architecture; ``phases``: a per-phase step time *measured* on
+this machine by :func:`recnotebooks.measure.measure_step` on a row-capped copy).
+:func:`architecture_explorer` wraps it in an :class:`~recnotebooks.viz.app.App`.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+
+from recnotebooks.config import DLRMConfig, TableConfig
+from recnotebooks.doctor import available_memory_bytes
+from recnotebooks.measure import default_max_rows, measure_step
+from recnotebooks.timing import PHASES
+from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
+from recnotebooks.viz.charts import metric_bars, time_breakdown
+
+__all__ = ["ARCHITECTURE_CONTROLS", "architecture_config", "explore_architecture", "architecture_explorer"]
+
+_P2 = [2**i for i in range(4, 13)]
+#: Options of each control: (label, value) pairs or a range; the defaults are a small
+#: Criteo-like model (13 dense features, 8 tables of 1M rows, dim 32, batch 512).
+ARCHITECTURE_CONTROLS: dict[str, dict[str, object]] = {
+    "num_dense": {"options": [1, 4, 13, 32, 64, 128, 256, 512, 1024, 2560], "value": 13, "label": "dense features"},
+    "num_tables": {"min": 1, "max": 64, "value": 8, "label": "tables"},
+    "rows_per_table": {"options": [("1k", 10**3), ("10k", 10**4), ("100k", 10**5), ("1M", 10**6), ("10M", 10**7),
+                                   ("100M", 10**8)], "value": 10**6, "label": "rows / table"},  # fmt: skip
+    "embedding_dim": {"options": [4, 8, 16, 32, 64, 128, 256], "value": 32, "label": "embedding dim"},
+    "pooling": {"options": [1, 2, 5, 10, 20, 40, 80, 120], "value": 1, "label": "pooling factor"},
+    "bottom_width": {"options": _P2, "value": 256, "label": "bottom MLP width"},
+    "bottom_depth": {"min": 1, "max": 5, "value": 3, "label": "bottom MLP layers"},
+    "top_width": {"options": _P2, "value": 256, "label": "top MLP width"},
+    "top_depth": {"min": 1, "max": 5, "value": 3, "label": "top MLP layers"},
+    "batch_size": {"options": [2**i for i in range(5, 14)], "value": 512, "label": "batch size"},
+    "interaction": {"options": ["dot", "cat"], "value": "dot", "label": "interaction"},
+}
+
+
+def architecture_config(
+    num_dense: int = 13,
+    num_tables: int = 8,
+    rows_per_table: int = 10**6,
+    embedding_dim: int = 32,
+    pooling: float = 1,
+    bottom_width: int = 256,
+    bottom_depth: int = 3,
+    top_width: int = 256,
+    top_depth: int = 3,
+    interaction: str = "dot",
+) -> DLRMConfig:
+    """The :class:`DLRMConfig` the explorer's sliders describe.
+
+    The bottom MLP has ``bottom_depth`` layers, ``bottom_width`` wide, the last of width
+    ``embedding_dim`` (the dot interaction needs it); the top MLP ``top_depth`` layers,
+    the last of width 1 (the click logit).
+    """
+    for name, v in (("bottom_depth", bottom_depth), ("top_depth", top_depth), ("num_tables", num_tables)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    tables = tuple(TableConfig(f"t{i}", rows_per_table, pooling) for i in range(num_tables))
+    return DLRMConfig(
+        num_dense=num_dense,
+        tables=tables,
+        embedding_dim=embedding_dim,
+        bottom_mlp=(bottom_width,) * (bottom_depth - 1) + (embedding_dim,),
+        top_mlp=(top_width,) * (top_depth - 1) + (1,),
+        interaction=interaction,
+        name="explorer",
+    )
+
+
+def _human(v: float, unit: str = "") -> str:
+    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g} {suffix}{unit}"
+    return f"{v:.3g} {unit}".rstrip()
+
+
+def explore_architecture(
+    *,
+    batch_size: int = 512,
+    measure: bool = True,
+    device: str = "cpu",
+    time_budget_s: float = 0.3,
+    **arch: object,
+) -> Result:
+    """Sizes and work of the architecture (computed) and a measured step breakdown.
+
+    ``arch`` are :func:`architecture_config`'s arguments. Raises ``ValueError`` (with the
+    reason) for a combination that is invalid or cannot be measured in memory here.
+    """
+    cfg = architecture_config(**arch)  # type: ignore[arg-type]
+    mem = cfg.memory_footprint(batch_size=batch_size, sparse_optimizer="rowwise_adagrad", dense_optimizer="adagrad")
+    emb = cfg.embedding_bytes_per_sample()
+    values = [
+        ("parameters", float(cfg.parameters), _human(cfg.parameters)),
+        ("FLOPs per sample (fwd+bwd)", cfg.total_flops_per_sample(), _human(cfg.total_flops_per_sample(), "FLOP")),
+        ("embedding bytes per sample", emb["forward"] + emb["backward"], _human(emb["forward"] + emb["backward"], "B")),
+        ("arithmetic intensity (FLOP/B)", cfg.arithmetic_intensity(), f"{cfg.arithmetic_intensity():.3g}"),
+        ("training memory (full model)", float(mem["total"]), _human(mem["total"], "B")),
+    ]
+    metrics = [{"metric": m, "value": v, "display": d, "source": "analytic"} for m, v, d in values]
+    avail = available_memory_bytes()
+    fits = "fits in" if mem["total"] < avail else "would NOT fit in"
+    notes = [f"The full model needs {_human(mem['total'], 'B')} to train (weights, row-wise Adagrad state, "
+             f"activations at batch {batch_size}); it {fits} the {_human(avail, 'B')} available here."]  # fmt: skip
+    tables: dict[str, list[dict[str, object]]] = {"metrics": metrics}
+    if measure:
+        cap = default_max_rows(cfg)
+        m = measure_step(cfg, batch_size, max_rows=cap, time_budget_s=time_budget_s, device=device)
+        tables["phases"] = m.table()
+        notes.append(f"Measured on {m.device}: {m.seconds_per_step * 1e3:.1f} ms per step "
+                     f"({m.samples_per_s:,.0f} samples/s), mean of {m.steps} steps of a copy with tables "
+                     f"capped at {min(cap, cfg.tables[0].num_rows):,} rows.")  # fmt: skip
+    return Result(tables=tables, notes=notes)
+
+
+def _render(history: list[HistoryEntry], measure: bool) -> object:
+    now = history[0].label
+    bars = metric_bars(history_rows(history, "metrics"), highlight=now, title="Sizes and work",
+                       source="analytic", columns=3, width=190)  # fmt: skip
+    if not measure:
+        return bars
+    rows = history_rows(history, "phases")
+    dev = rows[0].get("device", "cpu")
+    steps = time_breakdown(rows, highlight=now, phases=list(PHASES), title="Training step time by phase",
+                           source="measured", detail=f"{dev}, tables capped")  # fmt: skip
+    return steps.properties(width=420) & bars
+
+
+def _widget(name: str, spec: dict[str, object], value: object) -> W.ValueWidget:
+    style = {"description_width": "initial"}
+    layout = W.Layout(width="300px")
+    label = str(spec["label"])
+    if "options" in spec and all(isinstance(o, str) for o in spec["options"]):  # type: ignore[union-attr]
+        return W.ToggleButtons(options=spec["options"], value=value, description=label, style=style)
+    if "options" in spec:
+        return W.SelectionSlider(options=spec["options"], value=value, description=label, continuous_update=False,
+                                 style=style, layout=layout)  # fmt: skip
+    return W.IntSlider(min=spec["min"], max=spec["max"], value=value, description=label, continuous_update=False,
+                       style=style, layout=layout)  # fmt: skip
+
+
+def architecture_explorer(
+    *, measure: bool = True, device: str = "cpu", time_budget_s: float = 0.3, history: int = 4, **values: object
+) -> App:
+    """The Architecture Explorer app; ``values`` override the default slider settings.
+
+    With ``measure=False`` it only computes sizes and work (instant); with ``measure=True``
+    every change also trains a row-capped copy for ``time_budget_s`` on ``device``.
+    """
+    unknown = sorted(set(values) - set(ARCHITECTURE_CONTROLS))
+    if unknown:
+        raise KeyError(f"unknown setting(s) {unknown}; the explorer has {sorted(ARCHITECTURE_CONTROLS)}")
+    controls = {}
+    for name, spec in ARCHITECTURE_CONTROLS.items():
+        v = values.get(name, spec["value"])
+        opts = spec.get("options")
+        if opts is not None and v not in [o[1] if isinstance(o, tuple) else o for o in opts]:  # type: ignore[union-attr]
+            raise ValueError(f"{name}={v!r} is not one of the options {opts}")
+        if opts is None and not (spec["min"] <= v <= spec["max"]):  # type: ignore[operator]
+            raise ValueError(f"{name}={v!r} must be in [{spec['min']}, {spec['max']}]")
+        controls[name] = _widget(name, spec, v)
+
+    def compute(**kw: object) -> Result:
+        return explore_architecture(measure=measure, device=device, time_budget_s=time_budget_s, **kw)
+
+    what = "sizes computed from the architecture" + (
+        "; step time measured here on a row-capped copy" if measure else "")  # fmt: skip
+    return App("Architecture Explorer", controls, compute, lambda h: _render(h, measure), history=history,
+               description=what)  # fmt: skip
