@@ -126,15 +126,20 @@ def _threads(answer: object) -> tuple[bool, str]:
     return ok, "Right: that is how many cores torch's CPU kernels use." if ok else "Not this machine's count."
 
 
-@_register("00.traffic", "With the demo app, find a setting that moves more than 100 MB of embedding rows per step.",
-           "Bytes per step = batch size x lookups per sample x embedding dim x 4 bytes (fp32), plus indices.",
-           "Pooling multiplies lookups per sample; batch size multiplies everything. Move both up.",
-           "Try the largest batch size and a pooling of 20 or more, then pass the app to check().")  # fmt: skip
+@_register("00.traffic", "With the demo app at embedding dim 32, find a setting that reads between 1 GB and 2 GB "
+           "of embedding rows per step.",
+           "Bytes per step = batch size x 26 tables x pooling x (32 floats x 4 bytes + an 8-byte index).",
+           "At batch 2048 one unit of pooling is about 7 MB; doubling the batch size doubles it.",
+           "Pooling 80 reads about 0.6 GB at batch 2048. What does one more doubling of the batch give?")  # fmt: skip
 def _traffic(answer: object) -> tuple[bool, str]:
     rows = _app_result(answer, "traffic")
+    dim = getattr(answer, "values", {}).get("embedding_dim")
+    if dim != 32:
+        return False, f"Set the embedding dim to 32 first (it is {dim})."
     now = [r for r in rows if r.get("current")]
     mb = float(now[0]["MB_per_step"]) if now else 0.0  # type: ignore[arg-type]
-    return mb > 100, (f"Right: {mb:.0f} MB of rows per step." if mb > 100 else "This setting moves less than 100 MB.")
+    ok = 1000 < mb < 2000
+    return ok, (f"Right: {mb:,.0f} MB per step." if ok else f"This setting reads {mb:,.0f} MB per step.")
 
 
 # ----- notebook 01 ---------------------------------------------------------------------

@@ -1,0 +1,108 @@
+"""The app pattern: pure function, in-place chart, history trail, debounce, in-app errors."""
+
+from __future__ import annotations
+
+import asyncio
+
+import altair as alt
+import ipywidgets as W
+import pytest
+
+from recnotebooks.viz.app import App, AppError, Result, history_rows
+from recnotebooks.viz.charts import metric_bars
+
+
+def _toy(history: int = 3, debounce_s: float = 0.0) -> tuple[App, list[dict]]:
+    calls: list[dict] = []
+
+    def compute(a: int, b: int) -> Result:
+        calls.append({"a": a, "b": b})
+        if a * b > 50:
+            raise ValueError(f"a*b={a * b} does not fit (limit 50)")
+        return Result({"m": [{"metric": "product", "value": float(a * b), "display": str(a * b)}]}, [f"a={a}"])
+
+    def render(hist):  # type: ignore[no-untyped-def]
+        return metric_bars(history_rows(hist, "m"), highlight=hist[0].label, source="analytic")
+
+    controls = {"a": W.IntSlider(value=1, min=1, max=10), "b": W.IntSlider(value=2, min=1, max=10)}
+    return App("toy", controls, compute, render, history=history, debounce_s=debounce_s), calls
+
+
+def _values(app: App) -> list[float]:
+    return [r["value"] for d in app.chart_data() for r in d]
+
+
+def test_chart_is_updated_in_place_with_a_history_trail() -> None:
+    app, calls = _toy(history=3)
+    widget = app.chart
+    assert _values(app) == [2.0]
+    app.set(a=2)
+    app.set(b=3)
+    app.set(a=3)
+    assert app.chart is widget  # same widget, new chart
+    assert isinstance(app.chart.chart, alt.TopLevelMixin)
+    assert _values(app) == [9.0, 6.0, 4.0]  # newest first, trail capped at 3
+    labels = [e.label for e in app.history]
+    assert labels[0].startswith("now") and labels[1].startswith("-1") and "a 2→3" in labels[0]
+    assert calls[-1] == {"a": 3, "b": 3} and app.updates == 3
+    assert "a=3" in app.message.value
+
+
+def test_same_setting_does_not_recompute() -> None:
+    app, calls = _toy()
+    n = len(calls)
+    app.set(a=1)
+    assert len(calls) == n
+
+
+def test_error_is_shown_in_the_app_and_last_chart_kept() -> None:
+    app, _ = _toy()
+    app.set(a=5)
+    before = app.chart_data()
+    with pytest.raises(AppError, match="does not fit"):
+        app.set(a=10, b=10)
+    assert app.chart_data() == before
+    assert "recnb-error" in app.message.value and "does not fit" in app.message.value
+    assert "Traceback" not in app.message.value
+    app.set(b=1)  # recovers
+    assert app.error is None and "recnb-error" not in app.message.value
+    assert _values(app)[0] == 10.0
+
+
+def test_widget_change_without_event_loop_updates_at_once() -> None:
+    app, _ = _toy(debounce_s=0.5)
+    app.controls["a"].value = 4  # as a slider would
+    assert _values(app)[0] == 8.0
+
+
+def test_widget_changes_are_debounced_in_an_event_loop() -> None:
+    app, calls = _toy(debounce_s=0.05)
+
+    async def drag() -> None:
+        for v in range(2, 8):
+            app.controls["a"].value = v
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0.2)
+
+    n = len(calls)
+    asyncio.run(drag())
+    assert len(calls) == n + 1  # one recompute for the whole drag, at the last value
+    assert calls[-1]["a"] == 7 and app.updates == 1
+
+
+def test_bad_driving_input_is_rejected_clearly() -> None:
+    app, _ = _toy()
+    with pytest.raises(KeyError, match="unknown control"):
+        app.set(c=1)
+    with pytest.raises(ValueError, match="history must be"):
+        App("x", {}, lambda: Result({}), lambda h: None, history=0)  # type: ignore[arg-type,return-value]
+
+
+def test_a_bad_initial_setting_raises_at_construction() -> None:
+    with pytest.raises(ValueError, match="does not fit"):
+        controls = {"a": W.IntSlider(value=10, max=10), "b": W.IntSlider(value=10, max=10)}
+
+        def compute(a: int, b: int) -> Result:
+            raise ValueError("a*b does not fit")
+
+        App("bad", controls, compute, lambda h: None)  # type: ignore[arg-type,return-value]

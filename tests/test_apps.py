@@ -1,0 +1,114 @@
+"""Every notebook app driven over its widgets' ranges from Python (no browser)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recnotebooks.nn import DLRM
+from recnotebooks.timing import PHASES
+from recnotebooks.viz.app import AppError
+from recnotebooks.viz.architecture import (
+    ARCHITECTURE_CONTROLS,
+    architecture_config,
+    architecture_explorer,
+    explore_architecture,
+)
+from recnotebooks.viz.traffic import BATCH_SIZES, DIMS, POOLINGS, lookup_traffic, lookup_traffic_app
+
+
+def _options(widget: object) -> list[object]:
+    opts = getattr(widget, "options", None)
+    if opts is not None:
+        return [o[1] if isinstance(o, tuple) else o for o in opts]
+    lo, hi = widget.min, widget.max  # type: ignore[attr-defined]
+    return sorted({lo, (lo + hi) // 2, hi})
+
+
+@pytest.fixture(scope="module")
+def explorer():  # type: ignore[no-untyped-def]
+    return architecture_explorer(time_budget_s=0.0)
+
+
+@pytest.mark.parametrize("name", list(ARCHITECTURE_CONTROLS))
+def test_architecture_explorer_sweeps_each_control(explorer, name: str) -> None:  # type: ignore[no-untyped-def]
+    defaults = {k: v["value"] for k, v in ARCHITECTURE_CONTROLS.items()}
+    explorer.set(**defaults)
+    for value in _options(explorer.controls[name]):
+        if value == explorer.values[name]:
+            continue
+        before = explorer.chart_data()
+        result = explorer.set(**{name: value})
+        assert explorer.error is None
+        assert explorer.chart_data() != before, f"{name}={value} did not change the chart"
+        phases = result.tables["phases"]
+        assert [r["phase"] for r in phases] == list(PHASES)
+        assert all(r["source"] == "measured" and r["seconds_per_step"] >= 0 for r in phases)
+        assert sum(r["seconds_per_step"] for r in phases) > 0
+        assert {r["source"] for r in result.tables["metrics"]} == {"analytic"}
+    explorer.set(**defaults)
+
+
+def test_explorer_refuses_what_does_not_fit_and_keeps_the_chart(explorer) -> None:  # type: ignore[no-untyped-def]
+    explorer.set(batch_size=512, num_tables=8, pooling=1, embedding_dim=32)
+    before = explorer.chart_data()
+    with pytest.raises(AppError, match="GB"):
+        explorer.set(batch_size=8192, num_tables=64, pooling=120, embedding_dim=256)
+    assert explorer.chart_data() == before
+    assert "recnb-error" in explorer.message.value and "lower the batch size" in explorer.message.value
+
+
+def test_explorer_notes_say_when_the_full_model_would_not_fit() -> None:
+    r = explore_architecture(measure=False, num_tables=64, rows_per_table=10**8, embedding_dim=256)
+    assert any("would NOT fit" in n for n in r.notes)
+    assert "phases" not in r.tables
+
+
+def test_explorer_rejects_unknown_settings_and_values() -> None:
+    with pytest.raises(KeyError, match="unknown setting"):
+        architecture_explorer(measure=False, tabels=3)
+    with pytest.raises(ValueError, match="pooling=3 is not one of"):
+        architecture_explorer(measure=False, pooling=3)
+
+
+@given(
+    num_tables=st.integers(1, 12),
+    dim=st.sampled_from([4, 8, 16]),
+    bw=st.sampled_from([16, 64]),
+    bd=st.integers(1, 3),
+    tw=st.sampled_from([16, 64]),
+    td=st.integers(1, 3),
+    dense=st.sampled_from([1, 13, 64]),
+    inter=st.sampled_from(["dot", "cat"]),
+)
+def test_computed_parameters_match_a_built_model(num_tables, dim, bw, bd, tw, td, dense, inter) -> None:  # type: ignore[no-untyped-def]
+    """The explorer's parameter count against an independent reference: the torch model's."""
+    kw = dict(num_dense=dense, num_tables=num_tables, rows_per_table=1000, embedding_dim=dim, bottom_width=bw,
+              bottom_depth=bd, top_width=tw, top_depth=td, interaction=inter)  # fmt: skip
+    metrics = {r["metric"]: r["value"] for r in explore_architecture(measure=False, **kw).tables["metrics"]}
+    model = DLRM(architecture_config(**kw))
+    assert metrics["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+def test_traffic_app_sweeps_every_control() -> None:
+    app = lookup_traffic_app()
+    for name, values in (("pooling", POOLINGS), ("batch_size", BATCH_SIZES), ("embedding_dim", DIMS)):
+        for v in values:
+            if v == app.values[name]:
+                continue
+            before = app.chart_data()
+            app.set(**{name: v})
+            assert app.error is None and app.chart_data() != before
+    assert len(app.history) == 4
+
+
+def test_traffic_matches_a_naive_count() -> None:
+    rows = lookup_traffic(pooling=20, batch_size=100, embedding_dim=8, num_tables=3).tables["traffic"]
+    cur = [r for r in rows if r["current"]]
+    assert len(cur) == 1 and cur[0]["pooling"] == 20
+    lookups = sum(1 for _ in range(100) for _ in range(3) for _ in range(20))
+    assert cur[0]["lookups_per_step"] == lookups
+    assert cur[0]["MB_per_step"] == pytest.approx(lookups * (8 * 4 + 8) / 1e6)
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        lookup_traffic(pooling=3)
