@@ -12,7 +12,7 @@ import torch
 
 __all__ = ["doctor_report", "print_doctor", "available_memory_bytes"]
 
-_PACKAGES = ("torch", "numpy", "tqdm", "jupyterlab", "ipywidgets", "altair", "vl_convert", "torchrec", "fbgemm_gpu")
+_PACKAGES = ("torch", "numpy", "tqdm", "jupyterlab", "ipywidgets", "anywidget", "altair", "vl_convert", "torchrec", "fbgemm_gpu")
 
 
 def available_memory_bytes(device: torch.device | str = "cpu") -> int | None:
@@ -68,7 +68,7 @@ def doctor_report() -> dict[str, Any]:
                 {"name": f"cuda:{i}", "kind": "cuda", "detail": p.name, "memory_gib": round(p.total_memory / 2**30, 1)}
             )
     versions = {name: _version(name) for name in _PACKAGES}
-    widgets_ok = versions["ipywidgets"] is not None and versions["jupyterlab"] is not None
+    widgets_ok = all(versions.get(k) is not None for k in ("ipywidgets", "jupyterlab", "anywidget"))
     charts_ok, charts_msg = _altair_offline()
     mem = available_memory_bytes("cpu")
     return {
@@ -82,7 +82,7 @@ def doctor_report() -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "host_memory_available_gib": None if mem is None else round(mem / 2**30, 1),
-        "widgets": {"ok": widgets_ok, "detail": "ipywidgets + jupyterlab" if widgets_ok else
+        "widgets": {"ok": widgets_ok, "detail": "ipywidgets + anywidget + jupyterlab" if widgets_ok else
                     "missing: pip install 'recnotebooks[lab]'"},  # fmt: skip
         "offline_charts": {"ok": charts_ok, "detail": charts_msg},
     }

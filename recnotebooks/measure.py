@@ -26,7 +26,7 @@ from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.timing import NULL_TIMER, PhaseTimer
-from recnotebooks.train import Trainer, TrainConfig, resolve_device
+from recnotebooks.train import TrainConfig, Trainer, resolve_device
 
 __all__ = ["DoesNotFitError", "StepMeasurement", "measure_step", "measurement_bytes", "DEFAULT_MEMORY_BUDGET"]
 

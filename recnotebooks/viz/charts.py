@@ -109,7 +109,8 @@ def time_breakdown(
         .encode(
             x=alt.X("ms:Q", stack="zero", title="milliseconds per step"),
             y=alt.Y(f"{by}:N", sort=bars, title=by.replace("_", " ")),
-            color=alt.Color(f"{phase}:N", scale=phase_scale(order), sort=order, title=phase),
+            color=alt.Color(f"{phase}:N", scale=phase_scale(order), sort=order, title=phase,
+                            legend=alt.Legend(orient="bottom", columns=4)),
             order=alt.Order("_order:Q"),
             opacity=alt.condition("datum._now", alt.value(1.0), alt.value(0.4)),
             tooltip=[_tip(by, "N"), _tip(phase, "N"), _tip("ms", "Q", ".2f", "ms per step"),
