@@ -40,7 +40,8 @@ def test_chart_is_updated_in_place_with_a_history_trail() -> None:
     app.set(b=3)
     app.set(a=3)
     assert app.chart is widget  # same widget, new chart
-    assert isinstance(app.chart.chart, alt.TopLevelMixin)
+    assert isinstance(app.altair_chart, alt.TopLevelMixin)
+    assert app.chart.spec == app.altair_chart.to_dict()  # what the browser holds is the valid chart
     assert _values(app) == [9.0, 6.0, 4.0]  # newest first, trail capped at 3
     labels = [e.label for e in app.history]
     assert labels[0].startswith("now") and labels[1].startswith("-1") and "a 2→3" in labels[0]

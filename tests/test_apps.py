@@ -47,6 +47,7 @@ def test_architecture_explorer_sweeps_each_control(explorer, name: str) -> None:
         assert all(r["source"] == "measured" and r["seconds_per_step"] >= 0 for r in phases)
         assert sum(r["seconds_per_step"] for r in phases) > 0
         assert {r["source"] for r in result.tables["metrics"]} == {"analytic"}
+    explorer.altair_chart.to_dict()  # the app skips schema validation for speed; the test does not
     explorer.set(**defaults)
 
 
@@ -100,6 +101,7 @@ def test_traffic_app_sweeps_every_control() -> None:
             before = app.chart_data()
             app.set(**{name: v})
             assert app.error is None and app.chart_data() != before
+            app.altair_chart.to_dict()  # validates against the Vega-Lite schema
     assert len(app.history) == 4
 
 

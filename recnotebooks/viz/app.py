@@ -7,8 +7,9 @@
   notebooks, tests and benchmarks call it directly too.
 * ``render`` draws the **history trail**: the last few settings (newest first, labelled
   ``now``, ``-1``, ``-2``...) so a learner sees how the last change shifted the numbers.
-* The chart is an :class:`altair.JupyterChart` **updated in place** (its ``chart`` is
-  replaced; the widget and its place in the notebook stay).
+* The chart is an :class:`altair.JupyterChart` **updated in place**: its Vega-Lite spec is
+  replaced (the widget and its place in the notebook stay); ``app.altair_chart`` is the
+  Altair chart it shows.
 * Widget changes are **debounced** (``debounce_s``) when a kernel event loop is running;
   without one (plain Python, tests) an update runs at once.
 * An exception from ``compute`` or ``render`` (a bad combination, a setting that does not
@@ -130,7 +131,8 @@ class App:
         self._driving = False
         result = self.compute(**self.values)  # a bad initial setting raises here, at the entry point
         self._push(result)
-        self.chart = alt.JupyterChart(self.render(self.history), embed_options={"renderer": "svg", "actions": False})
+        self.altair_chart: alt.TopLevelMixin = self.render(self.history)
+        self.chart = alt.JupyterChart(self.altair_chart, embed_options={"renderer": "svg", "actions": False})
         self.chart.add_class("recnb-chart")
         self.message = W.HTML(self._notes_html(result.notes))
         head = W.HTML(f"<b style='font-size:1.1em'>{html.escape(title)}</b>"
@@ -191,11 +193,14 @@ class App:
             result = self.compute(**values)
             trail = _relabel([self._entry(result, values), *self.history][: self.max_history])
             chart = self.render(trail)
-            self.chart.chart = chart
+            spec = chart.to_dict(validate=False)  # factories are schema-tested; validation costs ~30 ms
         except Exception as e:  # shown in the app, never a traceback wall
             self.error = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
             self.message.value = self._error_html(self.error)
             return False
+        with self.chart.hold_sync():  # one message to the browser: new spec, same widget
+            self.chart.spec = spec
+        self.altair_chart = chart
         self.history = trail
         self.error = None
         self.message.value = self._notes_html(result.notes)

@@ -329,7 +329,7 @@ def training_curves(history: Rows, *, title: str = "Training", detail: str | Non
 
 
 def _spec(chart: object) -> dict:
-    ch = chart
+    ch = getattr(chart, "altair_chart", chart)  # an App: the chart it shows now
     for _ in range(2):  # an App holds a JupyterChart, which holds the current Altair chart
         if not hasattr(ch, "to_dict") and hasattr(ch, "chart"):
             ch = ch.chart
