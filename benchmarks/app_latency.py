@@ -19,6 +19,7 @@ to skip the smoke run).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -52,10 +53,8 @@ def time_changes(app: App, n: int, rng: random.Random, from_defaults: bool, defa
     times, refused = [], 0
     for _ in range(n):
         if from_defaults:
-            try:
+            with contextlib.suppress(AppError):
                 app.set(**defaults)
-            except AppError:
-                pass
         name = rng.choice(list(app.controls))
         value = rng.choice([v for v in _options(app.controls[name]) if v != app.values[name]])
         t0 = time.perf_counter()

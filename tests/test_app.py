@@ -107,3 +107,10 @@ def test_a_bad_initial_setting_raises_at_construction() -> None:
             raise ValueError("a*b does not fit")
 
         App("bad", controls, compute, lambda h: None)  # type: ignore[arg-type,return-value]
+
+
+def test_apps_render_offline_with_no_cdn() -> None:
+    app, _ = _toy()
+    esm = app.chart._esm  # the ESM module the widget sends to the browser
+    assert "esm.sh" not in esm and "import " not in esm[:200] and len(esm) > 100_000  # the bundle, not a CDN import
+    assert app.chart.embed_options == {"renderer": "svg", "actions": False}

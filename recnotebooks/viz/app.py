@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 import altair as alt
 import ipywidgets as W
 
+from recnotebooks.viz.theme import enable_offline
+
 __all__ = ["App", "AppError", "HistoryEntry", "Result", "history_rows"]
 
 
@@ -131,6 +133,7 @@ class App:
         self._driving = False
         result = self.compute(**self.values)  # a bad initial setting raises here, at the entry point
         self._push(result)
+        enable_offline()  # never a CDN: the Vega bundle comes from vl-convert
         self.altair_chart: alt.TopLevelMixin = self.render(self.history)
         self.chart = alt.JupyterChart(self.altair_chart, embed_options={"renderer": "svg", "actions": False})
         self.chart.add_class("recnb-chart")

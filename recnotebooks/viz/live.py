@@ -7,6 +7,7 @@ import time
 import altair as alt
 
 from recnotebooks.viz.charts import training_curves
+from recnotebooks.viz.theme import enable_offline
 
 __all__ = ["LiveTrainingChart"]
 
@@ -26,6 +27,7 @@ class LiveTrainingChart:
         self.records: list[dict[str, float]] = []
         self.redraws = 0
         self._last = 0.0
+        enable_offline()
         self.chart = alt.JupyterChart(self._render(), embed_options={"renderer": "svg", "actions": False})
 
     def _render(self) -> alt.TopLevelMixin:
