@@ -1,0 +1,267 @@
+"""Hardware presets for the efficiency model (:class:`Hardware`), each number with its source.
+
+A preset describes one *node* type: how many devices it has (GPUs, or one CPU trainer) and,
+per device, peak FLOP/s by dtype, memory capacity and bandwidth, links (PCIe to the host,
+NVLink between devices, the node's NICs), latencies and power. Sources are in
+``Hardware.sources``: vendor spec sheets via ../shared/REFERENCE.md §1–2, or marked
+*approximate* / *modeling assumption* where no spec gives the number (efficiency curves,
+per-op overheads). ``this_machine`` is filled by :mod:`recnotebooks.perf.calibrate`.
+
+Copy and edit a preset in a notebook with ``hardware("dgx_a100").replace(hbm_bytes=80e9)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["Hardware", "HARDWARE", "hardware", "hardware_names", "GB", "DTYPE_BYTES"]
+
+GB = 1e9
+TB = 1e12
+DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+_POSITIVE = ("hbm_bytes", "hbm_bw", "host_mem_bytes", "host_mem_bw", "host_link_bw", "intra_node_bw", "nic_bw",
+             "power_w", "gemm_max_efficiency", "gemm_half_dim", "gather_efficiency", "gather_half_row_bytes",
+             "sort_rate")  # fmt: skip
+_NON_NEGATIVE = ("collective_latency_s", "op_overhead_s", "step_overhead_s", "host_power_w")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One node type. Bandwidths are bytes/s per direction; sizes in bytes; per device
+    unless the name says host/node.
+
+    Memory bandwidths (``hbm_bw``, ``host_mem_bw``) count bytes read plus bytes written, as
+    the spec sheets do; link bandwidths are per direction.
+
+    Args:
+        name: preset name. kind: ``"gpu"`` (devices are GPUs with HBM) or ``"cpu"`` (the
+            device is the host itself; ``hbm_*`` then describe its DRAM).
+        devices: devices per node (GPUs; 1 for a CPU trainer).
+        peak_flops: dense peak FLOP/s of one device by dtype (``fp32``, ``tf32``, ``bf16``...).
+        hbm_bytes / hbm_bw: device memory capacity and bandwidth.
+        host_mem_bytes / host_mem_bw: the node's host DRAM capacity and bandwidth.
+        host_link_bw: device↔host link (PCIe) per device, per direction.
+        intra_node_bw: device↔device bandwidth per device per direction (NVLink), used by
+            collectives inside a node.
+        nic_bw: the node's network bandwidth per direction (all NICs together).
+        collective_latency_s: latency per step of a ring/pairwise collective (α).
+        op_overhead_s: host-side cost of launching one operator (framework dispatch + launch).
+        step_overhead_s: fixed cost per training step outside operators (loop, sync).
+        gemm_max_efficiency / gemm_half_dim: GEMM efficiency model
+            ``max_eff * Π d/(d + half_dim)`` over the GEMM's m, n, k (skinny GEMMs waste a GPU).
+        gather_efficiency / gather_half_row_bytes: random embedding-row gather achieves
+            ``hbm_bw * gather_efficiency * r/(r + half)`` for rows of ``r`` bytes.
+        power_w: power of one device at load; host_power_w: the rest of the node.
+        sort_rate: (key, value) pairs per second one device sorts (grouping lookups by row).
+        sources: where each number comes from.
+    """
+
+    name: str
+    kind: str
+    devices: int
+    peak_flops: dict[str, float]
+    hbm_bytes: float
+    hbm_bw: float
+    host_mem_bytes: float
+    host_mem_bw: float
+    host_link_bw: float
+    intra_node_bw: float
+    nic_bw: float
+    collective_latency_s: float
+    op_overhead_s: float
+    step_overhead_s: float
+    gemm_max_efficiency: float
+    gemm_half_dim: float
+    gather_efficiency: float
+    gather_half_row_bytes: float
+    power_w: float
+    host_power_w: float
+    sort_rate: float = 3e9
+    description: str = ""
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("gpu", "cpu"):
+            raise ValueError(f"Hardware({self.name}).kind must be 'gpu' or 'cpu', got {self.kind!r}")
+        if isinstance(self.devices, bool) or not isinstance(self.devices, int) or self.devices < 1:
+            raise ValueError(f"Hardware({self.name}).devices must be an int >= 1, got {self.devices!r}")
+        if not self.peak_flops:
+            raise ValueError(f"Hardware({self.name}).peak_flops must name at least one dtype")
+        for dt, v in self.peak_flops.items():
+            if dt not in DTYPE_BYTES:
+                raise ValueError(f"Hardware({self.name}).peak_flops: dtype must be one of {list(DTYPE_BYTES)}, got {dt!r}")
+            _check(self.name, f"peak_flops[{dt!r}]", v, positive=True)
+        for f in _POSITIVE:
+            _check(self.name, f, getattr(self, f), positive=True)
+        for f in _NON_NEGATIVE:
+            _check(self.name, f, getattr(self, f), positive=False)
+        if self.gemm_max_efficiency > 1 or self.gather_efficiency > 1:
+            raise ValueError(f"Hardware({self.name}): efficiencies must be <= 1")
+
+    def replace(self, **changes: object) -> Hardware:
+        """A validated copy with fields changed (keeps the sources; note your own)."""
+        return dataclasses.replace(self, **changes)
+
+    def flops(self, dtype: str) -> float:
+        """Peak FLOP/s of one device for ``dtype`` (``tf32`` falls back to ``fp32``)."""
+        if dtype in self.peak_flops:
+            return self.peak_flops[dtype]
+        if dtype == "tf32" and "fp32" in self.peak_flops:
+            return self.peak_flops["fp32"]
+        raise ValueError(f"dtype={dtype!r} has no peak on {self.name}; it has {sorted(self.peak_flops)}")
+
+    def summary(self) -> dict[str, object]:
+        """Plain data for tables and JSON."""
+        d = dataclasses.asdict(self)
+        d.pop("sources")
+        return d
+
+
+def _check(name: str, field_name: str, v: object, positive: bool) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or (positive and v == 0):
+        op = "> 0" if positive else ">= 0"
+        raise ValueError(f"Hardware({name}).{field_name} must be a finite number {op}, got {v!r}")
+
+
+# ----- sources ----------------------------------------------------------------------------
+_REF1 = "vendor spec sheet (REFERENCE.md §1)"
+_APPROX = "approximate"
+_GEMM = ("modeling assumption (approximate): large GEMMs reach ~80-85% of dense peak, and a "
+         "dimension of half_dim halves efficiency; calibrate on the device to replace")  # fmt: skip
+_GATHER = ("modeling assumption (approximate): random row gathers reach about half of HBM bandwidth for "
+           "rows >= 256 B, less for small rows (32 B sectors, latency)")  # fmt: skip
+_OP = ("approximate: eager PyTorch spends ~10 us of host time per operator (dispatch + kernel launch), "
+       "so small kernels are overhead-bound")  # fmt: skip
+_ALPHA = "approximate: NCCL small-message latency is on the order of 10 us per step inside a node"
+_SORT = "approximate: GPU radix sort of 64-bit key-value pairs runs at a few billion pairs/s"
+_NIC = "NIC line rate: 100 Gb/s = 12.5 GB/s, 200 Gb/s = 25 GB/s, 400 Gb/s = 50 GB/s (REFERENCE.md §1)"
+
+
+def _gpu(name: str, desc: str, *, fp32: float, tensor: dict[str, float], hbm: float, hbm_bw: float, nvlink: float,
+         pcie: float, host_mem: float, host_bw: float, nic: float, power: float, host_power: float,
+         extra: dict[str, str]) -> Hardware:  # fmt: skip
+    sources = {
+        "peak_flops": _REF1, "hbm_bytes": _REF1, "hbm_bw": _REF1, "power_w": _REF1 + " (TDP)",
+        "intra_node_bw": _REF1 + " (NVLink total per GPU, halved per direction)",
+        "host_link_bw": _REF1 + " (PCIe x16 per direction)",
+        "gemm_max_efficiency": _GEMM, "gemm_half_dim": _GEMM, "gather_efficiency": _GATHER,
+        "gather_half_row_bytes": _GATHER, "op_overhead_s": _OP, "collective_latency_s": _ALPHA,
+        "step_overhead_s": _APPROX + ": ~0.5 ms per step of Python loop, optimizer bookkeeping and syncs",
+        "nic_bw": _NIC, "sort_rate": _SORT, **extra,
+    }  # fmt: skip
+    return Hardware(
+        name=name, kind="gpu", devices=8, peak_flops={"fp32": fp32, **tensor}, hbm_bytes=hbm, hbm_bw=hbm_bw,
+        host_mem_bytes=host_mem, host_mem_bw=host_bw, host_link_bw=pcie, intra_node_bw=nvlink / 2, nic_bw=nic,
+        collective_latency_s=10e-6, op_overhead_s=10e-6, step_overhead_s=0.5e-3, gemm_max_efficiency=0.85,
+        gemm_half_dim=64.0, gather_efficiency=0.5, gather_half_row_bytes=64.0, power_w=power,
+        host_power_w=host_power, description=desc, sources=sources,
+    )  # fmt: skip
+
+
+def _make_presets() -> dict[str, Hardware]:
+    p: dict[str, Hardware] = {}
+    # Dual-socket Skylake-SP trainer (Xeon Gold 6138: 20 cores, AVX-512 with 2 FMA units = 64 fp32 FLOP/cycle
+    # per core at ~1.6 GHz AVX-512 clock): 2 x 20 x 64 x 1.6e9 = 4.1 TFLOP/s; 6 x DDR4-2666 per socket.
+    p["cpu_cluster"] = Hardware(
+        name="cpu_cluster", kind="cpu", devices=1, peak_flops={"fp32": 4.1e12}, hbm_bytes=256 * GB,
+        hbm_bw=2 * 128 * GB, host_mem_bytes=256 * GB, host_mem_bw=2 * 128 * GB, host_link_bw=2 * 128 * GB,
+        intra_node_bw=2 * 128 * GB, nic_bw=25e9 / 8, collective_latency_s=50e-6, op_overhead_s=10e-6,
+        step_overhead_s=0.5e-3, gemm_max_efficiency=0.7, gemm_half_dim=16.0, gather_efficiency=0.35,
+        gather_half_row_bytes=64.0, power_w=2 * 125.0, host_power_w=150.0, sort_rate=0.4e9,
+        description="CPU training cluster: dual-socket Skylake-SP trainers; tables on sparse parameter servers "
+                    "and MLP weights on dense parameter servers over 25 Gb/s Ethernet",
+        sources={"peak_flops": "computed from Intel's Xeon Gold 6138 spec (20 cores, AVX-512, 2 FMA units) at an "
+                               "assumed 1.6 GHz AVX-512 clock (approximate)",
+                 "hbm_bw": "6 x DDR4-2666 per socket, ~128 GB/s theoretical (REFERENCE.md §1), 2 sockets",
+                 "hbm_bytes": _APPROX + ": 256 GB per trainer", "host_mem_bytes": _APPROX,
+                 "nic_bw": "25 Gb/s Ethernet, the low end of 25-100 Gb/s (REFERENCE.md §2)",
+                 "power_w": "Intel Xeon Gold 6138 TDP 125 W x 2", "host_power_w": _APPROX,
+                 "gemm_max_efficiency": _GEMM, "gemm_half_dim": _GEMM + " (CPUs saturate at smaller shapes)",
+                 "gather_efficiency": _GATHER, "op_overhead_s": _OP,
+                 "collective_latency_s": _APPROX + ": TCP/Ethernet round trip",
+                 "sort_rate": _APPROX + ": ~10 M pairs/s per core x 40 cores"},
+    )  # fmt: skip
+    v100 = {"fp32": 15.7e12}
+    p["big_basin"] = _gpu(
+        "big_basin", "Big Basin (OCP 2017): 8x V100 SXM2 16 GB, NVLink hybrid cube-mesh, PCIe to a dual-socket "
+        "Xeon head node; tables that do not fit go to remote CPU parameter servers",
+        fp32=v100["fp32"], tensor={"fp16": 125e12}, hbm=16 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
+        host_mem=256 * GB, host_bw=2 * 128 * GB, nic=12.5 * GB, power=300.0, host_power=800.0,
+        extra={"host_mem_bytes": _APPROX + ": 256 GB head node (REFERENCE.md §2: little host memory)",
+               "host_mem_bw": "2 Skylake-SP sockets x 128 GB/s (REFERENCE.md §1)",
+               "nic_bw": _APPROX + ": one 100 Gb/s NIC (REFERENCE.md §1 line rate)",
+               "host_power_w": _APPROX},
+    )  # fmt: skip
+    p["zion"] = _gpu(
+        "zion", "Zion-like (OCP/Hot Chips 2019): 8 CPU sockets with terabytes of DDR for embedding tables plus "
+        "8 accelerators (modeled as V100-class) on their own fabric; PCIe switches between them",
+        fp32=v100["fp32"], tensor={"fp16": 125e12}, hbm=32 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
+        host_mem=2000 * GB, host_bw=8 * 128 * GB, nic=4 * 12.5 * GB, power=300.0, host_power=8 * 150.0,
+        extra={"peak_flops": _APPROX + ": accelerators modeled as V100 SXM2 32 GB (REFERENCE.md §1)",
+               "host_mem_bytes": _APPROX + ": 'terabytes of DDR' (REFERENCE.md §2), 2 TB",
+               "host_mem_bw": "8 sockets x 6 DDR4-2666 channels, ~128 GB/s each (REFERENCE.md §1-2)",
+               "nic_bw": _APPROX + ": 'several 100 Gb/s NICs' (REFERENCE.md §2), 4",
+               "host_power_w": _APPROX + ": 150 W per socket"},
+    )  # fmt: skip
+    p["dgx_a100"] = _gpu(
+        "dgx_a100", "DGX A100: 8x A100 SXM4 40 GB, NVLink 3 through NVSwitch, PCIe Gen4, 8x 200 Gb/s NICs",
+        fp32=19.5e12, tensor={"tf32": 156e12, "bf16": 312e12, "fp16": 312e12}, hbm=40 * GB, hbm_bw=1.555 * TB,
+        nvlink=600 * GB, pcie=32 * GB, host_mem=1000 * GB, host_bw=2 * 204.8 * GB, nic=8 * 25 * GB, power=400.0,
+        host_power=1500.0,
+        extra={"host_mem_bytes": _APPROX + ": 1 TB", "host_mem_bw": _APPROX + ": 2 sockets x 8 DDR4-3200 channels",
+               "nic_bw": "one 200 Gb/s NIC per GPU as in ZionEX (REFERENCE.md §2)", "host_power_w": _APPROX},
+    )  # fmt: skip
+    p["dgx_h100"] = _gpu(
+        "dgx_h100", "DGX H100: 8x H100 SXM5 80 GB, NVLink 4 through NVSwitch, PCIe Gen5, 8x 400 Gb/s NICs",
+        fp32=67e12, tensor={"tf32": 495e12, "bf16": 989e12, "fp16": 989e12}, hbm=80 * GB, hbm_bw=3.35 * TB,
+        nvlink=900 * GB, pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
+        host_power=2000.0,
+        extra={"host_mem_bytes": _APPROX + ": 2 TB", "host_mem_bw": _APPROX + ": 2 sockets x 8 DDR5-4800 channels",
+               "nic_bw": _APPROX + ": one 400 Gb/s NIC per GPU", "host_power_w": _APPROX},
+    )  # fmt: skip
+    p["h200_node"] = _gpu(
+        "h200_node", "HGX H200 node: 8x H200 SXM 141 GB, NVLink 4, PCIe Gen5, 8x 400 Gb/s NICs",
+        fp32=67e12, tensor={"bf16": 989e12, "fp16": 989e12}, hbm=141 * GB, hbm_bw=4.8 * TB, nvlink=900 * GB,
+        pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0, host_power=2000.0,
+        extra={"host_mem_bytes": _APPROX + ": 2 TB", "host_mem_bw": _APPROX + ": 2 sockets x 8 DDR5-4800 channels",
+               "nic_bw": _APPROX + ": one 400 Gb/s NIC per GPU", "host_power_w": _APPROX,
+               "gemm_max_efficiency": "an 8192^3 BF16 matmul measured at 770-800 of 989 TFLOP/s on one H200 "
+                                      "(REFERENCE.md §1), ~0.8"},
+    ).replace(gemm_max_efficiency=0.8)  # fmt: skip
+    # This development machine before calibration (REFERENCE.md §6); `recnb calibrate` replaces it.
+    p["this_machine"] = Hardware(
+        name="this_machine", kind="cpu", devices=1, peak_flops={"fp32": 250e9}, hbm_bytes=24 * GB, hbm_bw=90 * GB,
+        host_mem_bytes=24 * GB, host_mem_bw=90 * GB, host_link_bw=90 * GB, intra_node_bw=90 * GB, nic_bw=1 * GB,
+        collective_latency_s=20e-6, op_overhead_s=8e-6, step_overhead_s=0.1e-3, gemm_max_efficiency=0.8,
+        gemm_half_dim=16.0, gather_efficiency=0.25, gather_half_row_bytes=64.0, power_w=30.0, host_power_w=0.0,
+        sort_rate=50e6,
+        description="the machine this runs on (uncalibrated defaults: run `recnb calibrate`)",
+        sources={"peak_flops": "REFERENCE.md §6: ~200 GFLOP/s fp32 matmul measured (uncalibrated default)",
+                 "hbm_bw": "REFERENCE.md §6: ~90 GB/s streaming copy (bytes read + written)",
+                 "gather_efficiency": "REFERENCE.md §6: random embedding-bag gather ~23 GB/s of 90",
+                 "power_w": _APPROX + ": 2 cores of a server CPU", "op_overhead_s": _OP},
+    )  # fmt: skip
+    return p
+
+
+HARDWARE: dict[str, Hardware] = _make_presets()
+
+
+def hardware_names() -> list[str]:
+    return list(HARDWARE)
+
+
+def hardware(name: str | Hardware, **overrides: object) -> Hardware:
+    """A hardware preset by name (``this_machine`` includes the saved calibration, if any)."""
+    if isinstance(name, Hardware):
+        return name.replace(**overrides) if overrides else name
+    if name not in HARDWARE:
+        raise ValueError(f"hardware must be one of {hardware_names()}, got {name!r}")
+    hw = HARDWARE[name]
+    if name == "this_machine":
+        from recnotebooks.perf.calibrate import load_calibration
+
+        hw = load_calibration() or hw
+    return hw.replace(**overrides) if overrides else hw

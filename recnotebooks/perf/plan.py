@@ -1,0 +1,115 @@
+"""Sharding plans as plain data: which rank holds which part of which table, and where.
+
+A :class:`Plan` is what the planner produces, the cost and memory models read, and the
+sharding code executes. Each :class:`TableShard` names a table, the rank that holds it,
+how the table is split (as TorchRec names the schemes) and where its rows live:
+
+* sharding: ``table_wise`` (whole table on one rank), ``row_wise`` (rows split across
+  ranks; ``row_fraction`` of them here), ``column_wise`` (embedding columns split;
+  ``col_fraction`` here), ``data_parallel`` (a full replica on every rank).
+* placement: ``hbm`` (device memory), ``host`` (host DRAM read over PCIe, as UVM does),
+  ``cache`` (host DRAM behind a device-side software cache with ``cache_hit_rate``),
+  ``remote`` (a parameter server across the network).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from recnotebooks.config import DLRMConfig
+
+__all__ = ["SHARDINGS", "PLACEMENTS", "TableShard", "Plan", "single_device_plan"]
+
+SHARDINGS = ("table_wise", "row_wise", "column_wise", "data_parallel")
+PLACEMENTS = ("hbm", "host", "cache", "remote")
+
+
+@dataclass(frozen=True)
+class TableShard:
+    """One piece of one table on one rank."""
+
+    table: str
+    rank: int
+    sharding: str = "table_wise"
+    placement: str = "hbm"
+    row_fraction: float = 1.0
+    col_fraction: float = 1.0
+    cache_hit_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.sharding not in SHARDINGS:
+            raise ValueError(f"sharding must be one of {list(SHARDINGS)}, got {self.sharding!r}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {self.placement!r}")
+        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 0:
+            raise ValueError(f"rank must be an int >= 0, got {self.rank!r}")
+        for name in ("row_fraction", "col_fraction"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not 0 < v <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {v!r}")
+        h = self.cache_hit_rate
+        if self.placement == "cache" and (h is None or not isinstance(h, (int, float)) or not 0 <= h <= 1):
+            raise ValueError(f"cache_hit_rate must be in [0, 1] for placement='cache', got {h!r}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A complete assignment of every table to ranks (``world_size`` ranks in all)."""
+
+    world_size: int
+    shards: tuple[TableShard, ...]
+    strategy: str = "manual"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.world_size, bool) or not isinstance(self.world_size, int) or self.world_size < 1:
+            raise ValueError(f"world_size must be an int >= 1, got {self.world_size!r}")
+        object.__setattr__(self, "shards", tuple(self.shards))
+        for s in self.shards:
+            if not isinstance(s, TableShard):
+                raise TypeError(f"shards must be TableShard objects, got {type(s).__name__}")
+            if s.rank >= self.world_size:
+                raise ValueError(f"table {s.table!r} is on rank {s.rank}, but world_size is {self.world_size}")
+
+    def check(self, config: DLRMConfig) -> None:
+        """Raise ``ValueError`` unless every table of ``config`` is covered exactly once."""
+        names = set(config.table_names)
+        for s in self.shards:
+            if s.table not in names:
+                raise ValueError(f"plan names table {s.table!r}, which the config does not have")
+        for t in config.table_names:
+            parts = [s for s in self.shards if s.table == t]
+            if not parts:
+                raise ValueError(f"table {t!r} is not in the plan")
+            kinds = {s.sharding for s in parts}
+            if len(kinds) > 1:
+                raise ValueError(f"table {t!r} mixes shardings {sorted(kinds)}")
+            kind = kinds.pop()
+            if kind == "data_parallel" and sorted(s.rank for s in parts) != list(range(self.world_size)):
+                raise ValueError(f"data_parallel table {t!r} needs one replica on every rank")
+            if kind in ("row_wise", "column_wise"):
+                frac = sum(s.row_fraction if kind == "row_wise" else s.col_fraction for s in parts)
+                if abs(frac - 1.0) > 1e-6:
+                    raise ValueError(f"{kind} shards of table {t!r} must add up to 1, got {frac:.4f}")
+            if kind == "table_wise" and len(parts) != 1:
+                raise ValueError(f"table_wise table {t!r} must be on exactly one rank, got {len(parts)}")
+
+    def on_rank(self, rank: int) -> list[TableShard]:
+        return [s for s in self.shards if s.rank == rank]
+
+    def table(self) -> list[dict[str, object]]:
+        """Tidy rows, one per shard: how the plan explains itself."""
+        return [{"table": s.table, "rank": s.rank, "sharding": s.sharding, "placement": s.placement,
+                 "rows": s.row_fraction, "columns": s.col_fraction, "cache_hit_rate": s.cache_hit_rate}
+                for s in self.shards]  # fmt: skip
+
+
+def single_device_plan(config: DLRMConfig, placement: str | Sequence[str] = "hbm",
+                       cache_hit_rate: float | None = None) -> Plan:  # fmt: skip
+    """Every table on rank 0 with one placement (or one per table)."""
+    places = [placement] * config.num_tables if isinstance(placement, str) else list(placement)
+    if len(places) != config.num_tables:
+        raise ValueError(f"placement must be one value or one per table ({config.num_tables}), got {len(places)}")
+    shards = tuple(TableShard(t, 0, "table_wise", p, cache_hit_rate=cache_hit_rate if p == "cache" else None)
+                   for t, p in zip(config.table_names, places, strict=True))  # fmt: skip
+    return Plan(1, shards, "single_device")
