@@ -60,11 +60,13 @@ class Plan:
     world_size: int
     shards: tuple[TableShard, ...]
     strategy: str = "manual"
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.world_size, bool) or not isinstance(self.world_size, int) or self.world_size < 1:
             raise ValueError(f"world_size must be an int >= 1, got {self.world_size!r}")
         object.__setattr__(self, "shards", tuple(self.shards))
+        object.__setattr__(self, "notes", tuple(self.notes))
         for s in self.shards:
             if not isinstance(s, TableShard):
                 raise TypeError(f"shards must be TableShard objects, got {type(s).__name__}")

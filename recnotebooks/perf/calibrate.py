@@ -1,0 +1,245 @@
+"""Calibration of ``this_machine`` by microbenchmarks, and validation against real steps.
+
+:func:`calibrate` times small kernels on the local device and fits the hardware fields the
+cost model uses: GEMM efficiency by shape (peak and half-dimension), memory copy
+bandwidth, embedding-row gather bandwidth by row size, sort rate, per-operator overhead
+and the fixed per-step cost. The result is a :class:`~recnotebooks.perf.hardware.Hardware`
+named ``this_machine``; :func:`save_calibration` stores it (``~/.cache/recnotebooks``, or
+``$RECNB_CALIBRATION``) and ``hardware("this_machine")`` loads it from then on.
+
+:func:`validate` trains real steps of our DLRM over a sweep from MLP-heavy to
+embedding-heavy architectures (:data:`VALIDATION_SWEEP`, measured by
+:func:`recnotebooks.measure.measure_step`) and compares each with the model's
+prediction for the same architecture on the calibrated machine: per-config error, MAPE
+and Spearman rank correlation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from recnotebooks.config import DLRMConfig, preset
+from recnotebooks.perf.hardware import HARDWARE, Hardware
+
+__all__ = ["calibrate", "validate", "save_calibration", "load_calibration", "calibration_path",
+           "VALIDATION_SWEEP", "spearman"]  # fmt: skip
+
+
+def calibration_path() -> Path:
+    """Where the calibration of this machine is stored."""
+    env = os.environ.get("RECNB_CALIBRATION")
+    return Path(env) if env else Path.home() / ".cache" / "recnotebooks" / "this_machine.json"
+
+
+def save_calibration(hw: Hardware, path: str | Path | None = None) -> Path:
+    p = Path(path) if path else calibration_path()
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(dataclasses.asdict(hw), indent=1))
+    return p
+
+
+def load_calibration(path: str | Path | None = None) -> Hardware | None:
+    """The saved ``this_machine`` calibration, or None when there is none (or it is unreadable)."""
+    p = Path(path) if path else calibration_path()
+    try:
+        return Hardware(**json.loads(p.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _best(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
+    """Median seconds of ``reps`` calls of ``fn`` after one warm-up."""
+    fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def _fit_gemm(samples: list[tuple[int, int, int, float]], overhead: float) -> tuple[float, float]:
+    """Least relative squares for ``t = 2mnk / (P prod d/(d+h)) + overhead`` over ``h``."""
+    best = (float("inf"), 1.0, 1.0)
+    for h in np.geomspace(0.5, 512, 80):
+        x = np.array([2 * m * n * k / ((m / (m + h)) * (n / (n + h)) * (k / (k + h))) for m, n, k, _ in samples])
+        t = np.array([s[3] - overhead for s in samples]).clip(min=1e-9)
+        inv_p = float(np.sum(x / t) / np.sum((x / t) ** 2))  # minimises sum (x/(P t) - 1)^2
+        err = float(np.sum((x * inv_p / t - 1) ** 2))
+        if err < best[0]:
+            best = (err, 1 / inv_p, float(h))
+    return best[1], best[2]
+
+
+def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[str, object]]:
+    """Microbenchmark the local device; returns the fitted ``this_machine`` and the raw figures."""
+    if device != "cpu":
+        raise ValueError(f"device must be 'cpu' (CUDA calibration is not implemented yet), got {device!r}")
+    reps = 3 if quick else 7
+    raw: dict[str, object] = {}
+    a, b = torch.zeros(1), torch.zeros(1)
+    op = _best(lambda: [torch.add(a, b) for _ in range(200)], reps) / 200
+    raw["op_overhead_s"] = op
+    x = torch.randn(16 * 2**20)  # 64 MB: the size of the tables the measurements train
+    y = torch.empty_like(x)
+    copy_bw = 2 * x.numel() * 4 / _best(lambda: y.copy_(x), reps)
+    raw["copy_bw"] = copy_bw
+    del x, y
+    # The three GEMMs of a linear layer in training, as nn.Linear runs them: Y = X W^T (+ bias),
+    # dX = dY W and dW = dY^T X, on MLP-like shapes (batch m, widths n and k).
+    gemm = []
+    for m in (64, 512, 4096):
+        for n, k in ((16, 128), (128, 16), (128, 1024), (1024, 128), (1024, 1024), (256, 2560)):
+            X, W, dY = torch.randn(m, k), torch.randn(n, k), torch.randn(m, n)
+            bias = torch.randn(n)
+            gemm.append((m, n, k, _best(lambda X=X, W=W, b=bias: torch.nn.functional.linear(X, W, b), reps)))
+            gemm.append((m, k, n, _best(lambda dY=dY, W=W: dY @ W, reps)))
+            gemm.append((n, k, m, _best(lambda dY=dY, X=X: dY.t() @ X, reps)))
+    peak, half = _fit_gemm(gemm, op)
+    raw["gemm"] = [{"m": m, "n": n, "k": k, "gflops": 2 * m * n * k / t / 1e9} for m, n, k, t in gemm]
+    gathers = []
+    for dim in (8, 32, 128):
+        rows = 64 * 2**20 // (dim * 4)
+        w = torch.randn(rows, dim)
+        n = 2**20 if not quick else 2**18
+        ids = torch.randint(0, rows, (n,))
+        offs = torch.arange(0, n, 8)
+        t = _best(lambda w=w, ids=ids, offs=offs: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps)
+        gathers.append((dim * 4, n * dim * 4 / t))
+    raw["gather_bw"] = {f"{rb} B rows": bw for rb, bw in gathers}
+    best = (float("inf"), 0.5, 64.0)
+    for hb in np.geomspace(1, 1024, 60):
+        f = np.array([rb / (rb + hb) for rb, _ in gathers])
+        bw = np.array([g for _, g in gathers])
+        e = float(np.sum(bw * f) / np.sum(f * f)) / copy_bw
+        err = float(np.sum((copy_bw * e * f / bw - 1) ** 2))
+        if err < best[0]:
+            best = (err, e, float(hb))
+    gather_eff, gather_half = min(best[1], 4.0), best[2]
+    from recnotebooks.nn.rows import group_by_row
+
+    n = 2**20
+    ids = torch.randint(0, 2**20, (n,))
+    bags = torch.arange(n)
+    sort_rate = n / _best(lambda: group_by_row(ids, bags), reps)
+    raw["sort_rate"] = sort_rate
+    base = HARDWARE["this_machine"].replace(
+        peak_flops={"fp32": peak}, gemm_max_efficiency=1.0, gemm_half_dim=half, hbm_bw=copy_bw,
+        host_mem_bw=copy_bw, host_link_bw=copy_bw, intra_node_bw=copy_bw, gather_efficiency=gather_eff,
+        gather_half_row_bytes=gather_half, op_overhead_s=op, sort_rate=sort_rate, hbm_bytes=_host_bytes(),
+        host_mem_bytes=_host_bytes(), description="this machine, calibrated by microbenchmarks (recnb calibrate)",
+    )  # fmt: skip
+    op_step, step = _overheads(base, reps)
+    base = base.replace(op_overhead_s=op_step, step_overhead_s=step)
+    raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
+    src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
+    fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes", "op_overhead_s",
+              "sort_rate", "step_overhead_s", "hbm_bytes")  # fmt: skip
+    base = base.replace(sources={**HARDWARE["this_machine"].sources, **dict.fromkeys(fitted, src)})
+    return base, raw
+
+
+def _host_bytes() -> float:
+    from recnotebooks.doctor import available_memory_bytes
+
+    return float(available_memory_bytes() or 8e9)
+
+
+def _overheads(hw: Hardware, reps: int) -> tuple[float, float]:
+    """Per-operator and fixed per-step cost inside real training steps.
+
+    Two minimal models (1 table of dim 4, batch 2: no real work) that differ only in MLP
+    depth are measured; the step-time difference over the operators the extra layers add
+    gives the cost per operator (autograd and optimizer bookkeeping included), and what the
+    shallow one's step has beyond its modeled work is the fixed per-step cost.
+    """
+    from recnotebooks.measure import measure_step
+    from recnotebooks.perf.cost import estimate, op_count
+    from recnotebooks.viz.architecture import architecture_config
+
+    def cfg(depth: int) -> DLRMConfig:
+        return architecture_config(num_dense=1, num_tables=1, rows_per_table=1000, embedding_dim=4,
+                                   bottom_depth=depth, top_depth=depth, bottom_width=16, top_width=16)  # fmt: skip
+
+    def t(c: DLRMConfig) -> float:
+        return float(np.median([measure_step(c, 2, time_budget_s=0.1, max_steps=100).seconds_per_step
+                                for _ in range(reps)]))  # fmt: skip
+
+    shallow, deep = cfg(1), cfg(5)
+    ts, td = t(shallow), t(deep)
+    op = max(hw.op_overhead_s, (td - ts) / (op_count(deep) - op_count(shallow)))
+    modeled = estimate(shallow, hw.replace(op_overhead_s=op, step_overhead_s=0.0), batch_size=2).step_time
+    return op, max(0.0, ts - modeled)
+
+
+def _sweep() -> list[tuple[str, DLRMConfig, int]]:
+    from recnotebooks.viz.architecture import architecture_config as ac
+
+    return [
+        ("tiny", preset("tiny"), 1024),
+        ("criteo_kaggle", preset("criteo_kaggle"), 2048),
+        ("criteo_terabyte", preset("criteo_terabyte"), 1024),
+        ("rm1", preset("rm1"), 512),
+        ("rm2", preset("rm2"), 256),
+        ("rm3", preset("rm3"), 512),
+        ("dlrm_benchmark", preset("dlrm_benchmark"), 256),
+        ("explorer default", ac(), 512),
+        ("wide MLPs", ac(bottom_width=1024, top_width=1024), 1024),
+        ("deep narrow MLPs", ac(bottom_width=64, top_width=64, bottom_depth=5, top_depth=5), 2048),
+        ("many tables, pooling 40", ac(num_tables=32, pooling=40, embedding_dim=64, bottom_width=128,
+                                      top_width=128), 256),  # fmt: skip
+        ("small rows, big batch", ac(num_tables=4, embedding_dim=8, pooling=10), 4096),
+        ("cat interaction", ac(interaction="cat", num_tables=16, pooling=5), 1024),
+    ]
+
+
+#: Names of the validation configs (MLP-heavy to embedding-heavy), see :func:`validate`.
+VALIDATION_SWEEP = [name for name, _, _ in _sweep()]
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    """Spearman rank correlation (no ties expected in timings)."""
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def validate(hw: Hardware | None = None, time_budget_s: float = 0.4, repeats: int = 3,
+             quick: bool = False) -> dict[str, object]:  # fmt: skip
+    """Measured vs modeled step time over :data:`VALIDATION_SWEEP` on this machine.
+
+    Each config is measured ``repeats`` times (``time_budget_s`` each) and the median
+    step time is compared, which tames this kind of machine's run-to-run noise.
+    """
+    from recnotebooks.measure import default_max_rows, measure_step
+    from recnotebooks.perf.cost import estimate
+
+    hw = hw or load_calibration() or HARDWARE["this_machine"]
+    rows = []
+    sweep = _sweep()[:5] if quick else _sweep()
+    for name, cfg, bsz in sweep:
+        cap = default_max_rows(cfg)
+        ms = sorted((measure_step(cfg, bsz, max_rows=cap, time_budget_s=time_budget_s, min_steps=2, max_steps=200)
+                     for _ in range(repeats)), key=lambda x: x.seconds_per_step)  # fmt: skip
+        m = ms[len(ms) // 2]
+        pred = estimate(cfg.with_max_rows(cap), hw, batch_size=bsz)
+        err = (pred.step_time - m.seconds_per_step) / m.seconds_per_step
+        rows.append({"config": name, "batch_size": bsz, "measured_s": m.seconds_per_step, "modeled_s": pred.step_time,
+                     "error": err, "steps": m.steps, "max_rows": cap,
+                     "measured_phases": m.phases, "modeled_breakdown": pred.breakdown()})  # fmt: skip
+    mape = float(np.mean([abs(r["error"]) for r in rows]))
+    rho = spearman([r["measured_s"] for r in rows], [r["modeled_s"] for r in rows])
+    return {"command": "validate", "hardware": hw.name, "configs": rows, "mape": mape, "spearman": rho,
+            "targets": {"mape": 0.15, "spearman": 0.9}, "pass": mape <= 0.15 and rho >= 0.9 and len(rows) >= 10,
+            "calibrated": "calibrated" in hw.description}  # fmt: skip
+
+
+def _finite(v: float) -> float:
+    return v if math.isfinite(v) else 0.0

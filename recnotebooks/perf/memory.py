@@ -1,0 +1,116 @@
+"""Memory model: bytes per device (and per node's host DRAM) for a plan, and what fits.
+
+For each rank: embedding weights and optimizer state by placement (device memory for
+``hbm``; host DRAM for ``host`` and ``cache``, plus the cache's rows in device memory;
+nothing local for ``remote``), replicated MLP weights and their optimizer state,
+activations kept for backward at the local batch size, and communication buffers.
+:func:`memory_report` says which table does not fit where, and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from recnotebooks.config import DLRMConfig
+from recnotebooks.perf.access import cache_rows_for_hit_rate
+from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware
+from recnotebooks.perf.plan import Plan
+
+__all__ = ["MemoryReport", "memory_report", "DDP_BUCKET_BYTES"]
+
+#: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``); two are in flight.
+DDP_BUCKET_BYTES = 25 * 1024**2
+_STATE_PER_ROW = {"sgd": 0, "rowwise_adagrad": 1}
+
+
+@dataclass
+class MemoryReport:
+    """Bytes per rank by kind (``device``) and per node (``host``); ``fits`` and reasons."""
+
+    device: list[dict[str, float]]
+    host: list[dict[str, float]]
+    device_capacity: float
+    host_capacity: float
+    fits: bool
+    reasons: list[str] = field(default_factory=list)
+
+    def table(self) -> list[dict[str, object]]:
+        """Tidy rows ``{rank, kind, bytes, where}`` for charts."""
+        rows: list[dict[str, object]] = []
+        for r, d in enumerate(self.device):
+            rows += [{"rank": r, "kind": k, "bytes": v, "where": "device"} for k, v in d.items() if k != "total"]
+        for n, h in enumerate(self.host):
+            rows += [{"rank": f"node {n}", "kind": k, "bytes": v, "where": "host"} for k, v in h.items() if k != "total"]
+        return rows
+
+
+def memory_report(
+    config: DLRMConfig,
+    hw: Hardware,
+    plan: Plan,
+    batch_size: int,
+    *,
+    gpus: int = 1,
+    dtype: str = "fp32",
+    sparse_optimizer: str = "rowwise_adagrad",
+    dense_optimizer: str = "adagrad",
+    zipf_exponent: float = 1.05,
+) -> MemoryReport:
+    """Memory per device and per node for ``plan`` at global ``batch_size``."""
+    if sparse_optimizer not in _STATE_PER_ROW:
+        raise ValueError(f"sparse_optimizer must be one of {list(_STATE_PER_ROW)}, got {sparse_optimizer!r}")
+    eb = DTYPE_BYTES[dtype]
+    world = plan.world_size
+    local_b = batch_size / world
+    tables = {t.name: t for t in config.tables}
+    dense_w = config.dense_parameters * eb
+    dense_state = config.dense_parameters * 4 * (dense_optimizer != "sgd") * (2 if dense_optimizer == "adam" else 1)
+    act = config.memory_footprint(batch_size=max(1, round(local_b)), dtype_bytes=eb)["activations"]
+    device: list[dict[str, float]] = []
+    host_per_rank: list[float] = []
+    reasons: list[str] = []
+    per_table_dev: dict[int, list[tuple[str, float]]] = {}
+    for r in range(world):
+        d = {"embedding_weights": 0.0, "embedding_optimizer_state": 0.0, "cache": 0.0, "dense_weights": float(dense_w),
+             "dense_optimizer_state": float(dense_state), "activations": float(act), "comm_buffers": 0.0}  # fmt: skip
+        host = 0.0
+        pooled_out = 0.0
+        for s in plan.on_rank(r):
+            t = tables[s.table]
+            rows = t.num_rows * (s.row_fraction if s.sharding == "row_wise" else 1.0)
+            dim = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
+            w = rows * dim * eb
+            st = rows * 4 * _STATE_PER_ROW[sparse_optimizer]
+            served = local_b if s.sharding == "data_parallel" else batch_size
+            pooled_out += served * dim * eb
+            if s.placement == "hbm" or hw.kind == "cpu" and s.placement != "remote":
+                d["embedding_weights"] += w
+                d["embedding_optimizer_state"] += st
+                per_table_dev.setdefault(r, []).append((s.table, w + st))
+            elif s.placement in ("host", "cache"):
+                host += w + st
+                if s.placement == "cache":
+                    k = cache_rows_for_hit_rate(float(s.cache_hit_rate or 0.0), max(1, int(rows)), zipf_exponent)
+                    d["cache"] += k * (dim * eb + 8)  # rows plus a tag each
+        if world > 1:
+            d["comm_buffers"] = 2 * pooled_out + 2 * DDP_BUCKET_BYTES  # all-to-all in/out, DDP buckets
+        d["total"] = sum(d.values())
+        device.append(d)
+        host_per_rank.append(host)
+    nodes = max(1, -(-world // gpus))
+    host_rows = []
+    for n in range(nodes):
+        tot = sum(host_per_rank[n * gpus : (n + 1) * gpus])
+        host_rows.append({"embedding_tables": tot, "total": tot})
+    dev_cap = hw.hbm_bytes
+    for r, d in enumerate(device):
+        if d["total"] > dev_cap:
+            big = sorted(per_table_dev.get(r, []), key=lambda x: -x[1])[:3]
+            what = ", ".join(f"{n} ({b / 1e9:.2f} GB)" for n, b in big) or "activations and MLP weights"
+            reasons.append(f"rank {r} needs {d['total'] / 1e9:.2f} GB of device memory but a {hw.name} device has "
+                           f"{dev_cap / 1e9:.0f} GB; largest tables there: {what}")  # fmt: skip
+    for n, h in enumerate(host_rows):
+        if h["total"] > hw.host_mem_bytes:
+            reasons.append(f"node {n} needs {h['total'] / 1e9:.1f} GB of host DRAM for tables in host memory, "
+                           f"but has {hw.host_mem_bytes / 1e9:.0f} GB")  # fmt: skip
+    return MemoryReport(device, host_rows, dev_cap, hw.host_mem_bytes, not reasons, reasons)

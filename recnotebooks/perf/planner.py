@@ -1,0 +1,128 @@
+"""Placement planner: assign tables to devices and placements under memory limits.
+
+Three strategies, as the field does it:
+
+* ``naive``: contiguous blocks of tables per rank, in config order (the dlrm repo's
+  model-parallel split), everything in device memory;
+* ``greedy``: tables by size, largest first, each to the rank with the fewest bytes so far
+  (NVIDIA DLRM's size balancing);
+* ``cost``: tables by *modeled time* (lookups x row bytes and distinct rows touched),
+  longest first, each to the rank whose slowest-rank time grows least, subject to memory:
+  a table that fits on no single device is split row-wise across all of them, and one
+  that fits nowhere in device memory goes to host DRAM behind a device cache.
+
+Plans are plain data (:class:`~recnotebooks.perf.plan.Plan`) with notes explaining each
+decision; the sharding code of a later issue executes them.
+"""
+
+from __future__ import annotations
+
+from recnotebooks.config import DLRMConfig
+from recnotebooks.perf.access import expected_unique
+from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
+from recnotebooks.perf.plan import PLACEMENTS, Plan, TableShard
+
+__all__ = ["STRATEGIES", "plan_tables", "table_bytes"]
+
+STRATEGIES = ("naive", "greedy", "cost")
+#: Share of device memory the planner leaves for MLPs, activations, buffers and the allocator.
+RESERVE = 0.15
+
+
+def table_bytes(config: DLRMConfig, dtype: str = "fp32") -> dict[str, float]:
+    """Weights plus row-wise Adagrad state (one float per row) of every table."""
+    eb = DTYPE_BYTES[dtype]
+    return {t.name: t.num_rows * (config.embedding_dim * eb + 4) for t in config.tables}
+
+
+def _table_cost(config: DLRMConfig, hw: Hardware, batch_size: int, dtype: str) -> dict[str, float]:
+    rb = config.embedding_dim * DTYPE_BYTES[dtype]
+    gbw = hw.hbm_bw * hw.gather_efficiency * rb / (rb + hw.gather_half_row_bytes)
+    out = {}
+    for t in config.tables:
+        lookups = batch_size * t.pooling_factor
+        out[t.name] = (lookups * rb + 2 * expected_unique(lookups, t.num_rows) * (rb + 4)) / gbw
+    return out
+
+
+def plan_tables(
+    config: DLRMConfig,
+    hw: Hardware | str,
+    world_size: int,
+    *,
+    strategy: str = "cost",
+    placement: str = "hbm",
+    cache_hit_rate: float | None = None,
+    batch_size: int = 8192,
+    dtype: str = "fp32",
+) -> Plan:
+    """A :class:`Plan` for ``world_size`` devices of ``hw`` (see the module docstring)."""
+    if not isinstance(config, DLRMConfig):
+        raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
+    hw = hardware(hw) if isinstance(hw, str) else hw
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
+    if placement == "cache" and (cache_hit_rate is None or not 0 <= cache_hit_rate <= 1):
+        raise ValueError(f"cache_hit_rate must be in [0, 1] with placement='cache', got {cache_hit_rate!r}")
+    hit = cache_hit_rate if placement == "cache" else None
+    names = list(config.table_names)
+    if strategy in ("naive", "greedy") and world_size > len(names):
+        raise ValueError(f"a table-wise plan needs at least as many tables as devices: {len(names)} tables, "
+                         f"world_size={world_size}; use strategy='cost' (it shards rows) or fewer devices")  # fmt: skip
+    sizes = table_bytes(config, dtype)
+    notes: list[str] = []
+    if strategy == "naive":
+        per = -(-len(names) // world_size)
+        shards = [TableShard(n, i // per, "table_wise", placement, cache_hit_rate=hit) for i, n in enumerate(names)]
+        notes.append(f"contiguous blocks of {per} tables per rank, in config order")
+        return Plan(world_size, tuple(shards), "naive", tuple(notes))
+    if strategy == "greedy":
+        load = [0.0] * world_size
+        shards = []
+        for n in sorted(names, key=lambda n: -sizes[n]):
+            r = min(range(world_size), key=lambda i: load[i])
+            load[r] += sizes[n]
+            shards.append(TableShard(n, r, "table_wise", placement, cache_hit_rate=hit))
+        notes.append("largest table first, each to the rank with the fewest bytes: "
+                     + ", ".join(f"rank {r} {b / 1e9:.2f} GB" for r, b in enumerate(load)))  # fmt: skip
+        return Plan(world_size, tuple(shards), "greedy", tuple(notes))
+    return _cost_plan(config, hw, world_size, placement, hit, batch_size, dtype, sizes)
+
+
+def _cost_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit: float | None, batch_size: int,
+               dtype: str, sizes: dict[str, float]) -> Plan:  # fmt: skip
+    cap = hw.hbm_bytes * (1 - RESERVE) if placement == "hbm" else float("inf")
+    cost = _table_cost(config, hw, batch_size, dtype)
+    mem = [0.0] * world
+    time = [0.0] * world
+    shards: list[TableShard] = []
+    notes: list[str] = []
+    for n in sorted(config.table_names, key=lambda n: -cost[n]):
+        b, c = sizes[n], cost[n]
+        fits = [r for r in range(world) if mem[r] + b <= cap]
+        if fits:
+            r = min(fits, key=lambda i: (time[i] + c, mem[i]))
+            mem[r] += b
+            time[r] += c
+            shards.append(TableShard(n, r, "table_wise", placement, cache_hit_rate=hit))
+            continue
+        if all(mem[r] + b / world <= cap for r in range(world)):
+            for r in range(world):
+                mem[r] += b / world
+                time[r] += c / world
+                shards.append(TableShard(n, r, "row_wise", placement, row_fraction=1 / world, cache_hit_rate=hit))
+            notes.append(f"{n} ({b / 1e9:.1f} GB) fits on no single device: split row-wise over {world}")
+            continue
+        r = min(range(world), key=lambda i: time[i])
+        h = 0.9 if hit is None else hit
+        shards.append(TableShard(n, r, "table_wise", "cache", cache_hit_rate=h))
+        time[r] += c
+        notes.append(f"{n} ({b / 1e9:.1f} GB) does not fit in device memory even split {world} ways: host DRAM "
+                     f"behind a device cache (hit rate {h:.0%}) on rank {r}")  # fmt: skip
+    notes.append("longest modeled table first, each to the rank whose time grows least: "
+                 + ", ".join(f"rank {r} {t * 1e3:.2f} ms" for r, t in enumerate(time)))  # fmt: skip
+    return Plan(world, tuple(shards), "cost", tuple(notes))
