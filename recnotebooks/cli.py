@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("doctor", help="versions, devices, threads, and whether the notebooks will work")
     d.add_argument("--json", action="store_true", help="print one JSON object")
+    from recnotebooks.perf.commands import add_parsers
+
+    add_parsers(sub, _int_arg, _positive_float)
     return p
 
 
@@ -205,6 +208,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "train":
             result = cmd_train(args)
             printer = _print_train
+        elif args.command in ("cost", "plan", "calibrate", "validate"):
+            from recnotebooks.perf.commands import run
+
+            result, printer = run(args, CLIError)
         else:
             from recnotebooks.doctor import doctor_report, print_doctor
 

@@ -29,8 +29,8 @@ import torch
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.hardware import HARDWARE, Hardware
 
-__all__ = ["calibrate", "validate", "save_calibration", "load_calibration", "calibration_path",
-           "VALIDATION_SWEEP", "spearman"]  # fmt: skip
+__all__ = ["calibrate", "validate", "save_calibration", "load_calibration", "load_probe", "calibration_path",
+           "probe", "at_speed", "VALIDATION_SWEEP", "spearman"]  # fmt: skip
 
 
 def calibration_path() -> Path:
@@ -39,27 +39,80 @@ def calibration_path() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "recnotebooks" / "this_machine.json"
 
 
-def save_calibration(hw: Hardware, path: str | Path | None = None) -> Path:
+def save_calibration(hw: Hardware, probe: dict[str, float] | None = None, path: str | Path | None = None) -> Path:
+    """Store ``hw`` (and the speed probe taken with it) for ``hardware("this_machine")``."""
     p = Path(path) if path else calibration_path()
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps(dataclasses.asdict(hw), indent=1))
+    p.write_text(json.dumps({"hardware": dataclasses.asdict(hw), "probe": probe}, indent=1))
     return p
+
+
+def _load(path: str | Path | None) -> dict:
+    p = Path(path) if path else calibration_path()
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
 
 
 def load_calibration(path: str | Path | None = None) -> Hardware | None:
     """The saved ``this_machine`` calibration, or None when there is none (or it is unreadable)."""
-    p = Path(path) if path else calibration_path()
     try:
-        return Hardware(**json.loads(p.read_text()))
-    except (OSError, ValueError, TypeError):
+        return Hardware(**_load(path)["hardware"])
+    except (KeyError, ValueError, TypeError):
         return None
 
 
-def _best(fn, reps: int) -> float:  # type: ignore[no-untyped-def]
-    """Median seconds of ``reps`` calls of ``fn`` after one warm-up."""
+def load_probe(path: str | Path | None = None) -> dict[str, float] | None:
+    """The speed probe saved with the calibration (see :func:`probe`)."""
+    p = _load(path).get("probe")
+    return p if isinstance(p, dict) and p.get("gflops", 0) > 0 and p.get("copy_bw", 0) > 0 else None
+
+
+def probe(reps: int = 5) -> dict[str, float]:
+    """A 50 ms reading of this machine's current speed: a 1024^3 GEMM and a 64 MB copy.
+
+    Shared machines (VMs, laptops on battery) change speed from minute to minute; the
+    validation compares each measurement with the model scaled by the probe taken next to
+    it, relative to the probe taken at calibration.
+    """
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    g = 2 * 1024**3 / _best(lambda: torch.mm(a, b), reps) / 1e9
+    x = torch.randn(16 * 2**20)
+    y = torch.empty_like(x)
+    return {"gflops": g, "copy_bw": 2 * x.numel() * 4 / _best(lambda: y.copy_(x), reps)}
+
+
+def at_speed(hw: Hardware, now: dict[str, float], ref: dict[str, float]) -> Hardware:
+    """``hw`` scaled from the speed of probe ``ref`` to that of probe ``now``."""
+    f, b = now["gflops"] / ref["gflops"], now["copy_bw"] / ref["copy_bw"]
+    return hw.replace(
+        peak_flops={k: v * f for k, v in hw.peak_flops.items()}, hbm_bw=hw.hbm_bw * b, host_mem_bw=hw.host_mem_bw * b,
+        host_link_bw=hw.host_link_bw * b, intra_node_bw=hw.intra_node_bw * b, sort_rate=hw.sort_rate * f,
+        op_overhead_s=hw.op_overhead_s / f, step_overhead_s=hw.step_overhead_s / f,
+    )  # fmt: skip
+
+
+_FLUSH: torch.Tensor | None = None
+
+
+def _flush() -> None:
+    """Evict the CPU caches (write 256 MB), as the other phases of a training step do."""
+    global _FLUSH
+    if _FLUSH is None:
+        _FLUSH = torch.empty(64 * 2**20)
+    _FLUSH.fill_(1.0)
+
+
+def _best(fn, reps: int, cold: bool = False) -> float:  # type: ignore[no-untyped-def]
+    """Median seconds of ``reps`` calls of ``fn`` after one warm-up (caches flushed before
+    each call when ``cold``)."""
     fn()
     ts = []
     for _ in range(reps):
+        if cold:
+            _flush()
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
@@ -84,13 +137,14 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     if device != "cpu":
         raise ValueError(f"device must be 'cpu' (CUDA calibration is not implemented yet), got {device!r}")
     reps = 3 if quick else 7
+    probes = [probe()]
     raw: dict[str, object] = {}
     a, b = torch.zeros(1), torch.zeros(1)
     op = _best(lambda: [torch.add(a, b) for _ in range(200)], reps) / 200
     raw["op_overhead_s"] = op
     x = torch.randn(16 * 2**20)  # 64 MB: the size of the tables the measurements train
     y = torch.empty_like(x)
-    copy_bw = 2 * x.numel() * 4 / _best(lambda: y.copy_(x), reps)
+    copy_bw = 2 * x.numel() * 4 / _best(lambda: y.copy_(x), reps, True)
     raw["copy_bw"] = copy_bw
     del x, y
     # The three GEMMs of a linear layer in training, as nn.Linear runs them: Y = X W^T (+ bias),
@@ -103,6 +157,7 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
             gemm.append((m, n, k, _best(lambda X=X, W=W, b=bias: torch.nn.functional.linear(X, W, b), reps)))
             gemm.append((m, k, n, _best(lambda dY=dY, W=W: dY @ W, reps)))
             gemm.append((n, k, m, _best(lambda dY=dY, X=X: dY.t() @ X, reps)))
+    probes.append(probe())
     peak, half = _fit_gemm(gemm, op)
     raw["gemm"] = [{"m": m, "n": n, "k": k, "gflops": 2 * m * n * k / t / 1e9} for m, n, k, t in gemm]
     gathers = []
@@ -112,7 +167,8 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
         n = 2**20 if not quick else 2**18
         ids = torch.randint(0, rows, (n,))
         offs = torch.arange(0, n, 8)
-        t = _best(lambda w=w, ids=ids, offs=offs: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps)
+        t = _best(lambda w=w, ids=ids, offs=offs: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps,
+                  True)
         gathers.append((dim * 4, n * dim * 4 / t))
     raw["gather_bw"] = {f"{rb} B rows": bw for rb, bw in gathers}
     best = (float("inf"), 0.5, 64.0)
@@ -129,7 +185,7 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     n = 2**20
     ids = torch.randint(0, 2**20, (n,))
     bags = torch.arange(n)
-    sort_rate = n / _best(lambda: group_by_row(ids, bags), reps)
+    sort_rate = n / _best(lambda: group_by_row(ids, bags), reps, True)
     raw["sort_rate"] = sort_rate
     base = HARDWARE["this_machine"].replace(
         peak_flops={"fp32": peak}, gemm_max_efficiency=1.0, gemm_half_dim=half, hbm_bw=copy_bw,
@@ -137,7 +193,10 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
         gather_half_row_bytes=gather_half, op_overhead_s=op, sort_rate=sort_rate, hbm_bytes=_host_bytes(),
         host_mem_bytes=_host_bytes(), description="this machine, calibrated by microbenchmarks (recnb calibrate)",
     )  # fmt: skip
+    probes.append(probe())
     op_step, step = _overheads(base, reps)
+    probes.append(probe())
+    raw["probe"] = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
     base = base.replace(op_overhead_s=op_step, step_overhead_s=step)
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
@@ -211,34 +270,44 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def validate(hw: Hardware | None = None, time_budget_s: float = 0.4, repeats: int = 3,
-             quick: bool = False) -> dict[str, object]:  # fmt: skip
+def validate(hw: Hardware | None = None, ref_probe: dict[str, float] | None = None, time_budget_s: float = 0.4,
+             repeats: int = 3, quick: bool = False, drift_correction: bool = True) -> dict[str, object]:  # fmt: skip
     """Measured vs modeled step time over :data:`VALIDATION_SWEEP` on this machine.
 
-    Each config is measured ``repeats`` times (``time_budget_s`` each) and the median
-    step time is compared, which tames this kind of machine's run-to-run noise.
+    Each config is measured ``repeats`` times (``time_budget_s`` each), each right after a
+    speed :func:`probe` (recorded with the result); the median step time is compared with
+    the model for ``hw``. With ``drift_correction`` the model is first scaled to the
+    median probe (:func:`at_speed`, relative to ``ref_probe``, the calibration's probe);
+    this corrects for a machine whose speed drifts (a shared VM) at the price of the
+    probe's own noise.
     """
     from recnotebooks.measure import default_max_rows, measure_step
     from recnotebooks.perf.cost import estimate
 
-    hw = hw or load_calibration() or HARDWARE["this_machine"]
+    if hw is None:
+        hw, ref_probe = load_calibration() or HARDWARE["this_machine"], ref_probe or load_probe()
     rows = []
     sweep = _sweep()[:5] if quick else _sweep()
     for name, cfg, bsz in sweep:
         cap = default_max_rows(cfg)
-        ms = sorted((measure_step(cfg, bsz, max_rows=cap, time_budget_s=time_budget_s, min_steps=2, max_steps=200)
-                     for _ in range(repeats)), key=lambda x: x.seconds_per_step)  # fmt: skip
-        m = ms[len(ms) // 2]
-        pred = estimate(cfg.with_max_rows(cap), hw, batch_size=bsz)
+        probes, ms = [], []
+        for _ in range(repeats):
+            probes.append(probe(3))
+            ms.append(measure_step(cfg, bsz, max_rows=cap, time_budget_s=time_budget_s, min_steps=2, max_steps=200))
+        m = sorted(ms, key=lambda x: x.seconds_per_step)[len(ms) // 2]
+        now = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
+        hw_now = at_speed(hw, now, ref_probe) if drift_correction and ref_probe else hw
+        pred = estimate(cfg.with_max_rows(cap), hw_now, batch_size=bsz)
         err = (pred.step_time - m.seconds_per_step) / m.seconds_per_step
         rows.append({"config": name, "batch_size": bsz, "measured_s": m.seconds_per_step, "modeled_s": pred.step_time,
-                     "error": err, "steps": m.steps, "max_rows": cap,
+                     "error": err, "steps": m.steps, "max_rows": cap, "probe": now,
                      "measured_phases": m.phases, "modeled_breakdown": pred.breakdown()})  # fmt: skip
     mape = float(np.mean([abs(r["error"]) for r in rows]))
     rho = spearman([r["measured_s"] for r in rows], [r["modeled_s"] for r in rows])
     return {"command": "validate", "hardware": hw.name, "configs": rows, "mape": mape, "spearman": rho,
             "targets": {"mape": 0.15, "spearman": 0.9}, "pass": mape <= 0.15 and rho >= 0.9 and len(rows) >= 10,
-            "calibrated": "calibrated" in hw.description}  # fmt: skip
+            "calibrated": "calibrated" in hw.description, "reference_probe": ref_probe,
+            "drift_correction": bool(drift_correction and ref_probe)}  # fmt: skip
 
 
 def _finite(v: float) -> float:

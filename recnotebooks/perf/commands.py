@@ -1,0 +1,168 @@
+"""``recnb cost``, ``recnb plan``, ``recnb calibrate`` and ``recnb validate``."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["add_parsers", "run"]
+
+COMMANDS = ("cost", "plan", "calibrate", "validate")
+
+
+def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, positive: Callable) -> None:  # type: ignore[type-arg]
+    from recnotebooks.config import preset_names
+    from recnotebooks.perf.hardware import hardware_names
+    from recnotebooks.perf.plan import PLACEMENTS
+    from recnotebooks.perf.planner import STRATEGIES
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--preset", default="criteo_kaggle", choices=preset_names(), help="model preset")
+        p.add_argument("--hardware", default="dgx_a100", choices=hardware_names(), help="hardware preset")
+        p.add_argument("--gpus", type=int_arg("--gpus"), default=1, help="devices per node (default 1)")
+        p.add_argument("--nodes", type=int_arg("--nodes"), default=1, help="nodes (default 1)")
+        p.add_argument("--batch-size", type=int_arg("--batch-size"), default=8192, help="global batch size")
+        p.add_argument("--placement", default="hbm", choices=PLACEMENTS, help="where tables live (default hbm)")
+        p.add_argument("--cache-hit-rate", type=_rate, default=None, help="hit rate for --placement cache")
+        p.add_argument("--dtype", default="fp32", choices=["fp32", "tf32", "bf16", "fp16"])
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    c = sub.add_parser("cost", help="modeled step time, throughput, utilisation and memory on a hardware preset")
+    common(c)
+    c.add_argument("--strategy", default="greedy", choices=STRATEGIES, help="plan for several devices")
+    pl = sub.add_parser("plan", help="assign tables to devices and placements; explain the plan")
+    common(pl)
+    pl.add_argument("--strategy", default="cost", choices=STRATEGIES, help="planner strategy (default cost)")
+    cal = sub.add_parser("calibrate", help="microbenchmark this machine and save the fitted 'this_machine'")
+    cal.add_argument("--quick", action="store_true", help="fewer repetitions")
+    cal.add_argument("--json", action="store_true", help="print one JSON object")
+    v = sub.add_parser("validate", help="modeled vs measured step time over a sweep of architectures here")
+    v.add_argument("--quick", action="store_true", help="5 configs instead of the full sweep")
+    v.add_argument("--saved", action="store_true", help="use the saved calibration instead of calibrating now")
+    v.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _rate(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--cache-hit-rate must be a number in [0, 1], got {text!r}") from None
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"--cache-hit-rate must be in [0, 1], got {text}")
+    return v
+
+
+def run(args: argparse.Namespace, error: type[Exception]) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
+    try:
+        return _COMMANDS[args.command](args)
+    except ValueError as e:
+        raise error(str(e)) from None
+
+
+def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from recnotebooks.config import preset
+    from recnotebooks.perf.planner import plan_tables
+
+    cfg = preset(args.preset)
+    world = args.gpus * args.nodes
+    if args.placement == "cache" and args.cache_hit_rate is None:
+        raise ValueError("--placement cache needs --cache-hit-rate H (0..1)")
+    plan = plan_tables(cfg, args.hardware, world, strategy=args.strategy, placement=args.placement,
+                       cache_hit_rate=args.cache_hit_rate, batch_size=args.batch_size, dtype=args.dtype)  # fmt: skip
+    return cfg, plan
+
+
+def cmd_cost(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
+    from recnotebooks.perf.cost import estimate
+
+    cfg, plan = _plan(args)
+    r = estimate(cfg, args.hardware, batch_size=args.batch_size, gpus=args.gpus, nodes=args.nodes, plan=plan,
+                 dtype=args.dtype)  # fmt: skip
+    out = {"command": "cost", **r.summary(), "plan_strategy": plan.strategy, "plan_notes": list(plan.notes)}
+    return out, _print_cost
+
+
+def _print_cost(r: dict[str, Any]) -> None:
+    print(f"MODELED: {r['config']} on {r['world_size']} x {r['hardware']} device(s) ({r['nodes']} node(s)), "
+          f"global batch {r['batch_size']}, {r['dtype']}")  # fmt: skip
+    print(f"  step time     {r['step_time_s'] * 1e3:9.3f} ms   ({r['step_time_overlap_s'] * 1e3:.3f} ms with compute/"
+          "communication overlap)")  # fmt: skip
+    print(f"  throughput    {r['throughput']:12,.0f} samples/s ({r['throughput_overlap']:,.0f} with overlap)")
+    print(f"  busy {r['busy_fraction']:.0%} · FLOP/s {r['flops_efficiency']:.1%} of peak · HBM bandwidth "
+          f"{r['hbm_utilisation']:.0%} · {r['joules_per_million_samples'] / 1e3:,.1f} kJ per million samples")  # fmt: skip
+    total = sum(r["breakdown_s"].values()) or 1.0
+    print("  slowest rank, by component (ms/step):")
+    for k, v in r["breakdown_s"].items():
+        if v > 0:
+            print(f"    {k:<20} {v * 1e3:9.3f}  {100 * v / total:5.1f}%")
+    mem = ", ".join(f"{b / 1e9:.2f}" for b in r["memory_per_device_bytes"])
+    print(f"  memory per device (GB): {mem}")
+    print("  fits: yes" if r["fits"] else "  DOES NOT FIT: " + "; ".join(r["reasons"]))
+
+
+def cmd_plan(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
+    from recnotebooks.perf.hardware import hardware
+    from recnotebooks.perf.memory import memory_report
+
+    cfg, plan = _plan(args)
+    mem = memory_report(cfg, hardware(args.hardware), plan, args.batch_size, gpus=args.gpus, dtype=args.dtype)
+    out = {"command": "plan", "config": cfg.name, "hardware": args.hardware, "world_size": plan.world_size,
+           "strategy": plan.strategy, "shards": plan.table(), "notes": list(plan.notes), "fits": mem.fits,
+           "reasons": mem.reasons, "memory_per_device_bytes": [d["total"] for d in mem.device]}  # fmt: skip
+    return out, _print_plan
+
+
+def _print_plan(r: dict[str, Any]) -> None:
+    print(f"plan ({r['strategy']}) for {r['config']} on {r['world_size']} x {r['hardware']}:")
+    print(f"  {'table':<10} {'rank':>4}  {'sharding':<13} {'placement':<9} {'rows':>6} {'cols':>6}")
+    for s in r["shards"]:
+        print(f"  {s['table']:<10} {s['rank']:>4}  {s['sharding']:<13} {s['placement']:<9} {s['rows']:>6.2f} "
+              f"{s['columns']:>6.2f}")  # fmt: skip
+    for n in r["notes"]:
+        print(f"  - {n}")
+    mem = ", ".join(f"{b / 1e9:.2f}" for b in r["memory_per_device_bytes"])
+    print(f"  memory per device (GB): {mem}")
+    print("  fits: yes" if r["fits"] else "  DOES NOT FIT: " + "; ".join(r["reasons"]))
+
+
+def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
+    from recnotebooks.perf.calibrate import calibrate, save_calibration
+
+    hw, raw = calibrate(quick=args.quick)
+    path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
+    out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw}
+    return out, _print_calibrate
+
+
+def _print_calibrate(r: dict[str, Any]) -> None:
+    h = r["hardware"]
+    print(f"MEASURED microbenchmarks, fitted into 'this_machine' (saved to {r['saved_to']}):")
+    print(f"  GEMM: peak {h['peak_flops']['fp32'] / 1e9:,.0f} GFLOP/s, half-efficiency dimension {h['gemm_half_dim']:.1f}")
+    print(f"  copy bandwidth {h['hbm_bw'] / 1e9:.1f} GB/s (read + write); row gathers at {h['gather_efficiency']:.2f}"
+          f" of it for large rows (half at {h['gather_half_row_bytes']:.0f} B rows)")  # fmt: skip
+    print(f"  sort {h['sort_rate'] / 1e6:.0f} M pairs/s; per operator {h['op_overhead_s'] * 1e6:.1f} us; "
+          f"per step {h['step_overhead_s'] * 1e3:.2f} ms")  # fmt: skip
+
+
+def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
+    from recnotebooks.perf.calibrate import calibrate, load_calibration, load_probe, save_calibration, validate
+
+    hw, ref = (load_calibration(), load_probe()) if args.saved else (None, None)
+    if hw is None:
+        hw, raw = calibrate(quick=args.quick)
+        ref = raw["probe"]  # type: ignore[assignment]
+        save_calibration(hw, ref)
+    return validate(hw, ref, quick=args.quick), _print_validate
+
+
+def _print_validate(r: dict[str, Any]) -> None:
+    print("MEASURED here vs MODELED for 'this_machine' (step time of a row-capped copy):")
+    for c in r["configs"]:
+        print(f"  {c['config']:<26} measured {c['measured_s'] * 1e3:9.2f} ms   modeled {c['modeled_s'] * 1e3:9.2f} ms"
+              f"   error {c['error'] * 100:+6.1f}%")  # fmt: skip
+    verdict = "PASS" if r["pass"] else "FAIL"
+    print(f"  MAPE {r['mape']:.1%} (target <= 15%), Spearman {r['spearman']:.3f} (target >= 0.9): {verdict}")
+
+
+_COMMANDS = {"cost": cmd_cost, "plan": cmd_plan, "calibrate": cmd_calibrate, "validate": cmd_validate}
