@@ -144,9 +144,8 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     raw["op_overhead_s"] = op
     x = torch.randn(16 * 2**20)  # 64 MB: the size of the tables the measurements train
     y = torch.empty_like(x)
-    copy_bw = 2 * x.numel() * 4 / _best(lambda: y.copy_(x), reps, True)
+    copy_bw = 2 * x.numel() * 4 / _best(lambda x=x, y=y: y.copy_(x), reps, True)
     raw["copy_bw"] = copy_bw
-    del x, y
     # The three GEMMs of a linear layer in training, as nn.Linear runs them: Y = X W^T (+ bias),
     # dX = dY W and dW = dY^T X, on MLP-like shapes (batch m, widths n and k).
     gemm = []
@@ -308,7 +307,3 @@ def validate(hw: Hardware | None = None, ref_probe: dict[str, float] | None = No
             "targets": {"mape": 0.15, "spearman": 0.9}, "pass": mape <= 0.15 and rho >= 0.9 and len(rows) >= 10,
             "calibrated": "calibrated" in hw.description, "reference_probe": ref_probe,
             "drift_correction": bool(drift_correction and ref_probe)}  # fmt: skip
-
-
-def _finite(v: float) -> float:
-    return v if math.isfinite(v) else 0.0

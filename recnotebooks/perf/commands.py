@@ -146,7 +146,13 @@ def _print_calibrate(r: dict[str, Any]) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
-    from recnotebooks.perf.calibrate import calibrate, load_calibration, load_probe, save_calibration, validate
+    from recnotebooks.perf.calibrate import (
+        calibrate,
+        load_calibration,
+        load_probe,
+        save_calibration,
+        validate,
+    )
 
     hw, ref = (load_calibration(), load_probe()) if args.saved else (None, None)
     if hw is None:
