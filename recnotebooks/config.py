@@ -24,6 +24,7 @@ __all__ = [
     "PRESETS",
     "preset",
     "preset_names",
+    "architecture_config",
     "parse_mlp",
     "CRITEO_KAGGLE_CARDINALITIES",
     "CRITEO_TERABYTE_CARDINALITIES",
@@ -380,6 +381,39 @@ def _make_presets() -> dict[str, DLRMConfig]:
 
 
 PRESETS: Mapping[str, DLRMConfig] = _make_presets()
+
+
+def architecture_config(
+    num_dense: int = 13,
+    num_tables: int = 8,
+    rows_per_table: int = 10**6,
+    embedding_dim: int = 32,
+    pooling: float = 1,
+    bottom_width: int = 256,
+    bottom_depth: int = 3,
+    top_width: int = 256,
+    top_depth: int = 3,
+    interaction: str = "dot",
+) -> DLRMConfig:
+    """The :class:`DLRMConfig` the explorer's sliders describe.
+
+    The bottom MLP has ``bottom_depth`` layers, ``bottom_width`` wide, the last of width
+    ``embedding_dim`` (the dot interaction needs it); the top MLP ``top_depth`` layers,
+    the last of width 1 (the click logit).
+    """
+    for name, v in (("bottom_depth", bottom_depth), ("top_depth", top_depth), ("num_tables", num_tables)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+    tables = tuple(TableConfig(f"t{i}", rows_per_table, pooling) for i in range(num_tables))
+    return DLRMConfig(
+        num_dense=num_dense,
+        tables=tables,
+        embedding_dim=embedding_dim,
+        bottom_mlp=(bottom_width,) * (bottom_depth - 1) + (embedding_dim,),
+        top_mlp=(top_width,) * (top_depth - 1) + (1,),
+        interaction=interaction,
+        name="explorer",
+    )
 
 
 def preset_names() -> list[str]:

@@ -161,7 +161,7 @@ def _parameters(answer: object) -> tuple[bool, str]:
            "output.",
            "n vectors have n*(n-1)/2 distinct pairs; add the width of the bottom MLP output.")  # fmt: skip
 def _interaction(answer: object) -> tuple[bool, str]:
-    from recnotebooks.viz.architecture import architecture_config
+    from recnotebooks.config import architecture_config
 
     ok = _number(answer, "the width") == architecture_config(num_tables=8, embedding_dim=32).interaction_output_dim
     return ok, "Right: pairs grow with the square of the number of tables." if ok else "Not that width."
@@ -178,3 +178,90 @@ def _embedding_bound(answer: object) -> tuple[bool, str]:
     ok = share > 0.5
     return ok, (f"Right: embeddings take {share:.0%} of the step here: an embedding-bound model (like RM1/RM2)."
                 if ok else f"Embedding work is {share:.0%} of this step.")  # fmt: skip
+
+
+# ----- notebook 02 ---------------------------------------------------------------------
+#: The embedding-heavy starting point of exercise 02.efficient (Efficiency Explorer settings).
+EX02_START = {"num_tables": 32, "rows_per_table": 10**6, "embedding_dim": 64, "pooling": 120, "bottom_width": 64,
+              "top_width": 64, "batch_size": 4096, "hardware": "dgx_a100", "gpus": 1, "placement": "hbm"}  # fmt: skip
+
+
+@_register("02.efficient", "Start the Efficiency Explorer at lab.EX02_START (an embedding-heavy model on one A100, "
+           "about 1% FLOP/s efficiency). Reach at least 10% without changing its tables: same number of tables, "
+           "rows, embedding dim and pooling, still one dgx_a100 GPU with tables in HBM.",
+           "FLOP/s efficiency = useful FLOPs / (step time x peak). Embedding work adds time but almost no FLOPs.",
+           "Which sliders add FLOPs per sample without touching the tables? And which GEMM shapes run well?",
+           "Widen the bottom and top MLPs a lot (1024 or more); a bigger batch amortises fixed costs.")  # fmt: skip
+def _efficient(answer: object) -> tuple[bool, str]:
+    rows = _app_result(answer, "metrics")
+    values = getattr(answer, "values", {})
+    fixed = ("num_tables", "rows_per_table", "embedding_dim", "pooling", "hardware", "gpus", "placement")
+    changed = [k for k in fixed if values.get(k) != EX02_START[k]]
+    if changed:
+        return False, f"Keep these as in lab.EX02_START: {changed}."
+    eff = next(float(r["value"]) for r in rows if r["metric"] == "FLOP/s efficiency")  # type: ignore[arg-type]
+    ok = eff >= 0.10
+    return ok, (f"Right: {eff:.1%}. The same tables, but now the GPU has dense work to do: MLP-heavy models use "
+                "GPUs well, embedding-heavy ones do not." if ok else f"FLOP/s efficiency is {eff:.1%} here.")  # fmt: skip
+
+
+@_register("02.bound", "Which component bounds a training step of the rm2 preset on one dgx_a100 GPU at batch 4096 "
+           "(tables in HBM)? Answer with its name, e.g. 'top_mlp'.",
+           "Use recnotebooks.perf.estimate(preset('rm2'), 'dgx_a100', batch_size=4096) and look at .breakdown().",
+           "rm2 has 32 tables with 120 lookups each per sample: which components scale with lookups?",
+           "It is one of embedding_forward / embedding_backward / overhead; compare their seconds.")  # fmt: skip
+def _bound(answer: object) -> tuple[bool, str]:
+    from recnotebooks.config import preset
+    from recnotebooks.perf.cost import COMPONENTS, estimate
+
+    if not isinstance(answer, str) or answer not in COMPONENTS:
+        raise ValueError(f"answer with one of {list(COMPONENTS)}")
+    b = estimate(preset("rm2"), "dgx_a100", batch_size=4096).breakdown()
+    ok = answer == max(b, key=b.get)
+    return ok, "Right: embedding-heavy models are bound by row traffic, not FLOPs." if ok else "Not that one."
+
+
+# ----- notebook 05 ---------------------------------------------------------------------
+@_register("05.per_joule", "Which server gives the most samples per joule for rm3 (compare_servers at batch 8192)?",
+           "recnotebooks.perf.compare_servers(preset('rm3')) returns a row per server with samples_per_joule.",
+           "Power counts every device of the node plus the host; throughput is per node.",
+           "Sort the rows by samples_per_joule.")  # fmt: skip
+def _per_joule(answer: object) -> tuple[bool, str]:
+    from recnotebooks.config import preset
+    from recnotebooks.perf.explore import compare_servers
+
+    rows, _ = compare_servers(preset("rm3"))
+    names = [str(r["server"]) for r in rows]
+    if answer not in names:
+        raise ValueError(f"answer with one of {names}")
+    best = max(rows, key=lambda r: float(r["samples_per_joule"]))["server"]  # type: ignore[arg-type]
+    return answer == best, "Right." if answer == best else "Another server does more work per joule."
+
+
+@_register("05.where", "A production-scale model: mlperf_v1 with 10x the rows per table (lab.production_model()). "
+           "Where do its tables live on one Big Basin node? Answer 'hbm', 'cache', 'remote' or a mix like 'hbm+cache'.",
+           "Compare the model's table bytes with 8 x 16 GB of HBM and Big Basin's host DRAM.",
+           "recnotebooks.perf.best_placement(config, hardware('big_basin'), 8, 8192) tries HBM, then a cache in "
+           "front of host DRAM, then parameter servers.",
+           "Tables need weights plus optimizer state; host DRAM must hold all of them for a cache.")  # fmt: skip
+def _where(answer: object) -> tuple[bool, str]:
+    from recnotebooks.perf.explore import best_placement
+    from recnotebooks.perf.hardware import hardware
+
+    if not isinstance(answer, str) or not set(answer.split("+")) <= {"hbm", "cache", "remote"}:
+        raise ValueError("answer with 'hbm', 'cache', 'remote' or a mix such as 'hbm+cache'")
+    place, _ = best_placement(production_model(), hardware("big_basin"), 8, 8192)
+    ok = answer == place
+    return ok, ("Right: Big Basin's small host memory sends big tables across the network, which is what Zion's "
+                "terabytes of DRAM were built to avoid." if ok else "Not there.")  # fmt: skip
+
+
+def production_model() -> object:
+    """mlperf_v1 with 10x the rows per table (about 1 TB of fp32 tables): production scale."""
+    import dataclasses
+
+    from recnotebooks.config import preset
+
+    cfg = preset("mlperf_v1")
+    tables = tuple(dataclasses.replace(t, num_rows=t.num_rows * 10) for t in cfg.tables)
+    return cfg.replace(tables=tables, name="mlperf_v1 x10 rows")

@@ -4,7 +4,7 @@ Notebook apps and the efficiency model's validation need "how long does one trai
 step of this architecture take here, by phase?" in about a second. :func:`measure_step`
 answers it by training a copy of the model whose tables are capped at ``max_rows`` rows
 (so any architecture fits in memory and builds fast) on synthetic batches, for a warm-up
-step and then as many steps as fit in ``time_budget_s``, cycling over a few batches generated
+steps (until the step time settles) and then as many steps as fit in ``time_budget_s``, cycling over a few batches generated
 beforehand (so the ``data`` phase is the hand-over to the device, not the generator). Capping rows keeps the work per
 step (lookups, pooling, MLPs, optimizer rows touched) but makes tables cache-friendlier
 than the full model's; the result says which cap it used.
@@ -126,6 +126,20 @@ def _batches(config: DLRMConfig, batch_size: int, seed: int) -> list[Batch]:
     return hit
 
 
+def _warm_up(trainer: Trainer, max_steps: int = 6) -> None:
+    """Untimed steps until the step time settles: a fresh process's first steps pay for page
+    faults, allocator growth and kernel selection (2 at least; stop once a step is no more
+    than 20% slower than the one before, or after ``max_steps``)."""
+    last = float("inf")
+    for i in range(max_steps):
+        t0 = time.perf_counter()
+        trainer.train_step(NULL_TIMER)
+        dt = time.perf_counter() - t0
+        if i >= 1 and dt <= 1.2 * last:
+            return
+        last = dt
+
+
 def measure_step(
     config: DLRMConfig,
     batch_size: int,
@@ -176,7 +190,7 @@ def measure_step(
     capped = config.with_max_rows(cap)
     trainer = _trainer(capped, dev, seed)
     trainer.train_data, trainer._iter = itertools.cycle(_batches(capped, batch_size, seed)), None
-    trainer.train_step(NULL_TIMER)  # warm-up: allocator, kernels, caches
+    _warm_up(trainer)
     timer = PhaseTimer(dev)
     t0 = time.perf_counter()
     while timer.steps < max_steps and (timer.steps < min_steps or time.perf_counter() - t0 < time_budget_s):

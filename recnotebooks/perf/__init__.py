@@ -1,0 +1,30 @@
+"""The GPU efficiency model: hardware presets, per-step cost and memory, planner, calibration.
+
+Every number this package returns is **modeled** (``source="modeled"``), except what
+:mod:`recnotebooks.perf.calibrate` measures to fit ``this_machine``.
+"""
+
+from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
+from recnotebooks.perf.explore import best_placement, compare_servers, sweep
+from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware, hardware_names
+from recnotebooks.perf.memory import MemoryReport, memory_report
+from recnotebooks.perf.plan import Plan, TableShard
+from recnotebooks.perf.planner import plan_tables
+
+__all__ = [
+    "COMPONENTS",
+    "CostResult",
+    "HARDWARE",
+    "Hardware",
+    "MemoryReport",
+    "Plan",
+    "TableShard",
+    "best_placement",
+    "compare_servers",
+    "estimate",
+    "hardware",
+    "hardware_names",
+    "memory_report",
+    "plan_tables",
+    "sweep",
+]

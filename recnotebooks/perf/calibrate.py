@@ -220,7 +220,7 @@ def _overheads(hw: Hardware, reps: int) -> tuple[float, float]:
     """
     from recnotebooks.measure import measure_step
     from recnotebooks.perf.cost import estimate, op_count
-    from recnotebooks.viz.architecture import architecture_config
+    from recnotebooks.config import architecture_config
 
     def cfg(depth: int) -> DLRMConfig:
         return architecture_config(num_dense=1, num_tables=1, rows_per_table=1000, embedding_dim=4,
@@ -238,7 +238,7 @@ def _overheads(hw: Hardware, reps: int) -> tuple[float, float]:
 
 
 def _sweep() -> list[tuple[str, DLRMConfig, int]]:
-    from recnotebooks.viz.architecture import architecture_config as ac
+    from recnotebooks.config import architecture_config as ac
 
     return [
         ("tiny", preset("tiny"), 1024),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from recnotebooks.config import DLRMConfig, TableConfig
+from recnotebooks.config import architecture_config
 from recnotebooks.doctor import available_memory_bytes
 from recnotebooks.measure import default_max_rows, measure_step
 from recnotebooks.timing import PHASES
@@ -37,39 +37,6 @@ ARCHITECTURE_CONTROLS: dict[str, dict[str, object]] = {
     "batch_size": {"options": [2**i for i in range(5, 14)], "value": 512, "label": "batch size"},
     "interaction": {"options": ["dot", "cat"], "value": "dot", "label": "interaction"},
 }
-
-
-def architecture_config(
-    num_dense: int = 13,
-    num_tables: int = 8,
-    rows_per_table: int = 10**6,
-    embedding_dim: int = 32,
-    pooling: float = 1,
-    bottom_width: int = 256,
-    bottom_depth: int = 3,
-    top_width: int = 256,
-    top_depth: int = 3,
-    interaction: str = "dot",
-) -> DLRMConfig:
-    """The :class:`DLRMConfig` the explorer's sliders describe.
-
-    The bottom MLP has ``bottom_depth`` layers, ``bottom_width`` wide, the last of width
-    ``embedding_dim`` (the dot interaction needs it); the top MLP ``top_depth`` layers,
-    the last of width 1 (the click logit).
-    """
-    for name, v in (("bottom_depth", bottom_depth), ("top_depth", top_depth), ("num_tables", num_tables)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
-    tables = tuple(TableConfig(f"t{i}", rows_per_table, pooling) for i in range(num_tables))
-    return DLRMConfig(
-        num_dense=num_dense,
-        tables=tables,
-        embedding_dim=embedding_dim,
-        bottom_mlp=(bottom_width,) * (bottom_depth - 1) + (embedding_dim,),
-        top_mlp=(top_width,) * (top_depth - 1) + (1,),
-        interaction=interaction,
-        name="explorer",
-    )
 
 
 def _human(v: float, unit: str = "") -> str:
@@ -128,7 +95,7 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
     dev = rows[0].get("device", "cpu")
     steps = time_breakdown(rows, highlight=now, phases=list(PHASES), title="Training step time by phase",
                            source="measured", detail=f"{dev}, tables capped")  # fmt: skip
-    return steps.properties(width=420) & bars
+    return (steps.properties(width=420) & bars).resolve_scale(color="independent")
 
 
 def _widget(name: str, spec: dict[str, object], value: object) -> W.ValueWidget:

@@ -191,7 +191,7 @@ def metric_bars(
         r["_now"] = highlight is None or r[by] == highlight
     base = alt.Chart().encode(
         y=alt.Y(f"{by}:N", sort=bars, title=None),
-        x=alt.X(f"{value}:Q", title=None, axis=alt.Axis(format="~s", tickCount=4)),
+        x=alt.X(f"{value}:Q", title=None, axis=None if text else alt.Axis(format="~s", tickCount=4)),
         tooltip=[_tip(metric, "N"), _tip(by, "N"), _tip(text or value, "N" if text else "Q")],
     )
     layers = [base.mark_bar(color="#4c78a8").encode(

@@ -1,0 +1,123 @@
+"""The Efficiency Explorer (notebook 02): architecture and hardware → modeled GPU efficiency,
+beside a step measured on this machine.
+
+:func:`explore_efficiency` is the pure function. Its tables: ``modeled`` (the slowest
+rank's step by component on the chosen hardware preset), ``metrics`` (modeled throughput,
+FLOP/s efficiency, busy fraction, HBM bandwidth use, samples per joule) and, with
+``measure``, ``measured`` (a step of a row-capped copy timed here, per device batch) and
+``here`` (the model's prediction for this machine, so the two can be compared).
+"""
+
+from __future__ import annotations
+
+import ipywidgets as W
+
+from recnotebooks.config import architecture_config
+from recnotebooks.measure import default_max_rows, measure_step
+from recnotebooks.perf.cost import COMPONENTS, estimate
+from recnotebooks.perf.hardware import hardware, hardware_names
+from recnotebooks.timing import PHASES
+from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
+from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, _human, _widget
+from recnotebooks.viz.charts import metric_bars, time_breakdown
+
+__all__ = ["EFFICIENCY_CONTROLS", "explore_efficiency", "efficiency_explorer"]
+
+_ARCH = ("num_dense", "num_tables", "rows_per_table", "embedding_dim", "pooling", "bottom_width", "top_width")
+EFFICIENCY_CONTROLS: dict[str, dict[str, object]] = {
+    **{k: ARCHITECTURE_CONTROLS[k] for k in _ARCH},
+    "batch_size": {"options": [2**i for i in range(8, 18)], "value": 4096, "label": "global batch"},
+    "hardware": {"options": [h for h in hardware_names() if h != "this_machine"], "value": "dgx_a100",
+                 "label": "hardware", "dropdown": True},  # fmt: skip
+    "gpus": {"options": [1, 2, 4, 8], "value": 1, "label": "GPUs"},
+    "placement": {"options": ["hbm", "host", "cache", "remote"], "value": "hbm", "label": "tables in"},
+    "cache_hit_rate": {"options": [0.5, 0.8, 0.9, 0.95, 0.99], "value": 0.9, "label": "cache hit rate"},
+}
+
+
+def explore_efficiency(
+    *,
+    hardware_name: str = "dgx_a100",
+    batch_size: int = 4096,
+    gpus: int = 1,
+    placement: str = "hbm",
+    cache_hit_rate: float = 0.9,
+    measure: bool = True,
+    time_budget_s: float = 0.3,
+    **arch: object,
+) -> Result:
+    """Modeled step on ``hardware_name`` and (``measure``) a measured one here; see module doc."""
+    cfg = architecture_config(**arch)  # type: ignore[arg-type]
+    hw = hardware(hardware_name)
+    hit = cache_hit_rate if placement == "cache" else None
+    r = estimate(cfg, hw, batch_size=batch_size, gpus=min(gpus, hw.devices), placement=placement, cache_hit_rate=hit)
+    b = r.breakdown()
+    modeled = [{"phase": c, "seconds_per_step": b[c], "source": "modeled", "hardware": hw.name}
+               for c in COMPONENTS if b[c] > 0]  # fmt: skip
+    metrics = [
+        ("throughput (samples/s)", r.throughput, _human(r.throughput)),
+        ("FLOP/s efficiency", r.flops_efficiency, f"{r.flops_efficiency:.1%}"),
+        ("busy fraction", r.busy_fraction, f"{r.busy_fraction:.0%}"),
+        ("HBM bandwidth used", r.hbm_utilisation, f"{r.hbm_utilisation:.0%}"),
+        ("samples per joule", 1e6 / r.joules_per_million_samples, _human(1e6 / r.joules_per_million_samples)),
+    ]
+    tables: dict[str, list[dict[str, object]]] = {
+        "modeled": modeled,
+        "metrics": [{"metric": m, "value": float(v), "display": d, "source": "modeled"} for m, v, d in metrics],
+    }
+    bound = max(b, key=b.get)
+    notes = [f"MODELED on {r.world_size} x {hw.name}: {r.step_time * 1e3:.2f} ms per step, {r.throughput:,.0f} "
+             f"samples/s, bounded by {bound} ({b[bound] / sum(b.values()):.0%} of the slowest rank's step)."]  # fmt: skip
+    if not r.fits:
+        notes.append("DOES NOT FIT: " + "; ".join(r.memory.reasons))
+    if measure:
+        local = max(1, batch_size // r.world_size)
+        cap = default_max_rows(cfg)
+        m = measure_step(cfg, local, max_rows=cap, time_budget_s=time_budget_s)
+        tables["measured"] = m.table()
+        here = estimate(cfg.with_max_rows(cap), "this_machine", batch_size=local)
+        tables["here"] = [{"phase": c, "seconds_per_step": v, "source": "modeled"}
+                          for c, v in here.breakdown().items() if v > 0]  # fmt: skip
+        notes.append(f"MEASURED here ({m.device}, batch {local} per device, tables capped at {cap:,} rows): "
+                     f"{m.seconds_per_step * 1e3:.1f} ms per step; the model predicts "
+                     f"{here.step_time * 1e3:.1f} ms for this machine.")  # fmt: skip
+    return Result(tables=tables, notes=notes)
+
+
+def _render(history: list[HistoryEntry], measure: bool) -> object:
+    now = history[0].label
+    hw = history[0].values["hardware"]
+    modeled = time_breakdown(history_rows(history, "modeled"), highlight=now, phases=list(COMPONENTS),
+                             title="Step time by component", source="modeled", detail=f"{hw}, slowest rank")  # fmt: skip
+    bars = metric_bars(history_rows(history, "metrics"), highlight=now, title="Efficiency", source="modeled",
+                       columns=3, width=190)  # fmt: skip
+    if not measure:
+        return (modeled.properties(width=460) & bars).resolve_scale(color="independent")
+    measured = time_breakdown(history_rows(history, "measured"), highlight=now, phases=list(PHASES),
+                              title="Training step here", source="measured", detail="row-capped copy")  # fmt: skip
+    return (modeled.properties(width=460) & measured.properties(width=460) & bars).resolve_scale(color="independent")
+
+
+def efficiency_explorer(*, measure: bool = True, time_budget_s: float = 0.3, history: int = 4,
+                        **values: object) -> App:  # fmt: skip
+    """The Efficiency Explorer app; ``values`` override the default settings."""
+    unknown = sorted(set(values) - set(EFFICIENCY_CONTROLS))
+    if unknown:
+        raise KeyError(f"unknown setting(s) {unknown}; the explorer has {sorted(EFFICIENCY_CONTROLS)}")
+    controls: dict[str, W.ValueWidget] = {}
+    for name, spec in EFFICIENCY_CONTROLS.items():
+        v = values.get(name, spec["value"])
+        opts = [o[1] if isinstance(o, tuple) else o for o in spec.get("options", [])]  # type: ignore[union-attr]
+        if opts and v not in opts:
+            raise ValueError(f"{name}={v!r} is not one of the options {spec['options']}")
+        if spec.get("dropdown"):
+            controls[name] = W.Dropdown(options=spec["options"], value=v, description=str(spec["label"]))
+        else:
+            controls[name] = _widget(name, spec, v)
+
+    def compute(hardware: str, **kw: object) -> Result:
+        return explore_efficiency(hardware_name=hardware, measure=measure, time_budget_s=time_budget_s, **kw)
+
+    return App("Efficiency Explorer", controls, compute, lambda h: _render(h, measure), history=history,
+               description="MODELED on the chosen hardware preset" + ("; MEASURED here on a row-capped copy" if measure
+                                                                      else ""))  # fmt: skip
