@@ -167,7 +167,7 @@ def _print_validate(r: dict[str, Any]) -> None:
     for c in r["configs"]:
         print(f"  {c['config']:<26} measured {c['measured_s'] * 1e3:9.2f} ms   modeled {c['modeled_s'] * 1e3:9.2f} ms"
               f"   error {c['error'] * 100:+6.1f}%")  # fmt: skip
-    verdict = "PASS" if r["pass"] else "FAIL"
+    verdict = {True: "PASS", False: "FAIL", None: "n/a (fewer than 10 configs)"}[r["pass"]]
     print(f"  MAPE {r['mape']:.1%} (target <= 15%), Spearman {r['spearman']:.3f} (target >= 0.9): {verdict}")
 
 

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 
 from recnotebooks.config import DLRMConfig
-from recnotebooks.perf.access import expected_unique
+from recnotebooks.perf.access import expected_unique, hit_rate
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import MemoryReport, memory_report
 from recnotebooks.perf.plan import PLACEMENTS, Plan, single_device_plan
@@ -230,14 +230,18 @@ def estimate(
             mp_dims += config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
         elif s.rank == 0:
             dp_bytes += tables[s.table].num_rows * config.embedding_dim * eb
-    nic_per_dev = hw.nic_bw / gpus
+    # A device reaches the network through its own PCIe link (GPUDirect RDMA), sharing the
+    # node's NICs with the other devices in use.
+    nic_per_dev = min(hw.nic_bw / gpus, hw.host_link_bw) if hw.kind == "gpu" else hw.nic_bw
     for r in range(world):
+        mine = plan.on_rank(r)
+        rank_lookups = sum(_served(s, local_b, batch_size) * tables[s.table].pooling_factor for s in mine) or 1.0
         fwd = bwd = 0.0
         hbm_b = mlp_bytes + p * eb * 11
         send = ids_in = 0.0
         my_dims = 0.0
         rpc = False
-        for s in plan.on_rank(r):
+        for s in mine:
             t = tables[s.table]
             dim = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
             rb = dim * eb
@@ -251,6 +255,10 @@ def estimate(
             row_traffic_b = uniq * (rb + state) * 2
             local = served * rb * 2 + lookups * INDEX_BYTES + lookups * rb  # pooled out/grad, ids, grad per lookup
             gbw = hw.hbm_bw * hw.gather_efficiency * rb / (rb + hw.gather_half_row_bytes)
+            if hw.llc_bytes > 0 and hw.llc_speedup > 1:  # hot rows hit the last-level cache
+                share = hw.llc_bytes * served * t.pooling_factor / rank_lookups
+                hit_llc = hit_rate(share / (rb + state), n_rows, zipf_exponent)
+                gbw /= (1 - hit_llc) + hit_llc / hw.llc_speedup
             place = s.placement if hw.kind == "gpu" or s.placement == "remote" else "hbm"
             sort = lookups / hw.sort_rate
             if place == "hbm":
@@ -291,7 +299,8 @@ def estimate(
         if world > 1:
             recv = local_b * (mp_dims - my_dims) * eb
             vol = 2 * max(send, recv) + ids_in  # forward + backward, plus the ids
-            comp["all_to_all"] = _collective(vol, world, gpus, nodes, hw, nic_per_dev, steps=3 * (world - 1))
+            if vol > 0:  # nothing to exchange when every table is data-parallel
+                comp["all_to_all"] = _collective(vol, world, gpus, nodes, hw, nic_per_dev, steps=3 * (world - 1))
             grad = p * eb + dp_bytes
             comp["all_reduce"] = _collective(2 * grad * (world - 1) / world, world, gpus, nodes, hw, nic_per_dev,
                                              steps=2 * (world - 1))  # fmt: skip
@@ -321,6 +330,10 @@ def estimate(
         hbm_utilisation=max(hbm_bytes_rank) / step / hw.hbm_bw,
         joules_per_million_samples=power * step / batch_size * 1e6, memory=mem, notes=notes,
     )  # fmt: skip
+
+
+def _served(s: object, local_b: float, batch_size: int) -> float:
+    return local_b if getattr(s, "sharding", "") == "data_parallel" else float(batch_size)
 
 
 def _collective(bytes_: float, world: int, gpus: int, nodes: int, hw: Hardware, nic_per_dev: float,

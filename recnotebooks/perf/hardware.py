@@ -24,7 +24,7 @@ DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
 _POSITIVE = ("hbm_bytes", "hbm_bw", "host_mem_bytes", "host_mem_bw", "host_link_bw", "intra_node_bw", "nic_bw",
              "power_w", "gemm_max_efficiency", "gemm_half_dim", "gather_efficiency", "gather_half_row_bytes",
              "sort_rate")  # fmt: skip
-_NON_NEGATIVE = ("collective_latency_s", "op_overhead_s", "step_overhead_s", "host_power_w")
+_NON_NEGATIVE = ("collective_latency_s", "op_overhead_s", "step_overhead_s", "host_power_w", "llc_bytes")
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,9 @@ class Hardware:
             only on a CPU whose caches hold the tables, as a calibration may find).
         power_w: power of one device at load; host_power_w: the rest of the node.
         sort_rate: (key, value) pairs per second one device sorts (grouping lookups by row).
+        llc_bytes / llc_speedup: last-level cache (GPU L2, CPU L3) of one device; the hottest
+            rows of Zipf-skewed tables stay there and are gathered ``llc_speedup`` times
+            faster than from memory (0 / 1: no cache effect).
         sources: where each number comes from.
     """
 
@@ -80,6 +83,8 @@ class Hardware:
     power_w: float
     host_power_w: float
     sort_rate: float = 3e9
+    llc_bytes: float = 0.0
+    llc_speedup: float = 1.0
     description: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
@@ -100,6 +105,8 @@ class Hardware:
             _check(self.name, f, getattr(self, f), positive=False)
         if self.gemm_max_efficiency > 1:
             raise ValueError(f"Hardware({self.name}).gemm_max_efficiency must be <= 1, got {self.gemm_max_efficiency}")
+        if not isinstance(self.llc_speedup, (int, float)) or not 1 <= self.llc_speedup <= 100:
+            raise ValueError(f"Hardware({self.name}).llc_speedup must be in [1, 100], got {self.llc_speedup!r}")
         if self.gather_efficiency > 4:  # > 1 only where gathered tables sit in CPU caches
             raise ValueError(f"Hardware({self.name}).gather_efficiency must be <= 4, got {self.gather_efficiency}")
 
@@ -139,12 +146,13 @@ _OP = ("approximate: eager PyTorch spends ~10 us of host time per operator (disp
        "so small kernels are overhead-bound")  # fmt: skip
 _ALPHA = "approximate: NCCL small-message latency is on the order of 10 us per step inside a node"
 _SORT = "approximate: GPU radix sort of 64-bit key-value pairs runs at a few billion pairs/s"
+_L2X = "approximate: GPU L2 serves gathers ~3x faster than HBM (L2 bandwidth is several times HBM's)"
 _NIC = "NIC line rate: 100 Gb/s = 12.5 GB/s, 200 Gb/s = 25 GB/s, 400 Gb/s = 50 GB/s (REFERENCE.md §1)"
 
 
 def _gpu(name: str, desc: str, *, fp32: float, tensor: dict[str, float], hbm: float, hbm_bw: float, nvlink: float,
-         pcie: float, host_mem: float, host_bw: float, nic: float, power: float, host_power: float,
-         extra: dict[str, str]) -> Hardware:  # fmt: skip
+         pcie: float, host_mem: float, host_bw: float, nic: float, power: float, host_power: float, l2: float,
+         l2_source: str, extra: dict[str, str]) -> Hardware:  # fmt: skip
     sources = {
         "peak_flops": _REF1, "hbm_bytes": _REF1, "hbm_bw": _REF1, "power_w": _REF1 + " (TDP)",
         "intra_node_bw": _REF1 + " (NVLink total per GPU, halved per direction)",
@@ -152,14 +160,14 @@ def _gpu(name: str, desc: str, *, fp32: float, tensor: dict[str, float], hbm: fl
         "gemm_max_efficiency": _GEMM, "gemm_half_dim": _GEMM, "gather_efficiency": _GATHER,
         "gather_half_row_bytes": _GATHER, "op_overhead_s": _OP, "collective_latency_s": _ALPHA,
         "step_overhead_s": _APPROX + ": ~0.5 ms per step of Python loop, optimizer bookkeeping and syncs",
-        "nic_bw": _NIC, "sort_rate": _SORT, **extra,
+        "nic_bw": _NIC, "sort_rate": _SORT, "llc_bytes": l2_source, "llc_speedup": _L2X, **extra,
     }  # fmt: skip
     return Hardware(
         name=name, kind="gpu", devices=8, peak_flops={"fp32": fp32, **tensor}, hbm_bytes=hbm, hbm_bw=hbm_bw,
         host_mem_bytes=host_mem, host_mem_bw=host_bw, host_link_bw=pcie, intra_node_bw=nvlink / 2, nic_bw=nic,
         collective_latency_s=10e-6, op_overhead_s=10e-6, step_overhead_s=0.5e-3, gemm_max_efficiency=0.85,
         gemm_half_dim=64.0, gather_efficiency=0.5, gather_half_row_bytes=64.0, power_w=power,
-        host_power_w=host_power, description=desc, sources=sources,
+        host_power_w=host_power, llc_bytes=l2, llc_speedup=3.0, description=desc, sources=sources,
     )  # fmt: skip
 
 
@@ -172,7 +180,8 @@ def _make_presets() -> dict[str, Hardware]:
         hbm_bw=2 * 128 * GB, host_mem_bytes=256 * GB, host_mem_bw=2 * 128 * GB, host_link_bw=2 * 128 * GB,
         intra_node_bw=2 * 128 * GB, nic_bw=25e9 / 8, collective_latency_s=50e-6, op_overhead_s=10e-6,
         step_overhead_s=0.5e-3, gemm_max_efficiency=0.7, gemm_half_dim=16.0, gather_efficiency=0.35,
-        gather_half_row_bytes=64.0, power_w=2 * 125.0, host_power_w=150.0, sort_rate=0.4e9,
+        gather_half_row_bytes=64.0, power_w=2 * 125.0, host_power_w=150.0, sort_rate=0.4e9, llc_bytes=2 * 27.5e6,
+        llc_speedup=4.0,
         description="CPU training cluster: dual-socket Skylake-SP trainers; tables on sparse parameter servers "
                     "and MLP weights on dense parameter servers over 25 Gb/s Ethernet",
         sources={"peak_flops": "computed from Intel's Xeon Gold 6138 spec (20 cores, AVX-512, 2 FMA units) at an "
@@ -184,7 +193,9 @@ def _make_presets() -> dict[str, Hardware]:
                  "gemm_max_efficiency": _GEMM, "gemm_half_dim": _GEMM + " (CPUs saturate at smaller shapes)",
                  "gather_efficiency": _GATHER, "op_overhead_s": _OP,
                  "collective_latency_s": _APPROX + ": TCP/Ethernet round trip",
-                 "sort_rate": _APPROX + ": ~10 M pairs/s per core x 40 cores"},
+                 "sort_rate": _APPROX + ": ~10 M pairs/s per core x 40 cores",
+                 "llc_bytes": "Intel Xeon Gold 6138 spec: 27.5 MB L3 per socket, 2 sockets",
+                 "llc_speedup": _APPROX + ": an L3 hit costs ~1/4 of a DRAM access for random rows"},
     )  # fmt: skip
     v100 = {"fp32": 15.7e12}
     p["big_basin"] = _gpu(
@@ -192,6 +203,7 @@ def _make_presets() -> dict[str, Hardware]:
         "Xeon head node; tables that do not fit go to remote CPU parameter servers",
         fp32=v100["fp32"], tensor={"fp16": 125e12}, hbm=16 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
         host_mem=256 * GB, host_bw=2 * 128 * GB, nic=12.5 * GB, power=300.0, host_power=800.0,
+        l2=6e6, l2_source="NVIDIA Tesla V100 whitepaper: 6 MB L2",
         extra={"host_mem_bytes": _APPROX + ": 256 GB head node (REFERENCE.md §2: little host memory)",
                "host_mem_bw": "2 Skylake-SP sockets x 128 GB/s (REFERENCE.md §1)",
                "nic_bw": _APPROX + ": one 100 Gb/s NIC (REFERENCE.md §1 line rate)",
@@ -202,6 +214,7 @@ def _make_presets() -> dict[str, Hardware]:
         "8 accelerators (modeled as V100-class) on their own fabric; PCIe switches between them",
         fp32=v100["fp32"], tensor={"fp16": 125e12}, hbm=32 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
         host_mem=2000 * GB, host_bw=8 * 128 * GB, nic=4 * 12.5 * GB, power=300.0, host_power=8 * 150.0,
+        l2=6e6, l2_source="as V100: 6 MB L2 (NVIDIA Tesla V100 whitepaper)",
         extra={"peak_flops": _APPROX + ": accelerators modeled as V100 SXM2 32 GB (REFERENCE.md §1)",
                "host_mem_bytes": _APPROX + ": 'terabytes of DDR' (REFERENCE.md §2), 2 TB",
                "host_mem_bw": "8 sockets x 6 DDR4-2666 channels, ~128 GB/s each (REFERENCE.md §1-2)",
@@ -212,7 +225,7 @@ def _make_presets() -> dict[str, Hardware]:
         "dgx_a100", "DGX A100: 8x A100 SXM4 40 GB, NVLink 3 through NVSwitch, PCIe Gen4, 8x 200 Gb/s NICs",
         fp32=19.5e12, tensor={"tf32": 156e12, "bf16": 312e12, "fp16": 312e12}, hbm=40 * GB, hbm_bw=1.555 * TB,
         nvlink=600 * GB, pcie=32 * GB, host_mem=1000 * GB, host_bw=2 * 204.8 * GB, nic=8 * 25 * GB, power=400.0,
-        host_power=1500.0,
+        host_power=1500.0, l2=40e6, l2_source="NVIDIA A100 whitepaper: 40 MB L2",
         extra={"host_mem_bytes": _APPROX + ": 1 TB", "host_mem_bw": _APPROX + ": 2 sockets x 8 DDR4-3200 channels",
                "nic_bw": "one 200 Gb/s NIC per GPU as in ZionEX (REFERENCE.md §2)", "host_power_w": _APPROX},
     )  # fmt: skip
@@ -220,7 +233,7 @@ def _make_presets() -> dict[str, Hardware]:
         "dgx_h100", "DGX H100: 8x H100 SXM5 80 GB, NVLink 4 through NVSwitch, PCIe Gen5, 8x 400 Gb/s NICs",
         fp32=67e12, tensor={"tf32": 495e12, "bf16": 989e12, "fp16": 989e12}, hbm=80 * GB, hbm_bw=3.35 * TB,
         nvlink=900 * GB, pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
-        host_power=2000.0,
+        host_power=2000.0, l2=50e6, l2_source="NVIDIA H100 whitepaper: 50 MB L2",
         extra={"host_mem_bytes": _APPROX + ": 2 TB", "host_mem_bw": _APPROX + ": 2 sockets x 8 DDR5-4800 channels",
                "nic_bw": _APPROX + ": one 400 Gb/s NIC per GPU", "host_power_w": _APPROX},
     )  # fmt: skip
@@ -228,7 +241,7 @@ def _make_presets() -> dict[str, Hardware]:
         "h200_node", "HGX H200 node: 8x H200 SXM 141 GB, NVLink 4, PCIe Gen5, 8x 400 Gb/s NICs",
         fp32=67e12, tensor={"bf16": 989e12, "fp16": 989e12}, hbm=141 * GB, hbm_bw=4.8 * TB, nvlink=900 * GB,
         pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0, host_power=2000.0,
-        extra={"host_mem_bytes": _APPROX + ": 2 TB", "host_mem_bw": _APPROX + ": 2 sockets x 8 DDR5-4800 channels",
+        l2=50e6, l2_source="approximate: the H100 die's 50 MB L2 (NVIDIA H100 whitepaper)", extra={"host_mem_bytes": _APPROX + ": 2 TB", "host_mem_bw": _APPROX + ": 2 sockets x 8 DDR5-4800 channels",
                "nic_bw": _APPROX + ": one 400 Gb/s NIC per GPU", "host_power_w": _APPROX,
                "gemm_max_efficiency": "an 8192^3 BF16 matmul measured at 770-800 of 989 TFLOP/s on one H200 "
                                       "(REFERENCE.md §1), ~0.8"},

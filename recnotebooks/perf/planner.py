@@ -76,9 +76,11 @@ def plan_tables(
     sizes = table_bytes(config, dtype)
     notes: list[str] = []
     if strategy == "naive":
-        per = -(-len(names) // world_size)
-        shards = [TableShard(n, i // per, "table_wise", placement, cache_hit_rate=hit) for i, n in enumerate(names)]
-        notes.append(f"contiguous blocks of {per} tables per rank, in config order")
+        base, extra = divmod(len(names), world_size)  # the dlrm repo's get_my_slice: first ranks get one more
+        counts = [base + (r < extra) for r in range(world_size)]
+        ranks = [r for r, c in enumerate(counts) for _ in range(c)]
+        shards = [TableShard(n, r, "table_wise", placement, cache_hit_rate=hit) for n, r in zip(names, ranks, strict=True)]
+        notes.append("contiguous blocks of tables per rank, in config order: " + ", ".join(map(str, counts)))
         return Plan(world_size, tuple(shards), "naive", tuple(notes))
     if strategy == "greedy":
         load = [0.0] * world_size

@@ -1,0 +1,213 @@
+"""``recnb cost`` / ``recnb plan`` output and errors; calibration and validation mechanics."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recnotebooks.cli import main
+from recnotebooks.perf.calibrate import (
+    VALIDATION_SWEEP,
+    at_speed,
+    calibrate,
+    load_calibration,
+    load_probe,
+    save_calibration,
+    spearman,
+    validate,
+)
+from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+# ----- cost and plan ---------------------------------------------------------------------------
+def test_cost_json(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "cost", "--preset", "tiny", "--hardware", "dgx_a100")
+    for key in ("step_time_s", "throughput", "fits", "breakdown_s", "memory_per_device_bytes"):
+        assert key in out, key
+    assert out["source"] == "modeled" and out["fits"] is True
+    assert out["step_time_s"] > 0 and math.isfinite(out["throughput"])  # type: ignore[operator,arg-type]
+    assert out["throughput"] == pytest.approx(8192 / out["step_time_s"])  # type: ignore[operator]
+    assert sum(out["breakdown_s"].values()) == pytest.approx(out["step_time_s"])  # type: ignore[union-attr]
+    assert len(out["memory_per_device_bytes"]) == 1  # type: ignore[arg-type]
+
+
+def test_cost_human_output(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", "--preset", "tiny", "--hardware", "dgx_a100"]) == 0
+    text = capsys.readouterr().out
+    assert "MODELED" in text and "tiny" in text and "fits: yes" in text
+
+
+def test_cost_that_does_not_fit_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cost", "--preset", "mlperf_v1", "--hardware", "big_basin"]) == 0
+    assert "DOES NOT FIT" in capsys.readouterr().out
+
+
+def test_plan_json_covers_every_table(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run_json(capsys, "plan", "--gpus", "8", "--preset", "criteo_terabyte", "--hardware", "big_basin")
+    shards = out["shards"]
+    assert {s["table"] for s in shards} == {f"C{i}" for i in range(1, 27)}  # type: ignore[union-attr,index]
+    assert {s["rank"] for s in shards} <= set(range(8))  # type: ignore[union-attr,index]
+    assert out["world_size"] == 8 and out["strategy"] == "cost" and out["fits"] is True
+    assert main(["plan", "--gpus", "8", "--preset", "criteo_terabyte", "--hardware", "big_basin"]) == 0
+    assert "plan (cost)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["cost", "--gpus", "9"], "gpus"),
+        (["cost", "--placement", "cache"], "cache-hit-rate"),
+        (["plan", "--placement", "cache"], "cache-hit-rate"),
+        (["cost", "--gpus", "2", "--hardware", "cpu_cluster"], "gpus"),
+        (["cost", "--preset", "tiny", "--gpus", "8", "--nodes", "2"], "tables"),
+        (["cost", "--batch-size", "4", "--gpus", "8"], "batch_size"),
+        (["cost", "--hardware", "big_basin", "--dtype", "bf16"], "bf16"),
+    ],
+)
+def test_cli_errors_exit_2_naming_the_option(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                             needle: str) -> None:  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.startswith(f"recnb {argv[0]}: error:")
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["cost", "--placement", "cache", "--cache-hit-rate", "1.5"], "--cache-hit-rate"),
+        (["cost", "--cache-hit-rate", "x"], "--cache-hit-rate"),
+        (["cost", "--placement", "disk"], "--placement"),
+        (["cost", "--gpus", "0"], "--gpus"),
+        (["plan", "--hardware", "tpu"], "--hardware"),
+    ],
+)
+def test_argparse_rejects_bad_values(
+    capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+# ----- calibration -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def calibrated(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Hardware, dict[str, object], Path]]:
+    """One quick calibration (5-10 s), never written to the user's cache."""
+    path = tmp_path_factory.mktemp("calibration") / "this_machine.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RECNB_CALIBRATION", str(path))
+        hw, raw = calibrate(quick=True)
+        yield hw, raw, path
+
+
+def test_calibration_fields_are_finite_and_positive(
+    calibrated: tuple[Hardware, dict[str, object], Path],
+) -> None:
+    hw, raw, _ = calibrated
+    assert hw.name == "this_machine" and hw.kind == "cpu" and "calibrated" in hw.description
+    values = [*hw.peak_flops.values(), hw.hbm_bw, hw.hbm_bytes, hw.gemm_half_dim, hw.gather_efficiency,
+              hw.gather_half_row_bytes, hw.sort_rate, hw.op_overhead_s]  # fmt: skip
+    assert all(math.isfinite(v) and v > 0 for v in values), hw
+    assert math.isfinite(hw.step_overhead_s) and hw.step_overhead_s >= 0
+    assert 0 < hw.gemm_max_efficiency <= 1 and 0 < hw.gather_efficiency <= 4
+    probe = raw["probe"]
+    assert isinstance(probe, dict) and probe["gflops"] > 0 and probe["copy_bw"] > 0
+    assert all(str(hw.sources.get(f, "")).startswith("calibrated here") for f in ("peak_flops", "hbm_bw"))
+
+
+def test_save_and_load_round_trip(calibrated: tuple[Hardware, dict[str, object], Path], tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    hw, raw, _ = calibrated
+    path = tmp_path / "sub" / "cal.json"
+    assert save_calibration(hw, raw["probe"], path) == path  # type: ignore[arg-type]
+    loaded = load_calibration(path)
+    assert loaded == hw and loaded is not None and loaded.sources == hw.sources
+    assert load_probe(path) == raw["probe"]
+    monkeypatch.setenv("RECNB_CALIBRATION", str(path))
+    assert hardware("this_machine") == hw
+    assert hardware("this_machine", power_w=99.0).power_w == 99.0
+    monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "missing.json"))
+    assert hardware("this_machine") == HARDWARE["this_machine"]
+    assert load_calibration() is None and load_probe() is None
+
+
+def test_default_path_comes_from_the_environment(calibrated: tuple[Hardware, dict[str, object], Path],
+                                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # fmt: skip
+    hw, raw, _ = calibrated
+    path = tmp_path / "env.json"
+    monkeypatch.setenv("RECNB_CALIBRATION", str(path))
+    assert save_calibration(hw, raw["probe"]) == path  # type: ignore[arg-type]
+    assert load_calibration() == hw and load_probe() == raw["probe"]
+
+
+def test_unreadable_calibration_is_ignored(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert load_calibration(bad) is None and load_probe(bad) is None
+    bad.write_text(json.dumps({"hardware": {"name": "x"}, "probe": {"gflops": 0, "copy_bw": 1}}))
+    assert load_calibration(bad) is None and load_probe(bad) is None
+
+
+def test_calibrate_rejects_cuda() -> None:
+    with pytest.raises(ValueError, match="device"):
+        calibrate(device="cuda")
+
+
+def test_at_speed_scales_rates() -> None:
+    hw = HARDWARE["this_machine"]
+    fast = at_speed(hw, {"gflops": 200.0, "copy_bw": 30.0}, {"gflops": 100.0, "copy_bw": 10.0})
+    assert fast.peak_flops["fp32"] == pytest.approx(2 * hw.peak_flops["fp32"])
+    assert fast.hbm_bw == pytest.approx(3 * hw.hbm_bw)
+    assert fast.op_overhead_s == pytest.approx(hw.op_overhead_s / 2)
+    assert fast.gemm_half_dim == hw.gemm_half_dim
+
+
+# ----- validation ------------------------------------------------------------------------------
+def test_validate_mechanics(calibrated: tuple[Hardware, dict[str, object], Path]) -> None:
+    hw, raw, _ = calibrated
+    r = validate(hw, raw["probe"], time_budget_s=0.02, repeats=1, quick=True)  # type: ignore[arg-type]
+    rows = r["configs"]
+    assert isinstance(rows, list) and [c["config"] for c in rows] == VALIDATION_SWEEP[:5]
+    for c in rows:
+        assert math.isfinite(c["measured_s"]) and c["measured_s"] > 0
+        assert math.isfinite(c["modeled_s"]) and c["modeled_s"] > 0
+        assert c["error"] == pytest.approx((c["modeled_s"] - c["measured_s"]) / c["measured_s"])
+    assert r["mape"] >= 0  # type: ignore[operator]
+    assert -1 <= r["spearman"] <= 1  # type: ignore[operator]
+    assert r["pass"] is None and r["calibrated"] is True  # fewer than 10 configs: no verdict
+
+
+def naive_spearman(a: list[float], b: list[float]) -> float:
+    """1 - 6 sum d^2 / (n (n^2 - 1)) with ranks found by counting (no ties)."""
+    n = len(a)
+    rank_a = [sum(y < x for y in a) for x in a]
+    rank_b = [sum(y < x for y in b) for x in b]
+    d2 = sum((x - y) ** 2 for x, y in zip(rank_a, rank_b, strict=True))
+    return 1 - 6 * d2 / (n * (n * n - 1))
+
+
+@given(pairs=st.lists(st.tuples(st.floats(-1e6, 1e6), st.floats(-1e6, 1e6)), min_size=2, max_size=30,
+                      unique_by=(lambda p: p[0], lambda p: p[1])))  # fmt: skip
+def test_spearman_matches_naive(pairs: list[tuple[float, float]]) -> None:
+    a, b = [p[0] for p in pairs], [p[1] for p in pairs]
+    assert spearman(a, b) == pytest.approx(naive_spearman(a, b), abs=1e-9)
+
+
+def test_spearman_by_hand() -> None:
+    assert spearman([1.0, 2.0, 3.0], [10.0, 20.0, 30.0]) == pytest.approx(1.0)
+    assert spearman([1.0, 2.0, 3.0], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
+    assert spearman([1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 4.0]) == pytest.approx(0.8)

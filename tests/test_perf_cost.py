@@ -1,0 +1,225 @@
+"""Cost and memory model against direct formulas, naive loops and textbook collectives."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from recnotebooks.config import DLRMConfig, TableConfig, preset
+from recnotebooks.perf.cost import COMPONENTS, estimate, gemm_time
+from recnotebooks.perf.hardware import HARDWARE, Hardware
+from recnotebooks.perf.memory import memory_report
+from recnotebooks.perf.plan import Plan, TableShard, single_device_plan
+
+A100 = HARDWARE["dgx_a100"]
+
+
+def small_config(num_tables: int = 4, rows: int = 50_000, pooling: float = 3.0, dim: int = 16) -> DLRMConfig:
+    tables = tuple(TableConfig(f"T{i}", rows + 1000 * i, pooling + i) for i in range(num_tables))
+    return DLRMConfig(13, tables, dim, (128, dim), (64, 1), name="small")
+
+
+# ----- GEMMs and MLPs --------------------------------------------------------------------------
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (4096, 512, 13), (64, 1024, 1024), (3.5, 7.0, 11.0)])
+@pytest.mark.parametrize("name,dtype", [("dgx_a100", "fp32"), ("dgx_a100", "bf16"), ("cpu_cluster", "fp32")])
+def test_gemm_time_direct_formula(m: float, n: float, k: float, name: str, dtype: str) -> None:
+    hw = HARDWARE[name]
+    h = hw.gemm_half_dim
+    eff = hw.gemm_max_efficiency * m / (m + h) * n / (n + h) * k / (k + h)
+    assert gemm_time(hw, m, n, k, dtype) == pytest.approx(
+        2 * m * n * k / (hw.peak_flops[dtype] * eff), rel=1e-12
+    )
+
+
+def ideal_gpu() -> Hardware:
+    """A GPU whose GEMMs run at peak for any shape and whose memory is free.
+
+    (1e18 B/s is not enough: the 7 elementwise passes per layer output still add ~2e-6 of
+    the MLP time for ``tiny`` at 19.5 TFLOP/s.)"""
+    return A100.replace(gemm_half_dim=1e-9, gemm_max_efficiency=1.0, hbm_bw=1e24)
+
+
+@pytest.mark.parametrize("name", ["tiny", "criteo_kaggle", "rm3", "dlrm_benchmark"])
+@pytest.mark.parametrize("batch", [1, 512, 4096])
+def test_mlp_time_is_flops_over_peak_on_an_ideal_gpu(name: str, batch: int) -> None:
+    cfg = preset(name)
+    hw = ideal_gpu()
+    r = estimate(cfg, hw, batch_size=batch)
+    fl = cfg.flops_per_sample()
+    per_sample = sum(fl[c][p] for c in ("bottom_mlp", "top_mlp") for p in ("forward", "backward"))
+    got = r.per_rank[0]["bottom_mlp"] + r.per_rank[0]["top_mlp"]
+    assert got == pytest.approx(per_sample * batch / hw.peak_flops["fp32"], rel=1e-6, abs=0)
+
+
+# ----- embeddings ------------------------------------------------------------------------------
+def test_last_level_cache_hits_speed_up_gathers_of_skewed_tables() -> None:
+    cfg = small_config(num_tables=5, dim=32)
+    with_l2 = estimate(cfg, A100, batch_size=2048).per_rank[0]["embedding_forward"]
+    without = estimate(cfg, A100.replace(llc_bytes=0.0), batch_size=2048).per_rank[0]["embedding_forward"]
+    assert with_l2 < without
+
+
+def test_embedding_forward_traffic_naive_loop() -> None:
+    cfg = small_config(num_tables=5, dim=32)
+    hw = A100.replace(gather_efficiency=1.0, gather_half_row_bytes=1e-9, llc_bytes=0.0)  # no L2 hits
+    batch = 2048
+    r = estimate(cfg, hw, batch_size=batch, placement="hbm")
+    want = 0.0
+    for t in cfg.tables:
+        row_bytes = cfg.embedding_dim * 4
+        rows_read = batch * t.pooling_factor * row_bytes  # every lookup reads a row
+        pooled_written = batch * row_bytes  # one pooled vector per sample
+        ids_read = batch * t.pooling_factor * 8  # int64 ids
+        want += rows_read / hw.hbm_bw + (pooled_written + ids_read) / hw.hbm_bw
+    assert r.per_rank[0]["embedding_forward"] == pytest.approx(want, rel=1e-6)
+
+
+# ----- collectives -----------------------------------------------------------------------------
+def all_data_parallel(cfg: DLRMConfig, world: int, except_tables: tuple[str, ...] = ()) -> Plan:
+    shards = [TableShard(t, r, "data_parallel") for t in cfg.table_names if t not in except_tables
+              for r in range(world)]  # fmt: skip
+    shards += [TableShard(t, i % world) for i, t in enumerate(except_tables)]
+    return Plan(world, tuple(shards), "test")
+
+
+@pytest.mark.parametrize("p", [2, 4, 8])
+@pytest.mark.parametrize("model_parallel", [(), ("T0", "T2")])
+def test_all_reduce_is_the_ring_formula(p: int, model_parallel: tuple[str, ...]) -> None:
+    cfg = small_config(num_tables=4, rows=20_000)
+    plan = all_data_parallel(cfg, p, model_parallel)
+    r = estimate(cfg, A100, batch_size=4096, gpus=p, plan=plan)
+    replicated = sum(t.num_rows * cfg.embedding_dim * 4 for t in cfg.tables if t.name not in model_parallel)
+    size = cfg.dense_parameters * 4 + replicated
+    beta, alpha = A100.intra_node_bw, A100.collective_latency_s
+    ring = 2 * (p - 1) / p * size / beta + 2 * (p - 1) * alpha
+    for comp in r.per_rank:
+        assert comp["all_reduce"] == pytest.approx(ring, rel=1e-9)
+
+
+@pytest.mark.parametrize("p", [2, 8])
+def test_all_reduce_across_nodes_uses_the_nic(p: int) -> None:
+    cfg = small_config(num_tables=4, rows=20_000)
+    r = estimate(cfg, A100, batch_size=4096, gpus=1, nodes=p, plan=all_data_parallel(cfg, p))
+    size = cfg.dense_parameters * 4 + sum(t.num_rows * cfg.embedding_dim * 4 for t in cfg.tables)
+    beta = min(A100.nic_bw, A100.host_link_bw)  # a lone GPU reaches the NICs through its own PCIe link
+    ring = 2 * (p - 1) / p * size / beta + 2 * (p - 1) * A100.collective_latency_s
+    assert r.per_rank[0]["all_reduce"] == pytest.approx(ring, rel=1e-9)
+
+
+# ----- random configurations ------------------------------------------------------------------
+@st.composite
+def scenarios(draw: st.DrawFn) -> dict[str, object]:
+    hw = HARDWARE[draw(st.sampled_from(sorted(HARDWARE)))]
+    gpus = draw(st.sampled_from([g for g in (1, 2, 4, 8) if g <= hw.devices]))
+    nodes = draw(st.integers(1, 3))
+    world = gpus * nodes
+    dim = draw(st.sampled_from([4, 16, 64, 128]))
+    tables = tuple(TableConfig(f"T{i}", draw(st.integers(1, 10**8)), draw(st.floats(0, 200)))
+                   for i in range(draw(st.integers(world, world + 30))))  # fmt: skip
+    cfg = DLRMConfig(draw(st.integers(1, 600)), tables, dim, (draw(st.integers(1, 1024)), dim),
+                     (draw(st.integers(1, 2048)), 1), interaction=draw(st.sampled_from(["dot", "cat"])))  # fmt: skip
+    placement = draw(st.sampled_from(["hbm", "host", "cache", "remote"]))
+    hit = draw(st.floats(0, 1)) if placement == "cache" else None
+    return {"config": cfg, "hw": hw, "gpus": gpus, "nodes": nodes, "placement": placement, "cache_hit_rate": hit,
+            "batch_size": draw(st.integers(world, 200_000))}  # fmt: skip
+
+
+@given(sc=scenarios())
+def test_results_are_finite_and_in_range(sc: dict[str, object]) -> None:
+    r = estimate(sc.pop("config"), sc.pop("hw"), **sc)  # type: ignore[arg-type]
+    assert r.step_time > 0 and math.isfinite(r.step_time)
+    assert 0 < r.step_time_overlap <= r.step_time * (1 + 1e-12)
+    assert math.isfinite(r.throughput) and r.throughput > 0
+    assert 0 <= r.busy_fraction <= 1
+    assert 0 < r.flops_efficiency <= 1
+    assert math.isfinite(r.joules_per_million_samples) and r.joules_per_million_samples > 0
+    for comp in r.per_rank:
+        assert set(comp) == set(COMPONENTS)
+        assert all(math.isfinite(v) and v >= 0 for v in comp.values()), comp
+    assert all(math.isfinite(d["total"]) for d in r.memory.device)
+
+
+# ----- bad input ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        ({"batch_size": 7, "gpus": 4, "nodes": 2}, "batch_size"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": 2.5}, "batch_size"),
+        ({"batch_size": 64, "gpus": 9}, "gpus"),
+        ({"batch_size": 64, "gpus": 0}, "gpus"),
+        ({"batch_size": 64, "nodes": 0}, "nodes"),
+        ({"batch_size": 64, "placement": "cache"}, "cache_hit_rate"),
+        ({"batch_size": 64, "placement": "cache", "cache_hit_rate": 1.5}, "cache_hit_rate"),
+        ({"batch_size": 64, "placement": "disk"}, "placement"),
+        ({"batch_size": 64, "dtype": "int8"}, "dtype"),
+    ],
+)
+def test_bad_input_raises_naming_the_parameter(kwargs: dict[str, object], needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        estimate(preset("tiny"), "dgx_a100", **kwargs)  # type: ignore[arg-type]
+
+
+def test_bad_types_and_missing_dtype() -> None:
+    with pytest.raises(TypeError, match="config"):
+        estimate("tiny", "dgx_a100", batch_size=64)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="bf16"):
+        estimate(preset("tiny"), "big_basin", batch_size=64, dtype="bf16")  # V100 has no bf16
+    with pytest.raises(ValueError, match="world_size|ranks"):
+        estimate(preset("tiny"), "dgx_a100", batch_size=64, gpus=2, plan=single_device_plan(preset("tiny")))
+
+
+def test_impossible_config_says_why_without_nan() -> None:
+    # (the criteo_terabyte preset, rows capped at 10M, needs 14.2 GB and does fit a 16 GB V100;
+    # mlperf_v1's 40M-row tables of dim 128 need 105 GB)
+    r = estimate(preset("mlperf_v1"), "big_basin", batch_size=4096, placement="hbm")
+    assert not r.fits
+    reason = " ".join(r.memory.reasons)
+    assert "C1 (" in reason and "16 GB" in reason and "big_basin" in reason
+    assert any("does not fit" in n for n in r.notes)
+    for v in r.summary().values():
+        if isinstance(v, float):
+            assert math.isfinite(v)
+    assert all(math.isfinite(x) for x in r.breakdown().values())
+
+
+# ----- memory -----------------------------------------------------------------------------------
+def test_memory_report_single_device_placements() -> None:
+    cfg = preset("criteo_kaggle")
+    weights = sum(t.num_rows * cfg.embedding_dim * 4 for t in cfg.tables)
+    state = cfg.total_rows * 4
+    hbm = memory_report(cfg, A100, single_device_plan(cfg, "hbm"), 4096).device[0]
+    assert hbm["embedding_weights"] == weights
+    assert hbm["embedding_optimizer_state"] == state
+    assert hbm["dense_weights"] == cfg.dense_parameters * 4
+    assert hbm["total"] == pytest.approx(sum(v for k, v in hbm.items() if k != "total"))
+    sgd = memory_report(cfg, A100, single_device_plan(cfg), 4096, sparse_optimizer="sgd").device[0]
+    assert sgd["embedding_optimizer_state"] == 0
+
+    host = memory_report(cfg, A100, single_device_plan(cfg, "host"), 4096)
+    assert host.device[0]["embedding_weights"] == 0 and host.device[0]["cache"] == 0
+    assert host.host[0]["embedding_tables"] == weights + state
+    assert host.device[0]["total"] < hbm["total"] - weights
+
+    cache = memory_report(cfg, A100, single_device_plan(cfg, "cache", cache_hit_rate=0.9), 4096)
+    assert cache.host[0]["embedding_tables"] == weights + state
+    assert 0 < cache.device[0]["cache"] < weights
+    with pytest.raises(ValueError, match="sparse_optimizer"):
+        memory_report(cfg, A100, single_device_plan(cfg), 4096, sparse_optimizer="adam")
+
+
+# ----- tidy table ------------------------------------------------------------------------------
+@pytest.mark.parametrize("gpus", [1, 4])
+def test_table_rows_add_up_to_each_rank(gpus: int) -> None:
+    r = estimate(preset("criteo_kaggle"), "dgx_a100", batch_size=8192, gpus=gpus)
+    rows = r.table(run="x")
+    assert rows and all(row["source"] == "modeled" and row["run"] == "x" for row in rows)
+    assert len(rows) == gpus * len(COMPONENTS)
+    per_rank = [sum(float(row["seconds"]) for row in rows if row["rank"] == k) for k in range(gpus)]
+    assert per_rank == pytest.approx([sum(c.values()) for c in r.per_rank], rel=1e-12)
+    assert max(per_rank) == pytest.approx(r.step_time, rel=1e-12)
+    for k in range(gpus):
+        assert sum(float(row["share"]) for row in rows if row["rank"] == k) == pytest.approx(1.0)
