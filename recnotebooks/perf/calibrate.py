@@ -218,9 +218,9 @@ def _overheads(hw: Hardware, reps: int) -> tuple[float, float]:
     gives the cost per operator (autograd and optimizer bookkeeping included), and what the
     shallow one's step has beyond its modeled work is the fixed per-step cost.
     """
+    from recnotebooks.config import architecture_config
     from recnotebooks.measure import measure_step
     from recnotebooks.perf.cost import estimate, op_count
-    from recnotebooks.config import architecture_config
 
     def cfg(depth: int) -> DLRMConfig:
         return architecture_config(num_dense=1, num_tables=1, rows_per_table=1000, embedding_dim=4,
