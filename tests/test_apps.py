@@ -114,3 +114,55 @@ def test_traffic_matches_a_naive_count() -> None:
     assert cur[0]["MB_per_step"] == pytest.approx(lookups * (8 * 4 + 8) / 1e6)
     with pytest.raises(ValueError, match="pooling must be one of"):
         lookup_traffic(pooling=3)
+
+
+# ----- Efficiency Explorer (notebook 02) -----------------------------------------------------------
+@pytest.fixture(scope="module")
+def efficiency():  # type: ignore[no-untyped-def]
+    from recnotebooks.viz.efficiency import efficiency_explorer
+
+    return efficiency_explorer(measure=False)
+
+
+def test_efficiency_explorer_measures_beside_the_model() -> None:
+    from recnotebooks.viz.efficiency import efficiency_explorer
+
+    app = efficiency_explorer(time_budget_s=0.0, batch_size=1024)
+    for kv in ({"pooling": 20}, {"gpus": 4}, {"hardware": "big_basin"}, {"gpus": 1, "batch_size": 131072}):
+        before = app.chart_data()
+        r = app.set(**kv)
+        assert app.error is None and app.chart_data() != before
+        assert {x["source"] for x in r.tables["modeled"]} == {"modeled"}
+    assert any("Not measured here" in n for n in r.notes)  # 131072 on one device does not fit to measure
+    assert {x["source"] for e in app.history[1:] for x in e.result.tables["measured"]} == {"measured"}
+    app.altair_chart.to_dict()
+
+
+def test_efficiency_explorer_sweeps_each_control(efficiency) -> None:  # type: ignore[no-untyped-def]
+    from recnotebooks.viz.efficiency import EFFICIENCY_CONTROLS
+
+    defaults = {k: v["value"] for k, v in EFFICIENCY_CONTROLS.items()}
+    for name in EFFICIENCY_CONTROLS:
+        efficiency.set(**defaults)
+        for value in _options(efficiency.controls[name]):
+            if value == efficiency.values[name]:
+                continue
+            before = efficiency.chart_data()
+            result = efficiency.set(**{name: value})
+            assert efficiency.error is None, (name, value, efficiency.error)
+            if name == "cache_hit_rate" and efficiency.values["placement"] != "cache":
+                continue  # the hit rate only matters with a cache
+            assert efficiency.chart_data() != before, f"{name}={value} did not change the chart"
+            assert {r["source"] for r in result.tables["modeled"]} == {"modeled"}
+            assert all(r["seconds_per_step"] >= 0 for r in result.tables["modeled"])
+        efficiency.altair_chart.to_dict()
+    efficiency.set(**defaults)
+
+
+def test_efficiency_explorer_says_when_it_does_not_fit() -> None:
+    from recnotebooks.viz.efficiency import explore_efficiency
+
+    r = explore_efficiency(hardware_name="big_basin", num_tables=64, rows_per_table=10**8, embedding_dim=256,
+                           measure=False)  # fmt: skip
+    assert any(n.startswith("DOES NOT FIT") for n in r.notes)
+    assert all(isinstance(x["value"], float) and x["value"] == x["value"] for x in r.tables["metrics"])  # no NaN

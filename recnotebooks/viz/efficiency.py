@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipywidgets as W
 
 from recnotebooks.config import architecture_config
-from recnotebooks.measure import default_max_rows, measure_step
+from recnotebooks.measure import DoesNotFitError, default_max_rows, measure_step
 from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import hardware, hardware_names
 from recnotebooks.timing import PHASES
@@ -73,7 +73,11 @@ def explore_efficiency(
     if measure:
         local = max(1, batch_size // r.world_size)
         cap = default_max_rows(cfg)
-        m = measure_step(cfg, local, max_rows=cap, time_budget_s=time_budget_s)
+        try:
+            m = measure_step(cfg, local, max_rows=cap, time_budget_s=time_budget_s)
+        except DoesNotFitError as e:
+            notes.append(f"Not measured here: {e}.")
+            return Result(tables=tables, notes=notes)
         tables["measured"] = m.table()
         here = estimate(cfg.with_max_rows(cap), "this_machine", batch_size=local)
         tables["here"] = [{"phase": c, "seconds_per_step": v, "source": "modeled"}
@@ -91,9 +95,10 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
                              title="Step time by component", source="modeled", detail=f"{hw}, slowest rank")  # fmt: skip
     bars = metric_bars(history_rows(history, "metrics"), highlight=now, title="Efficiency", source="modeled",
                        columns=3, width=190)  # fmt: skip
-    if not measure:
+    rows = history_rows(history, "measured")
+    if not measure or not rows:
         return (modeled.properties(width=460) & bars).resolve_scale(color="independent")
-    measured = time_breakdown(history_rows(history, "measured"), highlight=now, phases=list(PHASES),
+    measured = time_breakdown(rows, highlight=now, phases=list(PHASES),
                               title="Training step here", source="measured", detail="row-capped copy")  # fmt: skip
     return (modeled.properties(width=460) & measured.properties(width=460) & bars).resolve_scale(color="independent")
 
