@@ -118,6 +118,15 @@ def main() -> None:
     rows.append(("Architecture Explorer, sizes only (01)", "analytic", 0.100,
                  time_changes(analytic, n_fast, rng, False, arch_defaults)))  # fmt: skip
     naive_a = naive_recreate(analytic, n_fast // 2, rng)
+    from recnotebooks.viz.efficiency import EFFICIENCY_CONTROLS, efficiency_explorer
+
+    eff_defaults = {k: v["value"] for k, v in EFFICIENCY_CONTROLS.items()}
+    eff = efficiency_explorer(measure=False)
+    rows.append(("Efficiency Explorer, modeled only (02)", "analytic", 0.100,
+                 time_changes(eff, n_fast, rng, False, eff_defaults)))  # fmt: skip
+    eff_m = efficiency_explorer(measure=True)
+    rows.append(("Efficiency Explorer, one slider from defaults (02)", "measured", 1.5,
+                 time_changes(eff_m, n_meas, rng, True, eff_defaults)))  # fmt: skip
     measured = architecture_explorer(measure=True)
     rows.append(("Architecture Explorer, one slider from defaults (01)", "measured", 1.5,
                  time_changes(measured, n_meas, rng, True, arch_defaults)))  # fmt: skip

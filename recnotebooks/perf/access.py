@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["expected_unique", "hit_rate", "cache_rows_for_hit_rate"]
+__all__ = ["expected_unique", "hit_rate", "cache_rows_for_hit_rate", "expected_unique_many", "hit_rate_many"]
 
 _BINS = 64
 
@@ -78,17 +79,59 @@ def hit_rate(cached_rows: float, n_rows: int, zipf_exponent: float = 1.05) -> fl
 
 
 def cache_rows_for_hit_rate(target: float, n_rows: int, zipf_exponent: float = 1.05) -> float:
-    """Fewest hottest rows a cache must hold to serve ``target`` of lookups (bisection)."""
+    """Fewest hottest rows a cache must hold to serve ``target`` of lookups (the inverse of
+    :func:`hit_rate`, read off the cumulative mass of the rank bins)."""
     _check(n_rows, zipf_exponent)
     if not (isinstance(target, (int, float)) and 0.0 <= target <= 1.0):
         raise ValueError(f"cache_hit_rate must be in [0, 1], got {target!r}")
     if target <= 0:
         return 0.0
-    lo, hi = 0.0, float(n_rows)
-    for _ in range(40):
-        mid = math.sqrt(max(lo, 1e-9) * hi) if hi / max(lo, 1e-9) > 4 else (lo + hi) / 2
-        if hit_rate(mid, n_rows, zipf_exponent) >= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    if target >= 1:
+        return float(n_rows)
+    m, p = _probs(int(n_rows), float(zipf_exponent))
+    mass = p * m  # lookups served by each bin of ranks, hottest first
+    cum = np.cumsum(mass) / mass.sum()
+    i = int(np.searchsorted(cum, target))  # first bin whose end reaches the target
+    before = float(cum[i - 1]) if i > 0 else 0.0
+    rows_before = float(m[:i].sum())
+    frac = (target - before) / max(float(cum[i]) - before, 1e-300)  # uniform within a bin, as hit_rate assumes
+    return min(float(n_rows), rows_before + frac * float(m[i]))
+
+
+@functools.lru_cache(maxsize=256)
+def _stacked(n_rows: tuple[int, ...], s: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bin sizes, probabilities and cumulative bin ends for several tables, padded to
+    ``_BINS`` columns (empty bins have size 0)."""
+    k = _BINS
+    m = np.zeros((len(n_rows), k))
+    p = np.zeros((len(n_rows), k))
+    for i, n in enumerate(n_rows):
+        mi, pi = _probs(n, s)
+        m[i, : len(mi)], p[i, : len(pi)] = mi, pi
+    return m, p, np.cumsum(m, axis=1)
+
+
+def expected_unique_many(n_lookups: Sequence[float], n_rows: Sequence[int], zipf_exponent: float = 1.05) -> np.ndarray:
+    """:func:`expected_unique` for many tables at once (one vectorised evaluation)."""
+    for n in n_rows:
+        _check(n, zipf_exponent)
+    m, p, _ = _stacked(tuple(int(n) for n in n_rows), float(zipf_exponent))
+    lk = np.asarray(n_lookups, dtype=np.float64)
+    if lk.shape != (len(n_rows),) or not np.all(np.isfinite(lk)) or np.any(lk < 0):
+        raise ValueError(f"n_lookups must be {len(n_rows)} finite numbers >= 0, got {n_lookups!r}")
+    u = (m * -np.expm1(-lk[:, None] * p)).sum(axis=1)
+    return np.minimum(np.minimum(u, np.asarray(n_rows, dtype=np.float64)), lk)
+
+
+def hit_rate_many(cached_rows: Sequence[float], n_rows: Sequence[int], zipf_exponent: float = 1.05) -> np.ndarray:
+    """:func:`hit_rate` for many tables at once (one vectorised evaluation)."""
+    for n in n_rows:
+        _check(n, zipf_exponent)
+    m, p, cum = _stacked(tuple(int(n) for n in n_rows), float(zipf_exponent))
+    k = np.minimum(np.asarray(cached_rows, dtype=np.float64), np.asarray(n_rows, dtype=np.float64))
+    if np.any(~np.isfinite(k)) or np.any(k < 0):
+        raise ValueError(f"cached_rows must be finite numbers >= 0, got {cached_rows!r}")
+    w = p * m
+    with np.errstate(invalid="ignore", divide="ignore"):
+        inside = np.where(m > 0, np.clip((k[:, None] - (cum - m)) / np.where(m > 0, m, 1), 0.0, 1.0), 0.0)
+    return (w * inside).sum(axis=1) / w.sum(axis=1)

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 
 from recnotebooks.config import DLRMConfig
-from recnotebooks.perf.access import expected_unique, hit_rate
+from recnotebooks.perf.access import expected_unique_many, hit_rate_many
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import MemoryReport, memory_report
 from recnotebooks.perf.plan import PLACEMENTS, Plan, single_device_plan
@@ -233,32 +233,45 @@ def estimate(
     # A device reaches the network through its own PCIe link (GPUDirect RDMA), sharing the
     # node's NICs with the other devices in use.
     nic_per_dev = min(hw.nic_bw / gpus, hw.host_link_bw) if hw.kind == "gpu" else hw.nic_bw
+    # Access statistics of every shard in one vectorised evaluation: distinct rows touched and
+    # the share of lookups that hit the last-level cache (hot rows of a skewed table).
+    shards = plan.shards
+    state = 4.0 if sparse_optimizer == "rowwise_adagrad" else 0.0
+    frac_of = [s.row_fraction if s.sharding == "row_wise" else 1.0 for s in shards]
+    rows_of = [max(1, int(tables[s.table].num_rows * f)) for s, f in zip(shards, frac_of, strict=True)]
+    look_of = [_served(s, local_b, batch_size) * tables[s.table].pooling_factor * f
+               for s, f in zip(shards, frac_of, strict=True)]  # fmt: skip
+    uniq_of = expected_unique_many(look_of, rows_of, zipf_exponent) if shards else []
+    by_rank: dict[int, list[int]] = {}
+    for i, s in enumerate(shards):
+        by_rank.setdefault(s.rank, []).append(i)
+    llc_of = [0.0] * len(shards)
+    if hw.llc_bytes > 0 and hw.llc_speedup > 1 and shards:
+        cached = []
+        for i, s in enumerate(shards):
+            total = sum(look_of[j] / frac_of[j] for j in by_rank[s.rank]) or 1.0
+            rb_i = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0) * eb
+            cached.append(hw.llc_bytes * (look_of[i] / frac_of[i]) / total / (rb_i + state))
+        llc_of = list(hit_rate_many(cached, rows_of, zipf_exponent))
     for r in range(world):
-        mine = plan.on_rank(r)
-        rank_lookups = sum(_served(s, local_b, batch_size) * tables[s.table].pooling_factor for s in mine) or 1.0
+        mine = by_rank.get(r, [])
         fwd = bwd = 0.0
         hbm_b = mlp_bytes + p * eb * 11
         send = ids_in = 0.0
         my_dims = 0.0
         rpc = False
-        for s in mine:
+        for i in mine:
+            s = shards[i]
             t = tables[s.table]
             dim = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
             rb = dim * eb
             served = local_b if s.sharding == "data_parallel" else float(batch_size)
-            frac = s.row_fraction if s.sharding == "row_wise" else 1.0
-            lookups = served * t.pooling_factor * frac
-            n_rows = max(1, int(t.num_rows * frac))
-            uniq = expected_unique(lookups, n_rows, zipf_exponent)
-            state = 4.0 if sparse_optimizer == "rowwise_adagrad" else 0.0
+            frac, lookups, uniq = frac_of[i], look_of[i], float(uniq_of[i])
             row_traffic_f = lookups * rb
             row_traffic_b = uniq * (rb + state) * 2
             local = served * rb * 2 + lookups * INDEX_BYTES + lookups * rb  # pooled out/grad, ids, grad per lookup
             gbw = hw.hbm_bw * hw.gather_efficiency * rb / (rb + hw.gather_half_row_bytes)
-            if hw.llc_bytes > 0 and hw.llc_speedup > 1:  # hot rows hit the last-level cache
-                share = hw.llc_bytes * served * t.pooling_factor / rank_lookups
-                hit_llc = hit_rate(share / (rb + state), n_rows, zipf_exponent)
-                gbw /= (1 - hit_llc) + hit_llc / hw.llc_speedup
+            gbw /= (1 - llc_of[i]) + llc_of[i] / hw.llc_speedup  # hot rows hit the last-level cache
             place = s.placement if hw.kind == "gpu" or s.placement == "remote" else "hbm"
             sort = lookups / hw.sort_rate
             if place == "hbm":
