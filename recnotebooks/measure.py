@@ -28,7 +28,8 @@ from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.timing import NULL_TIMER, PhaseTimer
 from recnotebooks.train import TrainConfig, Trainer, resolve_device
 
-__all__ = ["DoesNotFitError", "StepMeasurement", "measure_step", "measurement_bytes", "DEFAULT_MEMORY_BUDGET"]
+__all__ = ["DoesNotFitError", "StepMeasurement", "measure_step", "measurement_bytes", "check_fits",
+           "DEFAULT_MEMORY_BUDGET"]
 
 #: Largest working set :func:`measure_step` will allocate by default (bytes).
 DEFAULT_MEMORY_BUDGET = 2 * 1024**3
@@ -96,6 +97,18 @@ def measurement_bytes(config: DLRMConfig, batch_size: int, max_rows: int) -> int
     return int(tables + dense + ids + rows + 3 * mem["activations"])
 
 
+def check_fits(config: DLRMConfig, batch_size: int, max_rows: int, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+    """Raise :class:`DoesNotFitError` when measuring would need more than ``memory_budget``."""
+    need = measurement_bytes(config, batch_size, max_rows)
+    if need > memory_budget:
+        raise DoesNotFitError(
+            f"measuring batch_size={batch_size} with {config.num_tables} tables x pooling "
+            f"{config.lookups_per_sample / config.num_tables:g} x dim {config.embedding_dim} needs about "
+            f"{need / 1e9:.1f} GB here, over the {memory_budget / 1e9:.1f} GB allowed; lower the batch size, "
+            "pooling, number of tables or embedding dim"
+        )
+
+
 _MODEL_CACHE: dict[tuple[object, ...], tuple[DLRM, Trainer]] = {}
 _BATCH_CACHE: dict[tuple[object, ...], list[Batch]] = {}
 #: Batches generated per measured setting; steps cycle through them, so the "data" phase
@@ -126,16 +139,16 @@ def _batches(config: DLRMConfig, batch_size: int, seed: int) -> list[Batch]:
     return hit
 
 
-def _warm_up(trainer: Trainer, max_steps: int = 6) -> None:
+def _warm_up(trainer: Trainer, budget_s: float, max_steps: int = 6) -> None:
     """Untimed steps until the step time settles: a fresh process's first steps pay for page
     faults, allocator growth and kernel selection (2 at least; stop once a step is no more
-    than 20% slower than the one before, or after ``max_steps``)."""
-    last = float("inf")
+    than 20% slower than the one before, after ``max_steps``, or once ``budget_s`` is spent)."""
+    last, start = float("inf"), time.perf_counter()
     for i in range(max_steps):
         t0 = time.perf_counter()
         trainer.train_step(NULL_TIMER)
         dt = time.perf_counter() - t0
-        if i >= 1 and dt <= 1.2 * last:
+        if i >= 1 and (dt <= 1.2 * last or time.perf_counter() - start > budget_s):
             return
         last = dt
 
@@ -178,19 +191,12 @@ def measure_step(
     cap = default_max_rows(config) if max_rows is None else max_rows
     if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
         raise ValueError(f"max_rows must be an int >= 1, got {max_rows!r}")
-    need = measurement_bytes(config, batch_size, cap)
-    if need > memory_budget:
-        raise DoesNotFitError(
-            f"measuring batch_size={batch_size} with {config.num_tables} tables x pooling "
-            f"{config.lookups_per_sample / config.num_tables:g} x dim {config.embedding_dim} needs about "
-            f"{need / 1e9:.1f} GB here, over the {memory_budget / 1e9:.1f} GB allowed; lower the batch size, "
-            "pooling, number of tables or embedding dim"
-        )
+    check_fits(config, batch_size, cap, memory_budget)
     dev = resolve_device(device)
     capped = config.with_max_rows(cap)
     trainer = _trainer(capped, dev, seed)
     trainer.train_data, trainer._iter = itertools.cycle(_batches(capped, batch_size, seed)), None
-    _warm_up(trainer)
+    _warm_up(trainer, max(time_budget_s, 0.05))
     timer = PhaseTimer(dev)
     t0 = time.perf_counter()
     while timer.steps < max_steps and (timer.steps < min_steps or time.perf_counter() - t0 < time_budget_s):

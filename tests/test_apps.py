@@ -60,6 +60,15 @@ def test_explorer_refuses_what_does_not_fit_and_keeps_the_chart(explorer) -> Non
     assert "recnb-error" in explorer.message.value and "lower the batch size" in explorer.message.value
 
 
+def test_explorer_refuses_what_would_take_seconds_to_measure(explorer) -> None:  # type: ignore[no-untyped-def]
+    explorer.set(batch_size=512, num_tables=8, pooling=1, embedding_dim=32)
+    before = explorer.chart_data()
+    with pytest.raises(AppError, match="too long to measure"):
+        explorer.set(batch_size=2048, bottom_width=4096, top_width=4096, num_dense=2560)
+    assert explorer.chart_data() == before
+    explorer.set(batch_size=512, bottom_width=256, top_width=256, num_dense=13)
+
+
 def test_explorer_notes_say_when_the_full_model_would_not_fit() -> None:
     r = explore_architecture(measure=False, num_tables=64, rows_per_table=10**8, embedding_dim=256)
     assert any("would NOT fit" in n for n in r.notes)

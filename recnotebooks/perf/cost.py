@@ -146,7 +146,8 @@ def estimate(
 
     Without ``plan``, one device holds every table at ``placement`` (with
     ``cache_hit_rate`` for ``"cache"``); several devices get the planner's greedy
-    table-wise plan. Raises ``ValueError`` naming the bad argument; a plan that does not
+    table-wise plan (its cost-based plan, which splits rows, when there are fewer tables
+    than devices). Raises ``ValueError`` naming the bad argument; a plan that does not
     fit in memory still returns numbers, with ``fits=False`` and the reasons.
     """
     if not isinstance(config, DLRMConfig):
@@ -175,7 +176,9 @@ def estimate(
         else:
             from recnotebooks.perf.planner import plan_tables
 
-            plan = plan_tables(config, hw, world, strategy="greedy", placement=placement,
+            # table-wise when there are enough tables; otherwise the cost planner splits rows
+            strategy = "greedy" if config.num_tables >= world else "cost"
+            plan = plan_tables(config, hw, world, strategy=strategy, placement=placement,
                                cache_hit_rate=cache_hit_rate, batch_size=batch_size)  # fmt: skip
     if plan.world_size != world:
         raise ValueError(f"plan is for {plan.world_size} ranks but gpus x nodes = {world}")

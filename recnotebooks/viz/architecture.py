@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import ipywidgets as W
 
-from recnotebooks.config import architecture_config
+from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.doctor import available_memory_bytes
-from recnotebooks.measure import default_max_rows, measure_step
+from recnotebooks.measure import DoesNotFitError, check_fits, default_max_rows, measure_step
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, time_breakdown
@@ -37,6 +37,27 @@ ARCHITECTURE_CONTROLS: dict[str, dict[str, object]] = {
     "batch_size": {"options": [2**i for i in range(5, 14)], "value": 512, "label": "batch size"},
     "interaction": {"options": ["dot", "cat"], "value": "dot", "label": "interaction"},
 }
+
+
+#: Settings whose measured copy the model expects to take longer per step than this (on
+#: ``this_machine``) are not measured: a slider must not freeze the notebook for seconds.
+MAX_MEASURED_STEP_S = 0.4
+
+
+def check_measurable(config: DLRMConfig, batch_size: int, max_rows: int) -> None:
+    """Raise :class:`~recnotebooks.measure.DoesNotFitError` if measuring ``config`` capped at
+    ``max_rows`` would not fit in memory, or if one step is modeled to take over
+    :data:`MAX_MEASURED_STEP_S` on ``this_machine``."""
+    from recnotebooks.perf.cost import estimate
+
+    check_fits(config, batch_size, max_rows)
+    capped = config.with_max_rows(max_rows)
+    pred = estimate(capped, "this_machine", batch_size=batch_size).step_time
+    if pred > MAX_MEASURED_STEP_S:
+        raise DoesNotFitError(
+            f"one training step of this setting would take about {pred:.1f} s here (modeled), too long to measure "
+            "while you move sliders; lower the batch size, pooling, number of tables, embedding dim or MLP width"
+        )
 
 
 def _human(v: float, unit: str = "") -> str:
@@ -77,6 +98,8 @@ def explore_architecture(
     tables: dict[str, list[dict[str, object]]] = {"metrics": metrics}
     if measure:
         cap = default_max_rows(cfg)
+        if device == "cpu":
+            check_measurable(cfg, batch_size, cap)
         m = measure_step(cfg, batch_size, max_rows=cap, time_budget_s=time_budget_s, device=device)
         tables["phases"] = m.table()
         notes.append(f"Measured on {m.device}: {m.seconds_per_step * 1e3:.1f} ms per step "

@@ -18,7 +18,7 @@ from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import hardware, hardware_names
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, _human, _widget
+from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, _human, _widget, check_measurable
 from recnotebooks.viz.charts import metric_bars, time_breakdown
 
 __all__ = ["EFFICIENCY_CONTROLS", "explore_efficiency", "efficiency_explorer"]
@@ -74,6 +74,7 @@ def explore_efficiency(
         local = max(1, batch_size // r.world_size)
         cap = default_max_rows(cfg)
         try:
+            check_measurable(cfg, local, cap)
             m = measure_step(cfg, local, max_rows=cap, time_budget_s=time_budget_s)
         except DoesNotFitError as e:
             notes.append(f"Not measured here: {e}.")
