@@ -1,4 +1,7 @@
-"""One real-browser test: JupyterLab + headless Chromium run notebook 01 and move a slider.
+"""Real-browser tests: JupyterLab + headless Chromium run a notebook and move a slider.
+
+Notebooks 01 (Architecture Explorer) and 02 (Efficiency Explorer) are opened, all their
+cells run, a slider is moved with the keyboard and the app's chart must re-render.
 
 Needs Debian's ``chromium`` (``apt-get install chromium``) and the ``playwright`` Python
 package, which drives that browser through ``executable_path`` (no browser download). In
@@ -88,7 +91,7 @@ def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail("JupyterLab did not start:\n" + (tmp_path / "jupyterlab.log").read_text()[-3000:])
             time.sleep(0.3)
-        yield f"{url}/lab/tree/01_dlrm_anatomy.ipynb?token={token}", root
+        yield f"{url}/lab/tree/{{notebook}}?token={token}", root
     finally:
         proc.terminate()
         try:
@@ -98,10 +101,17 @@ def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         log.close()
 
 
-def test_notebook_01_runs_in_jupyterlab_and_a_slider_redraws_the_chart(jupyterlab: tuple[str, Path]) -> None:
+@pytest.mark.parametrize(
+    ("notebook", "slider", "change"),
+    [("01_dlrm_anatomy.ipynb", "pooling factor", "pooling 1→2"),  # Architecture Explorer
+     ("02_gpu_efficiency.ipynb", "pooling factor", "pooling 40→80")],  # Efficiency Explorer
+)  # fmt: skip
+def test_notebook_runs_in_jupyterlab_and_a_slider_redraws_the_chart(
+    jupyterlab: tuple[str, Path], notebook: str, slider: str, change: str
+) -> None:
     from playwright.sync_api import sync_playwright
 
-    url, _ = jupyterlab
+    url = jupyterlab[0].format(notebook=notebook)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -122,15 +132,15 @@ def test_notebook_01_runs_in_jupyterlab_and_a_slider_redraws_the_chart(jupyterla
             before = chart.inner_html()
             assert "MEASURED on this machine" in before and "now: " in before
 
-            slider = app.locator(".widget-slider", has_text="pooling factor").locator(".noUi-handle").first
-            slider.focus()
-            page.keyboard.press("ArrowRight")  # pooling 1 -> 2, as a learner would with the keyboard
+            handle = app.locator(".widget-slider", has_text=slider).locator(".noUi-handle").first
+            handle.focus()
+            page.keyboard.press("ArrowRight")  # one step to the right, as a learner would with the keyboard
             page.wait_for_function(
                 "([sel, old]) => { const s = document.querySelector(sel); return s && s.innerHTML !== old; }",
                 arg=[".recnb-app .recnb-chart svg", before], timeout=60_000, polling=250,
             )
             after = app.locator(".recnb-chart svg").first.inner_html()
-            assert "pooling 1→2" in after  # the history trail names the change
+            assert change in after  # the history trail names the change
             assert "recnb-error" not in app.inner_html()
             if os.environ.get("RECNB_BROWSER_SCREENSHOT"):  # for debugging: what the browser showed
                 app.screenshot(path=os.environ["RECNB_BROWSER_SCREENSHOT"])

@@ -41,7 +41,7 @@ ARCHITECTURE_CONTROLS: dict[str, dict[str, object]] = {
 
 #: Settings whose measured copy the model expects to take longer per step than this (on
 #: ``this_machine``) are not measured: a slider must not freeze the notebook for seconds.
-MAX_MEASURED_STEP_S = 0.4
+MAX_MEASURED_STEP_S = 0.25
 
 
 def check_measurable(config: DLRMConfig, batch_size: int, max_rows: int) -> None:
