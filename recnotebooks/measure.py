@@ -148,8 +148,8 @@ def _warm_up(trainer: Trainer, budget_s: float, max_steps: int = 6) -> None:
         t0 = time.perf_counter()
         trainer.train_step(NULL_TIMER)
         dt = time.perf_counter() - t0
-        if i >= 1 and (dt <= 1.2 * last or time.perf_counter() - start > budget_s):
-            return
+        if dt > budget_s or (i >= 1 and (dt <= 1.2 * last or time.perf_counter() - start > budget_s)):
+            return  # a step longer than the budget: its one-time costs are small beside it
         last = dt
 
 

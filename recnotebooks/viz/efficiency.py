@@ -104,7 +104,7 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
     return (modeled.properties(width=460) & measured.properties(width=460) & bars).resolve_scale(color="independent")
 
 
-def efficiency_explorer(*, measure: bool = True, time_budget_s: float = 0.3, history: int = 4,
+def efficiency_explorer(*, measure: bool = True, time_budget_s: float = 0.2, history: int = 4,
                         **values: object) -> App:  # fmt: skip
     """The Efficiency Explorer app; ``values`` override the default settings."""
     unknown = sorted(set(values) - set(EFFICIENCY_CONTROLS))
