@@ -22,7 +22,7 @@ from recnotebooks.viz import (
     time_breakdown,
     training_curves,
 )
-from recnotebooks.viz.charts import MAX_ROWS
+from recnotebooks.viz.charts import MAX_ROWS, chart_rows
 
 PHASE_ROWS = [
     {"setting": s, "phase": p, "seconds_per_step": 0.001 * (i + 1) * (j + 1), "source": "measured"}
@@ -89,7 +89,7 @@ def test_mixed_sources_are_distinguished() -> None:
 
 def test_time_breakdown_converts_to_ms_and_keeps_phase_colours() -> None:
     spec = time_breakdown(PHASE_ROWS).to_dict()
-    values = spec["data"]["values"]
+    values = chart_rows(spec)
     assert [round(v["ms"], 6) for v in values] == [round(r["seconds_per_step"] * 1e3, 6) for r in PHASE_ROWS]
     now_total = sum(r["seconds_per_step"] for r in PHASE_ROWS if r["setting"] == "now") * 1e3
     assert math.isclose(values[0]["step_ms"], now_total)

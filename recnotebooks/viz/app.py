@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import html
+import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,6 +70,8 @@ def _datasets(spec: object) -> list[list[dict[str, object]]]:
         for k, v in spec.items():
             if k == "values" and isinstance(v, list):
                 found.append(v)
+            elif k == "values" and isinstance(v, str):  # inline JSON text (see charts._with_data)
+                found.append(json.loads(v))
             elif k == "datasets" and isinstance(v, dict):
                 found.extend(list(x) for x in v.values())
             else:

@@ -12,6 +12,7 @@ expected pre-aggregated (at most :data:`MAX_ROWS` rows), so no chart hits Altair
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 MAX_ROWS = 5000
+#: Opacity straight from a ``_opacity`` column (1 for the highlighted setting, fainter for
+#: the trail). A field with no scale is much cheaper to build than ``alt.condition``.
+_OPACITY = alt.Opacity("_opacity:Q", scale=None, legend=None)
 Rows = Sequence[Mapping[str, object]]
 
 
@@ -60,6 +64,22 @@ def _check_rows(rows: Rows, what: str, numeric: Sequence[str] = (), fields: Sequ
                 raise ValueError(f"{what}: column {c!r} must be > 0 (log scale), got {v!r} in rows[{i}]")
         out.append(dict(r))
     return out
+
+
+def _with_data(chart: alt.TopLevelMixin, data: list[dict[str, object]]) -> alt.TopLevelMixin:
+    """Attach ``data`` last, as inline JSON text (Vega-Lite parses it in the browser).
+
+    Altair deep-copies a chart's data, dict by dict, on every method call and composition;
+    a string is copied for free, which makes an app update several times faster.
+    """
+    chart.data = alt.Data(values=json.dumps(data, separators=(",", ":")), format=alt.DataFormat(type="json"))
+    return chart
+
+
+def chart_rows(spec: dict) -> list[dict[str, object]]:
+    """The rows of a chart spec's top-level inline data (list or JSON text)."""
+    values = spec["data"]["values"]
+    return json.loads(values) if isinstance(values, str) else list(values)
 
 
 def _sources(rows: list[dict[str, object]], default: str) -> list[str]:
@@ -99,12 +119,13 @@ def time_breakdown(
         r["ms"] = float(r[value]) * 1e3  # type: ignore[arg-type]
         r["_order"] = order.index(str(r[phase])) if str(r[phase]) in order else len(order)
         r["_now"] = highlight is None or r[by] == highlight
+        r["_opacity"] = 1.0 if r["_now"] else 0.4
         r[by] = str(r[by])
     total = {b: sum(float(r["ms"]) for r in data if r[by] == b) for b in bars}
     for r in data:
         r["step_ms"] = total[str(r[by])]
-    return (
-        alt.Chart(alt.Data(values=data))
+    return _with_data(
+        alt.Chart()
         .mark_bar()
         .encode(
             x=alt.X("ms:Q", stack="zero", title="milliseconds per step"),
@@ -112,11 +133,12 @@ def time_breakdown(
             color=alt.Color(f"{phase}:N", scale=phase_scale(order), sort=order, title=phase,
                             legend=alt.Legend(orient="bottom", columns=4)),
             order=alt.Order("_order:Q"),
-            opacity=alt.condition("datum._now", alt.value(1.0), alt.value(0.4)),
+            opacity=_OPACITY,
             tooltip=[_tip(by, "N"), _tip(phase, "N"), _tip("ms", "Q", ".2f", "ms per step"),
                      _tip("step_ms", "Q", ".2f", "whole step (ms)")],  # fmt: skip
         )
-        .properties(title=_title(title, data, source, detail))
+        .properties(title=_title(title, data, source, detail)),
+        data,
     )
 
 
@@ -151,7 +173,9 @@ def metric_lines(
                title=x.replace("_", " "))  # fmt: skip
     ys = alt.Y(f"{y}:Q", scale=alt.Scale(type="log" if y_log else "linear"), title=y.replace("_", " "),
                axis=alt.Axis(format=y_format))  # fmt: skip
-    enc: dict[str, object] = {"x": xs, "y": ys, "opacity": alt.condition("datum._hl", alt.value(1.0), alt.value(0.35))}
+    for r in data:
+        r["_opacity"] = 1.0 if r["_hl"] else 0.35
+    enc: dict[str, object] = {"x": xs, "y": ys, "opacity": _OPACITY}
     tips = [_tip(x, "Q", ",.4~g"), _tip(y, "Q", ",.4~g")]
     if color:
         enc["color"] = alt.Color(f"{color}:N", title=color.replace("_", " "),
@@ -160,12 +184,13 @@ def metric_lines(
     if "source" in data[0] and len(_sources(data, "measured")) > 1:
         enc["strokeDash"] = alt.StrokeDash("source:N", title="source")
         tips.append(_tip("source", "N"))
-    base = alt.Chart(alt.Data(values=data)).encode(**enc, tooltip=tips)
+    base = alt.Chart().encode(**enc, tooltip=tips)
     now = base.transform_filter("datum._now && datum._hl")
     layers = [base.mark_line(), base.mark_point(),
               now.mark_point(size=260, filled=False, strokeWidth=3),
               now.mark_text(dy=-16, fontWeight="bold").encode(text=alt.Text(f"{y}:Q", format=y_format))]
-    return alt.layer(*layers).properties(title=_title(title or f"{y} vs {x}".replace("_", " "), data, source, detail))
+    chart = alt.layer(*layers).properties(title=_title(title or f"{y} vs {x}".replace("_", " "), data, source, detail))
+    return _with_data(chart, data)
 
 
 def metric_bars(
@@ -189,22 +214,24 @@ def metric_bars(
     for r in data:
         r[by] = str(r[by])
         r["_now"] = highlight is None or r[by] == highlight
+        r["_opacity"] = 1.0 if r["_now"] else 0.4
     base = alt.Chart().encode(
         y=alt.Y(f"{by}:N", sort=bars, title=None),
         x=alt.X(f"{value}:Q", title=None, axis=None if text else alt.Axis(format="~s", tickCount=4)),
         tooltip=[_tip(metric, "N"), _tip(by, "N"), _tip(text or value, "N" if text else "Q")],
     )
     layers = [base.mark_bar(color="#4c78a8").encode(
-        opacity=alt.condition("datum._now", alt.value(1.0), alt.value(0.4)))]
+        opacity=_OPACITY)]
     if text:
         layers.append(base.mark_text(align="left", dx=3, fontSize=11).encode(text=f"{text}:N"))
-    return (
-        alt.layer(*layers, data=alt.Data(values=data))
+    return _with_data(
+        alt.layer(*layers)
         .properties(width=width, height=alt.Step(16))
         .facet(facet=alt.Facet(f"{metric}:N", title=None, sort=list(dict.fromkeys(str(r[metric]) for r in data))),
-               columns=columns)  # fmt: skip
+               columns=columns, data=alt.Data(values=[]))  # fmt: skip
         .resolve_scale(x="independent")
-        .properties(title=_title(title, data, source, detail))
+        .properties(title=_title(title, data, source, detail)),
+        data,
     )
 
 
@@ -247,14 +274,14 @@ def roofline(
                 tooltip=[_tip("ai", "Q", ".3~g", "intensity"), _tip("ceiling", "Q", ".3~s", "attainable FLOP/s"),
                          _tip("bound", "N")])  # fmt: skip
     )
-    pts = alt.Chart(alt.Data(values=data)).encode(
+    pts = alt.Chart().encode(
         x=x(intensity), y=y(achieved),
         color=alt.Color(f"{label}:N", title=label),
         tooltip=[_tip(label, "N"), _tip(intensity, "Q", ".3~g"), _tip(achieved, "Q", ".3~s"),
                  *([_tip("source", "N")] if "source" in data[0] else [])],  # fmt: skip
     )
     shape = {"shape": alt.Shape("source:N", title="source")} if len(_sources(data, "measured")) > 1 else {}
-    return alt.layer(roof, pts.mark_point(size=90).encode(**shape)).properties(
+    return alt.layer(roof, _with_data(pts.mark_point(size=90).encode(**shape), data)).properties(
         title=_title(title, data, source, detail)
     )
 
@@ -280,7 +307,7 @@ def rank_bars(
     if color:
         order = list(dict.fromkeys(str(r[color]) for r in data))
         enc["color"] = alt.Color(f"{color}:N", scale=phase_scale(order), sort=order, title=color)
-    return alt.Chart(alt.Data(values=data)).mark_bar().encode(**enc).properties(title=_title(title, data, source, detail))
+    return _with_data(alt.Chart().mark_bar().encode(**enc).properties(title=_title(title, data, source, detail)), data)
 
 
 def hit_rate_curve(
