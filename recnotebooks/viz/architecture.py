@@ -41,19 +41,20 @@ ARCHITECTURE_CONTROLS: dict[str, dict[str, object]] = {
 
 #: Settings whose measured copy the model expects to take longer per step than this (on
 #: ``this_machine``) are not measured: a slider must not freeze the notebook for seconds.
-MAX_MEASURED_STEP_S = 0.25
+MAX_MEASURED_STEP_S = 0.4
 
 
-def check_measurable(config: DLRMConfig, batch_size: int, max_rows: int) -> None:
+def check_measurable(config: DLRMConfig, batch_size: int, max_rows: int,
+                     max_step_s: float = MAX_MEASURED_STEP_S) -> None:  # fmt: skip
     """Raise :class:`~recnotebooks.measure.DoesNotFitError` if measuring ``config`` capped at
     ``max_rows`` would not fit in memory, or if one step is modeled to take over
-    :data:`MAX_MEASURED_STEP_S` on ``this_machine``."""
+    ``max_step_s`` (default :data:`MAX_MEASURED_STEP_S`) on ``this_machine``."""
     from recnotebooks.perf.cost import estimate
 
     check_fits(config, batch_size, max_rows)
     capped = config.with_max_rows(max_rows)
     pred = estimate(capped, "this_machine", batch_size=batch_size).step_time
-    if pred > MAX_MEASURED_STEP_S:
+    if pred > max_step_s:
         raise DoesNotFitError(
             f"one training step of this setting would take about {pred:.1f} s here (modeled), too long to measure "
             "while you move sliders; lower the batch size, pooling, number of tables, embedding dim or MLP width"

@@ -74,7 +74,7 @@ def explore_efficiency(
         local = max(1, batch_size // r.world_size)
         cap = default_max_rows(cfg)
         try:
-            check_measurable(cfg, local, cap)
+            check_measurable(cfg, local, cap, max_step_s=0.25)  # a side panel: keep updates quick
             m = measure_step(cfg, local, max_rows=cap, time_budget_s=time_budget_s)
         except DoesNotFitError as e:
             notes.append(f"Not measured here: {e}.")
