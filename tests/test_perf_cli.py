@@ -211,3 +211,17 @@ def test_spearman_by_hand() -> None:
     assert spearman([1.0, 2.0, 3.0], [10.0, 20.0, 30.0]) == pytest.approx(1.0)
     assert spearman([1.0, 2.0, 3.0], [3.0, 2.0, 1.0]) == pytest.approx(-1.0)
     assert spearman([1.0, 2.0, 3.0, 4.0], [1.0, 3.0, 2.0, 4.0]) == pytest.approx(0.8)
+
+
+@pytest.mark.gpu
+def test_cuda_calibration_and_validation(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CUDA machine: calibrate one GPU and validate the model against it."""
+    from recnotebooks.perf.calibrate import calibrate, validate
+
+    monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "gpu.json"))
+    hw, raw = calibrate(device="cuda", quick=True)
+    assert hw.kind == "gpu" and raw["device"].startswith("cuda")
+    for v in (hw.flops("fp32"), hw.hbm_bw, hw.host_link_bw, hw.hbm_bytes, hw.op_overhead_s):
+        assert math.isfinite(v) and v > 0
+    r = validate(hw, raw["probe"], time_budget_s=0.05, repeats=1, quick=True)  # type: ignore[arg-type]
+    assert len(r["configs"]) == 5 and all(math.isfinite(c["modeled_s"]) for c in r["configs"])  # type: ignore[union-attr]

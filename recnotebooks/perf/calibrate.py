@@ -69,16 +69,16 @@ def load_probe(path: str | Path | None = None) -> dict[str, float] | None:
     return p if isinstance(p, dict) and p.get("gflops", 0) > 0 and p.get("copy_bw", 0) > 0 else None
 
 
-def probe(reps: int = 5) -> dict[str, float]:
+def probe(reps: int = 5, device: str = "cpu") -> dict[str, float]:
     """A 50 ms reading of this machine's current speed: a 1024^3 GEMM and a 64 MB copy.
 
     Shared machines (VMs, laptops on battery) change speed from minute to minute; the
     validation compares each measurement with the model scaled by the probe taken next to
     it, relative to the probe taken at calibration.
     """
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    a, b = torch.randn(1024, 1024, device=device), torch.randn(1024, 1024, device=device)
     g = 2 * 1024**3 / _best(lambda: torch.mm(a, b), reps) / 1e9
-    x = torch.randn(16 * 2**20)
+    x = torch.randn(16 * 2**20, device=device)
     y = torch.empty_like(x)
     return {"gflops": g, "copy_bw": 2 * x.numel() * 4 / _best(lambda: y.copy_(x), reps)}
 
@@ -93,27 +93,35 @@ def at_speed(hw: Hardware, now: dict[str, float], ref: dict[str, float]) -> Hard
     )  # fmt: skip
 
 
-_FLUSH: torch.Tensor | None = None
+_FLUSH: dict[str, torch.Tensor] = {}
 
 
-def _flush() -> None:
-    """Evict the CPU caches (write 256 MB), as the other phases of a training step do."""
-    global _FLUSH
-    if _FLUSH is None:
-        _FLUSH = torch.empty(64 * 2**20)
-    _FLUSH.fill_(1.0)
+def _flush(device: str) -> None:
+    """Evict the caches (write 256 MB: CPU caches or GPU L2), as a training step's other
+    phases do."""
+    if device not in _FLUSH:
+        _FLUSH[device] = torch.empty(64 * 2**20, device=device)
+    _FLUSH[device].fill_(1.0)
 
 
-def _best(fn, reps: int, cold: bool = False) -> float:  # type: ignore[no-untyped-def]
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def _best(fn, reps: int, cold: bool = False, device: str = "cpu") -> float:  # type: ignore[no-untyped-def]
     """Median seconds of ``reps`` calls of ``fn`` after one warm-up (caches flushed before
-    each call when ``cold``)."""
+    each call when ``cold``; the device synchronised around each call)."""
     fn()
+    _sync(device)
     ts = []
     for _ in range(reps):
         if cold:
-            _flush()
+            _flush(device)
+        _sync(device)
         t0 = time.perf_counter()
         fn()
+        _sync(device)
         ts.append(time.perf_counter() - t0)
     return float(np.median(ts))
 
@@ -132,41 +140,51 @@ def _fit_gemm(samples: list[tuple[int, int, int, float]], overhead: float) -> tu
 
 
 def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[str, object]]:
-    """Microbenchmark the local device; returns the fitted ``this_machine`` and the raw figures."""
-    if device != "cpu":
-        raise ValueError(f"device must be 'cpu' (CUDA calibration is not implemented yet), got {device!r}")
+    """Microbenchmark the local device; returns the fitted ``this_machine`` and the raw figures.
+
+    ``device`` is ``"cpu"`` or ``"cuda"``/``"cuda:N"`` (then ``this_machine`` describes one
+    GPU of this machine: kind ``gpu``, its memory, bandwidths and PCIe link as measured).
+    """
+    from recnotebooks.train import resolve_device
+
+    dev = str(resolve_device(device))
+    cuda = dev.startswith("cuda")
+    if cuda and ":" not in dev:
+        dev = f"cuda:{torch.cuda.current_device()}"
     reps = 3 if quick else 7
-    probes = [probe()]
-    raw: dict[str, object] = {}
-    a, b = torch.zeros(1), torch.zeros(1)
-    op = _best(lambda: [torch.add(a, b) for _ in range(200)], reps) / 200
+    probes = [probe(device=dev)]
+    raw: dict[str, object] = {"device": dev}
+    a, b = torch.zeros(1, device=dev), torch.zeros(1, device=dev)
+    op = _best(lambda: [torch.add(a, b) for _ in range(200)], reps, device=dev) / 200
     raw["op_overhead_s"] = op
-    x = torch.randn(16 * 2**20)  # 64 MB: the size of the tables the measurements train
+    x = torch.randn(16 * 2**20, device=dev)  # 64 MB: the size of the tables the measurements train
     y = torch.empty_like(x)
-    copy_bw = 2 * x.numel() * 4 / _best(lambda x=x, y=y: y.copy_(x), reps, True)
+    copy_bw = 2 * x.numel() * 4 / _best(lambda x=x, y=y: y.copy_(x), reps, True, dev)
     raw["copy_bw"] = copy_bw
     # The three GEMMs of a linear layer in training, as nn.Linear runs them: Y = X W^T (+ bias),
     # dX = dY W and dW = dY^T X, on MLP-like shapes (batch m, widths n and k).
     gemm = []
     for m in (64, 512, 4096):
         for n, k in ((16, 128), (128, 16), (128, 1024), (1024, 128), (1024, 1024), (256, 2560)):
-            X, W, dY = torch.randn(m, k), torch.randn(n, k), torch.randn(m, n)
-            bias = torch.randn(n)
-            gemm.append((m, n, k, _best(lambda X=X, W=W, b=bias: torch.nn.functional.linear(X, W, b), reps)))
-            gemm.append((m, k, n, _best(lambda dY=dY, W=W: dY @ W, reps)))
-            gemm.append((n, k, m, _best(lambda dY=dY, X=X: dY.t() @ X, reps)))
-    probes.append(probe())
+            X, W, dY = (torch.randn(m, k, device=dev), torch.randn(n, k, device=dev),
+                        torch.randn(m, n, device=dev))  # fmt: skip
+            bias = torch.randn(n, device=dev)
+            gemm.append((m, n, k, _best(lambda X=X, W=W, b=bias: torch.nn.functional.linear(X, W, b), reps,
+                                        device=dev)))  # fmt: skip
+            gemm.append((m, k, n, _best(lambda dY=dY, W=W: dY @ W, reps, device=dev)))
+            gemm.append((n, k, m, _best(lambda dY=dY, X=X: dY.t() @ X, reps, device=dev)))
+    probes.append(probe(device=dev))
     peak, half = _fit_gemm(gemm, op)
     raw["gemm"] = [{"m": m, "n": n, "k": k, "gflops": 2 * m * n * k / t / 1e9} for m, n, k, t in gemm]
     gathers = []
     for dim in (8, 32, 128):
         rows = 64 * 2**20 // (dim * 4)
-        w = torch.randn(rows, dim)
+        w = torch.randn(rows, dim, device=dev)
         n = 2**20 if not quick else 2**18
-        ids = torch.randint(0, rows, (n,))
-        offs = torch.arange(0, n, 8)
+        ids = torch.randint(0, rows, (n,), device=dev)
+        offs = torch.arange(0, n, 8, device=dev)
         t = _best(lambda w=w, ids=ids, offs=offs: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps,
-                  True)
+                  True, dev)
         gathers.append((dim * 4, n * dim * 4 / t))
     raw["gather_bw"] = {f"{rb} B rows": bw for rb, bw in gathers}
     best = (float("inf"), 0.5, 64.0)
@@ -181,19 +199,29 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     from recnotebooks.nn.rows import group_by_row
 
     n = 2**20
-    ids = torch.randint(0, 2**20, (n,))
-    bags = torch.arange(n)
-    sort_rate = n / _best(lambda: group_by_row(ids, bags), reps, True)
+    ids = torch.randint(0, 2**20, (n,), device=dev)
+    bags = torch.arange(n, device=dev)
+    sort_rate = n / _best(lambda: group_by_row(ids, bags), reps, True, dev)
     raw["sort_rate"] = sort_rate
+    fields: dict[str, object] = {"hbm_bytes": _host_bytes(), "host_link_bw": copy_bw, "intra_node_bw": copy_bw,
+                                 "host_mem_bw": copy_bw}  # fmt: skip
+    if cuda:
+        props = torch.cuda.get_device_properties(dev)
+        host = torch.randn(16 * 2**20, pin_memory=True)
+        link = host.numel() * 4 / _best(lambda: x.copy_(host, non_blocking=True), reps, device=dev)
+        raw["host_to_device_bw"] = link
+        fields = {"kind": "gpu", "devices": torch.cuda.device_count(), "hbm_bytes": float(props.total_memory),
+                  "host_link_bw": link, "intra_node_bw": link, "host_mem_bw": HARDWARE["this_machine"].host_mem_bw,
+                  "description": f"this machine's {props.name}, calibrated by microbenchmarks (recnb calibrate)"}  # fmt: skip
     base = HARDWARE["this_machine"].replace(
         peak_flops={"fp32": peak}, gemm_max_efficiency=1.0, gemm_half_dim=half, hbm_bw=copy_bw,
-        host_mem_bw=copy_bw, host_link_bw=copy_bw, intra_node_bw=copy_bw, gather_efficiency=gather_eff,
-        gather_half_row_bytes=gather_half, op_overhead_s=op, sort_rate=sort_rate, hbm_bytes=_host_bytes(),
+        gather_efficiency=gather_eff, gather_half_row_bytes=gather_half, op_overhead_s=op, sort_rate=sort_rate,
         host_mem_bytes=_host_bytes(), description="this machine, calibrated by microbenchmarks (recnb calibrate)",
+        **fields,
     )  # fmt: skip
-    probes.append(probe())
-    op_step, step = _overheads(base, reps)
-    probes.append(probe())
+    probes.append(probe(device=dev))
+    op_step, step = _overheads(base, reps, dev)
+    probes.append(probe(device=dev))
     raw["probe"] = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
     base = base.replace(op_overhead_s=op_step, step_overhead_s=step)
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
@@ -210,7 +238,7 @@ def _host_bytes() -> float:
     return float(available_memory_bytes() or 8e9)
 
 
-def _overheads(hw: Hardware, reps: int) -> tuple[float, float]:
+def _overheads(hw: Hardware, reps: int, device: str = "cpu") -> tuple[float, float]:
     """Per-operator and fixed per-step cost inside real training steps.
 
     Two minimal models (1 table of dim 4, batch 2: no real work) that differ only in MLP
@@ -227,7 +255,7 @@ def _overheads(hw: Hardware, reps: int) -> tuple[float, float]:
                                    bottom_depth=depth, top_depth=depth, bottom_width=16, top_width=16)  # fmt: skip
 
     def t(c: DLRMConfig) -> float:
-        return float(np.median([measure_step(c, 2, time_budget_s=0.1, max_steps=100).seconds_per_step
+        return float(np.median([measure_step(c, 2, time_budget_s=0.1, max_steps=100, device=device).seconds_per_step
                                 for _ in range(reps)]))  # fmt: skip
 
     shallow, deep = cfg(1), cfg(5)
@@ -269,7 +297,8 @@ def spearman(a: list[float], b: list[float]) -> float:
 
 
 def validate(hw: Hardware | None = None, ref_probe: dict[str, float] | None = None, time_budget_s: float = 0.4,
-             repeats: int = 3, quick: bool = False, drift_correction: bool = True) -> dict[str, object]:  # fmt: skip
+             repeats: int = 3, quick: bool = False, drift_correction: bool = True,
+             device: str | None = None) -> dict[str, object]:  # fmt: skip
     """Measured vs modeled step time over :data:`VALIDATION_SWEEP` on this machine.
 
     Each config is measured ``repeats`` times (``time_budget_s`` each), each right after a
@@ -284,14 +313,16 @@ def validate(hw: Hardware | None = None, ref_probe: dict[str, float] | None = No
 
     if hw is None:
         hw, ref_probe = load_calibration() or HARDWARE["this_machine"], ref_probe or load_probe()
+    dev = device or ("cuda" if hw.kind == "gpu" else "cpu")  # where hw was calibrated
     rows = []
     sweep = _sweep()[:5] if quick else _sweep()
     for name, cfg, bsz in sweep:
         cap = default_max_rows(cfg)
         probes, ms = [], []
         for _ in range(repeats):
-            probes.append(probe(3))
-            ms.append(measure_step(cfg, bsz, max_rows=cap, time_budget_s=time_budget_s, min_steps=2, max_steps=200))
+            probes.append(probe(3, dev))
+            ms.append(measure_step(cfg, bsz, max_rows=cap, time_budget_s=time_budget_s, min_steps=2, max_steps=200,
+                                   device=dev))  # fmt: skip
         m = sorted(ms, key=lambda x: x.seconds_per_step)[len(ms) // 2]
         now = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
         hw_now = at_speed(hw, now, ref_probe) if drift_correction and ref_probe else hw

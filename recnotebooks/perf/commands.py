@@ -36,10 +36,12 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, positive: Ca
     pl.add_argument("--strategy", default="cost", choices=STRATEGIES, help="planner strategy (default cost)")
     cal = sub.add_parser("calibrate", help="microbenchmark this machine and save the fitted 'this_machine'")
     cal.add_argument("--quick", action="store_true", help="fewer repetitions")
+    cal.add_argument("--device", default="cpu", help="cpu (default) or cuda / cuda:N")
     cal.add_argument("--json", action="store_true", help="print one JSON object")
     v = sub.add_parser("validate", help="modeled vs measured step time over a sweep of architectures here")
     v.add_argument("--quick", action="store_true", help="5 configs instead of the full sweep")
     v.add_argument("--saved", action="store_true", help="use the saved calibration instead of calibrating now")
+    v.add_argument("--device", default="cpu", help="cpu (default) or cuda / cuda:N")
     v.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -129,7 +131,7 @@ def _print_plan(r: dict[str, Any]) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
     from recnotebooks.perf.calibrate import calibrate, save_calibration
 
-    hw, raw = calibrate(quick=args.quick)
+    hw, raw = calibrate(device=args.device, quick=args.quick)
     path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
     out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw}
     return out, _print_calibrate
@@ -154,12 +156,12 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  
         validate,
     )
 
-    hw, ref = (load_calibration(), load_probe()) if args.saved else (None, None)
+    hw, ref, device = (load_calibration(), load_probe(), None) if args.saved else (None, None, None)
     if hw is None:
-        hw, raw = calibrate(quick=args.quick)
-        ref = raw["probe"]  # type: ignore[assignment]
+        hw, raw = calibrate(device=args.device, quick=args.quick)
+        ref, device = raw["probe"], str(raw["device"])  # type: ignore[assignment]
         save_calibration(hw, ref)
-    return validate(hw, ref, quick=args.quick), _print_validate
+    return validate(hw, ref, quick=args.quick, device=device), _print_validate
 
 
 def _print_validate(r: dict[str, Any]) -> None:
