@@ -10,6 +10,7 @@ use tiny sizes so CI can run every notebook top to bottom in seconds.
 from __future__ import annotations
 
 import html
+import numbers
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -95,9 +96,12 @@ def check(exercise_id: str, answer: object) -> Feedback:
 
 # ----- helpers for checkers ------------------------------------------------------------
 def _number(answer: object, what: str) -> float:
-    if isinstance(answer, bool) or not isinstance(answer, (int, float)):
-        raise TypeError(f"pass {what} as a number, got {type(answer).__name__}")
-    return float(answer)
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Real):  # NumPy and torch scalars are fine
+        item = getattr(answer, "item", None)
+        if not callable(item) or getattr(answer, "ndim", 1) != 0:
+            raise TypeError(f"pass {what} as a number, got {type(answer).__name__}")
+        answer = item()
+    return float(answer)  # type: ignore[arg-type]
 
 
 def _app_result(answer: object, table: str) -> list[dict[str, object]]:

@@ -114,3 +114,10 @@ def test_apps_render_offline_with_no_cdn() -> None:
     esm = app.chart._esm  # the ESM module the widget sends to the browser
     assert "esm.sh" not in esm and "import " not in esm[:200] and len(esm) > 100_000  # the bundle, not a CDN import
     assert app.chart.embed_options == {"renderer": "svg", "actions": False}
+
+
+def test_set_checks_every_value_before_changing_any_widget() -> None:
+    app, _ = _toy()
+    with pytest.raises(ValueError, match=r"b=11 must be in \[1, 10\]"):
+        app.set(a=3, b=11)  # an IntSlider would clamp 11 to 10 silently
+    assert app.values == {"a": 1, "b": 2} and app.error is None

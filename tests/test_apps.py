@@ -175,3 +175,11 @@ def test_efficiency_explorer_says_when_it_does_not_fit() -> None:
                            measure=False)  # fmt: skip
     assert any(n.startswith("DOES NOT FIT") for n in r.notes)
     assert all(isinstance(x["value"], float) and x["value"] == x["value"] for x in r.tables["metrics"])  # no NaN
+
+
+def test_explorer_works_when_free_memory_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    import recnotebooks.viz.architecture as arch
+
+    monkeypatch.setattr(arch, "available_memory_bytes", lambda *a: None)
+    r = explore_architecture(measure=False)
+    assert r.notes and "available here" not in r.notes[0]

@@ -66,3 +66,11 @@ def test_app_exercises_read_the_apps_current_result() -> None:
 def test_exercises_are_listed_per_notebook() -> None:
     ids = [i for i, _ in lab.exercises("01")]
     assert ids and all(i.startswith("01.") for i in ids)
+
+
+def test_numpy_and_torch_scalars_are_numbers() -> None:
+    import numpy as np
+    import torch
+
+    assert lab.check("01.parameters", np.int64(preset("tiny").parameters))
+    assert lab.check("01.parameters", torch.tensor(preset("tiny").parameters))

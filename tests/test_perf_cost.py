@@ -223,3 +223,19 @@ def test_table_rows_add_up_to_each_rank(gpus: int) -> None:
     assert max(per_rank) == pytest.approx(r.step_time, rel=1e-12)
     for k in range(gpus):
         assert sum(float(row["share"]) for row in rows if row["rank"] == k) == pytest.approx(1.0)
+
+
+def test_a_cache_that_never_hits_is_no_faster_than_host_memory() -> None:
+    cfg = small_config(num_tables=8, dim=64)
+    host = estimate(cfg, A100, batch_size=8192, placement="host").step_time
+    cold = estimate(cfg, A100, batch_size=8192, placement="cache", cache_hit_rate=0.0).step_time
+    assert cold >= host * (1 - 1e-9)
+
+
+def test_sweep_rejects_unknown_parameters_and_pointless_sweeps() -> None:
+    from recnotebooks.perf.explore import sweep
+
+    with pytest.raises(ValueError, match="param must be one of"):
+        sweep("tables", [1])
+    with pytest.raises(ValueError, match="needs placement='cache'"):
+        sweep("cache_hit_rate", [0.5, 0.9])

@@ -97,7 +97,7 @@ def test_cost_plan_is_valid_and_respects_capacity(rows: list[int], world: int, p
 
 def test_cost_splits_a_table_too_big_for_one_device_row_wise() -> None:
     big = int(2 * CAP / ROW_BYTES)  # two devices' worth, an eighth of it fits anywhere
-    cfg = config_of([big, 10_000, 20_000, 30_000], pooling=5.0)
+    cfg = config_of([big, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000, 70_000, 80_000], pooling=5.0)
     plan = plan_tables(cfg, V100, 8, strategy="cost", batch_size=4096)
     plan.check(cfg)
     parts = [s for s in plan.shards if s.table == "T0"]
@@ -106,6 +106,29 @@ def test_cost_splits_a_table_too_big_for_one_device_row_wise() -> None:
     assert any("T0" in n and "row-wise" in n for n in plan.notes)
     assert all(len([s for s in plan.shards if s.table == t]) == 1 for t in ("T1", "T2", "T3"))
     assert all(b <= CAP for b in bytes_per_rank(cfg, plan, "hbm"))
+
+
+def test_cost_splits_every_table_when_there_are_fewer_tables_than_devices() -> None:
+    cfg = config_of([1_000_000, 2_000_000], pooling=5.0)
+    plan = plan_tables(cfg, V100, 8, strategy="cost", batch_size=4096)
+    plan.check(cfg)
+    assert {s.sharding for s in plan.shards} == {"row_wise"}
+    assert sorted({s.rank for s in plan.shards}) == list(range(8))  # no idle device
+
+
+def test_cost_cache_fallback_counts_the_cache_and_fits_the_memory_report() -> None:
+    from recnotebooks.perf.memory import memory_report
+
+    hw = V100
+    big = [23_000_000] * 8  # 8 x 11.8 GB at dim 128: one per device
+    cfg = DLRMConfig(13, tuple(TableConfig(f"h{i}", r, 50.0) for i, r in enumerate(big))
+                     + (TableConfig("huge", 400_000_000, 1.0),), 128, (64, 128), (64, 1))  # fmt: skip
+    plan = plan_tables(cfg, hw, 8, strategy="cost", batch_size=4096)
+    report = memory_report(cfg, hw, plan, 4096, gpus=8)
+    placed = {s.placement for s in plan.shards if s.table == "huge"}
+    assert placed <= {"cache", "host", "remote"}
+    if placed == {"cache"}:
+        assert report.fits, report.reasons
 
 
 def test_cost_sends_a_table_too_big_even_split_to_a_cache() -> None:

@@ -32,22 +32,26 @@ __all__ = ["calibrate", "validate", "save_calibration", "load_calibration", "loa
            "probe", "at_speed", "VALIDATION_SWEEP", "spearman"]  # fmt: skip
 
 
-def calibration_path() -> Path:
-    """Where the calibration of this machine is stored."""
+def calibration_path(kind: str = "cpu") -> Path:
+    """Where the calibration of this machine's CPU (``kind="cpu"``) or GPU (``"gpu"``) is
+    stored; ``$RECNB_CALIBRATION`` overrides the CPU one's path (a GPU one sits beside it)."""
+    if kind not in ("cpu", "gpu"):
+        raise ValueError(f"kind must be 'cpu' or 'gpu', got {kind!r}")
     env = os.environ.get("RECNB_CALIBRATION")
-    return Path(env) if env else Path.home() / ".cache" / "recnotebooks" / "this_machine.json"
+    cpu = Path(env) if env else Path.home() / ".cache" / "recnotebooks" / "this_machine.json"
+    return cpu if kind == "cpu" else cpu.with_name(cpu.stem + "_gpu" + cpu.suffix)
 
 
 def save_calibration(hw: Hardware, probe: dict[str, float] | None = None, path: str | Path | None = None) -> Path:
     """Store ``hw`` (and the speed probe taken with it) for ``hardware("this_machine")``."""
-    p = Path(path) if path else calibration_path()
+    p = Path(path) if path else calibration_path(hw.kind)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps({"hardware": dataclasses.asdict(hw), "probe": probe}, indent=1))
     return p
 
 
-def _load(path: str | Path | None) -> dict:
-    p = Path(path) if path else calibration_path()
+def _load(path: str | Path | None, kind: str = "cpu") -> dict:
+    p = Path(path) if path else calibration_path(kind)
     try:
         d = json.loads(p.read_text())
     except (OSError, ValueError):
@@ -55,17 +59,18 @@ def _load(path: str | Path | None) -> dict:
     return d if isinstance(d, dict) else {}
 
 
-def load_calibration(path: str | Path | None = None) -> Hardware | None:
-    """The saved ``this_machine`` calibration, or None when there is none (or it is unreadable)."""
+def load_calibration(path: str | Path | None = None, kind: str = "cpu") -> Hardware | None:
+    """The saved calibration of this machine's CPU (or, ``kind="gpu"``, its GPU), or None
+    when there is none (or it is unreadable). ``hardware("this_machine")`` is the CPU one."""
     try:
-        return Hardware(**_load(path)["hardware"])
+        return Hardware(**_load(path, kind)["hardware"])
     except (KeyError, ValueError, TypeError):
         return None
 
 
-def load_probe(path: str | Path | None = None) -> dict[str, float] | None:
+def load_probe(path: str | Path | None = None, kind: str = "cpu") -> dict[str, float] | None:
     """The speed probe saved with the calibration (see :func:`probe`)."""
-    p = _load(path).get("probe")
+    p = _load(path, kind).get("probe")
     return p if isinstance(p, dict) and p.get("gflops", 0) > 0 and p.get("copy_bw", 0) > 0 else None
 
 
@@ -77,10 +82,10 @@ def probe(reps: int = 5, device: str = "cpu") -> dict[str, float]:
     it, relative to the probe taken at calibration.
     """
     a, b = torch.randn(1024, 1024, device=device), torch.randn(1024, 1024, device=device)
-    g = 2 * 1024**3 / _best(lambda: torch.mm(a, b), reps) / 1e9
+    g = 2 * 1024**3 / _best(lambda: torch.mm(a, b), reps, device=device) / 1e9
     x = torch.randn(16 * 2**20, device=device)
     y = torch.empty_like(x)
-    return {"gflops": g, "copy_bw": 2 * x.numel() * 4 / _best(lambda: y.copy_(x), reps)}
+    return {"gflops": g, "copy_bw": 2 * x.numel() * 4 / _best(lambda: y.copy_(x), reps, device=device)}
 
 
 def at_speed(hw: Hardware, now: dict[str, float], ref: dict[str, float]) -> Hardware:

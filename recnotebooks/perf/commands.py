@@ -64,10 +64,14 @@ def run(args: argparse.Namespace, error: type[Exception]) -> tuple[dict[str, Any
 
 def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from recnotebooks.config import preset
+    from recnotebooks.perf.hardware import hardware
     from recnotebooks.perf.planner import plan_tables
 
     cfg = preset(args.preset)
     world = args.gpus * args.nodes
+    if args.gpus > hardware(args.hardware).devices:
+        raise ValueError(f"--gpus must be <= {hardware(args.hardware).devices} (devices per {args.hardware} node), "
+                         f"got {args.gpus}")  # fmt: skip
     if args.placement == "cache" and args.cache_hit_rate is None:
         raise ValueError("--placement cache needs --cache-hit-rate H (0..1)")
     plan = plan_tables(cfg, args.hardware, world, strategy=args.strategy, placement=args.placement,
@@ -156,7 +160,8 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  
         validate,
     )
 
-    hw, ref, device = (load_calibration(), load_probe(), None) if args.saved else (None, None, None)
+    kind = "gpu" if args.device.startswith("cuda") else "cpu"
+    hw, ref, device = (load_calibration(kind=kind), load_probe(kind=kind), None) if args.saved else (None, None, None)
     if hw is None:
         hw, raw = calibrate(device=args.device, quick=args.quick)
         ref, device = raw["probe"], str(raw["device"])  # type: ignore[assignment]

@@ -146,8 +146,8 @@ def estimate(
 
     Without ``plan``, one device holds every table at ``placement`` (with
     ``cache_hit_rate`` for ``"cache"``); several devices get the planner's greedy
-    table-wise plan (its cost-based plan, which splits rows, when there are fewer tables
-    than devices). Raises ``ValueError`` naming the bad argument; a plan that does not
+    table-wise plan when it fits, else its cost-based plan (which splits rows, and moves
+    what fits nowhere behind a cache). Raises ``ValueError`` naming the bad argument; a plan that does not
     fit in memory still returns numbers, with ``fits=False`` and the reasons.
     """
     if not isinstance(config, DLRMConfig):
@@ -174,12 +174,8 @@ def estimate(
         if world == 1:
             plan = single_device_plan(config, placement, cache_hit_rate)
         else:
-            from recnotebooks.perf.planner import plan_tables
 
-            # table-wise when there are enough tables; otherwise the cost planner splits rows
-            strategy = "greedy" if config.num_tables >= world else "cost"
-            plan = plan_tables(config, hw, world, strategy=strategy, placement=placement,
-                               cache_hit_rate=cache_hit_rate, batch_size=batch_size)  # fmt: skip
+            plan = _default_plan(config, hw, world, placement, cache_hit_rate, batch_size, dtype)
     if plan.world_size != world:
         raise ValueError(f"plan is for {plan.world_size} ranks but gpus x nodes = {world}")
     plan.check(config)
@@ -285,11 +281,11 @@ def estimate(
                 uvm = hw.host_link_bw * UVM_EFFICIENCY
                 fwd += row_traffic_f / uvm
                 bwd += row_traffic_b / uvm
-            elif place == "cache":
+            elif place == "cache":  # hits from device memory; misses read like UVM (no faster than "host")
                 h = float(s.cache_hit_rate or 0.0)
-                fill = hw.host_link_bw * hw.gather_efficiency
-                fwd += h * row_traffic_f / gbw + (1 - h) * row_traffic_f / fill
-                bwd += h * row_traffic_b / gbw + (1 - h) * row_traffic_b / fill
+                uvm = hw.host_link_bw * UVM_EFFICIENCY
+                fwd += h * row_traffic_f / gbw + (1 - h) * row_traffic_f / uvm
+                bwd += h * row_traffic_b / gbw + (1 - h) * row_traffic_b / uvm
                 hbm_b += h * (row_traffic_f + row_traffic_b)
             else:  # remote parameter server pools rows itself and ships pooled vectors
                 net = (served * rb + lookups * INDEX_BYTES) / nic_per_dev
@@ -346,6 +342,21 @@ def estimate(
         hbm_utilisation=max(hbm_bytes_rank) / step / hw.hbm_bw,
         joules_per_million_samples=power * step / batch_size * 1e6, memory=mem, notes=notes,
     )  # fmt: skip
+
+
+def _default_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit: float | None,
+                  batch_size: int, dtype: str) -> Plan:  # fmt: skip
+    from recnotebooks.perf.planner import RESERVE, plan_tables, table_bytes
+
+    if config.num_tables >= world:
+        plan = plan_tables(config, hw, world, strategy="greedy", placement=placement, cache_hit_rate=hit,
+                           batch_size=batch_size, dtype=dtype)  # fmt: skip
+        sizes = table_bytes(config, dtype)
+        load = [sum(sizes[s.table] for s in plan.on_rank(r)) for r in range(world)]
+        if placement != "hbm" or max(load) <= hw.hbm_bytes * (1 - RESERVE):
+            return plan
+    return plan_tables(config, hw, world, strategy="cost", placement=placement, cache_hit_rate=hit,
+                       batch_size=batch_size, dtype=dtype)  # fmt: skip
 
 
 def _served(s: object, local_b: float, batch_size: int) -> float:

@@ -8,6 +8,7 @@ paper compares a CPU cluster, Big Basin and Zion. Every row says ``source="model
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 from recnotebooks.config import DLRMConfig, architecture_config
@@ -44,9 +45,11 @@ def sweep(
     """One modeled row per value of ``param`` (an :func:`architecture_config` argument or
     one of :data:`RUN_PARAMETERS`); ``arch`` fixes the other architecture arguments."""
     run = {"batch_size": batch_size, "gpus": gpus, "cache_hit_rate": cache_hit_rate}
-    if param not in RUN_PARAMETERS and param not in architecture_config.__code__.co_varnames:
-        raise ValueError(f"param must be an architecture_config argument or one of {list(RUN_PARAMETERS)}, "
-                         f"got {param!r}")  # fmt: skip
+    arch_params = list(inspect.signature(architecture_config).parameters)
+    if param not in RUN_PARAMETERS and param not in arch_params:
+        raise ValueError(f"param must be one of {arch_params + list(RUN_PARAMETERS)}, got {param!r}")
+    if param == "cache_hit_rate" and placement != "cache":
+        raise ValueError(f"sweeping cache_hit_rate needs placement='cache', got placement={placement!r}")
     hw = hardware(hw) if isinstance(hw, str) else hw
     rows = []
     for v in values:
@@ -65,13 +68,14 @@ def best_placement(config: DLRMConfig, hw: Hardware, gpus: int, batch_size: int,
     parameter server (a CPU node: its own DRAM, else parameter servers). The label names
     every placement the plan uses (the cost planner may move tables that fit nowhere in
     device memory behind a cache: ``"hbm+cache"``)."""
-    order = ["hbm", "remote"] if hw.kind == "cpu" else ["hbm", "cache", "remote"]
+    order = ["hbm", "remote"] if hw.kind == "cpu" else ["hbm", "cache", "host", "remote"]
     last = None
     for place in order:
         hit = cache_hit_rate if place == "cache" else None
         plan = None
         if gpus > 1:
-            plan = plan_tables(config, hw, gpus, strategy="cost" if place == "hbm" else "greedy", placement=place,
+            greedy_ok = place != "hbm" and config.num_tables >= gpus
+            plan = plan_tables(config, hw, gpus, strategy="greedy" if greedy_ok else "cost", placement=place,
                                cache_hit_rate=hit, batch_size=batch_size)  # fmt: skip
         last = estimate(config, hw, batch_size=batch_size, gpus=gpus, plan=plan, placement=place, cache_hit_rate=hit)
         if last.fits:

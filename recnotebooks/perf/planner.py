@@ -7,9 +7,12 @@ Three strategies, as the field does it:
 * ``greedy``: tables by size, largest first, each to the rank with the fewest bytes so far
   (NVIDIA DLRM's size balancing);
 * ``cost``: tables by *modeled time* (lookups x row bytes and distinct rows touched),
-  longest first, each to the rank whose slowest-rank time grows least, subject to memory:
-  a table that fits on no single device is split row-wise across all of them, and one
-  that fits nowhere in device memory goes to host DRAM behind a device cache.
+  longest first, each to the rank whose slowest-rank time grows least, subject to memory
+  (device memory less what the MLPs, activations and buffers need): a table that fits on
+  no single device (or every table, when there are fewer tables than devices) is split
+  row-wise across all of them; one that fits nowhere in device memory goes to host DRAM
+  behind a device cache placed where the cache fits (read over PCIe if no cache fits),
+  and to a parameter server when host DRAM is full too.
 
 Plans are plain data (:class:`~recnotebooks.perf.plan.Plan`) with notes explaining each
 decision; the sharding code of a later issue executes them.
@@ -18,8 +21,9 @@ decision; the sharding code of a later issue executes them.
 from __future__ import annotations
 
 from recnotebooks.config import DLRMConfig
-from recnotebooks.perf.access import expected_unique
+from recnotebooks.perf.access import cache_rows_for_hit_rate, expected_unique
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
+from recnotebooks.perf.memory import DDP_BUCKET_BYTES
 from recnotebooks.perf.plan import PLACEMENTS, Plan, TableShard
 
 __all__ = ["STRATEGIES", "plan_tables", "table_bytes"]
@@ -95,17 +99,33 @@ def plan_tables(
     return _cost_plan(config, hw, world_size, placement, hit, batch_size, dtype, sizes)
 
 
+def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str) -> float:
+    """Device bytes besides tables (as memory_report counts them): MLP weights and state,
+    activations at the local batch, all-to-all buffers and DDP buckets."""
+    eb = DTYPE_BYTES[dtype]
+    local = max(1, batch_size // world)
+    fp = config.memory_footprint(batch_size=local, dtype_bytes=eb)
+    comm = 2 * batch_size * config.num_tables * config.embedding_dim * eb / world + 2 * DDP_BUCKET_BYTES
+    return fp["dense_weights"] + fp["dense_weights"] * 4 / eb + fp["activations"] + (comm if world > 1 else 0.0)
+
+
 def _cost_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit: float | None, batch_size: int,
                dtype: str, sizes: dict[str, float]) -> Plan:  # fmt: skip
-    cap = hw.hbm_bytes * (1 - RESERVE) if placement == "hbm" else float("inf")
+    eb = DTYPE_BYTES[dtype]
+    cap = hw.hbm_bytes * (1 - RESERVE) - _non_table_bytes(config, world, batch_size, dtype)
+    if placement != "hbm":
+        cap = float("inf")
     cost = _table_cost(config, hw, batch_size, dtype)
+    rows = {t.name: t.num_rows for t in config.tables}
     mem = [0.0] * world
     time = [0.0] * world
     shards: list[TableShard] = []
     notes: list[str] = []
+    split_all = config.num_tables < world  # too few tables to keep every device busy table-wise
+    host_left = hw.host_mem_bytes * -(-world // hw.devices) if hw.kind == "gpu" else 0.0
     for n in sorted(config.table_names, key=lambda n: -cost[n]):
         b, c = sizes[n], cost[n]
-        fits = [r for r in range(world) if mem[r] + b <= cap]
+        fits = [] if split_all else [r for r in range(world) if mem[r] + b <= cap]
         if fits:
             r = min(fits, key=lambda i: (time[i] + c, mem[i]))
             mem[r] += b
@@ -117,14 +137,31 @@ def _cost_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit
                 mem[r] += b / world
                 time[r] += c / world
                 shards.append(TableShard(n, r, "row_wise", placement, row_fraction=1 / world, cache_hit_rate=hit))
-            notes.append(f"{n} ({b / 1e9:.1f} GB) fits on no single device: split row-wise over {world}")
+            why = "fewer tables than devices" if split_all else "fits on no single device"
+            notes.append(f"{n} ({b / 1e9:.1f} GB): {why}: split row-wise over {world}")
             continue
-        r = min(range(world), key=lambda i: time[i])
         h = 0.9 if hit is None else hit
-        shards.append(TableShard(n, r, "table_wise", "cache", cache_hit_rate=h))
-        time[r] += c
-        notes.append(f"{n} ({b / 1e9:.1f} GB) does not fit in device memory even split {world} ways: host DRAM "
-                     f"behind a device cache (hit rate {h:.0%}) on rank {r}")  # fmt: skip
+        cache = cache_rows_for_hit_rate(h, rows[n]) * (config.embedding_dim * eb + 8)
+        room = [r for r in range(world) if mem[r] + cache <= cap]
+        r = min(room or range(world), key=lambda i: time[i])
+        if b <= host_left:
+            host_left -= b
+            time[r] += c
+            if room:
+                mem[r] += cache
+                shards.append(TableShard(n, r, "table_wise", "cache", cache_hit_rate=h))
+                notes.append(f"{n} ({b / 1e9:.1f} GB) does not fit in device memory even split {world} ways: host "
+                             f"DRAM behind a {cache / 1e9:.2f} GB device cache (hit rate {h:.0%}) on rank {r}")  # fmt: skip
+            else:
+                shards.append(TableShard(n, r, "table_wise", "host"))
+                notes.append(f"{n} ({b / 1e9:.1f} GB) fits neither in device memory nor as a device cache: host DRAM "
+                             f"read over PCIe (UVM) by rank {r}")  # fmt: skip
+        else:
+            r = min(range(world), key=lambda i: time[i])
+            time[r] += c
+            shards.append(TableShard(n, r, "table_wise", "remote"))
+            notes.append(f"{n} ({b / 1e9:.1f} GB) fits neither in device memory nor in this node's host DRAM: "
+                         "served by a remote parameter server")  # fmt: skip
     notes.append("longest modeled table first, each to the rank whose time grows least: "
                  + ", ".join(f"rank {r} {t * 1e3:.2f} ms" for r, t in enumerate(time)))  # fmt: skip
     return Plan(world, tuple(shards), "cost", tuple(notes))

@@ -174,14 +174,18 @@ class App:
         unknown = sorted(set(values) - set(self.controls))
         if unknown:
             raise KeyError(f"unknown control(s) {unknown}; this app has {sorted(self.controls)}")
+        for k, v in values.items():  # check every value before changing any widget
+            w = self.controls[k]
+            opts = getattr(w, "options", None)
+            if opts is not None and v not in [o[1] if isinstance(o, tuple) else o for o in opts]:
+                raise ValueError(f"{k}={v!r} is not one of the options {list(opts)}")
+            lo, hi = getattr(w, "min", None), getattr(w, "max", None)
+            if opts is None and lo is not None and not (lo <= v <= hi):  # sliders would clamp silently
+                raise ValueError(f"{k}={v!r} must be in [{lo}, {hi}]")
         self._driving = True
         try:
             for k, v in values.items():
-                w = self.controls[k]
-                opts = getattr(w, "options", None)
-                if opts is not None and v not in [o[1] if isinstance(o, tuple) else o for o in opts]:
-                    raise ValueError(f"{k}={v!r} is not one of the options {list(opts)}")
-                w.value = v
+                self.controls[k].value = v
         finally:
             self._driving = False
         if not self.update():

@@ -93,9 +93,10 @@ def explore_architecture(
     ]
     metrics = [{"metric": m, "value": v, "display": d, "source": "analytic"} for m, v, d in values]
     avail = available_memory_bytes()
-    fits = "fits in" if mem["total"] < avail else "would NOT fit in"
+    where = "" if avail is None else (
+        f"; it {'fits in' if mem['total'] < avail else 'would NOT fit in'} the {_human(avail, 'B')} available here")
     notes = [f"The full model needs {_human(mem['total'], 'B')} to train (weights, row-wise Adagrad state, "
-             f"activations at batch {batch_size}); it {fits} the {_human(avail, 'B')} available here."]  # fmt: skip
+             f"activations at batch {batch_size}){where}."]  # fmt: skip
     tables: dict[str, list[dict[str, object]]] = {"metrics": metrics}
     if measure:
         cap = default_max_rows(cfg)

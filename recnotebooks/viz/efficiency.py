@@ -116,6 +116,8 @@ def efficiency_explorer(*, measure: bool = True, time_budget_s: float = 0.2, his
         opts = [o[1] if isinstance(o, tuple) else o for o in spec.get("options", [])]  # type: ignore[union-attr]
         if opts and v not in opts:
             raise ValueError(f"{name}={v!r} is not one of the options {spec['options']}")
+        if not opts and not (spec["min"] <= v <= spec["max"]):  # type: ignore[operator]
+            raise ValueError(f"{name}={v!r} must be in [{spec['min']}, {spec['max']}]")
         if spec.get("dropdown"):
             controls[name] = W.Dropdown(options=spec["options"], value=v, description=str(spec["label"]))
         else:
