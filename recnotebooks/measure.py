@@ -25,7 +25,7 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.nn.dlrm import DLRM
-from recnotebooks.timing import NULL_TIMER, PhaseTimer
+from recnotebooks.timing import NULL_TIMER, PhaseTimer, phase_rows
 from recnotebooks.train import TrainConfig, Trainer, resolve_device
 
 __all__ = ["DoesNotFitError", "StepMeasurement", "measure_step", "measurement_bytes", "check_fits",
@@ -65,12 +65,7 @@ class StepMeasurement:
 
     def table(self, **extra: object) -> list[dict[str, object]]:
         """Tidy rows ``{phase, seconds_per_step, share, source, device, **extra}``."""
-        total = sum(self.phases.values()) or 1.0
-        return [
-            {"phase": k, "seconds_per_step": v, "share": v / total, "source": self.source,
-             "device": self.device, **extra}
-            for k, v in self.phases.items()
-        ]  # fmt: skip
+        return phase_rows(self.phases, self.source, device=self.device, **extra)
 
 
 def default_max_rows(config: DLRMConfig, table_bytes: int = DEFAULT_TABLE_BYTES) -> int:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import torch
 
-__all__ = ["PHASES", "PhaseTimer"]
+__all__ = ["PHASES", "PhaseTimer", "phase_rows"]
 
 PHASES = (
     "data",
@@ -26,6 +26,14 @@ PHASES = (
     "sparse_optimizer",
     "dense_optimizer",
 )
+
+
+def phase_rows(phases: dict[str, float], source: str = "measured", **extra: object) -> list[dict[str, object]]:
+    """Tidy rows ``{phase, seconds_per_step, share, source, **extra}``: the contract
+    between every per-phase timing and the charts."""
+    total = sum(phases.values()) or 1.0
+    return [{"phase": k, "seconds_per_step": v, "share": v / total, "source": source, **extra}
+            for k, v in phases.items()]  # fmt: skip
 
 
 class PhaseTimer:
@@ -65,12 +73,7 @@ class PhaseTimer:
 
     def table(self, **extra: object) -> list[dict[str, object]]:
         """Tidy rows ``{phase, seconds_per_step, share, source="measured", **extra}``."""
-        per = self.per_step()
-        total = sum(per.values()) or 1.0
-        return [
-            {"phase": k, "seconds_per_step": v, "share": v / total, "source": "measured", **extra}
-            for k, v in per.items()
-        ]
+        return phase_rows(self.per_step(), "measured", **extra)
 
 
 class _NullTimer(PhaseTimer):

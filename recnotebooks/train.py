@@ -26,7 +26,7 @@ from recnotebooks.data.batch import Batch
 from recnotebooks.metrics import click_metrics
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.nn.optim import SparseOptimizer, make_sparse_optimizer
-from recnotebooks.timing import PhaseTimer
+from recnotebooks.timing import PhaseTimer, phase_rows
 
 __all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "config_to_dict", "config_from_dict"]
 
@@ -104,12 +104,7 @@ class TrainResult:
 
     def phase_table(self, **extra: object) -> list[dict[str, object]]:
         """Tidy rows ``{phase, seconds_per_step, share, source, device, **extra}`` for charts."""
-        total = sum(self.phases.values()) or 1.0
-        return [
-            {"phase": k, "seconds_per_step": v, "share": v / total, "source": self.source,
-             "device": self.device, **extra}
-            for k, v in self.phases.items()
-        ]  # fmt: skip
+        return phase_rows(self.phases, self.source, device=self.device, **extra)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -13,7 +13,7 @@ import ipywidgets as W
 
 from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.doctor import available_memory_bytes
-from recnotebooks.measure import DoesNotFitError, check_fits, default_max_rows, measure_step
+from recnotebooks.measure import DoesNotFitError, StepMeasurement, check_fits, default_max_rows, measure_step
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, time_breakdown
@@ -61,6 +61,16 @@ def check_measurable(config: DLRMConfig, batch_size: int, max_rows: int,
         )
 
 
+def measure_here(config: DLRMConfig, batch_size: int, time_budget_s: float, device: str = "cpu",
+                 max_step_s: float = MAX_MEASURED_STEP_S) -> tuple[StepMeasurement, int]:  # fmt: skip
+    """A step of ``config``'s row-capped copy measured on ``device`` (and the row cap), after
+    :func:`check_measurable` (raises :class:`~recnotebooks.measure.DoesNotFitError`)."""
+    cap = default_max_rows(config)
+    if device == "cpu":
+        check_measurable(config, batch_size, cap, max_step_s)
+    return measure_step(config, batch_size, max_rows=cap, time_budget_s=time_budget_s, device=device), cap
+
+
 def _human(v: float, unit: str = "") -> str:
     for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(v) >= div:
@@ -99,10 +109,7 @@ def explore_architecture(
              f"activations at batch {batch_size}){where}."]  # fmt: skip
     tables: dict[str, list[dict[str, object]]] = {"metrics": metrics}
     if measure:
-        cap = default_max_rows(cfg)
-        if device == "cpu":
-            check_measurable(cfg, batch_size, cap)
-        m = measure_step(cfg, batch_size, max_rows=cap, time_budget_s=time_budget_s, device=device)
+        m, cap = measure_here(cfg, batch_size, time_budget_s, device)
         tables["phases"] = m.table()
         notes.append(f"Measured on {m.device}: {m.seconds_per_step * 1e3:.1f} ms per step "
                      f"({m.samples_per_s:,.0f} samples/s), mean of {m.steps} steps of a copy with tables "

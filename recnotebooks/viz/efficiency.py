@@ -13,12 +13,12 @@ from __future__ import annotations
 import ipywidgets as W
 
 from recnotebooks.config import architecture_config
-from recnotebooks.measure import DoesNotFitError, default_max_rows, measure_step
+from recnotebooks.measure import DoesNotFitError
 from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import hardware, hardware_names
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, _human, _widget, check_measurable
+from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, _human, _widget, measure_here
 from recnotebooks.viz.charts import metric_bars, time_breakdown
 
 __all__ = ["EFFICIENCY_CONTROLS", "explore_efficiency", "efficiency_explorer"]
@@ -72,10 +72,8 @@ def explore_efficiency(
         notes.append("DOES NOT FIT: " + "; ".join(r.memory.reasons))
     if measure:
         local = max(1, batch_size // r.world_size)
-        cap = default_max_rows(cfg)
         try:
-            check_measurable(cfg, local, cap, max_step_s=0.25)  # a side panel: keep updates quick
-            m = measure_step(cfg, local, max_rows=cap, time_budget_s=time_budget_s)
+            m, cap = measure_here(cfg, local, time_budget_s, max_step_s=0.25)  # a side panel: keep updates quick
         except DoesNotFitError as e:
             notes.append(f"Not measured here: {e}.")
             return Result(tables=tables, notes=notes)
