@@ -76,7 +76,7 @@ def plan_tables(
     names = list(config.table_names)
     if strategy in ("naive", "greedy") and world_size > len(names):
         raise ValueError(f"a table-wise plan needs at least as many tables as devices: {len(names)} tables, "
-                         f"world_size={world_size}; use strategy='cost' (it shards rows) or fewer devices")  # fmt: skip
+                         f"world_size={world_size}; use strategy='cost' (recnb: --strategy cost), which splits rows, or fewer devices")  # fmt: skip
     sizes = table_bytes(config, dtype)
     notes: list[str] = []
     if strategy == "naive":
