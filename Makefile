@@ -29,7 +29,7 @@ lab: $(STAMP)
 		--ServerApp.root_dir=notebooks --ServerApp.open_browser=True $(ALLOW_ROOT)
 
 lint: $(STAMP)
-	$(PY) -m ruff check recnotebooks tests benchmarks datasets
+	$(PY) -m ruff check recnotebooks tests benchmarks datasets notebooks
 
 test: $(STAMP) lint
 	$(PY) -m pytest -q

@@ -124,6 +124,11 @@ def main() -> None:
     eff = efficiency_explorer(measure=False)
     rows.append(("Efficiency Explorer, modeled only (02)", "analytic", 0.100,
                  time_changes(eff, n_fast, rng, False, eff_defaults)))  # fmt: skip
+    from recnotebooks.viz.servers import SERVER_CONTROLS, server_explorer
+
+    servers = server_explorer()
+    rows.append(("Server Design Explorer, modeled (05)", "analytic", 0.100,
+                 time_changes(servers, n_fast, rng, False, {k: v["value"] for k, v in SERVER_CONTROLS.items()})))  # fmt: skip
     eff_m = efficiency_explorer(measure=True)
     rows.append(("Efficiency Explorer, one slider from defaults (02)", "measured", 1.5,
                  time_changes(eff_m, n_meas, rng, True, eff_defaults)))  # fmt: skip

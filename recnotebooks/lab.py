@@ -260,6 +260,28 @@ def _where(answer: object) -> tuple[bool, str]:
                 "terabytes of DRAM were built to avoid." if ok else "Not there.")  # fmt: skip
 
 
+@_register("05.outgrow", "In the Server Design Explorer with model rm2, raise 'table rows x': at which setting do "
+           "Big Basin's tables first stop fitting in its HBM? (a number from the slider, e.g. 3)",
+           "Watch the placement in brackets next to big_basin in the step-time chart.",
+           "Big Basin has 8 x 16 GB of HBM; rm2's tables take about 4 GB at 1x, plus optimizer state and caches.",
+           "recnotebooks.viz.servers.explore_servers(model='rm2', rows_scale=s) gives each server's placement.")  # fmt: skip
+def _outgrow(answer: object) -> tuple[bool, str]:
+    from recnotebooks.viz.controls import option_values
+    from recnotebooks.viz.servers import SERVER_CONTROLS, explore_servers
+
+    scales = option_values(SERVER_CONTROLS["rows_scale"])
+    if isinstance(answer, bool) or not isinstance(answer, (int, float)) or answer not in scales:
+        raise ValueError(f"answer with one of the slider's values {scales}")
+    def placement(scale: object) -> object:
+        rows = explore_servers(model="rm2", rows_scale=scale).tables["throughput"]  # type: ignore[arg-type]
+        return next(r["placement"] for r in rows if r["metric"] == "big_basin")
+
+    first = next(s for s in scales if placement(s) != "hbm")
+    ok = answer == first
+    return ok, ("Right: from here Big Basin must keep rows in host DRAM or on parameter servers, while Zion's "
+                "larger memory keeps them close." if ok else "Not that setting.")  # fmt: skip
+
+
 def production_model() -> object:
     """mlperf_v1 with 10x the rows per table (about 1 TB of fp32 tables): production scale."""
     import dataclasses

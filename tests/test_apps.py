@@ -183,3 +183,63 @@ def test_explorer_works_when_free_memory_is_unknown(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(arch, "available_memory_bytes", lambda *a: None)
     r = explore_architecture(measure=False)
     assert r.notes and "available here" not in r.notes[0]
+
+
+# ----- Server Design Explorer (notebook 05) --------------------------------------------------------
+def test_server_explorer_sweeps_each_control() -> None:
+    from recnotebooks.viz.servers import SERVER_CONTROLS, server_explorer
+
+    app = server_explorer()
+    defaults = {k: v["value"] for k, v in SERVER_CONTROLS.items()}
+    for name in SERVER_CONTROLS:
+        app.set(**defaults)
+        for value in _options(app.controls[name]):
+            if value == app.values[name]:
+                continue
+            before = app.chart_data()
+            result = app.set(**{name: value})
+            assert app.error is None, (name, value, app.error)
+            uses_cache = any("cache" in str(r["placement"]) for r in result.tables["throughput"])
+            if name != "cache_hit_rate" or uses_cache:
+                assert app.chart_data() != before, f"{name}={value} did not change the chart"
+            rows = result.tables["throughput"] + result.tables["per_joule"]
+            assert {r["source"] for r in rows} == {"modeled"}
+            assert all(r["value"] > 0 and r["value"] == r["value"] for r in rows)  # no NaN, no zero
+    app.altair_chart.to_dict()
+
+
+def test_server_explorer_agrees_with_the_cost_model_it_calls() -> None:
+    from recnotebooks.config import preset
+    from recnotebooks.perf import best_placement, hardware
+    from recnotebooks.viz.servers import SERVERS, explore_servers, scaled_model
+
+    r = explore_servers(model="mlperf_v1", rows_scale=10, batch_size=16384, cache_hit_rate=0.95)
+    cfg = scaled_model("mlperf_v1", 10)
+    assert [t.num_rows for t in cfg.tables] == [t.num_rows * 10 for t in preset("mlperf_v1").tables]
+    for name, row in zip(SERVERS, r.tables["throughput"], strict=True):
+        hw = hardware(name)
+        place, ref = best_placement(cfg, hw, hw.devices, 16384, 0.95)
+        assert row["metric"] == name and row["placement"] == place
+        assert row["value"] == pytest.approx(ref.throughput)
+        step = sum(p["seconds_per_step"] for p in r.tables["breakdown"] if p["server"].startswith(name + " "))
+        assert step == pytest.approx(16384 / ref.throughput)
+    # Growing the tables pushes them out of Big Basin's HBM (the seed paper's reason for Zion).
+    small = explore_servers(model="mlperf_v1", rows_scale=0.1)
+    assert small.tables["throughput"][1]["placement"] == "hbm"
+    assert r.tables["throughput"][1]["placement"] != "hbm"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"model": "rm9"}, "rm9"), ({"rows_scale": 7}, "rows_scale"), ({"cache_hit_rate": 1.5}, "cache_hit_rate"),
+     ({"batch_size": 0}, "batch_size")],
+)  # fmt: skip
+def test_server_explorer_rejects_bad_settings(kwargs: dict[str, object], match: str) -> None:
+    from recnotebooks.viz.servers import explore_servers, server_explorer
+
+    with pytest.raises((ValueError, KeyError), match=match):
+        explore_servers(**kwargs)  # type: ignore[arg-type]
+    with pytest.raises((ValueError, KeyError), match=match):
+        server_explorer(**kwargs)
+    with pytest.raises(KeyError, match="rows_scal"):
+        server_explorer(rows_scal=10)

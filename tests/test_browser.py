@@ -102,12 +102,13 @@ def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 @pytest.mark.parametrize(
-    ("notebook", "slider", "change"),
-    [("01_dlrm_anatomy.ipynb", "pooling factor", "pooling 1→2"),  # Architecture Explorer
-     ("02_gpu_efficiency.ipynb", "pooling factor", "pooling 40→80")],  # Efficiency Explorer
+    ("notebook", "slider", "change", "label"),
+    [("01_dlrm_anatomy.ipynb", "pooling factor", "pooling 1→2", "MEASURED on this machine"),  # Architecture Explorer
+     ("02_gpu_efficiency.ipynb", "pooling factor", "pooling 40→80", "MEASURED on this machine"),  # Efficiency Explorer
+     ("05_server_design.ipynb", "table rows x", "rows_scale 30→100", "MODELED")],  # Server Design Explorer
 )  # fmt: skip
 def test_notebook_runs_in_jupyterlab_and_a_slider_redraws_the_chart(
-    jupyterlab: tuple[str, Path], notebook: str, slider: str, change: str
+    jupyterlab: tuple[str, Path], notebook: str, slider: str, change: str, label: str
 ) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -130,7 +131,7 @@ def test_notebook_runs_in_jupyterlab_and_a_slider_redraws_the_chart(
             chart = app.locator(".recnb-chart svg").first
             chart.wait_for(timeout=60_000)
             before = chart.inner_html()
-            assert "MEASURED on this machine" in before and "now: " in before
+            assert label in before and "now: " in before
 
             handle = app.locator(".widget-slider", has_text=slider).locator(".noUi-handle").first
             handle.focus()

@@ -74,3 +74,24 @@ def test_numpy_and_torch_scalars_are_numbers() -> None:
 
     assert lab.check("01.parameters", np.int64(preset("tiny").parameters))
     assert lab.check("01.parameters", torch.tensor(preset("tiny").parameters))
+
+
+def test_server_explorer_exercise_matches_the_memory_model() -> None:
+    from recnotebooks.perf import estimate, hardware, plan_tables
+    from recnotebooks.perf.planner import RESERVE
+    from recnotebooks.viz.controls import option_values
+    from recnotebooks.viz.servers import SERVER_CONTROLS, scaled_model
+
+    scales = option_values(SERVER_CONTROLS["rows_scale"])
+
+    def fits_in_hbm(scale: object) -> bool:  # a size-balanced plan, every table in HBM, the planner's reserve kept
+        cfg = scaled_model("rm2", scale)  # type: ignore[arg-type]
+        plan = plan_tables(cfg, "big_basin", 8, strategy="greedy", placement="hbm", batch_size=8192)
+        used = max(d["total"] for d in estimate(cfg, "big_basin", batch_size=8192, gpus=8, plan=plan).memory.device)
+        return used <= hardware("big_basin").hbm_bytes * (1 - RESERVE)
+
+    first = next(s for s in scales if not fits_in_hbm(s))
+    assert lab.check("05.outgrow", first)
+    wrong = lab.check("05.outgrow", scales[scales.index(first) - 1])
+    assert not wrong and "Hint 1/3" in wrong.message
+    assert "slider" in lab.check("05.outgrow", 7).message

@@ -9,14 +9,13 @@ this machine by :func:`recnotebooks.measure.measure_step` on a row-capped copy).
 
 from __future__ import annotations
 
-import ipywidgets as W
-
 from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.doctor import available_memory_bytes
 from recnotebooks.measure import DoesNotFitError, StepMeasurement, check_fits, default_max_rows, measure_step
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, time_breakdown
+from recnotebooks.viz.controls import build_controls, human
 
 __all__ = ["ARCHITECTURE_CONTROLS", "architecture_config", "explore_architecture", "architecture_explorer"]
 
@@ -71,13 +70,6 @@ def measure_here(config: DLRMConfig, batch_size: int, time_budget_s: float, devi
     return measure_step(config, batch_size, max_rows=cap, time_budget_s=time_budget_s, device=device), cap
 
 
-def _human(v: float, unit: str = "") -> str:
-    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.3g} {suffix}{unit}"
-    return f"{v:.3g} {unit}".rstrip()
-
-
 def explore_architecture(
     *,
     batch_size: int = 512,
@@ -95,17 +87,17 @@ def explore_architecture(
     mem = cfg.memory_footprint(batch_size=batch_size, sparse_optimizer="rowwise_adagrad", dense_optimizer="adagrad")
     emb = cfg.embedding_bytes_per_sample()
     values = [
-        ("parameters", float(cfg.parameters), _human(cfg.parameters)),
-        ("FLOPs per sample (fwd+bwd)", cfg.total_flops_per_sample(), _human(cfg.total_flops_per_sample(), "FLOP")),
-        ("embedding bytes per sample", emb["forward"] + emb["backward"], _human(emb["forward"] + emb["backward"], "B")),
+        ("parameters", float(cfg.parameters), human(cfg.parameters)),
+        ("FLOPs per sample (fwd+bwd)", cfg.total_flops_per_sample(), human(cfg.total_flops_per_sample(), "FLOP")),
+        ("embedding bytes per sample", emb["forward"] + emb["backward"], human(emb["forward"] + emb["backward"], "B")),
         ("arithmetic intensity (FLOP/B)", cfg.arithmetic_intensity(), f"{cfg.arithmetic_intensity():.3g}"),
-        ("training memory (full model)", float(mem["total"]), _human(mem["total"], "B")),
+        ("training memory (full model)", float(mem["total"]), human(mem["total"], "B")),
     ]
     metrics = [{"metric": m, "value": v, "display": d, "source": "analytic"} for m, v, d in values]
     avail = available_memory_bytes()
     where = "" if avail is None else (
-        f"; it {'fits in' if mem['total'] < avail else 'would NOT fit in'} the {_human(avail, 'B')} available here")
-    notes = [f"The full model needs {_human(mem['total'], 'B')} to train (weights, row-wise Adagrad state, "
+        f"; it {'fits in' if mem['total'] < avail else 'would NOT fit in'} the {human(avail, 'B')} available here")
+    notes = [f"The full model needs {human(mem['total'], 'B')} to train (weights, row-wise Adagrad state, "
              f"activations at batch {batch_size}){where}."]  # fmt: skip
     tables: dict[str, list[dict[str, object]]] = {"metrics": metrics}
     if measure:
@@ -130,19 +122,6 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
     return (steps.properties(width=420) & bars).resolve_scale(color="independent")
 
 
-def _widget(name: str, spec: dict[str, object], value: object) -> W.ValueWidget:
-    style = {"description_width": "initial"}
-    layout = W.Layout(width="300px")
-    label = str(spec["label"])
-    if "options" in spec and all(isinstance(o, str) for o in spec["options"]):  # type: ignore[union-attr]
-        return W.ToggleButtons(options=spec["options"], value=value, description=label, style=style)
-    if "options" in spec:
-        return W.SelectionSlider(options=spec["options"], value=value, description=label, continuous_update=False,
-                                 style=style, layout=layout)  # fmt: skip
-    return W.IntSlider(min=spec["min"], max=spec["max"], value=value, description=label, continuous_update=False,
-                       style=style, layout=layout)  # fmt: skip
-
-
 def architecture_explorer(
     *, measure: bool = True, device: str = "cpu", time_budget_s: float = 0.3, history: int = 4, **values: object
 ) -> App:
@@ -151,18 +130,7 @@ def architecture_explorer(
     With ``measure=False`` it only computes sizes and work (instant); with ``measure=True``
     every change also trains a row-capped copy for ``time_budget_s`` on ``device``.
     """
-    unknown = sorted(set(values) - set(ARCHITECTURE_CONTROLS))
-    if unknown:
-        raise KeyError(f"unknown setting(s) {unknown}; the explorer has {sorted(ARCHITECTURE_CONTROLS)}")
-    controls = {}
-    for name, spec in ARCHITECTURE_CONTROLS.items():
-        v = values.get(name, spec["value"])
-        opts = spec.get("options")
-        if opts is not None and v not in [o[1] if isinstance(o, tuple) else o for o in opts]:  # type: ignore[union-attr]
-            raise ValueError(f"{name}={v!r} is not one of the options {opts}")
-        if opts is None and not (spec["min"] <= v <= spec["max"]):  # type: ignore[operator]
-            raise ValueError(f"{name}={v!r} must be in [{spec['min']}, {spec['max']}]")
-        controls[name] = _widget(name, spec, v)
+    controls = build_controls(ARCHITECTURE_CONTROLS, values, "the Architecture Explorer")
 
     def compute(**kw: object) -> Result:
         return explore_architecture(measure=measure, device=device, time_budget_s=time_budget_s, **kw)

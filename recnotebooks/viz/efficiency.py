@@ -10,16 +10,15 @@ FLOP/s efficiency, busy fraction, HBM bandwidth use, samples per joule) and, wit
 
 from __future__ import annotations
 
-import ipywidgets as W
-
 from recnotebooks.config import architecture_config
 from recnotebooks.measure import DoesNotFitError
 from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import hardware, hardware_names
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, _human, _widget, measure_here
+from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, measure_here
 from recnotebooks.viz.charts import metric_bars, time_breakdown
+from recnotebooks.viz.controls import build_controls, human
 
 __all__ = ["EFFICIENCY_CONTROLS", "explore_efficiency", "efficiency_explorer"]
 
@@ -55,11 +54,11 @@ def explore_efficiency(
     modeled = [{"phase": c, "seconds_per_step": b[c], "source": "modeled", "hardware": hw.name}
                for c in COMPONENTS if b[c] > 0]  # fmt: skip
     metrics = [
-        ("throughput (samples/s)", r.throughput, _human(r.throughput)),
+        ("throughput (samples/s)", r.throughput, human(r.throughput)),
         ("FLOP/s efficiency", r.flops_efficiency, f"{r.flops_efficiency:.1%}"),
         ("busy fraction", r.busy_fraction, f"{r.busy_fraction:.0%}"),
         ("HBM bandwidth used", r.hbm_utilisation, f"{r.hbm_utilisation:.0%}"),
-        ("samples per joule", 1e6 / r.joules_per_million_samples, _human(1e6 / r.joules_per_million_samples)),
+        ("samples per joule", 1e6 / r.joules_per_million_samples, human(1e6 / r.joules_per_million_samples)),
     ]
     tables: dict[str, list[dict[str, object]]] = {
         "modeled": modeled,
@@ -105,21 +104,7 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
 def efficiency_explorer(*, measure: bool = True, time_budget_s: float = 0.2, history: int = 4,
                         **values: object) -> App:  # fmt: skip
     """The Efficiency Explorer app; ``values`` override the default settings."""
-    unknown = sorted(set(values) - set(EFFICIENCY_CONTROLS))
-    if unknown:
-        raise KeyError(f"unknown setting(s) {unknown}; the explorer has {sorted(EFFICIENCY_CONTROLS)}")
-    controls: dict[str, W.ValueWidget] = {}
-    for name, spec in EFFICIENCY_CONTROLS.items():
-        v = values.get(name, spec["value"])
-        opts = [o[1] if isinstance(o, tuple) else o for o in spec.get("options", [])]  # type: ignore[union-attr]
-        if opts and v not in opts:
-            raise ValueError(f"{name}={v!r} is not one of the options {spec['options']}")
-        if not opts and not (spec["min"] <= v <= spec["max"]):  # type: ignore[operator]
-            raise ValueError(f"{name}={v!r} must be in [{spec['min']}, {spec['max']}]")
-        if spec.get("dropdown"):
-            controls[name] = W.Dropdown(options=spec["options"], value=v, description=str(spec["label"]))
-        else:
-            controls[name] = _widget(name, spec, v)
+    controls = build_controls(EFFICIENCY_CONTROLS, values, "the Efficiency Explorer")
 
     def compute(hardware: str, **kw: object) -> Result:
         return explore_efficiency(hardware_name=hardware, measure=measure, time_budget_s=time_budget_s, **kw)
