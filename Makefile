@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u 2>/dev/null)),--ServerApp.allow_root=True,)
 STAMP := $(VENV)/.recnotebooks-installed
 
-.PHONY: lab test lint bench setup clean-venv
+.PHONY: lab test lint bench peers setup clean-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,18 @@ test: $(STAMP) lint
 
 bench: $(STAMP)
 	$(PY) benchmarks/train_throughput.py
+
+# Optional peers for comparisons (torchrec interop test, benchmarks/sharded_step_ops.py):
+# torchrec's own requirement pulls the CUDA fbgemm-gpu and a new torch, so it goes in
+# without dependencies, beside fbgemm's CPU build, with torch held at the installed version.
+PEERS := $(VENV)/peers
+peers: $(STAMP)
+	mkdir -p $(PEERS)
+	$(PY) -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > $(PEERS)/constraints.txt
+	$(PY) -m pip download --quiet --no-deps --dest $(PEERS) torchrec==1.8.0
+	$(PY) -m pip install --quiet --no-deps -c $(PEERS)/constraints.txt $(PEERS)/torchrec-1.8.0-*.whl fbgemm-gpu-cpu==1.8.0
+	$(PY) -m pip install --quiet -c $(PEERS)/constraints.txt tensordict "torchmetrics==1.0.3" tqdm pyre-extensions iopath
+	$(PY) -c "import torchrec, torch; print('torchrec', torchrec.__version__, 'with torch', torch.__version__)"
 
 clean-venv:
 	rm -rf $(VENV)

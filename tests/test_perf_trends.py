@@ -103,7 +103,7 @@ def all_to_all_share(name: str, gpus: int, nodes: int = 1) -> float:
 
 @pytest.mark.parametrize("name", ["criteo_terabyte", "mlperf_v1"])
 def test_all_to_all_share_grows_with_gpu_count(name: str) -> None:
-    shares = [all_to_all_share(name, g) for g in (2, 4, 8)]  # terabyte 0.022, 0.055, 0.111
+    shares = [all_to_all_share(name, g) for g in (2, 4, 8)]  # terabyte 0.021, 0.054, 0.109
     assert strictly_increasing(shares), shares
 
 
@@ -120,13 +120,22 @@ def test_all_to_all_drops_sharply_from_network_to_nvlink() -> None:
 def test_all_to_all_across_one_nic_nodes_is_much_slower() -> None:
     # the same comparison where a node's network is one 200 Gb/s NIC (what one A100 has in a DGX)
     one_nic = all_to_all_seconds(1, 8, nic_bw=25 * GB)
-    assert one_nic >= 5 * all_to_all_seconds(8, 1)  # 8.6x
+    assert one_nic >= 5 * all_to_all_seconds(8, 1)  # 7.3x
 
 
 # ----- batch scaling vs published TorchRec figures --------------------------------------------
 #: REFERENCE: TorchRec DLRM on 8x A100 40GB: 204,800 samples/s at global batch 2,048 and
 #: 925,696 at 16,384 (scaling 4.52x).
 PUBLISHED = {2048: 204_800.0, 16384: 925_696.0}
+#: A later revision of the TorchRec DLRM example's README (facebookresearch/dlrm,
+#: torchrec_dlrm/README.MD, "Preliminary Training Results": AWS p4d.24xlarge, 8x A100 40GB,
+#: CUDA 11.0, NCCL 2.10.3; Criteo 1TB with the cardinalities below, 91.10 GB of tables, dim
+#: 128, MLPs 512-256-128 and 1024-1024-512-256-1): records/s by (GPUs, global batch). Its
+#: 1-GPU row is left out: its tables cannot fit one 40 GB GPU, so TorchRec cached them in
+#: host memory at a hit rate the README does not give.
+README_ROWS = (45833188, 36746, 17245, 7413, 20243, 3, 7114, 1441, 62, 29275261, 1572176, 345138, 10, 2209, 11267,
+               128, 4, 974, 14, 48937457, 11316796, 40094537, 452104, 12606, 104, 35)  # fmt: skip
+README = {(4, 16384): 1_458_176.0, (8, 2048): 284_615.0, (8, 16384): 1_671_168.0, (8, 65536): 5_373_952.0}
 
 
 def mlperf_8gpu(batch: int) -> float:
@@ -137,7 +146,7 @@ def mlperf_8gpu(batch: int) -> float:
 
 def test_8gpu_throughput_grows_sublinearly_with_batch() -> None:
     small, large = mlperf_8gpu(2048), mlperf_8gpu(16384)
-    ratio = large / small  # 4.46
+    ratio = large / small  # 5.06
     assert 1 < ratio < 8
     published = PUBLISHED[16384] / PUBLISHED[2048]
     assert published / 2 <= ratio <= published * 2
@@ -145,8 +154,21 @@ def test_8gpu_throughput_grows_sublinearly_with_batch() -> None:
 
 @pytest.mark.parametrize("batch", sorted(PUBLISHED))
 def test_8gpu_throughput_near_published(batch: int) -> None:
-    # The issue asks for a factor of 2. Known gap: the model is about 2.05x faster than the
-    # published figures (2.04x at 2,048, 2.01x at 16,384) because the published run includes
-    # per-step costs of TorchRec's pipeline that our model of our own DLRM does not have.
-    ratio = mlperf_8gpu(batch) / PUBLISHED[batch]
-    assert 1 / 2.5 <= ratio <= 2.5
+    ratio = mlperf_8gpu(batch) / PUBLISHED[batch]  # 1.55 at 2,048, 1.73 at 16,384
+    assert 1 / 2 <= ratio <= 2
+
+
+@pytest.mark.parametrize(("gpus", "batch"), sorted(README))
+def test_throughput_near_the_torchrec_readme(gpus: int, batch: int) -> None:
+    # 0.88 (4 GPUs), 1.13, 1.01 and 0.58 (8 GPUs at 2,048, 16,384, 65,536). The largest batch is
+    # the weakest: there the model is bound by fp32 top-MLP GEMMs; had that run used TF32
+    # (PyTorch's default for matmuls before 1.12), the model would give 1.02x.
+    import dataclasses
+
+    cfg = preset("mlperf_v1")
+    cfg = cfg.replace(tables=tuple(dataclasses.replace(t, num_rows=n) for t, n in zip(cfg.tables, README_ROWS,
+                                                                                     strict=True)))  # fmt: skip
+    assert cfg.sparse_parameters * 4 == pytest.approx(91.10e9, rel=1e-3)  # the README's table size
+    r = estimate(cfg, "dgx_a100", batch_size=batch, gpus=gpus)
+    assert r.fits
+    assert 1 / 2 <= r.throughput / README[(gpus, batch)] <= 2

@@ -16,7 +16,8 @@ paper reasons with (every number here is **modeled**):
 * ``all_to_all`` (model-parallel pooled embeddings and their gradients, plus the ids) and
   ``all_reduce`` (data-parallel gradients), ring/pairwise formulas over NVLink inside a
   node and the NICs across nodes;
-* ``overhead``: operators launched x per-operator host cost, plus a fixed per-step cost.
+* ``overhead``: operators launched x per-operator host cost (a sharded step launches more:
+  distribution of ids and pooled embeddings, DDP's reducer), plus a fixed per-step cost.
 
 Derived: step time with and without compute/communication overlap, throughput, device
 busy fraction, achieved FLOP/s over peak, device-memory bandwidth utilisation, energy per
@@ -34,7 +35,8 @@ from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import MemoryReport, memory_report
 from recnotebooks.perf.plan import PLACEMENTS, Plan, single_device_plan
 
-__all__ = ["COMPONENTS", "COMPUTE", "COMMUNICATION", "CostResult", "estimate", "gemm_time", "op_count", "UVM_EFFICIENCY"]
+__all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "CostResult", "estimate", "gemm_time",
+           "op_count", "UVM_EFFICIENCY"]  # fmt: skip
 
 COMPONENTS = ("data_loading", "host_to_device", "embedding_forward", "embedding_backward", "bottom_mlp",
               "interaction", "top_mlp", "dense_optimizer", "all_to_all", "all_reduce", "overhead")  # fmt: skip
@@ -48,12 +50,32 @@ INDEX_BYTES = 8
 #: Operators of one training step of our DLRM (torch profiler, top-level aten ops, CPU):
 #: 115 + 25 per MLP layer (forward, backward, Adagrad) + 15 for the dot interaction.
 _OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
+#: What a model-parallel step adds, measured on TorchRec 1.8's DistributedModelParallel
+#: (table-wise, fused kernels; torch profiler, top-level ops of one step on rank 0 over
+#: gloo, 2 and 4 ranks minus 1 rank, the same at 26 and 13 tables; BENCHMARKS.md):
+#: input and output distribution 53 + 3 per rank operators, in 5 all-to-alls (the ids'
+#: splits, lengths and values; pooled embeddings forward and their gradients backward),
+#: 3 of them preceded by a blocking ``.tolist()`` of the splits (priced as one operator
+#: each); DDP's reducer on the data-parallel dense part, about 4 operators per parameter tensor.
+_OPS_DIST_BASE, _OPS_DIST_PER_RANK, _DIST_SYNCS, _OPS_DDP_PER_TENSOR = 53, 3, 3, 4
+#: All-to-all calls per sharded training step (see above); each pays ``world - 1`` latencies.
+A2A_CALLS_PER_STEP = 5
 
 
-def op_count(config: DLRMConfig) -> int:
-    """Operators launched by one training step of our DLRM (independent of table count)."""
+def op_count(config: DLRMConfig, world_size: int = 1, model_parallel: bool = False) -> int:
+    """Operators launched by one training step of our DLRM (independent of table count).
+
+    With ``world_size > 1`` the dense part is data-parallel (DDP's gradient reducer adds
+    operators per parameter tensor); ``model_parallel`` adds the input and output
+    distribution of sharded embeddings (all-to-alls, split bookkeeping, host syncs).
+    """
     layers = len(config.bottom_mlp) + len(config.top_mlp)
-    return _OPS_BASE + _OPS_PER_LAYER * layers + (_OPS_DOT if config.interaction == "dot" else 0)
+    ops = _OPS_BASE + _OPS_PER_LAYER * layers + (_OPS_DOT if config.interaction == "dot" else 0)
+    if world_size > 1:
+        ops += _OPS_DDP_PER_TENSOR * 2 * layers  # a weight and a bias per layer
+        if model_parallel:
+            ops += _OPS_DIST_BASE + _OPS_DIST_PER_RANK * world_size + _DIST_SYNCS
+    return ops
 
 
 def gemm_time(hw: Hardware, m: float, n: float, k: float, dtype: str = "fp32") -> float:
@@ -217,7 +239,8 @@ def estimate(
     # torch.optim.Adagrad's update makes ~11 passes over each parameter (addcmul_ on the state,
     # sqrt, add_ eps, addcdiv_ on the weight: reads and writes counted)
     dense_opt = p * eb * 11 / hw.hbm_bw
-    overhead = op_count(config) * hw.op_overhead_s + hw.step_overhead_s
+    sharded = world > 1 and any(sh.sharding != "data_parallel" for sh in plan.shards)
+    overhead = op_count(config, world, sharded) * hw.op_overhead_s + hw.step_overhead_s
 
     # ----- embeddings per rank -----------------------------------------------------------------
     per_rank: list[dict[str, float]] = []
@@ -312,7 +335,8 @@ def estimate(
             recv = local_b * (mp_dims - my_dims) * eb
             vol = 2 * max(send, recv) + ids_in  # forward + backward, plus the ids
             if vol > 0:  # nothing to exchange when every table is data-parallel
-                comp["all_to_all"] = _collective(vol, world, gpus, nodes, hw, nic_per_dev, steps=3 * (world - 1))
+                comp["all_to_all"] = _collective(vol, world, gpus, nodes, hw, nic_per_dev,
+                                                 steps=A2A_CALLS_PER_STEP * (world - 1))  # fmt: skip
             grad = p * eb + dp_bytes
             comp["all_reduce"] = _collective(2 * grad * (world - 1) / world, world, gpus, nodes, hw, nic_per_dev,
                                              steps=2 * (world - 1))  # fmt: skip

@@ -1,0 +1,149 @@
+"""Operators and collectives a sharded training step adds, measured on TorchRec (CPU, gloo).
+
+The cost model (``recnotebooks.perf.cost.op_count``) charges a model-parallel step for
+the input and output distribution of sharded embeddings and for DDP's reducer on the
+dense part, with counts measured here: one training step of TorchRec's DLRM (26 tables,
+dim 128, MLPs 512-256-128 and 1024-1024-512-256-1, batch 2048 per rank, row-wise Adagrad
+fused into the backward, dense Adagrad), table-wise sharded by DistributedModelParallel
+over 1, 2 and 4 gloo processes on localhost, profiled with torch.profiler on rank 0.
+A "top-level" operator is one with no operator among its profiler ancestors (the same
+count as ``op_count``'s). The 1-rank run is the baseline: it has the same fused kernels
+and DDP wrapper but no all-to-alls, so ``W ranks - 1 rank`` is the distribution's cost.
+
+Needs the optional peers (``make peers``); without them it says so and exits 0.
+Run: ``python benchmarks/sharded_step_ops.py [--tables 26] [--worlds 1 2 4]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+ROWS, DIM, BATCH = 1000, 128, 2048
+_OP = ("aten::", "fbgemm::", "c10d::", "_c10d_functional::", "torchrec::")
+_COLL = ("alltoall", "all_to_all", "allreduce", "all_reduce")
+
+
+def _is_op(name: str) -> bool:
+    return name.startswith(_OP)
+
+
+def _top_level(prof: object) -> list[object]:
+    out = []
+    for e in prof.events():  # type: ignore[attr-defined]
+        if not _is_op(e.name):
+            continue
+        p = e.cpu_parent
+        while p is not None and not _is_op(p.name):
+            p = p.cpu_parent
+        if p is None:
+            out.append(e)
+    return out
+
+
+def _worker(rank: int, world: int, tables: int, port: int, out: str) -> None:
+    from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, KeyedJaggedTensor
+    from torchrec.datasets.utils import Batch
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+    from torchrec.distributed.model_parallel import DistributedModelParallel
+    from torchrec.distributed.sharding_plan import construct_module_sharding_plan, table_wise
+    from torchrec.distributed.types import ShardingPlan
+    from torchrec.models.dlrm import DLRM, DLRMTrain
+    from torchrec.optim.apply_optimizer_in_backward import apply_optimizer_in_backward
+    from torchrec.optim.optimizers import in_backward_optimizer_filter
+    from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    cfgs = [EmbeddingBagConfig(name=f"t{i}", embedding_dim=DIM, num_embeddings=ROWS, feature_names=[f"f{i}"])
+            for i in range(tables)]  # fmt: skip
+    ebc = EmbeddingBagCollection(tables=cfgs, device=torch.device("cpu"))
+    model = DLRMTrain(DLRM(embedding_bag_collection=ebc, dense_in_features=13, dense_arch_layer_sizes=[512, 256, 128],
+                           over_arch_layer_sizes=[1024, 1024, 512, 256, 1], dense_device=torch.device("cpu")))  # fmt: skip
+    apply_optimizer_in_backward(RowWiseAdagrad, model.model.sparse_arch.parameters(), {"lr": 0.01})
+    sharder = EmbeddingBagCollectionSharder()
+    module_plan = construct_module_sharding_plan(
+        ebc, {c.name: table_wise(rank=i % world, compute_kernel="fused") for i, c in enumerate(cfgs)},
+        sharder=sharder, local_size=world, world_size=world, device_type="cpu")  # fmt: skip
+    dmp = DistributedModelParallel(module=model, device=torch.device("cpu"), sharders=[sharder],
+                                   plan=ShardingPlan({"model.sparse_arch.embedding_bag_collection": module_plan}))  # fmt: skip
+    dense = [p for _, p in in_backward_optimizer_filter(dmp.named_parameters())]
+    opt = torch.optim.Adagrad(dense, lr=0.01)
+    g = torch.Generator().manual_seed(rank)
+    kjt = KeyedJaggedTensor.from_lengths_sync(keys=[f"f{i}" for i in range(tables)],
+                                              values=torch.randint(0, ROWS, (tables * BATCH,), generator=g),
+                                              lengths=torch.ones(tables * BATCH, dtype=torch.int32))  # fmt: skip
+    batch = Batch(dense_features=torch.rand(BATCH, 13, generator=g), sparse_features=kjt,
+                  labels=torch.randint(0, 2, (BATCH,), generator=g).float())  # fmt: skip
+
+    def step() -> None:
+        loss, _ = dmp(batch)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(3):
+        step()
+    dist.barrier()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    top = _top_level(prof)
+    if rank == 0:
+        names = Counter(e.name for e in top)  # type: ignore[attr-defined]
+        Path(out).write_text(json.dumps({"top_level_ops": len(top), "dense_tensors": len(dense),
+                                         "collectives": {k: v for k, v in names.items() if any(c in k for c in _COLL)},
+                                         "ops": dict(names)}))  # fmt: skip
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tables", type=int, default=26)
+    ap.add_argument("--worlds", type=int, nargs="+", default=[1, 2, 4])
+    args = ap.parse_args()
+    try:
+        import torchrec  # noqa: F401
+    except ImportError as e:
+        print(f"torchrec is not installed ({e}); `make peers` installs the optional peers. Skipping.")
+        return
+    from recnotebooks.perf.cost import _DIST_SYNCS, _OPS_DDP_PER_TENSOR, _OPS_DIST_BASE, _OPS_DIST_PER_RANK
+
+    runs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for w in args.worlds:
+            out = os.path.join(tmp, f"w{w}.json")
+            mp.spawn(_worker, args=(w, args.tables, _free_port(), out), nprocs=w, join=True)
+            runs[w] = json.loads(Path(out).read_text())
+    base = runs[min(runs)]
+    print(f"TorchRec DMP, {args.tables} tables, table-wise, batch {BATCH}/rank: top-level ops per training step")
+    for w, r in runs.items():
+        extra = r["top_level_ops"] - base["top_level_ops"]
+        model = f"(cost model: {_OPS_DIST_BASE + _OPS_DIST_PER_RANK * w} + {_DIST_SYNCS} host syncs)" if w > 1 else ""
+        print(f"  {w} rank(s): {r['top_level_ops']:4d} ops, +{extra:3d} over {min(runs)} rank(s) {model}; "
+              f"collectives {r['collectives']}")  # fmt: skip
+    print(f"  DDP-wrapped dense parameter tensors: {base['dense_tensors']} "
+          f"(cost model: {_OPS_DDP_PER_TENSOR} reducer ops per tensor)")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
