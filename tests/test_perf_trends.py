@@ -11,6 +11,7 @@ import pytest
 from recnotebooks.config import DLRMConfig, TableConfig, preset
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import GB, HARDWARE
+from recnotebooks.perf.published import PUBLISHED_RUNS, compare_published
 
 
 def strictly_decreasing(xs: list[float]) -> bool:
@@ -123,52 +124,46 @@ def test_all_to_all_across_one_nic_nodes_is_much_slower() -> None:
     assert one_nic >= 5 * all_to_all_seconds(8, 1)  # 7.3x
 
 
-# ----- batch scaling vs published TorchRec figures --------------------------------------------
-#: REFERENCE: TorchRec DLRM on 8x A100 40GB: 204,800 samples/s at global batch 2,048 and
-#: 925,696 at 16,384 (scaling 4.52x).
-PUBLISHED = {2048: 204_800.0, 16384: 925_696.0}
-#: A later revision of the TorchRec DLRM example's README (facebookresearch/dlrm,
-#: torchrec_dlrm/README.MD, "Preliminary Training Results": AWS p4d.24xlarge, 8x A100 40GB,
-#: CUDA 11.0, NCCL 2.10.3; Criteo 1TB with the cardinalities below, 91.10 GB of tables, dim
-#: 128, MLPs 512-256-128 and 1024-1024-512-256-1): records/s by (GPUs, global batch). Its
-#: 1-GPU row is left out: its tables cannot fit one 40 GB GPU, so TorchRec cached them in
-#: host memory at a hit rate the README does not give.
-README_ROWS = (45833188, 36746, 17245, 7413, 20243, 3, 7114, 1441, 62, 29275261, 1572176, 345138, 10, 2209, 11267,
-               128, 4, 974, 14, 48937457, 11316796, 40094537, 452104, 12606, 104, 35)  # fmt: skip
-README = {(4, 16384): 1_458_176.0, (8, 2048): 284_615.0, (8, 16384): 1_671_168.0, (8, 65536): 5_373_952.0}
+# ----- published throughputs on real GPUs (recnotebooks.perf.published) ------------------------
+RUNS = {r.label: r for r in PUBLISHED_RUNS}
+COMPARED = {row["run"]: row for row in compare_published()}
 
 
-def mlperf_8gpu(batch: int) -> float:
-    r = estimate(preset("mlperf_v1"), "dgx_a100", batch_size=batch, gpus=8)
-    assert r.fits
-    return r.throughput
+def test_published_figures_are_the_cited_ones() -> None:
+    # REFERENCE §5: TorchRec 204,800 and 925,696 samples/s; NVIDIA 494k FP32, 875k AMP; the DLRM
+    # paper's 1000 batches in 62 s (V100) and 256 s (dual Xeon 6138). The TorchRec README's tables
+    # are 91.10 GB.
+    got = {(r.gpus, r.batch_size, r.dtype): r.samples_per_s for r in PUBLISHED_RUNS if r.label.startswith("TorchRec 8")}
+    assert got == {(8, 2048, "fp32"): 204_800.0, (8, 16384, "fp32"): 925_696.0}
+    assert sorted(r.samples_per_s for r in PUBLISHED_RUNS if r.label.startswith("NVIDIA")) == [494_000.0, 875_000.0]
+    paper = sorted(1000 * r.batch_size / r.samples_per_s for r in PUBLISHED_RUNS if r.label.startswith("DLRM"))
+    assert paper == pytest.approx([62.0, 256.0])
+    cfg = RUNS["TorchRec README 8xA100 @2k"].config()
+    assert cfg.sparse_parameters * 4 == pytest.approx(91.10e9, rel=1e-3)
 
 
 def test_8gpu_throughput_grows_sublinearly_with_batch() -> None:
-    small, large = mlperf_8gpu(2048), mlperf_8gpu(16384)
-    ratio = large / small  # 5.06
+    small, large = COMPARED["TorchRec 8xA100 @2k"], COMPARED["TorchRec 8xA100 @16k"]
+    ratio = large["modeled"] / small["modeled"]  # 5.06
     assert 1 < ratio < 8
-    published = PUBLISHED[16384] / PUBLISHED[2048]
+    published = large["published"] / small["published"]  # 4.52
     assert published / 2 <= ratio <= published * 2
 
 
-@pytest.mark.parametrize("batch", sorted(PUBLISHED))
-def test_8gpu_throughput_near_published(batch: int) -> None:
-    ratio = mlperf_8gpu(batch) / PUBLISHED[batch]  # 1.55 at 2,048, 1.73 at 16,384
-    assert 1 / 2 <= ratio <= 2
+@pytest.mark.parametrize("label", [label for label in RUNS if label.startswith(("TorchRec", "NVIDIA 1xV100 FP32"))])
+def test_model_is_within_2x_of_published_fp32_gpu_runs(label: str) -> None:
+    # TorchRec: 1.55, 1.73 (REFERENCE), 0.88, 1.13, 1.01, 0.58 (README); NVIDIA FP32 1.02. The
+    # README's batch-65,536 run is the weakest: the model is bound by fp32 top-MLP GEMMs there.
+    row = COMPARED[label]
+    assert row["fits"]
+    assert 1 / 2 <= row["ratio"] <= 2
 
 
-@pytest.mark.parametrize(("gpus", "batch"), sorted(README))
-def test_throughput_near_the_torchrec_readme(gpus: int, batch: int) -> None:
-    # 0.88 (4 GPUs), 1.13, 1.01 and 0.58 (8 GPUs at 2,048, 16,384, 65,536). The largest batch is
-    # the weakest: there the model is bound by fp32 top-MLP GEMMs; had that run used TF32
-    # (PyTorch's default for matmuls before 1.12), the model would give 1.02x.
-    import dataclasses
-
-    cfg = preset("mlperf_v1")
-    cfg = cfg.replace(tables=tuple(dataclasses.replace(t, num_rows=n) for t, n in zip(cfg.tables, README_ROWS,
-                                                                                     strict=True)))  # fmt: skip
-    assert cfg.sparse_parameters * 4 == pytest.approx(91.10e9, rel=1e-3)  # the README's table size
-    r = estimate(cfg, "dgx_a100", batch_size=batch, gpus=gpus)
-    assert r.fits
-    assert 1 / 2 <= r.throughput / README[(gpus, batch)] <= 2
+def test_known_misses_err_on_the_side_their_notes_give() -> None:
+    # Mixed precision modeled as pure fp16 is too fast (2.3x); so is today's DLRM against the
+    # DLRM paper's early Caffe2 run (6.0x GPU, 9.6x CPU), but the GPU still wins, as published.
+    assert COMPARED["NVIDIA 1xV100 AMP @32k"]["ratio"] > 1
+    gpu, cpu = COMPARED["DLRM paper 1xV100 @2k"], COMPARED["DLRM paper 2xXeon 6138 @2k"]
+    assert gpu["ratio"] > 1 and cpu["ratio"] > 1
+    assert gpu["published"] > cpu["published"] and gpu["modeled"] > cpu["modeled"]
+    assert all(RUNS[k].note for k in ("NVIDIA 1xV100 AMP @32k", "DLRM paper 1xV100 @2k"))

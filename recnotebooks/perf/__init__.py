@@ -10,6 +10,7 @@ from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware, hardware_na
 from recnotebooks.perf.memory import MemoryReport, memory_report
 from recnotebooks.perf.plan import Plan, TableShard
 from recnotebooks.perf.planner import plan_tables
+from recnotebooks.perf.published import PUBLISHED_RUNS, compare_published
 
 __all__ = [
     "COMPONENTS",
@@ -17,9 +18,11 @@ __all__ = [
     "HARDWARE",
     "Hardware",
     "MemoryReport",
+    "PUBLISHED_RUNS",
     "Plan",
     "TableShard",
     "best_placement",
+    "compare_published",
     "compare_servers",
     "estimate",
     "hardware",

@@ -216,7 +216,7 @@ def metric_bars(
         r["_now"] = highlight is None or r[by] == highlight
         r["_opacity"] = 1.0 if r["_now"] else 0.4
     base = alt.Chart().encode(
-        y=alt.Y(f"{by}:N", sort=bars, title=None),
+        y=alt.Y(f"{by}:N", sort=bars, title=None, axis=alt.Axis(labelLimit=260)),
         x=alt.X(f"{value}:Q", title=None, axis=None if text else alt.Axis(format="~s", tickCount=4)),
         tooltip=[_tip(metric, "N"), _tip(by, "N"), _tip(text or value, "N" if text else "Q")],
     )

@@ -1,0 +1,102 @@
+"""Published training throughputs of DLRMs on real GPUs and CPUs, beside the model.
+
+The calibration and ``recnb validate`` check the model against steps measured on this
+machine; these are the checks against real GPUs, which this machine does not have. Each
+:class:`PublishedRun` says where its number comes from and how the model is set up to
+match it; :func:`compare_published` gives one tidy row per run (published samples/s, the
+model's, their ratio). The published numbers are what their authors measured with their
+software of the time; the model prices our eager PyTorch DLRM on the same hardware, so a
+ratio far from 1 says as much about the software as about the model (see each ``note``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from recnotebooks.config import DLRMConfig, preset
+from recnotebooks.perf.cost import estimate
+from recnotebooks.perf.hardware import GB, Hardware, hardware
+
+__all__ = ["PublishedRun", "PUBLISHED_RUNS", "TORCHREC_README_ROWS", "compare_published"]
+
+#: Table cardinalities of the TorchRec DLRM example's README runs (Criteo 1TB, 91.10 GB of
+#: fp32 tables at dim 128): facebookresearch/dlrm, torchrec_dlrm/README.MD.
+TORCHREC_README_ROWS = (45833188, 36746, 17245, 7413, 20243, 3, 7114, 1441, 62, 29275261, 1572176, 345138, 10, 2209,
+                        11267, 128, 4, 974, 14, 48937457, 11316796, 40094537, 452104, 12606, 104, 35)  # fmt: skip
+
+
+def _torchrec_readme() -> DLRMConfig:
+    cfg = preset("mlperf_v1")
+    tables = tuple(dataclasses.replace(t, num_rows=n) for t, n in zip(cfg.tables, TORCHREC_README_ROWS, strict=True))
+    return cfg.replace(tables=tables, name="torchrec_readme")
+
+
+def _nvidia_terabyte() -> DLRMConfig:
+    # NVIDIA's DLRM: Criteo Terabyte's 26 tables (here capped at 10M rows as the dlrm repo
+    # does), dim 128, MLPs 512-256-128 and 1024-1024-512-256-1.
+    return preset("criteo_terabyte").replace(embedding_dim=128, bottom_mlp=(512, 256, 128),
+                                             top_mlp=(1024, 1024, 512, 256, 1), name="nvidia_dlrm_terabyte")  # fmt: skip
+
+
+def _v100_32gb() -> Hardware:
+    # Big Basin's GPU with 32 GB of HBM2 (the V100 SXM2 32 GB: same 900 GB/s; vendor spec sheet)
+    return hardware("big_basin").replace(name="v100_32gb", hbm_bytes=32 * GB)
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """One published training throughput and how the model is set up to match it."""
+
+    label: str  #: short: who, where, @global batch
+    source: str
+    config: Callable[[], DLRMConfig]
+    hardware: Callable[[], Hardware]
+    gpus: int
+    batch_size: int
+    samples_per_s: float
+    dtype: str = "fp32"
+    note: str = ""
+
+
+_TR = "TorchRec DLRM on 8x A100 40GB (REFERENCE.md §5)"
+_TRR = ("TorchRec DLRM example README, facebookresearch/dlrm torchrec_dlrm/README.MD (AWS p4d.24xlarge, "
+        "A100 40GB, CUDA 11.0, NCCL 2.10.3)")  # fmt: skip
+_NV = "NVIDIA DLRM for PyTorch on 1x V100 32GB, Criteo Terabyte, dim 128 (REFERENCE.md §5)"
+_DP = "DLRM paper (Naumov et al. 2019): 1000 batches of 2048 of its benchmark config, Caffe2 (REFERENCE.md §5)"
+_A100 = lambda: hardware("dgx_a100")  # noqa: E731
+_EARLY = ("the paper's early reference implementation; the model prices today's eager PyTorch with fused "
+          "embeddings, so it is far faster: direction only")  # fmt: skip
+
+PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
+    PublishedRun("TorchRec 8xA100 @2k", _TR, lambda: preset("mlperf_v1"), _A100, 8, 2048, 204_800.0),
+    PublishedRun("TorchRec 8xA100 @16k", _TR, lambda: preset("mlperf_v1"), _A100, 8, 16384, 925_696.0),
+    PublishedRun("TorchRec README 4xA100 @16k", _TRR, _torchrec_readme, _A100, 4, 16384, 1_458_176.0),
+    PublishedRun("TorchRec README 8xA100 @2k", _TRR, _torchrec_readme, _A100, 8, 2048, 284_615.0),
+    PublishedRun("TorchRec README 8xA100 @16k", _TRR, _torchrec_readme, _A100, 8, 16384, 1_671_168.0),
+    PublishedRun("TorchRec README 8xA100 @64k", _TRR, _torchrec_readme, _A100, 8, 65536, 5_373_952.0,
+                 note="fp32 top-MLP GEMMs bound the model here; with TF32 (PyTorch's matmul default before 1.12) "
+                      "it is about 1.0x"),  # fmt: skip
+    PublishedRun("NVIDIA 1xV100 FP32 @32k", _NV, _nvidia_terabyte, _v100_32gb, 1, 32768, 494_000.0),
+    PublishedRun("NVIDIA 1xV100 AMP @32k", _NV, _nvidia_terabyte, _v100_32gb, 1, 32768, 875_000.0,
+                 dtype="fp16", note="the model treats mixed precision as pure fp16 (no casts, no fp32 master "
+                                    "weights, no loss scaling), so it is too fast"),  # fmt: skip
+    PublishedRun("DLRM paper 1xV100 @2k", _DP, lambda: preset("dlrm_benchmark"), lambda: hardware("big_basin"),
+                 1, 2048, 2048 / 0.062, note=_EARLY),  # fmt: skip
+    PublishedRun("DLRM paper 2xXeon 6138 @2k", _DP, lambda: preset("dlrm_benchmark"),
+                 lambda: hardware("cpu_cluster"), 1, 2048, 2048 / 0.256, note=_EARLY),  # fmt: skip
+)
+
+
+def compare_published(runs: Sequence[PublishedRun] = PUBLISHED_RUNS) -> list[dict[str, object]]:
+    """One row per run: ``published`` and ``modeled`` samples/s, ``ratio`` (modeled over
+    published), whether the model says it fits, and the run's source and note."""
+    rows = []
+    for run in runs:
+        r = estimate(run.config(), run.hardware(), batch_size=run.batch_size, gpus=run.gpus, dtype=run.dtype)
+        rows.append({"run": run.label, "published": run.samples_per_s, "modeled": r.throughput,
+                     "ratio": r.throughput / run.samples_per_s, "fits": r.fits, "dtype": run.dtype,
+                     "bound_by": max(r.breakdown(), key=r.breakdown().get), "source": "modeled vs published",
+                     "reference": run.source, "note": run.note})  # fmt: skip
+    return rows
