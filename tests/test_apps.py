@@ -232,6 +232,7 @@ def test_server_explorer_agrees_with_the_cost_model_it_calls() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [({"model": "rm9"}, "rm9"), ({"rows_scale": 7}, "rows_scale"), ({"cache_hit_rate": 1.5}, "cache_hit_rate"),
+     ({"rows_scale": True}, "rows_scale"),
      ({"batch_size": 0}, "batch_size")],
 )  # fmt: skip
 def test_server_explorer_rejects_bad_settings(kwargs: dict[str, object], match: str) -> None:

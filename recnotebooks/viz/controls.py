@@ -58,7 +58,8 @@ def build_controls(specs: Mapping[str, Mapping[str, object]], values: Mapping[st
     for name, spec in specs.items():
         v = values.get(name, spec["value"])
         if "options" in spec:
-            if v not in option_values(spec):
+            opts = option_values(spec)
+            if v not in opts or (isinstance(v, bool) and not any(isinstance(o, bool) for o in opts)):
                 raise ValueError(f"{name}={v!r} is not one of the options {spec['options']}")
         elif isinstance(v, bool) or not isinstance(v, int) or not spec["min"] <= v <= spec["max"]:  # type: ignore[operator]
             raise ValueError(f"{name}={v!r} must be an int in [{spec['min']}, {spec['max']}]")

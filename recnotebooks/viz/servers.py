@@ -36,7 +36,7 @@ SERVER_CONTROLS: dict[str, dict[str, object]] = {
 def scaled_model(model: str, rows_scale: float) -> DLRMConfig:
     """The preset ``model`` with every table's rows multiplied by ``rows_scale`` (at least 1 row)."""
     allowed = option_values(SERVER_CONTROLS["rows_scale"])
-    if rows_scale not in allowed:
+    if isinstance(rows_scale, bool) or rows_scale not in allowed:
         raise ValueError(f"rows_scale must be one of {allowed}, got {rows_scale!r}")
     cfg = preset(model)
     if rows_scale == 1:
