@@ -10,7 +10,9 @@ A "top-level" operator is one with no operator among its profiler ancestors (the
 count as ``op_count``'s). The 1-rank run is the baseline: it has the same fused kernels
 and DDP wrapper but no all-to-alls, so ``W ranks - 1 rank`` is the distribution's cost.
 
-Needs the optional peers (``make peers``); without them it says so and exits 0.
+DDP's reducer is measured apart, without TorchRec: the same dense MLPs trained with and
+without ``DistributedDataParallel`` (1 gloo rank), operators per parameter tensor.
+The sharded runs need the optional peers (``make peers``); without them the script says so.
 Run: ``python benchmarks/sharded_step_ops.py [--tables 26] [--worlds 1 2 4]``.
 """
 
@@ -109,6 +111,54 @@ def _worker(rank: int, world: int, tables: int, port: int, out: str) -> None:
     dist.destroy_process_group()
 
 
+def ddp_reducer_ops(batch: int = BATCH) -> tuple[int, int, int]:
+    """Top-level ops of one training step of mlperf_v1's dense MLPs (bottom and top, ReLU,
+    Adagrad) without and with DDP (1 gloo rank on localhost), and the number of parameter tensors."""
+    from recnotebooks.config import preset
+
+    cfg = preset("mlperf_v1")
+
+    def mlp(dims: list[int]) -> torch.nn.Sequential:
+        return torch.nn.Sequential(*[m for a, b in zip(dims[:-1], dims[1:], strict=True)
+                                     for m in (torch.nn.Linear(a, b), torch.nn.ReLU())])  # fmt: skip
+
+    class Dense(torch.nn.Module):  # the bottom MLP, then the top MLP on its output padded to the top's width
+        def __init__(self) -> None:
+            super().__init__()
+            self.bottom = mlp([cfg.num_dense, *cfg.bottom_mlp])
+            self.top = mlp([cfg.interaction_output_dim, *cfg.top_mlp])
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            z = self.bottom(x)
+            return self.top(torch.nn.functional.pad(z, (0, cfg.interaction_output_dim - z.shape[1])))
+
+    x, y = torch.rand(batch, cfg.num_dense), torch.rand(batch, 1)
+
+    def count(model: torch.nn.Module) -> int:
+        opt = torch.optim.Adagrad(model.parameters(), lr=0.01)
+
+        def step() -> None:
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        for _ in range(3):
+            step()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            step()
+        return len(_top_level(prof))
+
+    model = Dense()
+    plain = count(model)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        wrapped = count(torch.nn.parallel.DistributedDataParallel(model))
+    finally:
+        dist.destroy_process_group()
+    return plain, wrapped, len(list(model.parameters()))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -120,12 +170,25 @@ def main() -> None:
     ap.add_argument("--tables", type=int, default=26)
     ap.add_argument("--worlds", type=int, nargs="+", default=[1, 2, 4])
     args = ap.parse_args()
+    if 1 not in args.worlds or min(args.worlds) < 1:
+        ap.error(f"--worlds must include 1 (the baseline) and be >= 1, got {args.worlds}")
+    from recnotebooks.perf.cost import (
+        _DIST_SYNCS,
+        _OPS_DDP_BASE,
+        _OPS_DDP_PER_TENSOR,
+        _OPS_DIST_BASE,
+        _OPS_DIST_PER_RANK,
+    )
+
+    plain, wrapped, tensors = ddp_reducer_ops()
+    print(f"mlperf_v1's dense MLPs, batch {BATCH}: {plain} top-level ops per step, {wrapped} with DDP (1 rank): "
+          f"+{wrapped - plain} for {tensors} parameter tensors (cost model: {_OPS_DDP_BASE} + {_OPS_DDP_PER_TENSOR} per tensor "
+          f"= {_OPS_DDP_BASE + _OPS_DDP_PER_TENSOR * tensors})")  # fmt: skip
     try:
         import torchrec  # noqa: F401
     except ImportError as e:
-        print(f"torchrec is not installed ({e}); `make peers` installs the optional peers. Skipping.")
+        print(f"torchrec is not installed ({e}); `make peers` installs the optional peers. Skipping the sharded runs.")
         return
-    from recnotebooks.perf.cost import _DIST_SYNCS, _OPS_DDP_PER_TENSOR, _OPS_DIST_BASE, _OPS_DIST_PER_RANK
 
     runs = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,15 +196,13 @@ def main() -> None:
             out = os.path.join(tmp, f"w{w}.json")
             mp.spawn(_worker, args=(w, args.tables, _free_port(), out), nprocs=w, join=True)
             runs[w] = json.loads(Path(out).read_text())
-    base = runs[min(runs)]
+    base = runs[1]
     print(f"TorchRec DMP, {args.tables} tables, table-wise, batch {BATCH}/rank: top-level ops per training step")
     for w, r in runs.items():
         extra = r["top_level_ops"] - base["top_level_ops"]
         model = f"(cost model: {_OPS_DIST_BASE + _OPS_DIST_PER_RANK * w} + {_DIST_SYNCS} host syncs)" if w > 1 else ""
-        print(f"  {w} rank(s): {r['top_level_ops']:4d} ops, +{extra:3d} over {min(runs)} rank(s) {model}; "
+        print(f"  {w} rank(s): {r['top_level_ops']:4d} ops, +{extra:3d} over 1 rank {model}; "
               f"collectives {r['collectives']}")  # fmt: skip
-    print(f"  DDP-wrapped dense parameter tensors: {base['dense_tensors']} "
-          f"(cost model: {_OPS_DDP_PER_TENSOR} reducer ops per tensor)")
     sys.stdout.flush()
 
 

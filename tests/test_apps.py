@@ -38,10 +38,11 @@ def test_architecture_explorer_sweeps_each_control(explorer, name: str) -> None:
     for value in _options(explorer.controls[name]):
         if value == explorer.values[name]:
             continue
-        before = explorer.chart_data()
+        before = explorer.result.tables["metrics"]
         result = explorer.set(**{name: value})
         assert explorer.error is None
-        assert explorer.chart_data() != before, f"{name}={value} did not change the chart"
+        # the analytic numbers must move (the chart always differs: its trail names the change)
+        assert result.tables["metrics"] != before, f"{name}={value} did not change the computed sizes"
         phases = result.tables["phases"]
         assert [r["phase"] for r in phases] == list(PHASES)
         assert all(r["source"] == "measured" and r["seconds_per_step"] >= 0 for r in phases)
@@ -156,12 +157,13 @@ def test_efficiency_explorer_sweeps_each_control(efficiency) -> None:  # type: i
         for value in _options(efficiency.controls[name]):
             if value == efficiency.values[name]:
                 continue
-            before = efficiency.chart_data()
+            before = efficiency.result.tables
             result = efficiency.set(**{name: value})
             assert efficiency.error is None, (name, value, efficiency.error)
             if name == "cache_hit_rate" and efficiency.values["placement"] != "cache":
-                continue  # the hit rate only matters with a cache
-            assert efficiency.chart_data() != before, f"{name}={value} did not change the chart"
+                assert result.tables == before  # the hit rate only matters with a cache
+                continue
+            assert result.tables != before, f"{name}={value} did not change the modeled numbers"
             assert {r["source"] for r in result.tables["modeled"]} == {"modeled"}
             assert all(r["seconds_per_step"] >= 0 for r in result.tables["modeled"])
         efficiency.altair_chart.to_dict()
@@ -191,17 +193,20 @@ def test_server_explorer_sweeps_each_control() -> None:
 
     app = server_explorer()
     defaults = {k: v["value"] for k, v in SERVER_CONTROLS.items()}
-    for name in SERVER_CONTROLS:
-        app.set(**defaults)
+    starts = (defaults, {**defaults, "rows_scale": 30})  # rm2 at 30x puts Big Basin's tables behind a cache
+    for start, name in ((st_, n) for st_ in starts for n in SERVER_CONTROLS):
+        app.set(**start)
         for value in _options(app.controls[name]):
             if value == app.values[name]:
                 continue
-            before = app.chart_data()
+            before = app.result.tables
             result = app.set(**{name: value})
             assert app.error is None, (name, value, app.error)
-            uses_cache = any("cache" in str(r["placement"]) for r in result.tables["throughput"])
-            if name != "cache_hit_rate" or uses_cache:
-                assert app.chart_data() != before, f"{name}={value} did not change the chart"
+            cached = [any("cache" in str(r["placement"]) for r in t["throughput"]) for t in (before, result.tables)]
+            if name != "cache_hit_rate" or any(cached):
+                assert result.tables != before, f"{name}={value} did not change the modeled numbers"
+            else:
+                assert result.tables == before  # no server uses a cache, before or after
             rows = result.tables["throughput"] + result.tables["per_joule"]
             assert {r["source"] for r in rows} == {"modeled"}
             assert all(r["value"] > 0 and r["value"] == r["value"] for r in rows)  # no NaN, no zero
@@ -244,3 +249,13 @@ def test_server_explorer_rejects_bad_settings(kwargs: dict[str, object], match: 
         server_explorer(**kwargs)
     with pytest.raises(KeyError, match="rows_scal"):
         server_explorer(rows_scal=10)
+
+
+def test_integer_sliders_take_numpy_integers_and_refuse_floats_and_booleans() -> None:
+    import numpy as np
+
+    app = architecture_explorer(measure=False, num_tables=np.int64(16))
+    assert app.values["num_tables"] == 16 and type(app.values["num_tables"]) is int
+    for bad in (8.5, True):
+        with pytest.raises(ValueError, match="num_tables"):
+            architecture_explorer(measure=False, num_tables=bad)

@@ -92,6 +92,10 @@ def test_server_explorer_exercise_matches_the_memory_model() -> None:
 
     first = next(s for s in scales if not fits_in_hbm(s))
     assert lab.check("05.outgrow", first)
+    assert scales.index(first) > 0  # some settings fit, so there is a wrong answer below it
     wrong = lab.check("05.outgrow", scales[scales.index(first) - 1])
     assert not wrong and "Hint 1/3" in wrong.message
     assert "slider" in lab.check("05.outgrow", 7).message
+    import numpy as np
+
+    assert lab.check("05.outgrow", np.float64(first))  # NumPy scalars are numbers too

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recnotebooks.config import DLRMConfig, TableConfig, preset
-from recnotebooks.perf.cost import COMPONENTS, estimate, gemm_time
+from recnotebooks.perf.cost import COMPONENTS, estimate, gemm_time, op_count
 from recnotebooks.perf.hardware import HARDWARE, Hardware
 from recnotebooks.perf.memory import memory_report
 from recnotebooks.perf.plan import Plan, TableShard, single_device_plan
@@ -109,26 +109,38 @@ def test_all_reduce_across_nodes_uses_the_nic(p: int) -> None:
     assert r.per_rank[0]["all_reduce"] == pytest.approx(ring, rel=1e-9)
 
 
-@pytest.mark.parametrize("p", [2, 4, 8])
-def test_sharded_step_pays_measured_distribution_ops_and_five_all_to_all_latencies(p: int) -> None:
-    # Counts measured on TorchRec's DistributedModelParallel (table-wise, gloo): 53 + 3 per rank
-    # operators and 3 host syncs for the input/output distribution, 5 all-to-alls, and DDP's
-    # reducer at 4 operators per dense parameter tensor. Written out here, not taken from cost.py.
+@pytest.mark.parametrize(("hw_name", "gpus", "nodes"), [("dgx_a100", 2, 1), ("dgx_a100", 4, 1), ("dgx_a100", 8, 1),
+                                                        ("dgx_a100", 1, 4), ("dgx_a100", 2, 2), ("cpu_cluster", 1, 3)])
+def test_sharded_step_pays_measured_distribution_ops_and_five_all_to_all_latencies(
+    hw_name: str, gpus: int, nodes: int
+) -> None:
+    # Counts measured on TorchRec's DistributedModelParallel (table-wise, gloo): 54 + 3 per rank
+    # operators and 3 host syncs for the input/output distribution, 5 all-to-alls; DDP's reducer
+    # 2 + 3 per dense parameter tensor (benchmarks/sharded_step_ops.py). Written out here.
     cfg = small_config(num_tables=8, rows=20_000)
+    hw, p = HARDWARE[hw_name], gpus * nodes
     layers = len(cfg.bottom_mlp) + len(cfg.top_mlp)
-    single = estimate(cfg, A100, batch_size=4096, gpus=1).breakdown()["overhead"]
-    sharded = estimate(cfg, A100, batch_size=4096, gpus=p, plan=all_data_parallel(cfg, p, ("T0", "T1")))
-    replicated = estimate(cfg, A100, batch_size=4096, gpus=p, plan=all_data_parallel(cfg, p))
-    ddp = 4 * 2 * layers
+    single = estimate(cfg, hw, batch_size=4096, gpus=1).breakdown()["overhead"]
+    sharded = estimate(cfg, hw, batch_size=4096, gpus=gpus, nodes=nodes, plan=all_data_parallel(cfg, p, ("T0", "T1")))
+    replicated = estimate(cfg, hw, batch_size=4096, gpus=gpus, nodes=nodes, plan=all_data_parallel(cfg, p))
+    ddp = 2 + 3 * 2 * layers
     for comp in sharded.per_rank:
-        assert comp["overhead"] == pytest.approx(single + (ddp + 53 + 3 * p + 3) * A100.op_overhead_s, rel=1e-9)
+        assert comp["overhead"] == pytest.approx(single + (ddp + 54 + 3 * p + 3) * hw.op_overhead_s, rel=1e-9)
     for comp in replicated.per_rank:
-        assert comp["overhead"] == pytest.approx(single + ddp * A100.op_overhead_s, rel=1e-9)
+        assert comp["overhead"] == pytest.approx(single + ddp * hw.op_overhead_s, rel=1e-9)
         assert comp["all_to_all"] == 0.0
     # with free bandwidth, the all-to-all is latency only: 5 calls of p - 1 pairwise steps
-    ideal = A100.replace(intra_node_bw=1e30, collective_latency_s=1e-3)
-    r = estimate(cfg, ideal, batch_size=4096, gpus=p, plan=all_data_parallel(cfg, p, ("T0", "T1")))
+    ideal = hw.replace(intra_node_bw=1e30, nic_bw=1e30, host_link_bw=1e30, collective_latency_s=1e-3)
+    r = estimate(cfg, ideal, batch_size=4096, gpus=gpus, nodes=nodes, plan=all_data_parallel(cfg, p, ("T0", "T1")))
     assert max(c["all_to_all"] for c in r.per_rank) == pytest.approx(5 * (p - 1) * 1e-3, rel=1e-6)
+
+
+def test_op_count_checks_the_world_size() -> None:
+    cfg = small_config()
+    for bad in (0, -1, True, 2.0):
+        with pytest.raises(ValueError, match="world_size"):
+            op_count(cfg, bad)  # type: ignore[arg-type]
+    assert op_count(cfg, 1, True) == op_count(cfg)  # one device: nothing to distribute
 
 
 # ----- random configurations ------------------------------------------------------------------

@@ -249,3 +249,20 @@ def test_plan_rejects_non_shards_and_bad_world() -> None:
         Plan(0, ())
     with pytest.raises(ValueError, match="one per table"):
         single_device_plan(config_of([10, 20]), ["hbm"])
+
+
+def test_cost_plan_caches_fallback_tables_at_the_given_hit_rate() -> None:
+    # rm2 with 30x the rows does not fit Big Basin's HBM: the cost planner puts some tables
+    # behind a device cache, at the caller's hit rate (0.9 when none is given).
+    import dataclasses
+
+    from recnotebooks.perf.planner import DEFAULT_FALLBACK_HIT_RATE
+
+    base = preset("rm2")
+    cfg = base.replace(tables=tuple(dataclasses.replace(t, num_rows=t.num_rows * 30) for t in base.tables))
+    for hit, expected in ((0.5, 0.5), (None, DEFAULT_FALLBACK_HIT_RATE)):
+        plan = plan_tables(cfg, "big_basin", 8, strategy="cost", cache_hit_rate=hit, batch_size=8192)
+        cached = [s for s in plan.shards if s.placement == "cache"]
+        assert cached and {s.cache_hit_rate for s in cached} == {expected}
+    with pytest.raises(ValueError, match="cache_hit_rate"):
+        plan_tables(cfg, "big_basin", 8, strategy="cost", cache_hit_rate=1.5)

@@ -52,12 +52,15 @@ INDEX_BYTES = 8
 _OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
 #: What a model-parallel step adds, measured on TorchRec 1.8's DistributedModelParallel
 #: (table-wise, fused kernels; torch profiler, top-level ops of one step on rank 0 over
-#: gloo, 2 and 4 ranks minus 1 rank, the same at 26 and 13 tables; BENCHMARKS.md):
-#: input and output distribution 53 + 3 per rank operators, in 5 all-to-alls (the ids'
+#: gloo, 2 and 4 ranks minus 1 rank, the same at 26 and 13 tables; the collectives count as
+#: operators; benchmarks/sharded_step_ops.py):
+#: input and output distribution 54 + 3 per rank operators, in 5 all-to-alls (the ids'
 #: splits, lengths and values; pooled embeddings forward and their gradients backward),
 #: 3 of them preceded by a blocking ``.tolist()`` of the splits (priced as one operator
-#: each); DDP's reducer on the data-parallel dense part, about 4 operators per parameter tensor.
-_OPS_DIST_BASE, _OPS_DIST_PER_RANK, _DIST_SYNCS, _OPS_DDP_PER_TENSOR = 53, 3, 3, 4
+#: each). DDP's reducer on the data-parallel dense part: 2 + 3 per parameter tensor
+#: (mlperf_v1's MLPs with and without DDP, measured by the same script without TorchRec).
+_OPS_DIST_BASE, _OPS_DIST_PER_RANK, _DIST_SYNCS = 54, 3, 3
+_OPS_DDP_BASE, _OPS_DDP_PER_TENSOR = 2, 3
 #: All-to-all calls per sharded training step (see above); each pays ``world - 1`` latencies.
 A2A_CALLS_PER_STEP = 5
 
@@ -69,10 +72,11 @@ def op_count(config: DLRMConfig, world_size: int = 1, model_parallel: bool = Fal
     operators per parameter tensor); ``model_parallel`` adds the input and output
     distribution of sharded embeddings (all-to-alls, split bookkeeping, host syncs).
     """
+    _pos_int("world_size", world_size)
     layers = len(config.bottom_mlp) + len(config.top_mlp)
     ops = _OPS_BASE + _OPS_PER_LAYER * layers + (_OPS_DOT if config.interaction == "dot" else 0)
     if world_size > 1:
-        ops += _OPS_DDP_PER_TENSOR * 2 * layers  # a weight and a bias per layer
+        ops += _OPS_DDP_BASE + _OPS_DDP_PER_TENSOR * 2 * layers  # a weight and a bias per layer
         if model_parallel:
             ops += _OPS_DIST_BASE + _OPS_DIST_PER_RANK * world_size + _DIST_SYNCS
     return ops
@@ -314,7 +318,8 @@ def estimate(
                 net = (served * rb + lookups * INDEX_BYTES) / nic_per_dev
                 ps = row_traffic_f / (hw.host_mem_bw * hw.gather_efficiency)
                 fwd += max(net, ps)
-                bwd += max(served * rb / nic_per_dev, row_traffic_b / (hw.host_mem_bw * hw.gather_efficiency))
+                # the server groups the lookups by row too, before its row-wise update
+                bwd += max(served * rb / nic_per_dev, row_traffic_b / (hw.host_mem_bw * hw.gather_efficiency) + sort)
                 rpc = True
                 local = served * rb * 2
             fwd += (served * rb + lookups * INDEX_BYTES) / hw.hbm_bw

@@ -65,9 +65,9 @@ def sweep(
 def best_placement(config: DLRMConfig, hw: Hardware, gpus: int, batch_size: int,
                    cache_hit_rate: float = 0.9) -> tuple[str, CostResult]:  # fmt: skip
     """The first placement that fits, in the order HBM, host DRAM behind a cache, a remote
-    parameter server (a CPU node: its own DRAM, else parameter servers). The label names
+    parameter server (a CPU node: its own DRAM, labelled ``"dram"``, else parameter servers). The label names
     every placement the plan uses (the cost planner may move tables that fit nowhere in
-    device memory behind a cache: ``"hbm+cache"``)."""
+    device memory behind a cache of hit rate ``cache_hit_rate``: ``"hbm+cache"``)."""
     order = ["hbm", "remote"] if hw.kind == "cpu" else ["hbm", "cache", "host", "remote"]
     last = None
     for place in order:
@@ -76,10 +76,12 @@ def best_placement(config: DLRMConfig, hw: Hardware, gpus: int, batch_size: int,
         if gpus > 1:
             greedy_ok = place != "hbm" and config.num_tables >= gpus
             plan = plan_tables(config, hw, gpus, strategy="greedy" if greedy_ok else "cost", placement=place,
-                               cache_hit_rate=hit, batch_size=batch_size)  # fmt: skip
+                               cache_hit_rate=cache_hit_rate, batch_size=batch_size)  # fmt: skip
         last = estimate(config, hw, batch_size=batch_size, gpus=gpus, plan=plan, placement=place, cache_hit_rate=hit)
         if last.fits:
             used = sorted({s.placement for s in plan.shards}, key=order.index) if plan else [place]
+            if hw.kind == "cpu":  # a CPU node's own memory is its DRAM
+                used = ["dram" if u == "hbm" else u for u in used]
             return "+".join(used), last
     assert last is not None
     return order[-1], last

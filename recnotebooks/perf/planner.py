@@ -31,6 +31,9 @@ __all__ = ["STRATEGIES", "plan_tables", "table_bytes"]
 STRATEGIES = ("naive", "greedy", "cost")
 #: Share of device memory the planner leaves for MLPs, activations, buffers and the allocator.
 RESERVE = 0.15
+#: Hit rate assumed for a device cache the cost planner adds in front of a table that fits
+#: nowhere in device memory, when the caller gives none.
+DEFAULT_FALLBACK_HIT_RATE = 0.9
 
 
 def table_bytes(config: DLRMConfig, dtype: str = "fp32") -> dict[str, float]:
@@ -60,7 +63,12 @@ def plan_tables(
     batch_size: int = 8192,
     dtype: str = "fp32",
 ) -> Plan:
-    """A :class:`Plan` for ``world_size`` devices of ``hw`` (see the module docstring)."""
+    """A :class:`Plan` for ``world_size`` devices of ``hw`` (see the module docstring).
+
+    ``cache_hit_rate`` is required with ``placement="cache"``; the cost strategy also uses it
+    for the device caches it puts in front of tables that fit nowhere in device memory
+    (:data:`DEFAULT_FALLBACK_HIT_RATE` when not given).
+    """
     if not isinstance(config, DLRMConfig):
         raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
     hw = hardware(hw) if isinstance(hw, str) else hw
@@ -70,9 +78,13 @@ def plan_tables(
         raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
-    if placement == "cache" and (cache_hit_rate is None or not 0 <= cache_hit_rate <= 1):
-        raise ValueError(f"cache_hit_rate must be in [0, 1] with placement='cache', got {cache_hit_rate!r}")
+    if placement == "cache" and cache_hit_rate is None:
+        raise ValueError("cache_hit_rate must be in [0, 1] with placement='cache', got None")
+    if cache_hit_rate is not None and (isinstance(cache_hit_rate, bool) or not isinstance(cache_hit_rate, (int, float))
+                                       or not 0 <= cache_hit_rate <= 1):  # fmt: skip
+        raise ValueError(f"cache_hit_rate must be in [0, 1], got {cache_hit_rate!r}")
     hit = cache_hit_rate if placement == "cache" else None
+    fallback_hit = DEFAULT_FALLBACK_HIT_RATE if cache_hit_rate is None else float(cache_hit_rate)
     names = list(config.table_names)
     if strategy in ("naive", "greedy") and world_size > len(names):
         raise ValueError(f"a table-wise plan needs at least as many tables as devices: {len(names)} tables, "
@@ -96,7 +108,7 @@ def plan_tables(
         notes.append("largest table first, each to the rank with the fewest bytes: "
                      + ", ".join(f"rank {r} {b / 1e9:.2f} GB" for r, b in enumerate(load)))  # fmt: skip
         return Plan(world_size, tuple(shards), "greedy", tuple(notes))
-    return _cost_plan(config, hw, world_size, placement, hit, batch_size, dtype, sizes)
+    return _cost_plan(config, hw, world_size, placement, hit, fallback_hit, batch_size, dtype, sizes)
 
 
 def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str) -> float:
@@ -109,8 +121,8 @@ def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str
     return fp["dense_weights"] + fp["dense_weights"] * 4 / eb + fp["activations"] + (comm if world > 1 else 0.0)
 
 
-def _cost_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit: float | None, batch_size: int,
-               dtype: str, sizes: dict[str, float]) -> Plan:  # fmt: skip
+def _cost_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit: float | None,
+               fallback_hit: float, batch_size: int, dtype: str, sizes: dict[str, float]) -> Plan:  # fmt: skip
     eb = DTYPE_BYTES[dtype]
     cap = hw.hbm_bytes * (1 - RESERVE) - _non_table_bytes(config, world, batch_size, dtype)
     if placement != "hbm":
@@ -140,7 +152,7 @@ def _cost_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit
             why = "fewer tables than devices" if split_all else "fits on no single device"
             notes.append(f"{n} ({b / 1e9:.1f} GB): {why}: split row-wise over {world}")
             continue
-        h = 0.9 if hit is None else hit
+        h = fallback_hit
         cache = cache_rows_for_hit_rate(h, rows[n]) * (config.embedding_dim * eb + 8)
         room = [r for r in range(world) if mem[r] + cache <= cap]
         r = min(room or range(world), key=lambda i: time[i])

@@ -9,6 +9,7 @@ fails at the entry point with its name, value and what is allowed.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 
 import ipywidgets as W
@@ -61,7 +62,9 @@ def build_controls(specs: Mapping[str, Mapping[str, object]], values: Mapping[st
             opts = option_values(spec)
             if v not in opts or (isinstance(v, bool) and not any(isinstance(o, bool) for o in opts)):
                 raise ValueError(f"{name}={v!r} is not one of the options {spec['options']}")
-        elif isinstance(v, bool) or not isinstance(v, int) or not spec["min"] <= v <= spec["max"]:  # type: ignore[operator]
-            raise ValueError(f"{name}={v!r} must be an int in [{spec['min']}, {spec['max']}]")
+        else:
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not spec["min"] <= v <= spec["max"]:  # type: ignore[operator]
+                raise ValueError(f"{name}={v!r} must be an int in [{spec['min']}, {spec['max']}]")
+            v = int(v)
         start[name] = v
     return {name: _widget(spec, start[name]) for name, spec in specs.items()}

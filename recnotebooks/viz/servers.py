@@ -6,7 +6,7 @@ DGX A100, DGX H100) the placement that fits (:func:`recnotebooks.perf.best_place
 step by component, throughput per node and samples per joule out. Every number is
 **modeled** from the hardware presets. Growing the tables shows the seed paper's story:
 tables leave HBM for host DRAM behind a cache on Zion and for parameter servers on Big
-Basin, and the server that wins changes.
+Basin, and the most energy-efficient server changes.
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def scaled_model(model: str, rows_scale: float) -> DLRMConfig:
     allowed = option_values(SERVER_CONTROLS["rows_scale"])
     if isinstance(rows_scale, bool) or rows_scale not in allowed:
         raise ValueError(f"rows_scale must be one of {allowed}, got {rows_scale!r}")
+    models = option_values(SERVER_CONTROLS["model"])
+    if model not in models:
+        raise ValueError(f"model must be one of {models}, got {model!r}")
     cfg = preset(model)
     if rows_scale == 1:
         return cfg
@@ -47,8 +50,10 @@ def scaled_model(model: str, rows_scale: float) -> DLRMConfig:
 
 def explore_servers(*, model: str = "rm2", rows_scale: float = 1, batch_size: int = 8192,
                     cache_hit_rate: float = 0.9) -> Result:  # fmt: skip
-    """Tables ``breakdown`` (server, component, seconds), ``throughput`` and ``per_joule``
-    (one row per server) for ``model`` on one node of each of :data:`SERVERS`; see module doc."""
+    """Tables for ``model`` on one node of each of :data:`SERVERS` (see the module doc):
+    ``breakdown`` (``server`` with its placement, ``phase``, ``seconds_per_step``) and
+    ``throughput`` and ``per_joule`` (one row per server: ``metric`` = the server, ``value``,
+    ``display``, ``placement``)."""
     if isinstance(cache_hit_rate, bool) or not isinstance(cache_hit_rate, (int, float)) or not 0 <= cache_hit_rate <= 1:
         raise ValueError(f"cache_hit_rate must be a number in [0, 1], got {cache_hit_rate!r}")
     cfg = scaled_model(model, rows_scale)
@@ -66,8 +71,9 @@ def explore_servers(*, model: str = "rm2", rows_scale: float = 1, batch_size: in
         "throughput": [bar(r, "throughput", "") for r in rows],
         "per_joule": [bar(r, "samples_per_joule", "") for r in rows],
     }
-    fast = max(rows, key=lambda r: float(r["throughput"]))  # type: ignore[arg-type]
-    frugal = max(rows, key=lambda r: float(r["samples_per_joule"]))  # type: ignore[arg-type]
+    fitting = [r for r in rows if r["fits"]] or rows
+    fast = max(fitting, key=lambda r: float(r["throughput"]))  # type: ignore[arg-type]
+    frugal = max(fitting, key=lambda r: float(r["samples_per_joule"]))  # type: ignore[arg-type]
     notes = [f"MODELED: {cfg.name} ({emb_gb:,.1f} GB of fp32 tables), global batch {batch_size} per node.",
              "Tables live in: " + "; ".join(f"{r['server']} {r['placement']}" for r in rows) + ".",
              f"Fastest node: {fast['server']} ({float(fast['throughput']):,.0f} samples/s, bounded by "  # type: ignore[arg-type]
