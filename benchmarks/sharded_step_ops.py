@@ -172,18 +172,13 @@ def main() -> None:
     args = ap.parse_args()
     if 1 not in args.worlds or min(args.worlds) < 1:
         ap.error(f"--worlds must include 1 (the baseline) and be >= 1, got {args.worlds}")
-    from recnotebooks.perf.cost import (
-        _DIST_SYNCS,
-        _OPS_DDP_BASE,
-        _OPS_DDP_PER_TENSOR,
-        _OPS_DIST_BASE,
-        _OPS_DIST_PER_RANK,
-    )
+    from recnotebooks.config import preset
+    from recnotebooks.perf.cost import op_count
 
+    cfg = preset("mlperf_v1")  # what the cost model charges, from its public op_count
     plain, wrapped, tensors = ddp_reducer_ops()
     print(f"mlperf_v1's dense MLPs, batch {BATCH}: {plain} top-level ops per step, {wrapped} with DDP (1 rank): "
-          f"+{wrapped - plain} for {tensors} parameter tensors (cost model: {_OPS_DDP_BASE} + {_OPS_DDP_PER_TENSOR} per tensor "
-          f"= {_OPS_DDP_BASE + _OPS_DDP_PER_TENSOR * tensors})")  # fmt: skip
+          f"+{wrapped - plain} for {tensors} parameter tensors (cost model: +{op_count(cfg, 2) - op_count(cfg)})")  # fmt: skip
     try:
         import torchrec  # noqa: F401
     except ImportError as e:
@@ -200,7 +195,7 @@ def main() -> None:
     print(f"TorchRec DMP, {args.tables} tables, table-wise, batch {BATCH}/rank: top-level ops per training step")
     for w, r in runs.items():
         extra = r["top_level_ops"] - base["top_level_ops"]
-        model = f"(cost model: {_OPS_DIST_BASE + _OPS_DIST_PER_RANK * w} + {_DIST_SYNCS} host syncs)" if w > 1 else ""
+        model = f"(cost model: +{op_count(cfg, w, True) - op_count(cfg, w)}, 3 of them host syncs)" if w > 1 else ""
         print(f"  {w} rank(s): {r['top_level_ops']:4d} ops, +{extra:3d} over 1 rank {model}; "
               f"collectives {r['collectives']}")  # fmt: skip
     sys.stdout.flush()

@@ -287,10 +287,6 @@ def _outgrow(answer: object) -> tuple[bool, str]:
 
 def production_model() -> object:
     """mlperf_v1 with 10x the rows per table (about 1 TB of fp32 tables): production scale."""
-    import dataclasses
+    from recnotebooks.viz.servers import scaled_model
 
-    from recnotebooks.config import preset
-
-    cfg = preset("mlperf_v1")
-    tables = tuple(dataclasses.replace(t, num_rows=t.num_rows * 10) for t in cfg.tables)
-    return cfg.replace(tables=tables, name="mlperf_v1 x10 rows")
+    return scaled_model("mlperf_v1", 10)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.cost import estimate
@@ -68,13 +69,13 @@ _TRR = ("TorchRec DLRM example README, facebookresearch/dlrm torchrec_dlrm/READM
         "A100 40GB, CUDA 11.0, NCCL 2.10.3)")  # fmt: skip
 _NV = "NVIDIA DLRM for PyTorch on 1x V100 32GB, Criteo Terabyte, dim 128 (REFERENCE.md §5)"
 _DP = "DLRM paper (Naumov et al. 2019): 1000 batches of 2048 of its benchmark config, Caffe2 (REFERENCE.md §5)"
-_A100 = lambda: hardware("dgx_a100")  # noqa: E731
+_A100 = partial(hardware, "dgx_a100")
 _EARLY = ("the paper's early reference implementation; the model prices today's eager PyTorch with fused "
           "embeddings, so it is far faster: direction only")  # fmt: skip
 
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
-    PublishedRun("TorchRec 8xA100 @2k", _TR, lambda: preset("mlperf_v1"), _A100, 8, 2048, 204_800.0),
-    PublishedRun("TorchRec 8xA100 @16k", _TR, lambda: preset("mlperf_v1"), _A100, 8, 16384, 925_696.0),
+    PublishedRun("TorchRec 8xA100 @2k", _TR, partial(preset, "mlperf_v1"), _A100, 8, 2048, 204_800.0),
+    PublishedRun("TorchRec 8xA100 @16k", _TR, partial(preset, "mlperf_v1"), _A100, 8, 16384, 925_696.0),
     PublishedRun("TorchRec README 4xA100 @16k", _TRR, _torchrec_readme, _A100, 4, 16384, 1_458_176.0),
     PublishedRun("TorchRec README 8xA100 @2k", _TRR, _torchrec_readme, _A100, 8, 2048, 284_615.0),
     PublishedRun("TorchRec README 8xA100 @16k", _TRR, _torchrec_readme, _A100, 8, 16384, 1_671_168.0),
@@ -84,10 +85,10 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("NVIDIA 1xV100 AMP @32k", _NV, _nvidia_terabyte, _v100_32gb, 1, 32768, 875_000.0,
                  dtype="fp16", note="the model treats mixed precision as pure fp16 (no casts, no fp32 master "
                                     "weights, no loss scaling), so it is too fast"),  # fmt: skip
-    PublishedRun("DLRM paper 1xV100 @2k", _DP, lambda: preset("dlrm_benchmark"), lambda: hardware("big_basin"),
+    PublishedRun("DLRM paper 1xV100 @2k", _DP, partial(preset, "dlrm_benchmark"), partial(hardware, "big_basin"),
                  1, 2048, 2048 / 0.062, note=_EARLY),  # fmt: skip
-    PublishedRun("DLRM paper 2xXeon 6138 @2k", _DP, lambda: preset("dlrm_benchmark"),
-                 lambda: hardware("cpu_cluster"), 1, 2048, 2048 / 0.256, note=_EARLY),  # fmt: skip
+    PublishedRun("DLRM paper 2xXeon 6138 @2k", _DP, partial(preset, "dlrm_benchmark"),
+                 partial(hardware, "cpu_cluster"), 1, 2048, 2048 / 0.256, note=_EARLY),  # fmt: skip
 )
 
 
