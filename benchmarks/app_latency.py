@@ -48,7 +48,9 @@ def _pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, round(q * (len(s) - 1)))]
 
 
-def time_changes(app: App, n: int, rng: random.Random, from_defaults: bool, defaults: dict[str, object]) -> dict:
+def time_changes(
+    app: App, n: int, rng: random.Random, from_defaults: bool, defaults: dict[str, object]
+) -> dict:
     """Time ``n`` single-control changes; returns p50/p95 (s) and how many were refused."""
     times, refused = [], 0
     for _ in range(n):
@@ -138,10 +140,16 @@ def main() -> None:
     rows.append(("Architecture Explorer, random walk (01, info)", "measured", None,
                  time_changes(measured, n_meas, rng, False, arch_defaults)))  # fmt: skip
 
-    print(f"{'app':<55} {'kind':<9} {'n':>4} {'refused':>7} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}  target")
+    print(
+        f"{'app':<55} {'kind':<9} {'n':>4} {'refused':>7} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}  target"
+    )
     results = []
     for name, kind, target, r in rows:
-        verdict = "" if target is None else ("PASS" if r["p95_s"] <= target else "FAIL") + f" p95 <= {target * 1e3:.0f} ms"
+        verdict = (
+            ""
+            if target is None
+            else ("PASS" if r["p95_s"] <= target else "FAIL") + f" p95 <= {target * 1e3:.0f} ms"
+        )
         print(f"{name:<55} {kind:<9} {r['n']:>4} {r['refused']:>7} {r['p50_s'] * 1e3:>8.1f} {r['p95_s'] * 1e3:>8.1f} "
               f"{r['max_s'] * 1e3:>8.1f}  {verdict}")  # fmt: skip
         results.append({"app": name, "kind": kind, "target_s": target, **r})
@@ -154,7 +162,9 @@ def main() -> None:
         total = sum(runs.values())
         for k, v in runs.items():
             print(f"smoke run {k:<28} {v:6.1f} s")
-        print(f"smoke run, all notebooks         {total:6.1f} s  {'PASS' if total <= 180 else 'FAIL'} <= 180 s")
+        print(
+            f"smoke run, all notebooks         {total:6.1f} s  {'PASS' if total <= 180 else 'FAIL'} <= 180 s"
+        )
         report["smoke_run_s"] = runs
     if args.json:
         print(json.dumps(report, indent=1))

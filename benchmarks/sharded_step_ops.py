@@ -182,7 +182,9 @@ def main() -> None:
     try:
         import torchrec  # noqa: F401
     except ImportError as e:
-        print(f"torchrec is not installed ({e}); `make peers` installs the optional peers. Skipping the sharded runs.")
+        print(
+            f"torchrec is not installed ({e}); `make peers` installs the optional peers. Skipping the sharded runs."
+        )
         return
 
     runs = {}
@@ -192,10 +194,16 @@ def main() -> None:
             mp.spawn(_worker, args=(w, args.tables, _free_port(), out), nprocs=w, join=True)
             runs[w] = json.loads(Path(out).read_text())
     base = runs[1]
-    print(f"TorchRec DMP, {args.tables} tables, table-wise, batch {BATCH}/rank: top-level ops per training step")
+    print(
+        f"TorchRec DMP, {args.tables} tables, table-wise, batch {BATCH}/rank: top-level ops per training step"
+    )
     for w, r in runs.items():
         extra = r["top_level_ops"] - base["top_level_ops"]
-        model = f"(cost model: +{op_count(cfg, w, True) - op_count(cfg, w)}, 3 of them host syncs)" if w > 1 else ""
+        model = (
+            f"(cost model: +{op_count(cfg, w, True) - op_count(cfg, w)}, 3 of them host syncs)"
+            if w > 1
+            else ""
+        )
         print(f"  {w} rank(s): {r['top_level_ops']:4d} ops, +{extra:3d} over 1 rank {model}; "
               f"collectives {r['collectives']}")  # fmt: skip
     sys.stdout.flush()

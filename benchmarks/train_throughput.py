@@ -60,7 +60,9 @@ class ReferenceDLRM(nn.Module):
         self.li, self.lj = torch.tril_indices(f, f, -1)
         self.dim = cfg.embedding_dim
 
-    def forward(self, dense: torch.Tensor, ids: list[torch.Tensor], offsets: list[torch.Tensor]) -> torch.Tensor:
+    def forward(
+        self, dense: torch.Tensor, ids: list[torch.Tensor], offsets: list[torch.Tensor]
+    ) -> torch.Tensor:
         x = self.bot(dense)
         ly = [emb(i, o) for emb, i, o in zip(self.embs, ids, offsets, strict=True)]
         t = torch.cat([x, *ly], dim=1).view(dense.shape[0], -1, self.dim)
@@ -100,7 +102,9 @@ def machine_rates() -> dict[str, float]:
 
 def run(pooling: float, args: argparse.Namespace, rates: dict[str, float]) -> dict[str, float]:
     tables = tuple(TableConfig(f"T{i + 1}", args.rows, pooling) for i in range(args.tables))
-    cfg = DLRMConfig(13, tables, args.dim, (512, 256, args.dim), (512, 512, 256, 1), name=f"bench_L{pooling:g}")
+    cfg = DLRMConfig(
+        13, tables, args.dim, (512, 256, args.dim), (512, 512, 256, 1), name=f"bench_L{pooling:g}"
+    )
     data = SyntheticCriteo(cfg, args.batch_size, SyntheticConfig(zipf_exponent=args.zipf), seed=0)
     batches = [data.batch(i) for i in range(args.distinct_batches)]
     ref_inputs = [per_table_inputs(b) for b in batches]
@@ -192,7 +196,9 @@ def main() -> None:
         return
     print(f"machine: fp32 matmul {rates['matmul_gflops']:.0f} GFLOP/s, copy {rates['copy_gbs']:.0f} GB/s, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")  # fmt: skip
-    print(f"{args.tables} tables x {args.rows:,} rows x dim {args.dim}, batch {args.batch_size}, zipf {args.zipf}")
+    print(
+        f"{args.tables} tables x {args.rows:,} rows x dim {args.dim}, batch {args.batch_size}, zipf {args.zipf}"
+    )
     print(f"{'pooling':>7} {'ours/s':>10} {'ref/s':>10} {'speedup':>8} {'ours ms':>8} {'ref ms':>8} "
           f"{'GFLOP/s':>8} {'%mm':>5} {'emb GB/s':>8} {'%copy':>6} {'loss0 ours/ref':>16}")  # fmt: skip
     for r in rows:

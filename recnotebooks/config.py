@@ -71,9 +71,7 @@ class TableConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
-            raise ValueError(
-                f"TableConfig.name must be an identifier-like string, got {self.name!r}"
-            )
+            raise ValueError(f"TableConfig.name must be an identifier-like string, got {self.name!r}")
         _check_int(f"TableConfig({self.name}).num_rows", self.num_rows, 1)
         _check_float(f"TableConfig({self.name}).pooling_factor", self.pooling_factor, 0.0)
 
@@ -282,8 +280,7 @@ class DLRMConfig:
             "embedding_weights": self.sparse_parameters * dtype_bytes,
             "embedding_optimizer_state": self.total_rows * state_per_row[sparse_optimizer] * dtype_bytes,
             "dense_weights": self.dense_parameters * dtype_bytes,
-            "dense_optimizer_state": (0 if dense_optimizer == "sgd" else self.dense_parameters)
-            * dtype_bytes,
+            "dense_optimizer_state": (0 if dense_optimizer == "sgd" else self.dense_parameters) * dtype_bytes,
             "activations": 0,
         }
         if batch_size is not None:
@@ -426,4 +423,3 @@ def preset(name: str, **overrides: object) -> DLRMConfig:
         raise ValueError(f"preset must be one of {preset_names()}, got {name!r}")
     cfg = PRESETS[name]
     return cfg.replace(**overrides) if overrides else cfg
-

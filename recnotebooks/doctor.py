@@ -12,7 +12,18 @@ import torch
 
 __all__ = ["doctor_report", "print_doctor", "available_memory_bytes"]
 
-_PACKAGES = ("torch", "numpy", "tqdm", "jupyterlab", "ipywidgets", "anywidget", "altair", "vl_convert", "torchrec", "fbgemm_gpu")
+_PACKAGES = (
+    "torch",
+    "numpy",
+    "tqdm",
+    "jupyterlab",
+    "ipywidgets",
+    "anywidget",
+    "altair",
+    "vl_convert",
+    "torchrec",
+    "fbgemm_gpu",
+)
 
 
 def available_memory_bytes(device: torch.device | str = "cpu") -> int | None:
@@ -65,7 +76,12 @@ def doctor_report() -> dict[str, Any]:
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             devices.append(
-                {"name": f"cuda:{i}", "kind": "cuda", "detail": p.name, "memory_gib": round(p.total_memory / 2**30, 1)}
+                {
+                    "name": f"cuda:{i}",
+                    "kind": "cuda",
+                    "detail": p.name,
+                    "memory_gib": round(p.total_memory / 2**30, 1),
+                }
             )
     versions = {name: _version(name) for name in _PACKAGES}
     widgets_ok = all(versions.get(k) is not None for k in ("ipywidgets", "jupyterlab", "anywidget"))
@@ -82,8 +98,12 @@ def doctor_report() -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "host_memory_available_gib": None if mem is None else round(mem / 2**30, 1),
-        "widgets": {"ok": widgets_ok, "detail": "ipywidgets + anywidget + jupyterlab" if widgets_ok else
-                    "missing: pip install 'recnotebooks[lab]'"},  # fmt: skip
+        "widgets": {
+            "ok": widgets_ok,
+            "detail": "ipywidgets + anywidget + jupyterlab"
+            if widgets_ok
+            else "missing: pip install 'recnotebooks[lab]'",
+        },  # fmt: skip
         "offline_charts": {"ok": charts_ok, "detail": charts_msg},
     }
 
@@ -95,7 +115,9 @@ def print_doctor(r: dict[str, Any]) -> None:
     for d in r["devices"]:
         extra = f", {d['memory_gib']} GiB" if "memory_gib" in d else ""
         print(f"  device {d['name']}: {d['detail']}{extra}")
-    print(f"  threads {r['threads']} of {r['cpu_count']} cores; host memory free {r['host_memory_available_gib']} GiB")
+    print(
+        f"  threads {r['threads']} of {r['cpu_count']} cores; host memory free {r['host_memory_available_gib']} GiB"
+    )
     for key in ("widgets", "offline_charts"):
         ok = "ok" if r[key]["ok"] else "NOT OK"
         print(f"  {key:<15} {ok}: {r[key]['detail']}")

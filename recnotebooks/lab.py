@@ -91,7 +91,9 @@ def check(exercise_id: str, answer: object) -> Feedback:
         return Feedback(exercise_id, True, feedback or "Right.")
     n = _ATTEMPTS[exercise_id] = _ATTEMPTS.get(exercise_id, 0) + 1
     hint = ex.hints[min(n, len(ex.hints)) - 1] if ex.hints else ""
-    return Feedback(exercise_id, False, f"{feedback} Hint {min(n, len(ex.hints))}/{len(ex.hints)}: {hint}".strip())
+    return Feedback(
+        exercise_id, False, f"{feedback} Hint {min(n, len(ex.hints))}/{len(ex.hints)}: {hint}".strip()
+    )
 
 
 # ----- helpers for checkers ------------------------------------------------------------
@@ -167,7 +169,10 @@ def _parameters(answer: object) -> tuple[bool, str]:
 def _interaction(answer: object) -> tuple[bool, str]:
     from recnotebooks.config import architecture_config
 
-    ok = _number(answer, "the width") == architecture_config(num_tables=8, embedding_dim=32).interaction_output_dim
+    ok = (
+        _number(answer, "the width")
+        == architecture_config(num_tables=8, embedding_dim=32).interaction_output_dim
+    )
     return ok, "Right: pairs grow with the square of the number of tables." if ok else "Not that width."
 
 
@@ -273,6 +278,7 @@ def _outgrow(answer: object) -> tuple[bool, str]:
     answer = _number(answer, "the slider's setting")
     if answer not in scales:
         raise ValueError(f"answer with one of the slider's values {scales}")
+
     def placement(scale: object) -> object:
         rows = explore_servers(model="rm2", rows_scale=scale).tables["throughput"]  # type: ignore[arg-type]
         return next(r["placement"] for r in rows if r["metric"] == "big_basin")

@@ -28,8 +28,14 @@ from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.timing import NULL_TIMER, PhaseTimer, phase_rows
 from recnotebooks.train import TrainConfig, Trainer, resolve_device
 
-__all__ = ["DoesNotFitError", "StepMeasurement", "measure_step", "measurement_bytes", "check_fits",
-           "DEFAULT_MEMORY_BUDGET"]
+__all__ = [
+    "DoesNotFitError",
+    "StepMeasurement",
+    "measure_step",
+    "measurement_bytes",
+    "check_fits",
+    "DEFAULT_MEMORY_BUDGET",
+]
 
 #: Largest working set :func:`measure_step` will allocate by default (bytes).
 DEFAULT_MEMORY_BUDGET = 2 * 1024**3
@@ -92,7 +98,9 @@ def measurement_bytes(config: DLRMConfig, batch_size: int, max_rows: int) -> int
     return int(tables + dense + ids + rows + 3 * mem["activations"])
 
 
-def check_fits(config: DLRMConfig, batch_size: int, max_rows: int, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> None:
+def check_fits(
+    config: DLRMConfig, batch_size: int, max_rows: int, memory_budget: int = DEFAULT_MEMORY_BUDGET
+) -> None:
     """Raise :class:`DoesNotFitError` when measuring would need more than ``memory_budget``."""
     need = measurement_bytes(config, batch_size, max_rows)
     if need > memory_budget:
@@ -181,7 +189,11 @@ def measure_step(
             raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
     if max_steps < min_steps:
         raise ValueError(f"max_steps must be >= min_steps ({min_steps}), got {max_steps}")
-    if isinstance(time_budget_s, bool) or not isinstance(time_budget_s, (int, float)) or not time_budget_s >= 0:
+    if (
+        isinstance(time_budget_s, bool)
+        or not isinstance(time_budget_s, (int, float))
+        or not time_budget_s >= 0
+    ):
         raise ValueError(f"time_budget_s must be a number >= 0, got {time_budget_s!r}")
     cap = default_max_rows(config) if max_rows is None else max_rows
     if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:

@@ -84,7 +84,9 @@ class JaggedBatch:
             if not isinstance(w, torch.Tensor) or not w.is_floating_point() or w.dim() != 1:
                 raise TypeError("weights must be a 1-D floating-point tensor or None")
             if w.device != self.values.device:
-                raise ValueError(f"weights must be on the device of values ({self.values.device}), got {w.device}")
+                raise ValueError(
+                    f"weights must be on the device of values ({self.values.device}), got {w.device}"
+                )
             if w.numel() != self.values.numel():
                 raise ValueError(
                     f"weights must have one entry per value: len(weights)={w.numel()}, len(values)={self.values.numel()}"

@@ -28,7 +28,9 @@ PHASES = (
 )
 
 
-def phase_rows(phases: dict[str, float], source: str = "measured", **extra: object) -> list[dict[str, object]]:
+def phase_rows(
+    phases: dict[str, float], source: str = "measured", **extra: object
+) -> list[dict[str, object]]:
     """Tidy rows ``{phase, seconds_per_step, share, source, **extra}``: the contract
     between every per-phase timing and the charts."""
     total = sum(phases.values()) or 1.0

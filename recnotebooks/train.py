@@ -44,9 +44,13 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device={str(device)!r} requested but CUDA is not available; use 'cpu' or 'auto'")
+            raise ValueError(
+                f"device={str(device)!r} requested but CUDA is not available; use 'cpu' or 'auto'"
+            )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(f"device={str(device)!r}: only {torch.cuda.device_count()} CUDA device(s) present")
+            raise ValueError(
+                f"device={str(device)!r}: only {torch.cuda.device_count()} CUDA device(s) present"
+            )
     elif dev.type != "cpu":
         raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
     return dev
@@ -75,9 +79,13 @@ class TrainConfig:
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
         if self.sparse_optimizer not in SPARSE_OPTIMIZERS:
-            raise ValueError(f"sparse_optimizer must be one of {list(SPARSE_OPTIMIZERS)}, got {self.sparse_optimizer!r}")
+            raise ValueError(
+                f"sparse_optimizer must be one of {list(SPARSE_OPTIMIZERS)}, got {self.sparse_optimizer!r}"
+            )
         if self.dense_optimizer not in DENSE_OPTIMIZERS:
-            raise ValueError(f"dense_optimizer must be one of {list(DENSE_OPTIMIZERS)}, got {self.dense_optimizer!r}")
+            raise ValueError(
+                f"dense_optimizer must be one of {list(DENSE_OPTIMIZERS)}, got {self.dense_optimizer!r}"
+            )
         if self.eval_every and not self.eval_batches:
             raise ValueError(f"eval_every={self.eval_every} needs eval_batches >= 1, got {self.eval_batches}")
         for name in ("sparse_lr", "dense_lr"):
@@ -162,7 +170,9 @@ class Trainer:
         self.eval_data = eval_data
         self.callbacks = list(callbacks)
         c = self.config
-        self.sparse_opt: SparseOptimizer = make_sparse_optimizer(c.sparse_optimizer, model.embeddings, c.sparse_lr)
+        self.sparse_opt: SparseOptimizer = make_sparse_optimizer(
+            c.sparse_optimizer, model.embeddings, c.sparse_lr
+        )
         self.dense_opt = _make_dense_optimizer(c.dense_optimizer, model.dense_parameters(), c.dense_lr)
         self.loss_fn = nn.BCEWithLogitsLoss()
         self.step = 0

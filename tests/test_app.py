@@ -19,7 +19,9 @@ def _toy(history: int = 3, debounce_s: float = 0.0) -> tuple[App, list[dict]]:
         calls.append({"a": a, "b": b})
         if a * b > 50:
             raise ValueError(f"a*b={a * b} does not fit (limit 50)")
-        return Result({"m": [{"metric": "product", "value": float(a * b), "display": str(a * b)}]}, [f"a={a}"])
+        return Result(
+            {"m": [{"metric": "product", "value": float(a * b), "display": str(a * b)}]}, [f"a={a}"]
+        )
 
     def render(hist):  # type: ignore[no-untyped-def]
         return metric_bars(history_rows(hist, "m"), highlight=hist[0].label, source="analytic")
@@ -112,7 +114,9 @@ def test_a_bad_initial_setting_raises_at_construction() -> None:
 def test_apps_render_offline_with_no_cdn() -> None:
     app, _ = _toy()
     esm = app.chart._esm  # the ESM module the widget sends to the browser
-    assert "esm.sh" not in esm and "import " not in esm[:200] and len(esm) > 100_000  # the bundle, not a CDN import
+    assert (
+        "esm.sh" not in esm and "import " not in esm[:200] and len(esm) > 100_000
+    )  # the bundle, not a CDN import
     assert app.chart.embed_options == {"renderer": "svg", "actions": False}
 
 

@@ -176,7 +176,9 @@ def test_efficiency_explorer_says_when_it_does_not_fit() -> None:
     r = explore_efficiency(hardware_name="big_basin", num_tables=64, rows_per_table=10**8, embedding_dim=256,
                            measure=False)  # fmt: skip
     assert any(n.startswith("DOES NOT FIT") for n in r.notes)
-    assert all(isinstance(x["value"], float) and x["value"] == x["value"] for x in r.tables["metrics"])  # no NaN
+    assert all(
+        isinstance(x["value"], float) and x["value"] == x["value"] for x in r.tables["metrics"]
+    )  # no NaN
 
 
 def test_explorer_works_when_free_memory_is_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,7 +204,9 @@ def test_server_explorer_sweeps_each_control() -> None:
             before = app.result.tables
             result = app.set(**{name: value})
             assert app.error is None, (name, value, app.error)
-            cached = [any("cache" in str(r["placement"]) for r in t["throughput"]) for t in (before, result.tables)]
+            cached = [
+                any("cache" in str(r["placement"]) for r in t["throughput"]) for t in (before, result.tables)
+            ]
             if name != "cache_hit_rate" or any(cached):
                 assert result.tables != before, f"{name}={value} did not change the modeled numbers"
             else:

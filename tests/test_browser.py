@@ -138,7 +138,9 @@ def test_notebook_runs_in_jupyterlab_and_a_slider_redraws_the_chart(
             page.keyboard.press("ArrowRight")  # one step to the right, as a learner would with the keyboard
             page.wait_for_function(
                 "([sel, old]) => { const s = document.querySelector(sel); return s && s.innerHTML !== old; }",
-                arg=[".recnb-app .recnb-chart svg", before], timeout=60_000, polling=250,
+                arg=[".recnb-app .recnb-chart svg", before],
+                timeout=60_000,
+                polling=250,
             )
             after = app.locator(".recnb-chart svg").first.inner_html()
             assert change in after  # the history trail names the change

@@ -29,8 +29,23 @@ def test_train_json_has_the_contract_fields(capsys):
 
 def test_architecture_overrides_in_dlrm_notation():
     args = build_parser().parse_args(
-        ["train", "--tables", "3", "--rows", "100", "--dim", "8", "--pooling", "4",
-         "--bottom", "13-32-8", "--top", "16-1", "--interaction", "cat"]  # fmt: skip
+        [
+            "train",
+            "--tables",
+            "3",
+            "--rows",
+            "100",
+            "--dim",
+            "8",
+            "--pooling",
+            "4",
+            "--bottom",
+            "13-32-8",
+            "--top",
+            "16-1",
+            "--interaction",
+            "cat",
+        ]  # fmt: skip
     )
     cfg = config_from_args(args)
     assert cfg.num_tables == 3 and all(t.num_rows == 100 and t.pooling_factor == 4 for t in cfg.tables)
@@ -83,7 +98,9 @@ def test_module_entry_point():
     assert json.loads(out.stdout)["command"] == "doctor"
 
 
-@pytest.mark.parametrize("argv,name", [(["train", "--seed", "-1"], "--seed"), (["train", "--device", "gpu"], "device")])
+@pytest.mark.parametrize(
+    "argv,name", [(["train", "--seed", "-1"], "--seed"), (["train", "--device", "gpu"], "device")]
+)
 def test_seed_and_device_errors_are_clean(capsys, argv, name):
     try:
         code = main(argv + ["--steps", "1", "--max-rows", "100"])

@@ -11,8 +11,11 @@ from recnotebooks.nn import DLRM
 
 def small(**kw) -> DLRMConfig:
     args = dict(
-        num_dense=3, tables=(TableConfig("a", 10, 2.0), TableConfig("b", 5)), embedding_dim=4,
-        bottom_mlp=(8, 4), top_mlp=(6, 1),
+        num_dense=3,
+        tables=(TableConfig("a", 10, 2.0), TableConfig("b", 5)),
+        embedding_dim=4,
+        bottom_mlp=(8, 4),
+        top_mlp=(6, 1),
     )
     args.update(kw)
     return DLRMConfig(**args)

@@ -26,7 +26,9 @@ def test_smoke_mode_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_right_answers_pass() -> None:
     assert lab.check("01.parameters", preset("tiny").parameters)
-    assert lab.check("01.interaction", architecture_config(num_tables=8, embedding_dim=32).interaction_output_dim)
+    assert lab.check(
+        "01.interaction", architecture_config(num_tables=8, embedding_dim=32).interaction_output_dim
+    )
     import torch
 
     assert lab.check("00.threads", torch.get_num_threads())
@@ -84,10 +86,14 @@ def test_server_explorer_exercise_matches_the_memory_model() -> None:
 
     scales = option_values(SERVER_CONTROLS["rows_scale"])
 
-    def fits_in_hbm(scale: object) -> bool:  # a size-balanced plan, every table in HBM, the planner's reserve kept
+    def fits_in_hbm(
+        scale: object,
+    ) -> bool:  # a size-balanced plan, every table in HBM, the planner's reserve kept
         cfg = scaled_model("rm2", scale)  # type: ignore[arg-type]
         plan = plan_tables(cfg, "big_basin", 8, strategy="greedy", placement="hbm", batch_size=8192)
-        used = max(d["total"] for d in estimate(cfg, "big_basin", batch_size=8192, gpus=8, plan=plan).memory.device)
+        used = max(
+            d["total"] for d in estimate(cfg, "big_basin", batch_size=8192, gpus=8, plan=plan).memory.device
+        )
         return used <= hardware("big_basin").hbm_bytes * (1 - RESERVE)
 
     first = next(s for s in scales if not fits_in_hbm(s))

@@ -29,7 +29,10 @@ def test_time_budget_bounds_the_steps() -> None:
 def test_default_cap_keeps_tables_small() -> None:
     cfg = preset("criteo_terabyte")
     cap = default_max_rows(cfg)
-    assert cap * cfg.num_tables * cfg.embedding_dim * 4 <= 64 * 1024**2 + cfg.num_tables * cfg.embedding_dim * 4 * 1024
+    assert (
+        cap * cfg.num_tables * cfg.embedding_dim * 4
+        <= 64 * 1024**2 + cfg.num_tables * cfg.embedding_dim * 4 * 1024
+    )
     assert default_max_rows(preset("tiny")) == max(t.num_rows for t in preset("tiny").tables)
 
 

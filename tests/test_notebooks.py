@@ -26,7 +26,9 @@ def test_there_are_notebooks() -> None:
 def test_outputs_are_stripped(path: Path) -> None:
     for i, cell in enumerate(_load(path)["cells"]):
         if cell["cell_type"] == "code":
-            assert cell.get("outputs") == [], f"{path.name} cell {i} has outputs; strip them before committing"
+            assert cell.get("outputs") == [], (
+                f"{path.name} cell {i} has outputs; strip them before committing"
+            )
             assert cell.get("execution_count") is None, f"{path.name} cell {i} has an execution count"
 
 
@@ -41,7 +43,9 @@ def test_notebook_conventions(path: Path) -> None:
     code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
     assert any("check(" in c for c in code[-3:]), "end with exercises checked by recnotebooks.lab"
     for src in code:  # logic lives in the package: notebooks narrate and call it
-        assert not re.search(r"^\s*(def|class)\s", src, re.M), f"{path.name}: define functions in recnotebooks/"
+        assert not re.search(r"^\s*(def|class)\s", src, re.M), (
+            f"{path.name}: define functions in recnotebooks/"
+        )
     assert any("from recnotebooks" in c for c in code)
 
 

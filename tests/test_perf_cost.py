@@ -109,8 +109,17 @@ def test_all_reduce_across_nodes_uses_the_nic(p: int) -> None:
     assert r.per_rank[0]["all_reduce"] == pytest.approx(ring, rel=1e-9)
 
 
-@pytest.mark.parametrize(("hw_name", "gpus", "nodes"), [("dgx_a100", 2, 1), ("dgx_a100", 4, 1), ("dgx_a100", 8, 1),
-                                                        ("dgx_a100", 1, 4), ("dgx_a100", 2, 2), ("cpu_cluster", 1, 3)])
+@pytest.mark.parametrize(
+    ("hw_name", "gpus", "nodes"),
+    [
+        ("dgx_a100", 2, 1),
+        ("dgx_a100", 4, 1),
+        ("dgx_a100", 8, 1),
+        ("dgx_a100", 1, 4),
+        ("dgx_a100", 2, 2),
+        ("cpu_cluster", 1, 3),
+    ],
+)
 def test_sharded_step_pays_measured_distribution_ops_and_five_all_to_all_latencies(
     hw_name: str, gpus: int, nodes: int
 ) -> None:
@@ -121,7 +130,9 @@ def test_sharded_step_pays_measured_distribution_ops_and_five_all_to_all_latenci
     hw, p = HARDWARE[hw_name], gpus * nodes
     layers = len(cfg.bottom_mlp) + len(cfg.top_mlp)
     single = estimate(cfg, hw, batch_size=4096, gpus=1).breakdown()["overhead"]
-    sharded = estimate(cfg, hw, batch_size=4096, gpus=gpus, nodes=nodes, plan=all_data_parallel(cfg, p, ("T0", "T1")))
+    sharded = estimate(
+        cfg, hw, batch_size=4096, gpus=gpus, nodes=nodes, plan=all_data_parallel(cfg, p, ("T0", "T1"))
+    )
     replicated = estimate(cfg, hw, batch_size=4096, gpus=gpus, nodes=nodes, plan=all_data_parallel(cfg, p))
     ddp = 2 + 3 * 2 * layers
     for comp in sharded.per_rank:
@@ -131,7 +142,9 @@ def test_sharded_step_pays_measured_distribution_ops_and_five_all_to_all_latenci
         assert comp["all_to_all"] == 0.0
     # with free bandwidth, the all-to-all is latency only: 5 calls of p - 1 pairwise steps
     ideal = hw.replace(intra_node_bw=1e30, nic_bw=1e30, host_link_bw=1e30, collective_latency_s=1e-3)
-    r = estimate(cfg, ideal, batch_size=4096, gpus=gpus, nodes=nodes, plan=all_data_parallel(cfg, p, ("T0", "T1")))
+    r = estimate(
+        cfg, ideal, batch_size=4096, gpus=gpus, nodes=nodes, plan=all_data_parallel(cfg, p, ("T0", "T1"))
+    )
     assert max(c["all_to_all"] for c in r.per_rank) == pytest.approx(5 * (p - 1) * 1e-3, rel=1e-6)
 
 

@@ -133,10 +133,19 @@ def test_published_figures_are_the_cited_ones() -> None:
     # REFERENCE §5: TorchRec 204,800 and 925,696 samples/s; NVIDIA 494k FP32, 875k AMP; the DLRM
     # paper's 1000 batches in 62 s (V100) and 256 s (dual Xeon 6138). The TorchRec README's tables
     # are 91.10 GB.
-    got = {(r.gpus, r.batch_size, r.dtype): r.samples_per_s for r in PUBLISHED_RUNS if r.label.startswith("TorchRec 8")}
+    got = {
+        (r.gpus, r.batch_size, r.dtype): r.samples_per_s
+        for r in PUBLISHED_RUNS
+        if r.label.startswith("TorchRec 8")
+    }
     assert got == {(8, 2048, "fp32"): 204_800.0, (8, 16384, "fp32"): 925_696.0}
-    assert sorted(r.samples_per_s for r in PUBLISHED_RUNS if r.label.startswith("NVIDIA")) == [494_000.0, 875_000.0]
-    paper = sorted(1000 * r.batch_size / r.samples_per_s for r in PUBLISHED_RUNS if r.label.startswith("DLRM"))
+    assert sorted(r.samples_per_s for r in PUBLISHED_RUNS if r.label.startswith("NVIDIA")) == [
+        494_000.0,
+        875_000.0,
+    ]
+    paper = sorted(
+        1000 * r.batch_size / r.samples_per_s for r in PUBLISHED_RUNS if r.label.startswith("DLRM")
+    )
     assert paper == pytest.approx([62.0, 256.0])
     cfg = RUNS["TorchRec README 8xA100 @2k"].config()
     assert cfg.sparse_parameters * 4 == pytest.approx(91.10e9, rel=1e-3)
@@ -150,7 +159,9 @@ def test_8gpu_throughput_grows_sublinearly_with_batch() -> None:
     assert published / 2 <= ratio <= published * 2
 
 
-@pytest.mark.parametrize("label", [label for label in RUNS if label.startswith(("TorchRec", "NVIDIA 1xV100 FP32"))])
+@pytest.mark.parametrize(
+    "label", [label for label in RUNS if label.startswith(("TorchRec", "NVIDIA 1xV100 FP32"))]
+)
 def test_model_is_within_2x_of_published_fp32_gpu_runs(label: str) -> None:
     # TorchRec: 1.58, 1.75 (REFERENCE), 0.89, 1.15, 1.03, 0.59 (README); NVIDIA FP32 1.02. The
     # README's batch-65,536 run is the weakest: the model is bound by fp32 top-MLP GEMMs there.

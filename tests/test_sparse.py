@@ -68,7 +68,9 @@ def test_to_and_pin_memory():
 
 def test_torchrec_round_trip():
     pytest.importorskip("torchrec")
-    jb = JaggedBatch.from_lists({"a": [[1], [2, 3]], "b": [[], [4]]}, weights={"a": [[0.5], [1, 2]], "b": [[], [3]]})
+    jb = JaggedBatch.from_lists(
+        {"a": [[1], [2, 3]], "b": [[], [4]]}, weights={"a": [[0.5], [1, 2]], "b": [[], [3]]}
+    )
     kjt = jb.to_kjt()
     back = JaggedBatch.from_kjt(kjt)
     assert back.to_lists() == jb.to_lists()

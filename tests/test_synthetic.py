@@ -84,7 +84,9 @@ def test_zipf_matches_exact_probabilities(exponent: float) -> None:
     for lo, hi in zip(edges[:-1], edges[1:], strict=True):
         expect = p[lo:hi].sum() * size
         assert abs(counts[lo:hi].sum() - expect) < 5 * math.sqrt(expect) + 1, (lo, hi)
-    assert ZipfSampler(exponent).mass(n) == pytest.approx((np.arange(1, n + 1.0) ** -exponent).sum(), rel=1e-9)
+    assert ZipfSampler(exponent).mass(n) == pytest.approx(
+        (np.arange(1, n + 1.0) ** -exponent).sum(), rel=1e-9
+    )
 
 
 def test_zipf_huge_table_uses_the_whole_support() -> None:
@@ -249,7 +251,9 @@ def test_positive_rate_hits_target(rate: float, noise: float) -> None:
 
 @pytest.mark.parametrize("exponent", [0.8, 1.0, 1.2])
 def test_stream_ids_fit_requested_zipf_exponent(exponent: float) -> None:
-    s = SyntheticCriteo(cfg((100_000, 50.0)), 2000, SyntheticConfig(zipf_exponent=exponent, reuse_fraction=0.0))
+    s = SyntheticCriteo(
+        cfg((100_000, 50.0)), 2000, SyntheticConfig(zipf_exponent=exponent, reuse_fraction=0.0)
+    )
     ids = torch.cat([s.batch(i).sparse.values for i in range(5)])
     counts = torch.bincount(ids, minlength=100_000)
     assert fit_zipf_exponent(counts) == pytest.approx(exponent, rel=0.1)

@@ -63,7 +63,9 @@ def test_resume_gives_same_continuation(tmp_path):
     resumed.load(path)
     assert resumed.step == 4
     resumed.fit()
-    for (n, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items(), strict=True):
+    for (n, a), (_, b) in zip(
+        straight.model.state_dict().items(), resumed.model.state_dict().items(), strict=True
+    ):
         torch.testing.assert_close(a, b, msg=f"parameter {n} differs after resume")
     torch.testing.assert_close(straight.sparse_opt.momentum, resumed.sparse_opt.momentum)
 
@@ -134,7 +136,9 @@ def test_trains_on_cuda():
     cfg = small_cfg()
     train = SyntheticCriteo(cfg, 64, seed=0)
     evals = SyntheticCriteo(cfg, 64, seed=0, split="eval")
-    res = Trainer(DLRM(cfg), train, evals, TrainConfig(steps=5, progress=False, eval_batches=2), device="cuda").fit()
+    res = Trainer(
+        DLRM(cfg), train, evals, TrainConfig(steps=5, progress=False, eval_batches=2), device="cuda"
+    ).fit()
     assert res.device.startswith("cuda") and res.phases["backward"] > 0
 
 
@@ -178,7 +182,9 @@ def test_single_class_eval_warns_instead_of_crashing():
     cfg = small_cfg()
     good = SyntheticCriteo(cfg, 16, seed=0).batch(0)
     ones = Batch(good.dense, good.sparse, torch.ones(16))
-    tr = Trainer(DLRM(cfg), [good, good], [ones], TrainConfig(steps=1, progress=False, eval_batches=1), device="cpu")
+    tr = Trainer(
+        DLRM(cfg), [good, good], [ones], TrainConfig(steps=1, progress=False, eval_batches=1), device="cpu"
+    )
     with pytest.warns(RuntimeWarning, match="both classes"):
         res = tr.fit()
     assert res.auc is None and res.samples_per_s > 0

@@ -48,16 +48,37 @@ def _marks(spec: object) -> list[dict]:
 def _all_charts() -> dict[str, alt.TopLevelMixin]:
     return {
         "time_breakdown": time_breakdown(PHASE_ROWS, highlight="now", detail="cpu"),
-        "metric_lines": metric_lines([{"p": p, "b": p * 10.0} for p in (1, 2, 5)], x="p", y="b", current=2,
-                                     x_log=True, source="analytic"),  # fmt: skip
-        "metric_bars": metric_bars([{"metric": m, "value": 1.0 + k, "setting": s, "display": "x"}
-                                    for m in ("a", "b") for k, s in enumerate(["now", "-1"])], source="analytic"),  # fmt: skip
-        "roofline": roofline([{"label": "x", "arithmetic_intensity": 2.0, "flops_per_s": 1e11, "source": "modeled"}],
-                             peak_flops=1e13, peak_bandwidth=1e12),  # fmt: skip
-        "rank_bars": rank_bars([{"rank": r, "phase": "all_to_all", "seconds": 0.1 * r + 0.01} for r in range(4)],
-                               value="seconds", color="phase", source="modeled"),  # fmt: skip
-        "hit_rate_curve": hit_rate_curve([{"cache_fraction": f, "hit_rate": f * 5, "policy": "lru"} for f in (0.01, 0.1)],
-                                         source="measured"),  # fmt: skip
+        "metric_lines": metric_lines(
+            [{"p": p, "b": p * 10.0} for p in (1, 2, 5)],
+            x="p",
+            y="b",
+            current=2,
+            x_log=True,
+            source="analytic",
+        ),  # fmt: skip
+        "metric_bars": metric_bars(
+            [
+                {"metric": m, "value": 1.0 + k, "setting": s, "display": "x"}
+                for m in ("a", "b")
+                for k, s in enumerate(["now", "-1"])
+            ],
+            source="analytic",
+        ),  # fmt: skip
+        "roofline": roofline(
+            [{"label": "x", "arithmetic_intensity": 2.0, "flops_per_s": 1e11, "source": "modeled"}],
+            peak_flops=1e13,
+            peak_bandwidth=1e12,
+        ),  # fmt: skip
+        "rank_bars": rank_bars(
+            [{"rank": r, "phase": "all_to_all", "seconds": 0.1 * r + 0.01} for r in range(4)],
+            value="seconds",
+            color="phase",
+            source="modeled",
+        ),  # fmt: skip
+        "hit_rate_curve": hit_rate_curve(
+            [{"cache_fraction": f, "hit_rate": f * 5, "policy": "lru"} for f in (0.01, 0.1)],
+            source="measured",
+        ),  # fmt: skip
         "training_curves": training_curves([{"step": 1, "loss": 0.6}, {"step": 2, "loss": 0.5, "auc": 0.7}]),
     }
 
@@ -131,7 +152,11 @@ def test_log_axes_reject_non_positive_and_hit_rate_is_bounded() -> None:
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):
         hit_rate_curve([{"cache_fraction": 0.1, "hit_rate": 1.5}])
     with pytest.raises(ValueError, match="peak_bandwidth"):
-        roofline([{"label": "a", "arithmetic_intensity": 1.0, "flops_per_s": 1.0}], peak_flops=1.0, peak_bandwidth=0)
+        roofline(
+            [{"label": "a", "arithmetic_intensity": 1.0, "flops_per_s": 1.0}],
+            peak_flops=1.0,
+            peak_bandwidth=0,
+        )
 
 
 def test_factories_compose() -> None:

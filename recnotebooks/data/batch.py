@@ -24,12 +24,18 @@ class Batch:
             raise TypeError(f"sparse must be a JaggedBatch, got {type(self.sparse).__name__}")
         b = self.sparse.batch_size
         if not isinstance(self.dense, torch.Tensor) or self.dense.dim() != 2 or self.dense.shape[0] != b:
-            shape = tuple(self.dense.shape) if isinstance(self.dense, torch.Tensor) else type(self.dense).__name__
+            shape = (
+                tuple(self.dense.shape) if isinstance(self.dense, torch.Tensor) else type(self.dense).__name__
+            )
             raise ValueError(f"dense must be a (batch_size={b}, num_dense) tensor, got {shape}")
         if not self.dense.is_floating_point():
             raise TypeError(f"dense must be floating point, got {self.dense.dtype}")
         if not isinstance(self.labels, torch.Tensor) or tuple(self.labels.shape) != (b,):
-            shape = tuple(self.labels.shape) if isinstance(self.labels, torch.Tensor) else type(self.labels).__name__
+            shape = (
+                tuple(self.labels.shape)
+                if isinstance(self.labels, torch.Tensor)
+                else type(self.labels).__name__
+            )
             raise ValueError(f"labels must be a (batch_size={b},) tensor, got {shape}")
         if self.dense.device != self.sparse.device or self.labels.device != self.sparse.device:
             raise ValueError(

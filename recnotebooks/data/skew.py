@@ -164,7 +164,9 @@ class ZipfSampler:
         return rank
 
 
-def zipf_ranks(n_rows: int, exponent: float, size: int, generator: torch.Generator | None = None) -> torch.Tensor:
+def zipf_ranks(
+    n_rows: int, exponent: float, size: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """``size`` iid ranks in ``0 .. n_rows-1`` with ``P(k) ~ (k + 1)^-exponent`` (int64).
 
     Rank 0 is the most popular. Works for ``exponent`` below, at and above 1 and for tables

@@ -49,7 +49,9 @@ _PROBE = 7  # stream code of the calibration batch (train and eval are 1 and 2)
 _LATENT = 4  # teacher latent dimension
 
 
-def _check_num(name: str, value: object, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> float:
+def _check_num(
+    name: str, value: object, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False
+) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
     v = float(value)
@@ -91,7 +93,9 @@ class SyntheticConfig:
             if not z:
                 raise ValueError("zipf_exponent must be a number or a non-empty tuple, got ()")
             z = tuple(_check_exponent(x, f"zipf_exponent[{i}]") for i, x in enumerate(z))
-        object.__setattr__(self, "zipf_exponent", z if isinstance(z, tuple) else _check_exponent(z, "zipf_exponent"))
+        object.__setattr__(
+            self, "zipf_exponent", z if isinstance(z, tuple) else _check_exponent(z, "zipf_exponent")
+        )
         _check_num("reuse_fraction", self.reuse_fraction, 0.0, 1.0, hi_open=True)
         if self.pooling not in POOLING_DISTRIBUTIONS:
             raise ValueError(f"pooling must be one of {list(POOLING_DISTRIBUTIONS)}, got {self.pooling!r}")
@@ -152,9 +156,16 @@ class SyntheticCriteo:
             raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
         if not isinstance(data, SyntheticConfig):
             raise TypeError(f"data must be a SyntheticConfig, got {type(data).__name__}")
-        for name, v in (("batch_size", batch_size), ("seed", seed), ("start", start), ("num_batches", num_batches)):
+        for name, v in (
+            ("batch_size", batch_size),
+            ("seed", seed),
+            ("start", start),
+            ("num_batches", num_batches),
+        ):
             lo = 1 if name == "batch_size" else 0
-            if (v is not None or name != "num_batches") and (isinstance(v, bool) or not isinstance(v, int) or v < lo):
+            if (v is not None or name != "num_batches") and (
+                isinstance(v, bool) or not isinstance(v, int) or v < lo
+            ):
                 raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
         if split not in SPLITS:
             raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
@@ -206,15 +217,22 @@ class SyntheticCriteo:
             raise TypeError(f"batch must be a Batch, got {type(batch).__name__}")
         sp, dev = batch.sparse, self.device
         if sp.keys != self.config.table_names or batch.dense.shape[1] != self.config.num_dense:
-            raise ValueError(f"batch must have keys {list(self.config.table_names)} and "
-                             f"{self.config.num_dense} dense columns, got {list(sp.keys)}, {batch.dense.shape[1]}")
+            raise ValueError(
+                f"batch must have keys {list(self.config.table_names)} and "
+                f"{self.config.num_dense} dense columns, got {list(sp.keys)}, {batch.dense.shape[1]}"
+            )
         lengths = sp.lengths.to(dev, torch.int64)
         dense = batch.dense.to(dev, torch.float32)
         lay = self._layout(lengths, sp.batch_size)
         same = lengths.numel() > 0 and bool((lengths == lengths[0]).all())
-        raw = self._pieces(sp.values.to(dev, torch.int64).view(lay.shape), lengths, sp.batch_size,
-                           dense if self.data.dense_log else torch.log1p(dense), lay.per,
-                           int(lengths[0]) if same else None)
+        raw = self._pieces(
+            sp.values.to(dev, torch.int64).view(lay.shape),
+            lengths,
+            sp.batch_size,
+            dense if self.data.dense_log else torch.log1p(dense),
+            lay.per,
+            int(lengths[0]) if same else None,
+        )
         return self._logit(raw)
 
     def __iter__(self) -> Iterator[Batch]:
@@ -294,13 +312,30 @@ class SyntheticCriteo:
         reuse = [round(r * m) if f > 0 else 0 for m, f in zip(lay.counts, fresh, strict=True)]
         if not any(reuse):
             return ctr
-        new = [scatter_params(m, _mix64(self.seed, code, i, t, 0xEC)) if m else (1, 0) for t, m in enumerate(lay.counts)]
-        old = [scatter_params(m, _mix64(self.seed, code, i - 1, t, 0xEC)) if m else (1, 0) for t, m in enumerate(n_old)]
+        new = [
+            scatter_params(m, _mix64(self.seed, code, i, t, 0xEC)) if m else (1, 0)
+            for t, m in enumerate(lay.counts)
+        ]
+        old = [
+            scatter_params(m, _mix64(self.seed, code, i - 1, t, 0xEC)) if m else (1, 0)
+            for t, m in enumerate(n_old)
+        ]
         inv = [pow(a, -1, m) if m > 1 else 0 for (a, _), m in zip(old, n_old, strict=True)]
-        params = [[a for a, _ in new], [c for _, c in new], [max(m, 1) for m in lay.counts], reuse, r_old,
-                  [max(f, 1) for f in fresh], inv, [c for _, c in old], [max(m, 1) for m in n_old],
-                  [sum(n_old[:t]) for t in range(T)]]
-        A, C, n, R, R0, F0, inv0, C0, n0, s0 = map(lay.per, torch.tensor(params, dtype=torch.float64, device=dev))
+        params = [
+            [a for a, _ in new],
+            [c for _, c in new],
+            [max(m, 1) for m in lay.counts],
+            reuse,
+            r_old,
+            [max(f, 1) for f in fresh],
+            inv,
+            [c for _, c in old],
+            [max(m, 1) for m in n_old],
+            [sum(n_old[:t]) for t in range(T)],
+        ]
+        A, C, n, R, R0, F0, inv0, C0, n0, s0 = map(
+            lay.per, torch.tensor(params, dtype=torch.float64, device=dev)
+        )
         if len(lay.shape) == 2:
             local = torch.arange(lay.shape[1], dtype=torch.float64, device=dev).view(1, -1)
         else:
@@ -355,8 +390,15 @@ class SyntheticCriteo:
         return Batch(dl if self.data.dense_log else counts, sparse, lab.to(torch.float32))
 
     # ----- teacher -----------------------------------------------------------------------
-    def _pieces(self, ids: torch.Tensor, lengths: torch.Tensor, bsz: int, dl: torch.Tensor,
-                per: Callable, bag_len: int | None) -> torch.Tensor:
+    def _pieces(
+        self,
+        ids: torch.Tensor,
+        lengths: torch.Tensor,
+        bsz: int,
+        dl: torch.Tensor,
+        per: Callable,
+        bag_len: int | None,
+    ) -> torch.Tensor:
         """The teacher's four raw terms per sample, (B, 4): the sum over tables of the
         bag-mean effect ``a``, the pairwise dot products of the bag-mean latents ``v`` between
         tables, a linear dense term and a dense x latent cross term. Per id, a hash of
@@ -367,7 +409,10 @@ class SyntheticCriteo:
         h = h * 0x2C1B3C6D
         h ^= (h >> 15) & 0x1FFFF  # one more mixing round, then four latent bytes
         if n == 0:
-            a_p, v_p = torch.zeros(T * bsz, device=self.device), torch.zeros(T * bsz, _LATENT, device=self.device)
+            a_p, v_p = (
+                torch.zeros(T * bsz, device=self.device),
+                torch.zeros(T * bsz, _LATENT, device=self.device),
+            )
         elif bag_len and bag_len < 258:  # byte pairs summed in 16-bit lanes of int32 (no overflow)
             a_p, h = a.view(T * bsz, bag_len).mean(1), h.view(T * bsz, bag_len)
             s02, s13 = (h & 0x00FF00FF).sum(1), ((h >> 8) & 0x00FF00FF).sum(1)

@@ -77,9 +77,7 @@ class DLRM(nn.Module):
                 f"dense must have shape (batch, num_dense={self.config.num_dense}), got {tuple(dense.shape)}"
             )
         if dense.shape[0] != sparse.batch_size:
-            raise ValueError(
-                f"dense has {dense.shape[0]} rows but sparse.batch_size is {sparse.batch_size}"
-            )
+            raise ValueError(f"dense has {dense.shape[0]} rows but sparse.batch_size is {sparse.batch_size}")
         with timer.phase("embedding_forward"):
             pooled = self.embeddings(sparse)
         with timer.phase("bottom_mlp"):

@@ -142,9 +142,7 @@ class EmbeddingBagCollection(nn.Module):
             gen.seed()
         else:
             gen.manual_seed(seed)
-        bound = torch.repeat_interleave(
-            1.0 / torch.sqrt(self.num_rows.cpu().double()), self.num_rows.cpu()
-        )
+        bound = torch.repeat_interleave(1.0 / torch.sqrt(self.num_rows.cpu().double()), self.num_rows.cpu())
         chunk = 1 << 22  # fill in chunks to bound temporary memory on huge tables
         for lo in range(0, self.total_rows, chunk):
             hi = min(lo + chunk, self.total_rows)

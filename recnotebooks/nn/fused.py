@@ -44,7 +44,9 @@ def fused_available() -> bool:
 if numba is not None:
 
     @njit(parallel=True, cache=True)
-    def _kernel(w, grad, rows, seg, order, bags, coef, has_coef, lr, state, adagrad, eps, nchunk):  # pragma: no cover
+    def _kernel(
+        w, grad, rows, seg, order, bags, coef, has_coef, lr, state, adagrad, eps, nchunk
+    ):  # pragma: no cover
         n_rows = rows.shape[0]
         dim = w.shape[1]
         step = (n_rows + nchunk - 1) // nchunk

@@ -21,6 +21,7 @@ __all__ = ["segment_ids", "group_by_row", "gather_rows", "scatter_rows", "advise
 _MADV_HUGEPAGE = 14  # linux/mman.h
 _HUGE = 2 << 20
 
+
 def segment_ids(offsets: torch.Tensor, n: int) -> torch.Tensor:
     """Segment number of each of ``n`` elements given ``offsets`` (len segments+1, from 0).
 

@@ -94,7 +94,9 @@ def cache_rows_for_hit_rate(target: float, n_rows: int, zipf_exponent: float = 1
     i = min(int(np.searchsorted(cum, target)), len(cum) - 1)  # first bin whose end reaches the target
     before = float(cum[i - 1]) if i > 0 else 0.0
     rows_before = float(m[:i].sum())
-    frac = (target - before) / max(float(cum[i]) - before, 1e-300)  # uniform within a bin, as hit_rate assumes
+    frac = (target - before) / max(
+        float(cum[i]) - before, 1e-300
+    )  # uniform within a bin, as hit_rate assumes
     return min(float(n_rows), rows_before + frac * float(m[i]))
 
 
@@ -111,7 +113,9 @@ def _stacked(n_rows: tuple[int, ...], s: float) -> tuple[np.ndarray, np.ndarray,
     return m, p, np.cumsum(m, axis=1)
 
 
-def expected_unique_many(n_lookups: Sequence[float], n_rows: Sequence[int], zipf_exponent: float = 1.05) -> np.ndarray:
+def expected_unique_many(
+    n_lookups: Sequence[float], n_rows: Sequence[int], zipf_exponent: float = 1.05
+) -> np.ndarray:
     """:func:`expected_unique` for many tables at once (one vectorised evaluation)."""
     for n in n_rows:
         _check(n, zipf_exponent)
@@ -123,7 +127,9 @@ def expected_unique_many(n_lookups: Sequence[float], n_rows: Sequence[int], zipf
     return np.minimum(np.minimum(u, np.asarray(n_rows, dtype=np.float64)), lk)
 
 
-def hit_rate_many(cached_rows: Sequence[float], n_rows: Sequence[int], zipf_exponent: float = 1.05) -> np.ndarray:
+def hit_rate_many(
+    cached_rows: Sequence[float], n_rows: Sequence[int], zipf_exponent: float = 1.05
+) -> np.ndarray:
     """:func:`hit_rate` for many tables at once (one vectorised evaluation)."""
     for n in n_rows:
         _check(n, zipf_exponent)

@@ -42,7 +42,9 @@ def calibration_path(kind: str = "cpu") -> Path:
     return cpu if kind == "cpu" else cpu.with_name(cpu.stem + "_gpu" + cpu.suffix)
 
 
-def save_calibration(hw: Hardware, probe: dict[str, float] | None = None, path: str | Path | None = None) -> Path:
+def save_calibration(
+    hw: Hardware, probe: dict[str, float] | None = None, path: str | Path | None = None
+) -> Path:
     """Store ``hw`` (and the speed probe taken with it) for ``hardware("this_machine")``."""
     p = Path(path) if path else calibration_path(hw.kind)
     p.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +137,9 @@ def _fit_gemm(samples: list[tuple[int, int, int, float]], overhead: float) -> tu
     """Least relative squares for ``t = 2mnk / (P prod d/(d+h)) + overhead`` over ``h``."""
     best = (float("inf"), 1.0, 1.0)
     for h in np.geomspace(0.5, 512, 80):
-        x = np.array([2 * m * n * k / ((m / (m + h)) * (n / (n + h)) * (k / (k + h))) for m, n, k, _ in samples])
+        x = np.array(
+            [2 * m * n * k / ((m / (m + h)) * (n / (n + h)) * (k / (k + h))) for m, n, k, _ in samples]
+        )
         t = np.array([s[3] - overhead for s in samples]).clip(min=1e-9)
         inv_p = float(np.sum(x / t) / np.sum((x / t) ** 2))  # minimises sum (x/(P t) - 1)^2
         err = float(np.sum((x * inv_p / t - 1) ** 2))
@@ -188,8 +192,12 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
         n = 2**20 if not quick else 2**18
         ids = torch.randint(0, rows, (n,), device=dev)
         offs = torch.arange(0, n, 8, device=dev)
-        t = _best(lambda w=w, ids=ids, offs=offs: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps,
-                  True, dev)
+        t = _best(
+            lambda w=w, ids=ids, offs=offs: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"),
+            reps,
+            True,
+            dev,
+        )
         gathers.append((dim * 4, n * dim * 4 / t))
     raw["gather_bw"] = {f"{rb} B rows": bw for rb, bw in gathers}
     best = (float("inf"), 0.5, 64.0)
@@ -284,8 +292,11 @@ def _sweep() -> list[tuple[str, DLRMConfig, int]]:
         ("explorer default", ac(), 512),
         ("wide MLPs", ac(bottom_width=1024, top_width=1024), 1024),
         ("deep narrow MLPs", ac(bottom_width=64, top_width=64, bottom_depth=5, top_depth=5), 2048),
-        ("many tables, pooling 40", ac(num_tables=32, pooling=40, embedding_dim=64, bottom_width=128,
-                                      top_width=128), 256),  # fmt: skip
+        (
+            "many tables, pooling 40",
+            ac(num_tables=32, pooling=40, embedding_dim=64, bottom_width=128, top_width=128),
+            256,
+        ),  # fmt: skip
         ("small rows, big batch", ac(num_tables=4, embedding_dim=8, pooling=10), 4096),
         ("cat interaction", ac(interaction="cat", num_tables=16, pooling=5), 1024),
     ]

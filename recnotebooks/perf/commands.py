@@ -23,12 +23,16 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, positive: Ca
         p.add_argument("--gpus", type=int_arg("--gpus"), default=1, help="devices per node (default 1)")
         p.add_argument("--nodes", type=int_arg("--nodes"), default=1, help="nodes (default 1)")
         p.add_argument("--batch-size", type=int_arg("--batch-size"), default=8192, help="global batch size")
-        p.add_argument("--placement", default="hbm", choices=PLACEMENTS, help="where tables live (default hbm)")
+        p.add_argument(
+            "--placement", default="hbm", choices=PLACEMENTS, help="where tables live (default hbm)"
+        )
         p.add_argument("--cache-hit-rate", type=_rate, default=None, help="hit rate for --placement cache")
         p.add_argument("--dtype", default="fp32", choices=["fp32", "tf32", "bf16", "fp16"])
         p.add_argument("--json", action="store_true", help="print one JSON object")
 
-    c = sub.add_parser("cost", help="modeled step time, throughput, utilisation and memory on a hardware preset")
+    c = sub.add_parser(
+        "cost", help="modeled step time, throughput, utilisation and memory on a hardware preset"
+    )
     common(c)
     c.add_argument("--strategy", default="greedy", choices=STRATEGIES, help="plan for several devices")
     pl = sub.add_parser("plan", help="assign tables to devices and placements; explain the plan")
@@ -40,7 +44,9 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, positive: Ca
     cal.add_argument("--json", action="store_true", help="print one JSON object")
     v = sub.add_parser("validate", help="modeled vs measured step time over a sweep of architectures here")
     v.add_argument("--quick", action="store_true", help="5 configs instead of the full sweep")
-    v.add_argument("--saved", action="store_true", help="use the saved calibration instead of calibrating now")
+    v.add_argument(
+        "--saved", action="store_true", help="use the saved calibration instead of calibrating now"
+    )
     v.add_argument("--device", default="cpu", help="cpu (default) or cuda / cuda:N")
     v.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -49,13 +55,17 @@ def _rate(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--cache-hit-rate must be a number in [0, 1], got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"--cache-hit-rate must be a number in [0, 1], got {text!r}"
+        ) from None
     if not 0 <= v <= 1:
         raise argparse.ArgumentTypeError(f"--cache-hit-rate must be in [0, 1], got {text}")
     return v
 
 
-def run(args: argparse.Namespace, error: type[Exception]) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
+def run(
+    args: argparse.Namespace, error: type[Exception]
+) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
     try:
         return _COMMANDS[args.command](args)
     except ValueError as e:
@@ -144,7 +154,9 @@ def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]: 
 def _print_calibrate(r: dict[str, Any]) -> None:
     h = r["hardware"]
     print(f"MEASURED microbenchmarks, fitted into 'this_machine' (saved to {r['saved_to']}):")
-    print(f"  GEMM: peak {h['peak_flops']['fp32'] / 1e9:,.0f} GFLOP/s, half-efficiency dimension {h['gemm_half_dim']:.1f}")
+    print(
+        f"  GEMM: peak {h['peak_flops']['fp32'] / 1e9:,.0f} GFLOP/s, half-efficiency dimension {h['gemm_half_dim']:.1f}"
+    )
     print(f"  copy bandwidth {h['hbm_bw'] / 1e9:.1f} GB/s (read + write); row gathers at {h['gather_efficiency']:.2f}"
           f" of it for large rows (half at {h['gather_half_row_bytes']:.0f} B rows)")  # fmt: skip
     print(f"  sort {h['sort_rate'] / 1e6:.0f} M pairs/s; per operator {h['op_overhead_s'] * 1e6:.1f} us; "
@@ -161,7 +173,9 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  
     )
 
     kind = "gpu" if args.device.startswith("cuda") else "cpu"
-    hw, ref, device = (load_calibration(kind=kind), load_probe(kind=kind), None) if args.saved else (None, None, None)
+    hw, ref, device = (
+        (load_calibration(kind=kind), load_probe(kind=kind), None) if args.saved else (None, None, None)
+    )
     if hw is None:
         hw, raw = calibrate(device=args.device, quick=args.quick)
         ref, device = raw["probe"], str(raw["device"])  # type: ignore[assignment]

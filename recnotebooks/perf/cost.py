@@ -40,7 +40,14 @@ __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "Cost
 
 COMPONENTS = ("data_loading", "host_to_device", "embedding_forward", "embedding_backward", "bottom_mlp",
               "interaction", "top_mlp", "dense_optimizer", "all_to_all", "all_reduce", "overhead")  # fmt: skip
-COMPUTE = ("embedding_forward", "embedding_backward", "bottom_mlp", "interaction", "top_mlp", "dense_optimizer")
+COMPUTE = (
+    "embedding_forward",
+    "embedding_backward",
+    "bottom_mlp",
+    "interaction",
+    "top_mlp",
+    "dense_optimizer",
+)
 COMMUNICATION = ("host_to_device", "all_to_all", "all_reduce")
 #: Random row reads over PCIe through unified memory reach about a tenth of the link's
 #: bandwidth (TorchRec planner constant, REFERENCE.md §5; its UVM example: 0.62 s vs 0.06 s
@@ -200,7 +207,6 @@ def estimate(
         if world == 1:
             plan = single_device_plan(config, placement, cache_hit_rate)
         else:
-
             plan = _default_plan(config, hw, world, placement, cache_hit_rate, batch_size, dtype)
     if plan.world_size != world:
         raise ValueError(f"plan is for {plan.world_size} ranks but gpus x nodes = {world}")
@@ -295,7 +301,9 @@ def estimate(
             frac, lookups, uniq = frac_of[i], look_of[i], float(uniq_of[i])
             row_traffic_f = lookups * rb
             row_traffic_b = uniq * (rb + state) * 2
-            local = served * rb * 2 + lookups * INDEX_BYTES + lookups * rb  # pooled out/grad, ids, grad per lookup
+            local = (
+                served * rb * 2 + lookups * INDEX_BYTES + lookups * rb
+            )  # pooled out/grad, ids, grad per lookup
             gbw = hw.hbm_bw * hw.gather_efficiency * rb / (rb + hw.gather_half_row_bytes)
             gbw /= (1 - llc_of[i]) + llc_of[i] / hw.llc_speedup  # hot rows hit the last-level cache
             place = s.placement if hw.kind == "gpu" or s.placement == "remote" else "hbm"
@@ -319,7 +327,9 @@ def estimate(
                 ps = row_traffic_f / (hw.host_mem_bw * hw.gather_efficiency)
                 fwd += max(net, ps)
                 # the server groups the lookups by row too, before its row-wise update
-                bwd += max(served * rb / nic_per_dev, row_traffic_b / (hw.host_mem_bw * hw.gather_efficiency) + sort)
+                bwd += max(
+                    served * rb / nic_per_dev, row_traffic_b / (hw.host_mem_bw * hw.gather_efficiency) + sort
+                )
                 rpc = True
                 local = served * rb * 2
             fwd += (served * rb + lookups * INDEX_BYTES) / hw.hbm_bw
@@ -362,7 +372,9 @@ def estimate(
         notes.append("does not fit: " + "; ".join(mem.reasons))
     for v in (step, step_o):
         if not math.isfinite(v) or v <= 0:
-            raise ValueError(f"the model produced a step time of {v!r}; check the hardware numbers of {hw.name}")
+            raise ValueError(
+                f"the model produced a step time of {v!r}; check the hardware numbers of {hw.name}"
+            )
     return CostResult(
         config=config.name, hardware=hw.name, world_size=world, nodes=nodes, batch_size=batch_size, dtype=dtype,
         per_rank=per_rank, step_time=step, step_time_overlap=step_o, throughput=batch_size / step,

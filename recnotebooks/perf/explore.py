@@ -77,7 +77,9 @@ def best_placement(config: DLRMConfig, hw: Hardware, gpus: int, batch_size: int,
             greedy_ok = place != "hbm" and config.num_tables >= gpus
             plan = plan_tables(config, hw, gpus, strategy="greedy" if greedy_ok else "cost", placement=place,
                                cache_hit_rate=cache_hit_rate, batch_size=batch_size)  # fmt: skip
-        last = estimate(config, hw, batch_size=batch_size, gpus=gpus, plan=plan, placement=place, cache_hit_rate=hit)
+        last = estimate(
+            config, hw, batch_size=batch_size, gpus=gpus, plan=plan, placement=place, cache_hit_rate=hit
+        )
         if last.fits:
             used = sorted({s.placement for s in plan.shards}, key=order.index) if plan else [place]
             if hw.kind == "cpu":  # a CPU node's own memory is its DRAM

@@ -97,18 +97,26 @@ class Hardware:
             raise ValueError(f"Hardware({self.name}).peak_flops must name at least one dtype")
         for dt, v in self.peak_flops.items():
             if dt not in DTYPE_BYTES:
-                raise ValueError(f"Hardware({self.name}).peak_flops: dtype must be one of {list(DTYPE_BYTES)}, got {dt!r}")
+                raise ValueError(
+                    f"Hardware({self.name}).peak_flops: dtype must be one of {list(DTYPE_BYTES)}, got {dt!r}"
+                )
             _check(self.name, f"peak_flops[{dt!r}]", v, positive=True)
         for f in _POSITIVE:
             _check(self.name, f, getattr(self, f), positive=True)
         for f in _NON_NEGATIVE:
             _check(self.name, f, getattr(self, f), positive=False)
         if self.gemm_max_efficiency > 1:
-            raise ValueError(f"Hardware({self.name}).gemm_max_efficiency must be <= 1, got {self.gemm_max_efficiency}")
+            raise ValueError(
+                f"Hardware({self.name}).gemm_max_efficiency must be <= 1, got {self.gemm_max_efficiency}"
+            )
         if not isinstance(self.llc_speedup, (int, float)) or not 1 <= self.llc_speedup <= 100:
-            raise ValueError(f"Hardware({self.name}).llc_speedup must be in [1, 100], got {self.llc_speedup!r}")
+            raise ValueError(
+                f"Hardware({self.name}).llc_speedup must be in [1, 100], got {self.llc_speedup!r}"
+            )
         if self.gather_efficiency > 4:  # > 1 only where gathered tables sit in CPU caches
-            raise ValueError(f"Hardware({self.name}).gather_efficiency must be <= 4, got {self.gather_efficiency}")
+            raise ValueError(
+                f"Hardware({self.name}).gather_efficiency must be <= 4, got {self.gather_efficiency}"
+            )
 
     def replace(self, **changes: object) -> Hardware:
         """A validated copy with fields changed (keeps the sources; note your own)."""
@@ -130,7 +138,13 @@ class Hardware:
 
 
 def _check(name: str, field_name: str, v: object, positive: bool) -> None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 or (positive and v == 0):
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, (int, float))
+        or not math.isfinite(v)
+        or v < 0
+        or (positive and v == 0)
+    ):
         op = "> 0" if positive else ">= 0"
         raise ValueError(f"Hardware({name}).{field_name} must be a finite number {op}, got {v!r}")
 

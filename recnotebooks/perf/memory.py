@@ -38,9 +38,15 @@ class MemoryReport:
         """Tidy rows ``{rank, kind, bytes, where}`` for charts."""
         rows: list[dict[str, object]] = []
         for r, d in enumerate(self.device):
-            rows += [{"rank": r, "kind": k, "bytes": v, "where": "device"} for k, v in d.items() if k != "total"]
+            rows += [
+                {"rank": r, "kind": k, "bytes": v, "where": "device"} for k, v in d.items() if k != "total"
+            ]
         for n, h in enumerate(self.host):
-            rows += [{"rank": f"node {n}", "kind": k, "bytes": v, "where": "host"} for k, v in h.items() if k != "total"]
+            rows += [
+                {"rank": f"node {n}", "kind": k, "bytes": v, "where": "host"}
+                for k, v in h.items()
+                if k != "total"
+            ]
         return rows
 
 
@@ -64,7 +70,9 @@ def memory_report(
     local_b = batch_size / world
     tables = {t.name: t for t in config.tables}
     dense_w = config.dense_parameters * eb
-    dense_state = config.dense_parameters * 4 * (dense_optimizer != "sgd") * (2 if dense_optimizer == "adam" else 1)
+    dense_state = (
+        config.dense_parameters * 4 * (dense_optimizer != "sgd") * (2 if dense_optimizer == "adam" else 1)
+    )
     act = config.memory_footprint(batch_size=max(1, round(local_b)), dtype_bytes=eb)["activations"]
     device: list[dict[str, float]] = []
     host_per_rank: list[float] = []
@@ -90,7 +98,9 @@ def memory_report(
             elif s.placement in ("host", "cache"):
                 host += w + st
                 if s.placement == "cache":
-                    k = cache_rows_for_hit_rate(float(s.cache_hit_rate or 0.0), max(1, int(rows)), zipf_exponent)
+                    k = cache_rows_for_hit_rate(
+                        float(s.cache_hit_rate or 0.0), max(1, int(rows)), zipf_exponent
+                    )
                     d["cache"] += k * (dim * eb + 8)  # rows plus a tag each
         if world > 1:
             d["comm_buffers"] = 2 * pooled_out + 2 * DDP_BUCKET_BYTES  # all-to-all in/out, DDP buckets

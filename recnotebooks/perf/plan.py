@@ -71,7 +71,9 @@ class Plan:
             if not isinstance(s, TableShard):
                 raise TypeError(f"shards must be TableShard objects, got {type(s).__name__}")
             if s.rank >= self.world_size:
-                raise ValueError(f"table {s.table!r} is on rank {s.rank}, but world_size is {self.world_size}")
+                raise ValueError(
+                    f"table {s.table!r} is on rank {s.rank}, but world_size is {self.world_size}"
+                )
 
     def check(self, config: DLRMConfig) -> None:
         """Raise ``ValueError`` unless every table of ``config`` is covered exactly once."""
@@ -111,7 +113,9 @@ def single_device_plan(config: DLRMConfig, placement: str | Sequence[str] = "hbm
     """Every table on rank 0 with one placement (or one per table)."""
     places = [placement] * config.num_tables if isinstance(placement, str) else list(placement)
     if len(places) != config.num_tables:
-        raise ValueError(f"placement must be one value or one per table ({config.num_tables}), got {len(places)}")
+        raise ValueError(
+            f"placement must be one value or one per table ({config.num_tables}), got {len(places)}"
+        )
     shards = tuple(TableShard(t, 0, "table_wise", p, cache_hit_rate=cache_hit_rate if p == "cache" else None)
                    for t, p in zip(config.table_names, places, strict=True))  # fmt: skip
     return Plan(1, shards, "single_device")

@@ -95,7 +95,10 @@ def plan_tables(
         base, extra = divmod(len(names), world_size)  # the dlrm repo's get_my_slice: first ranks get one more
         counts = [base + (r < extra) for r in range(world_size)]
         ranks = [r for r, c in enumerate(counts) for _ in range(c)]
-        shards = [TableShard(n, r, "table_wise", placement, cache_hit_rate=hit) for n, r in zip(names, ranks, strict=True)]
+        shards = [
+            TableShard(n, r, "table_wise", placement, cache_hit_rate=hit)
+            for n, r in zip(names, ranks, strict=True)
+        ]
         notes.append("contiguous blocks of tables per rank, in config order: " + ", ".join(map(str, counts)))
         return Plan(world_size, tuple(shards), "naive", tuple(notes))
     if strategy == "greedy":
@@ -118,7 +121,9 @@ def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str
     local = max(1, batch_size // world)
     fp = config.memory_footprint(batch_size=local, dtype_bytes=eb)
     comm = 2 * batch_size * config.num_tables * config.embedding_dim * eb / world + 2 * DDP_BUCKET_BYTES
-    return fp["dense_weights"] + fp["dense_weights"] * 4 / eb + fp["activations"] + (comm if world > 1 else 0.0)
+    return (
+        fp["dense_weights"] + fp["dense_weights"] * 4 / eb + fp["activations"] + (comm if world > 1 else 0.0)
+    )
 
 
 def _cost_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit: float | None,
@@ -148,7 +153,9 @@ def _cost_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit
             for r in range(world):
                 mem[r] += b / world
                 time[r] += c / world
-                shards.append(TableShard(n, r, "row_wise", placement, row_fraction=1 / world, cache_hit_rate=hit))
+                shards.append(
+                    TableShard(n, r, "row_wise", placement, row_fraction=1 / world, cache_hit_rate=hit)
+                )
             why = "fewer tables than devices" if split_all else "fits on no single device"
             notes.append(f"{n} ({b / 1e9:.1f} GB): {why}: split row-wise over {world}")
             continue

@@ -33,7 +33,9 @@ TORCHREC_README_ROWS = (45833188, 36746, 17245, 7413, 20243, 3, 7114, 1441, 62, 
 
 def _torchrec_readme() -> DLRMConfig:
     cfg = preset("mlperf_v1")
-    tables = tuple(dataclasses.replace(t, num_rows=n) for t, n in zip(cfg.tables, TORCHREC_README_ROWS, strict=True))
+    tables = tuple(
+        dataclasses.replace(t, num_rows=n) for t, n in zip(cfg.tables, TORCHREC_README_ROWS, strict=True)
+    )
     return cfg.replace(tables=tables, name="torchrec_readme")
 
 
@@ -68,7 +70,9 @@ _TR = "TorchRec DLRM on 8x A100 40GB (REFERENCE.md §5)"
 _TRR = ("TorchRec DLRM example README, facebookresearch/dlrm torchrec_dlrm/README.MD (AWS p4d.24xlarge, "
         "A100 40GB, CUDA 11.0, NCCL 2.10.3)")  # fmt: skip
 _NV = "NVIDIA DLRM for PyTorch on 1x V100 32GB, Criteo Terabyte, dim 128 (REFERENCE.md §5)"
-_DP = "DLRM paper (Naumov et al. 2019): 1000 batches of 2048 of its benchmark config, Caffe2 (REFERENCE.md §5)"
+_DP = (
+    "DLRM paper (Naumov et al. 2019): 1000 batches of 2048 of its benchmark config, Caffe2 (REFERENCE.md §5)"
+)
 _A100 = partial(hardware, "dgx_a100")
 _EARLY = ("the paper's early reference implementation; the model prices today's eager PyTorch with fused "
           "embeddings, so it is far faster: direction only")  # fmt: skip
@@ -79,16 +83,49 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("TorchRec README 4xA100 @16k", _TRR, _torchrec_readme, _A100, 4, 16384, 1_458_176.0),
     PublishedRun("TorchRec README 8xA100 @2k", _TRR, _torchrec_readme, _A100, 8, 2048, 284_615.0),
     PublishedRun("TorchRec README 8xA100 @16k", _TRR, _torchrec_readme, _A100, 8, 16384, 1_671_168.0),
-    PublishedRun("TorchRec README 8xA100 @64k", _TRR, _torchrec_readme, _A100, 8, 65536, 5_373_952.0,
-                 note="fp32 top-MLP GEMMs bound the model here; priced with TF32 it is 1.03"),  # fmt: skip
+    PublishedRun(
+        "TorchRec README 8xA100 @64k",
+        _TRR,
+        _torchrec_readme,
+        _A100,
+        8,
+        65536,
+        5_373_952.0,
+        note="fp32 top-MLP GEMMs bound the model here; priced with TF32 it is 1.03",
+    ),  # fmt: skip
     PublishedRun("NVIDIA 1xV100 FP32 @32k", _NV, _nvidia_terabyte, _v100_32gb, 1, 32768, 494_000.0),
-    PublishedRun("NVIDIA 1xV100 AMP @32k", _NV, _nvidia_terabyte, _v100_32gb, 1, 32768, 875_000.0,
-                 dtype="fp16", note="the model treats mixed precision as pure fp16 (no casts, no fp32 master "
-                                    "weights, no loss scaling), so it is too fast"),  # fmt: skip
-    PublishedRun("DLRM paper 1xV100 @2k", _DP, partial(preset, "dlrm_benchmark"), partial(hardware, "big_basin"),
-                 1, 2048, 2048 / 0.062, note=_EARLY),  # fmt: skip
-    PublishedRun("DLRM paper 2xXeon 6138 @2k", _DP, partial(preset, "dlrm_benchmark"),
-                 partial(hardware, "cpu_cluster"), 1, 2048, 2048 / 0.256, note=_EARLY),  # fmt: skip
+    PublishedRun(
+        "NVIDIA 1xV100 AMP @32k",
+        _NV,
+        _nvidia_terabyte,
+        _v100_32gb,
+        1,
+        32768,
+        875_000.0,
+        dtype="fp16",
+        note="the model treats mixed precision as pure fp16 (no casts, no fp32 master "
+        "weights, no loss scaling), so it is too fast",
+    ),  # fmt: skip
+    PublishedRun(
+        "DLRM paper 1xV100 @2k",
+        _DP,
+        partial(preset, "dlrm_benchmark"),
+        partial(hardware, "big_basin"),
+        1,
+        2048,
+        2048 / 0.062,
+        note=_EARLY,
+    ),  # fmt: skip
+    PublishedRun(
+        "DLRM paper 2xXeon 6138 @2k",
+        _DP,
+        partial(preset, "dlrm_benchmark"),
+        partial(hardware, "cpu_cluster"),
+        1,
+        2048,
+        2048 / 0.256,
+        note=_EARLY,
+    ),  # fmt: skip
 )
 
 

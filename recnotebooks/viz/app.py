@@ -61,7 +61,9 @@ class HistoryEntry:
 
 def history_rows(history: Sequence[HistoryEntry], table: str) -> list[dict[str, object]]:
     """Rows of ``table`` from every history entry, with a ``setting`` column (its label)."""
-    return [{**r, "setting": e.label, "change": e.change} for e in history for r in e.result.tables.get(table, [])]
+    return [
+        {**r, "setting": e.label, "change": e.change} for e in history for r in e.result.tables.get(table, [])
+    ]
 
 
 def _datasets(spec: object) -> list[list[dict[str, object]]]:
@@ -221,7 +223,9 @@ class App:
     # ----- internals ------------------------------------------------------------------
     def _entry(self, result: Result, values: dict[str, object]) -> HistoryEntry:
         prev = self.history[0].values if self.history else None
-        return HistoryEntry(label="now", values=dict(values), result=result, change=_describe_change(prev, values))
+        return HistoryEntry(
+            label="now", values=dict(values), result=result, change=_describe_change(prev, values)
+        )
 
     def _push(self, result: Result) -> None:
         self.history = _relabel([self._entry(result, self.values)])

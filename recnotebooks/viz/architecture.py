@@ -23,10 +23,24 @@ _P2 = [2**i for i in range(4, 13)]
 #: Options of each control: (label, value) pairs or a range; the defaults are a small
 #: Criteo-like model (13 dense features, 8 tables of 1M rows, dim 32, batch 512).
 ARCHITECTURE_CONTROLS: dict[str, dict[str, object]] = {
-    "num_dense": {"options": [1, 4, 13, 32, 64, 128, 256, 512, 1024, 2560], "value": 13, "label": "dense features"},
+    "num_dense": {
+        "options": [1, 4, 13, 32, 64, 128, 256, 512, 1024, 2560],
+        "value": 13,
+        "label": "dense features",
+    },
     "num_tables": {"min": 1, "max": 64, "value": 8, "label": "tables"},
-    "rows_per_table": {"options": [("1k", 10**3), ("10k", 10**4), ("100k", 10**5), ("1M", 10**6), ("10M", 10**7),
-                                   ("100M", 10**8)], "value": 10**6, "label": "rows / table"},  # fmt: skip
+    "rows_per_table": {
+        "options": [
+            ("1k", 10**3),
+            ("10k", 10**4),
+            ("100k", 10**5),
+            ("1M", 10**6),
+            ("10M", 10**7),
+            ("100M", 10**8),
+        ],
+        "value": 10**6,
+        "label": "rows / table",
+    },  # fmt: skip
     "embedding_dim": {"options": [4, 8, 16, 32, 64, 128, 256], "value": 32, "label": "embedding dim"},
     "pooling": {"options": [1, 2, 5, 10, 20, 40, 80, 120], "value": 1, "label": "pooling factor"},
     "bottom_width": {"options": _P2, "value": 256, "label": "bottom MLP width"},
@@ -84,19 +98,34 @@ def explore_architecture(
     reason) for a combination that is invalid or cannot be measured in memory here.
     """
     cfg = architecture_config(**arch)  # type: ignore[arg-type]
-    mem = cfg.memory_footprint(batch_size=batch_size, sparse_optimizer="rowwise_adagrad", dense_optimizer="adagrad")
+    mem = cfg.memory_footprint(
+        batch_size=batch_size, sparse_optimizer="rowwise_adagrad", dense_optimizer="adagrad"
+    )
     emb = cfg.embedding_bytes_per_sample()
     values = [
         ("parameters", float(cfg.parameters), human(cfg.parameters)),
-        ("FLOPs per sample (fwd+bwd)", cfg.total_flops_per_sample(), human(cfg.total_flops_per_sample(), "FLOP")),
-        ("embedding bytes per sample", emb["forward"] + emb["backward"], human(emb["forward"] + emb["backward"], "B")),
+        (
+            "FLOPs per sample (fwd+bwd)",
+            cfg.total_flops_per_sample(),
+            human(cfg.total_flops_per_sample(), "FLOP"),
+        ),
+        (
+            "embedding bytes per sample",
+            emb["forward"] + emb["backward"],
+            human(emb["forward"] + emb["backward"], "B"),
+        ),
         ("arithmetic intensity (FLOP/B)", cfg.arithmetic_intensity(), f"{cfg.arithmetic_intensity():.3g}"),
         ("training memory (full model)", float(mem["total"]), human(mem["total"], "B")),
     ]
     metrics = [{"metric": m, "value": v, "display": d, "source": "analytic"} for m, v, d in values]
     avail = available_memory_bytes()
-    where = "" if avail is None else (
-        f"; it {'fits in' if mem['total'] < avail else 'would NOT fit in'} the {human(avail, 'B')} available here")
+    where = (
+        ""
+        if avail is None
+        else (
+            f"; it {'fits in' if mem['total'] < avail else 'would NOT fit in'} the {human(avail, 'B')} available here"
+        )
+    )
     notes = [f"The full model needs {human(mem['total'], 'B')} to train (weights, row-wise Adagrad state, "
              f"activations at batch {batch_size}){where}."]  # fmt: skip
     tables: dict[str, list[dict[str, object]]] = {"metrics": metrics}
@@ -123,7 +152,12 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
 
 
 def architecture_explorer(
-    *, measure: bool = True, device: str = "cpu", time_budget_s: float = 0.3, history: int = 4, **values: object
+    *,
+    measure: bool = True,
+    device: str = "cpu",
+    time_budget_s: float = 0.3,
+    history: int = 4,
+    **values: object,
 ) -> App:
     """The Architecture Explorer app; ``values`` override the default slider settings.
 

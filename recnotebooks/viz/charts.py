@@ -86,7 +86,9 @@ def _sources(rows: list[dict[str, object]], default: str) -> list[str]:
     return sorted({str(r.get("source", default)) for r in rows})
 
 
-def _title(title: str, rows: list[dict[str, object]], source: str | None, detail: str | None) -> alt.TitleParams:
+def _title(
+    title: str, rows: list[dict[str, object]], source: str | None, detail: str | None
+) -> alt.TitleParams:
     srcs = [source] if source else _sources(rows, "measured")
     return alt.TitleParams(title, subtitle=[source_label(s, detail) for s in srcs])
 
@@ -130,12 +132,21 @@ def time_breakdown(
         .encode(
             x=alt.X("ms:Q", stack="zero", title="milliseconds per step"),
             y=alt.Y(f"{by}:N", sort=bars, title=by.replace("_", " ")),
-            color=alt.Color(f"{phase}:N", scale=phase_scale(order), sort=order, title=phase,
-                            legend=alt.Legend(orient="bottom", columns=4)),
+            color=alt.Color(
+                f"{phase}:N",
+                scale=phase_scale(order),
+                sort=order,
+                title=phase,
+                legend=alt.Legend(orient="bottom", columns=4),
+            ),
             order=alt.Order("_order:Q"),
             opacity=_OPACITY,
-            tooltip=[_tip(by, "N"), _tip(phase, "N"), _tip("ms", "Q", ".2f", "ms per step"),
-                     _tip("step_ms", "Q", ".2f", "whole step (ms)")],  # fmt: skip
+            tooltip=[
+                _tip(by, "N"),
+                _tip(phase, "N"),
+                _tip("ms", "Q", ".2f", "ms per step"),
+                _tip("step_ms", "Q", ".2f", "whole step (ms)"),
+            ],  # fmt: skip
         )
         .properties(title=_title(title, data, source, detail)),
         data,
@@ -186,10 +197,15 @@ def metric_lines(
         tips.append(_tip("source", "N"))
     base = alt.Chart().encode(**enc, tooltip=tips)
     now = base.transform_filter("datum._now && datum._hl")
-    layers = [base.mark_line(), base.mark_point(),
-              now.mark_point(size=260, filled=False, strokeWidth=3),
-              now.mark_text(dy=-16, fontWeight="bold").encode(text=alt.Text(f"{y}:Q", format=y_format))]
-    chart = alt.layer(*layers).properties(title=_title(title or f"{y} vs {x}".replace("_", " "), data, source, detail))
+    layers = [
+        base.mark_line(),
+        base.mark_point(),
+        now.mark_point(size=260, filled=False, strokeWidth=3),
+        now.mark_text(dy=-16, fontWeight="bold").encode(text=alt.Text(f"{y}:Q", format=y_format)),
+    ]
+    chart = alt.layer(*layers).properties(
+        title=_title(title or f"{y} vs {x}".replace("_", " "), data, source, detail)
+    )
     return _with_data(chart, data)
 
 
@@ -220,15 +236,19 @@ def metric_bars(
         x=alt.X(f"{value}:Q", title=None, axis=None if text else alt.Axis(format="~s", tickCount=4)),
         tooltip=[_tip(metric, "N"), _tip(by, "N"), _tip(text or value, "N" if text else "Q")],
     )
-    layers = [base.mark_bar(color="#4c78a8").encode(
-        opacity=_OPACITY)]
+    layers = [base.mark_bar(color="#4c78a8").encode(opacity=_OPACITY)]
     if text:
         layers.append(base.mark_text(align="left", dx=3, fontSize=11).encode(text=f"{text}:N"))
     return _with_data(
         alt.layer(*layers)
         .properties(width=width, height=alt.Step(16))
-        .facet(facet=alt.Facet(f"{metric}:N", title=None, sort=list(dict.fromkeys(str(r[metric]) for r in data))),
-               columns=columns, data=alt.Data(values=[]))  # fmt: skip
+        .facet(
+            facet=alt.Facet(
+                f"{metric}:N", title=None, sort=list(dict.fromkeys(str(r[metric]) for r in data))
+            ),
+            columns=columns,
+            data=alt.Data(values=[]),
+        )  # fmt: skip
         .resolve_scale(x="independent")
         .properties(title=_title(title, data, source, detail)),
         data,
@@ -270,15 +290,26 @@ def roofline(
     roof = (
         alt.Chart(alt.Data(values=ceiling))
         .mark_line(color="#888", strokeDash=[6, 3])
-        .encode(x=x("ai"), y=y("ceiling"),
-                tooltip=[_tip("ai", "Q", ".3~g", "intensity"), _tip("ceiling", "Q", ".3~s", "attainable FLOP/s"),
-                         _tip("bound", "N")])  # fmt: skip
+        .encode(
+            x=x("ai"),
+            y=y("ceiling"),
+            tooltip=[
+                _tip("ai", "Q", ".3~g", "intensity"),
+                _tip("ceiling", "Q", ".3~s", "attainable FLOP/s"),
+                _tip("bound", "N"),
+            ],
+        )  # fmt: skip
     )
     pts = alt.Chart().encode(
-        x=x(intensity), y=y(achieved),
+        x=x(intensity),
+        y=y(achieved),
         color=alt.Color(f"{label}:N", title=label),
-        tooltip=[_tip(label, "N"), _tip(intensity, "Q", ".3~g"), _tip(achieved, "Q", ".3~s"),
-                 *([_tip("source", "N")] if "source" in data[0] else [])],  # fmt: skip
+        tooltip=[
+            _tip(label, "N"),
+            _tip(intensity, "Q", ".3~g"),
+            _tip(achieved, "Q", ".3~s"),
+            *([_tip("source", "N")] if "source" in data[0] else []),
+        ],  # fmt: skip
     )
     shape = {"shape": alt.Shape("source:N", title="source")} if len(_sources(data, "measured")) > 1 else {}
     return alt.layer(roof, _with_data(pts.mark_point(size=90).encode(**shape), data)).properties(
@@ -301,13 +332,20 @@ def rank_bars(
     data = _check_rows(rows, "rank_bars", numeric=[value], fields=[rank] + ([color] if color else []))
     enc: dict[str, object] = {
         "x": alt.X(f"{rank}:O", title=rank),
-        "y": alt.Y(f"{value}:Q", stack="zero", title=value_title or value.replace("_", " "), axis=alt.Axis(format="~s")),
+        "y": alt.Y(
+            f"{value}:Q",
+            stack="zero",
+            title=value_title or value.replace("_", " "),
+            axis=alt.Axis(format="~s"),
+        ),
         "tooltip": [_tip(rank, "O"), *([_tip(color, "N")] if color else []), _tip(value, "Q", ",.4~g")],
     }
     if color:
         order = list(dict.fromkeys(str(r[color]) for r in data))
         enc["color"] = alt.Color(f"{color}:N", scale=phase_scale(order), sort=order, title=color)
-    return _with_data(alt.Chart().mark_bar().encode(**enc).properties(title=_title(title, data, source, detail)), data)
+    return _with_data(
+        alt.Chart().mark_bar().encode(**enc).properties(title=_title(title, data, source, detail)), data
+    )
 
 
 def hit_rate_curve(
@@ -345,8 +383,11 @@ def training_curves(history: Rows, *, title: str = "Training", detail: str | Non
         return (
             alt.Chart(alt.Data(values=rows_))
             .mark_line(point=len(rows_) < 30, color=color, opacity=1.0 if part else 0.0)
-            .encode(x=alt.X("step:Q"), y=alt.Y("value:Q", title=name, scale=alt.Scale(zero=False)),
-                    tooltip=[_tip("step", "Q", ",d"), _tip("value", "Q", ".4f", name)])  # fmt: skip
+            .encode(
+                x=alt.X("step:Q"),
+                y=alt.Y("value:Q", title=name, scale=alt.Scale(zero=False)),
+                tooltip=[_tip("step", "Q", ",d"), _tip("value", "Q", ".4f", name)],
+            )  # fmt: skip
             .properties(width=300, height=180)
         )
 
@@ -361,7 +402,9 @@ def _spec(chart: object) -> dict:
         if not hasattr(ch, "to_dict") and hasattr(ch, "chart"):
             ch = ch.chart
     if not hasattr(ch, "to_dict"):
-        raise TypeError(f"chart must be an Altair chart, a JupyterChart or an App, got {type(chart).__name__}")
+        raise TypeError(
+            f"chart must be an Altair chart, a JupyterChart or an App, got {type(chart).__name__}"
+        )
     return ch.to_dict()
 
 

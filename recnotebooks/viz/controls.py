@@ -63,7 +63,11 @@ def build_controls(specs: Mapping[str, Mapping[str, object]], values: Mapping[st
             if v not in opts or (isinstance(v, bool) and not any(isinstance(o, bool) for o in opts)):
                 raise ValueError(f"{name}={v!r} is not one of the options {spec['options']}")
         else:
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not spec["min"] <= v <= spec["max"]:  # type: ignore[operator]
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, numbers.Integral)
+                or not spec["min"] <= v <= spec["max"]
+            ):  # type: ignore[operator]
                 raise ValueError(f"{name}={v!r} must be an int in [{spec['min']}, {spec['max']}]")
             v = int(v)
         start[name] = v

@@ -26,8 +26,12 @@ _ARCH = ("num_dense", "num_tables", "rows_per_table", "embedding_dim", "pooling"
 EFFICIENCY_CONTROLS: dict[str, dict[str, object]] = {
     **{k: ARCHITECTURE_CONTROLS[k] for k in _ARCH},
     "batch_size": {"options": [2**i for i in range(8, 18)], "value": 4096, "label": "global batch"},
-    "hardware": {"options": [h for h in hardware_names() if h != "this_machine"], "value": "dgx_a100",
-                 "label": "hardware", "dropdown": True},  # fmt: skip
+    "hardware": {
+        "options": [h for h in hardware_names() if h != "this_machine"],
+        "value": "dgx_a100",
+        "label": "hardware",
+        "dropdown": True,
+    },  # fmt: skip
     "gpus": {"options": [1, 2, 4, 8], "value": 1, "label": "GPUs"},
     "placement": {"options": ["hbm", "host", "cache", "remote"], "value": "hbm", "label": "tables in"},
     "cache_hit_rate": {"options": [0.5, 0.8, 0.9, 0.95, 0.99], "value": 0.9, "label": "cache hit rate"},
@@ -49,7 +53,9 @@ def explore_efficiency(
     cfg = architecture_config(**arch)  # type: ignore[arg-type]
     hw = hardware(hardware_name)
     hit = cache_hit_rate if placement == "cache" else None
-    r = estimate(cfg, hw, batch_size=batch_size, gpus=min(gpus, hw.devices), placement=placement, cache_hit_rate=hit)
+    r = estimate(
+        cfg, hw, batch_size=batch_size, gpus=min(gpus, hw.devices), placement=placement, cache_hit_rate=hit
+    )
     b = r.breakdown()
     modeled = [{"phase": c, "seconds_per_step": b[c], "source": "modeled", "hardware": hw.name}
                for c in COMPONENTS if b[c] > 0]  # fmt: skip
@@ -62,7 +68,9 @@ def explore_efficiency(
     ]
     tables: dict[str, list[dict[str, object]]] = {
         "modeled": modeled,
-        "metrics": [{"metric": m, "value": float(v), "display": d, "source": "modeled"} for m, v, d in metrics],
+        "metrics": [
+            {"metric": m, "value": float(v), "display": d, "source": "modeled"} for m, v, d in metrics
+        ],
     }
     bound = max(b, key=b.get)
     notes = [f"MODELED on {r.world_size} x {hw.name}: {r.step_time * 1e3:.2f} ms per step, {r.throughput:,.0f} "
@@ -72,7 +80,9 @@ def explore_efficiency(
     if measure:
         local = max(1, batch_size // r.world_size)
         try:
-            m, cap = measure_here(cfg, local, time_budget_s, max_step_s=0.25)  # a side panel: keep updates quick
+            m, cap = measure_here(
+                cfg, local, time_budget_s, max_step_s=0.25
+            )  # a side panel: keep updates quick
         except DoesNotFitError as e:
             notes.append(f"Not measured here: {e}.")
             return Result(tables=tables, notes=notes)
@@ -98,7 +108,9 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
         return (modeled.properties(width=460) & bars).resolve_scale(color="independent")
     measured = time_breakdown(rows, highlight=now, phases=list(PHASES),
                               title="Training step here", source="measured", detail="row-capped copy")  # fmt: skip
-    return (modeled.properties(width=460) & measured.properties(width=460) & bars).resolve_scale(color="independent")
+    return (modeled.properties(width=460) & measured.properties(width=460) & bars).resolve_scale(
+        color="independent"
+    )
 
 
 def efficiency_explorer(*, measure: bool = True, time_budget_s: float = 0.2, history: int = 4,

@@ -20,7 +20,9 @@ class LiveTrainingChart:
     chart never slows training down much.
     """
 
-    def __init__(self, title: str = "Training (measured)", every_s: float = 0.5, detail: str | None = None) -> None:
+    def __init__(
+        self, title: str = "Training (measured)", every_s: float = 0.5, detail: str | None = None
+    ) -> None:
         if isinstance(every_s, bool) or not isinstance(every_s, (int, float)) or every_s < 0:
             raise ValueError(f"every_s must be a number >= 0, got {every_s!r}")
         self.title, self.every_s, self.detail = title, float(every_s), detail

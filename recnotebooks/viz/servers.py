@@ -24,10 +24,17 @@ __all__ = ["SERVERS", "SERVER_CONTROLS", "scaled_model", "explore_servers", "ser
 #: The servers compared: the seed paper's three and a modern DGX.
 SERVERS = ("cpu_cluster", "big_basin", "zion", "dgx_a100", "dgx_h100")
 SERVER_CONTROLS: dict[str, dict[str, object]] = {
-    "model": {"options": ["rm1", "rm2", "rm3", "mlperf_v1", "criteo_terabyte", "dlrm_benchmark"], "value": "rm2",
-              "label": "model", "dropdown": True},  # fmt: skip
-    "rows_scale": {"options": [("1/10", 0.1), ("1x", 1), ("3x", 3), ("10x", 10), ("30x", 30), ("100x", 100)],
-                   "value": 1, "label": "table rows x"},  # fmt: skip
+    "model": {
+        "options": ["rm1", "rm2", "rm3", "mlperf_v1", "criteo_terabyte", "dlrm_benchmark"],
+        "value": "rm2",
+        "label": "model",
+        "dropdown": True,
+    },  # fmt: skip
+    "rows_scale": {
+        "options": [("1/10", 0.1), ("1x", 1), ("3x", 3), ("10x", 10), ("30x", 30), ("100x", 100)],
+        "value": 1,
+        "label": "table rows x",
+    },  # fmt: skip
     "batch_size": {"options": [2**i for i in range(10, 18)], "value": 8192, "label": "global batch per node"},
     "cache_hit_rate": {"options": [0.5, 0.8, 0.9, 0.95, 0.99], "value": 0.9, "label": "GPU cache hit rate"},
 }
@@ -44,7 +51,9 @@ def scaled_model(model: str, rows_scale: float) -> DLRMConfig:
     cfg = preset(model)
     if rows_scale == 1:
         return cfg
-    tables = tuple(dataclasses.replace(t, num_rows=max(1, round(t.num_rows * rows_scale))) for t in cfg.tables)
+    tables = tuple(
+        dataclasses.replace(t, num_rows=max(1, round(t.num_rows * rows_scale))) for t in cfg.tables
+    )
     return cfg.replace(tables=tables, name=f"{model} x{rows_scale:g} rows")
 
 
@@ -54,7 +63,11 @@ def explore_servers(*, model: str = "rm2", rows_scale: float = 1, batch_size: in
     ``breakdown`` (``server`` with its placement, ``phase``, ``seconds_per_step``) and
     ``throughput`` and ``per_joule`` (one row per server: ``metric`` = the server, ``value``,
     ``display``, ``placement``)."""
-    if isinstance(cache_hit_rate, bool) or not isinstance(cache_hit_rate, (int, float)) or not 0 <= cache_hit_rate <= 1:
+    if (
+        isinstance(cache_hit_rate, bool)
+        or not isinstance(cache_hit_rate, (int, float))
+        or not 0 <= cache_hit_rate <= 1
+    ):
         raise ValueError(f"cache_hit_rate must be a number in [0, 1], got {cache_hit_rate!r}")
     cfg = scaled_model(model, rows_scale)
     rows, parts = compare_servers(cfg, SERVERS, batch_size=batch_size, cache_hit_rate=cache_hit_rate)
@@ -66,8 +79,12 @@ def explore_servers(*, model: str = "rm2", rows_scale: float = 1, batch_size: in
                 "placement": r["placement"], "source": "modeled"}  # fmt: skip
 
     tables = {
-        "breakdown": [{**p, "server": f"{p['server']} ({r['placement']})"} for r in rows for p in parts
-                      if p["server"] == r["server"]],  # fmt: skip
+        "breakdown": [
+            {**p, "server": f"{p['server']} ({r['placement']})"}
+            for r in rows
+            for p in parts
+            if p["server"] == r["server"]
+        ],  # fmt: skip
         "throughput": [bar(r, "throughput", "") for r in rows],
         "per_joule": [bar(r, "samples_per_joule", "") for r in rows],
     }

@@ -59,10 +59,20 @@ def _theme() -> dict:
         "config": {
             "font": font,
             "view": {"continuousWidth": 380, "continuousHeight": 220, "stroke": None},
-            "title": {"fontSize": 15, "anchor": "start", "subtitleFontSize": 12,
-                      "subtitleColor": "#555", "offset": 8},  # fmt: skip
-            "axis": {"labelFontSize": 12, "titleFontSize": 12, "gridColor": "#eee",
-                     "domainColor": "#888", "tickColor": "#888"},  # fmt: skip
+            "title": {
+                "fontSize": 15,
+                "anchor": "start",
+                "subtitleFontSize": 12,
+                "subtitleColor": "#555",
+                "offset": 8,
+            },  # fmt: skip
+            "axis": {
+                "labelFontSize": 12,
+                "titleFontSize": 12,
+                "gridColor": "#eee",
+                "domainColor": "#888",
+                "tickColor": "#888",
+            },  # fmt: skip
             "legend": {"labelFontSize": 12, "titleFontSize": 12, "orient": "right"},
             "header": {"labelFontSize": 12, "titleFontSize": 12},
             "range": {"category": {"scheme": "tableau10"}},

@@ -19,7 +19,9 @@ BATCH_SIZES = tuple(2**i for i in range(6, 17))
 DIMS = (8, 16, 32, 64, 128, 256)
 
 
-def lookup_traffic(*, pooling: int = 1, batch_size: int = 2048, embedding_dim: int = 64, num_tables: int = 26) -> Result:
+def lookup_traffic(
+    *, pooling: int = 1, batch_size: int = 2048, embedding_dim: int = 64, num_tables: int = 26
+) -> Result:
     """Megabytes of embedding rows (fp32) plus int64 indices read in one step's forward,
     for each pooling factor in :data:`POOLINGS`; the row at ``pooling`` is ``current``."""
     if pooling not in POOLINGS:
@@ -41,21 +43,52 @@ def lookup_traffic(*, pooling: int = 1, batch_size: int = 2048, embedding_dim: i
 
 def _render(history: list[HistoryEntry]) -> object:
     return metric_lines(
-        history_rows(history, "traffic"), x="pooling", y="MB_per_step", color="setting", highlight=history[0].label,
-        x_log=True, y_log=True, title="Embedding traffic per step (forward)", source="analytic", y_format=".3~s",
+        history_rows(history, "traffic"),
+        x="pooling",
+        y="MB_per_step",
+        color="setting",
+        highlight=history[0].label,
+        x_log=True,
+        y_log=True,
+        title="Embedding traffic per step (forward)",
+        source="analytic",
+        y_format=".3~s",
     ).properties(width=460, height=260)
 
 
-def lookup_traffic_app(*, pooling: int = 1, batch_size: int = 2048, embedding_dim: int = 64, history: int = 4) -> App:
+def lookup_traffic_app(
+    *, pooling: int = 1, batch_size: int = 2048, embedding_dim: int = 64, history: int = 4
+) -> App:
     """Sliders for pooling, batch size and embedding dim → traffic per step, with a trail."""
     style = {"description_width": "initial"}
     controls = {
-        "pooling": W.SelectionSlider(options=list(POOLINGS), value=pooling, description="pooling factor",
-                                     continuous_update=False, style=style),  # fmt: skip
-        "batch_size": W.SelectionSlider(options=list(BATCH_SIZES), value=batch_size, description="batch size",
-                                        continuous_update=False, style=style),  # fmt: skip
-        "embedding_dim": W.SelectionSlider(options=list(DIMS), value=embedding_dim, description="embedding dim",
-                                           continuous_update=False, style=style),  # fmt: skip
+        "pooling": W.SelectionSlider(
+            options=list(POOLINGS),
+            value=pooling,
+            description="pooling factor",
+            continuous_update=False,
+            style=style,
+        ),  # fmt: skip
+        "batch_size": W.SelectionSlider(
+            options=list(BATCH_SIZES),
+            value=batch_size,
+            description="batch size",
+            continuous_update=False,
+            style=style,
+        ),  # fmt: skip
+        "embedding_dim": W.SelectionSlider(
+            options=list(DIMS),
+            value=embedding_dim,
+            description="embedding dim",
+            continuous_update=False,
+            style=style,
+        ),  # fmt: skip
     }
-    return App("Embedding traffic", controls, lambda **kw: lookup_traffic(**kw), _render, history=history,
-               description="bytes computed from the sizes (no timing): 26 tables, fp32 rows, int64 indices")
+    return App(
+        "Embedding traffic",
+        controls,
+        lambda **kw: lookup_traffic(**kw),
+        _render,
+        history=history,
+        description="bytes computed from the sizes (no timing): 26 tables, fp32 rows, int64 indices",
+    )

@@ -1,0 +1,185 @@
+"""The one validation module: checks every public entry point uses on its inputs.
+
+Each check returns the value normalised (a plain ``int``, ``float``, ``str``...) or raises
+a ``TypeError`` (wrong kind of value) or ``ValueError`` (right kind, not allowed) whose
+message names the parameter, the value given and what is allowed::
+
+    >>> check_int("num_tables", 2.5, lo=1)
+    Traceback (most recent call last):
+    TypeError: num_tables must be an int >= 1, got 2.5 (float)
+    >>> check_float("cache_hit_rate", 1.5, lo=0, hi=1)
+    Traceback (most recent call last):
+    ValueError: cache_hit_rate must be a finite number in [0, 1], got 1.5
+
+Booleans are never accepted as numbers (``True`` is an ``int`` in Python); NumPy and
+0-d torch integer/float scalars are accepted and converted. This module imports nothing
+from the rest of the package, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+__all__ = [
+    "check_bool",
+    "check_choice",
+    "check_float",
+    "check_fraction",
+    "check_int",
+    "check_int_list",
+    "check_str",
+    "check_type",
+    "describe_range",
+    "show",
+]
+
+T = TypeVar("T")
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
+def show(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for error messages (huge inputs stay readable)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _fmt(bound: float) -> str:
+    return str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e15 else f"{bound:g}"
+
+
+def describe_range(
+    lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, hi_open: bool = False
+) -> str:
+    """Words for an allowed range: ``">= 1"``, ``"in [0, 1)"``, ``"<= 10"`` or ``""``."""
+    if lo is not None and hi is not None:
+        return f"in {'(' if lo_open else '['}{_fmt(lo)}, {_fmt(hi)}{')' if hi_open else ']'}"
+    if lo is not None:
+        return f"{'>' if lo_open else '>='} {_fmt(lo)}"
+    if hi is not None:
+        return f"{'<' if hi_open else '<='} {_fmt(hi)}"
+    return ""
+
+
+def _scalar(value: object) -> object:
+    """A 0-d torch tensor or NumPy scalar as a Python number; anything else unchanged."""
+    item = getattr(value, "item", None)
+    shape = getattr(value, "shape", None)
+    if callable(item) and shape is not None and tuple(shape) == () and not isinstance(value, bool):
+        try:
+            return item()
+        except (TypeError, ValueError, RuntimeError):
+            return value
+    return value
+
+
+def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None = None) -> int:
+    """``value`` as an ``int`` within ``[lo, hi]`` (either bound optional).
+
+    Accepts Python and NumPy integers and 0-d integer tensors; rejects ``bool``, floats
+    (even ``2.0``: an id or a count given as a float is a mistake worth naming) and strings.
+    """
+    allowed = " ".join(x for x in ("an int", describe_range(lo, hi)) if x)
+    v = _scalar(value)
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{name} must be {allowed}, got {show(value)} ({_kind(value)})")
+    v = int(v)
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError(f"{name} must be {allowed}, got {show(value)}")
+    return v
+
+
+def check_float(
+    name: str,
+    value: object,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> float:
+    """``value`` as a finite ``float`` within the range (open ends with ``lo_open``/``hi_open``)."""
+    rng = describe_range(lo, hi, lo_open=lo_open, hi_open=hi_open)
+    allowed = "a finite number" + (f" {rng}" if rng else "")
+    v = _scalar(value)
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{name} must be {allowed}, got {show(value)} ({_kind(value)})")
+    try:
+        f = float(v)
+    except OverflowError:  # a Python int too large for a float
+        raise ValueError(f"{name} must be {allowed}, got {show(value)}") from None
+    bad = not math.isfinite(f)
+    bad = bad or (lo is not None and (f < lo or (lo_open and f == lo)))
+    bad = bad or (hi is not None and (f > hi or (hi_open and f == hi)))
+    if bad:
+        raise ValueError(f"{name} must be {allowed}, got {show(value)}")
+    return f
+
+
+def check_fraction(name: str, value: object, *, lo_open: bool = False, hi_open: bool = False) -> float:
+    """A fraction in ``[0, 1]`` (either end open on request)."""
+    return check_float(name, value, lo=0.0, hi=1.0, lo_open=lo_open, hi_open=hi_open)
+
+
+def check_bool(name: str, value: object) -> bool:
+    """A real ``bool`` (NumPy ``bool_`` accepted); ``0``/``1`` and strings are refused."""
+    v = _scalar(value)
+    if not isinstance(v, bool):
+        raise TypeError(f"{name} must be True or False, got {show(value)} ({_kind(value)})")
+    return v
+
+
+def check_str(name: str, value: object, *, nonempty: bool = True) -> str:
+    """A ``str`` (non-empty, ignoring surrounding spaces, unless ``nonempty=False``)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, got {show(value)} ({_kind(value)})")
+    if nonempty and not value.strip():
+        raise ValueError(f"{name} must be a non-empty string, got {show(value)}")
+    return value
+
+
+def check_choice(name: str, value: T, allowed: Iterable[T]) -> T:
+    """``value`` if it is one of ``allowed`` (compared with ``==``, booleans never match numbers)."""
+    options = list(allowed)
+    for o in options:
+        if isinstance(o, bool) != isinstance(value, bool):
+            continue
+        try:
+            if o == value:
+                return o
+        except (TypeError, ValueError):  # arrays, tensors: not a valid choice
+            continue
+    raise ValueError(f"{name} must be one of {options}, got {show(value)}")
+
+
+def check_type(name: str, value: object, types: type | tuple[type, ...], what: str) -> object:
+    """``value`` if it is an instance of ``types``; ``what`` says it in words (``"a DLRMConfig"``)."""
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise TypeError(f"{name} must be {what}, got {show(value)} (bool)")
+    if not isinstance(value, types):
+        raise TypeError(f"{name} must be {what}, got {show(value)} ({_kind(value)})")
+    return value
+
+
+def check_int_list(
+    name: str,
+    values: object,
+    *,
+    lo: int | None = None,
+    hi: int | None = None,
+    min_len: int = 0,
+    max_len: int | None = None,
+) -> list[int]:
+    """A sequence of ints (each in ``[lo, hi]``) as a list, its length in ``[min_len, max_len]``."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a sequence of ints, got {show(values)} ({_kind(values)})")
+    n = len(values)
+    if n < min_len or (max_len is not None and n > max_len):
+        rng = describe_range(min_len, max_len)
+        raise ValueError(f"{name} must have a length {rng}, got {n} item(s): {show(list(values))}")
+    return [check_int(f"{name}[{i}]", v, lo=lo, hi=hi) for i, v in enumerate(values)]
