@@ -69,26 +69,49 @@ def _worker(rank: int, world: int, tables: int, port: int, out: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
-    cfgs = [EmbeddingBagConfig(name=f"t{i}", embedding_dim=DIM, num_embeddings=ROWS, feature_names=[f"f{i}"])
-            for i in range(tables)]  # fmt: skip
+    cfgs = [
+        EmbeddingBagConfig(name=f"t{i}", embedding_dim=DIM, num_embeddings=ROWS, feature_names=[f"f{i}"])
+        for i in range(tables)
+    ]
     ebc = EmbeddingBagCollection(tables=cfgs, device=torch.device("cpu"))
-    model = DLRMTrain(DLRM(embedding_bag_collection=ebc, dense_in_features=13, dense_arch_layer_sizes=[512, 256, 128],
-                           over_arch_layer_sizes=[1024, 1024, 512, 256, 1], dense_device=torch.device("cpu")))  # fmt: skip
+    model = DLRMTrain(
+        DLRM(
+            embedding_bag_collection=ebc,
+            dense_in_features=13,
+            dense_arch_layer_sizes=[512, 256, 128],
+            over_arch_layer_sizes=[1024, 1024, 512, 256, 1],
+            dense_device=torch.device("cpu"),
+        )
+    )
     apply_optimizer_in_backward(RowWiseAdagrad, model.model.sparse_arch.parameters(), {"lr": 0.01})
     sharder = EmbeddingBagCollectionSharder()
     module_plan = construct_module_sharding_plan(
-        ebc, {c.name: table_wise(rank=i % world, compute_kernel="fused") for i, c in enumerate(cfgs)},
-        sharder=sharder, local_size=world, world_size=world, device_type="cpu")  # fmt: skip
-    dmp = DistributedModelParallel(module=model, device=torch.device("cpu"), sharders=[sharder],
-                                   plan=ShardingPlan({"model.sparse_arch.embedding_bag_collection": module_plan}))  # fmt: skip
+        ebc,
+        {c.name: table_wise(rank=i % world, compute_kernel="fused") for i, c in enumerate(cfgs)},
+        sharder=sharder,
+        local_size=world,
+        world_size=world,
+        device_type="cpu",
+    )
+    dmp = DistributedModelParallel(
+        module=model,
+        device=torch.device("cpu"),
+        sharders=[sharder],
+        plan=ShardingPlan({"model.sparse_arch.embedding_bag_collection": module_plan}),
+    )
     dense = [p for _, p in in_backward_optimizer_filter(dmp.named_parameters())]
     opt = torch.optim.Adagrad(dense, lr=0.01)
     g = torch.Generator().manual_seed(rank)
-    kjt = KeyedJaggedTensor.from_lengths_sync(keys=[f"f{i}" for i in range(tables)],
-                                              values=torch.randint(0, ROWS, (tables * BATCH,), generator=g),
-                                              lengths=torch.ones(tables * BATCH, dtype=torch.int32))  # fmt: skip
-    batch = Batch(dense_features=torch.rand(BATCH, 13, generator=g), sparse_features=kjt,
-                  labels=torch.randint(0, 2, (BATCH,), generator=g).float())  # fmt: skip
+    kjt = KeyedJaggedTensor.from_lengths_sync(
+        keys=[f"f{i}" for i in range(tables)],
+        values=torch.randint(0, ROWS, (tables * BATCH,), generator=g),
+        lengths=torch.ones(tables * BATCH, dtype=torch.int32),
+    )
+    batch = Batch(
+        dense_features=torch.rand(BATCH, 13, generator=g),
+        sparse_features=kjt,
+        labels=torch.randint(0, 2, (BATCH,), generator=g).float(),
+    )
 
     def step() -> None:
         loss, _ = dmp(batch)
@@ -104,9 +127,16 @@ def _worker(rank: int, world: int, tables: int, port: int, out: str) -> None:
     top = _top_level(prof)
     if rank == 0:
         names = Counter(e.name for e in top)  # type: ignore[attr-defined]
-        Path(out).write_text(json.dumps({"top_level_ops": len(top), "dense_tensors": len(dense),
-                                         "collectives": {k: v for k, v in names.items() if any(c in k for c in _COLL)},
-                                         "ops": dict(names)}))  # fmt: skip
+        Path(out).write_text(
+            json.dumps(
+                {
+                    "top_level_ops": len(top),
+                    "dense_tensors": len(dense),
+                    "collectives": {k: v for k, v in names.items() if any(c in k for c in _COLL)},
+                    "ops": dict(names),
+                }
+            )
+        )
     dist.barrier()
     dist.destroy_process_group()
 
@@ -119,8 +149,13 @@ def ddp_reducer_ops(batch: int = BATCH) -> tuple[int, int, int]:
     cfg = preset("mlperf_v1")
 
     def mlp(dims: list[int]) -> torch.nn.Sequential:
-        return torch.nn.Sequential(*[m for a, b in zip(dims[:-1], dims[1:], strict=True)
-                                     for m in (torch.nn.Linear(a, b), torch.nn.ReLU())])  # fmt: skip
+        return torch.nn.Sequential(
+            *[
+                m
+                for a, b in zip(dims[:-1], dims[1:], strict=True)
+                for m in (torch.nn.Linear(a, b), torch.nn.ReLU())
+            ]
+        )
 
     class Dense(torch.nn.Module):  # the bottom MLP, then the top MLP on its output padded to the top's width
         def __init__(self) -> None:
@@ -177,13 +212,17 @@ def main() -> None:
 
     cfg = preset("mlperf_v1")  # what the cost model charges, from its public op_count
     plain, wrapped, tensors = ddp_reducer_ops()
-    print(f"mlperf_v1's dense MLPs, batch {BATCH}: {plain} top-level ops per step, {wrapped} with DDP (1 rank): "
-          f"+{wrapped - plain} for {tensors} parameter tensors (cost model: +{op_count(cfg, 2) - op_count(cfg)})")  # fmt: skip
+    print(
+        f"mlperf_v1's dense MLPs, batch {BATCH}: {plain} top-level ops per step, "
+        f"{wrapped} with DDP (1 rank): +{wrapped - plain} for {tensors} parameter tensors "
+        f"(cost model: +{op_count(cfg, 2) - op_count(cfg)})"
+    )
     try:
         import torchrec  # noqa: F401
     except ImportError as e:
         print(
-            f"torchrec is not installed ({e}); `make peers` installs the optional peers. Skipping the sharded runs."
+            f"torchrec is not installed ({e}); `make peers` installs the optional peers. "
+            "Skipping the sharded runs."
         )
         return
 
@@ -204,8 +243,10 @@ def main() -> None:
             if w > 1
             else ""
         )
-        print(f"  {w} rank(s): {r['top_level_ops']:4d} ops, +{extra:3d} over 1 rank {model}; "
-              f"collectives {r['collectives']}")  # fmt: skip
+        print(
+            f"  {w} rank(s): {r['top_level_ops']:4d} ops, +{extra:3d} over 1 rank {model}; "
+            f"collectives {r['collectives']}"
+        )
     sys.stdout.flush()
 
 

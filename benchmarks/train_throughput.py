@@ -9,6 +9,12 @@ same weights, see the same batches, use SGD with the same learning rate, and run
 process, interleaved in rounds so machine noise hits both alike. The first step's losses
 are compared to show the two compute the same model.
 
+Beside them runs a measured **lower bound** for the step (``benchmarks/step_bound.py``):
+the step's GEMMs at their own shapes plus its embedding traffic (every lookup's row read,
+every distinct row read and written once) at the row bandwidth this machine reaches with
+the step's own ids. Each round times one step of ours, one of the reference and one of the
+bound, back to back; the figures are medians over rounds of each round's ratio.
+
 Run: ``python benchmarks/train_throughput.py`` (the issue's config: 8 tables x 1M rows x
 dim 64, bottom 13-512-256-64, top 512-512-256-1, dot, batch 2048, pooling 1 and 20).
 ``--quick`` shrinks it for a smoke run.
@@ -22,6 +28,7 @@ import statistics
 import time
 
 import torch
+from step_bound import BoundProbe, traffic_of  # benchmarks/step_bound.py
 from torch import nn
 
 from recnotebooks.config import DLRMConfig, TableConfig
@@ -80,27 +87,13 @@ def per_table_inputs(batch) -> tuple[list[torch.Tensor], list[torch.Tensor]]:  #
     return ids, offs
 
 
-def machine_rates() -> dict[str, float]:
-    """This machine's fp32 matmul rate (2048x512x512) and streaming copy bandwidth."""
-    a, b = torch.randn(2048, 512), torch.randn(512, 512)
-    big = torch.empty(64 * 2**20 // 4)
-    dst = torch.empty_like(big)
-
-    def best(fn, n=10):  # type: ignore[no-untyped-def]
-        fn()
-        ts = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-        return min(ts)
-
-    mm = 2 * 2048 * 512 * 512 / best(lambda: a @ b)
-    bw = 2 * big.numel() * 4 / best(lambda: dst.copy_(big))  # bytes read + written
-    return {"matmul_gflops": mm / 1e9, "copy_gbs": bw / 1e9}
+def _spread(xs: list[float]) -> dict[str, float]:
+    """Median, quartiles and range of per-round figures."""
+    q1, _, q3 = statistics.quantiles(xs, n=4) if len(xs) > 1 else (xs[0], xs[0], xs[0])
+    return {"median": statistics.median(xs), "p25": q1, "p75": q3, "min": min(xs), "max": max(xs)}
 
 
-def run(pooling: float, args: argparse.Namespace, rates: dict[str, float]) -> dict[str, float]:
+def run(pooling: float, args: argparse.Namespace) -> dict[str, object]:
     tables = tuple(TableConfig(f"T{i + 1}", args.rows, pooling) for i in range(args.tables))
     cfg = DLRMConfig(
         13, tables, args.dim, (512, 256, args.dim), (512, 512, 256, 1), name=f"bench_L{pooling:g}"
@@ -116,6 +109,8 @@ def run(pooling: float, args: argparse.Namespace, rates: dict[str, float]) -> di
     sparse_opt = SparseSGD(ours.embeddings, lr)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=lr)
     bce_logits, bce = nn.BCEWithLogitsLoss(), nn.BCELoss()
+    traffic = [traffic_of(ours.embeddings.global_ids(b.sparse).long(), b.sparse.offsets()) for b in batches]
+    probe = BoundProbe(cfg, args.batch_size, traffic)
 
     def ours_step(i: int) -> float:
         b = batches[i % len(batches)]
@@ -135,38 +130,93 @@ def run(pooling: float, args: argparse.Namespace, rates: dict[str, float]) -> di
         ref_opt.step()
         return float(loss.detach())
 
+    def timed(fn, first: int) -> float:  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        for k in range(args.steps):
+            fn(first + k)
+        return (time.perf_counter() - t0) / args.steps
+
     first = (ours_step(0), ref_step(0))
+    if args.profile:
+        profile_steps(pooling, ours_step, ref_step)
     for i in range(1, args.warmup):
         ours_step(i)
         ref_step(i)
-    times: dict[str, list[float]] = {"ours": [], "reference": []}
+    ours_s, ref_s, bound_s, parts = [], [], [], []
     step = args.warmup
-    for _ in range(args.rounds):
-        for name, fn in (("ours", ours_step), ("reference", ref_step)):
-            t0 = time.perf_counter()
-            for k in range(args.steps):
-                fn(step + k)
-            times[name].append((time.perf_counter() - t0) / args.steps)
+    for _ in range(args.rounds):  # interleaved: machine noise hits all three alike
+        ours_s.append(timed(ours_step, step))
+        ref_s.append(timed(ref_step, step))
+        bound_s.append(timed(probe.run, step))
+        parts.append(probe.parts(step))
         step += args.steps
-    ours_s = statistics.median(times["ours"])
-    ref_s = statistics.median(times["reference"])
-    flops = cfg.total_flops_per_sample() * args.batch_size
-    emb = cfg.embedding_bytes_per_sample()
-    ebytes = (emb["forward"] + emb["backward"]) * args.batch_size
     return {
         "pooling": pooling,
-        "ours_samples_per_s": args.batch_size / ours_s,
-        "reference_samples_per_s": args.batch_size / ref_s,
-        "ours_ms_per_step": ours_s * 1e3,
-        "reference_ms_per_step": ref_s * 1e3,
-        "speedup": ref_s / ours_s,
-        "ours_gflops": flops / ours_s / 1e9,
-        "ours_gflops_share_of_matmul": flops / ours_s / 1e9 / rates["matmul_gflops"],
-        "ours_embedding_gbs": ebytes / ours_s / 1e9,
-        "ours_gbs_share_of_copy": ebytes / ours_s / 1e9 / rates["copy_gbs"],
+        "ours_ms": _spread([1e3 * t for t in ours_s]),
+        "reference_ms": _spread([1e3 * t for t in ref_s]),
+        "bound_ms": _spread([1e3 * t for t in bound_s]),
+        "ours_over_bound": _spread([t / b for t, b in zip(ours_s, bound_s, strict=True)]),
+        "reference_over_ours": _spread([r / t for r, t in zip(ref_s, ours_s, strict=True)]),
+        # contention only adds time: each side's fastest round is its least disturbed one
+        "fastest_ms": {"ours": 1e3 * min(ours_s), "reference": 1e3 * min(ref_s), "bound": 1e3 * min(bound_s)},
+        "bound_parts_ms": {
+            "gemm": statistics.median(1e3 * b.gemm_s for b in parts),
+            "lookups": statistics.median(1e3 * b.lookup_s for b in parts),
+            "row_updates": statistics.median(1e3 * b.update_s for b in parts),
+        },
+        "lookups": statistics.median(b.lookups for b in parts),
+        "distinct_rows": statistics.median(b.distinct_rows for b in parts),
+        "lookup_gbs": statistics.median(b.lookup_gbs for b in parts),
+        "update_gbs": statistics.median(b.update_gbs for b in parts),
+        "ours_samples_per_s": args.batch_size / statistics.median(ours_s),
+        "reference_samples_per_s": args.batch_size / statistics.median(ref_s),
         "first_loss_ours": first[0],
         "first_loss_reference": first[1],
     }
+
+
+def profile_steps(pooling: float, ours_step, ref_step) -> None:  # type: ignore[no-untyped-def]
+    """Print the operators that take the most time in two steps of each model (torch.profiler;
+    the Numba kernels of ours do not appear: they run between operators)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for name, fn in (("ours", ours_step), ("reference", ref_step)):
+        fn(1)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            fn(2)
+            fn(3)
+        print(f"\n{name}, pooling {pooling:g}: top operators over 2 steps (MEASURED, profiler on)")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+
+
+def _fmt(s: dict[str, float], unit: str = "") -> str:
+    quartiles, whole = f"{s['p25']:.2f}-{s['p75']:.2f}", f"{s['min']:.2f}-{s['max']:.2f}"
+    return f"{s['median']:.2f}{unit} (quartiles {quartiles}, range {whole})"
+
+
+def report(rows: list[dict], args: argparse.Namespace) -> None:  # type: ignore[type-arg]
+    print(f"{args.tables} tables x {args.rows:,} rows x dim {args.dim}, batch {args.batch_size}, "
+          f"zipf {args.zipf}; {torch.get_num_threads()} threads, torch {torch.__version__}; "
+          f"{args.rounds} interleaved rounds of {args.steps} steps; per-round median; MEASURED")  # fmt: skip
+    for r in rows:
+        parts = r["bound_parts_ms"]
+        print(f"\npooling {r['pooling']:g}: {r['lookups']:,} lookups, "
+              f"{r['distinct_rows']:,} distinct rows per step")  # fmt: skip
+        print(
+            f"  ours      {r['ours_ms']['median']:7.1f} ms/step  {r['ours_samples_per_s']:>9,.0f} samples/s"
+        )
+        print(f"  reference {r['reference_ms']['median']:7.1f} ms/step  "
+              f"{r['reference_samples_per_s']:>9,.0f} samples/s")  # fmt: skip
+        print(f"  bound     {r['bound_ms']['median']:7.1f} ms/step; alone: GEMMs {parts['gemm']:.1f} "
+              f"+ lookups {parts['lookups']:.1f} ({r['lookup_gbs']:.1f} GB/s) "
+              f"+ row updates {parts['row_updates']:.1f} ({r['update_gbs']:.1f} GB/s)")  # fmt: skip
+        print(f"  ours / bound     {_fmt(r['ours_over_bound'], 'x')}")
+        print(f"  reference / ours {_fmt(r['reference_over_ours'], 'x')}")
+        best = r["fastest_ms"]
+        print(f"  fastest rounds: ours {best['ours']:.1f}, reference {best['reference']:.1f}, bound "
+              f"{best['bound']:.1f} ms: ours / bound {best['ours'] / best['bound']:.2f}x, "
+              f"reference / ours {best['reference'] / best['ours']:.2f}x")  # fmt: skip
+        print(f"  first-step loss ours/reference {r['first_loss_ours']:.4f}/{r['first_loss_reference']:.4f}")
 
 
 def main() -> None:
@@ -177,36 +227,37 @@ def main() -> None:
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=2048)
     p.add_argument("--zipf", type=float, default=1.05, help="id popularity skew of the synthetic data")
-    p.add_argument("--steps", type=int, default=5, help="steps per timed round")
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=1, help="steps per timed round")
+    p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--distinct-batches", type=int, default=8)
+    p.add_argument("--gemms", action="store_true", help="also print each GEMM of the bound")
+    p.add_argument("--profile", action="store_true", help="print each model's top operators (torch.profiler)")
+    p.add_argument("--threads", type=int, default=None, help="torch (and Numba) threads; default: torch's")
     p.add_argument("--quick", action="store_true", help="small sizes for a smoke run")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     if args.quick:
-        args.rows, args.batch_size, args.steps, args.rounds, args.warmup = 10_000, 256, 2, 2, 1
+        args.rows, args.batch_size, args.steps, args.rounds, args.warmup = 10_000, 256, 1, 3, 1
+        args.distinct_batches = 2
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    rates = machine_rates()
-    rows = [run(L, args, rates) for L in args.poolings]
-    out = {"machine": {**rates, "threads": torch.get_num_threads(), "torch": torch.__version__},
-           "config": vars(args), "results": rows}  # fmt: skip
+    rows = [run(L, args) for L in args.poolings]
     if args.json:
+        out = {"machine": {"threads": torch.get_num_threads(), "torch": torch.__version__},
+               "config": vars(args), "results": rows}  # fmt: skip
         print(json.dumps(out, indent=2))
         return
-    print(f"machine: fp32 matmul {rates['matmul_gflops']:.0f} GFLOP/s, copy {rates['copy_gbs']:.0f} GB/s, "
-          f"{torch.get_num_threads()} threads, torch {torch.__version__}")  # fmt: skip
-    print(
-        f"{args.tables} tables x {args.rows:,} rows x dim {args.dim}, batch {args.batch_size}, zipf {args.zipf}"
-    )
-    print(f"{'pooling':>7} {'ours/s':>10} {'ref/s':>10} {'speedup':>8} {'ours ms':>8} {'ref ms':>8} "
-          f"{'GFLOP/s':>8} {'%mm':>5} {'emb GB/s':>8} {'%copy':>6} {'loss0 ours/ref':>16}")  # fmt: skip
-    for r in rows:
-        print(f"{r['pooling']:>7g} {r['ours_samples_per_s']:>10,.0f} {r['reference_samples_per_s']:>10,.0f} "
-              f"{r['speedup']:>7.2f}x {r['ours_ms_per_step']:>8.1f} {r['reference_ms_per_step']:>8.1f} "
-              f"{r['ours_gflops']:>8.1f} {100 * r['ours_gflops_share_of_matmul']:>4.0f}% "
-              f"{r['ours_embedding_gbs']:>8.2f} {100 * r['ours_gbs_share_of_copy']:>5.1f}% "
-              f"{r['first_loss_ours']:>7.4f}/{r['first_loss_reference']:.4f}")  # fmt: skip
+    report(rows, args)
+    if args.gemms:
+        tables = tuple(TableConfig(f"T{i + 1}", 1, 1.0) for i in range(args.tables))
+        cfg = DLRMConfig(13, tables, args.dim, (512, 256, args.dim), (512, 512, 256, 1))
+        probe = BoundProbe(cfg, args.batch_size, [traffic_of(torch.zeros(1, dtype=torch.long),
+                                                             torch.tensor([0, 1]))])  # fmt: skip
+        print("\nGEMMs of the bound (fastest of 3, ms):")
+        for label, t in probe.gemm_table():
+            print(f"  {label:40s} {1e3 * t:7.2f}")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,34 @@
 """The ``recnb`` command (also ``python -m recnotebooks``).
 
 Every command prints a readable report, or one JSON object with ``--json``. Bad arguments
-exit with status 2 and a one-line message naming the option.
+exit with status 2 and a one-line message naming the option; options that would have no
+effect are refused rather than ignored, and a run that cannot fit in memory is refused
+before anything is allocated. ``recnb train`` trains on synthetic data or, with ``--data``,
+on Criteo TSV files (a deterministic held-out split, :class:`~recnotebooks.data.split.HeldOutSplit`),
+and saves (``--checkpoint``) and resumes (``--resume``) runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from recnotebooks.checks import check_float, check_int
+
 __all__ = ["main", "build_parser", "config_from_args"]
+
+#: Largest ``--batch-size`` for training here (2^24 samples; the memory check usually refuses sooner).
+MAX_BATCH = 2**24
+#: Most ``--tables``: the dot interaction alone needs F^4 floats, 16 GB at about 300 tables.
+MAX_TABLES = 10_000
+#: Widest ``--dim``.
+MAX_DIM = 2**14
+#: Default ``--eval-fraction`` of ``--data`` batches held out.
+EVAL_FRACTION = 0.1
 
 
 class CLIError(Exception):
@@ -20,90 +36,139 @@ class CLIError(Exception):
 
 
 def _int_arg(name: str, lo: int = 1, hi: int | None = None):  # type: ignore[no-untyped-def]
-    """argparse type: an int in [lo, hi), with an error naming the option."""
+    """argparse type: an int in ``[lo, hi]`` (:func:`recnotebooks.checks.check_int`)."""
 
     def parse(text: str) -> int:
         try:
-            v = int(text)
+            value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        if v < lo or (hi is not None and v >= hi):
-            allowed = f">= {lo}" if hi is None else f"in [{lo}, {hi})"
-            raise argparse.ArgumentTypeError(f"{name} must be {allowed}, got {v}")
-        return v
+        try:
+            return check_int(name, value, lo=lo, hi=hi)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
     return parse
 
 
-def _positive_float(name: str):  # type: ignore[no-untyped-def]
+def _float_arg(name: str, lo: float = 0.0, hi: float | None = None, lo_open: bool = True):  # type: ignore[no-untyped-def]
+    """argparse type: a finite number in the range (default > 0), via ``check_float``."""
+
     def parse(text: str) -> float:
         try:
-            v = float(text)
+            value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        if not v > 0 or v == float("inf"):
-            raise argparse.ArgumentTypeError(f"{name} must be a finite number > 0, got {text}")
-        return v
+        try:
+            return check_float(name, value, lo=lo, hi=hi, lo_open=lo_open)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from recnotebooks.config import preset_names
+def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from recnotebooks.config import MAX_POOLING, MAX_TABLE_ROWS, preset_names
 
-    p = argparse.ArgumentParser(prog="recnb", description="recnotebooks: DLRM training efficiency")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    t = sub.add_parser("train", help="train a DLRM on synthetic Criteo-like data and report measurements")
-    t.add_argument("--preset", default="tiny", choices=preset_names(), help="model preset (default tiny)")
-    t.add_argument("--steps", type=_int_arg("--steps"), default=400)
-    t.add_argument("--batch-size", type=_int_arg("--batch-size"), default=1024)
-    t.add_argument("--seed", type=_int_arg("--seed", 0, 2**63), default=0)
+    t = sub.add_parser(
+        "train", help="train a DLRM on synthetic Criteo-like data or Criteo files; report measurements"
+    )
+    t.add_argument(
+        "--preset", choices=preset_names(), help="model preset (default tiny; criteo_kaggle with --data)"
+    )
+    t.add_argument(
+        "--steps", type=_int_arg("--steps"), default=400, help="total steps (a resumed run counts its own)"
+    )
+    t.add_argument("--batch-size", type=_int_arg("--batch-size", hi=MAX_BATCH), default=1024)
+    t.add_argument("--seed", type=_int_arg("--seed", 0, 2**63 - 1), default=0)
     t.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda[:N]")
     g = t.add_argument_group("architecture overrides (dlrm repo notation)")
-    g.add_argument("--tables", type=_int_arg("--tables"), help="number of tables (all --rows rows)")
-    g.add_argument("--rows", type=_int_arg("--rows"), help="rows per table")
-    g.add_argument("--dim", type=_int_arg("--dim"), help="embedding dimension")
-    g.add_argument("--pooling", type=_positive_float("--pooling"), help="lookups per table per sample")
+    g.add_argument(
+        "--tables", type=_int_arg("--tables", hi=MAX_TABLES), help="number of tables (all --rows rows)"
+    )
+    g.add_argument("--rows", type=_int_arg("--rows", hi=MAX_TABLE_ROWS), help="rows per table")
+    g.add_argument("--dim", type=_int_arg("--dim", hi=MAX_DIM), help="embedding dimension")
+    g.add_argument(
+        "--pooling", type=_float_arg("--pooling", hi=MAX_POOLING), help="lookups per table per sample"
+    )
     g.add_argument("--bottom", help="bottom MLP incl. input width, e.g. 13-512-256-64")
     g.add_argument("--top", help="top MLP outputs, e.g. 512-512-256-1 (input width is derived)")
     g.add_argument("--interaction", choices=["dot", "cat"])
-    g.add_argument("--max-rows", type=_int_arg("--max-rows"), help="cap every table's rows")
+    g.add_argument(
+        "--max-rows", type=_int_arg("--max-rows", hi=MAX_TABLE_ROWS), help="cap every table's rows"
+    )
     o = t.add_argument_group("optimisation")
     o.add_argument("--sparse-optimizer", choices=["rowwise_adagrad", "sgd"], default="rowwise_adagrad")
-    o.add_argument("--sparse-lr", type=_positive_float("--sparse-lr"), default=0.05)
+    o.add_argument("--sparse-lr", type=_float_arg("--sparse-lr"), default=0.05)
     o.add_argument("--dense-optimizer", choices=["adagrad", "sgd", "adam"], default="adagrad")
-    o.add_argument("--dense-lr", type=_positive_float("--dense-lr"), default=0.02)
+    o.add_argument("--dense-lr", type=_float_arg("--dense-lr"), default=0.02)
     o.add_argument("--eval-batches", type=_int_arg("--eval-batches"), default=10)
-    o.add_argument("--zipf", type=_positive_float("--zipf"), help="Zipf exponent of id popularity")
-    t.add_argument("--json", action="store_true", help="print one JSON object")
+    o.add_argument(
+        "--zipf", type=_float_arg("--zipf"), help="Zipf exponent of id popularity (synthetic data)"
+    )
+    d = t.add_argument_group("data and checkpoints")
+    d.add_argument(
+        "--data",
+        nargs="+",
+        metavar="PATH",
+        help="Criteo Kaggle/Terabyte TSV file(s), plain or .gz, instead of synthetic data",
+    )
+    d.add_argument(
+        "--eval-fraction",
+        type=_float_arg("--eval-fraction", hi=0.5),
+        help=f"share of --data batches held out for evaluation, spread evenly (default {EVAL_FRACTION})",
+    )
+    d.add_argument(
+        "--checkpoint", metavar="PATH", help="save a checkpoint here at the end (and every N steps)"
+    )
+    d.add_argument(
+        "--checkpoint-every",
+        type=_int_arg("--checkpoint-every"),
+        metavar="N",
+        help="with --checkpoint: also save every N steps",
+    )
+    d.add_argument("--resume", metavar="PATH", help="continue from a checkpoint saved by --checkpoint")
+    t.add_argument("--json", action="store_true", help="print one JSON object")  # fmt: skip
 
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``recnb`` argument parser (train, doctor, cost, plan, calibrate, validate)."""
+    p = argparse.ArgumentParser(prog="recnb", description="recnotebooks: DLRM training efficiency")
+    sub = p.add_subparsers(dest="command", required=True)
+    _add_train_parser(sub)
     d = sub.add_parser("doctor", help="versions, devices, threads, and whether the notebooks will work")
     d.add_argument("--json", action="store_true", help="print one JSON object")
     from recnotebooks.perf.commands import add_parsers
 
-    add_parsers(sub, _int_arg, _positive_float)
+    add_parsers(sub, _int_arg, _float_arg)
     return p
+
+
+def _mlp_changes(args: argparse.Namespace) -> dict[str, Any]:
+    from recnotebooks.config import parse_mlp
+
+    changes: dict[str, Any] = {}
+    try:
+        if args.bottom is not None:
+            widths = parse_mlp(args.bottom, "--bottom")
+            if len(widths) < 2:
+                raise CLIError(f"--bottom must include the input width and >= 1 layer, got {args.bottom!r}")
+            changes["num_dense"], changes["bottom_mlp"] = widths[0], widths[1:]
+        if args.top is not None:
+            changes["top_mlp"] = parse_mlp(args.top, "--top")
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    return changes
 
 
 def config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """The preset named by ``--preset`` with the architecture overrides applied."""
     import dataclasses
 
-    from recnotebooks.config import TableConfig, parse_mlp, preset
+    from recnotebooks.config import TableConfig, preset
 
-    cfg = preset(args.preset)
-    changes: dict[str, Any] = {}
-    try:
-        if args.bottom:
-            widths = parse_mlp(args.bottom, "--bottom")
-            if len(widths) < 2:
-                raise CLIError(f"--bottom must include the input width and >= 1 layer, got {args.bottom!r}")
-            changes["num_dense"], changes["bottom_mlp"] = widths[0], widths[1:]
-        if args.top:
-            changes["top_mlp"] = parse_mlp(args.top, "--top")
-    except ValueError as e:
-        raise CLIError(str(e)) from None
+    cfg = preset(_preset_name(args))
+    changes = _mlp_changes(args)
     if args.dim:
         changes["embedding_dim"] = args.dim
     if args.interaction:
@@ -131,46 +196,142 @@ def config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return cfg
 
 
-def _check_memory(cfg, device) -> None:  # type: ignore[no-untyped-def]
+def _preset_name(args: argparse.Namespace) -> str:
+    if getattr(args, "preset", None):
+        return args.preset
+    return "criteo_kaggle" if getattr(args, "data", None) else "tiny"
+
+
+def _check_train_options(args: argparse.Namespace) -> None:
+    """Refuse options that would otherwise be silently ignored."""
+    if args.data is None:
+        for flag, value in (("--eval-fraction", args.eval_fraction),):
+            if value is not None:
+                raise CLIError(
+                    f"{flag} needs --data PATH (synthetic data has its own eval stream), got {value}"
+                )
+    elif args.zipf is not None:
+        raise CLIError(f"--zipf applies to synthetic data only; with --data the ids come from the files, "
+                       f"got --zipf {args.zipf}")  # fmt: skip
+    if args.checkpoint_every is not None and args.checkpoint is None:
+        raise CLIError(f"--checkpoint-every {args.checkpoint_every} needs --checkpoint PATH")
+
+
+def _check_memory(cfg, device, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]
+    """Refuse a run whose weights, optimizer state, interaction buffers and one batch's
+    activations (twice: values and gradients) would not fit in 80% of free memory."""
     from recnotebooks.doctor import available_memory_bytes
 
-    need = cfg.memory_footprint("rowwise_adagrad", "adagrad")["total"]
+    fp = cfg.memory_footprint(args.sparse_optimizer, args.dense_optimizer, batch_size=args.batch_size)
+    parts = {k: v for k, v in fp.items() if k != "total"}
+    parts["activations"] *= 2
+    parts["dense_weights"] *= 2  # and their gradients
+    need = sum(parts.values())
     have = available_memory_bytes(device)
     if have is not None and need > 0.8 * have:
+        big = sorted(parts.items(), key=lambda kv: -kv[1])[:2]
+        what = ", ".join(f"{k} {v / 2**30:,.1f} GiB" for k, v in big)
         raise CLIError(
-            f"preset {cfg.name!r} needs about {need / 2**30:.1f} GiB for weights and optimizer state but "
-            f"{device} has {have / 2**30:.1f} GiB available; use --max-rows N to cap table sizes"
+            f"model {cfg.name!r} ({cfg.num_tables} tables, batch size {args.batch_size}) needs about "
+            f"{need / 2**30:,.1f} GiB ({what}) but {device} has {have / 2**30:.1f} GiB available; "
+            "use --max-rows N to cap table sizes, fewer --tables or a smaller --batch-size"
         )
 
 
-def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
+def _train_data(args: argparse.Namespace, cfg) -> tuple[Any, Any, dict[str, Any]]:  # type: ignore[no-untyped-def]
+    """Train and eval streams: synthetic, or a held-out split of ``--data`` files."""
+    from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
+
+    if args.data is None:
+        data_cfg = SyntheticConfig(zipf_exponent=args.zipf) if args.zipf else SyntheticConfig()
+        train = SyntheticCriteo(cfg, args.batch_size, data_cfg, seed=args.seed, split="train")
+        evals = SyntheticCriteo(cfg, args.batch_size, data_cfg, seed=args.seed, split="eval")
+        return train, evals, {"source": "synthetic", "zipf_exponent": data_cfg.zipf_exponent}
+    from recnotebooks.data.criteo import NUM_CATEGORICAL, NUM_DENSE, CriteoReader
+    from recnotebooks.data.split import HeldOutSplit
+
+    if cfg.num_tables != NUM_CATEGORICAL or cfg.num_dense != NUM_DENSE:
+        raise CLIError(
+            f"--data needs a model with {NUM_CATEGORICAL} tables and {NUM_DENSE} dense features (Criteo), "
+            f"got {cfg.num_tables} tables and {cfg.num_dense} dense features ({cfg.name!r}); use --preset "
+            "criteo_kaggle or criteo_terabyte, with --max-rows N to cap the tables"
+        )
+    try:
+        # train drops a last partial batch (every step has --batch-size samples); eval keeps it
+        readers = [CriteoReader(args.data, cfg, args.batch_size, drop_last=last) for last in (True, False)]
+    except (FileNotFoundError, ValueError) as e:
+        raise CLIError(f"--data: {e}") from None
+    fraction = EVAL_FRACTION if args.eval_fraction is None else args.eval_fraction
+    info = {"source": "criteo", "files": [str(p) for p in readers[0].paths], "eval_fraction": fraction,
+            "reader": readers[0]}  # fmt: skip
+    return HeldOutSplit(readers[0], fraction, "train"), HeldOutSplit(readers[1], fraction, "eval"), info
+
+
+def _trainer(args: argparse.Namespace, cfg, device):  # type: ignore[no-untyped-def]
     import torch
 
-    from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
     from recnotebooks.nn import DLRM
-    from recnotebooks.train import TrainConfig, Trainer, resolve_device
+    from recnotebooks.train import TrainConfig, Trainer
 
+    tc = TrainConfig(
+        steps=args.steps, sparse_optimizer=args.sparse_optimizer, sparse_lr=args.sparse_lr,
+        dense_optimizer=args.dense_optimizer, dense_lr=args.dense_lr, eval_batches=args.eval_batches,
+        progress=not args.json and sys.stderr.isatty(),
+    )  # fmt: skip
+    train, evals, info = _train_data(args, cfg)
+    torch.manual_seed(args.seed)
+    trainer = Trainer(DLRM(cfg, device=device, seed=args.seed), train, evals, tc, device=device)
+    if args.resume is not None:
+        try:
+            trainer.load(args.resume)
+        except (FileNotFoundError, ValueError) as e:
+            raise CLIError(f"--resume: {e}") from None
+        if trainer.step >= args.steps:
+            raise CLIError(f"--steps {args.steps} must exceed the {trainer.step} steps the checkpoint "
+                           f"{args.resume!r} has already done (--steps counts all steps)")  # fmt: skip
+    return trainer, info
+
+
+def _skipped_lines(reader) -> str:  # type: ignore[no-untyped-def]
+    """Why a --data run found no usable lines, if the reader skipped some."""
+    st = getattr(reader, "stats", None)
+    if st is None or not st.skipped:
+        return ""
+    line, reason = st.first_skips[0]
+    return (
+        f" ({st.skipped:,} of {st.lines_read:,} lines of --data were malformed; first, line {line}: {reason})"
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
+    """``recnb train``: train, evaluate, report measured throughput and phases (a dict)."""
+    import torch
+
+    from recnotebooks.train import resolve_device
+
+    _check_train_options(args)
     cfg = config_from_args(args)
     try:
         device = resolve_device(args.device)
-        tc = TrainConfig(
-            steps=args.steps, sparse_optimizer=args.sparse_optimizer, sparse_lr=args.sparse_lr,
-            dense_optimizer=args.dense_optimizer, dense_lr=args.dense_lr, eval_batches=args.eval_batches,
-            progress=not args.json and sys.stderr.isatty(),
-        )  # fmt: skip
-        data_cfg = SyntheticConfig(zipf_exponent=args.zipf) if args.zipf else SyntheticConfig()
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    _check_memory(cfg, device, args)
+    try:
+        trainer, info = _trainer(args, cfg, device)
     except (ValueError, TypeError) as e:
         raise CLIError(str(e)) from None
-    _check_memory(cfg, device)
-    torch.manual_seed(args.seed)
-    train = SyntheticCriteo(cfg, args.batch_size, data_cfg, seed=args.seed, split="train")
-    evals = SyntheticCriteo(cfg, args.batch_size, data_cfg, seed=args.seed, split="eval")
-    model = DLRM(cfg, device=device, seed=args.seed)
-    res = Trainer(model, train, evals, tc, device=device).fit()
+    start, reader = trainer.step, info.pop("reader", None)
+    try:
+        res = trainer.fit(args.steps, checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every or 0)
+    except (ValueError, TypeError, FloatingPointError) as e:
+        raise CLIError(str(e) + _skipped_lines(reader)) from None
+    if reader is not None:  # counts of the train reader's current pass over the files
+        st = reader.stats
+        info |= {"lines_read": st.lines_read, "lines_skipped": st.skipped, "first_skips": st.first_skips}
     return {
         "command": "train",
         "source": "measured",
-        "preset": args.preset,
+        "preset": _preset_name(args),
         "config": cfg.summary(),
         "device": res.device,
         "threads": torch.get_num_threads(),
@@ -182,6 +343,10 @@ def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
         "logloss": res.logloss,
         "ne": res.ne,
         "phases": res.phases,
+        "data": info,
+        "resumed_from": args.resume,
+        "resumed_at_step": start if args.resume else None,
+        "checkpoint": args.checkpoint,
     }
 
 
@@ -190,6 +355,15 @@ def _print_train(r: dict[str, Any]) -> None:
     print(f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
           f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}")  # fmt: skip
     print(f"measured on {r['device']} ({r['threads']} threads): {r['steps']} steps of {r['batch_size']}")
+    d = r["data"]
+    if d["source"] == "criteo":
+        files = ", ".join(d["files"])
+        print(f"  data        {files}: {d['eval_fraction']:.0%} of batches held out for eval; "
+              f"{d['lines_skipped']:,} of {d['lines_read']:,} lines skipped in this pass")  # fmt: skip
+    if r["resumed_from"]:
+        print(f"  resumed     from {r['resumed_from']} at step {r['resumed_at_step']}")
+    if r["checkpoint"]:
+        print(f"  checkpoint  saved to {r['checkpoint']}")
     print(f"  throughput  {r['samples_per_s']:,.0f} samples/s  ({r['seconds_per_step'] * 1e3:.2f} ms/step)")
     if r["auc"] is None:
         print("  eval        skipped (see the warning above)")
@@ -201,29 +375,37 @@ def _print_train(r: dict[str, Any]) -> None:
         print(f"    {k:<18} {v * 1e3:8.2f}  {100 * v / total:5.1f}%")
 
 
+def _run(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    if args.command == "train":
+        return cmd_train(args), _print_train
+    if args.command in ("cost", "plan", "calibrate", "validate"):
+        from recnotebooks.perf.commands import run
+
+        return run(args, CLIError)
+    from recnotebooks.doctor import doctor_report, print_doctor
+
+    return doctor_report(), print_doctor
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``recnb``; returns the exit status (2 for a user error, printed as one line)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command == "train":
-            result = cmd_train(args)
-            printer = _print_train
-        elif args.command in ("cost", "plan", "calibrate", "validate"):
-            from recnotebooks.perf.commands import run
-
-            result, printer = run(args, CLIError)
-        else:
-            from recnotebooks.doctor import doctor_report, print_doctor
-
-            result = doctor_report()
-            printer = print_doctor
+        result, printer = _run(args)
     except CLIError as e:
         print(f"recnb {args.command}: error: {e}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        printer(result)
+    try:
+        if args.json:
+            print(json.dumps(result, indent=2, default=str))
+        else:
+            printer(result)
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. `recnb plan | head`: the reader left; stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     return 0
 
 

@@ -6,17 +6,19 @@ i.e. lookups per sample), embedding dimension, bottom and top MLP widths, the fe
 interaction and the batch-independent quantities the efficiency model needs (parameter
 counts, FLOPs per sample, embedding bytes per sample, memory footprint).
 
-MLP widths follow REFERENCE.md §4: they list layer *outputs* after the input width, so
-``bottom_mlp=(512, 256, 64)`` with 13 dense features is the dlrm repo's ``13-512-256-64``.
+MLP widths list layer *outputs* after the input width, as the papers' model tables do, so
+``bottom_mlp=(512, 256, 64)`` with 13 dense features is the dlrm repo's ``13-512-256-64``
+(https://github.com/facebookresearch/dlrm, which writes the input width first).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from recnotebooks.checks import check_bool, check_choice, check_float, check_int, check_str, show
 
 __all__ = [
     "TableConfig",
@@ -32,33 +34,17 @@ __all__ = [
 
 INTERACTIONS = ("dot", "cat")
 POOLINGS = ("sum", "mean")
-OPTIMIZERS = ("sgd", "rowwise_adagrad", "adagrad")
+SPARSE_OPTIMIZERS = ("sgd", "rowwise_adagrad", "adagrad")
+DENSE_OPTIMIZERS = ("sgd", "adagrad", "adam")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
-
-
-def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value < lo or (hi is not None and value > hi):
-        allowed = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    return value
-
-
-def _check_float(name: str, value: object, lo: float, lo_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    v = float(value)
-    if not math.isfinite(v) or v < lo or (lo_open and v == lo):
-        op = ">" if lo_open else ">="
-        raise ValueError(f"{name} must be a finite number {op} {lo}, got {value!r}")
-    return v
-
-
-def _check_choice(name: str, value: object, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
-    return str(value)
+#: Most rows a table may have: 2^48 (an id still fits an int64 index after the fused
+#: collection adds its table's row offset, and row counts stay exact as floats).
+MAX_TABLE_ROWS = 2**48
+#: Most lookups per table per sample; bigger values are typos (1e30 overflowed int64).
+MAX_POOLING = 1e6
+#: Widest MLP layer, dense input or embedding dimension allowed (2^20: a 2^20 x 2^20
+#: layer is already 4 TiB of fp32 weights).
+MAX_WIDTH = 2**20
 
 
 @dataclass(frozen=True)
@@ -71,9 +57,16 @@ class TableConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
-            raise ValueError(f"TableConfig.name must be an identifier-like string, got {self.name!r}")
-        _check_int(f"TableConfig({self.name}).num_rows", self.num_rows, 1)
-        _check_float(f"TableConfig({self.name}).pooling_factor", self.pooling_factor, 0.0)
+            raise ValueError(
+                f"TableConfig.name must be an identifier-like string (letters, digits, _ . -), "
+                f"got {show(self.name)}"
+            )
+        rows = check_int(f"TableConfig({self.name}).num_rows", self.num_rows, lo=1, hi=MAX_TABLE_ROWS)
+        pool = check_float(
+            f"TableConfig({self.name}).pooling_factor", self.pooling_factor, lo=0.0, hi=MAX_POOLING
+        )
+        object.__setattr__(self, "num_rows", rows)
+        object.__setattr__(self, "pooling_factor", pool)
 
 
 def parse_mlp(spec: str | Sequence[int], name: str = "mlp") -> tuple[int, ...]:
@@ -89,9 +82,7 @@ def parse_mlp(spec: str | Sequence[int], name: str = "mlp") -> tuple[int, ...]:
         widths = tuple(spec)
     if not widths:
         raise ValueError(f"{name} must have at least one layer, got {spec!r}")
-    for i, w in enumerate(widths):
-        _check_int(f"{name}[{i}]", w, 1)
-    return widths
+    return tuple(check_int(f"{name}[{i}]", w, lo=1, hi=MAX_WIDTH) for i, w in enumerate(widths))
 
 
 @dataclass(frozen=True)
@@ -121,7 +112,7 @@ class DLRMConfig:
     name: str = "custom"
 
     def __post_init__(self) -> None:
-        _check_int("num_dense", self.num_dense, 1)
+        object.__setattr__(self, "num_dense", check_int("num_dense", self.num_dense, lo=1, hi=MAX_WIDTH))
         if not isinstance(self.tables, (tuple, list)) or len(self.tables) == 0:
             raise ValueError(f"tables must be a non-empty sequence of TableConfig, got {self.tables!r}")
         for i, t in enumerate(self.tables):
@@ -132,13 +123,13 @@ class DLRMConfig:
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise ValueError(f"tables must have unique names, duplicated: {dup}")
-        _check_int("embedding_dim", self.embedding_dim, 1)
+        dim = check_int("embedding_dim", self.embedding_dim, lo=1, hi=MAX_WIDTH)
+        object.__setattr__(self, "embedding_dim", dim)
         object.__setattr__(self, "bottom_mlp", parse_mlp(self.bottom_mlp, "bottom_mlp"))
         object.__setattr__(self, "top_mlp", parse_mlp(self.top_mlp, "top_mlp"))
-        _check_choice("interaction", self.interaction, INTERACTIONS)
-        _check_choice("pooling", self.pooling, POOLINGS)
-        if not isinstance(self.interaction_self, bool):
-            raise TypeError(f"interaction_self must be a bool, got {self.interaction_self!r}")
+        check_choice("interaction", self.interaction, INTERACTIONS)
+        check_choice("pooling", self.pooling, POOLINGS)
+        object.__setattr__(self, "interaction_self", check_bool("interaction_self", self.interaction_self))
         if self.top_mlp[-1] != 1:
             raise ValueError(f"top_mlp must end in 1 (the click logit), got {self.top_mlp!r}")
         if self.interaction == "dot" and self.bottom_mlp[-1] != self.embedding_dim:
@@ -146,8 +137,7 @@ class DLRMConfig:
                 "bottom_mlp must end in embedding_dim for the dot interaction: "
                 f"got bottom_mlp[-1]={self.bottom_mlp[-1]}, embedding_dim={self.embedding_dim}"
             )
-        if not isinstance(self.name, str):
-            raise TypeError(f"name must be a str, got {self.name!r}")
+        check_str("name", self.name, nonempty=False)
 
     # ----- shapes -------------------------------------------------------------------
     @property
@@ -267,27 +257,42 @@ class DLRMConfig:
         dtype_bytes: int = 4,
         batch_size: int | None = None,
     ) -> dict[str, int]:
-        """Bytes for weights, optimizer state and (if ``batch_size``) activations.
+        """Bytes for weights, optimizer state, the interaction's buffers and (if ``batch_size``)
+        one batch's inputs and activations.
 
-        ``rowwise_adagrad`` keeps one float per row; ``adagrad`` one per parameter; ``sgd``
-        none. Activations count the tensors kept for backward (MLP layer outputs, pooled
-        embeddings, interaction output) for one batch.
+        ``rowwise_adagrad`` keeps one float per row; ``adagrad`` one per parameter; ``adam``
+        two per parameter; ``sgd`` none. ``interaction_buffers`` is the dot interaction's 0/1
+        pair-selection matrix, ``F^2 x F(F-1)/2`` entries for ``F = num_tables + 1`` (it grows
+        as ``F^4``: 16 GB at about 300 tables), plus the ``(batch, F^2)`` product ``X X^T``
+        it is applied to. ``batch_inputs`` are the ids (int64), bag lengths, dense features and
+        labels of a batch; ``activations`` the tensors kept for backward (MLP layer outputs,
+        pooled embeddings, interaction output).
         """
-        _check_choice("sparse_optimizer", sparse_optimizer, OPTIMIZERS)
-        _check_choice("dense_optimizer", dense_optimizer, OPTIMIZERS)
+        check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)
+        check_choice("dense_optimizer", dense_optimizer, DENSE_OPTIMIZERS)
+        dtype_bytes = check_int("dtype_bytes", dtype_bytes, lo=1, hi=16)
         state_per_row = {"sgd": 0, "rowwise_adagrad": 1, "adagrad": self.embedding_dim}
+        state_per_dense = {"sgd": 0, "adagrad": 1, "adam": 2}
+        f = self.num_interaction_features
+        pairs = self.interaction_output_dim - self.embedding_dim if self.interaction == "dot" else 0
         out = {
             "embedding_weights": self.sparse_parameters * dtype_bytes,
             "embedding_optimizer_state": self.total_rows * state_per_row[sparse_optimizer] * dtype_bytes,
             "dense_weights": self.dense_parameters * dtype_bytes,
-            "dense_optimizer_state": (0 if dense_optimizer == "sgd" else self.dense_parameters) * dtype_bytes,
+            "dense_optimizer_state": self.dense_parameters * state_per_dense[dense_optimizer] * dtype_bytes,
+            "interaction_buffers": f * f * pairs * dtype_bytes,
+            "batch_inputs": 0,
             "activations": 0,
         }
         if batch_size is not None:
-            _check_int("batch_size", batch_size, 1)
+            batch_size = check_int("batch_size", batch_size, lo=1)
             widths = sum(o for w in ("bottom", "top") for _, o in self.mlp_layers(w))
             widths += self.num_interaction_features * self.embedding_dim + self.interaction_output_dim
             out["activations"] = batch_size * widths * dtype_bytes
+            if pairs:
+                out["interaction_buffers"] += batch_size * f * f * dtype_bytes
+            per_sample = 8 * (self.lookups_per_sample + self.num_tables) + 4 * (self.num_dense + 1)
+            out["batch_inputs"] = round(batch_size * per_sample)
         out["total"] = sum(out.values())
         return out
 
@@ -298,9 +303,26 @@ class DLRMConfig:
 
     def with_max_rows(self, max_rows: int) -> DLRMConfig:
         """A copy with every table capped at ``max_rows`` rows (as MLPerf caps Terabyte)."""
-        _check_int("max_rows", max_rows, 1)
+        max_rows = check_int("max_rows", max_rows, lo=1)
         tables = tuple(dataclasses.replace(t, num_rows=min(t.num_rows, max_rows)) for t in self.tables)
         return self.replace(tables=tables)
+
+    def with_rows_scale(self, rows_scale: float) -> DLRMConfig:
+        """A copy with every table's rows multiplied by ``rows_scale`` (rounded, at least 1 row),
+        named ``"<name> x<rows_scale> rows"``: the same model with bigger (or smaller) tables."""
+        rows_scale = check_float("rows_scale", rows_scale, lo=0, lo_open=True)
+        if rows_scale == 1:
+            return self
+        largest = max(t.num_rows for t in self.tables)
+        if largest * rows_scale > MAX_TABLE_ROWS:
+            raise ValueError(
+                f"rows_scale must be <= {MAX_TABLE_ROWS / largest:g} for {self.name} (its largest table has "
+                f"{largest:,} rows, at most {MAX_TABLE_ROWS:,} allowed), got {rows_scale:g}"
+            )
+        tables = tuple(
+            dataclasses.replace(t, num_rows=max(1, round(t.num_rows * rows_scale))) for t in self.tables
+        )
+        return self.replace(tables=tables, name=f"{self.name} x{rows_scale:g} rows")
 
     def summary(self) -> dict[str, object]:
         """Plain-data summary for tables, JSON and charts."""
@@ -322,13 +344,15 @@ class DLRMConfig:
         }
 
 
-# ----- presets (REFERENCE.md §3 and §4) ------------------------------------------------
-# Criteo Kaggle cardinalities C1..C26, no frequency threshold (REFERENCE.md §3).
+# ----- presets: public models, each with its source ---------------------------------------
+# Criteo Kaggle (Display Advertising Challenge) cardinalities C1..C26, no frequency threshold: the
+# distinct values per feature that the dlrm repo's preprocessing finds (https://github.com/facebookresearch/dlrm).
 CRITEO_KAGGLE_CARDINALITIES = (
     1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27,
     14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572,
 )  # fmt: skip
-# Criteo Terabyte cardinalities with MLPerf's 40M cap (REFERENCE.md §3).
+# Criteo Terabyte (1TB Click Logs) cardinalities with MLPerf's 40M cap per table (MLPerf Training DLRM
+# reference, https://github.com/mlcommons/training).
 CRITEO_TERABYTE_CARDINALITIES = (
     40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10,
     2209, 11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36,
@@ -347,6 +371,7 @@ def _make_presets() -> dict[str, DLRMConfig]:
             13, _tables((1000, 5000, 20000, 500, 100, 10000, 2000, 50000)), 16,
             (64, 16), (64, 32, 1), name="tiny",
         ),
+        # The dlrm repo's Criteo Kaggle and Terabyte configs (https://github.com/facebookresearch/dlrm).
         "criteo_kaggle": DLRMConfig(
             13, _tables(CRITEO_KAGGLE_CARDINALITIES), 16, (512, 256, 64, 16), (512, 256, 1),
             name="criteo_kaggle",
@@ -355,13 +380,16 @@ def _make_presets() -> dict[str, DLRMConfig]:
             13, _tables(tuple(min(r, 10_000_000) for r in tb)), 64, (512, 256, 64),
             (512, 512, 256, 1), name="criteo_terabyte",
         ),
+        # MLPerf Training v1 DLRM (https://github.com/mlcommons/training).
         "mlperf_v1": DLRMConfig(
             13, _tables(tb), 128, (512, 256, 128), (1024, 1024, 512, 256, 1), name="mlperf_v1",
         ),
+        # The DLRM paper's benchmark config (Naumov et al. 2019, https://arxiv.org/abs/1906.00091).
         "dlrm_benchmark": DLRMConfig(
             512, _tables((1_000_000,) * 8, 100.0, "T"), 64, (512, 512, 64), (1024, 1024, 1024, 1),
             name="dlrm_benchmark",
         ),
+        # RM1-RM3 of DeepRecSys (Gupta et al., ISCA 2020, https://arxiv.org/abs/2001.02772).
         "rm1": DLRMConfig(
             128, _tables((4_000_000,) * 8, 80.0, "T"), 32, (128, 64, 32), (256, 64, 1),
             interaction="cat", name="rm1",
@@ -399,8 +427,7 @@ def architecture_config(
     the last of width 1 (the click logit).
     """
     for name, v in (("bottom_depth", bottom_depth), ("top_depth", top_depth), ("num_tables", num_tables)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {v!r}")
+        check_int(name, v, lo=1, hi=MAX_WIDTH)
     tables = tuple(TableConfig(f"t{i}", rows_per_table, pooling) for i in range(num_tables))
     return DLRMConfig(
         num_dense=num_dense,
@@ -419,7 +446,5 @@ def preset_names() -> list[str]:
 
 def preset(name: str, **overrides: object) -> DLRMConfig:
     """A preset config by name (see :data:`PRESETS`), optionally with fields replaced."""
-    if name not in PRESETS:
-        raise ValueError(f"preset must be one of {preset_names()}, got {name!r}")
-    cfg = PRESETS[name]
+    cfg = PRESETS[check_choice("preset", name, preset_names())]
     return cfg.replace(**overrides) if overrides else cfg

@@ -115,9 +115,8 @@ def print_doctor(r: dict[str, Any]) -> None:
     for d in r["devices"]:
         extra = f", {d['memory_gib']} GiB" if "memory_gib" in d else ""
         print(f"  device {d['name']}: {d['detail']}{extra}")
-    print(
-        f"  threads {r['threads']} of {r['cpu_count']} cores; host memory free {r['host_memory_available_gib']} GiB"
-    )
+    free_gib = r["host_memory_available_gib"]
+    print(f"  threads {r['threads']} of {r['cpu_count']} cores; host memory free {free_gib} GiB")
     for key in ("widgets", "offline_charts"):
         ok = "ok" if r[key]["ok"] else "NOT OK"
         print(f"  {key:<15} {ok}: {r[key]['detail']}")

@@ -36,8 +36,10 @@ class Feedback:
 
     def _repr_html_(self) -> str:
         color, mark = ("#1e7e34", "✔") if self.passed else ("#9a6700", "✘")
-        return (f"<div style='border-left:4px solid {color};padding:4px 10px'><b style='color:{color}'>{mark} "
-                f"{html.escape(self.exercise)}</b> {html.escape(self.message)}</div>")  # fmt: skip
+        return (
+            f"<div style='border-left:4px solid {color};padding:4px 10px'><b style='color:{color}'>{mark} "
+            f"{html.escape(self.exercise)}</b> {html.escape(self.message)}</div>"
+        )
 
     def __str__(self) -> str:
         return f"{'PASS' if self.passed else 'NOT YET'} {self.exercise}: {self.message}"
@@ -122,9 +124,12 @@ def _phase_share(rows: list[dict[str, object]], phases: tuple[str, ...]) -> floa
 
 
 # ----- notebook 00 ---------------------------------------------------------------------
-@_register("00.threads", "How many threads does PyTorch use for CPU work on this machine?",
-           "`recnb doctor` prints a line that starts with 'threads'.",
-           "It is `torch.get_num_threads()`; pass that number as an int.")  # fmt: skip
+@_register(
+    "00.threads",
+    "How many threads does PyTorch use for CPU work on this machine?",
+    "`recnb doctor` prints a line that starts with 'threads'.",
+    "It is `torch.get_num_threads()`; pass that number as an int.",
+)
 def _threads(answer: object) -> tuple[bool, str]:
     import torch
 
@@ -132,11 +137,14 @@ def _threads(answer: object) -> tuple[bool, str]:
     return ok, "Right: that is how many cores torch's CPU kernels use." if ok else "Not this machine's count."
 
 
-@_register("00.traffic", "With the demo app at embedding dim 32, find a setting that reads between 1 GB and 2 GB "
-           "of embedding rows per step.",
-           "Bytes per step = batch size x 26 tables x pooling x (32 floats x 4 bytes + an 8-byte index).",
-           "At batch 2048 one unit of pooling is about 7 MB; doubling the batch size doubles it.",
-           "Pooling 80 reads about 0.6 GB at batch 2048. What does one more doubling of the batch give?")  # fmt: skip
+@_register(
+    "00.traffic",
+    "With the demo app at embedding dim 32, find a setting that reads between 1 GB and 2 GB "
+    "of embedding rows per step.",
+    "Bytes per step = batch size x 26 tables x pooling x (32 floats x 4 bytes + an 8-byte index).",
+    "At batch 2048 one unit of pooling is about 7 MB; doubling the batch size doubles it.",
+    "Pooling 80 reads about 0.6 GB at batch 2048. What does one more doubling of the batch give?",
+)
 def _traffic(answer: object) -> tuple[bool, str]:
     rows = _app_result(answer, "traffic")
     dim = getattr(answer, "values", {}).get("embedding_dim")
@@ -149,11 +157,15 @@ def _traffic(answer: object) -> tuple[bool, str]:
 
 
 # ----- notebook 01 ---------------------------------------------------------------------
-@_register("01.parameters", "How many parameters (weights and biases, all tables) does the 'tiny' preset have?",
-           "Parameters = embedding rows x embedding dim, summed over tables, plus every MLP layer's weights and biases.",
-           "A linear layer from i to o features has i*o weights and o biases; the top MLP's input width is "
-           "`config.interaction_output_dim`.",
-           "Compute it from `preset('tiny')`: its `tables`, `embedding_dim` and `mlp_layers('bottom'/'top')`.")  # fmt: skip
+@_register(
+    "01.parameters",
+    "How many parameters (weights and biases, all tables) does the 'tiny' preset have?",
+    "Parameters = embedding rows x embedding dim, summed over tables, plus every MLP layer's weights "
+    "and biases.",
+    "A linear layer from i to o features has i*o weights and o biases; the top MLP's input width is "
+    "`config.interaction_output_dim`.",
+    "Compute it from `preset('tiny')`: its `tables`, `embedding_dim` and `mlp_layers('bottom'/'top')`.",
+)
 def _parameters(answer: object) -> tuple[bool, str]:
     from recnotebooks.config import preset
 
@@ -161,11 +173,14 @@ def _parameters(answer: object) -> tuple[bool, str]:
     return ok, "Right: almost all of them are embedding rows." if ok else "That is not the count."
 
 
-@_register("01.interaction", "Width of the top MLP input: dot interaction, 8 tables, embedding dim 32, no self-interaction?",
-           "The dot interaction takes the bottom MLP output and one pooled vector per table: 9 vectors of width 32.",
-           "It outputs every distinct pair's dot product (not a vector with itself) and concatenates the bottom MLP "
-           "output.",
-           "n vectors have n*(n-1)/2 distinct pairs; add the width of the bottom MLP output.")  # fmt: skip
+@_register(
+    "01.interaction",
+    "Width of the top MLP input: dot interaction, 8 tables, embedding dim 32, no self-interaction?",
+    "The dot interaction takes the bottom MLP output and one pooled vector per table: 9 vectors of width 32.",
+    "It outputs every distinct pair's dot product (not a vector with itself) and concatenates the bottom MLP "
+    "output.",
+    "n vectors have n*(n-1)/2 distinct pairs; add the width of the bottom MLP output.",
+)
 def _interaction(answer: object) -> tuple[bool, str]:
     from recnotebooks.config import architecture_config
 
@@ -176,31 +191,50 @@ def _interaction(answer: object) -> tuple[bool, str]:
     return ok, "Right: pairs grow with the square of the number of tables." if ok else "Not that width."
 
 
-@_register("01.embedding_bound", "In the Architecture Explorer, find a setting where embedding work (embedding "
-           "forward and sparse optimizer) takes more than half of the measured step.",
-           "Embedding work grows with the lookups per step: tables x pooling x batch size, each a row of "
-           "embedding dim floats.",
-           "MLP work does not grow with pooling. Raise pooling and the number of tables, keep the MLPs small.",
-           "Try pooling 40+, 16+ tables and a narrow MLP (width 64), then pass the app to check().")  # fmt: skip
+@_register(
+    "01.embedding_bound",
+    "In the Architecture Explorer, find a setting where embedding work (embedding "
+    "forward and sparse optimizer) takes more than half of the measured step.",
+    "Embedding work grows with the lookups per step: tables x pooling x batch size, each a row of "
+    "embedding dim floats.",
+    "MLP work does not grow with pooling. Raise pooling and the number of tables, keep the MLPs small.",
+    "Try pooling 40+, 16+ tables and a narrow MLP (width 64), then pass the app to check().",
+)
 def _embedding_bound(answer: object) -> tuple[bool, str]:
     share = _phase_share(_app_result(answer, "phases"), ("embedding_forward", "sparse_optimizer"))
     ok = share > 0.5
-    return ok, (f"Right: embeddings take {share:.0%} of the step here: an embedding-bound model (like RM1/RM2)."
-                if ok else f"Embedding work is {share:.0%} of this step.")  # fmt: skip
+    return ok, (
+        f"Right: embeddings take {share:.0%} of the step here: an embedding-bound model (like RM1/RM2)."
+        if ok
+        else f"Embedding work is {share:.0%} of this step."
+    )
 
 
 # ----- notebook 02 ---------------------------------------------------------------------
 #: The embedding-heavy starting point of exercise 02.efficient (Efficiency Explorer settings).
-EX02_START = {"num_tables": 32, "rows_per_table": 10**6, "embedding_dim": 64, "pooling": 120, "bottom_width": 64,
-              "top_width": 64, "batch_size": 4096, "hardware": "dgx_a100", "gpus": 1, "placement": "hbm"}  # fmt: skip
+EX02_START = {
+    "num_tables": 32,
+    "rows_per_table": 10**6,
+    "embedding_dim": 64,
+    "pooling": 120,
+    "bottom_width": 64,
+    "top_width": 64,
+    "batch_size": 4096,
+    "hardware": "dgx_a100",
+    "gpus": 1,
+    "placement": "hbm",
+}
 
 
-@_register("02.efficient", "Start the Efficiency Explorer at lab.EX02_START (an embedding-heavy model on one A100, "
-           "about 1% FLOP/s efficiency). Reach at least 10% without changing its tables: same number of tables, "
-           "rows, embedding dim and pooling, still one dgx_a100 GPU with tables in HBM.",
-           "FLOP/s efficiency = useful FLOPs / (step time x peak). Embedding work adds time but almost no FLOPs.",
-           "Which sliders add FLOPs per sample without touching the tables? And which GEMM shapes run well?",
-           "Widen the bottom and top MLPs a lot (1024 or more); a bigger batch amortises fixed costs.")  # fmt: skip
+@_register(
+    "02.efficient",
+    "Start the Efficiency Explorer at lab.EX02_START (an embedding-heavy model on one A100, "
+    "about 1% FLOP/s efficiency). Reach at least 10% without changing its tables: same number of tables, "
+    "rows, embedding dim and pooling, still one dgx_a100 GPU with tables in HBM.",
+    "FLOP/s efficiency = useful FLOPs / (step time x peak). Embedding work adds time but almost no FLOPs.",
+    "Which sliders add FLOPs per sample without touching the tables? And which GEMM shapes run well?",
+    "Widen the bottom and top MLPs a lot (1024 or more); a bigger batch amortises fixed costs.",
+)
 def _efficient(answer: object) -> tuple[bool, str]:
     rows = _app_result(answer, "metrics")
     values = getattr(answer, "values", {})
@@ -210,15 +244,22 @@ def _efficient(answer: object) -> tuple[bool, str]:
         return False, f"Keep these as in lab.EX02_START: {changed}."
     eff = next(float(r["value"]) for r in rows if r["metric"] == "FLOP/s efficiency")  # type: ignore[arg-type]
     ok = eff >= 0.10
-    return ok, (f"Right: {eff:.1%}. The same tables, but now the GPU has dense work to do: MLP-heavy models use "
-                "GPUs well, embedding-heavy ones do not." if ok else f"FLOP/s efficiency is {eff:.1%} here.")  # fmt: skip
+    return ok, (
+        f"Right: {eff:.1%}. The same tables, but now the GPU has dense work to do: MLP-heavy models use "
+        "GPUs well, embedding-heavy ones do not."
+        if ok
+        else f"FLOP/s efficiency is {eff:.1%} here."
+    )
 
 
-@_register("02.bound", "Which component bounds a training step of the rm2 preset on one dgx_a100 GPU at batch 4096 "
-           "(tables in HBM)? Answer with its name, e.g. 'top_mlp'.",
-           "Use recnotebooks.perf.estimate(preset('rm2'), 'dgx_a100', batch_size=4096) and look at .breakdown().",
-           "rm2 has 32 tables with 120 lookups each per sample: which components scale with lookups?",
-           "It is one of embedding_forward / embedding_backward / overhead; compare their seconds.")  # fmt: skip
+@_register(
+    "02.bound",
+    "Which component bounds a training step of the rm2 preset on one dgx_a100 GPU at batch 4096 "
+    "(tables in HBM)? Answer with its name, e.g. 'top_mlp'.",
+    "Use recnotebooks.perf.estimate(preset('rm2'), 'dgx_a100', batch_size=4096) and look at .breakdown().",
+    "rm2 has 32 tables with 120 lookups each per sample: which components scale with lookups?",
+    "It is one of embedding_forward / embedding_backward / overhead; compare their seconds.",
+)
 def _bound(answer: object) -> tuple[bool, str]:
     from recnotebooks.config import preset
     from recnotebooks.perf.cost import COMPONENTS, estimate
@@ -231,10 +272,13 @@ def _bound(answer: object) -> tuple[bool, str]:
 
 
 # ----- notebook 05 ---------------------------------------------------------------------
-@_register("05.per_joule", "Which server gives the most samples per joule for rm3 (compare_servers at batch 8192)?",
-           "recnotebooks.perf.compare_servers(preset('rm3')) returns a row per server with samples_per_joule.",
-           "Power counts every device of the node plus the host; throughput is per node.",
-           "Sort the rows by samples_per_joule.")  # fmt: skip
+@_register(
+    "05.per_joule",
+    "Which server gives the most samples per joule for rm3 (compare_servers at batch 8192)?",
+    "recnotebooks.perf.compare_servers(preset('rm3')) returns a row per server with samples_per_joule.",
+    "Power counts every device of the node plus the host; throughput is per node.",
+    "Sort the rows by samples_per_joule.",
+)
 def _per_joule(answer: object) -> tuple[bool, str]:
     from recnotebooks.config import preset
     from recnotebooks.perf.explore import compare_servers
@@ -247,12 +291,16 @@ def _per_joule(answer: object) -> tuple[bool, str]:
     return answer == best, "Right." if answer == best else "Another server does more work per joule."
 
 
-@_register("05.where", "A production-scale model: mlperf_v1 with 10x the rows per table (lab.production_model()). "
-           "Where do its tables live on one Big Basin node? Answer 'hbm', 'cache', 'remote' or a mix like 'hbm+cache'.",
-           "Compare the model's table bytes with 8 x 16 GB of HBM and Big Basin's host DRAM.",
-           "recnotebooks.perf.best_placement(config, hardware('big_basin'), 8, 8192) tries HBM, then a cache in "
-           "front of host DRAM, then parameter servers.",
-           "Tables need weights plus optimizer state; host DRAM must hold all of them for a cache.")  # fmt: skip
+@_register(
+    "05.where",
+    "A production-scale model: mlperf_v1 with 10x the rows per table (lab.production_model()). "
+    "Where do its tables live on one Big Basin node? Answer 'hbm', 'cache', 'remote' or a mix like "
+    "'hbm+cache'.",
+    "Compare the model's table bytes with 8 x 16 GB of HBM and Big Basin's host DRAM.",
+    "recnotebooks.perf.best_placement(config, hardware('big_basin'), 8, 8192) tries HBM, a cache in "
+    "front of host DRAM, host DRAM and parameter servers, and keeps the fastest that fits.",
+    "Tables need weights plus optimizer state; host DRAM must hold all of them for a cache.",
+)
 def _where(answer: object) -> tuple[bool, str]:
     from recnotebooks.perf.explore import best_placement
     from recnotebooks.perf.hardware import hardware
@@ -261,15 +309,22 @@ def _where(answer: object) -> tuple[bool, str]:
         raise ValueError("answer with 'hbm', 'cache', 'remote' or a mix such as 'hbm+cache'")
     place, _ = best_placement(production_model(), hardware("big_basin"), 8, 8192)
     ok = answer == place
-    return ok, ("Right: Big Basin's small host memory sends big tables across the network, which is what Zion's "
-                "terabytes of DRAM were built to avoid." if ok else "Not there.")  # fmt: skip
+    return ok, (
+        "Right: Big Basin's small host memory sends big tables across the network, which is what Zion's "
+        "terabytes of DRAM were built to avoid."
+        if ok
+        else "Not there."
+    )
 
 
-@_register("05.outgrow", "In the Server Design Explorer with model rm2, raise 'table rows x': at which setting do "
-           "Big Basin's tables first stop fitting in its HBM? (a number from the slider, e.g. 3)",
-           "Watch the placement in brackets next to big_basin in the step-time chart.",
-           "Big Basin has 8 x 16 GB of HBM; rm2's tables take about 4 GB at 1x, plus optimizer state and caches.",
-           "recnotebooks.viz.servers.explore_servers(model='rm2', rows_scale=s) gives each server's placement.")  # fmt: skip
+@_register(
+    "05.outgrow",
+    "In the Server Design Explorer with model rm2, raise 'table rows x': at which setting do "
+    "Big Basin's tables first stop fitting in its HBM? (a number from the slider, e.g. 3)",
+    "Watch the placement in brackets next to big_basin in the step-time chart.",
+    "Big Basin has 8 x 16 GB of HBM; rm2's tables take about 4 GB at 1x, plus optimizer state and caches.",
+    "recnotebooks.viz.servers.explore_servers(model='rm2', rows_scale=s) gives each server's placement.",
+)
 def _outgrow(answer: object) -> tuple[bool, str]:
     from recnotebooks.viz.controls import option_values
     from recnotebooks.viz.servers import SERVER_CONTROLS, explore_servers
@@ -287,12 +342,16 @@ def _outgrow(answer: object) -> tuple[bool, str]:
     if first is None:
         raise RuntimeError("rm2 fits Big Basin's HBM at every slider setting: this exercise needs updating")
     ok = answer == first
-    return ok, ("Right: from here Big Basin must keep rows in host DRAM or on parameter servers, while Zion's "
-                "larger memory keeps them close." if ok else "Not that setting.")  # fmt: skip
+    return ok, (
+        "Right: from here Big Basin must keep rows in host DRAM or on parameter servers, while Zion's "
+        "larger memory keeps them close."
+        if ok
+        else "Not that setting."
+    )
 
 
 def production_model() -> object:
     """mlperf_v1 with 10x the rows per table (about 1 TB of fp32 tables): production scale."""
-    from recnotebooks.viz.servers import scaled_model
+    from recnotebooks.config import preset
 
-    return scaled_model("mlperf_v1", 10)
+    return preset("mlperf_v1").with_rows_scale(10)

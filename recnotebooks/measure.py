@@ -3,11 +3,22 @@
 Notebook apps and the efficiency model's validation need "how long does one training
 step of this architecture take here, by phase?" in about a second. :func:`measure_step`
 answers it by training a copy of the model whose tables are capped at ``max_rows`` rows
-(so any architecture fits in memory and builds fast) on synthetic batches, for a warm-up
-steps (until the step time settles) and then as many steps as fit in ``time_budget_s``, cycling over a few batches generated
-beforehand (so the ``data`` phase is the hand-over to the device, not the generator). Capping rows keeps the work per
-step (lookups, pooling, MLPs, optimizer rows touched) but makes tables cache-friendlier
-than the full model's; the result says which cap it used.
+(so any architecture fits in memory and builds fast) on synthetic batches: warm-up steps
+until the step time settles, then as many timed steps as fit in ``time_budget_s``, cycling
+over a few batches generated beforehand (so the ``data`` phase is the hand-over to the
+device, not the generator). Capping rows keeps the work per step (lookups, pooling, MLPs,
+optimizer rows touched) but makes tables cache-friendlier than the full model's; the
+result says which cap it used.
+
+A shared or busy machine makes single steps slow now and then (another process takes the
+core, the allocator grows). So the result is the **median** step, not the mean; a step
+more than :data:`OUTLIER_FACTOR` times the median of the others is **re-measured**; and a
+``deadline_s`` bounds the whole call, so an app never makes a learner wait (the result
+says when the deadline cut the measurement short). On a machine busier than its cores a
+step split over threads keeps waiting for its slowest thread; apps then measure on one
+thread (:func:`threads_for_load`) and say so. :func:`measure_step_cached` reuses a
+measurement of the same measured copy, batch and device, for apps whose other inputs are
+modeled only.
 
 :func:`measurement_bytes` estimates the working set first, so a setting that cannot be
 measured here fails fast with :class:`DoesNotFitError` instead of swapping or crashing.
@@ -15,12 +26,19 @@ measured here fails fast with :class:`DoesNotFitError` instead of swapping or cr
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import os
+import statistics
 import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
+from recnotebooks.checks import check_float, check_int, check_type
 from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
@@ -32,15 +50,29 @@ __all__ = [
     "DoesNotFitError",
     "StepMeasurement",
     "measure_step",
+    "measure_step_cached",
     "measurement_bytes",
     "check_fits",
     "DEFAULT_MEMORY_BUDGET",
+    "OUTLIER_FACTOR",
+    "clear_measurements",
+    "median_step",
+    "outlier_steps",
+    "threads_for_load",
 ]
 
 #: Largest working set :func:`measure_step` will allocate by default (bytes).
 DEFAULT_MEMORY_BUDGET = 2 * 1024**3
 #: Default cap on the bytes of all capped tables together (weights), which sets ``max_rows``.
 DEFAULT_TABLE_BYTES = 64 * 1024**2
+#: A measured step slower than this many times the median of the other steps is an outlier
+#: (the machine was busy during it) and is measured again.
+OUTLIER_FACTOR = 2.0
+#: Two measurements of one setting further apart than this ratio disagree (see
+#: :func:`measure_step_cached` with ``fresh=True``).
+DISAGREE_RATIO = 1.5
+#: Measurements kept by :func:`measure_step_cached` (least recently used dropped first).
+CACHE_SIZE = 64
 
 
 class DoesNotFitError(ValueError):
@@ -49,10 +81,14 @@ class DoesNotFitError(ValueError):
 
 @dataclass
 class StepMeasurement:
-    """Mean seconds per training step, by phase, measured on ``device``.
+    """The median seconds per training step, by phase, measured on ``device``.
 
-    ``max_rows`` is the row cap of the measured copy; ``steps`` how many steps were
-    averaged (after one warm-up step).
+    ``max_rows`` is the row cap of the measured copy; ``steps`` how many timed steps (after
+    warm-up) the median is over and ``step_seconds`` their totals, in order; ``remeasured``
+    counts outlier steps timed again; ``cut_short`` is true when ``deadline_s`` stopped the
+    measurement before ``min_steps``; ``reused`` when :func:`measure_step_cached` returned
+    an earlier measurement of the same copy, batch and device. ``threads`` is the number of
+    CPU threads used; ``busy`` says why it was lowered (see :func:`threads_for_load`).
     """
 
     config_name: str
@@ -64,6 +100,12 @@ class StepMeasurement:
     seconds_per_step: float
     source: str = "measured"
     extra: dict[str, object] = field(default_factory=dict)
+    step_seconds: tuple[float, ...] = ()
+    remeasured: int = 0
+    cut_short: bool = False
+    reused: bool = False
+    threads: int = 0
+    busy: str = ""
 
     @property
     def samples_per_s(self) -> float:
@@ -72,6 +114,24 @@ class StepMeasurement:
     def table(self, **extra: object) -> list[dict[str, object]]:
         """Tidy rows ``{phase, seconds_per_step, share, source, device, **extra}``."""
         return phase_rows(self.phases, self.source, device=self.device, **extra)
+
+    def describe(self) -> str:
+        """How the number was obtained, in words, for an app's note."""
+        words = [f"median of {self.steps} step{'s' if self.steps != 1 else ''} after warm-up"]
+        if self.remeasured:
+            words.append(f"{self.remeasured} outlier step(s) (over {OUTLIER_FACTOR:g}x the others' median) "
+                         "measured again")  # fmt: skip
+        if self.cut_short:
+            words.append(
+                "fewer steps than asked: the time allowed for one update ran out (is the machine busy?)"
+            )
+        if self.busy:
+            words.append(
+                f"{self.busy}: measured on {self.threads} thread(s), slower than an idle machine but steady"
+            )
+        if self.reused:
+            words.append("reused: measured earlier for the same capped copy, batch and device")
+        return "; ".join(words)
 
 
 def default_max_rows(config: DLRMConfig, table_bytes: int = DEFAULT_TABLE_BYTES) -> int:
@@ -114,6 +174,7 @@ def check_fits(
 
 _MODEL_CACHE: dict[tuple[object, ...], tuple[DLRM, Trainer]] = {}
 _BATCH_CACHE: dict[tuple[object, ...], list[Batch]] = {}
+_MEASURED: OrderedDict[tuple[object, ...], StepMeasurement] = OrderedDict()
 #: Batches generated per measured setting; steps cycle through them, so the "data" phase
 #: times the host-to-device hand-over, not the synthetic generator.
 PREGENERATED_BATCHES = 2
@@ -142,18 +203,102 @@ def _batches(config: DLRMConfig, batch_size: int, seed: int) -> list[Batch]:
     return hit
 
 
-def _warm_up(trainer: Trainer, budget_s: float, max_steps: int = 6) -> None:
+def _warm_up(trainer: Trainer, budget_s: float, stop_at: float, max_steps: int = 6) -> None:
     """Untimed steps until the step time settles: a fresh process's first steps pay for page
-    faults, allocator growth and kernel selection (2 at least; stop once a step is no more
-    than 20% slower than the one before, after ``max_steps``, or once ``budget_s`` is spent)."""
+    faults, allocator growth and kernel selection. One step always; stop once a step is no
+    more than 20% slower than the one before, after ``max_steps``, once ``budget_s`` is
+    spent, or when the next step would end after ``stop_at`` (a ``perf_counter`` time)."""
     last, start = float("inf"), time.perf_counter()
-    for i in range(max_steps):
+    for _ in range(max_steps):
         t0 = time.perf_counter()
         trainer.train_step(NULL_TIMER)
-        dt = time.perf_counter() - t0
-        if dt > budget_s or (i >= 1 and (dt <= 1.2 * last or time.perf_counter() - start > budget_s)):
-            return  # a step longer than the budget: its one-time costs are small beside it
+        now = time.perf_counter()
+        dt = now - t0
+        if dt > budget_s or dt <= 1.2 * last or now - start > budget_s or now + dt > stop_at:
+            return
         last = dt
+
+
+def _timed_step(trainer: Trainer, device: torch.device) -> dict[str, float]:
+    """Seconds per phase of one training step."""
+    timer = PhaseTimer(device)
+    trainer.train_step(timer)
+    return dict(timer.totals)
+
+
+def outlier_steps(totals: list[float], factor: float = OUTLIER_FACTOR) -> list[int]:
+    """Indices of the steps slower than ``factor`` times the median of the other steps."""
+    if len(totals) < 2:
+        return []
+    return [i for i, t in enumerate(totals) if t > factor * statistics.median(totals[:i] + totals[i + 1 :])]
+
+
+def median_step(steps: list[dict[str, float]]) -> dict[str, float]:
+    """The median step, phase by phase: the middle step by total time (for an even count,
+    the mean of the two middle ones), so its phases add up to the median total."""
+    order = sorted(steps, key=lambda s: sum(s.values()))
+    middle = order[(len(order) - 1) // 2 : len(order) // 2 + 1]
+    return {k: sum(s[k] for s in middle) / len(middle) for k in middle[0]}
+
+
+def threads_for_load() -> tuple[int | None, str]:
+    """Threads to measure with now, and why: ``(None, "")`` (torch's setting) unless the
+    machine is busier than its cores (1-minute load average over the core count), then
+    ``(1, reason)``. A step split over threads waits at every parallel operation for its
+    slowest thread, and on a busy machine some thread is always waiting for a core: steps
+    measured 10-40x slower and erratic on 2 threads, not on 1 (benchmarks/app_latency.py)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # not available on this system
+        return None, ""
+    cores = os.cpu_count() or 1
+    if torch.get_num_threads() > 1 and load > cores:
+        return 1, f"the machine is busy (load {load:.1f} on {cores} cores)"
+    return None, ""
+
+
+@contextmanager
+def _num_threads(threads: int | None) -> Iterator[int]:
+    old = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(old)
+
+
+def _check_args(config: object, batch_size: object, max_rows: object, time_budget_s: object,
+                min_steps: object, max_steps: object, memory_budget: object,
+                deadline_s: object) -> tuple[int, int, int, float, float | None]:  # fmt: skip
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    check_int("batch_size", batch_size, lo=1)
+    check_int("memory_budget", memory_budget, lo=1)
+    lo = check_int("min_steps", min_steps, lo=1)
+    hi = check_int("max_steps", max_steps, lo=lo)
+    budget = check_float("time_budget_s", time_budget_s, lo=0)
+    deadline = None if deadline_s is None else check_float("deadline_s", deadline_s, lo=0, lo_open=True)
+    cap = default_max_rows(config) if max_rows is None else check_int("max_rows", max_rows, lo=1)  # type: ignore[arg-type]
+    return cap, lo, hi, budget, deadline
+
+
+def _timed_steps(trainer: Trainer, device: torch.device, min_steps: int, max_steps: int, budget_s: float,
+                 stop_at: float) -> tuple[list[dict[str, float]], int]:  # fmt: skip
+    """Timed steps (at least one; no step started that would end after ``stop_at``) with
+    outliers measured again once each; returns the steps and how many were re-measured."""
+    steps: list[dict[str, float]] = []
+    t0 = time.perf_counter()
+    while len(steps) < max_steps and (len(steps) < min_steps or time.perf_counter() - t0 < budget_s):
+        if steps and time.perf_counter() + statistics.median(sum(s.values()) for s in steps) > stop_at:
+            break
+        steps.append(_timed_step(trainer, device))
+    remeasured = 0
+    for i in outlier_steps([sum(s.values()) for s in steps]):
+        if time.perf_counter() + statistics.median(sum(s.values()) for s in steps) > stop_at:
+            break
+        steps[i] = _timed_step(trainer, device)
+        remeasured += 1
+    return steps, remeasured
 
 
 def measure_step(
@@ -167,54 +312,95 @@ def measure_step(
     device: str | torch.device | None = "cpu",
     seed: int = 0,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    deadline_s: float | None = None,
+    threads: int | None = None,
+    busy: str = "",
 ) -> StepMeasurement:
-    """Train a row-capped copy of ``config`` for a moment and return its phase breakdown.
+    """Train a row-capped copy of ``config`` for a moment and return its median step by phase.
 
     Args:
         config: the architecture (its tables are capped at ``max_rows`` for the measurement).
         batch_size: samples per step.
         max_rows: row cap; default :func:`default_max_rows` (about 64 MB of tables).
-        time_budget_s: measure steps (after one warm-up) until this much time has passed.
-        min_steps / max_steps: bounds on the measured steps.
+        time_budget_s: time steps (after warm-up) until this much time has passed.
+        min_steps / max_steps: bounds on the timed steps.
         device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
         seed: seed of the weights and of the synthetic batches.
         memory_budget: refuse (:class:`DoesNotFitError`) settings whose estimated working
             set (:func:`measurement_bytes`) is larger.
+        deadline_s: wall-clock seconds allowed for the whole call (building the copy,
+            warm-up, timing, re-measuring outliers); no step starts that would end after it,
+            except the first warm-up step and one timed step. ``None``: no limit.
+        threads: CPU threads for the measurement (torch's setting is restored after);
+            ``None`` keeps torch's. ``busy``: why they were lowered, for the result's note.
     """
-    if not isinstance(config, DLRMConfig):
-        raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
-    for name, v, lo in (("batch_size", batch_size, 1), ("min_steps", min_steps, 1), ("max_steps", max_steps, 1),
-                        ("memory_budget", memory_budget, 1)):  # fmt: skip
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-    if max_steps < min_steps:
-        raise ValueError(f"max_steps must be >= min_steps ({min_steps}), got {max_steps}")
-    if (
-        isinstance(time_budget_s, bool)
-        or not isinstance(time_budget_s, (int, float))
-        or not time_budget_s >= 0
-    ):
-        raise ValueError(f"time_budget_s must be a number >= 0, got {time_budget_s!r}")
-    cap = default_max_rows(config) if max_rows is None else max_rows
-    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-        raise ValueError(f"max_rows must be an int >= 1, got {max_rows!r}")
+    cap, min_steps, max_steps, time_budget_s, deadline_s = _check_args(
+        config, batch_size, max_rows, time_budget_s, min_steps, max_steps, memory_budget, deadline_s
+    )
+    threads = None if threads is None else check_int("threads", threads, lo=1, hi=1024)
     check_fits(config, batch_size, cap, memory_budget)
+    start = time.perf_counter()
+    stop_at = float("inf") if deadline_s is None else start + deadline_s
     dev = resolve_device(device)
     capped = config.with_max_rows(cap)
-    trainer = _trainer(capped, dev, seed)
-    trainer.train_data, trainer._iter = itertools.cycle(_batches(capped, batch_size, seed)), None
-    _warm_up(trainer, max(time_budget_s, 0.05))
-    timer = PhaseTimer(dev)
-    t0 = time.perf_counter()
-    while timer.steps < max_steps and (timer.steps < min_steps or time.perf_counter() - t0 < time_budget_s):
-        trainer.train_step(timer)
-    phases = timer.per_step()
+    with _num_threads(threads) as used:
+        trainer = _trainer(capped, dev, seed)
+        trainer.train_data, trainer._iter = itertools.cycle(_batches(capped, batch_size, seed)), None
+        _warm_up(trainer, max(time_budget_s, 0.05), stop_at)
+        steps, remeasured = _timed_steps(trainer, dev, min_steps, max_steps, time_budget_s, stop_at)
+    phases = median_step(steps)
     return StepMeasurement(
         config_name=config.name,
         batch_size=batch_size,
         device=str(dev),
         max_rows=cap,
-        steps=timer.steps,
+        steps=len(steps),
         phases=phases,
         seconds_per_step=sum(phases.values()),
+        step_seconds=tuple(sum(s.values()) for s in steps),
+        remeasured=remeasured,
+        cut_short=len(steps) < min_steps,
+        threads=used,
+        busy=busy if threads is not None else "",
     )
+
+
+def measure_step_cached(
+    config: DLRMConfig, batch_size: int, *, fresh: bool = False, **kwargs: object
+) -> StepMeasurement:
+    """:func:`measure_step`, remembering the last :data:`CACHE_SIZE` measurements.
+
+    A measurement of the same measured copy (``config`` with its rows capped), batch size,
+    device, seed and ``threads`` is returned again (``reused=True``) instead of measured anew: an app
+    whose other inputs (hardware preset, placement, row counts beyond the cap) are modeled
+    only shows the same measured step for them. With ``fresh=True`` the setting is measured
+    again; if the new step and the remembered one differ by more than
+    :data:`DISAGREE_RATIO`, it is measured a third time and the median of the three kept.
+    """
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    cap = kwargs.get("max_rows")
+    cap = default_max_rows(config) if cap is None else cap
+    dev = str(resolve_device(kwargs.get("device", "cpu")))  # type: ignore[arg-type]
+    capped = config.with_max_rows(check_int("max_rows", cap, lo=1))
+    key = (capped, batch_size, dev, kwargs.get("seed", 0), kwargs.get("threads"))
+    old = _MEASURED.get(key)
+    if old is not None and not fresh:
+        _MEASURED.move_to_end(key)
+        return dataclasses.replace(old, reused=True)
+    new = measure_step(config, batch_size, **kwargs)  # type: ignore[arg-type]
+    if old is not None:
+        ratio = new.seconds_per_step / max(old.seconds_per_step, 1e-12)
+        if not 1 / DISAGREE_RATIO <= ratio <= DISAGREE_RATIO:
+            third = measure_step(config, batch_size, **kwargs)  # type: ignore[arg-type]
+            new = sorted((old, new, third), key=lambda m: m.seconds_per_step)[1]
+            new = dataclasses.replace(new, reused=False)
+    _MEASURED[key] = new
+    _MEASURED.move_to_end(key)
+    while len(_MEASURED) > CACHE_SIZE:
+        _MEASURED.popitem(last=False)
+    return new
+
+
+def clear_measurements() -> None:
+    """Forget the measurements :func:`measure_step_cached` remembers."""
+    _MEASURED.clear()

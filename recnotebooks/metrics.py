@@ -11,23 +11,28 @@ import math
 
 import torch
 
+from recnotebooks.checks import check_type
+
 __all__ = ["logloss", "auc", "normalized_entropy", "click_metrics"]
 
 _EPS = 1e-7
 
 
 def _check(pred: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    if not isinstance(pred, torch.Tensor) or not isinstance(labels, torch.Tensor):
-        raise TypeError("pred and labels must be torch.Tensors")
+    check_type("pred", pred, torch.Tensor, "a torch.Tensor")
+    check_type("labels", labels, torch.Tensor, "a torch.Tensor")
     pred, labels = pred.detach().flatten().double().cpu(), labels.detach().flatten().double().cpu()
     if pred.numel() != labels.numel() or pred.numel() == 0:
         raise ValueError(
             f"pred and labels must be non-empty and equally long, got {pred.numel()} and {labels.numel()}"
         )
-    if not bool(((labels == 0) | (labels == 1)).all()):
-        raise ValueError("labels must be 0 or 1")
+    bad = ~((labels == 0) | (labels == 1))
+    if bool(bad.any()):
+        i = int(torch.nonzero(bad)[0])
+        raise ValueError(f"labels must be 0 or 1, got labels[{i}]={labels[i].item():g}")
     if not bool(torch.isfinite(pred).all()):
-        raise ValueError("pred contains NaN or inf")
+        i = int(torch.nonzero(~torch.isfinite(pred))[0])
+        raise ValueError(f"pred must be finite (no NaN or inf), got pred[{i}]={pred[i].item()}")
     return pred, labels
 
 

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from recnotebooks.checks import check_choice, check_float, check_int, check_type, show
+
 __all__ = ["JaggedBatch"]
 
 _INT_DTYPES = (torch.int32, torch.int64)
@@ -39,17 +41,14 @@ class JaggedBatch:
     _offsets: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        keys = tuple(self.keys) if not isinstance(self.keys, str) else None
+        keys = tuple(self.keys) if not isinstance(self.keys, (str, bytes)) else None
         if keys is None or any(not isinstance(k, str) for k in keys):
-            raise TypeError(f"keys must be a sequence of str, got {self.keys!r}")
+            raise TypeError(f"keys must be a sequence of str, got {show(self.keys)}")
         if len(set(keys)) != len(keys) or not keys:
-            raise ValueError(f"keys must be non-empty and unique, got {list(keys)}")
+            raise ValueError(f"keys must be non-empty and unique, got {show(list(keys))}")
         object.__setattr__(self, "keys", keys)
-        bs = self.batch_size
-        if isinstance(bs, bool) or not isinstance(bs, int):
-            raise TypeError(f"batch_size must be an int, got {bs!r} ({type(bs).__name__})")
-        if bs < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {bs!r}")
+        bs = check_int("batch_size", self.batch_size, lo=1)
+        object.__setattr__(self, "batch_size", bs)
         for name in ("values", "lengths"):
             t = getattr(self, name)
             if not isinstance(t, torch.Tensor):
@@ -66,7 +65,8 @@ class JaggedBatch:
             )
         if self.lengths.device != self.values.device:
             raise ValueError(
-                f"values and lengths must be on one device, got {self.values.device} and {self.lengths.device}"
+                "values and lengths must be on one device, "
+                f"got {self.values.device} and {self.lengths.device}"
             )
         if expected and int(self.lengths.min()) < 0:
             bad = int(torch.nonzero(self.lengths < 0)[0])
@@ -74,8 +74,17 @@ class JaggedBatch:
                 f"lengths must be >= 0, got lengths[{bad}]={int(self.lengths[bad])} "
                 f"(key {keys[bad // bs]!r}, sample {bad % bs})"
             )
+        n = self.values.numel()
+        if expected and int(self.lengths.max()) > n:  # also keeps the sum below from wrapping int64
+            bad = int(torch.argmax(self.lengths))
+            raise ValueError(
+                f"lengths must each be <= len(values) = {n}, got lengths[{bad}]={int(self.lengths[bad])} "
+                f"(key {keys[bad // bs]!r}, sample {bad % bs})"
+            )
+        if self.lengths.dtype == torch.int32 and n >= 2**31:
+            raise ValueError(f"lengths must be int64 for {n:,} values (int32 offsets would overflow)")
         total = int(self.lengths.sum())
-        if total != self.values.numel():
+        if total != n:
             raise ValueError(
                 f"lengths must sum to len(values): sum(lengths)={total}, len(values)={self.values.numel()}"
             )
@@ -89,7 +98,8 @@ class JaggedBatch:
                 )
             if w.numel() != self.values.numel():
                 raise ValueError(
-                    f"weights must have one entry per value: len(weights)={w.numel()}, len(values)={self.values.numel()}"
+                    "weights must have one entry per value: "
+                    f"len(weights)={w.numel()}, len(values)={self.values.numel()}"
                 )
 
     # ----- constructors -------------------------------------------------------------
@@ -101,24 +111,37 @@ class JaggedBatch:
         dtype: torch.dtype = torch.int64,
     ) -> JaggedBatch:
         """Build from ``{key: [bag_of_sample0, bag_of_sample1, ...]}`` (for tests and teaching)."""
+        check_type("features", features, Mapping, "a mapping {key: [bag of ids per sample]}")
+        check_choice("dtype", dtype, _INT_DTYPES)
         keys = list(features)
         if not keys:
-            raise ValueError("features must have at least one key")
+            raise ValueError("features must have at least one key, got {}")
+        if weights is not None:
+            check_type("weights", weights, Mapping, "None or a mapping {key: [bag of weights per sample]}")
+            if set(weights) != set(keys):
+                raise ValueError(f"weights must have the keys of features {keys}, got {list(weights)}")
         sizes = {k: len(v) for k, v in features.items()}
         if len(set(sizes.values())) != 1:
             raise ValueError(f"every key must have the same number of samples, got {sizes}")
+        info = torch.iinfo(dtype)
         vals: list[int] = []
         lens: list[int] = []
         ws: list[float] = []
         for k in keys:
             for i, bag in enumerate(features[k]):
-                vals.extend(int(x) for x in bag)
+                bag = list(bag)
+                vals.extend(
+                    check_int(f"features[{k!r}][{i}][{j}]", x, lo=info.min, hi=info.max)
+                    for j, x in enumerate(bag)
+                )
                 lens.append(len(bag))
                 if weights is not None:
                     wb = list(weights[k][i])
                     if len(wb) != len(bag):
-                        raise ValueError(f"weights[{k!r}][{i}] must match its bag length {len(bag)}")
-                    ws.extend(float(x) for x in wb)
+                        raise ValueError(
+                            f"weights[{k!r}][{i}] must match its bag length {len(bag)}, got {len(wb)} weights"
+                        )
+                    ws.extend(check_float(f"weights[{k!r}][{i}][{j}]", x) for j, x in enumerate(wb))
         return cls(
             keys=tuple(keys),
             values=torch.tensor(vals, dtype=dtype),

@@ -21,6 +21,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from recnotebooks.checkpoint import (
+    add_checksum,
+    check_fields,
+    check_writable,
+    read_checkpoint,
+)
+from recnotebooks.checks import check_bool, check_choice, check_float, check_int, check_type, show
 from recnotebooks.config import DLRMConfig, TableConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.metrics import click_metrics
@@ -75,23 +82,15 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name, lo in (("steps", 1), ("warmup_steps", 0), ("eval_batches", 0), ("eval_every", 0),
                          ("log_every", 1)):  # fmt: skip
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-        if self.sparse_optimizer not in SPARSE_OPTIMIZERS:
-            raise ValueError(
-                f"sparse_optimizer must be one of {list(SPARSE_OPTIMIZERS)}, got {self.sparse_optimizer!r}"
-            )
-        if self.dense_optimizer not in DENSE_OPTIMIZERS:
-            raise ValueError(
-                f"dense_optimizer must be one of {list(DENSE_OPTIMIZERS)}, got {self.dense_optimizer!r}"
-            )
+            setattr(self, name, check_int(name, getattr(self, name), lo=lo))
+        check_choice("sparse_optimizer", self.sparse_optimizer, SPARSE_OPTIMIZERS)
+        check_choice("dense_optimizer", self.dense_optimizer, DENSE_OPTIMIZERS)
         if self.eval_every and not self.eval_batches:
             raise ValueError(f"eval_every={self.eval_every} needs eval_batches >= 1, got {self.eval_batches}")
         for name in ("sparse_lr", "dense_lr"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise ValueError(f"{name} must be a finite number > 0, got {v!r}")
+            setattr(self, name, check_float(name, getattr(self, name), lo=0, lo_open=True))
+        for name in ("time_phases", "progress"):
+            setattr(self, name, check_bool(name, getattr(self, name)))
 
 
 @dataclass
@@ -159,16 +158,21 @@ class Trainer:
         device: str | torch.device | None = "auto",
         callbacks: Iterable[Callable[[dict[str, float]], None]] = (),
     ) -> None:
-        if not isinstance(model, DLRM):
-            raise TypeError(f"model must be a recnotebooks.nn.DLRM, got {type(model).__name__}")
-        if config is not None and not isinstance(config, TrainConfig):
-            raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+        check_type("model", model, DLRM, "a recnotebooks.nn.DLRM")
+        if config is not None:
+            check_type("config", config, TrainConfig, "a TrainConfig")
         self.config = config or TrainConfig()
         self.device = resolve_device(device)
         self.model = model.to(self.device)
+        for name, data in (("train_data", train_data), ("eval_data", eval_data)):
+            if data is not None and not hasattr(data, "__iter__"):
+                raise TypeError(f"{name} must be an iterable of Batch (or None), got {show(data)}")
         self.train_data = train_data
         self.eval_data = eval_data
         self.callbacks = list(callbacks)
+        for i, cb in enumerate(self.callbacks):
+            if not callable(cb):
+                raise TypeError(f"callbacks[{i}] must be callable as cb(record), got {show(cb)}")
         c = self.config
         self.sparse_opt: SparseOptimizer = make_sparse_optimizer(
             c.sparse_optimizer, model.embeddings, c.sparse_lr
@@ -205,7 +209,8 @@ class Trainer:
             self.model.embeddings.clear_gradients()
             raise FloatingPointError(
                 f"loss became {value} at step {self.step}: check the data (NaN/inf dense features?) "
-                f"or lower the learning rates (sparse_lr={self.config.sparse_lr}, dense_lr={self.config.dense_lr})"
+                f"or lower the learning rates (sparse_lr={self.config.sparse_lr}, "
+                f"dense_lr={self.config.dense_lr})"
             )
         with timer.phase("backward"):
             loss.backward()
@@ -219,15 +224,26 @@ class Trainer:
         return value, batch.batch_size
 
     # ----- loops ----------------------------------------------------------------------
-    def fit(self, steps: int | None = None) -> TrainResult:
+    def fit(
+        self,
+        steps: int | None = None,
+        *,
+        checkpoint: str | os.PathLike[str] | None = None,
+        checkpoint_every: int = 0,
+    ) -> TrainResult:
         """Train until ``steps`` total steps (default ``config.steps``) and evaluate.
 
         Throughput counts only the training steps after the first ``warmup_steps`` of this
-        call (evaluation and callbacks are excluded).
+        call (evaluation, callbacks and checkpoint saves are excluded). With ``checkpoint``,
+        :meth:`save` writes it every ``checkpoint_every`` steps (0: only at the end) and
+        once more when training ends.
         """
-        target = self.config.steps if steps is None else steps
-        if isinstance(target, bool) or not isinstance(target, int) or target < self.step:
-            raise ValueError(f"steps must be an int >= the steps already done ({self.step}), got {target!r}")
+        target = check_int("steps", self.config.steps if steps is None else steps, lo=self.step)
+        every = check_int("checkpoint_every", checkpoint_every, lo=0)
+        if every and checkpoint is None:
+            raise ValueError(f"checkpoint_every={every} needs a checkpoint path, got checkpoint=None")
+        if checkpoint is not None:
+            check_writable(check_type("checkpoint", checkpoint, (str, os.PathLike), "a file path"))
         c = self.config
         timer = PhaseTimer(self.device, enabled=c.time_phases)
         todo = target - self.step
@@ -255,11 +271,15 @@ class Trainer:
                     rec = {"step": float(self.step), "loss": loss, **self._eval_record()}
                 if rec:
                     self._record(rec)
+                if every and self.step % every == 0 and self.step < target:
+                    self.save(checkpoint)  # type: ignore[arg-type]
         finally:
             bar.close()
         metrics = self._eval_record() if self.eval_data is not None and c.eval_batches else {}
         if metrics:
             self._record({"step": float(self.step), **metrics})
+        if checkpoint is not None:
+            self.save(checkpoint)
         sps = train_seconds / measured if measured else 0.0
         return TrainResult(
             steps=self.step,
@@ -292,9 +312,7 @@ class Trainer:
         """Log loss, AUC and NE over the first ``batches`` eval batches (default config)."""
         if self.eval_data is None:
             raise ValueError("evaluate needs eval_data; pass it to Trainer(...)")
-        n = self.config.eval_batches if batches is None else batches
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"batches must be an int >= 1, got {n!r}")
+        n = check_int("batches", self.config.eval_batches if batches is None else batches, lo=1)
         self.model.eval()
         probs, labels = [], []
         for i, batch in enumerate(self.eval_data):
@@ -309,17 +327,21 @@ class Trainer:
 
     # ----- checkpoints ------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Save model, both optimizers, step, history and the data position."""
-        state = {
-            "format": "recnotebooks.checkpoint.v1",
+        """Save model, both optimizers, step, history and the data position, with a checksum.
+
+        Written to a temporary file and renamed, so an interrupted save never leaves a
+        half-written checkpoint at ``path``.
+        """
+        state = add_checksum({
             "config": config_to_dict(self.model.config),
             "model": self.model.state_dict(),
+            "dense_optimizer_kind": self.config.dense_optimizer,
             "dense_optimizer": self.dense_opt.state_dict(),
             "sparse_optimizer": self.sparse_opt.state_dict(),
             "step": self.step,
             "history": self.history,
             "data": self.train_data.state_dict() if hasattr(self.train_data, "state_dict") else None,
-        }
+        })  # fmt: skip
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
@@ -328,30 +350,40 @@ class Trainer:
         return path
 
     def load(self, path: str | os.PathLike[str]) -> None:
-        """Restore a checkpoint written by :meth:`save` (loaded with ``weights_only=True``)."""
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"checkpoint path {str(path)!r} does not exist")
-        state = torch.load(path, map_location=self.device, weights_only=True)
-        if not isinstance(state, dict) or state.get("format") != "recnotebooks.checkpoint.v1":
-            raise ValueError(f"{str(path)!r} is not a recnotebooks checkpoint")
-        kind = state["sparse_optimizer"].get("kind")
-        if kind != self.config.sparse_optimizer:
-            raise ValueError(
-                f"checkpoint has sparse optimizer {kind!r} but this trainer uses {self.config.sparse_optimizer!r}"
-            )
-        if not isinstance(state["dense_optimizer"], dict) or not state["dense_optimizer"].get("param_groups"):
-            raise ValueError(f"{str(path)!r} has no dense optimizer state")
-        if config_from_dict(state["config"]) != self.model.config:
-            raise ValueError("checkpoint config differs from this trainer's model config")
-        self.model.load_state_dict(state["model"])
-        self.dense_opt.load_state_dict(state["dense_optimizer"])
-        self.sparse_opt.load_state_dict(state["sparse_optimizer"])
-        self.step = int(state["step"])
-        self.history = list(state["history"])
-        if state["data"] is not None and hasattr(self.train_data, "load_state_dict"):
-            self.train_data.load_state_dict(state["data"])
-        elif self.step:
+        """Restore a checkpoint written by :meth:`save`, all or nothing.
+
+        The file is read with ``weights_only=True`` and its checksum verified
+        (:func:`recnotebooks.checkpoint.read_checkpoint`); every field is then checked
+        against this trainer (config, tensor shapes and dtypes, both optimizers' kinds and
+        states, step, history, data position) before anything is changed. Any problem is a
+        ``ValueError`` naming the file, and leaves the trainer as it was.
+        """
+        state = read_checkpoint(path, self.device)
+        p = str(path)
+        try:
+            step, history = self._check_checkpoint(state, p)
+        except TypeError as e:  # a field of the wrong type is a bad file, like any other bad field
+            raise ValueError(str(e)) from None
+        data = state["data"]
+        restore = None
+        if data is not None and hasattr(self.train_data, "load_state_dict"):
+            restore = self.train_data.state_dict() if hasattr(self.train_data, "state_dict") else None
+            try:
+                self.train_data.load_state_dict(data)
+            except (ValueError, TypeError, KeyError) as e:
+                raise ValueError(
+                    f"checkpoint {p!r}: its data position does not fit train_data: {e}"
+                ) from None
+        try:
+            self.model.load_state_dict(state["model"])
+            self.dense_opt.load_state_dict(state["dense_optimizer"])
+            self.sparse_opt.load_state_dict(state["sparse_optimizer"])
+        except Exception:
+            if restore is not None:
+                self.train_data.load_state_dict(restore)
+            raise
+        self.step, self.history = step, history
+        if (data is None or not hasattr(self.train_data, "load_state_dict")) and self.step:
             warnings.warn(
                 "train_data has no load_state_dict: training resumes from the start of the data, "
                 "not where the checkpoint stopped",
@@ -359,3 +391,22 @@ class Trainer:
                 stacklevel=2,
             )
         self._iter = None
+
+    def _check_checkpoint(self, state: dict[str, Any], p: str) -> tuple[int, list[dict[str, float]]]:
+        """Every field of ``state`` checked against this trainer; returns (step, history)."""
+        try:
+            saved_cfg = config_from_dict(state["config"])
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            raise ValueError(f"checkpoint {p!r}: its config is invalid: {e}") from None
+        if saved_cfg != self.model.config:
+            mine, theirs = config_to_dict(self.model.config), config_to_dict(saved_cfg)
+            diff = [k for k in mine if mine[k] != theirs.get(k)]
+            raise ValueError(
+                f"checkpoint {p!r} was saved for another model: its config differs in {diff} "
+                f"(checkpoint {saved_cfg.name!r}, this trainer {self.model.config.name!r})"
+            )
+        c = self.config
+        return check_fields(
+            state, p, model=self.model, sparse_optimizer=self.sparse_opt, sparse_kind=c.sparse_optimizer,
+            dense_optimizer=self.dense_opt, dense_kind=c.dense_optimizer,
+        )  # fmt: skip

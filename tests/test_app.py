@@ -122,6 +122,77 @@ def test_apps_render_offline_with_no_cdn() -> None:
 
 def test_set_checks_every_value_before_changing_any_widget() -> None:
     app, _ = _toy()
-    with pytest.raises(ValueError, match=r"b=11 must be in \[1, 10\]"):
+    with pytest.raises(ValueError, match=r"b must be an int in \[1, 10\], got 11"):
         app.set(a=3, b=11)  # an IntSlider would clamp 11 to 10 silently
     assert app.values == {"a": 1, "b": 2} and app.error is None
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        (2.5, TypeError, r"a must be an int in \[1, 10\], got 2.5 \(float\)"),  # a slider would round it
+        (True, TypeError, r"a must be an int in \[1, 10\], got True \(bool\)"),  # a slider would take it as 1
+        (3.0, TypeError, r"got 3.0 \(float\)"),
+        ("3", TypeError, r"got '3' \(str\)"),
+        (0, ValueError, r"a must be an int in \[1, 10\], got 0"),
+    ],
+)
+def test_integer_sliders_refuse_floats_bools_and_strings(value: object, error: type, message: str) -> None:
+    app, calls = _toy()
+    n = len(calls)
+    with pytest.raises(error, match=message):
+        app.set(a=value, b=3)
+    assert app.values == {"a": 1, "b": 2} and len(calls) == n  # nothing moved, nothing recomputed
+
+
+def _float_app() -> App:
+    def compute(x: float, mode: str) -> Result:
+        return Result({"m": [{"metric": mode, "value": x, "display": f"{x:g}"}]})
+
+    controls = {"x": W.FloatSlider(value=0.5, min=0.0, max=1.0), "mode": W.ToggleButtons(options=["a", "b"])}
+    return App("floats", controls, compute, lambda h: metric_bars(history_rows(h, "m"), source="analytic"))
+
+
+@pytest.mark.parametrize(
+    ("values", "error", "message"),
+    [
+        ({"x": True}, TypeError, r"x must be a finite number in \[0, 1\], got True \(bool\)"),
+        ({"x": float("nan")}, ValueError, r"x must be a finite number in \[0, 1\], got nan"),
+        ({"x": 1.5}, ValueError, r"x must be a finite number in \[0, 1\], got 1.5"),
+        ({"mode": "c"}, ValueError, r"mode must be one of \['a', 'b'\], got 'c'"),
+    ],
+)
+def test_float_sliders_and_options_refuse_bad_values(values: dict, error: type, message: str) -> None:
+    app = _float_app()
+    with pytest.raises(error, match=message):
+        app.set(**values)
+    assert app.values == {"x": 0.5, "mode": "a"}
+
+
+def test_numpy_scalars_reach_the_widgets_as_python_numbers() -> None:
+    import numpy as np
+
+    app, _ = _toy()
+    app.set(a=np.int64(4))
+    assert type(app.values["a"]) is int and _values(app)[0] == 8.0
+    f = _float_app()
+    f.set(x=np.float32(0.25))
+    assert type(f.values["x"]) is float and f.values["x"] == 0.25
+
+
+def test_history_labels_keep_the_whole_change() -> None:
+    controls = {k: W.IntSlider(value=1, min=1, max=100) for k in ("num_tables", "pooling", "batch_size")}
+
+    def compute(**kw: int) -> Result:
+        return Result({"m": [{"metric": "sum", "value": float(sum(kw.values())), "display": "x"}]})
+
+    app = App("long", controls, compute, lambda h: metric_bars(history_rows(h, "m"), source="analytic"))
+    app.set(num_tables=16, pooling=20, batch_size=64)
+    app.set(num_tables=8, pooling=40)
+    assert [e.label for e in app.history] == [
+        "now: num_tables 16→8, pooling 20→40",
+        "-1: num_tables 1→16, pooling 1→20, batch_size 1→64",
+        "-2: start",
+    ]
+    shown = {r["setting"] for d in app.chart_data() for r in d}
+    assert "-1: num_tables 1→16, pooling 1→20, batch_size 1→64" in shown  # what the chart draws, uncut

@@ -1,15 +1,22 @@
-"""Real-browser tests: JupyterLab + headless Chromium run a notebook and move a slider.
+"""Real-browser tests: JupyterLab + headless Chromium run every notebook, as a learner would.
 
-Notebooks 01 (Architecture Explorer) and 02 (Efficiency Explorer) are opened, all their
-cells run, a slider is moved with the keyboard and the app's chart must re-render.
+Each notebook in ``notebooks/`` is opened in JupyterLab, all its cells run (smoke mode), and
+the page must show: no error output, no warning on stderr, no element id twice inside the
+outputs (two charts sharing a clip path id clip each other), no output wider than its area
+(about 1000 px here), and bars of every step-time breakdown drawn at a length proportional to
+their value, up to their end (the SVG geometry against the value each bar carries). In the
+notebooks with an app, a slider is then moved with the keyboard: the chart must redraw, name
+the change in its history trail, and pass the same checks.
 
 Needs Debian's ``chromium`` (``apt-get install chromium``) and the ``playwright`` Python
 package, which drives that browser through ``executable_path`` (no browser download). In
 CI (``CI`` set) a missing browser is a failure; elsewhere the test skips with the reason.
+Set ``RECNB_SHOTS=/some/dir`` to keep screenshots of each app before and after the slider.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -23,22 +30,85 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOK_FILES = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 CHROMIUM = os.environ.get("RECNB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
-NOTEBOOK_DONE = """() => {
-  const nb = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  if (!nb || !nb.content || !nb.sessionContext || !nb.sessionContext.session) return false;
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+OUTPUT_WIDTH = 1000  # px: the width of an output area the notebooks are laid out for
+#: notebook -> (slider label, text the history trail must show after one step right, source label)
+SLIDERS = {
+    "00_start_here.ipynb": ("pooling factor", "pooling 20→40", "COMPUTED"),  # lookup traffic
+    "01_dlrm_anatomy.ipynb": ("pooling factor", "pooling 1→2", "MEASURED on this machine"),  # Architecture
+    "02_gpu_efficiency.ipynb": ("pooling factor", "pooling 40→80", "MEASURED on this machine"),  # Efficiency
+    "05_server_design.ipynb": ("table rows x", "rows_scale 30→100", "MODELED"),  # Server Design
+}
+#: notebooks whose outputs must hold a step-time breakdown (its bars are checked)
+BREAKDOWNS = {"01_dlrm_anatomy.ipynb", "05_server_design.ipynb"}
+
+PANEL = "window.jupyterapp.shell.currentWidget"
+NOTEBOOK_STATE = f"""() => {{
+  const nb = window.jupyterapp && {PANEL};
+  if (!nb || !nb.content || !nb.sessionContext || !nb.sessionContext.session) return 'loading';
   const kernel = nb.sessionContext.session.kernel;
   const cells = nb.content.widgets.filter(c => c.model.type === 'code');
-  return !!kernel && kernel.status === 'idle' && cells.length > 0
-         && cells.every(c => c.model.executionCount !== null);
-}"""
-ERRORS = """() => window.jupyterapp.shell.currentWidget.content.widgets
-  .filter(c => c.model.type === 'code')
-  .flatMap(c => c.model.outputs.toJSON())
-  .filter(o => o.output_type === 'error')
-  .map(o => o.ename + ': ' + o.evalue)"""
+  if (!kernel || kernel.status !== 'idle' || cells.length === 0) return 'running';
+  const outputs = cells.flatMap(c => c.model.outputs.toJSON());
+  if (outputs.some(o => o.output_type === 'error')) return 'error';
+  return cells.every(c => c.model.executionCount !== null) ? 'done' : 'running';
+}}"""
+OUTPUTS = f"""() => {PANEL}.content.widgets.filter(c => c.model.type === 'code')
+  .flatMap((c, i) => c.model.outputs.toJSON().map(o => ({{...o, cell: i}})))"""
+# every chart widget (class recnb-chart) drawn, and as many of them as chart outputs in the model
+CHARTS_READY = f"""() => {{
+  const charts = [...{PANEL}.node.querySelectorAll('.jp-OutputArea .recnb-chart')];
+  const drawn = charts.filter(e => e.querySelector('svg.marks, canvas.marks'));
+  return {{total: charts.length, drawn: drawn.length}};
+}}"""
+PAGE_FAULTS = f"""() => {{
+  const root = {PANEL}.node;
+  const ids = [...root.querySelectorAll('.jp-OutputArea [id]')].map(e => e.id);
+  const dup = [...new Set(ids.filter((id, i) => ids.indexOf(id) !== i))];
+  const wide = [];
+  for (const area of root.querySelectorAll('.jp-OutputArea-output')) {{
+    const edge = area.getBoundingClientRect().right + 1;
+    const over = [...area.querySelectorAll('svg.marks, canvas.marks, .recnb-app')]
+      .filter(e => e.getBoundingClientRect().right > edge);
+    if (area.scrollWidth > area.clientWidth + 1 || over.length)
+      wide.push({{scrollWidth: area.scrollWidth, clientWidth: area.clientWidth,
+                 overflow_px: Math.max(0, ...over.map(e => Math.round(e.getBoundingClientRect().right
+                                                                   - edge))),
+                 text: area.innerText.slice(0, 60)}});
+  }}
+  const widths = [...root.querySelectorAll('.jp-OutputArea-output')].map(a => a.clientWidth);
+  return {{duplicate_ids: dup, too_wide: wide, area_width: Math.max(0, ...widths)}};
+}}"""
+BREAKDOWN_SVGS = f"""() => [...{PANEL}.node.querySelectorAll('.jp-OutputArea svg.marks')]
+  .map((s, i) => [i, s.querySelectorAll('path[aria-label^="milliseconds per step: "]').length])
+  .filter(([i, n]) => n > 0).map(([i, n]) => i)"""
+# every bar of one breakdown: its value (from its aria-label), drawn width, and whether the
+# browser paints it at both ends (a clip path of another chart would hide its far end)
+BARS = f"""async (index) => {{
+  const svg = [...{PANEL}.node.querySelectorAll('.jp-OutputArea svg.marks')][index];
+  svg.scrollIntoView({{block: 'center'}});
+  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
+  return [...svg.querySelectorAll('path[aria-label^="milliseconds per step: "]')].map(p => {{
+    const r = p.getBoundingClientRect(), y = r.top + r.height / 2;
+    const painted = x => document.elementFromPoint(x, y) === p;
+    const cell = p.closest('g[class*="concat_"]');  // charts side by side have scales of their own
+    return {{value: parseFloat(p.getAttribute('aria-label').split(';')[0].split(':')[1]),
+             chart: cell ? [...cell.classList].find(c => c.startsWith('concat_')) : 'single',
+             width: r.width, label: p.getAttribute('aria-label').slice(0, 120),
+             start: r.width < 4 || painted(r.left + 1.5), end: r.width < 4 || painted(r.right - 1.5)}};
+  }});
+}}"""
 
 
 def _require_browser() -> None:
@@ -62,21 +132,47 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """JupyterLab on a free localhost port over a scratch copy of the notebooks."""
+def _lab_settings(settings: Path) -> None:
+    """Render every cell (no windowing: outputs off screen are checked too); no news popups."""
+    tracker = settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text(json.dumps({"windowingMode": "none"}))
+    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    news.parent.mkdir(parents=True)
+    news.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """JupyterLab on a free localhost port over a scratch copy of the notebooks: a URL template."""
     _require_browser()
-    root = tmp_path / "notebooks"
+    tmp = tmp_path_factory.mktemp("lab")
+    root = tmp / "notebooks"
     shutil.copytree(NOTEBOOKS, root)
+    _lab_settings(tmp / "settings")
     port, token = _free_port(), "recnb-browser-test"
-    env = {**os.environ, "RECNB_SMOKE": "1", "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws"), "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings")}  # fmt: skip
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True"]  # fmt: skip
+    env = {
+        **os.environ,
+        "RECNB_SMOKE": "1",
+        "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "ws"),
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+    ]
     if hasattr(os, "getuid") and os.getuid() == 0:
         cmd.append("--ServerApp.allow_root=True")
-    log = open(tmp_path / "jupyterlab.log", "wb")  # noqa: SIM115
+    log = open(tmp / "jupyterlab.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -89,9 +185,10 @@ def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("JupyterLab did not start:\n" + (tmp_path / "jupyterlab.log").read_text()[-3000:])
+                pytest.fail("JupyterLab did not start:\n" + (tmp / "jupyterlab.log").read_text()[-3000:])
             time.sleep(0.3)
-        yield f"{url}/lab/tree/{{notebook}}?token={token}", root
+        # a workspace per notebook, reset: a page opens its notebook alone, not the ones before it
+        yield f"{url}/lab/workspaces/{{workspace}}/tree/{{notebook}}?token={token}&reset"
     finally:
         proc.terminate()
         try:
@@ -101,51 +198,149 @@ def jupyterlab(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         log.close()
 
 
-@pytest.mark.parametrize(
-    ("notebook", "slider", "change", "label"),
-    [("01_dlrm_anatomy.ipynb", "pooling factor", "pooling 1→2", "MEASURED on this machine"),  # Architecture Explorer
-     ("02_gpu_efficiency.ipynb", "pooling factor", "pooling 40→80", "MEASURED on this machine"),  # Efficiency Explorer
-     ("05_server_design.ipynb", "table rows x", "rows_scale 30→100", "MODELED")],  # Server Design Explorer
-)  # fmt: skip
-def test_notebook_runs_in_jupyterlab_and_a_slider_redraws_the_chart(
-    jupyterlab: tuple[str, Path], notebook: str, slider: str, change: str, label: str
-) -> None:
+@pytest.fixture(scope="module")
+def browser(jupyterlab: str) -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
-    url = jupyterlab[0].format(notebook=notebook)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1000})
-            page.goto(url)
-            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget "
-                                   "&& window.jupyterapp.shell.currentWidget.sessionContext", timeout=90_000)  # fmt: skip
-            page.wait_for_function("() => window.jupyterapp.shell.currentWidget.sessionContext.session "
-                                   "&& window.jupyterapp.shell.currentWidget.sessionContext.session.kernel", timeout=90_000)  # fmt: skip
-            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
-            page.wait_for_function(NOTEBOOK_DONE, timeout=240_000, polling=500)
-            assert page.evaluate(ERRORS) == []
-
-            app = page.locator(".recnb-app").first
-            app.scroll_into_view_if_needed()
-            chart = app.locator(".recnb-chart svg").first
-            chart.wait_for(timeout=60_000)
-            before = chart.inner_html()
-            assert label in before and "now: " in before
-
-            handle = app.locator(".widget-slider", has_text=slider).locator(".noUi-handle").first
-            handle.focus()
-            page.keyboard.press("ArrowRight")  # one step to the right, as a learner would with the keyboard
-            page.wait_for_function(
-                "([sel, old]) => { const s = document.querySelector(sel); return s && s.innerHTML !== old; }",
-                arg=[".recnb-app .recnb-chart svg", before],
-                timeout=60_000,
-                polling=250,
-            )
-            after = app.locator(".recnb-chart svg").first.inner_html()
-            assert change in after  # the history trail names the change
-            assert "recnb-error" not in app.inner_html()
-            if os.environ.get("RECNB_BROWSER_SCREENSHOT"):  # for debugging: what the browser showed
-                app.screenshot(path=os.environ["RECNB_BROWSER_SCREENSHOT"])
+            yield b
         finally:
-            browser.close()
+            b.close()
+
+
+def _wait_for_charts(page: object, expected: int, timeout_s: float = 60) -> None:
+    """Until every chart is drawn and their number has not changed for a second, once there are
+    ``expected`` of them (widget outputs; some may be other widgets: then after 8 steady s)."""
+    deadline, last, stable = time.monotonic() + timeout_s, None, 0
+    while time.monotonic() < deadline:
+        state = page.evaluate(CHARTS_READY)  # type: ignore[attr-defined]
+        stable = stable + 1 if state == last and state["drawn"] == state["total"] else 0
+        if stable >= (4 if state["total"] >= expected else 32):
+            return
+        last = state
+        time.sleep(0.25)
+    pytest.fail(f"charts did not finish drawing: {last}")
+
+
+def _run_all(page: object, url: str) -> None:
+    page.goto(url)  # type: ignore[attr-defined]
+    page.wait_for_function(
+        f"() => window.jupyterapp && {PANEL} && {PANEL}.sessionContext "  # type: ignore[attr-defined]
+        f"&& {PANEL}.sessionContext.session && {PANEL}.sessionContext.session.kernel",
+        timeout=90_000,
+    )
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")  # type: ignore[attr-defined]
+    page.wait_for_function(
+        f"() => ['done', 'error'].includes(({NOTEBOOK_STATE})())",  # type: ignore[attr-defined]
+        timeout=300_000,
+        polling=500,
+    )
+
+
+def _fit_viewport(page: object) -> None:
+    """Resize the window so that an output area is OUTPUT_WIDTH px wide."""
+    width = page.evaluate(PAGE_FAULTS)["area_width"]  # type: ignore[attr-defined]
+    if width and abs(width - OUTPUT_WIDTH) > 2:
+        size = page.viewport_size  # type: ignore[attr-defined]
+        page.set_viewport_size({"width": size["width"] + OUTPUT_WIDTH - width, "height": size["height"]})  # type: ignore[attr-defined]
+        time.sleep(0.5)
+
+
+def _bar_faults(page: object, must_have: bool) -> list[str]:
+    """Every breakdown's bars: drawn width proportional to value, painted up to both ends."""
+    charts = page.evaluate(BREAKDOWN_SVGS)  # type: ignore[attr-defined]
+    faults = [] if charts or not must_have else ["no step-time breakdown chart found in the outputs"]
+    for index in charts:
+        bars = [b for b in page.evaluate(BARS, index) if b["value"] > 0]  # type: ignore[attr-defined]
+        for chart in {b["chart"] for b in bars}:
+            same = [b for b in bars if b["chart"] == chart]
+            scale = sorted(b["width"] / b["value"] for b in same)[len(same) // 2]  # px per ms
+            faults += [
+                f"bar length {b['width']:.1f} px is not {b['value'] * scale:.1f} px for its value: {b}"
+                for b in same
+                if abs(b["width"] - b["value"] * scale) > 1 + 0.01 * b["width"]
+            ]
+        faults += [
+            f"bar not painted to its end (clipped?): {b}" for b in bars if not (b["start"] and b["end"])
+        ]
+    return faults
+
+
+def _page_faults(page: object) -> list[str]:
+    found = page.evaluate(PAGE_FAULTS)  # type: ignore[attr-defined]
+    return [f"element id used twice in the outputs: {i!r}" for i in found["duplicate_ids"]] + [
+        f"output wider than its {found['area_width']} px area: {w}" for w in found["too_wide"]
+    ]
+
+
+def _shoot(page: object, shots: str | None, name: str) -> None:
+    """Screenshots of every output that holds a chart (RECNB_SHOTS), to look at."""
+    if not shots:
+        return
+    areas = page.locator(".jp-OutputArea-output", has=page.locator(".vega-embed"))  # type: ignore[attr-defined]
+    for k in range(areas.count()):
+        areas.nth(k).screenshot(path=f"{shots}/{name}_{k}.png")
+
+
+def _move_slider(page: object, notebook: str, shots: str | None) -> None:
+    slider, change, label = SLIDERS[notebook]
+    app = page.locator(".recnb-app", has=page.locator(".widget-slider", has_text=slider)).first  # type: ignore[attr-defined]
+    app.scroll_into_view_if_needed()
+    chart = app.locator(".recnb-chart svg.marks").first
+    chart.wait_for(timeout=60_000)
+    before = chart.inner_html()
+    assert label in before and "now" in before
+    if shots:
+        app.screenshot(path=f"{shots}/{Path(notebook).stem}_before.png")
+    handle = app.locator(".widget-slider", has_text=slider).locator(".noUi-handle").first
+    handle.focus()
+    page.keyboard.press("ArrowRight")  # type: ignore[attr-defined]  # one step right, as with the keyboard
+    chart.evaluate(
+        "(svg, old) => new Promise(done => { const t = setInterval(() => { const s = "
+        "svg.isConnected ? svg : document.querySelector('.recnb-chart svg.marks'); "
+        "if (s && s.innerHTML !== old) { clearInterval(t); done(); } }, 250); })",
+        before,
+    )
+    time.sleep(1.0)  # the redraw of every panel
+    after = app.locator(".recnb-chart svg.marks").first.inner_html()
+    assert change in after, f"the history trail does not name the change {change!r}"
+    assert "recnb-error" not in app.inner_html()
+    if shots:
+        app.screenshot(path=f"{shots}/{Path(notebook).stem}_after.png")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOK_FILES)
+def test_notebook_runs_clean_in_jupyterlab(jupyterlab: str, browser: object, notebook: str) -> None:
+    page = browser.new_page(viewport={"width": 1400, "height": 2000})  # type: ignore[attr-defined]
+    shots, stem = os.environ.get("RECNB_SHOTS"), Path(notebook).stem
+    if shots:
+        Path(shots).mkdir(parents=True, exist_ok=True)
+    try:
+        _run_all(page, jupyterlab.format(notebook=notebook, workspace=stem.replace("_", "-")))
+        outputs = page.evaluate(OUTPUTS)
+        errors = [
+            f"cell {o['cell']}: {o['ename']}: {o['evalue']}" for o in outputs if o["output_type"] == "error"
+        ]
+        assert errors == [], "error outputs"
+        faults = [
+            f"warning on stderr, cell {o['cell']}: {''.join(o['text'])[:300]}"
+            for o in outputs
+            if o.get("name") == "stderr" and "warn" in "".join(o.get("text", "")).lower()
+        ]
+        widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+        _wait_for_charts(page, expected=len(widgets))
+        _fit_viewport(page)
+        _shoot(page, shots, stem)
+        faults += _page_faults(page) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
+        if notebook in SLIDERS:
+            _move_slider(page, notebook, shots)
+            again = _page_faults(page) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
+            faults += [f"after the slider: {f}" for f in again]
+        assert faults == [], f"{notebook}: what a learner would see wrong"
+    finally:
+        try:  # the kernel, which closing the page leaves running
+            page.evaluate(f"() => {PANEL} && {PANEL}.sessionContext.shutdown()")
+        finally:
+            page.close()

@@ -109,3 +109,41 @@ def test_seed_and_device_errors_are_clean(capsys, argv, name):
     assert code == 2
     err = capsys.readouterr().err
     assert name in err and "Traceback" not in err
+
+
+SAMPLE = "datasets/criteo_sample.tsv.gz"  # 4,000 Criteo Kaggle lines shipped with the repository
+CRITEO = ["train", "--data", SAMPLE, "--max-rows", "1000", "--batch-size", "256", "--eval-batches", "2",
+          "--json"]  # fmt: skip
+
+
+def test_train_on_criteo_files_holds_out_a_split(capsys):
+    r = run_json(capsys, [*CRITEO, "--steps", "20"])  # 15 full batches of 256: 2 held out, 13 train
+    assert r["preset"] == "criteo_kaggle" and r["config"]["num_tables"] == 26
+    assert r["data"]["source"] == "criteo" and r["data"]["files"] == [SAMPLE]
+    assert r["data"]["eval_fraction"] == 0.1 and r["data"]["lines_skipped"] == 0
+    assert r["steps"] == 20 and r["batch_size"] == 256 and r["source"] == "measured"
+    for key in ("samples_per_s", "auc", "logloss", "ne", "phases"):
+        assert key in r, key
+    assert 0 <= r["auc"] <= 1 and r["resumed_from"] is None
+
+
+def test_checkpoint_and_resume_continue_the_same_run(capsys, tmp_path):
+    straight = run_json(capsys, [*CRITEO, "--steps", "8"])
+    ck = tmp_path / "run.pt"
+    first = run_json(capsys, [*CRITEO, "--steps", "4", "--checkpoint", str(ck), "--checkpoint-every", "2"])
+    assert first["checkpoint"] == str(ck) and ck.is_file()
+    resumed = run_json(capsys, [*CRITEO, "--steps", "8", "--resume", str(ck)])
+    assert resumed["resumed_at_step"] == 4 and resumed["steps"] == 8
+    assert resumed["logloss"] == pytest.approx(straight["logloss"], rel=1e-5)
+    assert resumed["auc"] == pytest.approx(straight["auc"], rel=1e-5)
+    assert main([*CRITEO, "--steps", "4", "--resume", str(ck)]) == 2  # nothing left to do: said so
+    assert "--steps 4 must exceed the 4 steps" in capsys.readouterr().err
+    other = [*CRITEO, "--steps", "8", "--resume", str(ck), "--dense-optimizer", "adam"]
+    assert main(other) == 2 and "dense optimizer 'adagrad'" in capsys.readouterr().err
+    smaller = [*CRITEO, "--steps", "8", "--resume", str(ck), "--batch-size", "128"]  # other batches
+    assert main(smaller) == 2 and "batch_size=256" in capsys.readouterr().err
+
+
+def test_train_on_files_checks_the_model_shape(capsys):
+    assert main(["train", "--data", SAMPLE, "--preset", "rm1", "--steps", "1"]) == 2
+    assert "26 tables" in capsys.readouterr().err

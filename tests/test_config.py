@@ -103,7 +103,7 @@ def test_presets_are_valid_and_match_reference_sizes():
     assert set(PRESETS) >= {"tiny", "criteo_kaggle", "criteo_terabyte", "mlperf_v1",
                             "dlrm_benchmark", "rm1", "rm2", "rm3"}  # fmt: skip
     kaggle = preset("criteo_kaggle")
-    assert kaggle.total_rows == 33_762_577  # REFERENCE.md §3
+    assert kaggle.total_rows == 33_762_577  # the 26 Kaggle cardinalities of the dlrm repo, summed
     assert abs(kaggle.sparse_parameters * 4 / 1e9 - 2.16) < 0.01
     ml = preset("mlperf_v1")
     assert abs(ml.sparse_parameters * 4 / 1e9 - 104.54) < 0.5
@@ -118,6 +118,26 @@ def test_with_max_rows():
     assert max(t.num_rows for t in c.tables) == 1000
     with pytest.raises(ValueError, match="max_rows"):
         c.with_max_rows(0)
+
+
+@pytest.mark.parametrize("scale", [0.1, 1, 3, 100])
+def test_with_rows_scale_multiplies_every_table(scale: float):
+    base = preset("rm2")
+    c = base.with_rows_scale(scale)
+    assert [t.num_rows for t in c.tables] == [max(1, round(t.num_rows * scale)) for t in base.tables]
+    assert [t.pooling_factor for t in c.tables] == [t.pooling_factor for t in base.tables]
+    assert c.name == ("rm2" if scale == 1 else f"rm2 x{scale:g} rows")
+    assert small().with_rows_scale(1e-9).total_rows == 2  # at least one row per table
+
+
+@pytest.mark.parametrize(
+    ("scale", "exc"),
+    [(0, ValueError), (-1, ValueError), (float("nan"), ValueError), (1e30, ValueError), (True, TypeError),
+     ("2", TypeError)],
+)  # fmt: skip
+def test_with_rows_scale_rejects_bad_scales(scale: object, exc: type[Exception]):
+    with pytest.raises(exc, match="rows_scale"):
+        preset("rm2").with_rows_scale(scale)  # type: ignore[arg-type]
 
 
 def test_tiny_model_forward_shape():

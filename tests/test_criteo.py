@@ -17,7 +17,8 @@ from recnotebooks.config import preset
 from recnotebooks.data import criteo
 from recnotebooks.data.criteo import CriteoReader, ReadStats, write_criteo_tsv
 
-ROWS = (7, 100, 3, 1000, 2**31, 5, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 1)  # fmt: skip
+ROWS = (7, 100, 3, 1000, 2**31, 5, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73,
+        79, 83, 1)  # fmt: skip
 SAMPLE = Path(__file__).resolve().parents[1] / "datasets" / "criteo_sample.tsv.gz"
 
 

@@ -36,8 +36,10 @@ def test_right_answers_pass() -> None:
 
 @pytest.mark.parametrize("exercise_id", ["01.parameters", "01.interaction"])
 def test_wrong_answers_get_escalating_hints_not_the_answer(exercise_id: str) -> None:
-    expected = {"01.parameters": preset("tiny").parameters,
-                "01.interaction": architecture_config(num_tables=8, embedding_dim=32).interaction_output_dim}[exercise_id]  # fmt: skip
+    expected = {
+        "01.parameters": preset("tiny").parameters,
+        "01.interaction": architecture_config(num_tables=8, embedding_dim=32).interaction_output_dim,
+    }[exercise_id]
     hints = lab.EXERCISES[exercise_id].hints
     seen = []
     for k in range(len(hints) + 1):

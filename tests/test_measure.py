@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from recnotebooks.config import preset
-from recnotebooks.measure import DoesNotFitError, default_max_rows, measure_step, measurement_bytes
+from recnotebooks.measure import (
+    DoesNotFitError,
+    StepMeasurement,
+    default_max_rows,
+    measure_step,
+    measurement_bytes,
+)
 from recnotebooks.timing import PHASES
 
 
@@ -53,3 +63,191 @@ def test_bad_input(kw: dict, match: str) -> None:
     args = {"batch_size": 64, **kw}
     with pytest.raises(ValueError, match=match):
         measure_step(preset("tiny"), **args)
+
+
+# ----- a learner can trust the number: median, outliers measured again, deadline, reuse --------
+def _scripted(monkeypatch: pytest.MonkeyPatch, totals: list[float]) -> list[float]:
+    """Make every timed step report the next of ``totals`` (all in the top MLP phase)."""
+    import recnotebooks.measure as measure
+
+    script = iter(totals)
+    served: list[float] = []
+
+    def fake(trainer: object, device: object) -> dict[str, float]:
+        t = next(script)
+        served.append(t)
+        return {**dict.fromkeys(PHASES, 0.0), "top_mlp": t}
+
+    monkeypatch.setattr(measure, "_timed_step", fake)
+    return served
+
+
+def test_median_not_mean_and_an_outlier_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    served = _scripted(monkeypatch, [0.010, 0.600, 0.011, 0.012, 0.013, 0.0105])
+    m = measure_step(preset("tiny"), 64, time_budget_s=0.0, min_steps=5, max_steps=5)
+    assert served[:5] == [0.010, 0.600, 0.011, 0.012, 0.013]
+    assert m.remeasured == 1 and served[5] == 0.0105  # the 0.6 s step was timed again ...
+    assert m.step_seconds == (0.010, 0.0105, 0.011, 0.012, 0.013)  # ... and replaced
+    assert m.seconds_per_step == pytest.approx(0.011) and m.phases["top_mlp"] == pytest.approx(0.011)
+    assert "1 outlier step" in m.describe() and "median of 5 steps" in m.describe()
+
+
+def test_median_of_an_even_count_averages_the_middle_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    _scripted(monkeypatch, [0.04, 0.01, 0.03, 0.02])
+    m = measure_step(preset("tiny"), 64, time_budget_s=0.0, min_steps=4, max_steps=4)
+    assert m.remeasured == 0 and m.seconds_per_step == pytest.approx(0.025)
+
+
+@pytest.mark.parametrize(
+    ("totals", "expected"),
+    [([1.0], []), ([1.0, 1.0, 5.0], [2]), ([1.0, 2.5], [1]), ([1.0, 1.9, 1.5], []),
+     ([3.0, 1.0, 1.0, 1.2], [0])],
+)  # fmt: skip
+def test_outlier_steps_against_a_naive_rule(totals: list[float], expected: list[int]) -> None:
+    from recnotebooks.measure import outlier_steps
+
+    assert outlier_steps(totals) == expected
+
+
+@given(st.lists(st.floats(1e-4, 10.0), min_size=1, max_size=9))
+def test_median_step_is_the_median_total(totals: list[float]) -> None:
+    from recnotebooks.measure import median_step
+
+    steps = [{"a": t / 4, "b": 3 * t / 4} for t in totals]
+    med = median_step(steps)
+    assert sum(med.values()) == pytest.approx(statistics.median(totals))
+
+
+def test_deadline_bounds_the_call_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a fake clock where the warm-up and every timed step take 0.1 s: with a 0.35 s deadline
+    two steps fit (warm-up to 0.1, steps to 0.2 and 0.3; a third would end at 0.4)."""
+    import types
+
+    import recnotebooks.measure as measure
+
+    clock = [0.0]
+    monkeypatch.setattr(measure, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(measure, "_warm_up", lambda *a: clock.__setitem__(0, clock[0] + 0.1))
+
+    def step(trainer: object, device: object) -> dict[str, float]:
+        clock[0] += 0.1
+        return {**dict.fromkeys(PHASES, 0.0), "top_mlp": 0.1}
+
+    monkeypatch.setattr(measure, "_timed_step", step)
+    m = measure_step(preset("tiny"), 64, time_budget_s=30.0, min_steps=5, max_steps=50, deadline_s=0.35)
+    assert m.steps == 2 and m.cut_short and "ran out" in m.describe() and clock[0] == pytest.approx(0.3)
+    clock[0] = 0.0
+    m = measure_step(preset("tiny"), 64, time_budget_s=30.0, min_steps=5, max_steps=5)  # no deadline
+    assert m.steps == 5 and not m.cut_short and "ran out" not in m.describe()
+
+
+def test_a_setting_measured_before_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import recnotebooks.measure as measure
+
+    measure.clear_measurements()
+    calls = []
+    real = measure.measure_step
+    monkeypatch.setattr(measure, "measure_step", lambda *a, **k: calls.append(1) or real(*a, **k))
+    cfg = preset("tiny")
+    first = measure.measure_step_cached(cfg, 64, time_budget_s=0.0, max_steps=2)
+    again = measure.measure_step_cached(cfg, 64, time_budget_s=0.0, max_steps=2)
+    assert len(calls) == 1 and again.reused and not first.reused and "reused" in again.describe()
+    assert again.seconds_per_step == first.seconds_per_step and again.phases == first.phases
+    # rows beyond the cap do not change what is measured: the same capped copy is reused
+    bigger = cfg.with_max_rows(10**6) if max(t.num_rows for t in cfg.tables) < 10**6 else cfg
+    measure.measure_step_cached(bigger, 64, time_budget_s=0.0, max_steps=2, max_rows=100)
+    measure.measure_step_cached(cfg, 64, time_budget_s=0.0, max_steps=2, max_rows=100)
+    assert len(calls) == 2
+    measure.measure_step_cached(cfg, 128, time_budget_s=0.0, max_steps=2)  # another batch: measured
+    assert len(calls) == 3
+
+
+def test_a_fresh_measurement_far_from_the_last_is_measured_a_third_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import dataclasses
+
+    import recnotebooks.measure as measure
+
+    measure.clear_measurements()
+    seconds = iter([0.010, 0.030, 0.012, 0.011])
+    fake = StepMeasurement("tiny", 64, "cpu", 10, 3, {"top_mlp": 0.0}, 0.0)
+
+    def scripted(*a: object, **k: object) -> StepMeasurement:
+        s = next(seconds)
+        return dataclasses.replace(fake, phases={"top_mlp": s}, seconds_per_step=s)
+
+    monkeypatch.setattr(measure, "measure_step", scripted)
+    cfg = preset("tiny")
+    assert measure.measure_step_cached(cfg, 64).seconds_per_step == 0.010
+    assert (
+        measure.measure_step_cached(cfg, 64, fresh=True).seconds_per_step == 0.012
+    )  # median of .010 .030 .012
+    assert measure.measure_step_cached(cfg, 64, fresh=True).seconds_per_step == 0.011  # close: kept as is
+    assert measure.measure_step_cached(cfg, 64).reused
+    measure.clear_measurements()
+
+
+def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import recnotebooks.measure as measure
+
+    measure.clear_measurements()
+    fake = StepMeasurement("tiny", 64, "cpu", 10, 3, {"top_mlp": 0.01}, 0.01)
+    monkeypatch.setattr(measure, "measure_step", lambda *a, **k: fake)
+    for b in range(1, measure.CACHE_SIZE + 10):
+        measure.measure_step_cached(preset("tiny"), b)
+    assert len(measure._MEASURED) == measure.CACHE_SIZE
+    measure.clear_measurements()
+
+
+@pytest.mark.parametrize(
+    ("kw", "error", "match"),
+    [({"deadline_s": 0.0}, ValueError, "deadline_s must be"),
+     ({"batch_size": 2.5}, TypeError, "batch_size must be"),
+     ({"max_steps": True}, TypeError, "max_steps must be"),
+     ({"time_budget_s": float("nan")}, ValueError, "time_budget_s")],
+)  # fmt: skip
+def test_bad_input_names_the_parameter(kw: dict, error: type, match: str) -> None:
+    args = {"batch_size": 64, **kw}
+    with pytest.raises(error, match=match):
+        measure_step(preset("tiny"), **args)
+
+
+def test_threads_are_set_for_the_measurement_and_restored() -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    m = measure_step(preset("tiny"), 64, time_budget_s=0.0, max_steps=2, threads=1, busy="because")
+    assert m.threads == 1 and torch.get_num_threads() == before
+    assert "because: measured on 1 thread(s)" in m.describe()
+    assert measure_step(preset("tiny"), 64, time_budget_s=0.0, max_steps=1).threads == before
+    with pytest.raises(ValueError, match="threads must be"):
+        measure_step(preset("tiny"), 64, threads=0)
+
+
+@pytest.mark.parametrize(("load", "threads"), [(0.5, None), (1.9, None), (2.5, 1), (40.0, 1)])
+def test_one_thread_when_the_machine_is_busier_than_its_cores(
+    monkeypatch: pytest.MonkeyPatch, load: float, threads: int | None
+) -> None:
+    import torch
+
+    import recnotebooks.measure as measure
+
+    monkeypatch.setattr(measure.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(measure.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    got, why = measure.threads_for_load()
+    assert got == threads and (
+        ("busy" in why and f"load {load:.1f} on 2 cores" in why) if threads else why == ""
+    )
+
+
+def test_the_apps_reuse_a_setting_when_only_modeled_inputs_change() -> None:
+    from recnotebooks.viz.efficiency import explore_efficiency
+
+    kw = {"num_tables": 4, "rows_per_table": 10**4, "batch_size": 256, "time_budget_s": 0.0}
+    first = explore_efficiency(hardware_name="dgx_a100", **kw)
+    again = explore_efficiency(hardware_name="big_basin", **kw)  # only the modeled preset changed
+    assert first.tables["measured"] == again.tables["measured"]
+    assert "reused" in again.notes[-1] and "median of" in again.notes[-1]
+    assert first.tables["modeled"] != again.tables["modeled"]

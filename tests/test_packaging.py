@@ -1,11 +1,14 @@
-"""environment.yml and pyproject.toml declare the same dependencies."""
+"""environment.yml and pyproject.toml declare the same dependencies; public import paths work."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
-import tomllib
+import pytest
+
+tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
 
 ROOT = Path(__file__).resolve().parent.parent
 CONDA_TO_PIP = {"pytorch": "torch"}
@@ -48,3 +51,56 @@ def test_python_floor_matches():
     proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert proj["requires-python"] == ">=3.10"
     assert "  - python>=3.10" in (ROOT / "environment.yml").read_text()
+
+
+# ----- public import paths ---------------------------------------------------------------------
+def _package_modules() -> list[str]:
+    import pkgutil
+
+    import recnotebooks
+
+    found = ["recnotebooks"]
+    found += [
+        m.name
+        for m in pkgutil.walk_packages(recnotebooks.__path__, "recnotebooks.")
+        if m.name != "recnotebooks.__main__"
+    ]
+    return sorted(found)
+
+
+@pytest.mark.parametrize("module", _package_modules())
+def test_every_name_in_all_is_importable(module: str) -> None:
+    mod = importlib.import_module(module)
+    missing = [name for name in getattr(mod, "__all__", ()) if not hasattr(mod, name)]
+    assert missing == [], f"{module}.__all__ names what it lacks: {missing}"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "recnotebooks.perf.Plan",
+        "recnotebooks.perf.estimate",
+        "recnotebooks.perf.hardware",
+        "recnotebooks.perf.calibrate.load_calibration",
+        "recnotebooks.perf.calibrate.save_calibration",
+        "recnotebooks.perf.calibrate.calibration_path",
+        "recnotebooks.perf.calibrate.load_probe",
+        "recnotebooks.perf.hardware.load_calibration",
+        "recnotebooks.perf.sources.DOCUMENTS",
+        "recnotebooks.viz.servers.scaled_model",
+        "recnotebooks.config.DLRMConfig.with_rows_scale",
+        "recnotebooks.checks.check_int",
+        "recnotebooks.DLRMConfig",
+    ],
+)
+def test_public_import_paths_keep_working(path: str) -> None:
+    parts = path.split(".")
+    for n in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:n]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[n:]:
+            obj = getattr(obj, attr)
+        return
+    pytest.fail(f"{path} does not import")

@@ -145,8 +145,9 @@ def test_save_and_load_round_trip(calibrated: tuple[Hardware, dict[str, object],
     assert load_calibration() is None and load_probe() is None
 
 
-def test_default_path_comes_from_the_environment(calibrated: tuple[Hardware, dict[str, object], Path],
-                                                 monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:  # fmt: skip
+def test_default_path_comes_from_the_environment(
+    calibrated: tuple[Hardware, dict[str, object], Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     hw, raw, _ = calibrated
     path = tmp_path / "env.json"
     monkeypatch.setenv("RECNB_CALIBRATION", str(path))
@@ -157,9 +158,11 @@ def test_default_path_comes_from_the_environment(calibrated: tuple[Hardware, dic
 def test_unreadable_calibration_is_ignored(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    assert load_calibration(bad) is None and load_probe(bad) is None
+    with pytest.warns(UserWarning, match="bad.json"):
+        assert load_calibration(bad) is None and load_probe(bad) is None
     bad.write_text(json.dumps({"hardware": {"name": "x"}, "probe": {"gflops": 0, "copy_bw": 1}}))
-    assert load_calibration(bad) is None and load_probe(bad) is None
+    with pytest.warns(UserWarning, match="bad.json"):
+        assert load_calibration(bad) is None and load_probe(bad) is None
 
 
 def test_calibrate_rejects_cuda() -> None:
@@ -225,3 +228,18 @@ def test_cuda_calibration_and_validation(tmp_path, monkeypatch: pytest.MonkeyPat
         assert math.isfinite(v) and v > 0
     r = validate(hw, raw["probe"], time_budget_s=0.05, repeats=1, quick=True)  # type: ignore[arg-type]
     assert len(r["configs"]) == 5 and all(math.isfinite(c["modeled_s"]) for c in r["configs"])  # type: ignore[union-attr]
+
+
+def test_a_cache_hit_rate_the_cost_plan_does_not_use_is_noted(capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_json(capsys, "plan", "--cache-hit-rate", "0.8")
+    assert all(s["placement"] != "cache" for s in r["shards"])  # type: ignore[union-attr,index]
+    assert any("--cache-hit-rate 0.8 was not used" in n for n in r["notes"])  # type: ignore[union-attr]
+    used = run_json(capsys, "plan", "--placement", "cache", "--cache-hit-rate", "0.8")
+    assert not any("was not used" in n for n in used["notes"])  # type: ignore[union-attr]
+
+
+def test_plans_for_many_ranks_answer_and_are_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_json(capsys, "plan", "--gpus", "8", "--nodes", "128")  # 1,024 ranks: the most allowed
+    assert r["world_size"] == 1024 and len(r["memory_per_device_bytes"]) == 1024  # type: ignore[arg-type]
+    assert main(["plan", "--gpus", "8", "--nodes", "129"]) == 2
+    assert "must be <= 1024 devices" in capsys.readouterr().err

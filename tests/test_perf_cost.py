@@ -166,12 +166,25 @@ def scenarios(draw: st.DrawFn) -> dict[str, object]:
     dim = draw(st.sampled_from([4, 16, 64, 128]))
     tables = tuple(TableConfig(f"T{i}", draw(st.integers(1, 10**8)), draw(st.floats(0, 200)))
                    for i in range(draw(st.integers(world, world + 30))))  # fmt: skip
-    cfg = DLRMConfig(draw(st.integers(1, 600)), tables, dim, (draw(st.integers(1, 1024)), dim),
-                     (draw(st.integers(1, 2048)), 1), interaction=draw(st.sampled_from(["dot", "cat"])))  # fmt: skip
+    cfg = DLRMConfig(
+        draw(st.integers(1, 600)),
+        tables,
+        dim,
+        (draw(st.integers(1, 1024)), dim),
+        (draw(st.integers(1, 2048)), 1),
+        interaction=draw(st.sampled_from(["dot", "cat"])),
+    )
     placement = draw(st.sampled_from(["hbm", "host", "cache", "remote"]))
     hit = draw(st.floats(0, 1)) if placement == "cache" else None
-    return {"config": cfg, "hw": hw, "gpus": gpus, "nodes": nodes, "placement": placement, "cache_hit_rate": hit,
-            "batch_size": draw(st.integers(world, 200_000))}  # fmt: skip
+    return {
+        "config": cfg,
+        "hw": hw,
+        "gpus": gpus,
+        "nodes": nodes,
+        "placement": placement,
+        "cache_hit_rate": hit,
+        "batch_size": draw(st.integers(world, 200_000)),
+    }
 
 
 @given(sc=scenarios())

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import json
 import math
+import os
+import subprocess
+import sys
+import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +19,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recnotebooks.perf.access import cache_rows_for_hit_rate, expected_unique, hit_rate
-from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware
+from recnotebooks.perf.hardware import (
+    HARDWARE,
+    Hardware,
+    hardware,
+    load_calibration,
+    load_probe,
+    save_calibration,
+)
 
 CITED = ("peak_flops", "hbm_bytes", "hbm_bw", "power_w", "nic_bw", "gemm_max_efficiency", "gather_efficiency",
          "op_overhead_s")  # fmt: skip
@@ -89,6 +104,65 @@ def test_hardware_lookup_and_overrides() -> None:
     assert HARDWARE["dgx_a100"].hbm_bytes == 40e9  # the preset itself is untouched
     assert hw.sources == HARDWARE["dgx_a100"].sources
     assert hardware(hw) is hw
+
+
+# ----- the saved calibration (stored and loaded by perf.hardware, written by perf.calibrate) ----
+def test_this_machine_loads_without_importing_the_microbenchmarks(tmp_path: Path) -> None:
+    """perf.hardware reads the saved calibration itself: no hardware <-> calibrate cycle."""
+    saved = tmp_path / "cal.json"
+    save_calibration(HARDWARE["this_machine"].replace(power_w=42.0), {"gflops": 1.0, "copy_bw": 1.0}, saved)
+    code = (
+        "import sys; from recnotebooks.perf.hardware import hardware; hw = hardware('this_machine'); "
+        "print(hw.power_w, 'recnotebooks.perf.calibrate' in sys.modules)"
+    )
+    env = {**os.environ, "RECNB_CALIBRATION": str(saved)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["42.0", "False"]
+
+
+def test_calibrate_reexports_the_storage_functions() -> None:
+    calibrate = importlib.import_module("recnotebooks.perf.calibrate")
+    hardware_module = importlib.import_module("recnotebooks.perf.hardware")
+    for name in ("calibration_path", "save_calibration", "load_calibration", "load_probe"):
+        assert getattr(calibrate, name) is getattr(hardware_module, name)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("{not json", "not readable JSON"),
+        ("[1, 2]", "not a JSON object"),
+        (json.dumps({"hardware": {"name": "x"}}), "TypeError"),
+        (
+            json.dumps({"hardware": {**dataclasses.asdict(HARDWARE["this_machine"]), "peak_flops": [1]}}),
+            "Error",
+        ),
+        (json.dumps({"hardware": {**dataclasses.asdict(HARDWARE["this_machine"]), "hbm_bw": -1}}), "hbm_bw"),
+    ],
+)
+def test_a_corrupt_calibration_is_ignored_with_a_warning_naming_the_file(
+    tmp_path: Path, content: str, needle: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    with pytest.warns(UserWarning, match=needle) as record:
+        assert load_calibration(bad) is None
+    assert str(bad) in str(record[0].message)
+
+
+def test_a_missing_calibration_is_silent(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_calibration(tmp_path / "none.json") is None and load_probe(tmp_path / "none.json") is None
+
+
+@pytest.mark.parametrize("speed", [0, -1.0, float("nan"), float("inf"), "12", True, None, [1.0]])
+def test_a_probe_without_finite_positive_speeds_is_refused(tmp_path: Path, speed: object) -> None:
+    path = tmp_path / "cal.json"
+    save_calibration(HARDWARE["this_machine"], {"gflops": speed, "copy_bw": 1e9}, path)  # type: ignore[dict-item]
+    assert load_probe(path) is None
+    save_calibration(HARDWARE["this_machine"], {"gflops": 100.0, "copy_bw": 1e9}, path)
+    assert load_probe(path) == {"gflops": 100.0, "copy_bw": 1e9}
 
 
 @pytest.mark.parametrize("name", PRESETS)

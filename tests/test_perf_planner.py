@@ -173,9 +173,11 @@ def test_bad_planner_arguments(kwargs: dict[str, object], needle: str) -> None:
         plan_tables(config_of([10, 20]), V100, 2, **kwargs)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("world", [0, -1, 2.0, True])
-def test_bad_world_size(world: object) -> None:
-    with pytest.raises(ValueError, match="world_size"):
+@pytest.mark.parametrize(
+    "world,exc", [(0, ValueError), (-1, ValueError), (2.0, TypeError), (True, TypeError)]
+)
+def test_bad_world_size(world: object, exc: type[Exception]) -> None:
+    with pytest.raises(exc, match="world_size"):
         plan_tables(config_of([10, 20]), V100, world)  # type: ignore[arg-type]
 
 

@@ -130,7 +130,7 @@ COMPARED = {row["run"]: row for row in compare_published()}
 
 
 def test_published_figures_are_the_cited_ones() -> None:
-    # REFERENCE §5: TorchRec 204,800 and 925,696 samples/s; NVIDIA 494k FP32, 875k AMP; the DLRM
+    # As each run's source cites: TorchRec 204,800 and 925,696 samples/s; NVIDIA 494k FP32, 875k AMP; the DLRM
     # paper's 1000 batches in 62 s (V100) and 256 s (dual Xeon 6138). The TorchRec README's tables
     # are 91.10 GB.
     got = {
@@ -163,7 +163,7 @@ def test_8gpu_throughput_grows_sublinearly_with_batch() -> None:
     "label", [label for label in RUNS if label.startswith(("TorchRec", "NVIDIA 1xV100 FP32"))]
 )
 def test_model_is_within_2x_of_published_fp32_gpu_runs(label: str) -> None:
-    # TorchRec: 1.58, 1.75 (REFERENCE), 0.89, 1.15, 1.03, 0.59 (README); NVIDIA FP32 1.02. The
+    # TorchRec: 1.58, 1.75 (TorchRec project), 0.89, 1.15, 1.03, 0.59 (README); NVIDIA FP32 1.02. The
     # README's batch-65,536 run is the weakest: the model is bound by fp32 top-MLP GEMMs there.
     row = COMPARED[label]
     assert row["fits"]

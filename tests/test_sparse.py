@@ -76,3 +76,16 @@ def test_torchrec_round_trip():
     assert back.to_lists() == jb.to_lists()
     assert torch.equal(back.weights, jb.weights)
     assert kjt.stride() == 2 and list(kjt.keys()) == ["a", "b"]
+
+
+@given(st.lists(st.integers(0, 2**62), min_size=1, max_size=6), st.integers(0, 12))
+def test_lengths_are_accepted_only_when_they_sum_to_len_values(lengths, n):
+    """However large the lengths (sums that wrap int64 included), a batch is built only when
+    the exact sum (Python ints, by hand) equals len(values)."""
+    values = torch.arange(n)
+    args = (("k",), values, torch.tensor(lengths, dtype=torch.int64), len(lengths))
+    if sum(lengths) == n:
+        assert JaggedBatch(*args).offsets()[-1] == n
+    else:
+        with pytest.raises(ValueError, match="lengths"):
+            JaggedBatch(*args)

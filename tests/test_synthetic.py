@@ -324,7 +324,6 @@ def test_dense_log_and_empty_bags() -> None:
     ("kwargs", "match"),
     [
         ({"batch_size": 0}, "batch_size"),
-        ({"batch_size": 2.5}, "batch_size"),
         ({"split": "test"}, "split"),
         ({"seed": -1}, "seed"),
         ({"start": -2}, "start"),
@@ -336,6 +335,12 @@ def test_stream_rejects_bad_arguments(kwargs: dict, match: str) -> None:
     args = {"config": SMALL, "batch_size": 8} | kwargs
     with pytest.raises(ValueError, match=match):
         SyntheticCriteo(**args)
+
+
+@pytest.mark.parametrize("kwargs", [{"batch_size": 2.5}, {"batch_size": True}, {"seed": 1.0}, {"start": "0"}])
+def test_stream_rejects_non_ints_with_type_error(kwargs: dict) -> None:
+    with pytest.raises(TypeError, match=next(iter(kwargs))):
+        SyntheticCriteo(**({"config": SMALL, "batch_size": 8} | kwargs))
 
 
 def test_stream_rejects_bad_types_and_indices() -> None:

@@ -15,6 +15,7 @@ from recnotebooks.viz import (
     metric_bars,
     metric_lines,
     rank_bars,
+    ratio_bars,
     roofline,
     save_png,
     save_svg,
@@ -55,7 +56,7 @@ def _all_charts() -> dict[str, alt.TopLevelMixin]:
             current=2,
             x_log=True,
             source="analytic",
-        ),  # fmt: skip
+        ),
         "metric_bars": metric_bars(
             [
                 {"metric": m, "value": 1.0 + k, "setting": s, "display": "x"}
@@ -63,22 +64,22 @@ def _all_charts() -> dict[str, alt.TopLevelMixin]:
                 for k, s in enumerate(["now", "-1"])
             ],
             source="analytic",
-        ),  # fmt: skip
+        ),
         "roofline": roofline(
             [{"label": "x", "arithmetic_intensity": 2.0, "flops_per_s": 1e11, "source": "modeled"}],
             peak_flops=1e13,
             peak_bandwidth=1e12,
-        ),  # fmt: skip
+        ),
         "rank_bars": rank_bars(
             [{"rank": r, "phase": "all_to_all", "seconds": 0.1 * r + 0.01} for r in range(4)],
             value="seconds",
             color="phase",
             source="modeled",
-        ),  # fmt: skip
+        ),
         "hit_rate_curve": hit_rate_curve(
             [{"cache_fraction": f, "hit_rate": f * 5, "policy": "lru"} for f in (0.01, 0.1)],
             source="measured",
-        ),  # fmt: skip
+        ),
         "training_curves": training_curves([{"step": 1, "loss": 0.6}, {"step": 2, "loss": 0.5, "auc": 0.7}]),
     }
 
@@ -121,8 +122,9 @@ def test_time_breakdown_converts_to_ms_and_keeps_phase_colours() -> None:
 
 @given(st.floats(1e-3, 1e4), st.floats(1e9, 1e16), st.floats(1e9, 1e13))
 def test_roofline_ceiling_is_min_of_compute_and_bandwidth(ai: float, peak: float, bw: float) -> None:
-    spec = roofline([{"label": "p", "arithmetic_intensity": ai, "flops_per_s": 1.0}], peak_flops=peak,
-                    peak_bandwidth=bw).to_dict()  # fmt: skip
+    spec = roofline(
+        [{"label": "p", "arithmetic_intensity": ai, "flops_per_s": 1.0}], peak_flops=peak, peak_bandwidth=bw
+    ).to_dict()
     ceiling = spec["layer"][0]["data"]["values"]
     for r in ceiling:
         assert math.isclose(r["ceiling"], min(peak, bw * r["ai"]), rel_tol=1e-12)
@@ -173,3 +175,118 @@ def test_save_png_and_svg_offline(tmp_path) -> None:
     assert svg.lstrip().startswith("<svg") and "MEASURED on this machine" in svg
     with pytest.raises(TypeError, match="Altair chart"):
         save_png(object(), tmp_path / "x.png")
+
+
+# ----- what the browser draws: whole trail labels, fitting widths, uncrowded ticks, ratios ---------------
+def _svg_texts(chart: alt.TopLevelMixin) -> list[str]:
+    import re
+
+    import vl_convert as vlc
+
+    return re.findall(r">([^<>]+)</t(?:ext|span)>", vlc.vegalite_to_svg(chart.to_dict()))
+
+
+TRAIL = ["now: num_tables 16→8, pooling 20→40, batch_size 512→4096", "-1: embedding_dim 32→64", "-2: start"]
+
+
+def test_trail_labels_are_drawn_whole_one_change_per_line() -> None:
+    rows = [{"setting": s, "phase": "data", "seconds_per_step": 0.01 * (i + 1)} for i, s in enumerate(TRAIL)]
+    bars = [{"metric": "m", "value": 1.0 + i, "setting": s, "display": f"{i}"} for i, s in enumerate(TRAIL)]
+    for chart in (time_breakdown(rows), metric_bars(bars)):
+        texts = _svg_texts(chart)  # what Vega itself draws (vl-convert), not what we asked for
+        for line in (
+            "now: num_tables 16→8",
+            "pooling 20→40",
+            "batch_size 512→4096",
+            "-1: embedding_dim 32→64",
+        ):
+            assert line in texts, (line, texts)
+        assert not any("…" in t for t in texts)
+    step = time_breakdown(rows).to_dict()["height"]["step"]
+    assert step >= 3 * 14  # three lines of 14 px fit in the band of the first bar
+
+
+@given(columns=st.integers(1, 6), label_chars=st.integers(3, 40), budget=st.integers(500, 1200))
+def test_metric_bars_fit_their_width_budget(columns: int, label_chars: int, budget: int) -> None:
+    import re
+
+    import vl_convert as vlc
+    from hypothesis import assume
+
+    assume(
+        (budget - min(260, label_chars * 7 + 8) - 20 * (columns - 1)) / columns >= 70
+    )  # above the 60 px floor
+    rows = [
+        {"metric": f"metric {k}", "value": 10.0**k, "setting": "x" * label_chars, "display": f"{10.0**k:g} u"}
+        for k in range(columns)
+    ]
+    spec = metric_bars(rows, columns=columns, total_width=budget).to_dict()
+    svg = vlc.vegalite_to_svg(spec)
+    drawn = float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1))  # type: ignore[union-attr]
+    assert drawn <= budget + 40  # Vega's padding and rounding; the old fixed widths overflowed by 100s of px
+
+
+def test_metric_lines_put_few_x_ticks_on_the_data_and_none_crowd() -> None:
+    import re
+
+    import vl_convert as vlc
+
+    pooling = [1, 2, 5, 10, 20, 40, 80, 120]
+    chart = metric_lines([{"p": p, "b": p * 10.0} for p in pooling], x="p", y="b", x_log=True)
+    svg = vlc.vegalite_to_svg(chart.properties(width=260, height=160).to_dict())
+    group = re.findall(r'role-axis-label"[^>]*>(.*?)</g>', svg)[0]  # the x axis
+    ticks = re.findall(r"translate\(([\d.]+),[\d.]+\)[^>]*>([^<]+)</text>", group)
+    assert [t for _, t in ticks] == [str(p) for p in pooling]
+    xs = [float(x) for x, _ in ticks]
+    half = [len(t) * 12 * 0.6 / 2 for _, t in ticks]  # half a label's width at 12 px
+    assert all(xs[i + 1] - xs[i] >= half[i] + half[i + 1] for i in range(len(xs) - 1))
+
+
+def test_ratio_bars_draw_agreement_and_a_band() -> None:
+    rows = [{"run": "a", "ratio": 0.59, "note": "n"}, {"run": "b", "ratio": 9.57, "note": "n"}]
+    spec = ratio_bars(rows, value_title="modeled ÷ published", source="modeled").to_dict()
+    layers = spec["layer"]
+    band = [m for m in layers if m["mark"]["type"] == "rect"][0]
+    assert band["data"]["values"][0]["lo"] == 0.5 and band["data"]["values"][0]["hi"] == 2.0
+    rule = [m for m in layers if m["mark"]["type"] == "rule" and "transform" in m][0]
+    assert rule["transform"][0]["calculate"] == "1.0"
+    texts = _svg_texts(ratio_bars(rows))
+    assert "0.59x" in texts and "9.57x" in texts
+    assert all("tooltip" in m["encoding"] for m in layers)
+    with pytest.raises(ValueError, match="must be > 0"):
+        ratio_bars([{"run": "a", "ratio": 0.0}])
+    with pytest.raises(ValueError, match="band must hold the reference"):
+        ratio_bars(rows, band=(2.0, 4.0))
+
+
+def test_chart_widgets_get_page_unique_svg_ids() -> None:
+    from recnotebooks.viz.theme import ChartWidget, enable_offline, unique_id_bundle
+
+    enable_offline()
+    w = ChartWidget(time_breakdown(PHASE_ROWS))
+    assert ChartWidget._ids_unique and w.embed_options == {"renderer": "svg", "actions": False}
+    esm = w._esm
+    # each copy of the Vega module numbers itself page-wide, and every clip path and gradient id carries it
+    assert esm.startswith("const __recnbIds=") and "globalThis.__recnbViews" in esm.splitlines()[0]
+    assert esm.count('clip_id="clip"+__recnbIds+') == 1 and esm.count('id="gradient_"+__recnbIds+') == 1
+    assert unique_id_bundle("export default {}") is None  # a Vega that changed: not patched (canvas instead)
+    assert alt.renderers.active == "recnotebooks"  # static charts are ChartWidgets too
+    bundle = time_breakdown(PHASE_ROWS)._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in (bundle[0] if isinstance(bundle, tuple) else bundle)
+
+
+def test_factories_take_human_axis_titles() -> None:
+    lines = metric_lines(
+        [{"p": 1, "b": 2.0}, {"p": 2, "b": 3.0}],
+        x="p",
+        y="b",
+        x_title="pooling factor",
+        y_title="samples per joule",
+    )
+    bars = metric_bars(
+        [{"metric": "zion: samples per joule", "value": 3.0, "setting": "now", "display": "3"}],
+        value_title="samples per joule",
+    )
+    texts = _svg_texts(lines) + _svg_texts(bars)
+    assert "pooling factor" in texts and texts.count("samples per joule") >= 2  # axis titles, header line
+    assert "zion" in texts  # the header "zion: samples per joule" on two lines

@@ -2,8 +2,10 @@
 
 Each line is ``label \\t I1..I13 \\t C1..C26``: a 0/1 click label, 13 integer (dense) features
 and 26 categorical features given as 32-bit hex hashes; an empty field is a missing value
-(REFERENCE.md §3). :class:`CriteoReader` streams plain or gzip files in fixed-size byte
-chunks (memory does not grow with the file) and yields :class:`~recnotebooks.data.batch.Batch`
+(the format of Criteo's Kaggle Display Advertising Challenge release,
+https://www.kaggle.com/c/criteo-display-ad-challenge, and of its 1TB Click Logs).
+:class:`CriteoReader` streams plain or gzip files in fixed-size byte chunks (memory does
+not grow with the file) and yields :class:`~recnotebooks.data.batch.Batch`
 objects, hashing every id into its table the way the dlrm repo does (``int(h, 16) % rows``)
 and applying DLRM's ``log(1 + max(x, 0))`` to the dense features.
 
@@ -25,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from recnotebooks.checks import check_bool, check_choice, check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.sparse import JaggedBatch
@@ -160,14 +163,6 @@ def _parse_chunk(chunk: bytes) -> tuple[int, np.ndarray, np.ndarray, np.ndarray,
     return n_lines, line_index[ok], labels[ok], dense[ok], hashes[ok], bad_lines
 
 
-def _check_int(name: str, value: object, lo: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value < lo:
-        raise ValueError(f"{name} must be an int >= {lo}, got {value!r}")
-    return int(value)
-
-
 class CriteoReader:
     """Stream Criteo TSV files (plain or gzip) as :class:`Batch` objects.
 
@@ -229,14 +224,12 @@ class CriteoReader:
             raise TypeError(f"table_rows must be a sequence of 26 ints or a DLRMConfig, got {table_rows!r}")
         if len(table_rows) != NUM_CATEGORICAL:
             raise ValueError(f"table_rows must have 26 entries (C1..C26), got {len(table_rows)}")
-        self.table_rows = tuple(_check_int(f"table_rows[{j}]", r, 1) for j, r in enumerate(table_rows))
-        self.batch_size = _check_int("batch_size", batch_size, 1)
+        self.table_rows = tuple(check_int(f"table_rows[{j}]", r, lo=1) for j, r in enumerate(table_rows))
+        self.batch_size = check_int("batch_size", batch_size, lo=1)
         for name, flag in (("log_dense", log_dense), ("strict", strict), ("drop_last", drop_last)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {flag!r}")
+            check_bool(name, flag)
         self.log_dense, self.strict, self.drop_last = log_dense, strict, drop_last
-        if missing_categorical not in ("empty", "zero"):
-            raise ValueError(f"missing_categorical must be 'empty' or 'zero', got {missing_categorical!r}")
+        check_choice("missing_categorical", missing_categorical, ("empty", "zero"))
         self.missing_categorical = missing_categorical
         keys = default_keys if keys is None else keys
         if (
@@ -248,7 +241,7 @@ class CriteoReader:
         if len(keys) != NUM_CATEGORICAL or len(set(keys)) != len(keys):
             raise ValueError(f"keys must be {NUM_CATEGORICAL} unique names, got {list(keys)}")
         self.keys = tuple(keys)
-        self.max_lines = None if max_lines is None else _check_int("max_lines", max_lines, 1)
+        self.max_lines = None if max_lines is None else check_int("max_lines", max_lines, lo=1)
         self._rows = np.array(self.table_rows, dtype=np.int64)
         self.stats = ReadStats()
 

@@ -25,13 +25,22 @@ from typing import Any, NamedTuple
 import torch
 import torch.nn.functional as F
 
+from recnotebooks.checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_fraction,
+    check_int,
+    check_type,
+    show,
+)
 from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.skew import (
     FLOAT_MOD_MAX,
+    MAX_EXPONENT,
     MAX_ROWS,
     ZipfSampler,
-    _check_exponent,
     _mix64,
     affine_mod,
     fmod_exact,
@@ -47,18 +56,13 @@ POOLING_DISTRIBUTIONS = ("fixed", "uniform", "poisson")
 SPLITS = ("train", "eval")
 _PROBE = 7  # stream code of the calibration batch (train and eval are 1 and 2)
 _LATENT = 4  # teacher latent dimension
+#: Most ids one batch may hold (2^31, 16 GiB as int64): more is a typo in the batch size or
+#: the pooling factor, and would overflow int32 offsets.
+MAX_IDS_PER_BATCH = 2**31
 
 
-def _check_num(
-    name: str, value: object, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False
-) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    v = float(value)
-    if not math.isfinite(v) or v < lo or v > hi or (lo_open and v == lo) or (hi_open and v == hi):
-        rng = f"{'(' if lo_open else '['}{lo}, {hi}{')' if hi_open else ']'}"
-        raise ValueError(f"{name} must be in {rng}, got {value!r}")
-    return v
+def _exponent(name: str, value: object) -> float:
+    return check_float(name, value, lo=0.0, hi=MAX_EXPONENT, lo_open=True)
 
 
 @dataclass(frozen=True)
@@ -92,18 +96,16 @@ class SyntheticConfig:
         if isinstance(z, (tuple, list)):
             if not z:
                 raise ValueError("zipf_exponent must be a number or a non-empty tuple, got ()")
-            z = tuple(_check_exponent(x, f"zipf_exponent[{i}]") for i, x in enumerate(z))
+            z = tuple(_exponent(f"zipf_exponent[{i}]", x) for i, x in enumerate(z))
         object.__setattr__(
-            self, "zipf_exponent", z if isinstance(z, tuple) else _check_exponent(z, "zipf_exponent")
+            self, "zipf_exponent", z if isinstance(z, tuple) else _exponent("zipf_exponent", z)
         )
-        _check_num("reuse_fraction", self.reuse_fraction, 0.0, 1.0, hi_open=True)
-        if self.pooling not in POOLING_DISTRIBUTIONS:
-            raise ValueError(f"pooling must be one of {list(POOLING_DISTRIBUTIONS)}, got {self.pooling!r}")
-        p = _check_num("positive_rate", self.positive_rate, 0.0, 1.0, lo_open=True, hi_open=True)
-        _check_num("teacher_strength", self.teacher_strength, 0.0, 100.0)
-        _check_num("label_noise", self.label_noise, 0.0, min(p, 1.0 - p), hi_open=True)
-        if not isinstance(self.dense_log, bool):
-            raise TypeError(f"dense_log must be a bool, got {self.dense_log!r}")
+        check_fraction("reuse_fraction", self.reuse_fraction, hi_open=True)
+        check_choice("pooling", self.pooling, POOLING_DISTRIBUTIONS)
+        p = check_fraction("positive_rate", self.positive_rate, lo_open=True, hi_open=True)
+        check_float("teacher_strength", self.teacher_strength, lo=0.0, hi=100.0)
+        check_float("label_noise", self.label_noise, lo=0.0, hi=min(p, 1.0 - p), hi_open=True)
+        check_bool("dense_log", self.dense_log)
 
     def exponents(self, num_tables: int) -> tuple[float, ...]:
         """One Zipf exponent per table."""
@@ -152,25 +154,21 @@ class SyntheticCriteo:
         device: torch.device | str = "cpu",
         index_dtype: torch.dtype = torch.int64,
     ) -> None:
-        if not isinstance(config, DLRMConfig):
-            raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
-        if not isinstance(data, SyntheticConfig):
-            raise TypeError(f"data must be a SyntheticConfig, got {type(data).__name__}")
-        for name, v in (
-            ("batch_size", batch_size),
-            ("seed", seed),
-            ("start", start),
-            ("num_batches", num_batches),
-        ):
-            lo = 1 if name == "batch_size" else 0
-            if (v is not None or name != "num_batches") and (
-                isinstance(v, bool) or not isinstance(v, int) or v < lo
-            ):
-                raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
+        check_type("config", config, DLRMConfig, "a DLRMConfig")
+        check_type("data", data, SyntheticConfig, "a SyntheticConfig")
+        batch_size = check_int("batch_size", batch_size, lo=1)
+        seed, start = check_int("seed", seed, lo=0), check_int("start", start, lo=0)
+        num_batches = None if num_batches is None else check_int("num_batches", num_batches, lo=0)
+        check_choice("split", split, SPLITS)
         if index_dtype not in (torch.int32, torch.int64):
-            raise TypeError(f"index_dtype must be torch.int32 or torch.int64, got {index_dtype!r}")
+            raise TypeError(f"index_dtype must be torch.int32 or torch.int64, got {show(index_dtype)}")
+        ids = batch_size * config.lookups_per_sample * (2 if data.pooling != "fixed" else 1)
+        if ids > MAX_IDS_PER_BATCH:
+            raise ValueError(
+                f"batch_size={batch_size} x {config.lookups_per_sample:g} lookups per sample is "
+                f"{ids:.3g} ids per batch (up to twice the mean with pooling={data.pooling!r}), over the "
+                f"{MAX_IDS_PER_BATCH:,} allowed; lower batch_size or the tables' pooling_factor"
+            )
         rows = [t.num_rows for t in config.tables]
         limit = MAX_ROWS if index_dtype == torch.int64 else 2**31
         if max(rows) > limit:
@@ -207,8 +205,7 @@ class SyntheticCriteo:
     # ----- public API --------------------------------------------------------------------
     def batch(self, i: int) -> Batch:
         """Batch number ``i`` (any ``i >= 0``, in any order; deterministic)."""
-        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
-            raise ValueError(f"i must be an int >= 0, got {i!r}")
+        i = check_int("i", i, lo=0)
         return self._make(self._code, i, self.batch_size)
 
     def teacher_logits(self, batch: Batch) -> torch.Tensor:
@@ -256,19 +253,19 @@ class SyntheticCriteo:
 
     def state_dict(self) -> dict[str, Any]:
         """Resumable state: the next batch index plus the identity of the stream."""
-        return {"position": self.position, "seed": self.seed, "split": self.split}
+        return {"kind": "synthetic_criteo", "position": self.position, "seed": self.seed, "split": self.split}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from :meth:`state_dict` output (of a stream with the same seed and split):
         the next ``iter()`` continues at the saved position."""
         if not isinstance(state, dict) or "position" not in state:
-            raise ValueError(f"state must be a dict with a 'position' key, got {state!r}")
+            raise ValueError(f"state must be a dict with a 'position' key, got {show(state)}")
+        if state.get("kind", "synthetic_criteo") != "synthetic_criteo":
+            raise ValueError(f"state is of a {state['kind']!r} stream, not of a SyntheticCriteo")
         for k in ("seed", "split"):
             if k in state and state[k] != getattr(self, k):
                 raise ValueError(f"state[{k!r}] is {state[k]!r} but this stream has {k}={getattr(self, k)!r}")
-        pos = state["position"]
-        if isinstance(pos, bool) or not isinstance(pos, int) or pos < 0:
-            raise ValueError(f"state['position'] must be an int >= 0, got {pos!r}")
+        pos = check_int("state['position']", state["position"], lo=0)
         self.position = self._resume = pos
 
     # ----- sampling ----------------------------------------------------------------------

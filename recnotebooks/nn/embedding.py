@@ -25,7 +25,7 @@ from recnotebooks.config import POOLINGS, TableConfig
 from recnotebooks.nn.rows import advise_huge_pages, group_by_row, segment_ids
 from recnotebooks.sparse import JaggedBatch
 
-__all__ = ["EmbeddingBagCollection", "LookupGroups", "RowGradients"]
+__all__ = ["EmbeddingBagCollection", "LookupGroups", "PendingLookups", "RowGradients"]
 
 
 @dataclass
@@ -38,6 +38,18 @@ class _PendingGrad:
 
     def alive(self) -> bool:
         return self.node is None or self.node() is not None
+
+
+@dataclass
+class PendingLookups:
+    """A step's lookups: ``ids`` (global rows) pooled into bags ``offsets`` (num_bags + 1),
+    ``coef[k]`` the multiplier of lookup ``k`` (``None`` means 1), ``grad`` the gradient of
+    the pooled outputs ``(num_bags, dim)``."""
+
+    ids: torch.Tensor
+    offsets: torch.Tensor
+    coef: torch.Tensor | None
+    grad: torch.Tensor
 
 
 @dataclass
@@ -232,37 +244,41 @@ class EmbeddingBagCollection(nn.Module):
         """Drop recorded gradients (the sparse counterpart of ``zero_grad``)."""
         self._pending.clear()
 
-    def lookup_groups(self) -> LookupGroups | None:
-        """The step's lookups grouped by row (``None`` if no gradient was recorded).
+    def pending_lookups(self) -> PendingLookups | None:
+        """The step's lookups and pooled gradient (``None`` if no gradient was recorded).
 
         Forwards whose output got no gradient are ignored; several forwards before a step
-        (gradient accumulation) are concatenated.
+        (gradient accumulation) are concatenated, their bags numbered one after another.
         """
         done = [p for p in self._pending if p.grad is not None]
         if not done:
             return None
-        dev, dt = self.weight.device, self.weight.dtype
-        ids_parts, bag_parts, coefs, shift = [], [], [], 0
-        for p in done:
-            bags = segment_ids(p.offsets, p.ids.numel())
-            ids_parts.append(p.ids)
-            bag_parts.append(bags if shift == 0 else bags + shift)
-            coefs.append(p.coef)
-            shift += p.grad.shape[0]  # type: ignore[union-attr]
         if len(done) == 1:
-            ids, bags, grad, coef = ids_parts[0], bag_parts[0], done[0].grad, coefs[0]
-        else:
-            ids = torch.cat([i.to(torch.int64) for i in ids_parts])
-            bags = torch.cat(bag_parts)
-            grad = torch.cat([p.grad for p in done])  # type: ignore[misc]
-            coef = None
-            if any(c is not None for c in coefs):
-                coef = torch.cat([c if c is not None else torch.ones(i.numel(), dtype=dt, device=dev)
-                                  for c, i in zip(coefs, ids_parts, strict=True)])  # fmt: skip
-        rows, counts, order = group_by_row(ids, bags)
-        seg = torch.zeros(rows.numel() + 1, dtype=torch.int64, device=dev)
+            p = done[0]
+            return PendingLookups(p.ids, p.offsets, p.coef, p.grad.contiguous())  # type: ignore[union-attr]
+        dev, dt = self.weight.device, self.weight.dtype
+        ids = torch.cat([p.ids.to(torch.int64) for p in done])
+        offsets, shift = [torch.zeros(1, dtype=torch.int64, device=dev)], 0
+        for p in done:  # each forward's bags follow the previous forward's
+            offsets.append(p.offsets[1:].to(torch.int64) + shift)
+            shift += p.ids.numel()
+        grad = torch.cat([p.grad for p in done])  # type: ignore[misc]
+        coef = None
+        if any(p.coef is not None for p in done):
+            ones = [torch.ones(p.ids.numel(), dtype=dt, device=dev) for p in done]
+            coef = torch.cat([p.coef if p.coef is not None else o for p, o in zip(done, ones, strict=True)])
+        return PendingLookups(ids, torch.cat(offsets), coef, grad.contiguous())
+
+    def lookup_groups(self) -> LookupGroups | None:
+        """The step's lookups grouped by row (``None`` if no gradient was recorded)."""
+        p = self.pending_lookups()
+        if p is None:
+            return None
+        bags = segment_ids(p.offsets, p.ids.numel())
+        rows, counts, order = group_by_row(p.ids, bags)
+        seg = torch.zeros(rows.numel() + 1, dtype=torch.int64, device=self.weight.device)
         torch.cumsum(counts, 0, out=seg[1:])
-        return LookupGroups(rows.to(torch.int64), seg, order, bags, coef, grad.contiguous())  # type: ignore[union-attr]
+        return LookupGroups(rows.to(torch.int64), seg, order, bags, p.coef, p.grad)
 
     def row_gradients(self, groups: LookupGroups | None = None) -> RowGradients:
         """Reduce the recorded pooled-output gradients to one row per distinct touched row.

@@ -1,18 +1,23 @@
-"""Fused row-wise optimizer kernels: gradient reduction and update in one pass.
+"""Fused row-wise optimizer kernels: grouping, gradient reduction and update in one pass.
 
 GPU embedding libraries (FBGEMM's table-batched embeddings, used by TorchRec) never build
 a weight gradient: their backward kernel walks the lookups grouped by row, sums each
 row's gradient in registers and applies the optimizer to that row at once. This module is
-that kernel for CPUs, written as a readable loop and compiled with Numba:
+that kernel for CPUs, written as readable loops and compiled with Numba:
 
-    for each distinct row r (in parallel):
-        g = sum over lookups k of r: coef[k] * pooled_grad[bag[k]]
-        SGD:              w[r] -= lr * g
-        row-wise Adagrad: s[r] += mean(g**2);  w[r] -= lr * g / (sqrt(s[r]) + eps)
+    split the lookups into buckets of 2**shift consecutive rows (a stable counting sort)
+    for each bucket (in parallel):
+        for each of its lookups k, in order:   (a small map gives each distinct row a slot)
+            g[slot of row k] += coef[k] * pooled_grad[bag[k]]
+        for each distinct row r of the bucket:
+            SGD:              w[r] -= lr * g
+            row-wise Adagrad: s[r] += mean(g**2);  w[r] -= lr * g / (sqrt(s[r]) + eps)
 
-Each row is read and written once and no (rows x dim) gradient is materialised. When
-Numba is not installed, or the weights are not float32 on the CPU, :func:`fused_update`
-returns False and the optimizers fall back to the unfused torch path (same results up to
+The counting sort replaces a global sort of all lookups: a bucket's slot map and gradient
+sums stay in cache, and each table row is read and written once. A row's gradient is
+summed in lookup order, so results do not depend on the thread count. When
+Numba is not installed, or the weights are not float32 on the CPU, :func:`fused_step`
+returns None and the optimizers fall back to the unfused torch path (same results up to
 float rounding; the tests check both).
 """
 
@@ -23,9 +28,7 @@ import os
 import numpy as np
 import torch
 
-from recnotebooks.nn.embedding import LookupGroups
-
-__all__ = ["fused_update", "fused_available"]
+__all__ = ["fused_step", "fused_available", "bucket_shift"]
 
 try:  # optional accelerator
     import numba
@@ -33,7 +36,21 @@ try:  # optional accelerator
 except ImportError:  # pragma: no cover - exercised when numba is absent
     numba = None
 
+if numba is not None and "NUMBA_THREADING_LAYER" not in os.environ:
+    # Numba's OpenMP layer loads a second OpenMP runtime beside PyTorch's: each one's
+    # threads spin after its parallel region and steal the cores the other needs next
+    # (several ms per kernel on a 2-core laptop). Numba's own work queue does not spin.
+    # Set NUMBA_THREADING_LAYER to choose otherwise (the work queue does not allow
+    # parallel kernels launched from several Python threads at once).
+    numba.config.THREADING_LAYER = "workqueue"
+
 ENABLED = os.environ.get("RECNB_FUSED", "1") != "0"
+
+
+def bucket_shift(total_rows: int) -> int:
+    """Buckets span ``2**shift`` rows: 4096 (a 16 KiB slot map, in L1/L2), more on tables
+    so large that there would be over ~4096 buckets to scan per step."""
+    return max(12, int(total_rows).bit_length() - 12)
 
 
 def fused_available() -> bool:
@@ -44,62 +61,139 @@ def fused_available() -> bool:
 if numba is not None:
 
     @njit(parallel=True, cache=True)
-    def _kernel(
-        w, grad, rows, seg, order, bags, coef, has_coef, lr, state, adagrad, eps, nchunk
-    ):  # pragma: no cover
-        n_rows = rows.shape[0]
-        dim = w.shape[1]
-        step = (n_rows + nchunk - 1) // nchunk
+    def _bucket_lookups(ids, offsets, coef, has_coef, shift, nbuckets, nchunk):  # pragma: no cover
+        """Stable counting sort of the lookups by bucket ``id >> shift``: returns each
+        bucket's start and, in sorted order, each lookup's row, bag and coefficient."""
+        nbags = offsets.shape[0] - 1
+        step = (nbags + nchunk - 1) // nchunk
+        counts = np.zeros((nchunk, nbuckets), np.int64)
         for c in prange(nchunk):
-            acc = np.empty(dim, dtype=np.float32)
-            for u in range(c * step, min(n_rows, (c + 1) * step)):
-                acc[:] = 0.0
-                for k in range(seg[u], seg[u + 1]):
-                    p = order[k]
-                    b = bags[p]
+            for b in range(c * step, min(nbags, (c + 1) * step)):
+                for k in range(offsets[b], offsets[b + 1]):
+                    counts[c, ids[k] >> shift] += 1
+        start = np.empty((nchunk, nbuckets), np.int64)
+        bucket_start = np.empty(nbuckets + 1, np.int64)
+        pos = 0
+        for bk in range(nbuckets):
+            bucket_start[bk] = pos
+            for c in range(nchunk):
+                start[c, bk] = pos
+                pos += counts[c, bk]
+        bucket_start[nbuckets] = pos
+        row = np.empty(ids.shape[0], np.int64)
+        bag = np.empty(ids.shape[0], np.int64)
+        cf = np.ones(ids.shape[0] if has_coef else 1, np.float32)
+        for c in prange(nchunk):
+            cursor = start[c].copy()
+            for b in range(c * step, min(nbags, (c + 1) * step)):
+                for k in range(offsets[b], offsets[b + 1]):
+                    bk = ids[k] >> shift
+                    p = cursor[bk]
+                    cursor[bk] = p + 1
+                    row[p] = ids[k]
+                    bag[p] = b
                     if has_coef:
-                        cf = coef[p]
-                        for d in range(dim):
-                            acc[d] += cf * grad[b, d]
+                        cf[p] = coef[k]
+        return bucket_start, row, bag, cf
+
+    @njit(parallel=True, cache=True)
+    def _update_buckets(
+        w, grad, bucket_start, row, bag, cf, shift, lr, state, eps, nchunk
+    ):  # pragma: no cover
+        """``cf`` (coefficients) and ``state`` (Adagrad) may be None: Numba then compiles a
+        version without them (it prunes the ``is None`` branches)."""
+        nb = bucket_start.shape[0] - 1
+        dim = w.shape[1]
+        step = (nb + nchunk - 1) // nchunk
+        touched = np.zeros(nchunk, np.int64)
+        for c in prange(nchunk):
+            most = 0  # lookups in this chunk's largest bucket: bounds its distinct rows
+            for bk in range(c * step, min(nb, (c + 1) * step)):
+                most = max(most, bucket_start[bk + 1] - bucket_start[bk])
+            slot_of = np.full(1 << shift, -1, np.int32)  # row - base -> slot; -1: not seen yet
+            rows = np.empty(min(most, 1 << shift), np.int64)
+            acc = np.empty((min(most, 1 << shift), dim), np.float32)
+            for bk in range(c * step, min(nb, (c + 1) * step)):
+                base = bk << shift
+                nd = 0
+                for j in range(bucket_start[bk], bucket_start[bk + 1]):
+                    q = row[j] - base
+                    s = slot_of[q]
+                    if s < 0:  # the row's first lookup starts its sum
+                        s = nd
+                        slot_of[q] = s
+                        rows[nd] = row[j]
+                        g = grad[bag[j]]
+                        a = acc[s]
+                        if cf is None:
+                            for d in range(dim):
+                                a[d] = g[d]
+                        else:
+                            for d in range(dim):
+                                a[d] = cf[j] * g[d]
+                        nd += 1
                     else:
-                        for d in range(dim):
-                            acc[d] += grad[b, d]
-                r = rows[u]
-                if adagrad:
-                    sq = np.float32(0.0)
-                    for d in range(dim):
-                        sq += acc[d] * acc[d]
-                    s = state[r] + sq / dim
-                    state[r] = s
-                    scale = lr / (np.sqrt(s) + eps)
-                else:
+                        g = grad[bag[j]]
+                        a = acc[s]
+                        if cf is None:
+                            for d in range(dim):
+                                a[d] += g[d]
+                        else:
+                            for d in range(dim):
+                                a[d] += cf[j] * g[d]
+                for s in range(nd):
+                    r = rows[s]
+                    slot_of[r - base] = -1
+                    a = acc[s]
+                    wr = w[r]
                     scale = lr
-                for d in range(dim):
-                    w[r, d] -= scale * acc[d]
+                    if state is not None:  # row-wise Adagrad, float32 throughout (a float64
+                        sq = np.float32(0.0)  # scale would make the update loop float64)
+                        for d in range(dim):
+                            sq += a[d] * a[d]
+                        st = state[r] + sq / np.float32(dim)
+                        state[r] = st
+                        scale = lr / (np.sqrt(st) + eps)
+                    for d in range(dim):
+                        wr[d] -= scale * a[d]
+                touched[c] += nd
+        return touched.sum()
 
 
-def fused_update(
+def fused_step(
     weight: torch.Tensor,
-    groups: LookupGroups,
+    ids: torch.Tensor,
+    offsets: torch.Tensor,
+    coef: torch.Tensor | None,
+    grad: torch.Tensor,
     lr: float,
     state: torch.Tensor | None = None,
     eps: float = 0.0,
-) -> bool:
-    """Apply SGD (``state=None``) or row-wise Adagrad (``state`` = per-row accumulator) to
-    the rows in ``groups``; returns False (doing nothing) when the kernel cannot run."""
+) -> int | None:
+    """Apply SGD (``state=None``) or row-wise Adagrad (``state`` = per-row accumulator) for
+    lookups ``ids`` (global rows) pooled into bags ``offsets`` (``include_last_offset``)
+    whose pooled gradient is ``grad``; returns the rows updated, or None (doing nothing)
+    when the kernel cannot run."""
     if not fused_available() or weight.device.type != "cpu" or weight.dtype != torch.float32:
-        return False
-    if groups.grad.dtype != torch.float32 or not weight.is_contiguous():
-        return False
-    coef = groups.coef
+        return None
+    if grad.dtype != torch.float32 or not weight.is_contiguous():
+        return None
+    if ids.numel() == 0:
+        return 0
     has_coef = coef is not None
     coef_np = coef.to(torch.float32).contiguous().numpy() if has_coef else np.zeros(1, np.float32)
-    st = state.numpy() if state is not None else np.zeros(1, np.float32)
     threads = max(1, torch.get_num_threads())
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    _kernel(
-        weight.detach().numpy(), groups.grad.numpy(), groups.rows.numpy(), groups.seg.numpy(),
-        groups.order.numpy(), groups.bags.numpy(), coef_np, has_coef, np.float32(lr), st,
-        state is not None, np.float32(eps), 4 * threads,
+    shift = bucket_shift(weight.shape[0])
+    nbuckets = (weight.shape[0] >> shift) + 1
+    ids_np, offsets_np = ids.contiguous().numpy(), offsets.contiguous().numpy()
+    starts, row, bag, cf = _bucket_lookups(
+        ids_np, offsets_np, coef_np, has_coef, shift, nbuckets, 4 * threads
+    )
+    n = _update_buckets(
+        weight.detach().numpy(), grad.contiguous().numpy(), starts, row, bag, cf if has_coef else None, shift,
+        np.float32(lr), None if state is None else state.numpy(), np.float32(eps), 4 * threads,
     )  # fmt: skip
-    return True
+    if torch.get_num_threads() != threads:  # numba's first OpenMP launch resets torch's thread count
+        torch.set_num_threads(threads)
+    return int(n)

@@ -16,17 +16,16 @@ from typing import Any
 
 import torch
 
-from recnotebooks.nn.embedding import EmbeddingBagCollection, LookupGroups
-from recnotebooks.nn.fused import fused_update
+from recnotebooks.checks import check_float
+from recnotebooks.nn.embedding import EmbeddingBagCollection, PendingLookups
+from recnotebooks.nn.fused import fused_step
 from recnotebooks.nn.rows import gather_rows, scatter_rows
 
 __all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "make_sparse_optimizer"]
 
 
 def _check_lr(lr: object) -> float:
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not math.isfinite(lr) or lr <= 0:
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
-    return float(lr)
+    return check_float("lr", lr, lo=0.0, lo_open=True)
 
 
 class SparseOptimizer:
@@ -45,18 +44,17 @@ class SparseOptimizer:
         Uses the fused kernel of :mod:`recnotebooks.nn.fused` when it can run, else reduces
         the gradient rows (``row_gradients``) and updates them with torch ops.
         """
-        groups = self.collection.lookup_groups()
-        if groups is None:
-            self.collection.clear_gradients()
-            return 0
-        if not self._fused(groups):
-            rg = self.collection.row_gradients(groups)
+        lookups = self.collection.pending_lookups()
+        rows = 0 if lookups is None else self._fused(lookups)
+        if rows is None:
+            rg = self.collection.row_gradients()
             self._update(rg.rows, rg.grads)
+            rows = int(rg.rows.numel())
         self.collection.clear_gradients()
-        return int(groups.rows.numel())
+        return rows
 
-    def _fused(self, groups: LookupGroups) -> bool:
-        return fused_update(self.collection.weight, groups, self.lr)
+    def _fused(self, p: PendingLookups) -> int | None:
+        return fused_step(self.collection.weight, p.ids, p.offsets, p.coef, p.grad, self.lr)
 
     def zero_grad(self) -> None:
         self.collection.clear_gradients()
@@ -109,8 +107,9 @@ class RowWiseAdagrad(SparseOptimizer):
             (w.shape[0],), float(initial_accumulator_value), dtype=torch.float32, device=w.device
         )
 
-    def _fused(self, groups: LookupGroups) -> bool:
-        return fused_update(self.collection.weight, groups, self.lr, self.momentum, self.eps)
+    def _fused(self, p: PendingLookups) -> int | None:
+        w = self.collection.weight
+        return fused_step(w, p.ids, p.offsets, p.coef, p.grad, self.lr, self.momentum, self.eps)
 
     def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
         g = grads.float()
@@ -124,11 +123,13 @@ class RowWiseAdagrad(SparseOptimizer):
         return {"kind": self.kind, "lr": self.lr, "eps": self.eps, "momentum": self.momentum}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        m = state.get("momentum") if isinstance(state, dict) else None
+        if not isinstance(m, torch.Tensor) or m.shape != self.momentum.shape:  # checked before any change
+            got = tuple(m.shape) if isinstance(m, torch.Tensor) else type(m).__name__
+            raise ValueError(f"momentum must be a tensor of shape {tuple(self.momentum.shape)}, got {got}")
+        eps = check_float("eps", state.get("eps"), lo=0.0, lo_open=True)
         super().load_state_dict(state)
-        self.eps = float(state["eps"])
-        m = state["momentum"]
-        if m.shape != self.momentum.shape:
-            raise ValueError(f"momentum must have shape {tuple(self.momentum.shape)}, got {tuple(m.shape)}")
+        self.eps = eps
         self.momentum.copy_(m)
 
 

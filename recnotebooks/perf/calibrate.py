@@ -4,8 +4,10 @@
 cost model uses: GEMM efficiency by shape (peak and half-dimension), memory copy
 bandwidth, embedding-row gather bandwidth by row size, sort rate, per-operator overhead
 and the fixed per-step cost. The result is a :class:`~recnotebooks.perf.hardware.Hardware`
-named ``this_machine``; :func:`save_calibration` stores it (``~/.cache/recnotebooks``, or
-``$RECNB_CALIBRATION``) and ``hardware("this_machine")`` loads it from then on.
+named ``this_machine``; :func:`~recnotebooks.perf.hardware.save_calibration` stores it
+(``~/.cache/recnotebooks``, or ``$RECNB_CALIBRATION``) and ``hardware("this_machine")``
+loads it from then on. The stored file belongs to :mod:`recnotebooks.perf.hardware` (which
+loads it and must not import this module); its functions are re-exported here.
 
 :func:`validate` trains real steps of our DLRM over a sweep from MLP-heavy to
 embedding-heavy architectures (:data:`VALIDATION_SWEEP`, measured by
@@ -16,64 +18,33 @@ and Spearman rank correlation.
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from recnotebooks.config import DLRMConfig, preset
-from recnotebooks.perf.hardware import HARDWARE, Hardware
+from recnotebooks.perf.hardware import (
+    HARDWARE,
+    Hardware,
+    calibration_path,
+    load_calibration,
+    load_probe,
+    save_calibration,
+)
 
-__all__ = ["calibrate", "validate", "save_calibration", "load_calibration", "load_probe", "calibration_path",
-           "probe", "at_speed", "VALIDATION_SWEEP", "spearman"]  # fmt: skip
-
-
-def calibration_path(kind: str = "cpu") -> Path:
-    """Where the calibration of this machine's CPU (``kind="cpu"``) or GPU (``"gpu"``) is
-    stored; ``$RECNB_CALIBRATION`` overrides the CPU one's path (a GPU one sits beside it)."""
-    if kind not in ("cpu", "gpu"):
-        raise ValueError(f"kind must be 'cpu' or 'gpu', got {kind!r}")
-    env = os.environ.get("RECNB_CALIBRATION")
-    cpu = Path(env) if env else Path.home() / ".cache" / "recnotebooks" / "this_machine.json"
-    return cpu if kind == "cpu" else cpu.with_name(cpu.stem + "_gpu" + cpu.suffix)
-
-
-def save_calibration(
-    hw: Hardware, probe: dict[str, float] | None = None, path: str | Path | None = None
-) -> Path:
-    """Store ``hw`` (and the speed probe taken with it) for ``hardware("this_machine")``."""
-    p = Path(path) if path else calibration_path(hw.kind)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps({"hardware": dataclasses.asdict(hw), "probe": probe}, indent=1))
-    return p
-
-
-def _load(path: str | Path | None, kind: str = "cpu") -> dict:
-    p = Path(path) if path else calibration_path(kind)
-    try:
-        d = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return {}
-    return d if isinstance(d, dict) else {}
-
-
-def load_calibration(path: str | Path | None = None, kind: str = "cpu") -> Hardware | None:
-    """The saved calibration of this machine's CPU (or, ``kind="gpu"``, its GPU), or None
-    when there is none (or it is unreadable). ``hardware("this_machine")`` is the CPU one."""
-    try:
-        return Hardware(**_load(path, kind)["hardware"])
-    except (KeyError, ValueError, TypeError):
-        return None
-
-
-def load_probe(path: str | Path | None = None, kind: str = "cpu") -> dict[str, float] | None:
-    """The speed probe saved with the calibration (see :func:`probe`)."""
-    p = _load(path, kind).get("probe")
-    return p if isinstance(p, dict) and p.get("gflops", 0) > 0 and p.get("copy_bw", 0) > 0 else None
+__all__ = [
+    "calibrate",
+    "validate",
+    "save_calibration",
+    "load_calibration",
+    "load_probe",
+    "calibration_path",
+    "probe",
+    "at_speed",
+    "VALIDATION_SWEEP",
+    "spearman",
+]
 
 
 def probe(reps: int = 5, device: str = "cpu") -> dict[str, float]:
@@ -94,10 +65,15 @@ def at_speed(hw: Hardware, now: dict[str, float], ref: dict[str, float]) -> Hard
     """``hw`` scaled from the speed of probe ``ref`` to that of probe ``now``."""
     f, b = now["gflops"] / ref["gflops"], now["copy_bw"] / ref["copy_bw"]
     return hw.replace(
-        peak_flops={k: v * f for k, v in hw.peak_flops.items()}, hbm_bw=hw.hbm_bw * b, host_mem_bw=hw.host_mem_bw * b,
-        host_link_bw=hw.host_link_bw * b, intra_node_bw=hw.intra_node_bw * b, sort_rate=hw.sort_rate * f,
-        op_overhead_s=hw.op_overhead_s / f, step_overhead_s=hw.step_overhead_s / f,
-    )  # fmt: skip
+        peak_flops={k: v * f for k, v in hw.peak_flops.items()},
+        hbm_bw=hw.hbm_bw * b,
+        host_mem_bw=hw.host_mem_bw * b,
+        host_link_bw=hw.host_link_bw * b,
+        intra_node_bw=hw.intra_node_bw * b,
+        sort_rate=hw.sort_rate * f,
+        op_overhead_s=hw.op_overhead_s / f,
+        step_overhead_s=hw.step_overhead_s / f,
+    )
 
 
 _FLUSH: dict[str, torch.Tensor] = {}
@@ -175,11 +151,14 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     gemm = []
     for m in (64, 512, 4096):
         for n, k in ((16, 128), (128, 16), (128, 1024), (1024, 128), (1024, 1024), (256, 2560)):
-            X, W, dY = (torch.randn(m, k, device=dev), torch.randn(n, k, device=dev),
-                        torch.randn(m, n, device=dev))  # fmt: skip
+            X, W, dY = (
+                torch.randn(m, k, device=dev),
+                torch.randn(n, k, device=dev),
+                torch.randn(m, n, device=dev),
+            )
             bias = torch.randn(n, device=dev)
-            gemm.append((m, n, k, _best(lambda X=X, W=W, b=bias: torch.nn.functional.linear(X, W, b), reps,
-                                        device=dev)))  # fmt: skip
+            forward = _best(lambda X=X, W=W, b=bias: torch.nn.functional.linear(X, W, b), reps, device=dev)
+            gemm.append((m, n, k, forward))
             gemm.append((m, k, n, _best(lambda dY=dY, W=W: dY @ W, reps, device=dev)))
             gemm.append((n, k, m, _best(lambda dY=dY, X=X: dY.t() @ X, reps, device=dev)))
     probes.append(probe(device=dev))
@@ -216,22 +195,39 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     bags = torch.arange(n, device=dev)
     sort_rate = n / _best(lambda: group_by_row(ids, bags), reps, True, dev)
     raw["sort_rate"] = sort_rate
-    fields: dict[str, object] = {"hbm_bytes": _host_bytes(), "host_link_bw": copy_bw, "intra_node_bw": copy_bw,
-                                 "host_mem_bw": copy_bw}  # fmt: skip
+    fields: dict[str, object] = {
+        "hbm_bytes": _host_bytes(),
+        "host_link_bw": copy_bw,
+        "intra_node_bw": copy_bw,
+        "host_mem_bw": copy_bw,
+    }
     if cuda:
         props = torch.cuda.get_device_properties(dev)
         host = torch.randn(16 * 2**20, pin_memory=True)
         link = host.numel() * 4 / _best(lambda: x.copy_(host, non_blocking=True), reps, device=dev)
         raw["host_to_device_bw"] = link
-        fields = {"kind": "gpu", "devices": torch.cuda.device_count(), "hbm_bytes": float(props.total_memory),
-                  "host_link_bw": link, "intra_node_bw": link, "host_mem_bw": HARDWARE["this_machine"].host_mem_bw,
-                  "description": f"this machine's {props.name}, calibrated by microbenchmarks (recnb calibrate)"}  # fmt: skip
+        fields = {
+            "kind": "gpu",
+            "devices": torch.cuda.device_count(),
+            "hbm_bytes": float(props.total_memory),
+            "host_link_bw": link,
+            "intra_node_bw": link,
+            "host_mem_bw": HARDWARE["this_machine"].host_mem_bw,
+            "description": f"this machine's {props.name}, calibrated by microbenchmarks (recnb calibrate)",
+        }
     base = HARDWARE["this_machine"].replace(
-        peak_flops={"fp32": peak}, gemm_max_efficiency=1.0, gemm_half_dim=half, hbm_bw=copy_bw,
-        gather_efficiency=gather_eff, gather_half_row_bytes=gather_half, op_overhead_s=op, sort_rate=sort_rate,
-        host_mem_bytes=_host_bytes(), description="this machine, calibrated by microbenchmarks (recnb calibrate)",
+        peak_flops={"fp32": peak},
+        gemm_max_efficiency=1.0,
+        gemm_half_dim=half,
+        hbm_bw=copy_bw,
+        gather_efficiency=gather_eff,
+        gather_half_row_bytes=gather_half,
+        op_overhead_s=op,
+        sort_rate=sort_rate,
+        host_mem_bytes=_host_bytes(),
+        description="this machine, calibrated by microbenchmarks (recnb calibrate)",
         **fields,
-    )  # fmt: skip
+    )
     probes.append(probe(device=dev))
     op_step, step = _overheads(base, reps, dev)
     probes.append(probe(device=dev))
@@ -239,8 +235,8 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     base = base.replace(op_overhead_s=op_step, step_overhead_s=step)
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
-    fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes", "op_overhead_s",
-              "sort_rate", "step_overhead_s", "hbm_bytes")  # fmt: skip
+    fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes",
+              "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes")  # fmt: skip
     base = base.replace(sources={**HARDWARE["this_machine"].sources, **dict.fromkeys(fitted, src)})
     return base, raw
 
@@ -264,12 +260,12 @@ def _overheads(hw: Hardware, reps: int, device: str = "cpu") -> tuple[float, flo
     from recnotebooks.perf.cost import estimate, op_count
 
     def cfg(depth: int) -> DLRMConfig:
-        return architecture_config(num_dense=1, num_tables=1, rows_per_table=1000, embedding_dim=4,
-                                   bottom_depth=depth, top_depth=depth, bottom_width=16, top_width=16)  # fmt: skip
+        sizes = {"bottom_width": 16, "top_width": 16, "bottom_depth": depth, "top_depth": depth}
+        return architecture_config(num_dense=1, num_tables=1, rows_per_table=1000, embedding_dim=4, **sizes)
 
     def t(c: DLRMConfig) -> float:
-        return float(np.median([measure_step(c, 2, time_budget_s=0.1, max_steps=100, device=device).seconds_per_step
-                                for _ in range(reps)]))  # fmt: skip
+        steps = [measure_step(c, 2, time_budget_s=0.1, max_steps=100, device=device) for _ in range(reps)]
+        return float(np.median([m.seconds_per_step for m in steps]))
 
     shallow, deep = cfg(1), cfg(5)
     ts, td = t(shallow), t(deep)
@@ -296,7 +292,7 @@ def _sweep() -> list[tuple[str, DLRMConfig, int]]:
             "many tables, pooling 40",
             ac(num_tables=32, pooling=40, embedding_dim=64, bottom_width=128, top_width=128),
             256,
-        ),  # fmt: skip
+        ),
         ("small rows, big batch", ac(num_tables=4, embedding_dim=8, pooling=10), 4096),
         ("cat interaction", ac(interaction="cat", num_tables=16, pooling=5), 1024),
     ]
@@ -312,9 +308,15 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def validate(hw: Hardware | None = None, ref_probe: dict[str, float] | None = None, time_budget_s: float = 0.4,
-             repeats: int = 3, quick: bool = False, drift_correction: bool = True,
-             device: str | None = None) -> dict[str, object]:  # fmt: skip
+def validate(
+    hw: Hardware | None = None,
+    ref_probe: dict[str, float] | None = None,
+    time_budget_s: float = 0.4,
+    repeats: int = 3,
+    quick: bool = False,
+    drift_correction: bool = True,
+    device: str | None = None,
+) -> dict[str, object]:
     """Measured vs modeled step time over :data:`VALIDATION_SWEEP` on this machine.
 
     Each config is measured ``repeats`` times (``time_budget_s`` each), each right after a
@@ -337,20 +339,47 @@ def validate(hw: Hardware | None = None, ref_probe: dict[str, float] | None = No
         probes, ms = [], []
         for _ in range(repeats):
             probes.append(probe(3, dev))
-            ms.append(measure_step(cfg, bsz, max_rows=cap, time_budget_s=time_budget_s, min_steps=2, max_steps=200,
-                                   device=dev))  # fmt: skip
+            ms.append(
+                measure_step(
+                    cfg,
+                    bsz,
+                    max_rows=cap,
+                    time_budget_s=time_budget_s,
+                    min_steps=2,
+                    max_steps=200,
+                    device=dev,
+                )
+            )
         m = sorted(ms, key=lambda x: x.seconds_per_step)[len(ms) // 2]
         now = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
         hw_now = at_speed(hw, now, ref_probe) if drift_correction and ref_probe else hw
         pred = estimate(cfg.with_max_rows(cap), hw_now, batch_size=bsz)
         err = (pred.step_time - m.seconds_per_step) / m.seconds_per_step
-        rows.append({"config": name, "batch_size": bsz, "measured_s": m.seconds_per_step, "modeled_s": pred.step_time,
-                     "error": err, "steps": m.steps, "max_rows": cap, "probe": now,
-                     "measured_phases": m.phases, "modeled_breakdown": pred.breakdown()})  # fmt: skip
+        rows.append(
+            {
+                "config": name,
+                "batch_size": bsz,
+                "measured_s": m.seconds_per_step,
+                "modeled_s": pred.step_time,
+                "error": err,
+                "steps": m.steps,
+                "max_rows": cap,
+                "probe": now,
+                "measured_phases": m.phases,
+                "modeled_breakdown": pred.breakdown(),
+            }
+        )
     mape = float(np.mean([abs(r["error"]) for r in rows]))
     rho = spearman([r["measured_s"] for r in rows], [r["modeled_s"] for r in rows])
-    return {"command": "validate", "hardware": hw.name, "configs": rows, "mape": mape, "spearman": rho,
-            "targets": {"mape": 0.15, "spearman": 0.9, "configs": 10},
-            "pass": (mape <= 0.15 and rho >= 0.9) if len(rows) >= 10 else None,
-            "calibrated": "calibrated" in hw.description, "reference_probe": ref_probe,
-            "drift_correction": bool(drift_correction and ref_probe)}  # fmt: skip
+    return {
+        "command": "validate",
+        "hardware": hw.name,
+        "configs": rows,
+        "mape": mape,
+        "spearman": rho,
+        "targets": {"mape": 0.15, "spearman": 0.9, "configs": 10},
+        "pass": (mape <= 0.15 and rho >= 0.9) if len(rows) >= 10 else None,
+        "calibrated": "calibrated" in hw.description,
+        "reference_probe": ref_probe,
+        "drift_correction": bool(drift_correction and ref_probe),
+    }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -11,24 +12,48 @@ __all__ = ["add_parsers", "run"]
 COMMANDS = ("cost", "plan", "calibrate", "validate")
 
 
-def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, positive: Callable) -> None:  # type: ignore[type-arg]
+#: Most devices (``--gpus`` x ``--nodes``) a plan or estimate is made for: a plan has a row
+#: per table and rank and the model is evaluated rank by rank, so 1,024 ranks (128 eight-GPU
+#: nodes) answer within seconds to a few tens of seconds here; larger clusters are refused.
+MAX_WORLD_SIZE = 1024
+DEVICES = "cpu, cuda or cuda:N"
+
+
+def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Callable) -> None:  # type: ignore[type-arg]
+    """Add ``cost``, ``plan``, ``calibrate`` and ``validate`` to ``sub`` (argparse types given)."""
     from recnotebooks.config import preset_names
     from recnotebooks.perf.hardware import hardware_names
     from recnotebooks.perf.plan import PLACEMENTS
     from recnotebooks.perf.planner import STRATEGIES
 
+    rate = number("--cache-hit-rate", lo=0.0, hi=1.0, lo_open=False)
+
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--preset", default="criteo_kaggle", choices=preset_names(), help="model preset")
         p.add_argument("--hardware", default="dgx_a100", choices=hardware_names(), help="hardware preset")
-        p.add_argument("--gpus", type=int_arg("--gpus"), default=1, help="devices per node (default 1)")
-        p.add_argument("--nodes", type=int_arg("--nodes"), default=1, help="nodes (default 1)")
-        p.add_argument("--batch-size", type=int_arg("--batch-size"), default=8192, help="global batch size")
+        p.add_argument(
+            "--gpus",
+            type=int_arg("--gpus", hi=MAX_WORLD_SIZE),
+            default=1,
+            help="devices per node (default 1)",
+        )
+        p.add_argument(
+            "--nodes", type=int_arg("--nodes", hi=MAX_WORLD_SIZE), default=1, help="nodes (default 1)"
+        )
+        p.add_argument(
+            "--batch-size", type=int_arg("--batch-size", hi=2**40), default=8192, help="global batch size"
+        )
         p.add_argument(
             "--placement", default="hbm", choices=PLACEMENTS, help="where tables live (default hbm)"
         )
-        p.add_argument("--cache-hit-rate", type=_rate, default=None, help="hit rate for --placement cache")
+        p.add_argument(
+            "--cache-hit-rate",
+            type=rate,
+            default=None,
+            help="hit rate of --placement cache (and of --strategy cost's fallback caches)",
+        )
         p.add_argument("--dtype", default="fp32", choices=["fp32", "tf32", "bf16", "fp16"])
-        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument("--json", action="store_true", help="print one JSON object")  # fmt: skip
 
     c = sub.add_parser(
         "cost", help="modeled step time, throughput, utilisation and memory on a hardware preset"
@@ -40,27 +65,27 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, positive: Ca
     pl.add_argument("--strategy", default="cost", choices=STRATEGIES, help="planner strategy (default cost)")
     cal = sub.add_parser("calibrate", help="microbenchmark this machine and save the fitted 'this_machine'")
     cal.add_argument("--quick", action="store_true", help="fewer repetitions")
-    cal.add_argument("--device", default="cpu", help="cpu (default) or cuda / cuda:N")
+    cal.add_argument("--device", default="cpu", help=f"{DEVICES} (default cpu)")
     cal.add_argument("--json", action="store_true", help="print one JSON object")
     v = sub.add_parser("validate", help="modeled vs measured step time over a sweep of architectures here")
     v.add_argument("--quick", action="store_true", help="5 configs instead of the full sweep")
     v.add_argument(
         "--saved", action="store_true", help="use the saved calibration instead of calibrating now"
     )
-    v.add_argument("--device", default="cpu", help="cpu (default) or cuda / cuda:N")
+    v.add_argument("--device", default="cpu", help=f"{DEVICES} (default cpu)")
     v.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def _rate(text: str) -> float:
+def _device(text: str) -> str:
+    """``--device`` checked: ``tpu``, ``gpu`` or a missing CUDA device are refused, not run on CPU."""
+    from recnotebooks.train import resolve_device
+
+    if text == "auto":
+        raise ValueError(f"--device must be one of {DEVICES} (it names the device measured), got 'auto'")
     try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--cache-hit-rate must be a number in [0, 1], got {text!r}"
-        ) from None
-    if not 0 <= v <= 1:
-        raise argparse.ArgumentTypeError(f"--cache-hit-rate must be in [0, 1], got {text}")
-    return v
+        return str(resolve_device(text))
+    except ValueError as e:
+        raise ValueError(f"--device: {e}") from None
 
 
 def run(
@@ -79,13 +104,28 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     cfg = preset(args.preset)
     world = args.gpus * args.nodes
-    if args.gpus > hardware(args.hardware).devices:
-        raise ValueError(f"--gpus must be <= {hardware(args.hardware).devices} (devices per {args.hardware} node), "
-                         f"got {args.gpus}")  # fmt: skip
+    devices = hardware(args.hardware).devices
+    if args.gpus > devices:
+        raise ValueError(f"--gpus must be <= {devices} (devices per {args.hardware} node), got {args.gpus}")
+    if world > MAX_WORLD_SIZE:
+        raise ValueError(
+            f"--gpus x --nodes must be <= {MAX_WORLD_SIZE} devices, "
+            f"got {args.gpus} x {args.nodes} = {world:,}"
+        )
     if args.placement == "cache" and args.cache_hit_rate is None:
         raise ValueError("--placement cache needs --cache-hit-rate H (0..1)")
-    plan = plan_tables(cfg, args.hardware, world, strategy=args.strategy, placement=args.placement,
-                       cache_hit_rate=args.cache_hit_rate, batch_size=args.batch_size, dtype=args.dtype)  # fmt: skip
+    if args.cache_hit_rate is not None and args.placement != "cache" and args.strategy != "cost":
+        raise ValueError(f"--cache-hit-rate {args.cache_hit_rate} applies to --placement cache (or to the "
+                         f"fallback caches of --strategy cost), not to --placement {args.placement} with "
+                         f"--strategy {args.strategy}")  # fmt: skip
+    plan = plan_tables(
+        cfg, args.hardware, world, strategy=args.strategy, placement=args.placement,
+        cache_hit_rate=args.cache_hit_rate, batch_size=args.batch_size, dtype=args.dtype,
+    )  # fmt: skip
+    if args.cache_hit_rate is not None and not any(s.placement == "cache" for s in plan.shards):
+        unused = (f"--cache-hit-rate {args.cache_hit_rate} was not used: every table fits in device memory, "
+                  "so the cost strategy put no table behind a cache")  # fmt: skip
+        plan = dataclasses.replace(plan, notes=(*plan.notes, unused))
     return cfg, plan
 
 
@@ -95,18 +135,20 @@ def cmd_cost(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # ty
     cfg, plan = _plan(args)
     r = estimate(cfg, args.hardware, batch_size=args.batch_size, gpus=args.gpus, nodes=args.nodes, plan=plan,
                  dtype=args.dtype)  # fmt: skip
-    out = {"command": "cost", **r.summary(), "plan_strategy": plan.strategy, "plan_notes": list(plan.notes)}
+    out = {"command": "cost", **r.summary(), "plan_strategy": plan.strategy, "plan_notes": list(plan.notes),
+           "memory_notes": list(r.memory.notes), "parameter_servers": r.memory.parameter_servers}  # fmt: skip
     return out, _print_cost
 
 
 def _print_cost(r: dict[str, Any]) -> None:
     print(f"MODELED: {r['config']} on {r['world_size']} x {r['hardware']} device(s) ({r['nodes']} node(s)), "
           f"global batch {r['batch_size']}, {r['dtype']}")  # fmt: skip
-    print(f"  step time     {r['step_time_s'] * 1e3:9.3f} ms   ({r['step_time_overlap_s'] * 1e3:.3f} ms with compute/"
-          "communication overlap)")  # fmt: skip
+    step, overlap = r["step_time_s"] * 1e3, r["step_time_overlap_s"] * 1e3
+    print(f"  step time     {step:9.3f} ms   ({overlap:.3f} ms with compute/communication overlap)")
     print(f"  throughput    {r['throughput']:12,.0f} samples/s ({r['throughput_overlap']:,.0f} with overlap)")
+    kj = r["joules_per_million_samples"] / 1e3
     print(f"  busy {r['busy_fraction']:.0%} · FLOP/s {r['flops_efficiency']:.1%} of peak · HBM bandwidth "
-          f"{r['hbm_utilisation']:.0%} · {r['joules_per_million_samples'] / 1e3:,.1f} kJ per million samples")  # fmt: skip
+          f"{r['hbm_utilisation']:.0%} · {kj:,.1f} kJ per million samples")  # fmt: skip
     total = sum(r["breakdown_s"].values()) or 1.0
     print("  slowest rank, by component (ms/step):")
     for k, v in r["breakdown_s"].items():
@@ -114,6 +156,8 @@ def _print_cost(r: dict[str, Any]) -> None:
             print(f"    {k:<20} {v * 1e3:9.3f}  {100 * v / total:5.1f}%")
     mem = ", ".join(f"{b / 1e9:.2f}" for b in r["memory_per_device_bytes"])
     print(f"  memory per device (GB): {mem}")
+    for note in r["memory_notes"]:
+        print(f"  - {note}")
     print("  fits: yes" if r["fits"] else "  DOES NOT FIT: " + "; ".join(r["reasons"]))
 
 
@@ -125,7 +169,8 @@ def cmd_plan(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # ty
     mem = memory_report(cfg, hardware(args.hardware), plan, args.batch_size, gpus=args.gpus, dtype=args.dtype)
     out = {"command": "plan", "config": cfg.name, "hardware": args.hardware, "world_size": plan.world_size,
            "strategy": plan.strategy, "shards": plan.table(), "notes": list(plan.notes), "fits": mem.fits,
-           "reasons": mem.reasons, "memory_per_device_bytes": [d["total"] for d in mem.device]}  # fmt: skip
+           "reasons": mem.reasons, "memory_per_device_bytes": [d["total"] for d in mem.device],
+           "memory_notes": list(mem.notes), "parameter_servers": mem.parameter_servers}  # fmt: skip
     return out, _print_plan
 
 
@@ -139,13 +184,15 @@ def _print_plan(r: dict[str, Any]) -> None:
         print(f"  - {n}")
     mem = ", ".join(f"{b / 1e9:.2f}" for b in r["memory_per_device_bytes"])
     print(f"  memory per device (GB): {mem}")
+    for note in r["memory_notes"]:
+        print(f"  - {note}")
     print("  fits: yes" if r["fits"] else "  DOES NOT FIT: " + "; ".join(r["reasons"]))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
     from recnotebooks.perf.calibrate import calibrate, save_calibration
 
-    hw, raw = calibrate(device=args.device, quick=args.quick)
+    hw, raw = calibrate(device=_device(args.device), quick=args.quick)
     path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
     out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw}
     return out, _print_calibrate
@@ -154,11 +201,11 @@ def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]: 
 def _print_calibrate(r: dict[str, Any]) -> None:
     h = r["hardware"]
     print(f"MEASURED microbenchmarks, fitted into 'this_machine' (saved to {r['saved_to']}):")
-    print(
-        f"  GEMM: peak {h['peak_flops']['fp32'] / 1e9:,.0f} GFLOP/s, half-efficiency dimension {h['gemm_half_dim']:.1f}"
-    )
-    print(f"  copy bandwidth {h['hbm_bw'] / 1e9:.1f} GB/s (read + write); row gathers at {h['gather_efficiency']:.2f}"
-          f" of it for large rows (half at {h['gather_half_row_bytes']:.0f} B rows)")  # fmt: skip
+    gflops = h["peak_flops"]["fp32"] / 1e9
+    print(f"  GEMM: peak {gflops:,.0f} GFLOP/s, half-efficiency dimension {h['gemm_half_dim']:.1f}")
+    print(f"  copy bandwidth {h['hbm_bw'] / 1e9:.1f} GB/s (read + write); row gathers at "
+          f"{h['gather_efficiency']:.2f} of it for large rows "
+          f"(half at {h['gather_half_row_bytes']:.0f} B rows)")  # fmt: skip
     print(f"  sort {h['sort_rate'] / 1e6:.0f} M pairs/s; per operator {h['op_overhead_s'] * 1e6:.1f} us; "
           f"per step {h['step_overhead_s'] * 1e3:.2f} ms")  # fmt: skip
 
@@ -166,27 +213,34 @@ def _print_calibrate(r: dict[str, Any]) -> None:
 def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
     from recnotebooks.perf.calibrate import (
         calibrate,
+        calibration_path,
         load_calibration,
         load_probe,
         save_calibration,
         validate,
     )
 
-    kind = "gpu" if args.device.startswith("cuda") else "cpu"
-    hw, ref, device = (
-        (load_calibration(kind=kind), load_probe(kind=kind), None) if args.saved else (None, None, None)
-    )
-    if hw is None:
-        hw, raw = calibrate(device=args.device, quick=args.quick)
-        ref, device = raw["probe"], str(raw["device"])  # type: ignore[assignment]
+    dev = _device(args.device)
+    kind = "gpu" if dev.startswith("cuda") else "cpu"
+    if args.saved:
+        hw, ref = load_calibration(kind=kind), load_probe(kind=kind)
+        if hw is None or ref is None:
+            path = calibration_path(kind)
+            state = "is unreadable or invalid (corrupt?)" if path.exists() else "does not exist"
+            raise ValueError(f"--saved: the saved {kind} calibration {str(path)!r} {state}; "
+                             "run `recnb calibrate` first, or drop --saved to calibrate now")  # fmt: skip
+    else:
+        hw, raw = calibrate(device=dev, quick=args.quick)
+        ref = raw["probe"]  # type: ignore[assignment]
         save_calibration(hw, ref)
-    return validate(hw, ref, quick=args.quick, device=device), _print_validate
+    return validate(hw, ref, quick=args.quick, device=dev), _print_validate
 
 
 def _print_validate(r: dict[str, Any]) -> None:
     print("MEASURED here vs MODELED for 'this_machine' (step time of a row-capped copy):")
     for c in r["configs"]:
-        print(f"  {c['config']:<26} measured {c['measured_s'] * 1e3:9.2f} ms   modeled {c['modeled_s'] * 1e3:9.2f} ms"
+        measured, modeled = c["measured_s"] * 1e3, c["modeled_s"] * 1e3
+        print(f"  {c['config']:<26} measured {measured:9.2f} ms   modeled {modeled:9.2f} ms"
               f"   error {c['error'] * 100:+6.1f}%")  # fmt: skip
     verdict = {True: "PASS", False: "FAIL", None: "n/a (fewer than 10 configs)"}[r["pass"]]
     print(f"  MAPE {r['mape']:.1%} (target <= 15%), Spearman {r['spearman']:.3f} (target >= 0.9): {verdict}")

@@ -9,26 +9,66 @@ paper compares a CPU cluster, Big Basin and Zion. Every row says ``source="model
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from recnotebooks.config import DLRMConfig, architecture_config
+from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import Hardware, hardware
+from recnotebooks.perf.plan import Plan
 from recnotebooks.perf.planner import plan_tables
 
-__all__ = ["RUN_PARAMETERS", "sweep", "result_row", "compare_servers", "best_placement"]
+__all__ = [
+    "RUN_PARAMETERS",
+    "sweep",
+    "result_row",
+    "compare_servers",
+    "best_placement",
+    "device_words",
+    "placements_for",
+    "SERVERS",
+    "CPU_NODE",
+    "gpu_over_cpu",
+    "compare_models",
+    "roofline_points",
+]
 
+#: The servers compared: the seed paper's three (a CPU training cluster, Big Basin, Zion) and modern DGXs.
+SERVERS = ("cpu_cluster", "big_basin", "zion", "dgx_a100", "dgx_h100")
 #: Parameters of the run (not the architecture) that :func:`sweep` can vary.
 RUN_PARAMETERS = ("batch_size", "gpus", "cache_hit_rate")
+
+
+def device_words(hw: Hardware) -> dict[str, str]:
+    """Words that fit ``hw``'s devices: ``device`` (``"GPU"`` or ``"CPU node"``), ``devices``
+    (plural), ``memory`` (``"HBM"`` or ``"DRAM"``: where a device's own tables live)."""
+    if hw.kind == "cpu":
+        return {"device": "CPU node", "devices": "CPU nodes", "memory": "DRAM"}
+    return {"device": "GPU", "devices": "GPUs", "memory": "HBM"}
+
+
+def placements_for(hw: Hardware) -> list[str]:
+    """Placements that exist on ``hw``: a CPU node keeps tables in its own memory (``"hbm"``
+    names a device's own memory: a CPU's DRAM) or on remote parameter servers; a GPU server
+    also has host DRAM read over PCIe and host DRAM behind a GPU cache."""
+    return ["hbm", "remote"] if hw.kind == "cpu" else ["hbm", "cache", "host", "remote"]
 
 
 def result_row(r: CostResult, **extra: object) -> dict[str, object]:
     """Headline numbers of one modeled result as one tidy row."""
     b = r.breakdown()
-    return {"hardware": r.hardware, "throughput": r.throughput, "step_ms": r.step_time * 1e3,
-            "flops_efficiency": r.flops_efficiency, "busy_fraction": r.busy_fraction,
-            "hbm_utilisation": r.hbm_utilisation, "samples_per_joule": 1e6 / r.joules_per_million_samples,
-            "bound_by": max(b, key=b.get), "fits": r.fits, "source": "modeled", **extra}  # fmt: skip
+    return {
+        "hardware": r.hardware,
+        "throughput": r.throughput,
+        "step_ms": r.step_time * 1e3,
+        "flops_efficiency": r.flops_efficiency,
+        "busy_fraction": r.busy_fraction,
+        "hbm_utilisation": r.hbm_utilisation,
+        "samples_per_joule": 1e6 / r.joules_per_million_samples,
+        "bound_by": max(b, key=b.get),
+        "fits": r.fits,
+        "source": "modeled",
+        **extra,
+    }
 
 
 def sweep(
@@ -56,58 +96,239 @@ def sweep(
         a, r = dict(arch), dict(run)
         (r if param in RUN_PARAMETERS else a)[param] = v
         cfg = architecture_config(**a)  # type: ignore[arg-type]
-        res = estimate(cfg, hw, batch_size=r["batch_size"], gpus=r["gpus"], placement=placement,  # type: ignore[arg-type]
-                       cache_hit_rate=r["cache_hit_rate"])  # type: ignore[arg-type]  # fmt: skip
+        res = estimate(
+            cfg,
+            hw,
+            batch_size=r["batch_size"],
+            gpus=r["gpus"],
+            placement=placement,  # type: ignore[arg-type]
+            cache_hit_rate=r["cache_hit_rate"],
+        )  # type: ignore[arg-type]
         rows.append(result_row(res, **{param: v}))
     return rows
 
 
-def best_placement(config: DLRMConfig, hw: Hardware, gpus: int, batch_size: int,
-                   cache_hit_rate: float = 0.9) -> tuple[str, CostResult]:  # fmt: skip
-    """The first placement that fits, in the order HBM, host DRAM behind a cache, a remote
-    parameter server (a CPU node: its own DRAM, labelled ``"dram"``, else parameter servers). The label names
-    every placement the plan uses (the cost planner may move tables that fit nowhere in
-    device memory behind a cache of hit rate ``cache_hit_rate``: ``"hbm+cache"``)."""
-    order = ["hbm", "remote"] if hw.kind == "cpu" else ["hbm", "cache", "host", "remote"]
+def best_placement(
+    config: DLRMConfig, hw: Hardware, gpus: int, batch_size: int, cache_hit_rate: float = 0.9
+) -> tuple[str, CostResult]:
+    """The fastest placement that fits, of HBM, host DRAM behind a cache, host DRAM (read over
+    PCIe, or pooled by the host's CPUs where they do that, as Zion's do) and remote parameter
+    servers; a CPU node tries its own DRAM (labelled ``"dram"``) and parameter servers. The
+    label names every placement the plan uses (the cost planner may move tables that fit
+    nowhere in device memory behind a cache of hit rate ``cache_hit_rate``: ``"hbm+cache"``).
+    When nothing fits, the last one tried (remote) is returned with ``fits=False``."""
+    order = placements_for(hw)
+    best: tuple[str, CostResult] | None = None
     last = None
     for place in order:
-        hit = cache_hit_rate if place == "cache" else None
         plan = None
         if gpus > 1:
             greedy_ok = place != "hbm" and config.num_tables >= gpus
-            plan = plan_tables(config, hw, gpus, strategy="greedy" if greedy_ok else "cost", placement=place,
-                               cache_hit_rate=cache_hit_rate, batch_size=batch_size)  # fmt: skip
+            plan = plan_tables(
+                config,
+                hw,
+                gpus,
+                strategy="greedy" if greedy_ok else "cost",
+                placement=place,
+                cache_hit_rate=cache_hit_rate,
+                batch_size=batch_size,
+            )
+        hit = cache_hit_rate if place == "cache" else None
         last = estimate(
             config, hw, batch_size=batch_size, gpus=gpus, plan=plan, placement=place, cache_hit_rate=hit
         )
-        if last.fits:
-            used = sorted({s.placement for s in plan.shards}, key=order.index) if plan else [place]
-            if hw.kind == "cpu":  # a CPU node's own memory is its DRAM
-                used = ["dram" if u == "hbm" else u for u in used]
-            return "+".join(used), last
+        if last.fits and (best is None or last.throughput > best[1].throughput):
+            best = (_placement_label(plan, place, order, hw), last)
     assert last is not None
-    return order[-1], last
+    return best if best is not None else (order[-1], last)
+
+
+def _placement_label(plan: Plan | None, place: str, order: list[str], hw: Hardware) -> str:
+    used = sorted({s.placement for s in plan.shards}, key=order.index) if plan else [place]
+    if hw.kind == "cpu":  # a CPU node's own memory is its DRAM
+        used = ["dram" if u == "hbm" else u for u in used]
+    return "+".join(used)
 
 
 def compare_servers(
     config: DLRMConfig,
-    servers: Sequence[str] = ("cpu_cluster", "big_basin", "zion", "dgx_a100", "dgx_h100"),
+    servers: Sequence[str] = SERVERS,
     *,
     batch_size: int = 8192,
     cache_hit_rate: float = 0.9,
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """``config`` on one node of each server: (summary rows, per-component rows).
 
-    Each node uses all its devices and the first placement that fits
-    (:func:`best_placement`); throughput per node and per joule (node power) are modeled.
+    Each node uses all its devices and the fastest placement that fits
+    (:func:`best_placement`); throughput per node and per joule are modeled. The power counts
+    the node's devices and host and the parameter servers its remote rows need.
     """
     rows, parts = [], []
     for name in servers:
         hw = hardware(name)
         place, r = best_placement(config, hw, hw.devices, batch_size, cache_hit_rate)
-        rows.append(result_row(r, server=name, placement=place, devices=hw.devices,
-                               node_power_w=hw.devices * hw.power_w + hw.host_power_w))  # fmt: skip
+        rows.append(
+            result_row(
+                r,
+                server=name,
+                placement=place,
+                devices=hw.devices,
+                node_power_w=r.power_w,
+                parameter_servers=r.parameter_servers,
+            )
+        )
         b = r.breakdown()
-        parts += [{"server": name, "phase": c, "seconds_per_step": b[c], "source": "modeled"}
-                  for c in COMPONENTS if b[c] > 0]  # fmt: skip
+        parts += [
+            {"server": name, "phase": c, "seconds_per_step": b[c], "source": "modeled"}
+            for c in COMPONENTS
+            if b[c] > 0
+        ]
     return rows, parts
+
+
+#: The CPU node a GPU is compared with: one dual-socket trainer of the CPU training cluster.
+CPU_NODE = "cpu_cluster"
+
+
+def gpu_over_cpu(
+    config: DLRMConfig,
+    hw: Hardware | str,
+    *,
+    gpus: int = 1,
+    batch_per_device: int = 4096,
+    cache_hit_rate: float = 0.9,
+    **extra: object,
+) -> tuple[dict[str, object], CostResult, CostResult]:
+    """``gpus`` GPUs of ``hw`` against one CPU node (:data:`CPU_NODE`), each at the fastest
+    placement that fits (:func:`best_placement`) and ``batch_per_device`` samples per device:
+    (one modeled row with both throughputs, their ``ratio``, what bounds each, and the shares
+    of the CPU step spent on embeddings and of the GPU step spent copying inputs over PCIe;
+    the GPU's result; the CPU node's result)."""
+    hw = hardware(hw) if isinstance(hw, str) else hw
+    cpu = hardware(CPU_NODE)
+    gpu_place, g = best_placement(config, hw, gpus, batch_per_device * gpus, cache_hit_rate)
+    cpu_place, c = best_placement(config, cpu, 1, batch_per_device, cache_hit_rate)
+    gb, cb = g.breakdown(), c.breakdown()
+    row = {
+        "model": config.name,
+        "hardware": hw.name,
+        "gpus": gpus,
+        "batch_per_device": batch_per_device,
+        "gpu_throughput": g.throughput,
+        "cpu_throughput": c.throughput,
+        "ratio": g.throughput / c.throughput,
+        "gpu_placement": gpu_place,
+        "cpu_placement": cpu_place,
+        "gpu_bound_by": max(gb, key=gb.get),
+        "cpu_bound_by": max(cb, key=cb.get),
+        "fits": g.fits and c.fits,
+        "cpu_embedding_share": (cb["embedding_forward"] + cb["embedding_backward"]) / sum(cb.values()),
+        "gpu_input_copy_share": gb["host_to_device"] / sum(gb.values()),
+        "source": "modeled",
+        **extra,
+    }
+    return row, g, c
+
+
+def compare_models(
+    models: Mapping[str, DLRMConfig],
+    servers: Sequence[str] = SERVERS,
+    *,
+    batch_size: int = 8192,
+    cache_hit_rate: float = 0.9,
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """:func:`compare_servers` for each of ``models`` (by label): summary and per-component rows
+    with a ``model`` column."""
+    summary: list[dict[str, object]] = []
+    parts: list[dict[str, object]] = []
+    for label, cfg in models.items():
+        rows, comp = compare_servers(cfg, servers, batch_size=batch_size, cache_hit_rate=cache_hit_rate)
+        summary += [{**r, "model": label} for r in rows]
+        parts += [{**p, "model": label} for p in comp]
+    return summary, parts
+
+
+def roofline_points(
+    names: Sequence[str], hw: Hardware | str, *, batch_size: int = 4096, dtype: str = "fp32"
+) -> list[dict[str, object]]:
+    """One roofline point per preset in ``names`` on one device of ``hw``: arithmetic intensity
+    (FLOPs per byte of embedding traffic), the modeled FLOP/s it achieves, the share of the
+    roof (``min(peak, intensity x bandwidth)``) that is, and what bounds its step."""
+    hw = hardware(hw) if isinstance(hw, str) else hw
+    points = []
+    for name in names:
+        cfg = preset(name)
+        r = estimate(cfg, hw, batch_size=batch_size, dtype=dtype)
+        achieved, intensity = r.flops_efficiency * hw.flops(dtype), cfg.arithmetic_intensity()
+        b = r.breakdown()
+        points.append(
+            {
+                "label": name,
+                "arithmetic_intensity": intensity,
+                "flops_per_s": achieved,
+                "roof_fraction": achieved / min(hw.flops(dtype), intensity * hw.hbm_bw),
+                "bound_by": max(b, key=b.get),
+                "source": "modeled",
+            }
+        )
+    return points
+
+
+def compare_hardware(
+    config: DLRMConfig,
+    variants: Sequence[Hardware | str],
+    *,
+    batch_size: int = 8192,
+    cache_hit_rate: float = 0.9,
+) -> list[dict[str, object]]:
+    """``config`` on one whole node of each hardware variant (a preset, or an edited copy
+    asking "what if"): one :func:`result_row` each, with its placement and largest device."""
+    rows = []
+    for v in variants:
+        hw = hardware(v) if isinstance(v, str) else v
+        place, r = best_placement(config, hw, hw.devices, batch_size, cache_hit_rate)
+        largest = max(d["total"] for d in r.memory.device)
+        rows.append(result_row(r, placement=place, largest_device_gb=largest / 1e9))
+    return rows
+
+
+def server_specs(servers: Sequence[str] = SERVERS) -> list[dict[str, object]]:
+    """One row per server preset: devices, peak FP32 FLOP/s, device memory and its bandwidth,
+    host DRAM, network and the node's power (devices and host), as the presets give them."""
+    rows = []
+    for name in servers:
+        h = hardware(name)
+        rows.append(
+            {
+                "server": name,
+                "devices": h.devices,
+                "kind": h.kind,
+                "fp32_tflops": h.flops("fp32") / 1e12,
+                "device_memory_gb": h.hbm_bytes / 1e9,
+                "device_memory_tbps": h.hbm_bw / 1e12,
+                "host_dram_gb": h.host_mem_bytes / 1e9,
+                "network_gbps": h.nic_bw * 8 / 1e9,
+                "node_power_w": h.devices * h.power_w + h.host_power_w,
+            }
+        )
+    return rows
+
+
+#: The two poolings notebook 02 sweeps the table count at: criteo_kaggle's one lookup per
+#: table, and a production-like 80 (RM1 pools 80 rows per table; DeepRecSys).
+TABLE_SWEEP_POOLINGS = (1, 80)
+
+
+def table_count_sweep(
+    tables: Sequence[int] = (1, 2, 4, 8, 16, 32),
+    poolings: Sequence[float] = TABLE_SWEEP_POOLINGS,
+    *,
+    hw: Hardware | str = "dgx_a100",
+    **arch: object,
+) -> list[dict[str, object]]:
+    """:func:`sweep` of ``num_tables`` at each pooling: FLOP/s efficiency and throughput side by
+    side (rows carry ``num_tables`` and ``pooling``)."""
+    rows = []
+    for p in poolings:
+        rows += [{**r, "pooling": p} for r in sweep("num_tables", list(tables), hw=hw, pooling=p, **arch)]
+    return rows

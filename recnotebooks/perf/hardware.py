@@ -3,9 +3,11 @@
 A preset describes one *node* type: how many devices it has (GPUs, or one CPU trainer) and,
 per device, peak FLOP/s by dtype, memory capacity and bandwidth, links (PCIe to the host,
 NVLink between devices, the node's NICs), latencies and power. Sources are in
-``Hardware.sources``: vendor spec sheets via ../shared/REFERENCE.md §1–2, or marked
-*approximate* / *modeling assumption* where no spec gives the number (efficiency curves,
-per-op overheads). ``this_machine`` is filled by :mod:`recnotebooks.perf.calibrate`.
+``Hardware.sources``: the public documents of :mod:`recnotebooks.perf.sources` (vendor
+datasheets and whitepapers, the talks and papers that describe Big Basin, Zion and ZionEX),
+*measured* where a number was measured, or marked *approximate* / *modeling assumption*
+where no spec gives the number (efficiency curves, per-op overheads). ``this_machine`` is
+filled by :mod:`recnotebooks.perf.calibrate`.
 
 Copy and edit a preset in a notebook with ``hardware("dgx_a100").replace(hbm_bytes=80e9)``.
 """
@@ -13,17 +15,24 @@ Copy and edit a preset in a notebook with ``hardware("dgx_a100").replace(hbm_byt
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
-__all__ = ["Hardware", "HARDWARE", "hardware", "hardware_names", "GB", "DTYPE_BYTES"]
+from recnotebooks.perf.sources import cite
+
+__all__ = ["Hardware", "HARDWARE", "hardware", "hardware_names", "GB", "DTYPE_BYTES", "calibration_path",
+           "save_calibration", "load_calibration", "load_probe"]  # fmt: skip
 
 GB = 1e9
 TB = 1e12
 DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
-_POSITIVE = ("hbm_bytes", "hbm_bw", "host_mem_bytes", "host_mem_bw", "host_link_bw", "intra_node_bw", "nic_bw",
-             "power_w", "gemm_max_efficiency", "gemm_half_dim", "gather_efficiency", "gather_half_row_bytes",
-             "sort_rate")  # fmt: skip
+_POSITIVE = ("hbm_bytes", "hbm_bw", "host_mem_bytes", "host_mem_bw", "host_link_bw", "intra_node_bw",
+             "nic_bw", "power_w", "gemm_max_efficiency", "gemm_half_dim", "gather_efficiency",
+             "gather_half_row_bytes", "sort_rate")  # fmt: skip
 _NON_NEGATIVE = ("collective_latency_s", "op_overhead_s", "step_overhead_s", "host_power_w", "llc_bytes")
 
 
@@ -59,6 +68,9 @@ class Hardware:
         llc_bytes / llc_speedup: last-level cache (GPU L2, CPU L3) of one device; the hottest
             rows of Zipf-skewed tables stay there and are gathered ``llc_speedup`` times
             faster than from memory (0 / 1: no cache effect).
+        host_pools_embeddings: the host's CPUs serve lookups of tables in host DRAM
+            themselves (pooling rows at ``host_mem_bw`` and sending pooled vectors to the
+            devices over PCIe), as Zion is built to; otherwise devices read host rows via UVM.
         sources: where each number comes from.
     """
 
@@ -85,6 +97,7 @@ class Hardware:
     sort_rate: float = 3e9
     llc_bytes: float = 0.0
     llc_speedup: float = 1.0
+    host_pools_embeddings: bool = False
     description: str = ""
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
@@ -149,8 +162,7 @@ def _check(name: str, field_name: str, v: object, positive: bool) -> None:
         raise ValueError(f"Hardware({name}).{field_name} must be a finite number {op}, got {v!r}")
 
 
-# ----- sources ----------------------------------------------------------------------------
-_REF1 = "vendor spec sheet (REFERENCE.md §1)"
+# ----- sources (titles and addresses in recnotebooks.perf.sources) --------------------------
 _APPROX = "approximate"
 _GEMM = ("modeling assumption (approximate): large GEMMs reach ~80-85% of dense peak, and a "
          "dimension of half_dim halves efficiency; calibrate on the device to replace")  # fmt: skip
@@ -161,21 +173,29 @@ _OP = ("approximate: eager PyTorch spends ~10 us of host time per operator (disp
 _ALPHA = "approximate: NCCL small-message latency is on the order of 10 us per step inside a node"
 _SORT = "approximate: GPU radix sort of 64-bit key-value pairs runs at a few billion pairs/s"
 _L2X = "approximate: GPU L2 serves gathers ~3x faster than HBM (L2 bandwidth is several times HBM's)"
-_NIC = "NIC line rate: 100 Gb/s = 12.5 GB/s, 200 Gb/s = 25 GB/s, 400 Gb/s = 50 GB/s (REFERENCE.md §1)"
+_NIC = "NIC line rate / 8 bits per byte: 100 Gb/s = 12.5 GB/s, 200 Gb/s = 25 GB/s, 400 Gb/s = 50 GB/s"
+_DDR4 = "6 DDR4-2666 channels x 8 B = ~128 GB/s theoretical per socket, " + cite("xeon6138")
+_DEV = "measured on the 2-core development machine (uncalibrated default; `recnb calibrate` measures yours): "
 
 
-def _gpu(name: str, desc: str, *, fp32: float, tensor: dict[str, float], hbm: float, hbm_bw: float, nvlink: float,
-         pcie: float, host_mem: float, host_bw: float, nic: float, power: float, host_power: float, l2: float,
-         l2_source: str, extra: dict[str, str]) -> Hardware:  # fmt: skip
-    sources = {
-        "peak_flops": _REF1, "hbm_bytes": _REF1, "hbm_bw": _REF1, "power_w": _REF1 + " (TDP)",
-        "intra_node_bw": _REF1 + " (NVLink total per GPU, halved per direction)",
-        "host_link_bw": _REF1 + " (PCIe x16 per direction)",
+def _gpu_sources(datasheet: str, l2_source: str, **extra: str) -> dict[str, str]:
+    """The sources every GPU preset shares, from its datasheet, plus ``extra``."""
+    return {
+        "peak_flops": datasheet + " (dense)", "hbm_bytes": datasheet, "hbm_bw": datasheet,
+        "power_w": datasheet + " (TDP)",
+        "intra_node_bw": datasheet + " (NVLink total per GPU, both directions; halved per direction)",
+        "host_link_bw": datasheet + " (PCIe x16, both directions; halved per direction)",
         "gemm_max_efficiency": _GEMM, "gemm_half_dim": _GEMM, "gather_efficiency": _GATHER,
         "gather_half_row_bytes": _GATHER, "op_overhead_s": _OP, "collective_latency_s": _ALPHA,
         "step_overhead_s": _APPROX + ": ~0.5 ms per step of Python loop, optimizer bookkeeping and syncs",
-        "nic_bw": _NIC, "sort_rate": _SORT, "llc_bytes": l2_source, "llc_speedup": _L2X, **extra,
+        "nic_bw": _NIC, "sort_rate": _SORT, "llc_bytes": l2_source, "llc_speedup": _L2X,
+        "host_power_w": _APPROX, **extra,
     }  # fmt: skip
+
+
+def _gpu(name: str, desc: str, *, fp32: float, tensor: dict[str, float], hbm: float, hbm_bw: float,
+         nvlink: float, pcie: float, host_mem: float, host_bw: float, nic: float, power: float,
+         host_power: float, l2: float, sources: dict[str, str]) -> Hardware:  # fmt: skip
     return Hardware(
         name=name, kind="gpu", devices=8, peak_flops={"fp32": fp32, **tensor}, hbm_bytes=hbm, hbm_bw=hbm_bw,
         host_mem_bytes=host_mem, host_mem_bw=host_bw, host_link_bw=pcie, intra_node_bw=nvlink / 2, nic_bw=nic,
@@ -183,6 +203,73 @@ def _gpu(name: str, desc: str, *, fp32: float, tensor: dict[str, float], hbm: fl
         gemm_half_dim=64.0, gather_efficiency=0.5, gather_half_row_bytes=64.0, power_w=power,
         host_power_w=host_power, llc_bytes=l2, llc_speedup=3.0, description=desc, sources=sources,
     )  # fmt: skip
+
+
+_CPU_CLUSTER_SOURCES = {
+    "peak_flops": "computed (approximate): 2 sockets x 20 cores x 64 fp32 FLOP/cycle (AVX-512, 2 FMA units) "
+    "x an assumed 1.6 GHz AVX-512 clock, " + cite("xeon6138"),
+    "hbm_bw": "2 sockets x " + _DDR4,
+    "hbm_bytes": _APPROX + ": 256 GB per trainer", "host_mem_bytes": _APPROX, "host_power_w": _APPROX,
+    "nic_bw": _APPROX + ": 25 Gb/s Ethernet, the low end of 25-100 Gb/s, for the CPU trainers and parameter "
+    "servers that GPU training replaced in " + cite("seed"),
+    "power_w": "TDP 125 W x 2 sockets, " + cite("xeon6138"),
+    "gemm_max_efficiency": _GEMM, "gemm_half_dim": _GEMM + " (CPUs saturate at smaller shapes)",
+    "gather_efficiency": _GATHER, "op_overhead_s": _OP,
+    "collective_latency_s": _APPROX + ": TCP/Ethernet round trip",
+    "sort_rate": _APPROX + ": ~10 M pairs/s per core x 40 cores",
+    "llc_bytes": "27.5 MB L3 per socket, 2 sockets, " + cite("xeon6138"),
+    "llc_speedup": _APPROX + ": an L3 hit costs ~1/4 of a DRAM access for random rows",
+}  # fmt: skip
+_BIG_BASIN_SOURCES = _gpu_sources(
+    cite("v100"),
+    "6 MB L2, " + cite("volta"),
+    host_mem_bytes=_APPROX + ": 256 GB head node, little host memory next to the GPUs, " + cite("big_basin"),
+    host_mem_bw="2 Skylake-SP sockets x " + _DDR4,
+    nic_bw=_APPROX + ": one 100 Gb/s NIC; " + _NIC,
+)
+_ZION_SOURCES = _gpu_sources(
+    cite("v100"),
+    "as V100: 6 MB L2, " + cite("volta"),
+    peak_flops=_APPROX + ": Zion's accelerators modeled as V100 SXM2 32 GB, " + cite("v100"),
+    host_mem_bytes=_APPROX + ": 'terabytes of DDR' for the tables, 2 TB, " + cite("zion"),
+    host_mem_bw="8 sockets x " + _DDR4,
+    nic_bw=_APPROX + ": several 100 Gb/s NICs, 4, " + cite("zion") + "; " + _NIC,
+    host_power_w=_APPROX + ": 150 W per socket",
+    host_pools_embeddings=(
+        f"the tables live in the CPU sockets' large DRAM and need no remote parameter servers, "
+        f"{cite('seed')}; modeled as the CPUs pooling rows and sending pooled vectors to the accelerators"
+    ),
+)
+_DGX_A100_SOURCES = _gpu_sources(
+    cite("a100"),
+    "40 MB L2, " + cite("ampere"),
+    host_mem_bytes="1 TB system memory, " + cite("dgx_a100"),
+    host_mem_bw=_APPROX + ": 2 sockets x 8 DDR4-3200 channels",
+    nic_bw="one 200 Gb/s NIC per GPU, " + cite("dgx_a100") + ", as in ZionEX, " + cite("neo") + "; " + _NIC,
+)
+_DGX_H100_SOURCES = _gpu_sources(
+    cite("h100"),
+    "50 MB L2, " + cite("hopper"),
+    host_mem_bytes="2 TB system memory, " + cite("dgx_h100"),
+    host_mem_bw=_APPROX + ": 2 sockets x 8 DDR5-4800 channels",
+    nic_bw="one 400 Gb/s NIC per GPU, " + cite("dgx_h100") + "; " + _NIC,
+)
+_H200_SOURCES = _gpu_sources(
+    cite("h200"),
+    _APPROX + ": the H100 die's 50 MB L2, " + cite("hopper"),
+    host_mem_bytes=_APPROX + ": 2 TB, as the DGX H100",
+    host_mem_bw=_APPROX + ": 2 sockets x 8 DDR5-4800 channels",
+    nic_bw=_APPROX + ": one 400 Gb/s NIC per GPU, as the DGX H100; " + _NIC,
+    gemm_max_efficiency="measured (PyTorch, 2026, one H200): an 8192^3 BF16 matmul ran at 770-800 of the "
+    "989 TFLOP/s of " + cite("h200") + ", ~0.8",
+)
+_THIS_MACHINE_SOURCES = {
+    "peak_flops": _DEV + "~200 GFLOP/s fp32 matmul",
+    "hbm_bw": _DEV + "~90 GB/s streaming copy (bytes read + written)",
+    "gather_efficiency": _DEV + "random embedding-bag gather ~23 GB/s of 90",
+    "power_w": _APPROX + ": 2 cores of a server CPU",
+    "op_overhead_s": _OP,
+}
 
 
 def _make_presets() -> dict[str, Hardware]:
@@ -194,84 +281,52 @@ def _make_presets() -> dict[str, Hardware]:
         hbm_bw=2 * 128 * GB, host_mem_bytes=256 * GB, host_mem_bw=2 * 128 * GB, host_link_bw=2 * 128 * GB,
         intra_node_bw=2 * 128 * GB, nic_bw=25e9 / 8, collective_latency_s=50e-6, op_overhead_s=10e-6,
         step_overhead_s=0.5e-3, gemm_max_efficiency=0.7, gemm_half_dim=16.0, gather_efficiency=0.35,
-        gather_half_row_bytes=64.0, power_w=2 * 125.0, host_power_w=150.0, sort_rate=0.4e9, llc_bytes=2 * 27.5e6,
-        llc_speedup=4.0,
-        description="CPU training cluster: dual-socket Skylake-SP trainers; tables on sparse parameter servers "
-                    "and MLP weights on dense parameter servers over 25 Gb/s Ethernet",
-        sources={"peak_flops": "computed from Intel's Xeon Gold 6138 spec (20 cores, AVX-512, 2 FMA units) at an "
-                               "assumed 1.6 GHz AVX-512 clock (approximate)",
-                 "hbm_bw": "6 x DDR4-2666 per socket, ~128 GB/s theoretical (REFERENCE.md §1), 2 sockets",
-                 "hbm_bytes": _APPROX + ": 256 GB per trainer", "host_mem_bytes": _APPROX,
-                 "nic_bw": "25 Gb/s Ethernet, the low end of 25-100 Gb/s (REFERENCE.md §2)",
-                 "power_w": "Intel Xeon Gold 6138 TDP 125 W x 2", "host_power_w": _APPROX,
-                 "gemm_max_efficiency": _GEMM, "gemm_half_dim": _GEMM + " (CPUs saturate at smaller shapes)",
-                 "gather_efficiency": _GATHER, "op_overhead_s": _OP,
-                 "collective_latency_s": _APPROX + ": TCP/Ethernet round trip",
-                 "sort_rate": _APPROX + ": ~10 M pairs/s per core x 40 cores",
-                 "llc_bytes": "Intel Xeon Gold 6138 spec: 27.5 MB L3 per socket, 2 sockets",
-                 "llc_speedup": _APPROX + ": an L3 hit costs ~1/4 of a DRAM access for random rows"},
+        gather_half_row_bytes=64.0, power_w=2 * 125.0, host_power_w=150.0, sort_rate=0.4e9,
+        llc_bytes=2 * 27.5e6, llc_speedup=4.0, sources=_CPU_CLUSTER_SOURCES,
+        description="CPU training cluster: dual-socket Skylake-SP trainers; tables on sparse parameter "
+                    "servers and MLP weights on dense parameter servers over 25 Gb/s Ethernet",
     )  # fmt: skip
-    v100 = {"fp32": 15.7e12}
     p["big_basin"] = _gpu(
-        "big_basin", "Big Basin (OCP 2017): 8x V100 SXM2 16 GB, NVLink hybrid cube-mesh, PCIe to a dual-socket "
-        "Xeon head node; tables that do not fit go to remote CPU parameter servers",
-        fp32=v100["fp32"], tensor={"fp16": 125e12}, hbm=16 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
-        host_mem=256 * GB, host_bw=2 * 128 * GB, nic=12.5 * GB, power=300.0, host_power=800.0,
-        l2=6e6, l2_source="NVIDIA Tesla V100 whitepaper: 6 MB L2",
-        extra={"host_mem_bytes": _APPROX + ": 256 GB head node (REFERENCE.md §2: little host memory)",
-               "host_mem_bw": "2 Skylake-SP sockets x 128 GB/s (REFERENCE.md §1)",
-               "nic_bw": _APPROX + ": one 100 Gb/s NIC (REFERENCE.md §1 line rate)",
-               "host_power_w": _APPROX},
+        "big_basin", "Big Basin (OCP 2017): 8x V100 SXM2 16 GB, NVLink hybrid cube-mesh, PCIe to a "
+        "dual-socket Xeon head node; tables that do not fit go to remote CPU parameter servers",
+        fp32=15.7e12, tensor={"fp16": 125e12}, hbm=16 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
+        host_mem=256 * GB, host_bw=2 * 128 * GB, nic=12.5 * GB, power=300.0, host_power=800.0, l2=6e6,
+        sources=_BIG_BASIN_SOURCES,
     )  # fmt: skip
     p["zion"] = _gpu(
-        "zion", "Zion-like (OCP/Hot Chips 2019): 8 CPU sockets with terabytes of DDR for embedding tables plus "
-        "8 accelerators (modeled as V100-class) on their own fabric; PCIe switches between them",
-        fp32=v100["fp32"], tensor={"fp16": 125e12}, hbm=32 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
+        "zion", "Zion-like (OCP/Hot Chips 2019): 8 CPU sockets with terabytes of DDR for embedding tables "
+        "plus 8 accelerators (modeled as V100-class) on their own fabric; PCIe switches between them",
+        fp32=15.7e12, tensor={"fp16": 125e12}, hbm=32 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
         host_mem=2000 * GB, host_bw=8 * 128 * GB, nic=4 * 12.5 * GB, power=300.0, host_power=8 * 150.0,
-        l2=6e6, l2_source="as V100: 6 MB L2 (NVIDIA Tesla V100 whitepaper)",
-        extra={"peak_flops": _APPROX + ": accelerators modeled as V100 SXM2 32 GB (REFERENCE.md §1)",
-               "host_mem_bytes": _APPROX + ": 'terabytes of DDR' (REFERENCE.md §2), 2 TB",
-               "host_mem_bw": "8 sockets x 6 DDR4-2666 channels, ~128 GB/s each (REFERENCE.md §1-2)",
-               "nic_bw": _APPROX + ": 'several 100 Gb/s NICs' (REFERENCE.md §2), 4",
-               "host_power_w": _APPROX + ": 150 W per socket"},
-    )  # fmt: skip
+        l2=6e6, sources=_ZION_SOURCES,
+    ).replace(host_pools_embeddings=True)  # fmt: skip
     p["dgx_a100"] = _gpu(
         "dgx_a100", "DGX A100: 8x A100 SXM4 40 GB, NVLink 3 through NVSwitch, PCIe Gen4, 8x 200 Gb/s NICs",
-        fp32=19.5e12, tensor={"tf32": 156e12, "bf16": 312e12, "fp16": 312e12}, hbm=40 * GB, hbm_bw=1.555 * TB,
-        nvlink=600 * GB, pcie=32 * GB, host_mem=1000 * GB, host_bw=2 * 204.8 * GB, nic=8 * 25 * GB, power=400.0,
-        host_power=1500.0, l2=40e6, l2_source="NVIDIA A100 whitepaper: 40 MB L2",
-        extra={"host_mem_bytes": _APPROX + ": 1 TB", "host_mem_bw": _APPROX + ": 2 sockets x 8 DDR4-3200 channels",
-               "nic_bw": "one 200 Gb/s NIC per GPU as in ZionEX (REFERENCE.md §2)", "host_power_w": _APPROX},
+        fp32=19.5e12, tensor={"tf32": 156e12, "bf16": 312e12, "fp16": 312e12}, hbm=40 * GB,
+        hbm_bw=1.555 * TB, nvlink=600 * GB, pcie=32 * GB, host_mem=1000 * GB, host_bw=2 * 204.8 * GB,
+        nic=8 * 25 * GB, power=400.0, host_power=1500.0, l2=40e6, sources=_DGX_A100_SOURCES,
     )  # fmt: skip
     p["dgx_h100"] = _gpu(
         "dgx_h100", "DGX H100: 8x H100 SXM5 80 GB, NVLink 4 through NVSwitch, PCIe Gen5, 8x 400 Gb/s NICs",
         fp32=67e12, tensor={"tf32": 495e12, "bf16": 989e12, "fp16": 989e12}, hbm=80 * GB, hbm_bw=3.35 * TB,
-        nvlink=900 * GB, pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
-        host_power=2000.0, l2=50e6, l2_source="NVIDIA H100 whitepaper: 50 MB L2",
-        extra={"host_mem_bytes": _APPROX + ": 2 TB", "host_mem_bw": _APPROX + ": 2 sockets x 8 DDR5-4800 channels",
-               "nic_bw": _APPROX + ": one 400 Gb/s NIC per GPU", "host_power_w": _APPROX},
+        nvlink=900 * GB, pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB,
+        power=700.0, host_power=2000.0, l2=50e6, sources=_DGX_H100_SOURCES,
     )  # fmt: skip
     p["h200_node"] = _gpu(
         "h200_node", "HGX H200 node: 8x H200 SXM 141 GB, NVLink 4, PCIe Gen5, 8x 400 Gb/s NICs",
         fp32=67e12, tensor={"bf16": 989e12, "fp16": 989e12}, hbm=141 * GB, hbm_bw=4.8 * TB, nvlink=900 * GB,
-        pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0, host_power=2000.0,
-        l2=50e6, l2_source="approximate: the H100 die's 50 MB L2 (NVIDIA H100 whitepaper)", extra={"host_mem_bytes": _APPROX + ": 2 TB", "host_mem_bw": _APPROX + ": 2 sockets x 8 DDR5-4800 channels",
-               "nic_bw": _APPROX + ": one 400 Gb/s NIC per GPU", "host_power_w": _APPROX,
-               "gemm_max_efficiency": "an 8192^3 BF16 matmul measured at 770-800 of 989 TFLOP/s on one H200 "
-                                      "(REFERENCE.md §1), ~0.8"},
+        pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
+        host_power=2000.0, l2=50e6, sources=_H200_SOURCES,
     ).replace(gemm_max_efficiency=0.8)  # fmt: skip
-    # This development machine before calibration (REFERENCE.md §6); `recnb calibrate` replaces it.
+    # This development machine before calibration (measured on it in 2026); `recnb calibrate` replaces it.
     p["this_machine"] = Hardware(
-        name="this_machine", kind="cpu", devices=1, peak_flops={"fp32": 250e9}, hbm_bytes=24 * GB, hbm_bw=90 * GB,
-        host_mem_bytes=24 * GB, host_mem_bw=90 * GB, host_link_bw=90 * GB, intra_node_bw=90 * GB, nic_bw=1 * GB,
-        collective_latency_s=20e-6, op_overhead_s=8e-6, step_overhead_s=0.1e-3, gemm_max_efficiency=0.8,
-        gemm_half_dim=16.0, gather_efficiency=0.25, gather_half_row_bytes=64.0, power_w=30.0, host_power_w=0.0,
-        sort_rate=50e6,
+        name="this_machine", kind="cpu", devices=1, peak_flops={"fp32": 250e9}, hbm_bytes=24 * GB,
+        hbm_bw=90 * GB, host_mem_bytes=24 * GB, host_mem_bw=90 * GB, host_link_bw=90 * GB,
+        intra_node_bw=90 * GB, nic_bw=1 * GB, collective_latency_s=20e-6, op_overhead_s=8e-6,
+        step_overhead_s=0.1e-3, gemm_max_efficiency=0.8, gemm_half_dim=16.0, gather_efficiency=0.25,
+        gather_half_row_bytes=64.0, power_w=30.0, host_power_w=0.0, sort_rate=50e6,
+        sources=_THIS_MACHINE_SOURCES,
         description="the machine this runs on (uncalibrated defaults: run `recnb calibrate`)",
-        sources={"peak_flops": "REFERENCE.md §6: ~200 GFLOP/s fp32 matmul measured (uncalibrated default)",
-                 "hbm_bw": "REFERENCE.md §6: ~90 GB/s streaming copy (bytes read + written)",
-                 "gather_efficiency": "REFERENCE.md §6: random embedding-bag gather ~23 GB/s of 90",
-                 "power_w": _APPROX + ": 2 cores of a server CPU", "op_overhead_s": _OP},
     )  # fmt: skip
     return p
 
@@ -291,7 +346,71 @@ def hardware(name: str | Hardware, **overrides: object) -> Hardware:
         raise ValueError(f"hardware must be one of {hardware_names()}, got {name!r}")
     hw = HARDWARE[name]
     if name == "this_machine":
-        from recnotebooks.perf.calibrate import load_calibration
-
         hw = load_calibration() or hw
     return hw.replace(**overrides) if overrides else hw
+
+
+# ----- the saved calibration of this machine (written by recnotebooks.perf.calibrate) -----
+def calibration_path(kind: str = "cpu") -> Path:
+    """Where the calibration of this machine's CPU (``kind="cpu"``) or GPU (``"gpu"``) is
+    stored; ``$RECNB_CALIBRATION`` overrides the CPU one's path (a GPU one sits beside it)."""
+    if kind not in ("cpu", "gpu"):
+        raise ValueError(f"kind must be 'cpu' or 'gpu', got {kind!r}")
+    env = os.environ.get("RECNB_CALIBRATION")
+    cpu = Path(env) if env else Path.home() / ".cache" / "recnotebooks" / "this_machine.json"
+    return cpu if kind == "cpu" else cpu.with_name(cpu.stem + "_gpu" + cpu.suffix)
+
+
+def save_calibration(
+    hw: Hardware, probe: dict[str, float] | None = None, path: str | Path | None = None
+) -> Path:
+    """Store ``hw`` (and the speed probe taken with it) for ``hardware("this_machine")``."""
+    p = Path(path) if path else calibration_path(hw.kind)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({"hardware": dataclasses.asdict(hw), "probe": probe}, indent=1))
+    return p
+
+
+def _load(path: str | Path | None, kind: str = "cpu") -> dict:
+    """The saved file as a dict: ``{}`` when there is none, and a warning naming the file when
+    it cannot be read (the uncalibrated defaults are used then)."""
+    p = Path(path) if path else calibration_path(kind)
+    if not p.exists():
+        return {}
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        d = f"not readable JSON ({type(e).__name__}: {e})"
+    if not isinstance(d, dict):
+        _ignored(p, d if isinstance(d, str) else f"not a JSON object ({type(d).__name__})", stacklevel=4)
+        return {}
+    return d | {"_path": p}
+
+
+def _ignored(path: Path, why: str, stacklevel: int = 3) -> None:
+    why = why if len(why) <= 160 else why[:159] + "…"
+    warnings.warn(f"ignoring the saved calibration {path}: {why}; using the uncalibrated defaults "
+                  "(run `recnb calibrate` to write a new one)", stacklevel=stacklevel)  # fmt: skip
+
+
+def load_calibration(path: str | Path | None = None, kind: str = "cpu") -> Hardware | None:
+    """The saved calibration of this machine's CPU (or, ``kind="gpu"``, its GPU), or None when
+    there is none (or, with a warning, when it is not valid). ``hardware("this_machine")`` is
+    the CPU one."""
+    d = _load(path, kind)
+    if not d:
+        return None
+    try:
+        return Hardware(**d["hardware"])
+    except (KeyError, ValueError, TypeError, AttributeError) as e:
+        _ignored(d["_path"], f"{type(e).__name__}: {e}")
+        return None
+
+
+def load_probe(path: str | Path | None = None, kind: str = "cpu") -> dict[str, float] | None:
+    """The speed probe saved with the calibration (see :func:`recnotebooks.perf.calibrate.probe`),
+    or None when there is none or its speeds are not finite positive numbers."""
+    p = _load(path, kind).get("probe")
+    speeds = [p.get("gflops"), p.get("copy_bw")] if isinstance(p, dict) else [None]
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in speeds)
+    return p if ok else None  # type: ignore[return-value]

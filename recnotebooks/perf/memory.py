@@ -9,10 +9,13 @@ activations kept for backward at the local batch size, and communication buffers
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.access import cache_rows_for_hit_rate
+from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware
 from recnotebooks.perf.plan import Plan
 
@@ -21,6 +24,9 @@ __all__ = ["MemoryReport", "memory_report", "DDP_BUCKET_BYTES"]
 #: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``); two are in flight.
 DDP_BUCKET_BYTES = 25 * 1024**2
 _STATE_PER_ROW = {"sgd": 0, "rowwise_adagrad": 1}
+#: Parameter-server nodes a plan may use before the report calls it out (approximate: a
+#: modeling bound, not a published limit).
+MAX_PARAMETER_SERVERS = 1024
 
 
 @dataclass
@@ -33,6 +39,11 @@ class MemoryReport:
     host_capacity: float
     fits: bool
     reasons: list[str] = field(default_factory=list)
+    #: Bytes of tables (and their optimizer state) on remote parameter servers, and how many
+    #: :data:`~recnotebooks.perf.components.PARAMETER_SERVER` nodes that takes.
+    remote_bytes: float = 0.0
+    parameter_servers: int = 0
+    notes: list[str] = field(default_factory=list)
 
     def table(self) -> list[dict[str, object]]:
         """Tidy rows ``{rank, kind, bytes, where}`` for charts."""
@@ -63,8 +74,11 @@ def memory_report(
     zipf_exponent: float = 1.05,
 ) -> MemoryReport:
     """Memory per device and per node for ``plan`` at global ``batch_size``."""
-    if sparse_optimizer not in _STATE_PER_ROW:
-        raise ValueError(f"sparse_optimizer must be one of {list(_STATE_PER_ROW)}, got {sparse_optimizer!r}")
+    check_choice("sparse_optimizer", sparse_optimizer, list(_STATE_PER_ROW))
+    check_choice("dense_optimizer", dense_optimizer, ("sgd", "adagrad", "adam"))
+    check_choice("dtype", dtype, list(DTYPE_BYTES))
+    batch_size = check_int("batch_size", batch_size, lo=1)
+    gpus = check_int("gpus", gpus, lo=1)
     eb = DTYPE_BYTES[dtype]
     world = plan.world_size
     local_b = batch_size / world
@@ -76,11 +90,13 @@ def memory_report(
     act = config.memory_footprint(batch_size=max(1, round(local_b)), dtype_bytes=eb)["activations"]
     device: list[dict[str, float]] = []
     host_per_rank: list[float] = []
+    remote = 0.0
     reasons: list[str] = []
     per_table_dev: dict[int, list[tuple[str, float]]] = {}
     for r in range(world):
-        d = {"embedding_weights": 0.0, "embedding_optimizer_state": 0.0, "cache": 0.0, "dense_weights": float(dense_w),
-             "dense_optimizer_state": float(dense_state), "activations": float(act), "comm_buffers": 0.0}  # fmt: skip
+        d = {"embedding_weights": 0.0, "embedding_optimizer_state": 0.0, "cache": 0.0,
+             "dense_weights": float(dense_w), "dense_optimizer_state": float(dense_state),
+             "activations": float(act), "comm_buffers": 0.0}  # fmt: skip
         host = 0.0
         pooled_out = 0.0
         for s in plan.on_rank(r):
@@ -95,6 +111,8 @@ def memory_report(
                 d["embedding_weights"] += w
                 d["embedding_optimizer_state"] += st
                 per_table_dev.setdefault(r, []).append((s.table, w + st))
+            elif s.placement == "remote":
+                remote += 0.0 if s.sharding == "data_parallel" and r > 0 else w + st  # one copy served
             elif s.placement in ("host", "cache"):
                 host += w + st
                 if s.placement == "cache":
@@ -117,10 +135,26 @@ def memory_report(
         if d["total"] > dev_cap:
             big = sorted(per_table_dev.get(r, []), key=lambda x: -x[1])[:3]
             what = ", ".join(f"{n} ({b / 1e9:.2f} GB)" for n, b in big) or "activations and MLP weights"
-            reasons.append(f"rank {r} needs {d['total'] / 1e9:.2f} GB of device memory but a {hw.name} device has "
-                           f"{dev_cap / 1e9:.0f} GB; largest tables there: {what}")  # fmt: skip
+            reasons.append(f"rank {r} needs {d['total'] / 1e9:.2f} GB of device memory but a {hw.name} "
+                           f"device has {dev_cap / 1e9:.0f} GB; largest tables there: {what}")  # fmt: skip
     for n, h in enumerate(host_rows):
         if h["total"] > hw.host_mem_bytes:
-            reasons.append(f"node {n} needs {h['total'] / 1e9:.1f} GB of host DRAM for tables in host memory, "
-                           f"but has {hw.host_mem_bytes / 1e9:.0f} GB")  # fmt: skip
-    return MemoryReport(device, host_rows, dev_cap, hw.host_mem_bytes, not reasons, reasons)
+            reasons.append(f"node {n} needs {h['total'] / 1e9:.1f} GB of host DRAM for tables in host "
+                           f"memory, but has {hw.host_mem_bytes / 1e9:.0f} GB")  # fmt: skip
+    servers, notes = _parameter_servers(remote)
+    return MemoryReport(
+        device, host_rows, dev_cap, hw.host_mem_bytes, not reasons, reasons, remote, servers, notes
+    )
+
+
+def _parameter_servers(remote: float) -> tuple[int, list[str]]:
+    """Parameter-server nodes needed for ``remote`` bytes, and a note saying so."""
+    if remote <= 0:
+        return 0, []
+    ps = PARAMETER_SERVER
+    servers = math.ceil(remote / ps.host_mem_bytes)
+    note = (f"{remote / 1e9:,.1f} GB of tables and optimizer state live on remote parameter servers: "
+            f"{servers:,} {ps.name} node(s) of {ps.host_mem_bytes / 1e9:.0f} GB DRAM each")  # fmt: skip
+    if servers > MAX_PARAMETER_SERVERS:
+        note += f", more than the {MAX_PARAMETER_SERVERS:,} this model is meant for (approximate bound)"
+    return servers, [note]

@@ -99,7 +99,14 @@ class Plan:
                 raise ValueError(f"table_wise table {t!r} must be on exactly one rank, got {len(parts)}")
 
     def on_rank(self, rank: int) -> list[TableShard]:
-        return [s for s in self.shards if s.rank == rank]
+        """The shards on ``rank`` (indexed once: memory reports ask for every rank)."""
+        by_rank = self.__dict__.get("_by_rank")
+        if by_rank is None:
+            by_rank = {}
+            for s in self.shards:
+                by_rank.setdefault(s.rank, []).append(s)
+            object.__setattr__(self, "_by_rank", by_rank)
+        return list(by_rank.get(rank, ()))
 
     def table(self) -> list[dict[str, object]]:
         """Tidy rows, one per shard: how the plan explains itself."""

@@ -20,8 +20,12 @@ decision; the sharding code of a later issue executes them.
 
 from __future__ import annotations
 
+import math
+
+from recnotebooks.checks import check_choice, check_fraction, check_int, check_type
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.access import cache_rows_for_hit_rate, expected_unique
+from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import DDP_BUCKET_BYTES
 from recnotebooks.perf.plan import PLACEMENTS, Plan, TableShard
@@ -69,26 +73,28 @@ def plan_tables(
     for the device caches it puts in front of tables that fit nowhere in device memory
     (:data:`DEFAULT_FALLBACK_HIT_RATE` when not given).
     """
-    if not isinstance(config, DLRMConfig):
-        raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
-    hw = hardware(hw) if isinstance(hw, str) else hw
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {list(STRATEGIES)}, got {strategy!r}")
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
-    if placement not in PLACEMENTS:
-        raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    hw = (
+        hardware(hw) if isinstance(hw, str) else check_type("hw", hw, Hardware, "a Hardware or a preset name")
+    )
+    check_choice("strategy", strategy, STRATEGIES)
+    world_size = check_int("world_size", world_size, lo=1)
+    check_choice("placement", placement, PLACEMENTS)
+    batch_size = check_int("batch_size", batch_size, lo=1)
+    check_choice("dtype", dtype, list(DTYPE_BYTES))
     if placement == "cache" and cache_hit_rate is None:
         raise ValueError("cache_hit_rate must be in [0, 1] with placement='cache', got None")
-    if cache_hit_rate is not None and (isinstance(cache_hit_rate, bool) or not isinstance(cache_hit_rate, (int, float))
-                                       or not 0 <= cache_hit_rate <= 1):  # fmt: skip
-        raise ValueError(f"cache_hit_rate must be in [0, 1], got {cache_hit_rate!r}")
+    if cache_hit_rate is not None:
+        cache_hit_rate = check_fraction("cache_hit_rate", cache_hit_rate)
     hit = cache_hit_rate if placement == "cache" else None
     fallback_hit = DEFAULT_FALLBACK_HIT_RATE if cache_hit_rate is None else float(cache_hit_rate)
     names = list(config.table_names)
     if strategy in ("naive", "greedy") and world_size > len(names):
-        raise ValueError(f"a table-wise plan needs at least as many tables as devices: {len(names)} tables, "
-                         f"world_size={world_size}; use strategy='cost' (recnb: --strategy cost), which splits rows, or fewer devices")  # fmt: skip
+        raise ValueError(
+            f"a table-wise plan needs at least as many tables as devices: {len(names)} tables, "
+            f"world_size={world_size}; use strategy='cost' (recnb: --strategy cost), which splits rows, "
+            "or fewer devices"
+        )
     sizes = table_bytes(config, dtype)
     notes: list[str] = []
     if strategy == "naive":
@@ -126,8 +132,10 @@ def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str
     )
 
 
-def _cost_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit: float | None,
-               fallback_hit: float, batch_size: int, dtype: str, sizes: dict[str, float]) -> Plan:  # fmt: skip
+def _cost_plan(
+    config: DLRMConfig, hw: Hardware, world: int, placement: str, hit: float | None,
+    fallback_hit: float, batch_size: int, dtype: str, sizes: dict[str, float],
+) -> Plan:  # fmt: skip
     eb = DTYPE_BYTES[dtype]
     cap = hw.hbm_bytes * (1 - RESERVE) - _non_table_bytes(config, world, batch_size, dtype)
     if placement != "hbm":
@@ -169,18 +177,25 @@ def _cost_plan(config: DLRMConfig, hw: Hardware, world: int, placement: str, hit
             if room:
                 mem[r] += cache
                 shards.append(TableShard(n, r, "table_wise", "cache", cache_hit_rate=h))
-                notes.append(f"{n} ({b / 1e9:.1f} GB) does not fit in device memory even split {world} ways: host "
-                             f"DRAM behind a {cache / 1e9:.2f} GB device cache (hit rate {h:.0%}) on rank {r}")  # fmt: skip
+                notes.append(f"{n} ({b / 1e9:.1f} GB) does not fit in device memory even split {world} ways: "
+                             f"host DRAM behind a {cache / 1e9:.2f} GB device cache (hit rate {h:.0%}) "
+                             f"on rank {r}")  # fmt: skip
             else:
                 shards.append(TableShard(n, r, "table_wise", "host"))
-                notes.append(f"{n} ({b / 1e9:.1f} GB) fits neither in device memory nor as a device cache: host DRAM "
-                             f"read over PCIe (UVM) by rank {r}")  # fmt: skip
+                notes.append(f"{n} ({b / 1e9:.1f} GB) fits neither in device memory nor as a device cache: "
+                             f"host DRAM read over PCIe (UVM) by rank {r}")  # fmt: skip
         else:
             r = min(range(world), key=lambda i: time[i])
             time[r] += c
             shards.append(TableShard(n, r, "table_wise", "remote"))
-            notes.append(f"{n} ({b / 1e9:.1f} GB) fits neither in device memory nor in this node's host DRAM: "
-                         "served by a remote parameter server")  # fmt: skip
-    notes.append("longest modeled table first, each to the rank whose time grows least: "
-                 + ", ".join(f"rank {r} {t * 1e3:.2f} ms" for r, t in enumerate(time)))  # fmt: skip
+            ps = PARAMETER_SERVER
+            servers = math.ceil(b / ps.host_mem_bytes)
+            notes.append(f"{n} ({b / 1e9:.1f} GB) fits neither in device memory nor in this node's host "
+                         f"DRAM: served by remote parameter servers ({servers:,} {ps.name} node(s) of "
+                         f"{ps.host_mem_bytes / 1e9:.0f} GB DRAM)")  # fmt: skip
+    if world <= 16:
+        per_rank = ", ".join(f"rank {r} {t * 1e3:.2f} ms" for r, t in enumerate(time))
+    else:
+        per_rank = f"{min(time) * 1e3:.2f} to {max(time) * 1e3:.2f} ms per rank over {world} ranks"
+    notes.append("longest modeled table first, each to the rank whose time grows least: " + per_rank)
     return Plan(world, tuple(shards), "cost", tuple(notes))

@@ -22,13 +22,40 @@ from functools import partial
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import GB, Hardware, hardware
+from recnotebooks.perf.sources import cite
 
 __all__ = ["PublishedRun", "PUBLISHED_RUNS", "TORCHREC_README_ROWS", "compare_published"]
 
 #: Table cardinalities of the TorchRec DLRM example's README runs (Criteo 1TB, 91.10 GB of
-#: fp32 tables at dim 128): facebookresearch/dlrm, torchrec_dlrm/README.MD.
-TORCHREC_README_ROWS = (45833188, 36746, 17245, 7413, 20243, 3, 7114, 1441, 62, 29275261, 1572176, 345138, 10, 2209,
-                        11267, 128, 4, 974, 14, 48937457, 11316796, 40094537, 452104, 12606, 104, 35)  # fmt: skip
+#: fp32 tables at dim 128): https://github.com/facebookresearch/dlrm/tree/main/torchrec_dlrm
+TORCHREC_README_ROWS = (
+    45833188,
+    36746,
+    17245,
+    7413,
+    20243,
+    3,
+    7114,
+    1441,
+    62,
+    29275261,
+    1572176,
+    345138,
+    10,
+    2209,
+    11267,
+    128,
+    4,
+    974,
+    14,
+    48937457,
+    11316796,
+    40094537,
+    452104,
+    12606,
+    104,
+    35,
+)
 
 
 def _torchrec_readme() -> DLRMConfig:
@@ -42,8 +69,12 @@ def _torchrec_readme() -> DLRMConfig:
 def _nvidia_terabyte() -> DLRMConfig:
     # NVIDIA's DLRM: Criteo Terabyte's 26 tables (here capped at 10M rows as the dlrm repo
     # does), dim 128, MLPs 512-256-128 and 1024-1024-512-256-1.
-    return preset("criteo_terabyte").replace(embedding_dim=128, bottom_mlp=(512, 256, 128),
-                                             top_mlp=(1024, 1024, 512, 256, 1), name="nvidia_dlrm_terabyte")  # fmt: skip
+    return preset("criteo_terabyte").replace(
+        embedding_dim=128,
+        bottom_mlp=(512, 256, 128),
+        top_mlp=(1024, 1024, 512, 256, 1),
+        name="nvidia_dlrm_terabyte",
+    )
 
 
 def _v100_32gb() -> Hardware:
@@ -66,13 +97,10 @@ class PublishedRun:
     note: str = ""
 
 
-_TR = "TorchRec DLRM on 8x A100 40GB (REFERENCE.md §5)"
-_TRR = ("TorchRec DLRM example README, facebookresearch/dlrm torchrec_dlrm/README.MD (AWS p4d.24xlarge, "
-        "A100 40GB, CUDA 11.0, NCCL 2.10.3)")  # fmt: skip
-_NV = "NVIDIA DLRM for PyTorch on 1x V100 32GB, Criteo Terabyte, dim 128 (REFERENCE.md §5)"
-_DP = (
-    "DLRM paper (Naumov et al. 2019): 1000 batches of 2048 of its benchmark config, Caffe2 (REFERENCE.md §5)"
-)
+_TR = "TorchRec DLRM on 8x A100 40GB, published by the TorchRec project: " + cite("torchrec")
+_TRR = cite("torchrec_dlrm") + " (AWS p4d.24xlarge, A100 40GB, CUDA 11.0, NCCL 2.10.3)"
+_NV = "1x V100 32GB, Criteo Terabyte, dim 128: " + cite("nvidia_dlrm")
+_DP = "1000 batches of 2048 of its benchmark config, Caffe2: " + cite("dlrm_paper")
 _A100 = partial(hardware, "dgx_a100")
 _EARLY = ("the paper's early reference implementation; the model prices today's eager PyTorch with fused "
           "embeddings, so it is far faster: direction only")  # fmt: skip

@@ -6,17 +6,20 @@
   (tidy rows per table, plus notes for the learner). It knows nothing about widgets, so
   notebooks, tests and benchmarks call it directly too.
 * ``render`` draws the **history trail**: the last few settings (newest first, labelled
-  ``now``, ``-1``, ``-2``...) so a learner sees how the last change shifted the numbers.
-* The chart is an :class:`altair.JupyterChart` **updated in place**: its Vega-Lite spec is
+  ``now``, ``-1``, ``-2``... with the whole change, "-1: num_tables 16→8, pooling 20→40",
+  drawn one change per line) so a learner sees how the last change shifted the numbers.
+* The chart is a :class:`~recnotebooks.viz.theme.ChartWidget` (an :class:`altair.JupyterChart`
+  drawn as SVG with ids unique on the page) **updated in place**: its Vega-Lite spec is
   replaced (the widget and its place in the notebook stay); ``app.altair_chart`` is the
   Altair chart it shows.
 * Widget changes are **debounced** (``debounce_s``) when a kernel event loop is running;
   without one (plain Python, tests) an update runs at once.
 * An exception from ``compute`` or ``render`` (a bad combination, a setting that does not
   fit in memory) is shown **inside the app** as a message; the last good chart stays.
-* Every app is **drivable from Python**: ``app.set(pooling=20)`` sets widget values and
-  updates synchronously, returning the new :class:`Result` (or raising
-  :class:`AppError` with the message the learner would see).
+* Every app is **drivable from Python**: ``app.set(pooling=20)`` checks the values with
+  :mod:`recnotebooks.checks` (no slider clamps 2.5 or takes ``True`` as 1), sets them and
+  updates synchronously, returning the new :class:`Result` (or raising :class:`AppError`
+  with the message the learner would see).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from dataclasses import dataclass, field
 import altair as alt
 import ipywidgets as W
 
-from recnotebooks.viz.theme import enable_offline
+from recnotebooks.viz.controls import check_control_value
+from recnotebooks.viz.theme import ChartWidget, enable_offline
 
 __all__ = ["App", "AppError", "HistoryEntry", "Result", "history_rows"]
 
@@ -85,12 +89,12 @@ def _datasets(spec: object) -> list[list[dict[str, object]]]:
 
 
 def _relabel(trail: list[HistoryEntry]) -> list[HistoryEntry]:
-    out = []
-    for i, e in enumerate(trail):
-        pos = "now" if i == 0 else f"-{i}"
-        change = e.change if len(e.change) <= 30 else e.change[:29] + "…"
-        out.append(dataclasses.replace(e, label=f"{pos}: {change}"))
-    return out
+    """Label each entry with its place in the trail and its whole change ("-1: a 1→2, b 3→4");
+    the chart factories draw such a label one change per line, so nothing is cut off."""
+    return [
+        dataclasses.replace(e, label=f"{'now' if i == 0 else f'-{i}'}: {e.change}")
+        for i, e in enumerate(trail)
+    ]
 
 
 def _describe_change(old: Mapping[str, object] | None, new: Mapping[str, object]) -> str:
@@ -140,11 +144,12 @@ class App:
         self._push(result)
         enable_offline()  # never a CDN: the Vega bundle comes from vl-convert
         self.altair_chart: alt.TopLevelMixin = self.render(self.history)
-        self.chart = alt.JupyterChart(self.altair_chart, embed_options={"renderer": "svg", "actions": False})
-        self.chart.add_class("recnb-chart")
+        self.chart = ChartWidget(self.altair_chart)  # SVG, ids unique on the page
         self.message = W.HTML(self._notes_html(result.notes))
-        head = W.HTML(f"<b style='font-size:1.1em'>{html.escape(title)}</b>"
-                      + (f"<div style='color:#555'>{html.escape(description)}</div>" if description else ""))  # fmt: skip
+        head = W.HTML(
+            f"<b style='font-size:1.1em'>{html.escape(title)}</b>"
+            + (f"<div style='color:#555'>{html.escape(description)}</div>" if description else "")
+        )
         boxes = [W.HBox(list(self.controls.values())[i : i + 3]) for i in range(0, len(self.controls), 3)]
         self.view = W.VBox([head, *boxes, self.message, self.chart])
         self.view.add_class("recnb-app")
@@ -170,23 +175,19 @@ class App:
     def set(self, **values: object) -> Result:
         """Set widget values (by parameter name) and update now; returns the new result.
 
-        Raises :class:`AppError` with the in-app message if the setting cannot be shown,
-        and ``KeyError``/``ValueError`` for unknown names or values a widget rejects.
+        Every value is checked before any widget moves (a slider would clamp, round or take
+        ``True`` as 1 silently): ``KeyError`` for an unknown name, ``TypeError`` for the wrong
+        kind of value (``2.5`` or ``True`` for an integer slider, a bool for a float slider),
+        ``ValueError`` for one outside the control's options or range (or NaN). Raises
+        :class:`AppError` with the in-app message if the setting cannot be shown.
         """
         unknown = sorted(set(values) - set(self.controls))
         if unknown:
             raise KeyError(f"unknown control(s) {unknown}; this app has {sorted(self.controls)}")
-        for k, v in values.items():  # check every value before changing any widget
-            w = self.controls[k]
-            opts = getattr(w, "options", None)
-            if opts is not None and v not in [o[1] if isinstance(o, tuple) else o for o in opts]:
-                raise ValueError(f"{k}={v!r} is not one of the options {list(opts)}")
-            lo, hi = getattr(w, "min", None), getattr(w, "max", None)
-            if opts is None and lo is not None and not (lo <= v <= hi):  # sliders would clamp silently
-                raise ValueError(f"{k}={v!r} must be in [{lo}, {hi}]")
+        checked = {k: check_control_value(k, self.controls[k], v) for k, v in values.items()}  # all first
         self._driving = True
         try:
-            for k, v in values.items():
+            for k, v in checked.items():
                 self.controls[k].value = v
         finally:
             self._driving = False
@@ -254,9 +255,11 @@ class App:
 
     @staticmethod
     def _error_html(msg: str) -> str:
-        return ("<div class='recnb-error' style='color:#a61b1b;background:#fdecea;padding:6px 10px;"
-                f"border-left:4px solid #d93025'>⚠ {html.escape(msg)}<br><span style='color:#555'>"
-                "The chart still shows the last setting that worked.</span></div>")  # fmt: skip
+        return (
+            "<div class='recnb-error' style='color:#a61b1b;background:#fdecea;padding:6px 10px;"
+            f"border-left:4px solid #d93025'>⚠ {html.escape(msg)}<br><span style='color:#555'>"
+            "The chart still shows the last setting that worked.</span></div>"
+        )
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

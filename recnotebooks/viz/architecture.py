@@ -11,13 +11,27 @@ from __future__ import annotations
 
 from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.doctor import available_memory_bytes
-from recnotebooks.measure import DoesNotFitError, StepMeasurement, check_fits, default_max_rows, measure_step
+from recnotebooks.measure import (
+    DoesNotFitError,
+    StepMeasurement,
+    check_fits,
+    default_max_rows,
+    measure_step_cached,
+    threads_for_load,
+)
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, time_breakdown
+from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human
 
-__all__ = ["ARCHITECTURE_CONTROLS", "architecture_config", "explore_architecture", "architecture_explorer"]
+__all__ = [
+    "ARCHITECTURE_CONTROLS",
+    "architecture_config",
+    "architecture_explorer",
+    "explore_architecture",
+    "measure_here",
+    "table_batching_chart",
+]
 
 _P2 = [2**i for i in range(4, 13)]
 #: Options of each control: (label, value) pairs or a range; the defaults are a small
@@ -54,7 +68,14 @@ ARCHITECTURE_CONTROLS: dict[str, dict[str, object]] = {
 
 #: Settings whose measured copy the model expects to take longer per step than this (on
 #: ``this_machine``) are not measured: a slider must not freeze the notebook for seconds.
-MAX_MEASURED_STEP_S = 0.4
+#: A measured update needs at least two such steps (a warm-up and a timed one) and the
+#: copy's build, inside :data:`MEASURE_DEADLINE_S`.
+MAX_MEASURED_STEP_S = 0.3
+#: Wall-clock seconds one measured update may spend measuring (building the copy, warm-up,
+#: timing, re-measuring outliers); with drawing, an update stays under about 1.5 s.
+MEASURE_DEADLINE_S = 1.0
+#: Timed steps a measured update asks for (fewer when the deadline runs out; the note says so).
+MEASURED_STEPS = 3
 
 
 def check_measurable(config: DLRMConfig, batch_size: int, max_rows: int,
@@ -69,19 +90,33 @@ def check_measurable(config: DLRMConfig, batch_size: int, max_rows: int,
     pred = estimate(capped, "this_machine", batch_size=batch_size).step_time
     if pred > max_step_s:
         raise DoesNotFitError(
-            f"one training step of this setting would take about {pred:.1f} s here (modeled), too long to measure "
-            "while you move sliders; lower the batch size, pooling, number of tables, embedding dim or MLP width"
+            f"one training step of this setting would take about {pred:.2f} s here (modeled), too long to "
+            f"measure while you move sliders (at most {max_step_s:g} s); lower the batch size, pooling, "
+            "number of tables, embedding dim or MLP width"
         )
 
 
 def measure_here(config: DLRMConfig, batch_size: int, time_budget_s: float, device: str = "cpu",
-                 max_step_s: float = MAX_MEASURED_STEP_S) -> tuple[StepMeasurement, int]:  # fmt: skip
+                 max_step_s: float = MAX_MEASURED_STEP_S,
+                 deadline_s: float = MEASURE_DEADLINE_S) -> tuple[StepMeasurement, int]:  # fmt: skip
     """A step of ``config``'s row-capped copy measured on ``device`` (and the row cap), after
-    :func:`check_measurable` (raises :class:`~recnotebooks.measure.DoesNotFitError`)."""
+    :func:`check_measurable` (raises :class:`~recnotebooks.measure.DoesNotFitError`).
+
+    The median of :data:`MEASURED_STEPS` timed steps, within ``deadline_s``; a setting
+    measured before in this session (same capped copy, batch and device) is reused, so
+    changing only modeled inputs shows the same measured step (``m.reused``). On a machine
+    busier than its cores the step is measured on one thread (``m.busy`` says so; see
+    :func:`~recnotebooks.measure.threads_for_load`). See
+    :meth:`~recnotebooks.measure.StepMeasurement.describe` for the app's note.
+    """
     cap = default_max_rows(config)
-    if device == "cpu":
+    threads, busy = threads_for_load() if device == "cpu" else (None, "")
+    if device == "cpu":  # the same limit on one thread, so what is measurable does not depend on load
         check_measurable(config, batch_size, cap, max_step_s)
-    return measure_step(config, batch_size, max_rows=cap, time_budget_s=time_budget_s, device=device), cap
+    m = measure_step_cached(config, batch_size, max_rows=cap, time_budget_s=time_budget_s, device=device,
+                            min_steps=MEASURED_STEPS, deadline_s=deadline_s, threads=threads,
+                            busy=busy)  # fmt: skip
+    return m, cap
 
 
 def explore_architecture(
@@ -89,7 +124,7 @@ def explore_architecture(
     batch_size: int = 512,
     measure: bool = True,
     device: str = "cpu",
-    time_budget_s: float = 0.3,
+    time_budget_s: float = 0.2,
     **arch: object,
 ) -> Result:
     """Sizes and work of the architecture (computed) and a measured step breakdown.
@@ -119,13 +154,8 @@ def explore_architecture(
     ]
     metrics = [{"metric": m, "value": v, "display": d, "source": "analytic"} for m, v, d in values]
     avail = available_memory_bytes()
-    where = (
-        ""
-        if avail is None
-        else (
-            f"; it {'fits in' if mem['total'] < avail else 'would NOT fit in'} the {human(avail, 'B')} available here"
-        )
-    )
+    fits = "fits in" if avail is not None and mem["total"] < avail else "would NOT fit in"
+    where = "" if avail is None else f"; it {fits} the {human(avail, 'B')} available here"
     notes = [f"The full model needs {human(mem['total'], 'B')} to train (weights, row-wise Adagrad state, "
              f"activations at batch {batch_size}){where}."]  # fmt: skip
     tables: dict[str, list[dict[str, object]]] = {"metrics": metrics}
@@ -133,15 +163,15 @@ def explore_architecture(
         m, cap = measure_here(cfg, batch_size, time_budget_s, device)
         tables["phases"] = m.table()
         notes.append(f"Measured on {m.device}: {m.seconds_per_step * 1e3:.1f} ms per step "
-                     f"({m.samples_per_s:,.0f} samples/s), mean of {m.steps} steps of a copy with tables "
-                     f"capped at {min(cap, cfg.tables[0].num_rows):,} rows.")  # fmt: skip
+                     f"({m.samples_per_s:,.0f} samples/s) of a copy with tables capped at "
+                     f"{min(cap, cfg.tables[0].num_rows):,} rows ({m.describe()}).")  # fmt: skip
     return Result(tables=tables, notes=notes)
 
 
 def _render(history: list[HistoryEntry], measure: bool) -> object:
     now = history[0].label
     bars = metric_bars(history_rows(history, "metrics"), highlight=now, title="Sizes and work",
-                       source="analytic", columns=3, width=190)  # fmt: skip
+                       source="analytic", columns=3)  # fmt: skip
     if not measure:
         return bars
     rows = history_rows(history, "phases")
@@ -155,7 +185,7 @@ def architecture_explorer(
     *,
     measure: bool = True,
     device: str = "cpu",
-    time_budget_s: float = 0.3,
+    time_budget_s: float = 0.2,
     history: int = 4,
     **values: object,
 ) -> App:
@@ -173,3 +203,23 @@ def architecture_explorer(
         "; step time measured here on a row-capped copy" if measure else "")  # fmt: skip
     return App("Architecture Explorer", controls, compute, lambda h: _render(h, measure), history=history,
                description=what)  # fmt: skip
+
+
+def table_batching_chart(rows: list[dict[str, object]]) -> object:
+    """Notebook 01's finding (c): the fused lookup's speedup over a per-table loop against the
+    number of tables (measured here, beside TorchRec's published GPU figures), above the two
+    step times. ``rows``: :func:`recnotebooks.table_batching.measure_table_batching`'s."""
+    from recnotebooks.table_batching import published_speedups, speedups
+
+    first = rows[0]
+    detail = f"{first['device']}, {first['threads']} thread(s), fastest of {first['repeats']} runs"
+    title = "How many times faster one fused lookup is than a loop over tables"
+    ratio = metric_lines(speedups(rows) + published_speedups(), x="num_tables", y="speedup", color="where",
+                         x_log=True, title=title, y_format=".2~f")  # fmt: skip
+    ms = [{**r, "ms_per_step": float(r["seconds_per_step"]) * 1e3} for r in rows]  # type: ignore[arg-type]
+    times = metric_lines(ms, x="num_tables", y="ms_per_step", color="implementation", x_log=True, y_log=True,
+                         title=f"One embedding-layer training step ({first['what']})", source="measured",
+                         detail=detail, y_format=".3~f")  # fmt: skip
+    return (ratio.properties(width=520, height=220) & times.properties(width=520, height=220)).resolve_scale(
+        color="independent"
+    )

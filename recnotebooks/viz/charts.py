@@ -12,92 +12,43 @@ expected pre-aggregated (at most :data:`MAX_ROWS` rows), so no chart hits Altair
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import altair as alt
 
+from recnotebooks.viz.export import save_png, save_svg
+from recnotebooks.viz.reference import ratio_bars, roofline
 from recnotebooks.viz.theme import phase_scale, source_label
+from recnotebooks.viz.tidy import (
+    CHAR_PX,
+    MAX_ROWS,
+    ONE_CHANGE_PER_LINE,
+    OPACITY,
+    Rows,
+    band_axis,
+    chart_rows,
+    chart_title,
+    check_rows,
+    label_lines,
+    row_sources,
+    tooltip,
+    with_data,
+)
 
 __all__ = [
     "MAX_ROWS",
     "time_breakdown",
     "metric_lines",
     "metric_bars",
+    "ratio_bars",
     "roofline",
     "rank_bars",
     "hit_rate_curve",
     "training_curves",
     "save_png",
     "save_svg",
+    "chart_rows",
 ]
-
-MAX_ROWS = 5000
-#: Opacity straight from a ``_opacity`` column (1 for the highlighted setting, fainter for
-#: the trail). A field with no scale is much cheaper to build than ``alt.condition``.
-_OPACITY = alt.Opacity("_opacity:Q", scale=None, legend=None)
-Rows = Sequence[Mapping[str, object]]
-
-
-def _check_rows(rows: Rows, what: str, numeric: Sequence[str] = (), fields: Sequence[str] = (),
-                positive: Sequence[str] = ()) -> list[dict[str, object]]:  # fmt: skip
-    if isinstance(rows, Mapping) or not isinstance(rows, Sequence):
-        raise TypeError(f"{what}: rows must be a list of dicts (tidy rows), got {type(rows).__name__}")
-    if not rows:
-        raise ValueError(f"{what}: rows is empty; nothing to draw")
-    if len(rows) > MAX_ROWS:
-        raise ValueError(f"{what}: {len(rows)} rows is more than {MAX_ROWS}; aggregate before charting")
-    out = []
-    for i, r in enumerate(rows):
-        if not isinstance(r, Mapping):
-            raise TypeError(f"{what}: rows[{i}] must be a dict, got {type(r).__name__}")
-        for c in (*numeric, *fields, *positive):
-            if c not in r:
-                raise ValueError(f"{what}: rows[{i}] has no column {c!r} (has {sorted(r)})")
-        for c in (*numeric, *positive):
-            v = r[c]
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{what}: column {c!r} must be a finite number, got {v!r} in rows[{i}]")
-            if c in positive and v <= 0:
-                raise ValueError(f"{what}: column {c!r} must be > 0 (log scale), got {v!r} in rows[{i}]")
-        out.append(dict(r))
-    return out
-
-
-def _with_data(chart: alt.TopLevelMixin, data: list[dict[str, object]]) -> alt.TopLevelMixin:
-    """Attach ``data`` last, as inline JSON text (Vega-Lite parses it in the browser).
-
-    Altair deep-copies a chart's data, dict by dict, on every method call and composition;
-    a string is copied for free, which makes an app update several times faster.
-    """
-    chart.data = alt.Data(values=json.dumps(data, separators=(",", ":")), format=alt.DataFormat(type="json"))
-    return chart
-
-
-def chart_rows(spec: dict) -> list[dict[str, object]]:
-    """The rows of a chart spec's top-level inline data (list or JSON text)."""
-    values = spec["data"]["values"]
-    return json.loads(values) if isinstance(values, str) else list(values)
-
-
-def _sources(rows: list[dict[str, object]], default: str) -> list[str]:
-    return sorted({str(r.get("source", default)) for r in rows})
-
-
-def _title(
-    title: str, rows: list[dict[str, object]], source: str | None, detail: str | None
-) -> alt.TitleParams:
-    srcs = [source] if source else _sources(rows, "measured")
-    return alt.TitleParams(title, subtitle=[source_label(s, detail) for s in srcs])
-
-
-def _tip(field: str, kind: str, fmt: str | None = None, title: str | None = None) -> alt.Tooltip:
-    kw: dict[str, object] = {"title": title or field.replace("_", " ")}
-    if fmt:
-        kw["format"] = fmt
-    return alt.Tooltip(f"{field}:{kind}", **kw)
 
 
 def time_breakdown(
@@ -114,7 +65,7 @@ def time_breakdown(
 ) -> alt.Chart:
     """Stacked horizontal bars: one bar per ``by`` value (setting, rank, config), one
     segment per phase, in milliseconds. ``highlight`` draws that bar solid, others faded."""
-    data = _check_rows(rows, "time_breakdown", numeric=[value], fields=[by, phase])
+    data = check_rows(rows, "time_breakdown", numeric=[value], fields=[by, phase])
     order = list(phases) if phases else list(dict.fromkeys(str(r[phase]) for r in data))
     bars = list(dict.fromkeys(str(r[by]) for r in data))
     for r in data:
@@ -126,12 +77,13 @@ def time_breakdown(
     total = {b: sum(float(r["ms"]) for r in data if r[by] == b) for b in bars}
     for r in data:
         r["step_ms"] = total[str(r[by])]
-    return _with_data(
+    y_axis, step, _ = band_axis(bars, by.replace("_", " "))
+    return with_data(
         alt.Chart()
         .mark_bar()
         .encode(
             x=alt.X("ms:Q", stack="zero", title="milliseconds per step"),
-            y=alt.Y(f"{by}:N", sort=bars, title=by.replace("_", " ")),
+            y=alt.Y(f"{by}:N", sort=bars, axis=y_axis),
             color=alt.Color(
                 f"{phase}:N",
                 scale=phase_scale(order),
@@ -140,15 +92,15 @@ def time_breakdown(
                 legend=alt.Legend(orient="bottom", columns=4),
             ),
             order=alt.Order("_order:Q"),
-            opacity=_OPACITY,
+            opacity=OPACITY,
             tooltip=[
-                _tip(by, "N"),
-                _tip(phase, "N"),
-                _tip("ms", "Q", ".2f", "ms per step"),
-                _tip("step_ms", "Q", ".2f", "whole step (ms)"),
-            ],  # fmt: skip
+                tooltip(by, "N"),
+                tooltip(phase, "N"),
+                tooltip("ms", "Q", ".2f", "ms per step"),
+                tooltip("step_ms", "Q", ".2f", "whole step (ms)"),
+            ],
         )
-        .properties(title=_title(title, data, source, detail)),
+        .properties(title=chart_title(title, data, source, detail), height=alt.Step(step)),
         data,
     )
 
@@ -167,34 +119,56 @@ def metric_lines(
     source: str | None = None,
     detail: str | None = None,
     y_format: str = ".3~s",
+    x_title: str | None = None,
+    y_title: str | None = None,
 ) -> alt.LayerChart:
     """A metric against a parameter, one line per ``color`` value (e.g. history settings).
 
     The current point is ringed and labelled: the row with ``x == current``, or, when
     ``current`` is None, every row whose ``current`` column is true. With ``highlight``,
-    the line whose ``color`` value equals it is drawn solid and the others faded.
+    the line whose ``color`` value equals it is drawn solid and the others faded. Axis titles
+    default to the column names in words; with at most 12 distinct ``x`` values the x ticks sit
+    on them (a log axis would otherwise crowd 20, 30, 40... together).
     """
-    data = _check_rows(rows, "metric_lines", numeric=[], positive=[c for c, lg in ((x, x_log), (y, y_log)) if lg],
-                       fields=[x, y] + ([color] if color else []))  # fmt: skip
-    _check_rows(data, "metric_lines", numeric=[x, y])
+    data = check_rows(
+        rows,
+        "metric_lines",
+        numeric=[],
+        positive=[c for c, lg in ((x, x_log), (y, y_log)) if lg],
+        fields=[x, y] + ([color] if color else []),
+    )
+    check_rows(data, "metric_lines", numeric=[x, y])
     for r in data:
         r["_now"] = bool(r.get("current")) if current is None else r[x] == current
         r["_hl"] = highlight is None or (color is not None and r[color] == highlight)
-    xs = alt.X(f"{x}:Q", scale=alt.Scale(type="log" if x_log else "linear", nice=not x_log),
-               title=x.replace("_", " "))  # fmt: skip
-    ys = alt.Y(f"{y}:Q", scale=alt.Scale(type="log" if y_log else "linear"), title=y.replace("_", " "),
-               axis=alt.Axis(format=y_format))  # fmt: skip
-    for r in data:
         r["_opacity"] = 1.0 if r["_hl"] else 0.35
-    enc: dict[str, object] = {"x": xs, "y": ys, "opacity": _OPACITY}
-    tips = [_tip(x, "Q", ",.4~g"), _tip(y, "Q", ",.4~g")]
+    names = list(dict.fromkeys(str(r[color]) for r in data)) if color else []  # legend order: as given
+    data.sort(key=lambda r: bool(r["_hl"]))  # the highlighted line last, drawn on top of faded ones
+    x_values = sorted({float(r[x]) for r in data})  # type: ignore[arg-type]
+    few = len(x_values) <= 12  # (a tickCount below the number of values would hide some log labels)
+    x_axis = alt.Axis(values=x_values, tickCount=len(x_values), format="~g") if few else alt.Axis(format="~s")
+    xs = alt.X(
+        f"{x}:Q",
+        scale=alt.Scale(type="log" if x_log else "linear", nice=not x_log),
+        title=x_title or x.replace("_", " "),
+        axis=x_axis,
+    )
+    ys = alt.Y(
+        f"{y}:Q",
+        scale=alt.Scale(type="log" if y_log else "linear"),
+        title=y_title or y.replace("_", " "),
+        axis=alt.Axis(format=y_format),
+    )
+    enc: dict[str, object] = {"x": xs, "y": ys, "opacity": OPACITY}
+    tips = [tooltip(x, "Q", ",.4~g"), tooltip(y, "Q", ",.4~g")]
     if color:
-        enc["color"] = alt.Color(f"{color}:N", title=color.replace("_", " "),
-                                 sort=list(dict.fromkeys(str(r[color]) for r in data)))  # fmt: skip
-        tips.insert(0, _tip(color, "N"))
-    if "source" in data[0] and len(_sources(data, "measured")) > 1:
+        _, chars = label_lines(names)
+        legend = alt.Legend(labelExpr=ONE_CHANGE_PER_LINE, labelLimit=min(260, round(chars * CHAR_PX) + 8))
+        enc["color"] = alt.Color(f"{color}:N", title=color.replace("_", " "), sort=names, legend=legend)
+        tips.insert(0, tooltip(color, "N"))
+    if "source" in data[0] and len(row_sources(data, "measured")) > 1:
         enc["strokeDash"] = alt.StrokeDash("source:N", title="source")
-        tips.append(_tip("source", "N"))
+        tips.append(tooltip("source", "N"))
     base = alt.Chart().encode(**enc, tooltip=tips)
     now = base.transform_filter("datum._now && datum._hl")
     layers = [
@@ -204,9 +178,9 @@ def metric_lines(
         now.mark_text(dy=-16, fontWeight="bold").encode(text=alt.Text(f"{y}:Q", format=y_format)),
     ]
     chart = alt.layer(*layers).properties(
-        title=_title(title or f"{y} vs {x}".replace("_", " "), data, source, detail)
+        title=chart_title(title or f"{y} vs {x}".replace("_", " "), data, source, detail)
     )
-    return _with_data(chart, data)
+    return with_data(chart, data)
 
 
 def metric_bars(
@@ -221,99 +195,65 @@ def metric_bars(
     source: str | None = None,
     detail: str | None = None,
     columns: int = 1,
-    width: int = 260,
+    width: int | None = None,
+    total_width: int = 960,
+    value_title: str | None = None,
 ) -> alt.FacetChart:
     """Small multiples: one panel per metric (independent x scales), one bar per ``by``.
-    ``text`` names a column with a human-readable value shown at the end of each bar."""
-    data = _check_rows(rows, "metric_bars", numeric=[value], fields=[metric, by] + ([text] if text else []))
+
+    ``text`` names a column with a human-readable value shown at the end of each bar (each
+    panel's scale leaves room for it). ``metric`` values are the panel headers: give them in
+    words ("samples per joule"); "zion: samples per joule" is drawn on two lines. Panels are
+    ``width`` px wide, or, by default, as wide as fits ``columns`` of them, the bar labels and
+    the gaps in ``total_width`` px. ``value_title`` titles each panel's x axis (shown with
+    ticks when there is no ``text``)."""
+    data = check_rows(rows, "metric_bars", numeric=[value], fields=[metric, by] + ([text] if text else []))
     bars = list(dict.fromkeys(str(r[by]) for r in data))
+    y_axis, step, label_px = band_axis(bars, None)
+    if width is None:
+        width = max(60, (total_width - label_px - 20 * (columns - 1)) // columns - 4)
+    text_px = max((len(str(r[text])) for r in data), default=0) * 6.2 + 8 if text else 0
+    room = width / max(width - text_px, width / 3)  # the scale reaches past the longest bar by this factor
+    top = {str(m): 0.0 for m in dict.fromkeys(r[metric] for r in data)}
+    for r in data:
+        top[str(r[metric])] = max(top[str(r[metric])], float(r[value]))  # type: ignore[arg-type]
     for r in data:
         r[by] = str(r[by])
         r["_now"] = highlight is None or r[by] == highlight
         r["_opacity"] = 1.0 if r["_now"] else 0.4
-    base = alt.Chart().encode(
-        y=alt.Y(f"{by}:N", sort=bars, title=None, axis=alt.Axis(labelLimit=260)),
-        x=alt.X(f"{value}:Q", title=None, axis=None if text else alt.Axis(format="~s", tickCount=4)),
-        tooltip=[_tip(metric, "N"), _tip(by, "N"), _tip(text or value, "N" if text else "Q")],
-    )
-    layers = [base.mark_bar(color="#4c78a8").encode(opacity=_OPACITY)]
+        r["_reach"] = top[str(r[metric])] * room
+    axis = alt.Axis(format="~s", tickCount=3, title=value_title)
     if text:
-        layers.append(base.mark_text(align="left", dx=3, fontSize=11).encode(text=f"{text}:N"))
-    return _with_data(
+        axis = (
+            alt.Axis(labels=False, ticks=False, domain=False, grid=False, title=value_title)
+            if value_title
+            else None
+        )
+    base = alt.Chart().encode(
+        y=alt.Y(f"{by}:N", sort=bars, title=None, axis=y_axis),
+        tooltip=[tooltip(metric, "N"), tooltip(by, "N"), tooltip(text or value, "N" if text else "Q")],
+    )
+    x = alt.X(f"{value}:Q", title=value_title, axis=axis)
+    layers = [base.mark_bar(color="#4c78a8").encode(x=x, opacity=OPACITY)]
+    if text:
+        layers.append(base.mark_text(align="left", dx=3, fontSize=11).encode(x=x, text=f"{text}:N"))
+        layers.append(base.mark_point(opacity=0).encode(x=alt.X("_reach:Q", title=value_title, axis=axis)))
+    return with_data(
         alt.layer(*layers)
-        .properties(width=width, height=alt.Step(16))
+        .properties(width=width, height=alt.Step(step))
         .facet(
             facet=alt.Facet(
-                f"{metric}:N", title=None, sort=list(dict.fromkeys(str(r[metric]) for r in data))
+                f"{metric}:N",
+                title=None,
+                sort=list(dict.fromkeys(str(r[metric]) for r in data)),
+                header=alt.Header(labelExpr="split(datum.label, ': ')", labelLimit=width),
             ),
             columns=columns,
             data=alt.Data(values=[]),
-        )  # fmt: skip
+        )
         .resolve_scale(x="independent")
-        .properties(title=_title(title, data, source, detail)),
+        .properties(title=chart_title(title, data, source, detail)),
         data,
-    )
-
-
-def roofline(
-    points: Rows,
-    *,
-    peak_flops: float,
-    peak_bandwidth: float,
-    intensity: str = "arithmetic_intensity",
-    achieved: str = "flops_per_s",
-    label: str = "label",
-    title: str = "Roofline",
-    source: str | None = None,
-    detail: str | None = None,
-) -> alt.LayerChart:
-    """Achieved FLOP/s against arithmetic intensity (FLOP/byte), under the compute ceiling
-    ``peak_flops`` and the bandwidth slope ``peak_bandwidth`` x intensity (log-log)."""
-    for name, v in (("peak_flops", peak_flops), ("peak_bandwidth", peak_bandwidth)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-            raise ValueError(f"roofline: {name} must be a finite number > 0, got {v!r}")
-    data = _check_rows(points, "roofline", positive=[intensity, achieved], fields=[label])
-    ridge = peak_flops / peak_bandwidth
-    lo = min(min(float(r[intensity]) for r in data), ridge) / 4  # type: ignore[arg-type]
-    hi = max(max(float(r[intensity]) for r in data), ridge) * 4  # type: ignore[arg-type]
-    n = 48
-    grid = [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]
-    ceiling = [{"ai": a, "ceiling": min(peak_flops, peak_bandwidth * a),
-                "bound": "memory bound" if a < ridge else "compute bound"} for a in grid]  # fmt: skip
-
-    def x(f: str) -> alt.X:
-        return alt.X(f"{f}:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP per byte)")
-
-    def y(f: str) -> alt.Y:
-        return alt.Y(f"{f}:Q", scale=alt.Scale(type="log"), title="FLOP/s", axis=alt.Axis(format="~s"))
-
-    roof = (
-        alt.Chart(alt.Data(values=ceiling))
-        .mark_line(color="#888", strokeDash=[6, 3])
-        .encode(
-            x=x("ai"),
-            y=y("ceiling"),
-            tooltip=[
-                _tip("ai", "Q", ".3~g", "intensity"),
-                _tip("ceiling", "Q", ".3~s", "attainable FLOP/s"),
-                _tip("bound", "N"),
-            ],
-        )  # fmt: skip
-    )
-    pts = alt.Chart().encode(
-        x=x(intensity),
-        y=y(achieved),
-        color=alt.Color(f"{label}:N", title=label),
-        tooltip=[
-            _tip(label, "N"),
-            _tip(intensity, "Q", ".3~g"),
-            _tip(achieved, "Q", ".3~s"),
-            *([_tip("source", "N")] if "source" in data[0] else []),
-        ],  # fmt: skip
-    )
-    shape = {"shape": alt.Shape("source:N", title="source")} if len(_sources(data, "measured")) > 1 else {}
-    return alt.layer(roof, _with_data(pts.mark_point(size=90).encode(**shape), data)).properties(
-        title=_title(title, data, source, detail)
     )
 
 
@@ -329,7 +269,7 @@ def rank_bars(
     value_title: str | None = None,
 ) -> alt.Chart:
     """Vertical bars per rank (stacked by ``color`` when given): load balance at a glance."""
-    data = _check_rows(rows, "rank_bars", numeric=[value], fields=[rank] + ([color] if color else []))
+    data = check_rows(rows, "rank_bars", numeric=[value], fields=[rank] + ([color] if color else []))
     enc: dict[str, object] = {
         "x": alt.X(f"{rank}:O", title=rank),
         "y": alt.Y(
@@ -338,13 +278,17 @@ def rank_bars(
             title=value_title or value.replace("_", " "),
             axis=alt.Axis(format="~s"),
         ),
-        "tooltip": [_tip(rank, "O"), *([_tip(color, "N")] if color else []), _tip(value, "Q", ",.4~g")],
+        "tooltip": [
+            tooltip(rank, "O"),
+            *([tooltip(color, "N")] if color else []),
+            tooltip(value, "Q", ",.4~g"),
+        ],
     }
     if color:
         order = list(dict.fromkeys(str(r[color]) for r in data))
         enc["color"] = alt.Color(f"{color}:N", scale=phase_scale(order), sort=order, title=color)
-    return _with_data(
-        alt.Chart().mark_bar().encode(**enc).properties(title=_title(title, data, source, detail)), data
+    return with_data(
+        alt.Chart().mark_bar().encode(**enc).properties(title=chart_title(title, data, source, detail)), data
     )
 
 
@@ -360,23 +304,33 @@ def hit_rate_curve(
     detail: str | None = None,
 ) -> alt.LayerChart:
     """Hit rate (0..1) against cache size (fraction of rows, log x), one line per policy."""
-    data = _check_rows(rows, "hit_rate_curve", numeric=[y], positive=[x])
+    data = check_rows(rows, "hit_rate_curve", numeric=[y], positive=[x])
     for i, r in enumerate(data):
         if not 0.0 <= float(r[y]) <= 1.0:  # type: ignore[arg-type]
             raise ValueError(f"hit_rate_curve: column {y!r} must be in [0, 1], got {r[y]!r} in rows[{i}]")
-    chart = metric_lines(data, x=x, y=y, color=color if color and color in data[0] else None, current=current,
-                         x_log=True, title=title, source=source, detail=detail, y_format=".0%")  # fmt: skip
+    chart = metric_lines(
+        data,
+        x=x,
+        y=y,
+        color=color if color and color in data[0] else None,
+        current=current,
+        x_log=True,
+        title=title,
+        source=source,
+        detail=detail,
+        y_format=".0%",
+    )
     return chart
 
 
 def training_curves(history: Rows, *, title: str = "Training", detail: str | None = None) -> alt.HConcatChart:
     """Loss (every logged step) and eval AUC (when evaluated) against step: measured."""
-    data = _check_rows(history, "training_curves", numeric=["step"])
+    data = check_rows(history, "training_curves", numeric=["step"])
     loss = [{"step": r["step"], "value": r["loss"], "metric": "train loss"} for r in data if "loss" in r]
     auc = [{"step": r["step"], "value": r["auc"], "metric": "eval AUC"} for r in data if "auc" in r]
     for what, part in (("loss", loss), ("auc", auc)):
         if part:
-            _check_rows(part, f"training_curves ({what})", numeric=["value"])
+            check_rows(part, f"training_curves ({what})", numeric=["value"])
 
     def panel(part: list[dict[str, object]], name: str, color: str) -> alt.Chart:
         rows_ = part or [{"step": 0, "value": 0.5 if name == "eval AUC" else 0.0, "metric": name}]
@@ -386,41 +340,11 @@ def training_curves(history: Rows, *, title: str = "Training", detail: str | Non
             .encode(
                 x=alt.X("step:Q"),
                 y=alt.Y("value:Q", title=name, scale=alt.Scale(zero=False)),
-                tooltip=[_tip("step", "Q", ",d"), _tip("value", "Q", ".4f", name)],
-            )  # fmt: skip
+                tooltip=[tooltip("step", "Q", ",d"), tooltip("value", "Q", ".4f", name)],
+            )
             .properties(width=300, height=180)
         )
 
     return alt.hconcat(panel(loss, "train loss", "#4c78a8"), panel(auc, "eval AUC", "#f58518")).properties(
         title=alt.TitleParams(title, subtitle=[source_label("measured", detail)])
     )
-
-
-def _spec(chart: object) -> dict:
-    ch = getattr(chart, "altair_chart", chart)  # an App: the chart it shows now
-    for _ in range(2):  # an App holds a JupyterChart, which holds the current Altair chart
-        if not hasattr(ch, "to_dict") and hasattr(ch, "chart"):
-            ch = ch.chart
-    if not hasattr(ch, "to_dict"):
-        raise TypeError(
-            f"chart must be an Altair chart, a JupyterChart or an App, got {type(chart).__name__}"
-        )
-    return ch.to_dict()
-
-
-def save_png(chart: object, path: str | Path, scale: float = 2.0) -> Path:
-    """Write ``chart`` (an Altair chart, JupyterChart or App) as PNG, offline via vl-convert."""
-    import vl_convert as vlc
-
-    p = Path(path)
-    p.write_bytes(vlc.vegalite_to_png(_spec(chart), scale=scale))
-    return p
-
-
-def save_svg(chart: object, path: str | Path) -> Path:
-    """Write ``chart`` (an Altair chart, JupyterChart or App) as SVG, offline via vl-convert."""
-    import vl_convert as vlc
-
-    p = Path(path)
-    p.write_text(vlc.vegalite_to_svg(_spec(chart)))
-    return p

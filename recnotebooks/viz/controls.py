@@ -9,12 +9,13 @@ fails at the entry point with its name, value and what is allowed.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 
 import ipywidgets as W
 
-__all__ = ["build_controls", "human", "option_values"]
+from recnotebooks.checks import check_bool, check_choice, check_float, check_int
+
+__all__ = ["build_controls", "check_control_value", "human", "option_values"]
 
 
 def human(v: float, unit: str = "") -> str:
@@ -30,6 +31,28 @@ def option_values(spec: Mapping[str, object]) -> list[object]:
     return [o[1] if isinstance(o, tuple) else o for o in spec.get("options", [])]  # type: ignore[union-attr]
 
 
+def check_control_value(name: str, widget: W.ValueWidget, value: object) -> object:
+    """``value`` checked against what the control ``name`` allows, before the widget sees it.
+
+    A widget would clamp an out-of-range number, round a float or take ``True`` as 1 without
+    a word; this refuses them instead (``TypeError`` for the wrong kind of value, ``ValueError``
+    for one outside the options or range), naming the control, the value and what is allowed.
+    Returns the value as the widget should receive it (NumPy scalars as Python numbers).
+    """
+    options = getattr(widget, "options", None)
+    if options is not None:
+        return check_choice(name, value, [o[1] if isinstance(o, tuple) else o for o in options])
+    if isinstance(widget, W.Checkbox | W.ToggleButton):
+        return check_bool(name, value)
+    if isinstance(widget, W.IntSlider | W.BoundedIntText):
+        return check_int(name, value, lo=widget.min, hi=widget.max)
+    if isinstance(widget, W.FloatSlider | W.BoundedFloatText):
+        return check_float(name, value, lo=widget.min, hi=widget.max)
+    if isinstance(widget, W.FloatLogSlider):
+        return check_float(name, value, lo=widget.base**widget.min, hi=widget.base**widget.max)
+    return value
+
+
 def _widget(spec: Mapping[str, object], value: object) -> W.ValueWidget:
     style = {"description_width": "initial"}
     layout = W.Layout(width="300px")
@@ -39,18 +62,33 @@ def _widget(spec: Mapping[str, object], value: object) -> W.ValueWidget:
     if "options" in spec and all(isinstance(o, str) for o in spec["options"]):  # type: ignore[union-attr]
         return W.ToggleButtons(options=spec["options"], value=value, description=label, style=style)
     if "options" in spec:
-        return W.SelectionSlider(options=spec["options"], value=value, description=label, continuous_update=False,
-                                 style=style, layout=layout)  # fmt: skip
-    return W.IntSlider(min=spec["min"], max=spec["max"], value=value, description=label, continuous_update=False,
-                       style=style, layout=layout)  # fmt: skip
+        return W.SelectionSlider(
+            options=spec["options"],
+            value=value,
+            description=label,
+            continuous_update=False,
+            style=style,
+            layout=layout,
+        )
+    return W.IntSlider(
+        min=spec["min"],
+        max=spec["max"],
+        value=value,
+        description=label,
+        continuous_update=False,
+        style=style,
+        layout=layout,
+    )
 
 
-def build_controls(specs: Mapping[str, Mapping[str, object]], values: Mapping[str, object],
-                   app: str = "the explorer") -> dict[str, W.ValueWidget]:  # fmt: skip
+def build_controls(
+    specs: Mapping[str, Mapping[str, object]], values: Mapping[str, object], app: str = "the explorer"
+) -> dict[str, W.ValueWidget]:
     """One widget per specification, starting at ``values[name]`` or the spec's default.
 
-    Raises ``KeyError`` for a setting ``app`` does not have and ``ValueError`` for a value
-    outside a control's options or range.
+    Raises ``KeyError`` for a setting ``app`` does not have, ``ValueError`` for a value
+    outside a control's options or range and ``TypeError`` for the wrong kind of value (a
+    float or a bool for an integer slider).
     """
     unknown = sorted(set(values) - set(specs))
     if unknown:
@@ -59,16 +97,7 @@ def build_controls(specs: Mapping[str, Mapping[str, object]], values: Mapping[st
     for name, spec in specs.items():
         v = values.get(name, spec["value"])
         if "options" in spec:
-            opts = option_values(spec)
-            if v not in opts or (isinstance(v, bool) and not any(isinstance(o, bool) for o in opts)):
-                raise ValueError(f"{name}={v!r} is not one of the options {spec['options']}")
+            start[name] = check_choice(name, v, option_values(spec))
         else:
-            if (
-                isinstance(v, bool)
-                or not isinstance(v, numbers.Integral)
-                or not spec["min"] <= v <= spec["max"]
-            ):  # type: ignore[operator]
-                raise ValueError(f"{name}={v!r} must be an int in [{spec['min']}, {spec['max']}]")
-            v = int(v)
-        start[name] = v
+            start[name] = check_int(name, v, lo=spec["min"], hi=spec["max"])  # type: ignore[arg-type]
     return {name: _widget(spec, start[name]) for name, spec in specs.items()}

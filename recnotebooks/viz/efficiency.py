@@ -1,9 +1,9 @@
-"""The Efficiency Explorer (notebook 02): architecture and hardware → modeled GPU efficiency,
+"""The Efficiency Explorer (notebook 02): architecture and hardware → modeled efficiency of GPUs or CPU nodes,
 beside a step measured on this machine.
 
 :func:`explore_efficiency` is the pure function. Its tables: ``modeled`` (the slowest
 rank's step by component on the chosen hardware preset), ``metrics`` (modeled throughput,
-FLOP/s efficiency, busy fraction, HBM bandwidth use, samples per joule) and, with
+FLOP/s efficiency, busy fraction, device-memory bandwidth use, samples per joule) and, with
 ``measure``, ``measured`` (a step of a row-capped copy timed here, per device batch) and
 ``here`` (the model's prediction for this machine, so the two can be compared).
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 from recnotebooks.config import architecture_config
 from recnotebooks.measure import DoesNotFitError
 from recnotebooks.perf.cost import COMPONENTS, estimate
+from recnotebooks.perf.explore import device_words, placements_for
 from recnotebooks.perf.hardware import hardware, hardware_names
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
@@ -23,6 +24,9 @@ from recnotebooks.viz.controls import build_controls, human
 __all__ = ["EFFICIENCY_CONTROLS", "explore_efficiency", "efficiency_explorer"]
 
 _ARCH = ("num_dense", "num_tables", "rows_per_table", "embedding_dim", "pooling", "bottom_width", "top_width")
+#: The side panel measures at most this many samples per step here (the model for this
+#: machine is evaluated at the same batch): a larger per-device batch would take seconds.
+MEASURED_BATCH = 1024
 EFFICIENCY_CONTROLS: dict[str, dict[str, object]] = {
     **{k: ARCHITECTURE_CONTROLS[k] for k in _ARCH},
     "batch_size": {"options": [2**i for i in range(8, 18)], "value": 4096, "label": "global batch"},
@@ -31,9 +35,19 @@ EFFICIENCY_CONTROLS: dict[str, dict[str, object]] = {
         "value": "dgx_a100",
         "label": "hardware",
         "dropdown": True,
-    },  # fmt: skip
-    "gpus": {"options": [1, 2, 4, 8], "value": 1, "label": "GPUs"},
-    "placement": {"options": ["hbm", "host", "cache", "remote"], "value": "hbm", "label": "tables in"},
+    },
+    "gpus": {"options": [1, 2, 4, 8], "value": 1, "label": "devices (GPUs; a CPU node has 1)"},
+    "placement": {
+        "options": [
+            ("device memory (HBM, or a CPU node's DRAM)", "hbm"),
+            ("host DRAM over PCIe (GPU)", "host"),
+            ("GPU cache + host DRAM (GPU)", "cache"),
+            ("remote parameter servers", "remote"),
+        ],
+        "value": "hbm",
+        "label": "tables in",
+        "dropdown": True,
+    },
     "cache_hit_rate": {"options": [0.5, 0.8, 0.9, 0.95, 0.99], "value": 0.9, "label": "cache hit rate"},
 }
 
@@ -52,18 +66,27 @@ def explore_efficiency(
     """Modeled step on ``hardware_name`` and (``measure``) a measured one here; see module doc."""
     cfg = architecture_config(**arch)  # type: ignore[arg-type]
     hw = hardware(hardware_name)
+    words = device_words(hw)
+    if placement not in placements_for(hw):
+        raise ValueError(
+            f"placement={placement!r} does not exist on {hw.name} (a {words['device']}): its tables "
+            f"live in its own {words['memory']} ('hbm') or on parameter servers ('remote')"
+        )
     hit = cache_hit_rate if placement == "cache" else None
     r = estimate(
         cfg, hw, batch_size=batch_size, gpus=min(gpus, hw.devices), placement=placement, cache_hit_rate=hit
     )
     b = r.breakdown()
-    modeled = [{"phase": c, "seconds_per_step": b[c], "source": "modeled", "hardware": hw.name}
-               for c in COMPONENTS if b[c] > 0]  # fmt: skip
+    modeled = [
+        {"phase": c, "seconds_per_step": b[c], "source": "modeled", "hardware": hw.name}
+        for c in COMPONENTS
+        if b[c] > 0
+    ]
     metrics = [
         ("throughput (samples/s)", r.throughput, human(r.throughput)),
         ("FLOP/s efficiency", r.flops_efficiency, f"{r.flops_efficiency:.1%}"),
         ("busy fraction", r.busy_fraction, f"{r.busy_fraction:.0%}"),
-        ("HBM bandwidth used", r.hbm_utilisation, f"{r.hbm_utilisation:.0%}"),
+        ("memory bandwidth used", r.hbm_utilisation, f"{r.hbm_utilisation:.0%} of {words['memory']}"),
         ("samples per joule", 1e6 / r.joules_per_million_samples, human(1e6 / r.joules_per_million_samples)),
     ]
     tables: dict[str, list[dict[str, object]]] = {
@@ -73,54 +96,87 @@ def explore_efficiency(
         ],
     }
     bound = max(b, key=b.get)
-    notes = [f"MODELED on {r.world_size} x {hw.name}: {r.step_time * 1e3:.2f} ms per step, {r.throughput:,.0f} "
-             f"samples/s, bounded by {bound} ({b[bound] / sum(b.values()):.0%} of the slowest rank's step)."]  # fmt: skip
+    what = words["devices"] if r.world_size > 1 else words["device"]
+    notes = [
+        f"MODELED on {r.world_size} x {hw.name} ({what}): {r.step_time * 1e3:.2f} ms per step, "
+        f"{r.throughput:,.0f} samples/s, bounded by {bound} "
+        f"({b[bound] / sum(b.values()):.0%} of the slowest rank's step)."
+    ]
+    if gpus > hw.devices:
+        notes.append(
+            f"A {hw.name} node is {hw.devices} {words['device']}; modeled on {hw.devices}, not {gpus}."
+        )
     if not r.fits:
         notes.append("DOES NOT FIT: " + "; ".join(r.memory.reasons))
     if measure:
         local = max(1, batch_size // r.world_size)
+        batch_here = min(local, MEASURED_BATCH)  # a side panel: a smaller copy keeps updates quick
         try:
-            m, cap = measure_here(
-                cfg, local, time_budget_s, max_step_s=0.25
-            )  # a side panel: keep updates quick
+            m, cap = measure_here(cfg, batch_here, time_budget_s, max_step_s=0.25)
         except DoesNotFitError as e:
             notes.append(f"Not measured here: {e}.")
             return Result(tables=tables, notes=notes)
         tables["measured"] = m.table()
-        here = estimate(cfg.with_max_rows(cap), "this_machine", batch_size=local)
-        tables["here"] = [{"phase": c, "seconds_per_step": v, "source": "modeled"}
-                          for c, v in here.breakdown().items() if v > 0]  # fmt: skip
-        notes.append(f"MEASURED here ({m.device}, batch {local} per device, tables capped at {cap:,} rows): "
-                     f"{m.seconds_per_step * 1e3:.1f} ms per step; the model predicts "
-                     f"{here.step_time * 1e3:.1f} ms for this machine.")  # fmt: skip
+        here = estimate(cfg.with_max_rows(cap), "this_machine", batch_size=batch_here)
+        tables["here"] = [
+            {"phase": c, "seconds_per_step": v, "source": "modeled"}
+            for c, v in here.breakdown().items()
+            if v > 0
+        ]
+        smaller = "" if batch_here == local else f" of {local:,} per device: a smaller copy, quick to measure"
+        notes.append(
+            f"MEASURED here ({m.device}, batch {batch_here:,}{smaller}, tables capped at {cap:,} rows): "
+            f"{m.seconds_per_step * 1e3:.1f} ms per step; the model predicts "
+            f"{here.step_time * 1e3:.1f} ms for this machine ({m.describe()})."
+        )
     return Result(tables=tables, notes=notes)
 
 
 def _render(history: list[HistoryEntry], measure: bool) -> object:
     now = history[0].label
     hw = history[0].values["hardware"]
-    modeled = time_breakdown(history_rows(history, "modeled"), highlight=now, phases=list(COMPONENTS),
-                             title="Step time by component", source="modeled", detail=f"{hw}, slowest rank")  # fmt: skip
-    bars = metric_bars(history_rows(history, "metrics"), highlight=now, title="Efficiency", source="modeled",
-                       columns=3, width=190)  # fmt: skip
+    modeled = time_breakdown(
+        history_rows(history, "modeled"),
+        highlight=now,
+        phases=list(COMPONENTS),
+        title="Step time by component",
+        source="modeled",
+        detail=f"{hw}, slowest rank",
+    )
+    bars = metric_bars(
+        history_rows(history, "metrics"), highlight=now, title="Efficiency", source="modeled", columns=3
+    )
     rows = history_rows(history, "measured")
     if not measure or not rows:
         return (modeled.properties(width=460) & bars).resolve_scale(color="independent")
-    measured = time_breakdown(rows, highlight=now, phases=list(PHASES),
-                              title="Training step here", source="measured", detail="row-capped copy")  # fmt: skip
+    measured = time_breakdown(
+        rows,
+        highlight=now,
+        phases=list(PHASES),
+        title="Training step here",
+        source="measured",
+        detail="row-capped copy",
+    )
     return (modeled.properties(width=460) & measured.properties(width=460) & bars).resolve_scale(
         color="independent"
     )
 
 
-def efficiency_explorer(*, measure: bool = True, time_budget_s: float = 0.2, history: int = 4,
-                        **values: object) -> App:  # fmt: skip
+def efficiency_explorer(
+    *, measure: bool = True, time_budget_s: float = 0.2, history: int = 4, **values: object
+) -> App:
     """The Efficiency Explorer app; ``values`` override the default settings."""
     controls = build_controls(EFFICIENCY_CONTROLS, values, "the Efficiency Explorer")
 
     def compute(hardware: str, **kw: object) -> Result:
         return explore_efficiency(hardware_name=hardware, measure=measure, time_budget_s=time_budget_s, **kw)
 
-    return App("Efficiency Explorer", controls, compute, lambda h: _render(h, measure), history=history,
-               description="MODELED on the chosen hardware preset" + ("; MEASURED here on a row-capped copy" if measure
-                                                                      else ""))  # fmt: skip
+    return App(
+        "Efficiency Explorer",
+        controls,
+        compute,
+        lambda h: _render(h, measure),
+        history=history,
+        description="MODELED on the chosen hardware preset"
+        + ("; MEASURED here on a row-capped copy" if measure else ""),
+    )

@@ -7,7 +7,7 @@ import time
 import altair as alt
 
 from recnotebooks.viz.charts import training_curves
-from recnotebooks.viz.theme import enable_offline
+from recnotebooks.viz.theme import ChartWidget, enable_offline
 
 __all__ = ["LiveTrainingChart"]
 
@@ -30,7 +30,7 @@ class LiveTrainingChart:
         self.redraws = 0
         self._last = 0.0
         enable_offline()
-        self.chart = alt.JupyterChart(self._render(), embed_options={"renderer": "svg", "actions": False})
+        self.chart = ChartWidget(self._render())  # SVG, ids unique on the page
 
     def _render(self) -> alt.TopLevelMixin:
         return training_curves(self.records or [{"step": 0.0}], title=self.title, detail=self.detail)

@@ -2,14 +2,28 @@
 
 Importing :mod:`recnotebooks.viz` registers and enables the theme. :func:`enable_offline`
 makes charts render with no network: the Vega JavaScript comes from ``vl-convert``'s
-bundle instead of a CDN (JupyterLab, VS Code and classic notebooks alike).
+bundle instead of a CDN (JupyterLab, VS Code and classic notebooks alike), and every chart,
+shown as cell output or inside an app, is a :class:`ChartWidget` drawn as SVG with ids no
+other chart on the page shares.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import altair as alt
 
-__all__ = ["THEME", "PHASE_COLORS", "SOURCES", "phase_scale", "source_label", "enable_offline"]
+__all__ = [
+    "THEME",
+    "PHASE_COLORS",
+    "SOURCES",
+    "EMBED_OPTIONS",
+    "ChartWidget",
+    "phase_scale",
+    "source_label",
+    "enable_offline",
+    "unique_id_bundle",
+]
 
 THEME = "recnotebooks"
 
@@ -36,6 +50,8 @@ SOURCES: dict[str, str] = {
     "measured": "MEASURED on this machine",
     "modeled": "MODELED by the efficiency model",
     "analytic": "COMPUTED from the architecture (counts, no timing)",
+    "simulated": "SIMULATED by replaying an id trace",
+    "published": "PUBLISHED by others (cited)",
 }
 
 
@@ -47,7 +63,7 @@ def phase_scale(phases: list[str]) -> alt.Scale:
 
 
 def source_label(source: str, detail: str | None = None) -> str:
-    """The label a chart carries for ``source`` (``measured``, ``modeled`` or ``analytic``)."""
+    """The label a chart carries for ``source`` (a key of :data:`SOURCES`)."""
     if source not in SOURCES:
         raise ValueError(f"source must be one of {list(SOURCES)}, got {source!r}")
     return SOURCES[source] + (f" · {detail}" if detail else "")
@@ -65,14 +81,16 @@ def _theme() -> dict:
                 "subtitleFontSize": 12,
                 "subtitleColor": "#555",
                 "offset": 8,
-            },  # fmt: skip
+            },
             "axis": {
                 "labelFontSize": 12,
                 "titleFontSize": 12,
                 "gridColor": "#eee",
                 "domainColor": "#888",
                 "tickColor": "#888",
-            },  # fmt: skip
+                "labelSeparation": 4,  # labels closer than 4 px count as overlapping ("30" "40" ran together)
+            },
+            "axisQuantitative": {"labelOverlap": "greedy"},  # drop crowded tick labels, not every other
             "legend": {"labelFontSize": 12, "titleFontSize": 12, "orient": "right"},
             "header": {"labelFontSize": 12, "titleFontSize": 12},
             "range": {"category": {"scheme": "tableau10"}},
@@ -87,14 +105,86 @@ def _register() -> None:
     alt.theme.register(THEME, enable=True)(_theme)
 
 
+#: How every chart is embedded: SVG (marks keep their ``aria-label`` s; tests read the
+#: geometry), no export menu.
+EMBED_OPTIONS: dict[str, object] = {"renderer": "svg", "actions": False}
+
+# Vega's SVG renderer names its clip paths "clip1", "clip2"... and its gradients "gradient_0"...
+# from counters kept in the Vega module (vega-scenegraph src/util/svg/clip.js and Gradient.js),
+# and anywidget imports a fresh copy of the module for every chart widget: every chart on a page
+# starts again at clip1, and the browser clips one chart with another's clip path (a stacked bar
+# with rounded ends is drawn clipped, at the wrong length). Vega has no option to prefix its ids
+# (vega/vega#3987 asks for one), so each copy of the bundle draws a page-wide number first and
+# puts it in every id it makes.
+_ID_NUMBER = 'const __recnbIds="recnb"+(globalThis.__recnbViews=(globalThis.__recnbViews||0)+1)+"_";\n'
+_ID_SITES = ('clip_id="clip"+', 'id="gradient_"+')
+
+
+def unique_id_bundle(esm: str) -> str | None:
+    """The Vega bundle ``esm`` patched to make page-unique SVG ids; None if Vega changed.
+
+    Each place Vega makes an id must occur exactly once; otherwise nothing is patched (and
+    :class:`ChartWidget` falls back to the canvas renderer, which makes no ids).
+    """
+    if any(esm.count(site) != 1 for site in _ID_SITES):
+        return None
+    for site in _ID_SITES:
+        esm = esm.replace(site, site + "__recnbIds+")
+    return _ID_NUMBER + esm
+
+
+class ChartWidget(alt.JupyterChart):
+    """An :class:`altair.JupyterChart` whose SVG ids are unique on the page (see module doc).
+
+    Its JavaScript is set by :func:`enable_offline` (the offline Vega bundle, patched).
+    """
+
+    _ids_unique = False  # the bundle was patched
+    _bundle_ready = False  # _esm holds the offline bundle (patched when possible)
+
+    def __init__(self, chart: alt.TopLevelMixin | None = None, **kwargs: object) -> None:
+        _load_bundle()
+        options = dict(kwargs.pop("embed_options", None) or EMBED_OPTIONS)  # type: ignore[call-overload]
+        if not ChartWidget._ids_unique:
+            options["renderer"] = "canvas"  # no ids at all rather than ids two charts share
+        super().__init__(chart, embed_options=options, **kwargs)
+        self.add_class("recnb-chart")
+
+
+def _render_static(spec: dict, **metadata: object) -> dict:
+    """Altair renderer: a chart shown as cell output is a :class:`ChartWidget` too."""
+    widget = ChartWidget(alt.Chart.from_dict(spec), embed_options=metadata.get("embed_options"))
+    return widget._repr_mimebundle_()  # type: ignore[no-any-return]
+
+
+def _load_bundle() -> None:
+    """Give :class:`ChartWidget` the offline Vega bundle, patched for unique ids (once)."""
+    if ChartWidget._bundle_ready:
+        return
+    alt.JupyterChart.enable_offline()
+    patched = unique_id_bundle(alt.JupyterChart._esm)
+    if patched is None:
+        warnings.warn(
+            "recnotebooks: this Vega bundle cannot be given unique SVG ids; charts use canvas",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    ChartWidget._esm, ChartWidget._ids_unique = patched or alt.JupyterChart._esm, patched is not None
+    ChartWidget._bundle_ready = True
+
+
 def enable_offline() -> None:
     """Render charts without network access (Vega bundled by ``vl-convert``).
 
-    Applies to :class:`altair.JupyterChart` (what the apps use) and to plain charts shown as
-    cell output (the ``jupyter`` renderer). Call once per kernel; later calls are free.
+    Applies to the apps' charts and to plain charts shown as cell output (the
+    ``recnotebooks`` renderer, which shows them as :class:`ChartWidget` s). Call once per
+    kernel; later calls are free.
     """
-    alt.JupyterChart.enable_offline()
-    alt.renderers.enable("jupyter", offline=True)
+    _load_bundle()
+    alt.JupyterChart.enable_offline()  # a plain JupyterChart a learner makes is offline too
+    if alt.renderers.active != THEME:
+        alt.renderers.enable(THEME)
 
 
 _register()
+alt.renderers.register(THEME, _render_static)

@@ -1,0 +1,173 @@
+"""The GPU Advantage Explorer (notebook 02): how much faster than a CPU node is a GPU, per model?
+
+The seed paper's finding (a): a GPU's advantage over a CPU node is large for MLP-heavy models
+and small for embedding-heavy ones. :func:`gpu_advantage` is the pure function: a GPU server
+preset, how many of its GPUs, the batch per device and a scale on the tables' rows in; for
+RM1 and RM2 (embedding-heavy), RM3 (MLP-heavy) and the Efficiency Explorer's own
+architecture, the throughput of the GPUs over one CPU training node
+(:func:`recnotebooks.perf.explore.gpu_over_cpu`), each at its fastest placement that fits.
+Every number is **modeled**.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+
+from recnotebooks.checks import check_choice
+from recnotebooks.config import DLRMConfig, architecture_config, preset
+from recnotebooks.perf.cost import COMPONENTS
+from recnotebooks.perf.explore import CPU_NODE, gpu_over_cpu
+from recnotebooks.perf.hardware import HARDWARE, hardware
+from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
+from recnotebooks.viz.charts import metric_bars, time_breakdown
+from recnotebooks.viz.controls import build_controls, option_values
+
+__all__ = [
+    "ADVANTAGE_CONTROLS",
+    "ADVANTAGE_MODELS",
+    "advantage_models",
+    "gpu_advantage",
+    "advantage_explorer",
+]
+
+#: The models compared, with what kind of model each is.
+ADVANTAGE_MODELS = {
+    "rm1": "embedding-heavy",
+    "rm2": "embedding-heavy",
+    "rm3": "MLP-heavy",
+    "explorer": "the Efficiency Explorer's architecture",
+}
+ADVANTAGE_CONTROLS: dict[str, dict[str, object]] = {
+    "hardware": {
+        "options": [h for h, hw in HARDWARE.items() if hw.kind == "gpu"],
+        "value": "big_basin",
+        "label": "GPU server",
+        "dropdown": True,
+    },
+    "gpus": {"options": [1, 2, 4, 8], "value": 1, "label": "GPUs (vs one CPU node)"},
+    "batch_per_device": {"options": [256, 1024, 4096, 16384], "value": 4096, "label": "batch per device"},
+    "rows_scale": {
+        "options": [("1x", 1), ("3x", 3), ("10x", 10), ("30x", 30), ("100x", 100)],
+        "value": 1,
+        "label": "table rows x",
+    },
+}
+
+
+def advantage_models(rows_scale: float = 1, **arch: object) -> dict[str, DLRMConfig]:
+    """RM1, RM2, RM3 and the Efficiency Explorer's architecture (:func:`architecture_config`,
+    the explorers' defaults changed by ``arch``), every table's rows scaled by ``rows_scale``."""
+    allowed = option_values(ADVANTAGE_CONTROLS["rows_scale"])
+    if isinstance(rows_scale, bool) or rows_scale not in allowed:
+        raise ValueError(f"rows_scale must be one of {allowed}, got {rows_scale!r}")
+    try:
+        own = architecture_config(**arch)  # type: ignore[arg-type]  # the explorers' defaults, changed by arch
+    except TypeError as e:
+        raise KeyError(f"unknown architecture setting in {sorted(arch)}: {e}") from None
+    models = {name: preset(name) for name in ("rm1", "rm2", "rm3")}
+    models["explorer"] = own.replace(name="explorer")
+    return {k: m.with_rows_scale(rows_scale) if rows_scale != 1 else m for k, m in models.items()}
+
+
+def gpu_advantage(
+    *,
+    hardware_name: str = "big_basin",
+    gpus: int = 1,
+    batch_per_device: int = 4096,
+    rows_scale: float = 1,
+    **arch: object,
+) -> Result:
+    """Tables ``advantage`` (one row per model: ``metric`` = the model and its kind, ``value`` =
+    GPU ÷ CPU-node throughput, ``display``, placements and bounds, shares) and ``steps`` (the
+    modeled step of each model on the GPUs and on the CPU node, by component)."""
+    hw = hardware(check_choice("hardware_name", hardware_name, option_values(ADVANTAGE_CONTROLS["hardware"])))
+    check_choice("batch_per_device", batch_per_device, option_values(ADVANTAGE_CONTROLS["batch_per_device"]))
+    if gpus not in option_values(ADVANTAGE_CONTROLS["gpus"]) or isinstance(gpus, bool) or gpus > hw.devices:
+        raise ValueError(
+            f"gpus must be one of {option_values(ADVANTAGE_CONTROLS['gpus'])} (at most {hw.devices}), "
+            f"got {gpus!r}"
+        )
+    advantage, steps = [], []
+    for name, cfg in advantage_models(rows_scale, **arch).items():
+        row, g, c = gpu_over_cpu(cfg, hw, gpus=gpus, batch_per_device=batch_per_device)
+        label = f"{name} ({ADVANTAGE_MODELS[name]})"
+        advantage.append(
+            {
+                **row,
+                "metric": label,
+                "name": name,
+                "value": float(row["ratio"]),
+                "display": f"{float(row['ratio']):.1f}x",
+            }
+        )
+        for who, r, place in ((f"{gpus} GPU", g, row["gpu_placement"]), ("CPU", c, row["cpu_placement"])):
+            b = r.breakdown()
+            steps += [
+                {
+                    "model_and_device": f"{name} · {who} ({place})",
+                    "phase": k,
+                    "seconds_per_step": b[k] / r.batch_size * batch_per_device,
+                    "source": "modeled",
+                }
+                for k in COMPONENTS
+                if b[k] > 0
+            ]
+    return Result(tables={"advantage": advantage, "steps": steps}, notes=_notes(advantage, hw.name, gpus))
+
+
+def _notes(advantage: list[dict[str, object]], hw: str, gpus: int) -> list[str]:
+    ratios = ", ".join(f"{r['name']} {float(r['ratio']):.1f}x" for r in advantage)  # type: ignore[arg-type]
+    big = max(advantage, key=lambda r: float(r["ratio"]))  # type: ignore[arg-type]
+    small = min(advantage, key=lambda r: float(r["ratio"]))  # type: ignore[arg-type]
+    where = "; ".join(f"{r['name']}: GPU {r['gpu_placement']}, CPU {r['cpu_placement']}" for r in advantage)
+    return [
+        f"MODELED: {gpus} x {hw} over one {CPU_NODE} node, throughput: {ratios}.",
+        f"Largest advantage: {big['name']}; smallest: {small['name']}. Tables live in: {where}.",
+    ]
+
+
+def _render(history: list[HistoryEntry]) -> object:
+    now = history[0].label
+    bars = metric_bars(
+        history_rows(history, "advantage"),
+        highlight=now,
+        title="GPU ÷ CPU-node throughput",
+        source="modeled",
+        columns=2,
+        detail="one bar per setting, the current one solid; 1.0 = as fast as one CPU node",
+    )
+    steps = time_breakdown(
+        history[0].result.tables["steps"],
+        by="model_and_device",
+        phases=list(COMPONENTS),
+        title="Step time per device batch, GPU and CPU node",
+        source="modeled",
+        detail="same samples per device; placement in brackets",
+    )
+    return (bars & steps).resolve_scale(color="independent")
+
+
+def advantage_explorer(*, history: int = 4, architecture: Mapping[str, object] | None = None,
+                       **values: object) -> App:  # fmt: skip
+    """The GPU Advantage Explorer app; ``values`` override the default settings.
+
+    ``architecture`` sets the "explorer" model: :func:`architecture_config` arguments, for
+    example the architecture settings of an Efficiency Explorer (``efficiency.values``;
+    its run settings, such as the batch and the hardware, are left out)."""
+    controls = build_controls(ADVANTAGE_CONTROLS, values, "the GPU Advantage Explorer")
+    arch_names = set(inspect.signature(architecture_config).parameters)
+    arch = {k: v for k, v in (architecture or {}).items() if k in arch_names}
+    gpu_advantage(**arch)  # a bad architecture fails here, at the entry point
+
+    def compute(hardware: str, **kw: object) -> Result:
+        return gpu_advantage(hardware_name=hardware, **kw, **arch)  # type: ignore[arg-type]
+
+    return App(
+        "GPU Advantage Explorer",
+        controls,
+        compute,
+        _render,
+        history=history,
+        description="MODELED: GPUs of a server preset against one CPU training node, per model",
+    )

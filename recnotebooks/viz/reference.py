@@ -1,0 +1,144 @@
+"""Charts against a reference: achieved FLOP/s under the hardware's roofline, and ratios
+(modeled ÷ published) around agreement, 1.0, with a band of "close enough" shaded.
+
+Both take tidy rows like every factory in :mod:`recnotebooks.viz.charts` and are exported
+from there and from :mod:`recnotebooks.viz`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import altair as alt
+
+from recnotebooks.viz.tidy import Rows, band_axis, chart_title, check_rows, row_sources, tooltip, with_data
+
+__all__ = ["ratio_bars", "roofline"]
+
+
+def ratio_bars(
+    rows: Rows,
+    *,
+    value: str = "ratio",
+    by: str = "run",
+    reference: float = 1.0,
+    band: tuple[float, float] = (0.5, 2.0),
+    title: str = "Ratio",
+    value_title: str = "ratio",
+    source: str | None = None,
+    detail: str | None = None,
+    width: int = 420,
+) -> alt.LayerChart:
+    """Ratios (e.g. modeled ÷ published) on a log axis: a rule at ``reference`` (1.0: the two
+    agree), a shaded ``band`` (within 2x either way by default) and a stem from the reference
+    to each row's ratio, so over- and under-estimates read alike."""
+    data = check_rows(rows, "ratio_bars", positive=[value], fields=[by])
+    lo, hi = band
+    for name, v in (("reference", reference), ("band[0]", lo), ("band[1]", hi)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"ratio_bars: {name} must be a finite number > 0, got {v!r}")
+    if not lo < reference < hi:
+        raise ValueError(f"ratio_bars: band must hold the reference, lo < {reference} < hi, got {band!r}")
+    names = list(dict.fromkeys(str(r[by]) for r in data))
+    for r in data:
+        r[by], r["_ref"] = str(r[by]), float(reference)
+        r["_text"] = f"{float(r[value]):.2f}x"  # type: ignore[arg-type]
+    values = [float(r[value]) for r in data]  # type: ignore[arg-type]
+    scale = alt.Scale(type="log", domain=[min(lo, *values) / 1.25, max(hi, *values) * 1.6], nice=False)
+    x = alt.X(
+        f"{value}:Q", scale=scale, title=value_title, axis=alt.Axis(format="~g", values=[lo, reference, hi])
+    )
+    y_axis, step, _ = band_axis(names, None)
+    tips = [
+        tooltip(by, "N"),
+        tooltip(value, "Q", ".3~g"),
+        *([tooltip("note", "N")] if "note" in data[0] else []),
+    ]
+    base = alt.Chart().encode(y=alt.Y(f"{by}:N", sort=names, axis=y_axis), tooltip=tips)
+    shade = alt.Chart(
+        alt.Data(values=[{"lo": lo, "hi": hi, "what": f"within {hi / reference:g}x of {reference:g}"}])
+    )
+    layers = [
+        shade.mark_rect(color="#54a24b", opacity=0.12).encode(
+            x=alt.X("lo:Q", scale=scale), x2="hi:Q", tooltip=[tooltip("what", "N", title="band")]
+        ),
+        shade.mark_rule(color="#333", strokeDash=[4, 3])
+        .encode(x=alt.X("ref:Q", scale=scale), tooltip=[tooltip("ref", "Q", title="agreement")])
+        .transform_calculate(ref=str(float(reference))),
+        with_data(base.mark_rule(color="#4c78a8", strokeWidth=2).encode(x=x, x2="_ref:Q"), data),
+        with_data(base.mark_point(color="#4c78a8", size=70).encode(x=x), data),
+    ]
+    for side, test in (("left", f"datum.{value} >= datum._ref"), ("right", f"datum.{value} < datum._ref")):
+        text = base.mark_text(align=side, dx=7 if side == "left" else -7, fontSize=11)  # away from the stem
+        layers.append(with_data(text.encode(x=x, text="_text:N").transform_filter(test), data))
+    return alt.layer(*layers).properties(
+        title=chart_title(title, data, source, detail), width=width, height=alt.Step(step)
+    )
+
+
+def roofline(
+    points: Rows,
+    *,
+    peak_flops: float,
+    peak_bandwidth: float,
+    intensity: str = "arithmetic_intensity",
+    achieved: str = "flops_per_s",
+    label: str = "label",
+    title: str = "Roofline",
+    source: str | None = None,
+    detail: str | None = None,
+) -> alt.LayerChart:
+    """Achieved FLOP/s against arithmetic intensity (FLOP/byte), under the compute ceiling
+    ``peak_flops`` and the bandwidth slope ``peak_bandwidth`` x intensity (log-log)."""
+    for name, v in (("peak_flops", peak_flops), ("peak_bandwidth", peak_bandwidth)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"roofline: {name} must be a finite number > 0, got {v!r}")
+    data = check_rows(points, "roofline", positive=[intensity, achieved], fields=[label])
+    ridge = peak_flops / peak_bandwidth
+    lo = min(min(float(r[intensity]) for r in data), ridge) / 4  # type: ignore[arg-type]
+    hi = max(max(float(r[intensity]) for r in data), ridge) * 4  # type: ignore[arg-type]
+    n = 48
+    grid = [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]
+    ceiling = [
+        {
+            "ai": a,
+            "ceiling": min(peak_flops, peak_bandwidth * a),
+            "bound": "memory bound" if a < ridge else "compute bound",
+        }
+        for a in grid
+    ]
+
+    def x(f: str) -> alt.X:
+        return alt.X(f"{f}:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP per byte)")
+
+    def y(f: str) -> alt.Y:
+        return alt.Y(f"{f}:Q", scale=alt.Scale(type="log"), title="FLOP/s", axis=alt.Axis(format="~s"))
+
+    roof = (
+        alt.Chart(alt.Data(values=ceiling))
+        .mark_line(color="#888", strokeDash=[6, 3])
+        .encode(
+            x=x("ai"),
+            y=y("ceiling"),
+            tooltip=[
+                tooltip("ai", "Q", ".3~g", "intensity"),
+                tooltip("ceiling", "Q", ".3~s", "attainable FLOP/s"),
+                tooltip("bound", "N"),
+            ],
+        )
+    )
+    pts = alt.Chart().encode(
+        x=x(intensity),
+        y=y(achieved),
+        color=alt.Color(f"{label}:N", title=label),
+        tooltip=[
+            tooltip(label, "N"),
+            tooltip(intensity, "Q", ".3~g"),
+            tooltip(achieved, "Q", ".3~s"),
+            *([tooltip("source", "N")] if "source" in data[0] else []),
+        ],
+    )
+    shape = {"shape": alt.Shape("source:N", title="source")} if len(row_sources(data, "measured")) > 1 else {}
+    return alt.layer(roof, with_data(pts.mark_point(size=90).encode(**shape), data)).properties(
+        title=chart_title(title, data, source, detail)
+    )

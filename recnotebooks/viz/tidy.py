@@ -1,0 +1,136 @@
+"""What every chart factory shares: tidy rows checked, attached as inline data, titled with
+their source, given tooltips, and history-trail labels drawn whole.
+
+A trail label ("-1: num_tables 16→8, pooling 20→40") is drawn one change per line on a band
+axis or a legend (:func:`band_axis`), and the band is made tall enough for its lines: nothing
+is cut off, and a chart keeps its width however many settings changed at once.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+
+import altair as alt
+
+from recnotebooks.viz.theme import source_label
+
+__all__ = [
+    "CHAR_PX",
+    "LINE_PX",
+    "MAX_ROWS",
+    "ONE_CHANGE_PER_LINE",
+    "OPACITY",
+    "Rows",
+    "band_axis",
+    "chart_rows",
+    "chart_title",
+    "check_rows",
+    "label_lines",
+    "row_sources",
+    "tooltip",
+    "with_data",
+]
+
+MAX_ROWS = 5000
+#: Opacity straight from a ``_opacity`` column (1 for the highlighted setting, fainter for
+#: the trail). A field with no scale is much cheaper to build than ``alt.condition``.
+OPACITY = alt.Opacity("_opacity:Q", scale=None, legend=None)
+Rows = Sequence[Mapping[str, object]]
+
+
+def check_rows(
+    rows: Rows,
+    what: str,
+    numeric: Sequence[str] = (),
+    fields: Sequence[str] = (),
+    positive: Sequence[str] = (),
+) -> list[dict[str, object]]:
+    """Copies of ``rows`` (tidy dicts) once every ``fields``/``numeric``/``positive`` column is
+    there and every number is finite (``positive`` ones > 0); a ``ValueError``/``TypeError``
+    naming the factory (``what``), the row and the column otherwise."""
+    if isinstance(rows, Mapping) or not isinstance(rows, Sequence):
+        raise TypeError(f"{what}: rows must be a list of dicts (tidy rows), got {type(rows).__name__}")
+    if not rows:
+        raise ValueError(f"{what}: rows is empty; nothing to draw")
+    if len(rows) > MAX_ROWS:
+        raise ValueError(f"{what}: {len(rows)} rows is more than {MAX_ROWS}; aggregate before charting")
+    out = []
+    for i, r in enumerate(rows):
+        if not isinstance(r, Mapping):
+            raise TypeError(f"{what}: rows[{i}] must be a dict, got {type(r).__name__}")
+        for c in (*numeric, *fields, *positive):
+            if c not in r:
+                raise ValueError(f"{what}: rows[{i}] has no column {c!r} (has {sorted(r)})")
+        for c in (*numeric, *positive):
+            v = r[c]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ValueError(f"{what}: column {c!r} must be a finite number, got {v!r} in rows[{i}]")
+            if c in positive and v <= 0:
+                raise ValueError(f"{what}: column {c!r} must be > 0 (log scale), got {v!r} in rows[{i}]")
+        out.append(dict(r))
+    return out
+
+
+def with_data(chart: alt.TopLevelMixin, data: list[dict[str, object]]) -> alt.TopLevelMixin:
+    """Attach ``data`` last, as inline JSON text (Vega-Lite parses it in the browser).
+
+    Altair deep-copies a chart's data, dict by dict, on every method call and composition;
+    a string is copied for free, which makes an app update several times faster.
+    """
+    chart.data = alt.Data(values=json.dumps(data, separators=(",", ":")), format=alt.DataFormat(type="json"))
+    return chart
+
+
+def chart_rows(spec: dict) -> list[dict[str, object]]:
+    """The rows of a chart spec's top-level inline data (list or JSON text)."""
+    values = spec["data"]["values"]
+    return json.loads(values) if isinstance(values, str) else list(values)
+
+
+def row_sources(rows: list[dict[str, object]], default: str) -> list[str]:
+    """The distinct ``source`` values of ``rows`` (``default`` where a row has none), sorted."""
+    return sorted({str(r.get("source", default)) for r in rows})
+
+
+def chart_title(
+    title: str, rows: list[dict[str, object]], source: str | None, detail: str | None
+) -> alt.TitleParams:
+    """``title`` with one subtitle line per source: MEASURED, MODELED... (``detail`` appended)."""
+    srcs = [source] if source else row_sources(rows, "measured")
+    return alt.TitleParams(title, subtitle=[source_label(s, detail) for s in srcs])
+
+
+def tooltip(field: str, kind: str, fmt: str | None = None, title: str | None = None) -> alt.Tooltip:
+    """A tooltip for ``field`` titled in words (``title`` or the field name without underscores)."""
+    kw: dict[str, object] = {"title": title or field.replace("_", " ")}
+    if fmt:
+        kw["format"] = fmt
+    return alt.Tooltip(f"{field}:{kind}", **kw)
+
+
+#: A history-trail label ("-1: num_tables 16→8, pooling 20→40") is drawn one change per line.
+ONE_CHANGE_PER_LINE = "split(datum.label, ', ')"
+LINE_PX, CHAR_PX = 14, 6.8  # one 12 px label line; a wide average character at 12 px
+
+
+def label_lines(labels: Sequence[str]) -> tuple[int, int]:
+    """(lines, characters of the longest line) of ``labels`` drawn one change per line."""
+    lines = [line for label in labels for line in str(label).split(", ")]
+    return max(1 + str(label).count(", ") for label in labels), max(len(line) for line in lines)
+
+
+def band_axis(labels: Sequence[str], title: str | None) -> tuple[alt.Axis, int, int]:
+    """A band axis that shows whole trail labels (wrapped), its step and its label width (px)."""
+    lines, chars = label_lines(labels)
+    width = min(260, round(chars * CHAR_PX) + 8)
+    centre = {"expr": f"-(length({ONE_CHANGE_PER_LINE}) - 1) * {LINE_PX / 2}"}  # the block, not its 1st line
+    axis = alt.Axis(
+        labelExpr=ONE_CHANGE_PER_LINE,
+        labelLimit=width,
+        labelLineHeight=LINE_PX,
+        labelOffset=centre,
+        title=title,
+    )
+    return axis, max(18, LINE_PX * lines + 4), width
