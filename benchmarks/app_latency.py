@@ -137,6 +137,11 @@ def analytic_rows(n: int, rng: random.Random) -> tuple[list[tuple], dict[str, fl
     server_defaults = {k: v["value"] for k, v in SERVER_CONTROLS.items()}
     rows.append(("Server Design Explorer, modeled (05)", "analytic", 0.100,
                  time_changes(server_explorer(), n, rng, False, server_defaults)))  # fmt: skip
+    from recnotebooks.viz.advantage import ADVANTAGE_CONTROLS, advantage_explorer
+
+    adv_defaults = {k: v["value"] for k, v in ADVANTAGE_CONTROLS.items()}
+    rows.append(("GPU Advantage Explorer, modeled (02)", "analytic", 0.100,
+                 time_changes(advantage_explorer(), n, rng, False, adv_defaults)))  # fmt: skip
     return rows, naive
 
 

@@ -288,8 +288,9 @@ def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weigh
             torch.set_num_threads(before)
         assert n == n_ref
         results.append((w, s))
-    torch.testing.assert_close(results[0][0], expected_w, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(results[0][1], expected_s, rtol=1e-5, atol=1e-6)
+    tol = 1e-6 + 2e-7 * lookups  # float32 sums of up to `lookups` terms vs a float64 reference
+    torch.testing.assert_close(results[0][0], expected_w, rtol=1e-5, atol=tol)
+    torch.testing.assert_close(results[0][1], expected_s, rtol=1e-5, atol=tol)
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
 
 
@@ -299,3 +300,22 @@ def test_fused_step_declines_what_it_cannot_run():
     ids, offsets, grad = torch.tensor([0]), torch.tensor([0, 1]), torch.ones(1, 2)
     assert fused.fused_step(torch.zeros(3, 2, dtype=torch.float64), ids, offsets, None, grad, 0.1) is None
     assert fused.fused_step(torch.zeros(4, 2)[:, :1].expand(4, 2), ids, offsets, None, grad, 0.1) is None
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_accumulated_weighted_forwards_match_reference_sgd(mode, kernel_path):
+    """Two forwards (one weighted) before one step: ids, bags and coefficients of both are
+    concatenated (``pending_lookups``); the update must equal autograd + SGD per table."""
+    gen = torch.Generator().manual_seed(11)
+    rows = [25, 6000, 3]
+    ebc = EmbeddingBagCollection([TableConfig(f"t{i}", r) for i, r in enumerate(rows)], 5, mode, seed=4)
+    ref = reference_bags(ebc, mode)
+    b1 = random_batch(rows, 4, 6, gen, weighted=True)
+    b2 = random_batch(rows, 3, 6, gen, weighted=False)
+    up1, up2 = torch.randn(4, 3, 5, generator=gen), torch.randn(3, 3, 5, generator=gen)
+    ((ebc(b1) * up1).sum() + (ebc(b2) * up2).sum()).backward()
+    SparseSGD(ebc, 0.2).step()
+    ((reference_forward(ref, b1) * up1).sum() + (reference_forward(ref, b2) * up2).sum()).backward()
+    for i, key in enumerate(ebc.keys):
+        expected = ref[i].weight.detach() - 0.2 * ref[i].weight.grad
+        torch.testing.assert_close(ebc.table_weight(key), expected, rtol=1e-5, atol=1e-6)

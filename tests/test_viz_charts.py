@@ -214,7 +214,7 @@ def test_metric_bars_fit_their_width_budget(columns: int, label_chars: int, budg
     from hypothesis import assume
 
     assume(
-        (budget - min(260, label_chars * 7 + 8) - 20 * (columns - 1)) / columns >= 70
+        (budget - min(280, label_chars * 7.6 + 8) - 20 * (columns - 1)) / columns >= 70
     )  # above the 60 px floor
     rows = [
         {"metric": f"metric {k}", "value": 10.0**k, "setting": "x" * label_chars, "display": f"{10.0**k:g} u"}

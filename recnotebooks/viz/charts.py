@@ -163,7 +163,7 @@ def metric_lines(
     tips = [tooltip(x, "Q", ",.4~g"), tooltip(y, "Q", ",.4~g")]
     if color:
         _, chars = label_lines(names)
-        legend = alt.Legend(labelExpr=ONE_CHANGE_PER_LINE, labelLimit=min(260, round(chars * CHAR_PX) + 8))
+        legend = alt.Legend(labelExpr=ONE_CHANGE_PER_LINE, labelLimit=min(280, round(chars * CHAR_PX) + 8))
         enc["color"] = alt.Color(f"{color}:N", title=color.replace("_", " "), sort=names, legend=legend)
         tips.insert(0, tooltip(color, "N"))
     if "source" in data[0] and len(row_sources(data, "measured")) > 1:

@@ -112,7 +112,7 @@ def tooltip(field: str, kind: str, fmt: str | None = None, title: str | None = N
 
 #: A history-trail label ("-1: num_tables 16→8, pooling 20→40") is drawn one change per line.
 ONE_CHANGE_PER_LINE = "split(datum.label, ', ')"
-LINE_PX, CHAR_PX = 14, 6.8  # one 12 px label line; a wide average character at 12 px
+LINE_PX, CHAR_PX = 14, 7.6  # one 12 px label line; an average character at 12 px in DejaVu Sans (wide)
 
 
 def label_lines(labels: Sequence[str]) -> tuple[int, int]:
@@ -124,7 +124,7 @@ def label_lines(labels: Sequence[str]) -> tuple[int, int]:
 def band_axis(labels: Sequence[str], title: str | None) -> tuple[alt.Axis, int, int]:
     """A band axis that shows whole trail labels (wrapped), its step and its label width (px)."""
     lines, chars = label_lines(labels)
-    width = min(260, round(chars * CHAR_PX) + 8)
+    width = min(280, round(chars * CHAR_PX) + 8)
     centre = {"expr": f"-(length({ONE_CHANGE_PER_LINE}) - 1) * {LINE_PX / 2}"}  # the block, not its 1st line
     axis = alt.Axis(
         labelExpr=ONE_CHANGE_PER_LINE,
