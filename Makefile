@@ -30,6 +30,7 @@ lab: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check recnotebooks tests benchmarks datasets notebooks
+	$(PY) -m ruff format --check recnotebooks tests benchmarks datasets notebooks
 
 test: $(STAMP) lint
 	$(PY) -m pytest -q

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import POOLINGS, TableConfig
 from recnotebooks.nn.rows import advise_huge_pages, group_by_row, segment_ids
 from recnotebooks.sparse import JaggedBatch
@@ -123,10 +124,8 @@ class EmbeddingBagCollection(nn.Module):
         tables = tuple(tables)
         if not tables or any(not isinstance(t, TableConfig) for t in tables):
             raise TypeError("tables must be a non-empty sequence of TableConfig")
-        if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int) or embedding_dim < 1:
-            raise ValueError(f"embedding_dim must be an int >= 1, got {embedding_dim!r}")
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}")
+        embedding_dim = check_int("embedding_dim", embedding_dim, lo=1)
+        pooling = check_choice("pooling", pooling, POOLINGS)
         if not dtype.is_floating_point:
             raise TypeError(f"dtype must be a floating-point dtype, got {dtype}")
         self.tables = tables

@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from recnotebooks.checks import check_int
+
 __all__ = ["DotInteraction", "CatInteraction", "make_interaction", "pairwise_dots"]
 
 
@@ -48,8 +50,7 @@ class DotInteraction(nn.Module):
 
     def __init__(self, num_features: int, self_interaction: bool = False) -> None:
         super().__init__()
-        if isinstance(num_features, bool) or not isinstance(num_features, int) or num_features < 2:
-            raise ValueError(f"num_features must be an int >= 2, got {num_features!r}")
+        num_features = check_int("num_features", num_features, lo=2)
         self.num_features = num_features
         self.self_interaction = self_interaction
         off = 0 if self_interaction else -1

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from recnotebooks.checks import check_int, check_int_list
+
 __all__ = ["MLP"]
 
 
@@ -27,11 +29,8 @@ class MLP(nn.Sequential):
         dtype: torch.dtype = torch.float32,
         generator: torch.Generator | None = None,
     ) -> None:
-        if isinstance(in_features, bool) or not isinstance(in_features, int) or in_features < 1:
-            raise ValueError(f"in_features must be an int >= 1, got {in_features!r}")
-        widths = tuple(widths)
-        if not widths or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in widths):
-            raise ValueError(f"widths must be a non-empty sequence of ints >= 1, got {widths!r}")
+        in_features = check_int("in_features", in_features, lo=1)
+        widths = tuple(check_int_list("widths", widths, lo=1, min_len=1))
         layers: list[nn.Module] = []
         fan_in = in_features
         for i, w in enumerate(widths):

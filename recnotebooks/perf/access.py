@@ -21,6 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from recnotebooks.checks import check_float, check_int
+
 __all__ = ["expected_unique", "hit_rate", "cache_rows_for_hit_rate", "expected_unique_many", "hit_rate_many"]
 
 _BINS = 64
@@ -45,10 +47,8 @@ def _bins(n_rows: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check(n_rows: int, s: float) -> None:
-    if isinstance(n_rows, bool) or not isinstance(n_rows, (int, np.integer)) or n_rows < 1:
-        raise ValueError(f"n_rows must be an int >= 1, got {n_rows!r}")
-    if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s < 0:
-        raise ValueError(f"zipf_exponent must be a finite number >= 0, got {s!r}")
+    check_int("n_rows", n_rows, lo=1)
+    check_float("zipf_exponent", s, lo=0)
 
 
 def expected_unique(n_lookups: float, n_rows: int, zipf_exponent: float = 1.05) -> float:

@@ -25,6 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from recnotebooks.checks import check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.access import expected_unique_many, hit_rate_many
 from recnotebooks.perf.hardware import DTYPE_BYTES, HARDWARE, Hardware
@@ -87,8 +88,7 @@ def op_count(config: DLRMConfig, world_size: int = 1, model_parallel: bool = Fal
     operators per parameter tensor); ``model_parallel`` adds the input and output
     distribution of sharded embeddings (all-to-alls, split bookkeeping, host syncs).
     """
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be an int >= 1, got {world_size!r}")
+    check_int("world_size", world_size, lo=1)
     layers = len(config.bottom_mlp) + len(config.top_mlp)
     ops = _OPS_BASE + _OPS_PER_LAYER * layers + (_OPS_DOT if config.interaction == "dot" else 0)
     if world_size > 1:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from recnotebooks.checks import check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf import components as C
 from recnotebooks.perf.components import A2A_CALLS_PER_STEP, UVM_EFFICIENCY, gemm_time, op_count
@@ -123,9 +124,7 @@ class CostResult:
 
 
 def _pos_int(name: str, v: object, lo: int = 1) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an int >= {lo}, got {v!r}")
-    return v
+    return check_int(name, v, lo=lo)
 
 
 def estimate(

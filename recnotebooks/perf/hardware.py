@@ -22,6 +22,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from recnotebooks.checks import check_float, check_int
 from recnotebooks.perf.sources import cite
 
 __all__ = ["Hardware", "HARDWARE", "hardware", "hardware_names", "GB", "DTYPE_BYTES", "calibration_path",
@@ -104,8 +105,7 @@ class Hardware:
     def __post_init__(self) -> None:
         if self.kind not in ("gpu", "cpu"):
             raise ValueError(f"Hardware({self.name}).kind must be 'gpu' or 'cpu', got {self.kind!r}")
-        if isinstance(self.devices, bool) or not isinstance(self.devices, int) or self.devices < 1:
-            raise ValueError(f"Hardware({self.name}).devices must be an int >= 1, got {self.devices!r}")
+        check_int(f"Hardware({self.name}).devices", self.devices, lo=1)
         if not self.peak_flops:
             raise ValueError(f"Hardware({self.name}).peak_flops must name at least one dtype")
         for dt, v in self.peak_flops.items():
@@ -151,15 +151,7 @@ class Hardware:
 
 
 def _check(name: str, field_name: str, v: object, positive: bool) -> None:
-    if (
-        isinstance(v, bool)
-        or not isinstance(v, (int, float))
-        or not math.isfinite(v)
-        or v < 0
-        or (positive and v == 0)
-    ):
-        op = "> 0" if positive else ">= 0"
-        raise ValueError(f"Hardware({name}).{field_name} must be a finite number {op}, got {v!r}")
+    check_float(f"Hardware({name}).{field_name}", v, lo=0, lo_open=positive)
 
 
 # ----- sources (titles and addresses in recnotebooks.perf.sources) --------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from recnotebooks.checks import check_fraction, check_int
 from recnotebooks.config import DLRMConfig
 
 __all__ = ["SHARDINGS", "PLACEMENTS", "TableShard", "Plan", "single_device_plan"]
@@ -42,15 +43,11 @@ class TableShard:
             raise ValueError(f"sharding must be one of {list(SHARDINGS)}, got {self.sharding!r}")
         if self.placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {self.placement!r}")
-        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 0:
-            raise ValueError(f"rank must be an int >= 0, got {self.rank!r}")
+        check_int("rank", self.rank, lo=0)
         for name in ("row_fraction", "col_fraction"):
-            v = getattr(self, name)
-            if not isinstance(v, (int, float)) or not 0 < v <= 1:
-                raise ValueError(f"{name} must be in (0, 1], got {v!r}")
-        h = self.cache_hit_rate
-        if self.placement == "cache" and (h is None or not isinstance(h, (int, float)) or not 0 <= h <= 1):
-            raise ValueError(f"cache_hit_rate must be in [0, 1] for placement='cache', got {h!r}")
+            check_fraction(name, getattr(self, name), lo_open=True)
+        if self.placement == "cache":
+            check_fraction("cache_hit_rate (placement='cache')", self.cache_hit_rate)
 
 
 @dataclass(frozen=True)
@@ -63,8 +60,7 @@ class Plan:
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.world_size, bool) or not isinstance(self.world_size, int) or self.world_size < 1:
-            raise ValueError(f"world_size must be an int >= 1, got {self.world_size!r}")
+        check_int("world_size", self.world_size, lo=1)
         object.__setattr__(self, "shards", tuple(self.shards))
         object.__setattr__(self, "notes", tuple(self.notes))
         for s in self.shards:
