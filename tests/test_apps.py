@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,6 +17,7 @@ from recnotebooks.viz.architecture import (
     architecture_explorer,
     explore_architecture,
 )
+from recnotebooks.viz.tidy import chart_rows
 from recnotebooks.viz.traffic import BATCH_SIZES, DIMS, POOLINGS, lookup_traffic, lookup_traffic_app
 
 
@@ -269,3 +272,64 @@ def test_integer_sliders_take_numpy_integers_and_refuse_floats_and_booleans() ->
     for bad in (8.5, True):
         with pytest.raises(TypeError, match="num_tables must be an int in"):
             architecture_explorer(measure=False, num_tables=bad)
+
+
+# ----- what the charts draw (review of the browser screenshots) ----------------------------------
+def _panel_reach(spec: dict[str, object]) -> dict[str, float]:
+    """Each bar panel's x-scale end, from the chart's own data (the invisible reach points)."""
+    reach: dict[str, float] = {}
+    for r in chart_rows(spec):
+        reach.setdefault(str(r["metric"]), float(r["_reach"]))
+        assert reach[str(r["metric"])] == float(r["_reach"])
+    return reach
+
+
+def _bars_spec(app: object) -> dict[str, object]:
+    chart = app.altair_chart  # type: ignore[attr-defined]
+    import altair as alt
+
+    bars = next(c for c in chart.vconcat if isinstance(c, alt.FacetChart))  # the small multiples
+    return bars.to_dict()
+
+
+def test_advantage_panels_share_one_scale_and_draw_the_one_line() -> None:
+    from recnotebooks.viz.advantage import advantage_explorer
+
+    app = advantage_explorer()
+    app.set(rows_scale=10)
+    spec = _bars_spec(app)
+    reach = _panel_reach(spec)
+    assert len(reach) == 4 and len(set(reach.values())) == 1, reach  # explorer 1.4x no longer as long as 3.0x
+    rows = chart_rows(spec)
+    assert min(reach.values()) >= max(float(r["value"]) for r in rows)
+    text = json.dumps(spec)
+    assert '"type": "rule"' in text and '"datum": 1.0' in text
+
+
+def test_server_explorer_panels_share_a_scale_per_row() -> None:
+    from recnotebooks.viz.servers import server_explorer
+
+    app = server_explorer()
+    app.set(rows_scale=30)
+    reach = _panel_reach(_bars_spec(app))
+    for unit in ("samples per second", "samples per joule"):
+        row = {m: v for m, v in reach.items() if m.endswith(unit)}
+        assert len(row) == 5 and len(set(row.values())) == 1, row
+    assert len(set(reach.values())) == 2
+
+
+@given(st.floats(min_value=1e-5, max_value=1.0))
+def test_percent_labels_keep_two_significant_digits(fraction: float) -> None:
+    from recnotebooks.viz.controls import percent
+
+    shown = float(percent(fraction).rstrip("%")) / 100
+    assert shown == pytest.approx(fraction, rel=0.051)  # "0.4%" for 0.36% and 0.41% is gone
+
+
+def test_efficiency_notes_name_devices_of_one_node() -> None:
+    from recnotebooks.viz.efficiency import explore_efficiency
+
+    gpu = explore_efficiency(hardware_name="dgx_a100", gpus=8, measure=False).notes[0]
+    cpu = explore_efficiency(hardware_name="cpu_cluster", measure=False).notes[0]
+    assert gpu.startswith("MODELED on 8 GPUs (dgx_a100):"), gpu  # not "8 x dgx_a100": eight nodes?
+    assert cpu.startswith("MODELED on 1 CPU node (cpu_cluster):") and "GPU" not in cpu, cpu

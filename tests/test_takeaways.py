@@ -17,6 +17,20 @@ from recnotebooks.viz.advantage import gpu_advantage
 from recnotebooks.viz.servers import explore_servers
 
 
+# ----- notebook 01 §2: where the parameters and the FLOPs are ---------------------------------------
+def test_01_parameters_sit_in_the_tables_and_flops_in_the_mlps() -> None:
+    cfg = preset("tiny")
+    # "almost all [parameters] in the tables (over 99% here)"
+    assert cfg.sparse_parameters / (cfg.sparse_parameters + cfg.dense_parameters) > 0.99
+    flops = {k: v["forward"] + v["backward"] for k, v in cfg.flops_per_sample().items()}
+    total = sum(flops.values())
+    # "most of the FLOPs are in the MLPs (about 84% here; the dot interaction does nearly all the rest,
+    # and the embedding lookups almost none)"
+    assert round((flops["bottom_mlp"] + flops["top_mlp"]) / total, 2) == 0.84
+    assert flops["interaction"] / (total - flops["bottom_mlp"] - flops["top_mlp"]) > 0.95
+    assert flops["embedding"] / total < 0.01
+
+
 # ----- notebook 02 §2: more sparse features ----------------------------------------------------
 @pytest.fixture(scope="module")
 def tables_sweep() -> dict[float, list[dict[str, object]]]:
@@ -36,6 +50,37 @@ def test_02_more_tables_at_one_lookup_raise_efficiency_but_cost_throughput(table
     assert {r["bound_by"] for r in tables_sweep[1]} == {"overhead"}
 
 
+def test_02_at_one_lookup_flops_grow_faster_than_the_step_over_a_fixed_overhead(tables_sweep) -> None:  # type: ignore[no-untyped-def]
+    from recnotebooks.config import architecture_config
+    from recnotebooks.perf import estimate
+
+    first, last = tables_sweep[1][0], tables_sweep[1][-1]
+    flops = float(last["flops_per_sample"]) / float(first["flops_per_sample"])  # type: ignore[arg-type]
+    step = float(last["step_ms"]) / float(first["step_ms"])  # type: ignore[arg-type]
+    # "about 2.1x the FLOPs per sample (0.90 -> 1.92 MFLOP) in about 1.4x the step time (3.9 -> 5.4 ms)"
+    assert round(float(first["flops_per_sample"]) / 1e6, 2) == 0.90  # type: ignore[arg-type]
+    assert round(float(last["flops_per_sample"]) / 1e6, 2) == 1.92  # type: ignore[arg-type]
+    assert round(flops, 1) == 2.1 and round(step, 1) == 1.4
+    assert (round(float(first["step_ms"]), 1), round(float(last["step_ms"]), 1)) == (3.9, 5.4)  # type: ignore[arg-type]
+    # efficiency is FLOP/s over peak: its ratio is the FLOPs' ratio over the step's
+    eff = float(last["flops_efficiency"]) / float(first["flops_efficiency"])  # type: ignore[arg-type]
+    assert eff == pytest.approx(flops / step, rel=1e-6)
+    # "the dot interaction's FLOPs and the top MLP's input both grow": both components' FLOPs rise
+    one, many = (
+        architecture_config(num_tables=t, pooling=1, embedding_dim=32).flops_per_sample() for t in (1, 32)
+    )
+    for part in ("interaction", "top_mlp"):
+        assert sum(many[part].values()) > 2 * sum(one[part].values()), part
+    # "per-step overhead, which does not grow with the tables"
+    overheads = {
+        t: estimate(
+            architecture_config(num_tables=t, pooling=1, embedding_dim=32), "dgx_a100", batch_size=4096
+        ).breakdown()["overhead"]
+        for t in (1, 32)
+    }
+    assert overheads[1] == pytest.approx(overheads[32])
+
+
 def test_02_more_tables_at_production_pooling_lower_efficiency_and_throughput(tables_sweep) -> None:  # type: ignore[no-untyped-def]
     effs = [float(r["flops_efficiency"]) for r in tables_sweep[80]]
     tput = [float(r["throughput"]) for r in tables_sweep[80]]
@@ -43,6 +88,16 @@ def test_02_more_tables_at_production_pooling_lower_efficiency_and_throughput(ta
     assert effs[-1] < 0.75 * effs[0]
     assert all(a > b for a, b in zip(tput, tput[1:], strict=False))
     assert tput[-1] < 0.35 * tput[0]
+    # "about 4.6% -> 3.0%", "about 0.99 M -> 0.28 M", "the step grows about 3.5x (4.2 -> 14.7 ms) for 2.3x the
+    # FLOPs, and at 32 tables the embedding backward bounds the step"
+    first, last = tables_sweep[80][0], tables_sweep[80][-1]
+    assert (round(effs[0] * 100, 1), round(effs[-1] * 100, 1)) == (4.6, 3.0)
+    assert (round(tput[0] / 1e6, 2), round(tput[-1] / 1e6, 2)) == (0.99, 0.28)
+    assert (round(float(first["step_ms"]), 1), round(float(last["step_ms"]), 1)) == (4.2, 14.7)  # type: ignore[arg-type]
+    step = float(last["step_ms"]) / float(first["step_ms"])  # type: ignore[arg-type]
+    flops = float(last["flops_per_sample"]) / float(first["flops_per_sample"])  # type: ignore[arg-type]
+    assert round(step, 1) == 3.5 and round(flops, 1) == 2.3
+    assert last["bound_by"] == "embedding_backward"
 
 
 # ----- notebook 02 §4 and its app: finding (a) -------------------------------------------------
@@ -167,6 +222,14 @@ def test_05_explorer_story_rm2_grows() -> None:
     assert float(row(big, "zion", "per_joule")["value"]) > float(
         row(big, "cpu_cluster", "per_joule")["value"]
     )  # type: ignore[arg-type]
+    # "Big Basin's tables leave its HBM first (behind a GPU cache at 30x, on parameter servers at 100x); Zion
+    # keeps them in the node: all in its GPUs' HBM at 30x, and at 100x partly in its own DRAM"
+    mid = {"model": "rm2", "rows_scale": 30}
+    assert row({"model": "rm2", "rows_scale": 1}, "big_basin")["placement"] == "hbm"
+    assert (
+        row(mid, "big_basin")["placement"] == "hbm+cache" and row(big, "big_basin")["placement"] == "remote"
+    )
+    assert row(mid, "zion")["placement"] == "hbm"
     # the most samples per joule changes as the tables grow: big_basin at 1x, zion at 30x
     frugal = {
         s: max(explore_servers(model="rm2", rows_scale=s).tables["per_joule"], key=lambda r: r["value"])
@@ -192,6 +255,11 @@ def test_05_explorer_story_batch_amortises_overhead() -> None:
     large = explore_servers(model="mlperf_v1", batch_size=131072)
     frugal = [max(r.tables["per_joule"], key=lambda x: x["value"])["metric"] for r in (small, large)]  # type: ignore[arg-type, return-value]
     assert frugal == ["cpu_cluster", "dgx_h100"]
+    # "at small batches every GPU server is bounded by per-step overhead"
+    from recnotebooks.perf.explore import compare_servers
+
+    rows, _ = compare_servers(preset("mlperf_v1"), SERVERS, batch_size=1024, cache_hit_rate=0.9)
+    assert {r["bound_by"] for r in rows if r["server"] != "cpu_cluster"} == {"overhead"}
 
 
 # ----- notebook 02 §3: the roofline --------------------------------------------------------------

@@ -290,3 +290,17 @@ def test_factories_take_human_axis_titles() -> None:
     texts = _svg_texts(lines) + _svg_texts(bars)
     assert "pooling factor" in texts and texts.count("samples per joule") >= 2  # axis titles, header line
     assert "zion" in texts  # the header "zion: samples per joule" on two lines
+
+
+def test_stack_draws_what_altair_composition_draws() -> None:
+    """:func:`stack` skips Altair's copies; its spec is that of ``(a & b).resolve_scale(...)``."""
+    from recnotebooks.viz.charts import metric_bars, time_breakdown
+    from recnotebooks.viz.tidy import stack
+
+    steps = time_breakdown([{"setting": "now", "phase": p, "seconds_per_step": 0.01} for p in ("fwd", "bwd")])
+    bars = metric_bars([{"metric": "m", "value": 2.0, "setting": "now", "display": "2"}], shared_scale=True)
+    altair_way = (steps.properties(width=400) & bars).resolve_scale(color="independent")
+    assert stack(steps.properties(width=400), bars).to_dict() == altair_way.to_dict()  # validated too
+    shared = alt.Chart(alt.Data(values=[{"a": 1}])).mark_point().encode(x="a:Q")
+    with pytest.raises(ValueError, match="alt.vconcat"):
+        stack(shared, shared)  # one data object: Altair lifts it, stack does not

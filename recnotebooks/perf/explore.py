@@ -327,8 +327,11 @@ def table_count_sweep(
     **arch: object,
 ) -> list[dict[str, object]]:
     """:func:`sweep` of ``num_tables`` at each pooling: FLOP/s efficiency and throughput side by
-    side (rows carry ``num_tables`` and ``pooling``)."""
+    side (rows carry ``num_tables``, ``pooling`` and ``flops_per_sample``, forward + backward:
+    efficiency is FLOP/s over peak, so it rises whenever FLOPs grow faster than the step)."""
     rows = []
     for p in poolings:
-        rows += [{**r, "pooling": p} for r in sweep("num_tables", list(tables), hw=hw, pooling=p, **arch)]
+        for r in sweep("num_tables", list(tables), hw=hw, pooling=p, **arch):
+            cfg = architecture_config(num_tables=r["num_tables"], pooling=p, **arch)  # type: ignore[arg-type]
+            rows.append({**r, "pooling": p, "flops_per_sample": cfg.total_flops_per_sample()})
     return rows

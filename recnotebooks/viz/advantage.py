@@ -22,6 +22,7 @@ from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, option_values
+from recnotebooks.viz.tidy import stack
 
 __all__ = [
     "ADVANTAGE_CONTROLS",
@@ -122,7 +123,8 @@ def _notes(advantage: list[dict[str, object]], hw: str, gpus: int) -> list[str]:
     small = min(advantage, key=lambda r: float(r["ratio"]))  # type: ignore[arg-type]
     where = "; ".join(f"{r['name']}: GPU {r['gpu_placement']}, CPU {r['cpu_placement']}" for r in advantage)
     return [
-        f"MODELED: {gpus} x {hw} over one {CPU_NODE} node, throughput: {ratios}.",
+        f"MODELED: {gpus} GPU{'s' if gpus > 1 else ''} of a {hw} over one {CPU_NODE} node, "
+        f"throughput: {ratios}.",
         f"Largest advantage: {big['name']}; smallest: {small['name']}. Tables live in: {where}.",
     ]
 
@@ -135,7 +137,10 @@ def _render(history: list[HistoryEntry]) -> object:
         title="GPU ÷ CPU-node throughput",
         source="modeled",
         columns=2,
-        detail="one bar per setting, the current one solid; 1.0 = as fast as one CPU node",
+        detail="one bar per setting, the current one solid; one scale for all panels; "
+        "dashed line 1.0 = as fast as one CPU node",
+        shared_scale=True,
+        rule_at=1.0,
     )
     steps = time_breakdown(
         history[0].result.tables["steps"],
@@ -145,7 +150,7 @@ def _render(history: list[HistoryEntry]) -> object:
         source="modeled",
         detail="same samples per device; placement in brackets",
     )
-    return (bars & steps).resolve_scale(color="independent")
+    return stack(bars, steps)
 
 
 def advantage_explorer(*, history: int = 4, architecture: Mapping[str, object] | None = None,

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import altair as alt
 import ipywidgets as W
+from altair.utils.schemapi import debug_mode
 
 from recnotebooks.viz.controls import check_control_value
 from recnotebooks.viz.theme import ChartWidget, enable_offline
@@ -205,7 +206,8 @@ class App:
         try:
             result = self.compute(**values)
             trail = _relabel([self._entry(result, values), *self.history][: self.max_history])
-            chart = self.render(trail)
+            with debug_mode(False):  # no schema check per object built (__init__ checked the first render)
+                chart = self.render(trail)
             spec = chart.to_dict(validate=False)  # factories are schema-tested; validation costs ~30 ms
         except Exception as e:  # shown in the app, never a traceback wall
             self.error = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)

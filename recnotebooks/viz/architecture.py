@@ -23,6 +23,7 @@ from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human
+from recnotebooks.viz.tidy import stack
 
 __all__ = [
     "ARCHITECTURE_CONTROLS",
@@ -149,7 +150,7 @@ def explore_architecture(
             emb["forward"] + emb["backward"],
             human(emb["forward"] + emb["backward"], "B"),
         ),
-        ("arithmetic intensity (FLOP/B)", cfg.arithmetic_intensity(), f"{cfg.arithmetic_intensity():.3g}"),
+        ("arithmetic intensity (FLOP/B)", cfg.arithmetic_intensity(), human(cfg.arithmetic_intensity())),
         ("training memory (full model)", float(mem["total"]), human(mem["total"], "B")),
     ]
     metrics = [{"metric": m, "value": v, "display": d, "source": "analytic"} for m, v, d in values]
@@ -178,7 +179,7 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
     dev = rows[0].get("device", "cpu")
     steps = time_breakdown(rows, highlight=now, phases=list(PHASES), title="Training step time by phase",
                            source="measured", detail=f"{dev}, tables capped")  # fmt: skip
-    return (steps.properties(width=420) & bars).resolve_scale(color="independent")
+    return stack(steps.properties(width=420), bars)
 
 
 def architecture_explorer(
@@ -215,7 +216,8 @@ def table_batching_chart(rows: list[dict[str, object]]) -> object:
     detail = f"{first['device']}, {first['threads']} thread(s), fastest of {first['repeats']} runs"
     title = "How many times faster one fused lookup is than a loop over tables"
     ratio = metric_lines(speedups(rows) + published_speedups(), x="num_tables", y="speedup", color="where",
-                         x_log=True, title=title, y_format=".2~f")  # fmt: skip
+                         x_log=True, title=title, y_format=".2~f", y_rule=1.0,
+                         y_title="speedup (< 1: the loop is faster)")  # fmt: skip
     ms = [{**r, "ms_per_step": float(r["seconds_per_step"]) * 1e3} for r in rows]  # type: ignore[arg-type]
     times = metric_lines(ms, x="num_tables", y="ms_per_step", color="implementation", x_log=True, y_log=True,
                          title=f"One embedding-layer training step ({first['what']})", source="measured",

@@ -121,6 +121,7 @@ def metric_lines(
     y_format: str = ".3~s",
     x_title: str | None = None,
     y_title: str | None = None,
+    y_rule: float | None = None,
 ) -> alt.LayerChart:
     """A metric against a parameter, one line per ``color`` value (e.g. history settings).
 
@@ -128,7 +129,8 @@ def metric_lines(
     ``current`` is None, every row whose ``current`` column is true. With ``highlight``,
     the line whose ``color`` value equals it is drawn solid and the others faded. Axis titles
     default to the column names in words; with at most 12 distinct ``x`` values the x ticks sit
-    on them (a log axis would otherwise crowd 20, 30, 40... together).
+    on them (a log axis would otherwise crowd 20, 30, 40... together). ``y_rule`` draws a dashed
+    horizontal reference line at that value (1.0 for a ratio).
     """
     data = check_rows(
         rows,
@@ -146,7 +148,11 @@ def metric_lines(
     data.sort(key=lambda r: bool(r["_hl"]))  # the highlighted line last, drawn on top of faded ones
     x_values = sorted({float(r[x]) for r in data})  # type: ignore[arg-type]
     few = len(x_values) <= 12  # (a tickCount below the number of values would hide some log labels)
-    x_axis = alt.Axis(values=x_values, tickCount=len(x_values), format="~g") if few else alt.Axis(format="~s")
+    x_axis = (  # (flush labels would push the last one onto its neighbour, which then hides it)
+        alt.Axis(values=x_values, tickCount=len(x_values), format="~g", labelFlush=False)
+        if few
+        else alt.Axis(format="~s")
+    )
     xs = alt.X(
         f"{x}:Q",
         scale=alt.Scale(type="log" if x_log else "linear", nice=not x_log),
@@ -177,6 +183,8 @@ def metric_lines(
         now.mark_point(size=260, filled=False, strokeWidth=3),
         now.mark_text(dy=-16, fontWeight="bold").encode(text=alt.Text(f"{y}:Q", format=y_format)),
     ]
+    if y_rule is not None:  # a dashed reference line (1.0 for a ratio)
+        layers.insert(0, alt.Chart().mark_rule(color="#555", strokeDash=[4, 3]).encode(y=alt.datum(y_rule)))
     chart = alt.layer(*layers).properties(
         title=chart_title(title or f"{y} vs {x}".replace("_", " "), data, source, detail)
     )
@@ -198,6 +206,8 @@ def metric_bars(
     width: int | None = None,
     total_width: int = 960,
     value_title: str | None = None,
+    shared_scale: bool | str = False,
+    rule_at: float | None = None,
 ) -> alt.FacetChart:
     """Small multiples: one panel per metric (independent x scales), one bar per ``by``.
 
@@ -206,22 +216,31 @@ def metric_bars(
     words ("samples per joule"); "zion: samples per joule" is drawn on two lines. Panels are
     ``width`` px wide, or, by default, as wide as fits ``columns`` of them, the bar labels and
     the gaps in ``total_width`` px. ``value_title`` titles each panel's x axis (shown with
-    ticks when there is no ``text``)."""
-    data = check_rows(rows, "metric_bars", numeric=[value], fields=[metric, by] + ([text] if text else []))
+    ticks when there is no ``text``). ``shared_scale=True`` draws every panel on one x scale
+    (comparable bar lengths across panels); a column name shares one scale between the panels
+    whose rows hold the same value there (e.g. a unit). ``rule_at`` draws a dashed reference
+    line at that value in every panel (1.0 for a ratio)."""
+    group_col = shared_scale if isinstance(shared_scale, str) else None
+    fields = [metric, by] + ([text] if text else []) + ([group_col] if group_col else [])
+    data = check_rows(rows, "metric_bars", numeric=[value], fields=fields)
     bars = list(dict.fromkeys(str(r[by]) for r in data))
     y_axis, step, label_px = band_axis(bars, None)
     if width is None:
         width = max(60, (total_width - label_px - 20 * (columns - 1)) // columns - 4)
     text_px = max((len(str(r[text])) for r in data), default=0) * 6.2 + 8 if text else 0
     room = width / max(width - text_px, width / 3)  # the scale reaches past the longest bar by this factor
-    top = {str(m): 0.0 for m in dict.fromkeys(r[metric] for r in data)}
+
+    def scale_of(r: dict[str, object]) -> str:  # panels with the same key share one x scale
+        return "all" if shared_scale is True else str(r[group_col]) if group_col else str(r[metric])
+
+    top = {scale_of(r): float(rule_at or 0.0) for r in data}
     for r in data:
-        top[str(r[metric])] = max(top[str(r[metric])], float(r[value]))  # type: ignore[arg-type]
+        top[scale_of(r)] = max(top[scale_of(r)], float(r[value]))  # type: ignore[arg-type]
     for r in data:
         r[by] = str(r[by])
         r["_now"] = highlight is None or r[by] == highlight
         r["_opacity"] = 1.0 if r["_now"] else 0.4
-        r["_reach"] = top[str(r[metric])] * room
+        r["_reach"] = top[scale_of(r)] * room
     axis = alt.Axis(format="~s", tickCount=3, title=value_title)
     if text:
         axis = (
@@ -237,24 +256,26 @@ def metric_bars(
     layers = [base.mark_bar(color="#4c78a8").encode(x=x, opacity=OPACITY)]
     if text:
         layers.append(base.mark_text(align="left", dx=3, fontSize=11).encode(x=x, text=f"{text}:N"))
+    if text or shared_scale:  # an invisible point at each panel's reach sets its scale's end
         layers.append(base.mark_point(opacity=0).encode(x=alt.X("_reach:Q", title=value_title, axis=axis)))
-    return with_data(
-        alt.layer(*layers)
-        .properties(width=width, height=alt.Step(step))
-        .facet(
-            facet=alt.Facet(
-                f"{metric}:N",
-                title=None,
-                sort=list(dict.fromkeys(str(r[metric]) for r in data)),
-                header=alt.Header(labelExpr="split(datum.label, ': ')", labelLimit=width),
-            ),
-            columns=columns,
-            data=alt.Data(values=[]),
-        )
-        .resolve_scale(x="independent")
-        .properties(title=chart_title(title, data, source, detail)),
-        data,
+    if rule_at is not None:
+        rule = alt.Chart().mark_rule(color="#555", strokeDash=[4, 3])
+        layers.append(rule.encode(x=alt.datum(rule_at, type="quantitative")))
+    # built in two constructors: each chained .properties/.facet/.resolve_scale deep-copies the layers
+    facets = alt.FacetChart(
+        spec=alt.LayerChart(layer=layers, width=width, height=alt.Step(step)),
+        facet=alt.Facet(
+            f"{metric}:N",
+            title=None,
+            sort=list(dict.fromkeys(str(r[metric]) for r in data)),
+            header=alt.Header(labelExpr="split(datum.label, ': ')", labelLimit=width),
+        ),
+        columns=columns,
+        data=alt.Data(values=[]),
+        resolve=alt.Resolve(scale=alt.ScaleResolveMap(x="independent")),
+        title=chart_title(title, data, source, detail),
     )
+    return with_data(facets, data)
 
 
 def rank_bars(

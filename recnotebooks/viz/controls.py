@@ -15,7 +15,7 @@ import ipywidgets as W
 
 from recnotebooks.checks import check_bool, check_choice, check_float, check_int
 
-__all__ = ["build_controls", "check_control_value", "human", "option_values"]
+__all__ = ["build_controls", "check_control_value", "human", "option_values", "percent"]
 
 
 def human(v: float, unit: str = "") -> str:
@@ -24,6 +24,15 @@ def human(v: float, unit: str = "") -> str:
         if abs(v) >= div:
             return f"{v / div:.3g} {suffix}{unit}"
     return f"{v:.3g} {unit}".rstrip()
+
+
+def percent(fraction: float) -> str:
+    """``0.0036 -> '0.36%'``, ``0.041 -> '4.1%'``, ``0.67 -> '67%'``: two significant digits, so
+    two labels that read the same stand for bars of (nearly) the same length."""
+    pct = fraction * 100
+    if pct == 0 or abs(pct) >= 9.95:
+        return f"{pct:.0f}%"
+    return f"{pct:#.2g}%"  # '#' keeps the trailing zero: "0.50%", "1.0%"
 
 
 def option_values(spec: Mapping[str, object]) -> list[object]:

@@ -19,7 +19,8 @@ from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, measure_here
 from recnotebooks.viz.charts import metric_bars, time_breakdown
-from recnotebooks.viz.controls import build_controls, human
+from recnotebooks.viz.controls import build_controls, human, percent
+from recnotebooks.viz.tidy import stack
 
 __all__ = ["EFFICIENCY_CONTROLS", "explore_efficiency", "efficiency_explorer"]
 
@@ -39,7 +40,7 @@ EFFICIENCY_CONTROLS: dict[str, dict[str, object]] = {
     "gpus": {"options": [1, 2, 4, 8], "value": 1, "label": "devices (GPUs; a CPU node has 1)"},
     "placement": {
         "options": [
-            ("device memory (HBM, or a CPU node's DRAM)", "hbm"),
+            ("device memory (HBM or DRAM)", "hbm"),  # a GPU's HBM, a CPU node's DRAM
             ("host DRAM over PCIe (GPU)", "host"),
             ("GPU cache + host DRAM (GPU)", "cache"),
             ("remote parameter servers", "remote"),
@@ -84,9 +85,9 @@ def explore_efficiency(
     ]
     metrics = [
         ("throughput (samples/s)", r.throughput, human(r.throughput)),
-        ("FLOP/s efficiency", r.flops_efficiency, f"{r.flops_efficiency:.1%}"),
-        ("busy fraction", r.busy_fraction, f"{r.busy_fraction:.0%}"),
-        ("memory bandwidth used", r.hbm_utilisation, f"{r.hbm_utilisation:.0%} of {words['memory']}"),
+        ("FLOP/s efficiency", r.flops_efficiency, percent(r.flops_efficiency)),
+        ("busy fraction", r.busy_fraction, percent(r.busy_fraction)),
+        ("memory bandwidth used", r.hbm_utilisation, f"{percent(r.hbm_utilisation)} of {words['memory']}"),
         ("samples per joule", 1e6 / r.joules_per_million_samples, human(1e6 / r.joules_per_million_samples)),
     ]
     tables: dict[str, list[dict[str, object]]] = {
@@ -98,7 +99,7 @@ def explore_efficiency(
     bound = max(b, key=b.get)
     what = words["devices"] if r.world_size > 1 else words["device"]
     notes = [
-        f"MODELED on {r.world_size} x {hw.name} ({what}): {r.step_time * 1e3:.2f} ms per step, "
+        f"MODELED on {r.world_size} {what} ({hw.name}): {r.step_time * 1e3:.2f} ms per step, "
         f"{r.throughput:,.0f} samples/s, bounded by {bound} "
         f"({b[bound] / sum(b.values()):.0%} of the slowest rank's step)."
     ]
@@ -148,7 +149,7 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
     )
     rows = history_rows(history, "measured")
     if not measure or not rows:
-        return (modeled.properties(width=460) & bars).resolve_scale(color="independent")
+        return stack(modeled.properties(width=460), bars)
     measured = time_breakdown(
         rows,
         highlight=now,
@@ -157,9 +158,7 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
         source="measured",
         detail="row-capped copy",
     )
-    return (modeled.properties(width=460) & measured.properties(width=460) & bars).resolve_scale(
-        color="independent"
-    )
+    return stack(modeled.properties(width=460), measured.properties(width=460), bars)
 
 
 def efficiency_explorer(

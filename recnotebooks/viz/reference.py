@@ -44,10 +44,12 @@ def ratio_bars(
         r[by], r["_ref"] = str(r[by]), float(reference)
         r["_text"] = f"{float(r[value]):.2f}x"  # type: ignore[arg-type]
     values = [float(r[value]) for r in data]  # type: ignore[arg-type]
-    scale = alt.Scale(type="log", domain=[min(lo, *values) / 1.25, max(hi, *values) * 1.6], nice=False)
-    x = alt.X(
-        f"{value}:Q", scale=scale, title=value_title, axis=alt.Axis(format="~g", values=[lo, reference, hi])
-    )
+    domain = [min(lo, *values) / 1.25, max(hi, *values) * 1.6]
+    scale = alt.Scale(type="log", domain=domain, nice=False)
+    # the band's ends and the reference, plus doublings and halvings of it, so a bar far out can be read
+    steps = {reference * 2.0**k for k in range(-10, 11) if domain[0] <= reference * 2.0**k <= domain[1]}
+    ticks = sorted({lo, reference, hi} | steps)
+    x = alt.X(f"{value}:Q", scale=scale, title=value_title, axis=alt.Axis(format="~g", values=ticks))
     y_axis, step, _ = band_axis(names, None)
     tips = [
         tooltip(by, "N"),

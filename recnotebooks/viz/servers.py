@@ -18,6 +18,7 @@ from recnotebooks.perf.explore import SERVERS, compare_servers
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
+from recnotebooks.viz.tidy import stack
 
 __all__ = ["SERVERS", "SERVER_CONTROLS", "scaled_model", "explore_servers", "server_explorer", "server_bars"]
 
@@ -116,7 +117,7 @@ def _render(history: list[HistoryEntry]) -> object:
     )
     # one faceted chart for both metrics (a row of servers each): composing fewer charts keeps updates fast
     rows = [
-        {**r, "metric": f"{r['metric']}: {unit}"}
+        {**r, "metric": f"{r['metric']}: {unit}", "unit": unit}
         for table, unit in (("throughput", "samples per second"), ("per_joule", "samples per joule"))
         for r in history_rows(history, table)
     ]
@@ -126,9 +127,11 @@ def _render(history: list[HistoryEntry]) -> object:
         title="Samples per second and per joule, one node",
         source="modeled",
         columns=len(SERVERS),
-        detail="one bar per setting, the current one solid; power of the node and its parameter servers",
+        detail="one bar per setting, the current one solid; one scale per row; "
+        "power of the node and its parameter servers",
+        shared_scale="unit",
     )
-    return (steps.properties(width=520) & bars).resolve_scale(color="independent")
+    return stack(steps.properties(width=520), bars)
 
 
 def server_explorer(*, history: int = 4, **values: object) -> App:

@@ -29,6 +29,7 @@ __all__ = [
     "check_rows",
     "label_lines",
     "row_sources",
+    "stack",
     "tooltip",
     "with_data",
 ]
@@ -81,6 +82,31 @@ def with_data(chart: alt.TopLevelMixin, data: list[dict[str, object]]) -> alt.To
     """
     chart.data = alt.Data(values=json.dumps(data, separators=(",", ":")), format=alt.DataFormat(type="json"))
     return chart
+
+
+class _Stack(alt.VConcatChart):
+    """A vconcat built without Altair's copies (see :func:`stack`)."""
+
+    def __init__(self, vconcat: Sequence[alt.TopLevelMixin] = (), **kwargs: object) -> None:
+        for c in vconcat:
+            if c._get("params") is not alt.Undefined or c._get("name") is not alt.Undefined:
+                raise ValueError("stack: a chart with params or a name needs alt.vconcat")
+        if len(vconcat) > 1 and all(c._get("data") is vconcat[0]._get("data") for c in vconcat):
+            raise ValueError("stack: charts sharing one data object need alt.vconcat (it lifts the data)")
+        alt.TopLevelVConcatSpec.__init__(self, vconcat=list(vconcat), **kwargs)
+
+
+def stack(*charts: alt.TopLevelMixin, independent: Sequence[str] = ("color",)) -> alt.VConcatChart:
+    """``charts`` one above the other, each with its own scales for the ``independent`` channels:
+    the spec of ``(a & b).resolve_scale(color="independent")``, built without copies.
+
+    Altair deep-copies every subchart (every one of its Undefined properties) when it composes
+    or re-sets a property; an app update composes a few charts, which took most of its time.
+    The copies only serve to lift shared data and selection parameters: charts with their own
+    data and no ``params`` (every factory's) compose the same way without them.
+    """
+    resolve = alt.Resolve(scale=alt.ScaleResolveMap(**dict.fromkeys(independent, "independent")))
+    return _Stack(vconcat=charts, resolve=resolve)
 
 
 def chart_rows(spec: dict) -> list[dict[str, object]]:
