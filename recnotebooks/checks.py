@@ -84,6 +84,8 @@ def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None
     Accepts Python and NumPy integers and 0-d integer tensors; rejects ``bool``, floats
     (even ``2.0``: an id or a count given as a float is a mistake worth naming) and strings.
     """
+    if type(value) is int and (lo is None or value >= lo) and (hi is None or value <= hi):
+        return value  # the common case, on hot paths of the cost model: nothing to convert or say
     allowed = " ".join(x for x in ("an int", describe_range(lo, hi)) if x)
     v = _scalar(value)
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
@@ -104,6 +106,11 @@ def check_float(
     hi_open: bool = False,
 ) -> float:
     """``value`` as a finite ``float`` within the range (open ends with ``lo_open``/``hi_open``)."""
+    if type(value) is float or (type(value) is int and abs(value) < 2**63):  # the common case
+        f = float(value)
+        low_ok = lo is None or f > lo or (f == lo and not lo_open)
+        if math.isfinite(f) and low_ok and (hi is None or f < hi or (f == hi and not hi_open)):
+            return f
     rng = describe_range(lo, hi, lo_open=lo_open, hi_open=hi_open)
     allowed = "a finite number" + (f" {rng}" if rng else "")
     v = _scalar(value)

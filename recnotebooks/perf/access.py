@@ -51,6 +51,15 @@ def _check(n_rows: int, s: float) -> None:
     check_float("zipf_exponent", s, lo=0)
 
 
+def _check_many(n_rows: Sequence[int], s: float) -> None:
+    """The checks of :func:`_check` for many tables: the exponent once, then every row
+    count (plain ints >= 1 pass at a glance; anything else gets the full check and message)."""
+    check_float("zipf_exponent", s, lo=0)
+    if not all(type(n) is int and n >= 1 for n in n_rows):
+        for n in n_rows:
+            check_int("n_rows", n, lo=1)
+
+
 def expected_unique(n_lookups: float, n_rows: int, zipf_exponent: float = 1.05) -> float:
     """Expected distinct rows touched by ``n_lookups`` Zipf draws over ``n_rows`` rows."""
     _check(n_rows, zipf_exponent)
@@ -117,8 +126,7 @@ def expected_unique_many(
     n_lookups: Sequence[float], n_rows: Sequence[int], zipf_exponent: float = 1.05
 ) -> np.ndarray:
     """:func:`expected_unique` for many tables at once (one vectorised evaluation)."""
-    for n in n_rows:
-        _check(n, zipf_exponent)
+    _check_many(n_rows, zipf_exponent)
     m, p, _ = _stacked(tuple(int(n) for n in n_rows), float(zipf_exponent))
     lk = np.asarray(n_lookups, dtype=np.float64)
     if lk.shape != (len(n_rows),) or not np.all(np.isfinite(lk)) or np.any(lk < 0):
@@ -131,8 +139,7 @@ def hit_rate_many(
     cached_rows: Sequence[float], n_rows: Sequence[int], zipf_exponent: float = 1.05
 ) -> np.ndarray:
     """:func:`hit_rate` for many tables at once (one vectorised evaluation)."""
-    for n in n_rows:
-        _check(n, zipf_exponent)
+    _check_many(n_rows, zipf_exponent)
     m, p, cum = _stacked(tuple(int(n) for n in n_rows), float(zipf_exponent))
     k = np.minimum(np.asarray(cached_rows, dtype=np.float64), np.asarray(n_rows, dtype=np.float64))
     if np.any(~np.isfinite(k)) or np.any(k < 0):

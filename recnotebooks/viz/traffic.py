@@ -7,16 +7,20 @@ the seed paper — how many bytes of embedding rows one step moves.
 
 from __future__ import annotations
 
-import ipywidgets as W
-
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_lines
+from recnotebooks.viz.controls import build_controls
 
-__all__ = ["POOLINGS", "lookup_traffic", "lookup_traffic_app"]
+__all__ = ["POOLINGS", "TRAFFIC_CONTROLS", "lookup_traffic", "lookup_traffic_app"]
 
 POOLINGS = (1, 2, 5, 10, 20, 40, 80, 120)
 BATCH_SIZES = tuple(2**i for i in range(6, 17))
 DIMS = (8, 16, 32, 64, 128, 256)
+TRAFFIC_CONTROLS: dict[str, dict[str, object]] = {
+    "pooling": {"options": list(POOLINGS), "value": 1, "label": "pooling factor"},
+    "batch_size": {"options": list(BATCH_SIZES), "value": 2048, "label": "batch size"},
+    "embedding_dim": {"options": list(DIMS), "value": 64, "label": "embedding dim"},
+}
 
 
 def lookup_traffic(
@@ -60,30 +64,11 @@ def lookup_traffic_app(
     *, pooling: int = 1, batch_size: int = 2048, embedding_dim: int = 64, history: int = 4
 ) -> App:
     """Sliders for pooling, batch size and embedding dim → traffic per step, with a trail."""
-    style = {"description_width": "initial"}
-    controls = {
-        "pooling": W.SelectionSlider(
-            options=list(POOLINGS),
-            value=pooling,
-            description="pooling factor",
-            continuous_update=False,
-            style=style,
-        ),  # fmt: skip
-        "batch_size": W.SelectionSlider(
-            options=list(BATCH_SIZES),
-            value=batch_size,
-            description="batch size",
-            continuous_update=False,
-            style=style,
-        ),  # fmt: skip
-        "embedding_dim": W.SelectionSlider(
-            options=list(DIMS),
-            value=embedding_dim,
-            description="embedding dim",
-            continuous_update=False,
-            style=style,
-        ),  # fmt: skip
-    }
+    controls = build_controls(
+        TRAFFIC_CONTROLS,
+        {"pooling": pooling, "batch_size": batch_size, "embedding_dim": embedding_dim},
+        "the embedding traffic app",
+    )
     return App(
         "Embedding traffic",
         controls,
