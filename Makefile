@@ -38,7 +38,8 @@ test: $(STAMP) lint
 bench: $(STAMP)
 	$(PY) benchmarks/train_throughput.py
 
-# Optional peers for comparisons (torchrec interop test, benchmarks/sharded_step_ops.py):
+# Optional peers for comparisons (torchrec interop test, benchmarks/sharded_step_ops.py,
+# libCacheSim for tests/test_cache_libcachesim.py and benchmarks/cache.py):
 # torchrec's own requirement pulls the CUDA fbgemm-gpu and a new torch, so it goes in
 # without dependencies, beside fbgemm's CPU build, with torch held at the installed version.
 PEERS := $(VENV)/peers
@@ -49,6 +50,9 @@ peers: $(STAMP)
 	$(PY) -m pip install --quiet --no-deps -c $(PEERS)/constraints.txt $(PEERS)/torchrec-1.8.0-*.whl fbgemm-gpu-cpu==1.8.0
 	$(PY) -m pip install --quiet -c $(PEERS)/constraints.txt tensordict "torchmetrics==1.0.3" tqdm pyre-extensions iopath
 	$(PY) -c "import torchrec, torch; print('torchrec', torchrec.__version__, 'with torch', torch.__version__)"
+	# libCacheSim (C cache simulator; LRU/LFU/Belady cross-check of recnotebooks.cache.simulate)
+	$(PY) -m pip install --quiet -c $(PEERS)/constraints.txt "libcachesim==0.3.5"
+	$(PY) -c "import libcachesim; print('libcachesim', libcachesim.__version__)"
 
 clean-venv:
 	rm -rf $(VENV)

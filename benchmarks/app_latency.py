@@ -142,6 +142,11 @@ def analytic_rows(n: int, rng: random.Random) -> tuple[list[tuple], dict[str, fl
     adv_defaults = {k: v["value"] for k, v in ADVANTAGE_CONTROLS.items()}
     rows.append(("GPU Advantage Explorer, modeled (02)", "analytic", 0.100,
                  time_changes(advantage_explorer(), n, rng, False, adv_defaults)))  # fmt: skip
+    from recnotebooks.viz.cache import CACHE_CONTROLS, cache_explorer
+
+    cache_defaults = {k: v["value"] for k, v in CACHE_CONTROLS.items()}
+    rows.append(("Cache Explorer, simulated + modeled + measured (03)", "measured", 1.5,
+                 time_changes(cache_explorer(), n, rng, False, cache_defaults)))  # fmt: skip
     return rows, naive
 
 

@@ -132,7 +132,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``recnb`` argument parser (train, doctor, cost, plan, calibrate, validate)."""
+    """The ``recnb`` argument parser (train, doctor, cost, plan, calibrate, validate, cache-sim)."""
     p = argparse.ArgumentParser(prog="recnb", description="recnotebooks: DLRM training efficiency")
     sub = p.add_subparsers(dest="command", required=True)
     _add_train_parser(sub)
@@ -141,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     from recnotebooks.perf.commands import add_parsers
 
     add_parsers(sub, _int_arg, _float_arg)
+    from recnotebooks.cache.commands import add_cache_sim_parser
+
+    add_cache_sim_parser(sub)
     return p
 
 
@@ -378,6 +381,10 @@ def _print_train(r: dict[str, Any]) -> None:
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     if args.command == "train":
         return cmd_train(args), _print_train
+    if args.command == "cache-sim":
+        from recnotebooks.cache.commands import run
+
+        return run(args, CLIError)
     if args.command in ("cost", "plan", "calibrate", "validate"):
         from recnotebooks.perf.commands import run
 

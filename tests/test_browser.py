@@ -48,10 +48,11 @@ SLIDERS = {
     "00_start_here.ipynb": ("pooling factor", "pooling 20→40", "COMPUTED"),  # lookup traffic
     "01_dlrm_anatomy.ipynb": ("pooling factor", "pooling 1→2", "MEASURED on this machine"),  # Architecture
     "02_gpu_efficiency.ipynb": ("pooling factor", "pooling 40→80", "MEASURED on this machine"),  # Efficiency
+    "03_embedding_placement_and_caches.ipynb": ("cache size", "cache_fraction 0.1→0.2", "SIMULATED"),  # Cache
     "05_server_design.ipynb": ("table rows x", "rows_scale 30→100", "MODELED"),  # Server Design
 }
 #: notebooks whose outputs must hold a step-time breakdown (its bars are checked)
-BREAKDOWNS = {"01_dlrm_anatomy.ipynb", "05_server_design.ipynb"}
+BREAKDOWNS = {"01_dlrm_anatomy.ipynb", "03_embedding_placement_and_caches.ipynb", "05_server_design.ipynb"}
 
 PANEL = "window.jupyterapp.shell.currentWidget"
 NOTEBOOK_STATE = f"""() => {{

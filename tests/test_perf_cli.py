@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from contextlib import nullcontext as _no_raise
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,39 @@ def test_cost_human_output(capsys: pytest.CaptureFixture[str]) -> None:
 def test_cost_that_does_not_fit_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cost", "--preset", "mlperf_v1", "--hardware", "big_basin"]) == 0
     assert "DOES NOT FIT" in capsys.readouterr().out
+
+
+def test_cost_with_cache_rows_models_the_policys_hit_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    """--cache-rows: the hit rate is the policy's modeled one, per table, at that many slots."""
+    from recnotebooks.config import preset
+    from recnotebooks.perf.access import hit_rate
+
+    r = run_json(capsys, "cost", "--preset", "rm2", "--hardware", "big_basin", "--placement", "cache",
+                 "--cache-rows", "0.05", "--cache-policy", "lru")  # fmt: skip
+    rates = r["cache_hit_rates"]
+    tables = preset("rm2").tables
+    assert set(rates) == {t.name for t in tables}
+    for t in tables:
+        assert rates[t.name] == pytest.approx(hit_rate(round(0.05 * t.num_rows), t.num_rows, 1.05, "lru"))
+    slower = run_json(capsys, "cost", "--preset", "rm2", "--hardware", "big_basin", "--placement", "cache",
+                      "--cache-rows", "0.01", "--cache-policy", "lru")  # fmt: skip
+    assert slower["step_time_s"] > r["step_time_s"]  # a smaller cache misses more
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--placement", "hbm", "--cache-rows", "100"],
+        ["--placement", "cache", "--cache-rows", "100", "--gpus", "2"],
+        ["--placement", "cache", "--cache-rows", "100", "--cache-hit-rate", "0.9"],
+        ["--placement", "cache", "--cache-rows", "0"],
+        ["--placement", "cache", "--cache-rows", "1.5"],
+    ],
+)
+def test_cache_rows_misuse_exits_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    with pytest.raises(SystemExit) if argv[-1] in ("0", "1.5") else _no_raise():
+        assert main(["cost", "--preset", "rm2", "--hardware", "big_basin", *argv]) == 2
+    assert "--cache-rows" in capsys.readouterr().err
 
 
 def test_plan_json_covers_every_table(capsys: pytest.CaptureFixture[str]) -> None:

@@ -262,9 +262,13 @@ def test_cost_plan_caches_fallback_tables_at_the_given_hit_rate() -> None:
 
     base = preset("rm2")
     cfg = base.replace(tables=tuple(dataclasses.replace(t, num_rows=t.num_rows * 30) for t in base.tables))
+    # Each such table goes where its modeled time is least: at a 50% hit rate a cache loses to
+    # parameter servers (the notes say so); at 90% (the default) some tables keep a cache.
     for hit, expected in ((0.5, 0.5), (None, DEFAULT_FALLBACK_HIT_RATE)):
         plan = plan_tables(cfg, "big_basin", 8, strategy="cost", cache_hit_rate=hit, batch_size=8192)
         cached = [s for s in plan.shards if s.placement == "cache"]
-        assert cached and {s.cache_hit_rate for s in cached} == {expected}
+        assert {s.cache_hit_rate for s in cached} <= {expected}
+        assert all(" chosen: " in n for n in plan.notes if "does not fit in device memory" in n)
+        assert bool(cached) == (hit is None)
     with pytest.raises(ValueError, match="cache_hit_rate"):
         plan_tables(cfg, "big_basin", 8, strategy="cost", cache_hit_rate=1.5)

@@ -28,6 +28,9 @@ class DLRM(nn.Module):
     ``forward(dense, sparse)`` returns click **logits** of shape ``(B,)``; apply
     ``torch.sigmoid`` for probabilities (training uses ``BCEWithLogits`` for stability).
 
+    ``embeddings`` replaces the embedding collection built from the config by a prebuilt
+    one with the same tables, dimension and pooling (e.g. a cached collection).
+
     Parameters split in two groups, as DLRM trains them: :meth:`dense_parameters` (MLPs,
     any ``torch.optim`` optimizer) and the embedding weights (sparse row-wise optimizers
     from :mod:`recnotebooks.nn.optim`).
@@ -39,15 +42,31 @@ class DLRM(nn.Module):
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
         seed: int = 0,
+        embeddings: EmbeddingBagCollection | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(config, DLRMConfig):
             raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
         self.config = config
         gen = torch.Generator().manual_seed(seed)
-        self.embeddings = EmbeddingBagCollection(
-            config.tables, config.embedding_dim, config.pooling, device=device, dtype=dtype, seed=seed
-        )
+        if embeddings is None:
+            embeddings = EmbeddingBagCollection(
+                config.tables, config.embedding_dim, config.pooling, device=device, dtype=dtype, seed=seed
+            )
+        elif not isinstance(embeddings, EmbeddingBagCollection):
+            raise TypeError(
+                f"embeddings must be an EmbeddingBagCollection (or None), got {type(embeddings).__name__}"
+            )
+        elif (embeddings.tables, embeddings.embedding_dim, embeddings.pooling) != (
+            config.tables, config.embedding_dim, config.pooling
+        ):  # fmt: skip
+            raise ValueError(
+                "embeddings must have the config's tables, embedding_dim and pooling: got "
+                f"{embeddings.num_tables} tables, dim {embeddings.embedding_dim}, "
+                f"pooling {embeddings.pooling!r} for a config with {config.num_tables} tables, "
+                f"dim {config.embedding_dim}, pooling {config.pooling!r}"
+            )
+        self.embeddings = embeddings
         self.bottom_mlp = MLP(config.num_dense, config.bottom_mlp, True, device, dtype, gen)
         self.interaction = make_interaction(
             config.interaction, config.num_interaction_features, config.interaction_self

@@ -36,6 +36,7 @@ class _PendingGrad:
     coef: torch.Tensor | None  # per-lookup multiplier (weights and/or 1/bag size)
     grad: torch.Tensor | None = None  # d loss / d pooled output, (num_bags, dim)
     node: Callable[[], object] | None = None  # weak reference to the autograd node
+    tag: int | None = None  # free for subclasses (a cache stores the epoch its rows were stamped)
 
     def alive(self) -> bool:
         return self.node is None or self.node() is not None
@@ -199,8 +200,19 @@ class EmbeddingBagCollection(nn.Module):
                     )
         return vals + self.row_offsets.index_select(0, table).to(vals.dtype)
 
+    def lookup_ids(self, batch: JaggedBatch) -> torch.Tensor:
+        """Indices into ``weight`` of the batch's ids: global rows here (a cached collection
+        returns slots); the pending gradients and the optimizers use these indices."""
+        return self.global_ids(batch)
+
+    def new_row_state(self, name: str, fill: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """A per-row optimizer state (e.g. row-wise Adagrad's accumulator), one value per row
+        of ``weight``, filled with ``fill``. A cached collection overrides this so that the
+        state travels with its row between the device slots and the host table."""
+        return torch.full((self.weight.shape[0],), float(fill), dtype=dtype, device=self.weight.device)
+
     def forward(self, batch: JaggedBatch) -> torch.Tensor:
-        ids = self.global_ids(batch)
+        ids = self.lookup_ids(batch)
         offsets = batch.offsets().to(device=self.weight.device, dtype=ids.dtype)
         mode = self.pooling
         psw = None

@@ -102,10 +102,7 @@ class RowWiseAdagrad(SparseOptimizer):
         if not (isinstance(initial_accumulator_value, (int, float)) and initial_accumulator_value >= 0):
             raise ValueError(f"initial_accumulator_value must be >= 0, got {initial_accumulator_value!r}")
         self.eps = float(eps)
-        w = collection.weight
-        self.momentum = torch.full(
-            (w.shape[0],), float(initial_accumulator_value), dtype=torch.float32, device=w.device
-        )
+        self.momentum = collection.new_row_state("momentum", float(initial_accumulator_value))
 
     def _fused(self, p: PendingLookups) -> int | None:
         w = self.collection.weight

@@ -22,6 +22,7 @@ DEVICES = "cpu, cuda or cuda:N"
 def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Callable) -> None:  # type: ignore[type-arg]
     """Add ``cost``, ``plan``, ``calibrate`` and ``validate`` to ``sub`` (argparse types given)."""
     from recnotebooks.config import preset_names
+    from recnotebooks.perf.access import CACHE_POLICIES
     from recnotebooks.perf.hardware import hardware_names
     from recnotebooks.perf.plan import PLACEMENTS
     from recnotebooks.perf.planner import STRATEGIES
@@ -52,6 +53,17 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Call
             default=None,
             help="hit rate of --placement cache (and of --strategy cost's fallback caches)",
         )
+        p.add_argument(
+            "--cache-rows",
+            type=_cache_rows_arg,
+            default=None,
+            metavar="R|F",
+            help="device cache slots per table for --placement cache, as rows (int) or a fraction of each "
+            "table's rows; the model computes the hit rate for --cache-policy (instead of --cache-hit-rate)",
+        )
+        p.add_argument("--cache-policy", default="lru", choices=CACHE_POLICIES, help="policy of --cache-rows")
+        p.add_argument("--cache-ways", type=int_arg("--cache-ways", hi=4096), default=32,
+                       help="ways of --cache-policy setassoc (default 32, FBGEMM's)")  # fmt: skip
         p.add_argument("--dtype", default="fp32", choices=["fp32", "tf32", "bf16", "fp16"])
         p.add_argument("--json", action="store_true", help="print one JSON object")  # fmt: skip
 
@@ -97,6 +109,35 @@ def run(
         raise error(str(e)) from None
 
 
+def _cache_rows_arg(text: str) -> float:
+    """``--cache-rows``: rows per table (an int >= 1) or a fraction of each table's rows in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    whole = value.is_integer() and "." not in text and "e" not in text.lower()
+    if not (whole and value >= 1) and not (0 < value <= 1):
+        raise argparse.ArgumentTypeError(
+            "--cache-rows must be rows (an int >= 1) or a fraction of each table's rows in (0, 1], "
+            f"got {text!r}"
+        )
+    return int(value) if whole else value
+
+
+def _cache_plan(args: argparse.Namespace, cfg):  # type: ignore[no-untyped-def]
+    """``--cache-rows``: every table on one device behind a cache of that many slots."""
+    from recnotebooks.perf.plan import single_device_plan
+
+    if args.placement != "cache" or args.gpus * args.nodes != 1 or args.cache_hit_rate is not None:
+        raise ValueError("--cache-rows applies to --placement cache on one device (--gpus 1 --nodes 1), "
+                         "without --cache-hit-rate (the model computes the hit rate)")  # fmt: skip
+    rows = {t.name: max(1, min(t.num_rows, round(args.cache_rows * t.num_rows)))
+            if isinstance(args.cache_rows, float) else min(t.num_rows, args.cache_rows)
+            for t in cfg.tables}  # fmt: skip
+    return single_device_plan(cfg, "cache", cache_rows=rows, cache_policy=args.cache_policy,
+                              cache_ways=args.cache_ways)  # fmt: skip
+
+
 def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from recnotebooks.config import preset
     from recnotebooks.perf.hardware import hardware
@@ -112,8 +153,10 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
             f"--gpus x --nodes must be <= {MAX_WORLD_SIZE} devices, "
             f"got {args.gpus} x {args.nodes} = {world:,}"
         )
+    if getattr(args, "cache_rows", None) is not None:
+        return cfg, _cache_plan(args, cfg)
     if args.placement == "cache" and args.cache_hit_rate is None:
-        raise ValueError("--placement cache needs --cache-hit-rate H (0..1)")
+        raise ValueError("--placement cache needs --cache-hit-rate H (0..1) or --cache-rows R|F")
     if args.cache_hit_rate is not None and args.placement != "cache" and args.strategy != "cost":
         raise ValueError(f"--cache-hit-rate {args.cache_hit_rate} applies to --placement cache (or to the "
                          f"fallback caches of --strategy cost), not to --placement {args.placement} with "
@@ -135,7 +178,8 @@ def cmd_cost(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # ty
     cfg, plan = _plan(args)
     r = estimate(cfg, args.hardware, batch_size=args.batch_size, gpus=args.gpus, nodes=args.nodes, plan=plan,
                  dtype=args.dtype)  # fmt: skip
-    out = {"command": "cost", **r.summary(), "plan_strategy": plan.strategy, "plan_notes": list(plan.notes),
+    out = {"command": "cost", **r.summary(), "cache_hit_rates": dict(r.cache_hit_rates),
+           "plan_strategy": plan.strategy, "plan_notes": list(plan.notes),
            "memory_notes": list(r.memory.notes), "parameter_servers": r.memory.parameter_servers}  # fmt: skip
     return out, _print_cost
 
@@ -154,6 +198,15 @@ def _print_cost(r: dict[str, Any]) -> None:
     for k, v in r["breakdown_s"].items():
         if v > 0:
             print(f"    {k:<20} {v * 1e3:9.3f}  {100 * v / total:5.1f}%")
+    if r.get("cache_hit_rates"):
+        rates = r["cache_hit_rates"]
+        if len(rates) <= 6:
+            text = ", ".join(f"{t} {h:.3f}" for t, h in rates.items())
+        else:
+            lo, hi = min(rates.values()), max(rates.values())
+            text = f"{lo:.3f}" if hi - lo < 5e-4 else f"{lo:.3f} to {hi:.3f}"
+            text += f" over {len(rates)} tables"
+        print(f"  cache hit rate per table (modeled): {text}")
     mem = ", ".join(f"{b / 1e9:.2f}" for b in r["memory_per_device_bytes"])
     print(f"  memory per device (GB): {mem}")
     for note in r["memory_notes"]:
@@ -182,6 +235,15 @@ def _print_plan(r: dict[str, Any]) -> None:
               f"{s['columns']:>6.2f}")  # fmt: skip
     for n in r["notes"]:
         print(f"  - {n}")
+    if r.get("cache_hit_rates"):
+        rates = r["cache_hit_rates"]
+        if len(rates) <= 6:
+            text = ", ".join(f"{t} {h:.3f}" for t, h in rates.items())
+        else:
+            lo, hi = min(rates.values()), max(rates.values())
+            text = f"{lo:.3f}" if hi - lo < 5e-4 else f"{lo:.3f} to {hi:.3f}"
+            text += f" over {len(rates)} tables"
+        print(f"  cache hit rate per table (modeled): {text}")
     mem = ", ".join(f"{b / 1e9:.2f}" for b in r["memory_per_device_bytes"])
     print(f"  memory per device (GB): {mem}")
     for note in r["memory_notes"]:

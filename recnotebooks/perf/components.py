@@ -32,7 +32,8 @@ from recnotebooks.perf.hardware import DTYPE_BYTES, HARDWARE, Hardware
 from recnotebooks.perf.plan import Plan, TableShard
 
 __all__ = ["A2A_CALLS_PER_STEP", "INDEX_BYTES", "PARAMETER_SERVER", "UVM_EFFICIENCY", "Embedding",
-           "ShardAccess", "Work", "all_reduce", "all_to_all", "all_to_all_bytes", "data_loading",
+           "ShardAccess", "Work", "all_reduce", "cache_hit_rates",
+           "all_to_all", "all_to_all_bytes", "data_loading",
            "dense_optimizer",
            "embedding_in_cache", "embedding_in_hbm", "embedding_in_host", "embedding_on_parameter_server",
            "embedding_pooled_by_host", "embedding_shard", "gather_bandwidth", "gemm_time", "host_to_device",
@@ -177,6 +178,9 @@ class ShardAccess:
     lookups: float
     distinct_rows: float
     llc_hit_rate: float  #: share of its lookups served by the device's last-level cache
+    #: share of its lookups a ``"cache"`` placement serves from device memory: typed in on the
+    #: shard, or modeled from its ``cache_rows`` and ``cache_policy`` (:func:`cache_hit_rates`)
+    cache_hit_rate: float = 0.0
 
 
 def shard_access(
@@ -213,12 +217,31 @@ def shard_access(
             for s, n, f, rb in zip(shards, lookups, fracs, row_bytes, strict=True)
         ]
         llc = [float(h) for h in hit_rate_many(cached, rows, zipf_exponent)]
+    hits = cache_hit_rates(shards, rows, zipf_exponent)
     return [
-        ShardAccess(s, f, d, rb, b, n, float(u), h)
-        for s, f, d, rb, b, n, u, h in zip(
-            shards, fracs, dims, row_bytes, served, lookups, distinct, llc, strict=True
+        ShardAccess(s, f, d, rb, b, n, float(u), h, c)
+        for s, f, d, rb, b, n, u, h, c in zip(
+            shards, fracs, dims, row_bytes, served, lookups, distinct, llc, hits, strict=True
         )
     ]
+
+
+def cache_hit_rates(shards: Sequence[TableShard], rows: Sequence[int], zipf_exponent: float) -> list[float]:
+    """The device-cache hit rate of each shard (0 unless its placement is ``"cache"``): the
+    typed-in ``cache_hit_rate``, or :func:`~recnotebooks.perf.access.hit_rate` of its
+    ``cache_rows`` slots over its ``rows`` under its ``cache_policy``, one vectorised
+    evaluation per policy."""
+    out = [float(s.cache_hit_rate or 0.0) if s.placement == "cache" else 0.0 for s in shards]
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i, s in enumerate(shards):
+        if s.placement == "cache" and s.cache_rows is not None:
+            groups.setdefault((s.cache_policy, s.cache_ways), []).append(i)
+    for (policy, ways), idx in groups.items():
+        slots = [float(shards[i].cache_rows) for i in idx]  # type: ignore[arg-type]
+        modeled = hit_rate_many(slots, [rows[i] for i in idx], zipf_exponent, policy, ways)
+        for i, h in zip(idx, modeled, strict=True):
+            out[i] = float(h)
+    return out
 
 
 @dataclass(frozen=True)
@@ -272,9 +295,11 @@ def embedding_in_host(a: ShardAccess, hw: Hardware, state_bytes: float) -> Embed
 
 
 def embedding_in_cache(a: ShardAccess, hw: Hardware, state_bytes: float) -> Embedding:
-    """Rows in host DRAM behind a device cache: hits from device memory, misses like UVM."""
+    """Rows in host DRAM behind a device cache: the share ``h`` of row traffic that hits
+    (``a.cache_hit_rate``) is gathered from device memory like :func:`embedding_in_hbm`; each
+    miss costs what :func:`embedding_in_host` pays for a row, a random read over PCIe."""
     fwd, bwd = _row_traffic(a, state_bytes)
-    h = float(a.shard.cache_hit_rate or 0.0)
+    h = a.cache_hit_rate
     bw, uvm = gather_bandwidth(hw, a.row_bytes, a.llc_hit_rate), uvm_bandwidth(hw)
     return Embedding(h * fwd / bw + (1 - h) * fwd / uvm, h * bwd / bw + (1 - h) * bwd / uvm, h * (fwd + bwd))
 

@@ -30,11 +30,13 @@ Memory per device comes from :mod:`recnotebooks.perf.memory`.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from recnotebooks.checks import check_int
+from recnotebooks.checks import check_choice, check_float, check_fraction, check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf import components as C
+from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.components import A2A_CALLS_PER_STEP, UVM_EFFICIENCY, gemm_time, op_count
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import MemoryReport, memory_report
@@ -85,6 +87,11 @@ class CostResult:
     parameter_servers: int = 0
     #: watts the step draws: devices, hosts and parameter servers
     power_w: float = 0.0
+    #: the plan this result models (its notes say why each table is where it is)
+    plan: Plan | None = None
+    #: device-cache hit rate of each cached shard's table (typed in or modeled; the last
+    #: shard's, for a table split over ranks)
+    cache_hit_rates: dict[str, float] = field(default_factory=dict)
 
     @property
     def fits(self) -> bool:
@@ -141,20 +148,36 @@ def estimate(
     zipf_exponent: float = 1.05,
     sparse_optimizer: str = "rowwise_adagrad",
     dense_optimizer: str = "adagrad",
+    cache_rows: int | Mapping[str, int] | None = None,
+    cache_policy: str = "static",
+    cache_ways: int = 32,
 ) -> CostResult:
     """Model one training step of ``config`` at global ``batch_size`` on ``gpus`` x ``nodes``.
 
-    Without ``plan``, one device holds every table at ``placement`` (with
-    ``cache_hit_rate`` for ``"cache"``); several devices get the planner's greedy
-    table-wise plan when it fits, else its cost-based plan (which splits rows, and moves
-    what fits nowhere behind a cache). Raises ``ValueError`` naming the bad argument; a plan that does not
-    fit in memory still returns numbers, with ``fits=False`` and the reasons.
+    Without ``plan``, one device holds every table at ``placement``; for ``"cache"`` either
+    a typed-in ``cache_hit_rate``, or ``cache_rows`` device slots per table (one number, or
+    one per table name) run by ``cache_policy`` (``"static"``, ``"lfu"``, ``"lru"`` or
+    ``"setassoc"`` with ``cache_ways``), whose hit rate the model computes from the skew
+    (:func:`recnotebooks.perf.access.hit_rate`). A plan's shards carry the same fields.
+    Several devices get the planner's greedy table-wise plan when it fits, else its
+    cost-based plan (which splits rows, and moves what fits nowhere behind a cache). Raises
+    ``ValueError`` naming the bad argument; a plan that does not fit in memory still returns
+    numbers, with ``fits=False`` and the reasons.
     """
-    hw = _check_inputs(config, hw, batch_size, gpus, nodes, placement, cache_hit_rate, dtype)
+    hw = _check_inputs(config, hw, batch_size, gpus, nodes, placement, cache_hit_rate, dtype, cache_rows)
+    check_choice("cache_policy", cache_policy, CACHE_POLICIES)
+    check_int("cache_ways", cache_ways, lo=1)
+    check_float("zipf_exponent", zipf_exponent, lo=0)
     world = gpus * nodes
+    if cache_rows is not None and (plan is not None or world > 1):
+        raise ValueError(
+            "cache_rows applies to the single-device plan estimate builds; for a plan (or several devices) "
+            "give each cache shard its cache_rows (TableShard(..., placement='cache', cache_rows=...))"
+        )
     if plan is None:
         if world == 1:
-            plan = single_device_plan(config, placement, cache_hit_rate)
+            plan = single_device_plan(config, placement, cache_hit_rate, cache_rows=cache_rows,
+                                      cache_policy=cache_policy, cache_ways=cache_ways)  # fmt: skip
         else:
             plan = _default_plan(config, hw, world, placement, cache_hit_rate, batch_size, dtype)
     if plan.world_size != world:
@@ -197,7 +220,12 @@ def estimate(
         dense_optimizer=dense_optimizer,
         zipf_exponent=zipf_exponent,
     )
-    return _result(config, hw, per_rank, device_bytes, mem, batch_size, gpus, nodes, dtype, servers)
+    result = _result(config, hw, per_rank, device_bytes, mem, batch_size, gpus, nodes, dtype, servers)
+    result.plan = plan
+    result.cache_hit_rates = {
+        a.shard.table: a.cache_hit_rate for a in accesses if a.shard.placement == "cache"
+    }
+    return result
 
 
 def _check_inputs(
@@ -209,6 +237,7 @@ def _check_inputs(
     placement: object,
     cache_hit_rate: object,
     dtype: object,
+    cache_rows: object = None,
 ) -> Hardware:
     """The hardware preset, after checking every argument of :func:`estimate`."""
     if not isinstance(config, DLRMConfig):
@@ -226,8 +255,21 @@ def _check_inputs(
     hw.flops(dtype)  # type: ignore[arg-type]
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
-    if placement == "cache" and (cache_hit_rate is None or not 0 <= cache_hit_rate <= 1):  # type: ignore[operator]
-        raise ValueError(f"cache_hit_rate must be in [0, 1] with placement='cache', got {cache_hit_rate!r}")
+    if cache_rows is not None and placement != "cache":
+        raise ValueError(f"cache_rows applies to placement='cache', got placement={placement!r}")
+    if cache_rows is not None and cache_hit_rate is not None:
+        raise ValueError(
+            "give cache_hit_rate (typed in) or cache_rows (the model computes the hit rate), not both: "
+            f"got cache_hit_rate={cache_hit_rate!r}, cache_rows={cache_rows!r}"
+        )
+    if placement == "cache" and cache_rows is None:
+        if cache_hit_rate is None:
+            raise ValueError(
+                "cache_hit_rate must be in [0, 1] with placement='cache' (or give cache_rows and "
+                "cache_policy "
+                "for a modeled hit rate), got None"
+            )
+        check_fraction("cache_hit_rate", cache_hit_rate)
     world = gpus * nodes  # type: ignore[operator]
     if batch_size < world:  # type: ignore[operator]
         raise ValueError(f"batch_size must be >= the number of devices ({world}), got {batch_size}")

@@ -17,9 +17,9 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware
-from recnotebooks.perf.plan import Plan
+from recnotebooks.perf.plan import Plan, TableShard
 
-__all__ = ["MemoryReport", "memory_report", "DDP_BUCKET_BYTES"]
+__all__ = ["MemoryReport", "memory_report", "cache_slots", "DDP_BUCKET_BYTES"]
 
 #: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``); two are in flight.
 DDP_BUCKET_BYTES = 25 * 1024**2
@@ -116,10 +116,7 @@ def memory_report(
             elif s.placement in ("host", "cache"):
                 host += w + st
                 if s.placement == "cache":
-                    k = cache_rows_for_hit_rate(
-                        float(s.cache_hit_rate or 0.0), max(1, int(rows)), zipf_exponent
-                    )
-                    d["cache"] += k * (dim * eb + 8)  # rows plus a tag each
+                    d["cache"] += cache_slots(s, rows, zipf_exponent) * (dim * eb + 8)  # rows plus a tag each
         if world > 1:
             d["comm_buffers"] = 2 * pooled_out + 2 * DDP_BUCKET_BYTES  # all-to-all in/out, DDP buckets
         d["total"] = sum(d.values())
@@ -145,6 +142,15 @@ def memory_report(
     return MemoryReport(
         device, host_rows, dev_cap, hw.host_mem_bytes, not reasons, reasons, remote, servers, notes
     )
+
+
+def cache_slots(shard: TableShard, rows: float, zipf_exponent: float = 1.05) -> float:
+    """Device-cache rows of a ``"cache"`` shard over ``rows`` rows: its ``cache_rows``, or the
+    fewest rows that reach its typed-in ``cache_hit_rate`` under its ``cache_policy``."""
+    if shard.cache_rows is not None:
+        return float(min(shard.cache_rows, rows))
+    return cache_rows_for_hit_rate(float(shard.cache_hit_rate or 0.0), max(1, int(rows)), zipf_exponent,
+                                   shard.cache_policy, shard.cache_ways)  # fmt: skip
 
 
 def _parameter_servers(remote: float) -> tuple[int, list[str]]:

@@ -24,13 +24,14 @@ import math
 
 from recnotebooks.checks import check_choice, check_fraction, check_int, check_type
 from recnotebooks.config import DLRMConfig
-from recnotebooks.perf.access import cache_rows_for_hit_rate, expected_unique
+from recnotebooks.perf import components as C
+from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import DDP_BUCKET_BYTES
 from recnotebooks.perf.plan import PLACEMENTS, Plan, TableShard
 
-__all__ = ["STRATEGIES", "plan_tables", "table_bytes"]
+__all__ = ["STRATEGIES", "placement_seconds", "plan_tables", "table_bytes"]
 
 STRATEGIES = ("naive", "greedy", "cost")
 #: Share of device memory the planner leaves for MLPs, activations, buffers and the allocator.
@@ -46,14 +47,28 @@ def table_bytes(config: DLRMConfig, dtype: str = "fp32") -> dict[str, float]:
     return {t.name: t.num_rows * (config.embedding_dim * eb + 4) for t in config.tables}
 
 
+def placement_seconds(
+    config: DLRMConfig, hw: Hardware, world: int, shard: TableShard, batch_size: int, dtype: str,
+    servers: float | None = None,
+) -> float:  # fmt: skip
+    """Modeled embedding seconds per step (forward + backward) of one shard at its placement,
+    priced by the placement's function in :mod:`recnotebooks.perf.components` (the LLC is this
+    shard's alone; a ``"remote"`` shard gets ``servers`` parameter servers, by default the ones
+    its own rows need)."""
+    one = Plan(world, (shard,))
+    (a,) = C.shard_access(config, hw, one, batch_size / world, batch_size, 1.05, dtype, 4.0)
+    gpus = min(world, hw.devices)
+    if servers is None:
+        servers = max(1, C.parameter_servers(config, one, dtype, 4.0))
+    e = C.embedding_shard(a, hw, 4.0, C.nic_per_device(hw, gpus), gpus, servers)
+    return e.forward + e.backward
+
+
 def _table_cost(config: DLRMConfig, hw: Hardware, batch_size: int, dtype: str) -> dict[str, float]:
-    rb = config.embedding_dim * DTYPE_BYTES[dtype]
-    gbw = hw.hbm_bw * hw.gather_efficiency * rb / (rb + hw.gather_half_row_bytes)
-    out = {}
-    for t in config.tables:
-        lookups = batch_size * t.pooling_factor
-        out[t.name] = (lookups * rb + 2 * expected_unique(lookups, t.num_rows) * (rb + 4)) / gbw
-    return out
+    """Each table's modeled seconds per step in device memory (what the cost strategy balances)."""
+    return {
+        n: placement_seconds(config, hw, 1, TableShard(n, 0), batch_size, dtype) for n in config.table_names
+    }
 
 
 def plan_tables(
@@ -132,6 +147,53 @@ def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str
     )
 
 
+def _offload(
+    config: DLRMConfig, hw: Hardware, world: int, name: str, size: float, mem: list[float],
+    time: list[float], cap: float, host_left: float, hit: float, batch_size: int, dtype: str,
+    remote: tuple[float, set[int]] = (0.0, set()),
+) -> tuple[TableShard, str]:  # fmt: skip
+    """Where a table that fits in no device memory goes: of host DRAM behind a device cache of
+    hit rate ``hit`` (if host DRAM has room and some rank the cache), host DRAM read over PCIe
+    (if host DRAM has room) and remote parameter servers, the one of least modeled time
+    (:func:`placement_seconds`), on the rank with the least time so far; and a note saying why.
+    ``remote``: bytes already on parameter servers and the ranks using them: the servers the
+    plan needs are shared by those ranks, so a remote table is priced at this rank's share."""
+    rows = {t.name: t.num_rows for t in config.tables}[name]
+    cache = cache_rows_for_hit_rate(hit, rows) * (config.embedding_dim * DTYPE_BYTES[dtype] + 8)
+    room = [r for r in range(world) if mem[r] + cache <= cap]
+    least = min(range(world), key=lambda i: time[i])
+    options: list[TableShard] = []
+    if size <= host_left:
+        if room:
+            options.append(TableShard(name, min(room, key=lambda i: time[i]), placement="cache",
+                                      cache_hit_rate=hit))  # fmt: skip
+        options.append(TableShard(name, least, placement="host"))
+    options.append(TableShard(name, least, placement="remote"))
+    ps_bytes = PARAMETER_SERVER.host_mem_bytes
+    share = max(1, math.ceil((remote[0] + size) / ps_bytes)) / len(remote[1] | {least})
+    cost = {o.placement: placement_seconds(config, hw, world, o, batch_size, dtype,
+                                           share if o.placement == "remote" else None)
+            for o in options}  # fmt: skip
+    best = min(options, key=lambda o: cost[o.placement])
+    where = {
+        "cache": f"host DRAM behind a {cache / 1e9:.2f} GB device cache (hit rate {hit:.0%})",
+        "host": "host DRAM read over PCIe (UVM)",
+        "remote": f"remote parameter servers ({math.ceil(size / PARAMETER_SERVER.host_mem_bytes):,} "
+        f"{PARAMETER_SERVER.name} node(s) of {PARAMETER_SERVER.host_mem_bytes / 1e9:.0f} GB DRAM)",
+    }
+    others = ", ".join(f"{p} {c * 1e3:.2f} ms" for p, c in cost.items() if p != best.placement)
+    lacking = [] if size <= host_left else ["host DRAM is full"]
+    if size <= host_left and not room:
+        lacking.append("no device has room for a cache")
+    why = f"{best.placement} chosen: {cost[best.placement] * 1e3:.2f} ms/step" + (
+        f" vs {others}" if others else ""
+    )
+    note = (f"{name} ({size / 1e9:.1f} GB) does not fit in device memory even split {world} ways"
+            + (f" ({'; '.join(lacking)})" if lacking else "")
+            + f": {where[best.placement]} on rank {best.rank}; {why}")  # fmt: skip
+    return best, note
+
+
 def _cost_plan(
     config: DLRMConfig, hw: Hardware, world: int, placement: str, hit: float | None,
     fallback_hit: float, batch_size: int, dtype: str, sizes: dict[str, float],
@@ -148,6 +210,7 @@ def _cost_plan(
     notes: list[str] = []
     split_all = config.num_tables < world  # too few tables to keep every device busy table-wise
     host_left = hw.host_mem_bytes * -(-world // hw.devices) if hw.kind == "gpu" else 0.0
+    remote_bytes, remote_ranks = 0.0, set()
     for n in sorted(config.table_names, key=lambda n: -cost[n]):
         b, c = sizes[n], cost[n]
         fits = [] if split_all else [r for r in range(world) if mem[r] + b <= cap]
@@ -167,32 +230,20 @@ def _cost_plan(
             why = "fewer tables than devices" if split_all else "fits on no single device"
             notes.append(f"{n} ({b / 1e9:.1f} GB): {why}: split row-wise over {world}")
             continue
-        h = fallback_hit
-        cache = cache_rows_for_hit_rate(h, rows[n]) * (config.embedding_dim * eb + 8)
-        room = [r for r in range(world) if mem[r] + cache <= cap]
-        r = min(room or range(world), key=lambda i: time[i])
-        if b <= host_left:
+        offload, note = _offload(config, hw, world, n, b, mem, time, cap, host_left, fallback_hit, batch_size,
+                                 dtype, (remote_bytes, remote_ranks))  # fmt: skip
+        time[offload.rank] += placement_seconds(config, hw, world, offload, batch_size, dtype)
+        if offload.placement in ("host", "cache"):
             host_left -= b
-            time[r] += c
-            if room:
-                mem[r] += cache
-                shards.append(TableShard(n, r, "table_wise", "cache", cache_hit_rate=h))
-                notes.append(f"{n} ({b / 1e9:.1f} GB) does not fit in device memory even split {world} ways: "
-                             f"host DRAM behind a {cache / 1e9:.2f} GB device cache (hit rate {h:.0%}) "
-                             f"on rank {r}")  # fmt: skip
-            else:
-                shards.append(TableShard(n, r, "table_wise", "host"))
-                notes.append(f"{n} ({b / 1e9:.1f} GB) fits neither in device memory nor as a device cache: "
-                             f"host DRAM read over PCIe (UVM) by rank {r}")  # fmt: skip
-        else:
-            r = min(range(world), key=lambda i: time[i])
-            time[r] += c
-            shards.append(TableShard(n, r, "table_wise", "remote"))
-            ps = PARAMETER_SERVER
-            servers = math.ceil(b / ps.host_mem_bytes)
-            notes.append(f"{n} ({b / 1e9:.1f} GB) fits neither in device memory nor in this node's host "
-                         f"DRAM: served by remote parameter servers ({servers:,} {ps.name} node(s) of "
-                         f"{ps.host_mem_bytes / 1e9:.0f} GB DRAM)")  # fmt: skip
+        if offload.placement == "remote":
+            remote_bytes += b
+            remote_ranks.add(offload.rank)
+        if offload.placement == "cache":
+            mem[offload.rank] += cache_rows_for_hit_rate(fallback_hit, rows[n]) * (
+                config.embedding_dim * eb + 8
+            )
+        shards.append(offload)
+        notes.append(note)
     if world <= 16:
         per_rank = ", ".join(f"rank {r} {t * 1e3:.2f} ms" for r, t in enumerate(time))
     else:

@@ -168,3 +168,61 @@ def compare_published(runs: Sequence[PublishedRun] = PUBLISHED_RUNS) -> list[dic
                      "bound_by": max(r.breakdown(), key=r.breakdown().get), "source": "modeled vs published",
                      "reference": run.source, "note": run.note})  # fmt: skip
     return rows
+
+
+# ----- TorchRec's UVM / UVM-caching benchmark ----------------------------------------------------
+#: TorchRec's benchmark of a UVM cache ("Full sized DLRM EMB w/ UVM/UVM-caching" in its benchmarks README,
+#: https://github.com/pytorch/torchrec/blob/main/benchmarks/README.md, cited as ``torchrec_benchmarks`` in
+#: :mod:`recnotebooks.perf.sources`): seconds per epoch of 10 batches of 64 samples (its benchmark script,
+#: https://github.com/pytorch/torchrec/blob/main/benchmarks/ebc_benchmarks.py), 26 tables of dim 128, 64
+#: ids per table and sample, SGD, one 16 GB V100; tables in host memory over UVM vs a UVM cache (load
+#: factor 0.2) with the five largest tables halved.
+TORCHREC_UVM = {"uvm_s": 0.62, "uvm_cache_s": 0.06, "batch_size": 64, "batches": 10, "pooling": 64}
+TORCHREC_UVM_SOURCE = cite("torchrec_benchmarks")  #: where :data:`TORCHREC_UVM` was published
+
+
+def _torchrec_uvm_model(halve: bool) -> DLRMConfig:
+    """The TorchRec DLRM tables with 64 lookups each and minimal MLPs (the benchmark trains the
+    embeddings alone); ``halve``: the five tables over 10M rows halved, as the cached run does."""
+    base = preset("mlperf_v1")
+    rows = [n // 2 if halve and n >= 10_000_000 else n for n in TORCHREC_README_ROWS]
+    tables = tuple(
+        dataclasses.replace(tc, num_rows=n, pooling_factor=float(TORCHREC_UVM["pooling"]))
+        for tc, n in zip(base.tables, rows, strict=True)
+    )
+    return base.replace(tables=tables, num_dense=1, bottom_mlp=(128,), top_mlp=(1,), name="torchrec_uvm")
+
+
+def torchrec_uvm_example(hit_rates: Sequence[float] = (0.2, 0.9, 0.99)) -> list[dict[str, object]]:
+    """TorchRec's published UVM example (:data:`TORCHREC_UVM`, ``source="published"``) beside what
+    our model says for it (``source="modeled"``): one Big Basin V100 (16 GB), the TorchRec DLRM
+    tables (:data:`TORCHREC_README_ROWS`, dim 128, 64 lookups per table and sample) with minimal
+    MLPs (the benchmark trains the embeddings alone), SGD; all tables in host DRAM over UVM, or,
+    with the five tables over 10M rows halved, behind a cache at each of ``hit_rates`` (each in
+    [0, 1]). One row per case: ``case``, ``seconds_per_epoch``, ``source``, ``fits``."""
+    from recnotebooks.checks import check_fraction, check_type
+    from recnotebooks.perf.placement import _percent
+
+    check_type("hit_rates", hit_rates, (list, tuple), "a list or tuple of hit rates")
+    hits = [check_fraction(f"hit_rates[{i}]", h) for i, h in enumerate(hit_rates)]
+    t = TORCHREC_UVM
+
+    def row(case: str, seconds: float, source: str, fits: bool = True) -> dict[str, object]:
+        return {"case": case, "seconds_per_epoch": seconds, "source": source, "fits": fits}
+
+    rows = [row("UVM (published)", t["uvm_s"], "published"),
+            row("UVM cache (published)", t["uvm_cache_s"], "published")]  # fmt: skip
+    kw = {"batch_size": int(t["batch_size"]), "sparse_optimizer": "sgd"}
+    host = estimate(_torchrec_uvm_model(False), "big_basin", placement="host", **kw)  # type: ignore[arg-type]
+    rows.append(row("UVM (modeled)", host.step_time * t["batches"], "modeled", host.fits))
+    cached = _torchrec_uvm_model(True)
+    for h in hits:
+        r = estimate(cached, "big_basin", placement="cache", cache_hit_rate=h, **kw)  # type: ignore[arg-type]
+        note = "" if r.fits else "; would not fit"
+        rows.append(
+            row(f"cache at {_percent(h)} hits (modeled{note})", r.step_time * t["batches"], "modeled", r.fits)
+        )
+    return rows
+
+
+__all__ += ["TORCHREC_UVM", "TORCHREC_UVM_SOURCE", "torchrec_uvm_example"]

@@ -130,8 +130,9 @@ def _render(history: list[HistoryEntry]) -> object:
         detail="one bar per setting, the current one solid; one scale per row; "
         "power of the node and its parameter servers",
         shared_scale="unit",
+        total_width=920,  # room for the widest value label ("1.04 M") after the last bar
     )
-    return stack(steps.properties(width=520), bars)
+    return stack(steps.properties(width=480), bars)  # beside labels such as "zion (hbm+cache+remote)"
 
 
 def server_explorer(*, history: int = 4, **values: object) -> App:

@@ -1,0 +1,421 @@
+"""The Cache Explorer (notebook 03): a software embedding cache in HBM over tables in host DRAM.
+
+:func:`explore_cache` is the pure function. One table's id stream (a bounded Zipf trace,
+:func:`recnotebooks.cache.simulate.zipf_trace`) is replayed through the cache policies of
+:mod:`recnotebooks.cache` — the same implementation training uses — which gives:
+
+* ``curves``: hit rate against cache size (fraction of rows) for LRU (one pass of stack
+  distances, Mattson et al. 1970), LFU, a static hot set chosen from a 5% profile sample (as
+  FAE does: Adnan et al., VLDB 2022), N-way set-associative LRU (FBGEMM's default cache is
+  32-way LRU: its split table-batched embeddings, https://github.com/pytorch/FBGEMM) and Belady's
+  OPT (Belady 1966), the upper bound no policy beats: **simulated**.
+* ``traffic``: replayed as training steps (``MODEL_BATCH`` samples of ``POOLING`` lookups of
+  this table per step; rows of a step are never evicted during it), the rows copied host→device
+  (misses) and device→host (evicted rows, all of them updated, so all written back) per step:
+  **simulated**.
+* ``placements``: a model of ``MODEL_TABLES`` such tables on one GPU of the chosen preset, with
+  its tables in HBM, behind the cache (the simulated hit rate fed to the cost model as a
+  number) or in host DRAM over UVM, by component (:func:`recnotebooks.perf.placement.placement_costs`):
+  **modeled**.
+* ``measured``: a small :class:`~recnotebooks.cache.CachedEmbeddingBagCollection` training step
+  on this machine against the same step uncached, fed this trace's ids (so the hit rate training
+  sees is the simulator's; :func:`recnotebooks.cache.overhead.measure_overhead`): **measured**, once
+  per setting and reused.
+
+Traces, curves and measurements are kept between calls (keyed by what they depend on), so
+moving the cache size or the policy only replays one point.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from recnotebooks.checks import check_choice, check_int
+from recnotebooks.config import DLRMConfig, architecture_config
+from recnotebooks.perf.cost import COMPONENTS
+from recnotebooks.perf.hardware import hardware
+from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
+from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
+from recnotebooks.viz.controls import build_controls, human, option_values, percent
+from recnotebooks.viz.tidy import stack
+
+__all__ = [
+    "CACHE_CONTROLS",
+    "CURVE_FRACTIONS",
+    "MODEL_BATCH",
+    "POLICY_NAMES",
+    "POOLING",
+    "cache_capacity",
+    "cache_explorer",
+    "cache_model",
+    "cache_profile",
+    "cache_trace",
+    "first_touches",
+    "explore_cache",
+    "hit_rate_chart",
+    "hit_rate_curves",
+    "measure_cache_overhead",
+]
+
+#: Cache sizes (fractions of the table's rows) the LRU, OPT and static curves are simulated at.
+CURVE_FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+#: The sizes of the LFU and set-associative curves (one replay each; the current size is added).
+FEW_FRACTIONS = (0.001, 0.01, 0.1, 0.5)
+#: The modeled model: this many tables like the simulated one, dim 64, POOLING lookups each per sample.
+MODEL_TABLES, MODEL_DIM, POOLING, MODEL_BATCH = 8, 64, 5, 1024
+#: Bytes one cached row moves: its fp32 weights and row-wise Adagrad's one-float accumulator.
+ROW_BYTES = MODEL_DIM * 4 + 4
+#: Length of the id trace the explorer replays (one id per lookup of one table).
+TRACE_IDS = 200_000
+GPUS = ["big_basin", "zion", "dgx_a100", "dgx_h100", "h200_node"]
+
+CACHE_CONTROLS: dict[str, dict[str, object]] = {
+    "alpha": {"options": [0.6, 0.8, 0.9, 1.05, 1.2, 1.3], "value": 1.05, "label": "skew (Zipf alpha)"},
+    "cache_fraction": {  # default: FBGEMM's and TorchRec's cache load factor, 0.2 of the rows
+        "options": [(percent(f), f) for f in CURVE_FRACTIONS],
+        "value": 0.2,
+        "label": "cache size (of rows)",
+    },
+    "policy": {
+        "options": ["lru", "lfu", "static", "setassoc", "opt"],
+        "value": "lru",
+        "label": "policy",
+        "dropdown": True,
+    },
+    "ways": {"options": [1, 2, 4, 8, 16, 32], "value": 32, "label": "ways (setassoc)"},
+    "num_rows": {
+        "options": [("10k", 10_000), ("30k", 30_000), ("100k", 100_000)],
+        "value": 100_000,
+        "label": "table rows",
+    },
+    "hardware": {"options": GPUS, "value": "dgx_a100", "label": "GPU (modeled)", "dropdown": True},
+}
+#: How each policy is named on the charts.
+POLICY_NAMES = {
+    "lru": "LRU",
+    "lfu": "LFU",
+    "static": "static hot set",
+    "setassoc": "set-assoc LRU",
+    "opt": "OPT",
+}
+
+
+def _check(name: str, value: object) -> object:
+    return check_choice(name, value, option_values(CACHE_CONTROLS[name]))
+
+
+def cache_capacity(fraction: float, num_rows: int, policy: str = "lru", ways: int = 32) -> int:
+    """Slots of a cache holding ``fraction`` of ``num_rows`` rows (at least one); a set-associative
+    cache rounds to a whole number of sets of ``ways`` slots (at least one set)."""
+    rows = check_int("num_rows", num_rows, lo=1)
+    cap = max(1, min(rows, round(fraction * rows)))
+    if policy == "setassoc":
+        cap = max(ways, round(cap / ways) * ways)
+        while cap > rows:
+            cap -= ways
+    return cap
+
+
+@functools.lru_cache(maxsize=8)
+def _stream(num_rows: int, alpha: float, num_ids: int) -> tuple[np.ndarray, np.ndarray]:
+    """(profile, trace): one bounded Zipf stream (ranks scattered over rows), its first
+    :data:`~recnotebooks.cache.hot.PROFILE_SHARE` part (FAE's 5%) the profile sample a static hot set
+    is chosen from, the rest the trace every policy replays. Read-only and kept."""
+    from recnotebooks.cache.hot import PROFILE_SHARE
+    from recnotebooks.cache.simulate import zipf_trace
+
+    n_profile = max(1, int(num_ids * PROFILE_SHARE))
+    stream = zipf_trace(num_rows, n_profile + num_ids, alpha=alpha, seed=0)
+    stream.flags.writeable = False
+    return stream[:n_profile], stream[n_profile:]
+
+
+def cache_trace(num_rows: int, alpha: float, num_ids: int = TRACE_IDS) -> np.ndarray:
+    """One table's id stream (``num_ids`` bounded Zipf ids over ``num_rows`` rows), read-only and kept."""
+    return _stream(num_rows, alpha, num_ids)[1]
+
+
+def cache_profile(num_rows: int, alpha: float, num_ids: int = TRACE_IDS) -> np.ndarray:
+    """The profile sample taken before :func:`cache_trace` (FAE's 5% as long), from the same law."""
+    return _stream(num_rows, alpha, num_ids)[0]
+
+
+def first_touches(trace: np.ndarray) -> float:
+    """Share of a trace's lookups that touch their row for the first time (compulsory misses)."""
+    return float(len(np.unique(trace))) / max(1, len(trace))
+
+
+def _simulate(policy: str, trace: np.ndarray, capacity: int, num_rows: int, ways: int, profile: np.ndarray,
+              batch_size: int = 1) -> object:  # fmt: skip
+    from recnotebooks.cache.simulate import simulate
+
+    extra = {"ways": ways} if policy == "setassoc" else {"profile": profile} if policy == "static" else {}
+    return simulate(trace, policy, capacity, num_rows=num_rows, batch_size=batch_size, **extra)  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=32)
+def hit_rate_curves(
+    num_rows: int, alpha: float, ways: int = 32, num_ids: int = TRACE_IDS
+) -> tuple[dict, ...]:
+    """Hit rate against cache size per policy: tidy rows, ``source="simulated"``, kept per setting
+    (``cache_percent``: the size asked for; ``capacity``: the slots it gives, whole sets for set-assoc).
+    LRU (one pass of stack distances), OPT (Belady's rule) and the static hot set (one pass over
+    profile ranks) at every size of :data:`CURVE_FRACTIONS`; LFU and set-associative LRU with
+    ``ways`` (a replay per size) at :data:`FEW_FRACTIONS`."""
+    from recnotebooks.cache.hot import static_hit_curve
+    from recnotebooks.cache.policies import CachePolicy
+    from recnotebooks.cache.simulate import lru_mrc, opt_mrc
+
+    trace, profile = cache_trace(num_rows, alpha, num_ids), cache_profile(num_rows, alpha, num_ids)
+    rows: list[dict[str, object]] = []
+
+    def add(policy: str, fraction: float, capacity: int, miss: float) -> None:
+        rows.append({
+            "policy": POLICY_NAMES[policy], "capacity": capacity, "cache_fraction": capacity / num_rows,
+            "cache_percent": 100 * fraction, "hit_rate": 1.0 - float(miss), "miss_ratio": float(miss),
+            "source": "simulated",
+        })  # fmt: skip
+
+    every = {f: cache_capacity(f, num_rows) for f in CURVE_FRACTIONS}  # x: the size asked for, in % of rows
+    lru = lru_mrc(trace, num_rows=num_rows)
+    opt = opt_mrc(trace, sorted(set(every.values())), num_rows=num_rows)
+    for f, c in every.items():
+        add("lru", f, c, lru.at(c))
+    for f in FEW_FRACTIONS:
+        c = cache_capacity(f, num_rows)
+        add("lfu", f, c, _simulate("lfu", trace, c, num_rows, ways, profile).miss_ratio)  # type: ignore[attr-defined]
+    static = static_hit_curve(trace, profile, num_rows, list(every.values()))
+    for (f, c), h in zip(every.items(), static, strict=True):
+        add("static", f, c, 1.0 - h)
+    for f in FEW_FRACTIONS:
+        c = cache_capacity(f, num_rows, "setassoc", ways)
+        replay = CachePolicy("setassoc", num_rows, c, ways=ways).replay(trace)
+        add("setassoc", f, c, replay.misses / len(trace))
+    for f, c in every.items():
+        add("opt", f, c, opt.at(c))
+    return tuple(rows)
+
+
+def cache_model(num_rows: int) -> DLRMConfig:
+    """The modeled model: :data:`MODEL_TABLES` tables of ``num_rows`` rows, dim 64, POOLING lookups each."""
+    return architecture_config(
+        num_tables=MODEL_TABLES, rows_per_table=num_rows, embedding_dim=MODEL_DIM, pooling=POOLING
+    )
+
+
+_MEASURED: dict[tuple[object, ...], dict[str, float]] = {}
+MEASURED_ROWS_CAP = 100_000  #: the measured collection's table is capped at this many rows
+MEASURED_BATCH, MEASURED_POOLING, MEASURED_DIM = 512, POOLING, 32
+MEASURED_WARMUP = 4  #: untimed training steps first (kernels compiled, caches of this machine warm)
+
+
+def measure_cache_overhead(num_rows: int, alpha: float, policy: str, capacity_fraction: float, ways: int = 32,
+                           steps: int = 9, num_ids: int = TRACE_IDS) -> dict[str, float]:  # fmt: skip
+    """:func:`recnotebooks.cache.overhead.measure_overhead` on this explorer's trace
+    (:func:`cache_trace`; ``"static"``: hot rows from :func:`cache_profile`): a one-table cached
+    training step against the same step uncached, the median ms of each over ``steps`` steps after
+    :data:`MEASURED_WARMUP` untimed ones, and the hit rate training saw. **Measured** once per
+    setting, then reused (``reused`` is 1.0). Tables above :data:`MEASURED_ROWS_CAP` rows are
+    measured on a capped copy (ids folded into its rows)."""
+    from recnotebooks.cache.overhead import measure_overhead
+
+    key = (num_rows, alpha, policy, capacity_fraction, ways, steps, num_ids)
+    if key in _MEASURED:
+        return {**_MEASURED[key], "reused": 1.0}
+    rows = min(check_int("num_rows", num_rows, lo=1), MEASURED_ROWS_CAP)
+    profile = cache_profile(num_rows, alpha, num_ids) % rows if policy == "static" else None
+    out = measure_overhead(cache_trace(num_rows, alpha, num_ids) % rows, rows,
+                           cache_capacity(capacity_fraction, rows, policy, ways), policy, ways=ways,
+                           profile=profile, steps=steps, warmup=MEASURED_WARMUP, batch_size=MEASURED_BATCH,
+                           pooling=MEASURED_POOLING, dim=MEASURED_DIM)  # fmt: skip
+    out["reused"] = 0.0
+    _MEASURED[key] = out
+    return dict(out)
+
+
+def _traffic(policy: str, trace: np.ndarray, cap: int, num_rows: int, ways: int,
+             profile: np.ndarray) -> tuple[list[dict[str, object]], str]:  # fmt: skip
+    """Bytes per training step each way, the trace replayed as steps of the modeled model's
+    lookups of one table (a step's rows stay cached until it ends); [] if a step does not fit."""
+    per_step = MODEL_BATCH * POOLING
+    try:
+        steps = _simulate(policy, trace, cap, num_rows, ways, profile, batch_size=per_step)
+    except ValueError as e:
+        return [], f"As training steps of {per_step:,} lookups this cache is too small: {e}"
+    n = max(1, math.ceil(len(trace) / per_step))
+    h2d = steps.misses / n * ROW_BYTES * MODEL_TABLES  # type: ignore[attr-defined]
+    d2h = steps.evictions / n * ROW_BYTES * MODEL_TABLES  # type: ignore[attr-defined]
+    rows = [{"direction": "host→device", "bytes_per_step": h2d, "source": "simulated"},
+            {"direction": "device→host", "bytes_per_step": d2h, "source": "simulated"}]  # fmt: skip
+    return rows, (
+        f"SIMULATED per training step ({MODEL_BATCH:,} samples x {POOLING} lookups x {MODEL_TABLES} tables): "
+        f"{human(h2d, 'B')} host→device (misses), {human(d2h, 'B')} device→host (evicted rows written "
+        f"back); step hit rate {percent(float(steps.hit_rate))}."  # type: ignore[attr-defined]
+    )
+
+
+def _modeled(num_rows: int, hw: str, hit: float) -> tuple[list[dict[str, object]], list[tuple], str]:
+    """The modeled model's step per placement, its bar metrics and its note."""
+    from recnotebooks.perf.placement import placement_costs
+
+    places = placement_costs(cache_model(num_rows), hw, hit, batch_size=MODEL_BATCH)
+    step = {str(r["key"]): float(r["step_s"]) for r in places}  # type: ignore[arg-type]
+    eff = {str(r["key"]): float(r["flops_efficiency"]) for r in places}  # type: ignore[arg-type]
+    ratio = step["cache"] / step["hbm"]
+    metrics = [
+        ("step, tables behind the cache: modeled", step["cache"], f"{step['cache'] * 1e3:.3g} ms", "ms"),
+        ("cache ÷ HBM step time: modeled", ratio, f"{ratio:.3g}x", "ratio"),
+        ("FLOP/s efficiency with the cache: modeled", eff["cache"], percent(eff["cache"]), "efficiency"),
+    ]
+    note = (
+        f"MODELED on one {hw} GPU ({MODEL_TABLES} such tables, dim {MODEL_DIM}, batch {MODEL_BATCH:,}): "
+        f"{step['hbm'] * 1e3:.3g} ms per step in HBM, {step['cache'] * 1e3:.3g} ms behind the cache, "
+        f"{step['host'] * 1e3:.3g} ms in host DRAM over UVM; FLOP/s efficiency {percent(eff['cache'])} "
+        f"with the cache, {percent(eff['hbm'])} in HBM."
+    )
+    return places, metrics, note
+
+
+def _measured(tables: dict[str, list[dict[str, object]]], metrics: list[tuple], num_rows: int, alpha: float,
+              policy: str, fraction: float, ways: int, num_ids: int) -> str:  # fmt: skip
+    """Measure this setting here (or say why not): adds the ``measured`` table and metric; the note."""
+    if policy == "opt":
+        return "Not measured here: OPT needs every future id, so no training cache can run it."
+    try:
+        m = measure_cache_overhead(num_rows, alpha, policy, fraction, ways, num_ids=num_ids)
+    except ValueError as e:  # a training step needs more slots than this cache has
+        return f"Not measured here: {e}"
+    tables["measured"] = [{"metric": k, "ms_per_step": m[f"{k}_ms"], "source": "measured"}
+                          for k in ("uncached", "cached")]  # fmt: skip
+    ratio = m["cached_ms"] / m["uncached_ms"]
+    metrics.append(("cached ÷ uncached step here: measured", ratio, f"{ratio:.3g}x", "ratio"))
+    return (
+        f"MEASURED here: one table of {int(m['rows']):,} rows (dim {MEASURED_DIM}, batch {MEASURED_BATCH}, "
+        f"{int(m['capacity']):,} slots), {m['uncached_ms']:.2f} ms per step uncached, "
+        f"{m['cached_ms']:.2f} ms cached ({ratio:.2f}x); its timed steps, after the cache was filled, "
+        f"saw a {percent(m['hit_rate'])} hit rate" + (" (measured earlier, reused)." if m["reused"] else ".")
+    )
+
+
+def explore_cache(*, alpha: float = 1.05, cache_fraction: float = 0.2, policy: str = "lru", ways: int = 32,
+                  num_rows: int = 100_000, hardware_name: str = "dgx_a100", measure: bool = True,
+                  num_ids: int = TRACE_IDS) -> Result:  # fmt: skip
+    """Tables ``curves``, ``traffic``, ``placements``, ``metrics`` and (``measure``) ``measured``
+    for one setting; see the module doc. Every parameter is checked against the app's controls."""
+    alpha, cache_fraction = _check("alpha", alpha), _check("cache_fraction", cache_fraction)
+    policy, ways, num_rows = _check("policy", policy), _check("ways", ways), _check("num_rows", num_rows)
+    hw = hardware(str(check_choice("hardware_name", hardware_name, GPUS)))
+    num_ids = check_int("num_ids", num_ids, lo=1000)
+    cap = cache_capacity(cache_fraction, num_rows, policy, ways)  # type: ignore[arg-type]
+    trace, profile = cache_trace(num_rows, alpha, num_ids), cache_profile(num_rows, alpha, num_ids)  # type: ignore[arg-type]
+    curves = [dict(r) for r in hit_rate_curves(num_rows, alpha, ways, num_ids)]  # type: ignore[arg-type]
+    point = _simulate(policy, trace, cap, num_rows, ways, profile)  # type: ignore[arg-type]
+    hit = float(point.hit_rate)  # type: ignore[attr-defined]
+    for r in curves:  # the current setting is a point of its policy's curve: ring it there
+        r["current"] = r["policy"] == POLICY_NAMES[policy] and r["capacity"] == cap
+    if not any(r["current"] for r in curves):  # a size that curve was not simulated at: add the point
+        curves.append({"policy": POLICY_NAMES[policy], "capacity": cap, "cache_fraction": cap / num_rows,
+                       "cache_percent": 100 * cache_fraction, "hit_rate": hit, "miss_ratio": 1 - hit,
+                       "source": "simulated", "current": True})  # fmt: skip
+    notes = [
+        f"SIMULATED: {human(num_ids)} lookups of one table of {human(num_rows)} rows, Zipf({alpha}); "
+        f"{POLICY_NAMES[policy]} with {cap:,} slots ({percent(cap / num_rows)} of rows) serves "
+        f"{percent(hit)} of lookups (OPT at that size: {percent(_curve_at(curves, 'opt', cap))}); "
+        f"{percent(first_touches(trace))} of lookups are first touches of a row, which no cache avoids."
+    ]
+    tables: dict[str, list[dict[str, object]]] = {"curves": curves}
+    traffic, note = _traffic(policy, trace, cap, num_rows, ways, profile)  # type: ignore[arg-type]
+    notes.append(note)
+    if traffic:
+        tables["traffic"] = traffic
+    h2d = float(traffic[0]["bytes_per_step"]) if traffic else 0.0  # type: ignore[arg-type]
+    tables["placements"], metrics, note = _modeled(num_rows, hw.name, hit)  # type: ignore[arg-type]
+    metrics.insert(0, ("hit rate: simulated", hit, percent(hit), "fraction"))
+    metrics.insert(
+        1, ("host→device per step: simulated", h2d, human(h2d, "B") if traffic else "too small", "bytes")
+    )
+    notes.append(note)
+    if measure:
+        notes.append(_measured(tables, metrics, num_rows, alpha, policy, cache_fraction, ways, num_ids))  # type: ignore[arg-type]
+    tables["metrics"] = [
+        {"metric": name, "value": float(v), "display": d, "unit": u, "source": name.rsplit(": ", 1)[1]}
+        for name, v, d, u in metrics
+    ]
+    return Result(tables=tables, notes=notes)
+
+
+def _curve_at(curves: list[dict[str, object]], policy: str, capacity: int) -> float:
+    """A curve's hit rate at ``capacity`` (the largest simulated size not above it)."""
+    pts = sorted(
+        (int(r["capacity"]), float(r["hit_rate"])) for r in curves if r["policy"] == POLICY_NAMES[policy]
+    )  # type: ignore[call-overload]
+    below = [h for c, h in pts if c <= capacity]
+    return below[-1] if below else 0.0
+
+
+def hit_rate_chart(curves: list[dict[str, object]] | tuple[dict, ...], detail: str, width: int = 560,
+                   height: int = 200) -> object:  # fmt: skip
+    """Hit rate against cache size (% of rows, log axis), one line per policy: rows of
+    :func:`hit_rate_curves` (a row with ``current`` true is ringed), labelled **simulated**."""
+    return metric_lines(
+        list(curves),
+        x="cache_percent",
+        y="hit_rate",
+        color="policy",
+        x_log=True,
+        y_format=".0%",
+        x_title="cache size (% of the table's rows)",
+        y_title="hit rate (share of lookups)",
+        title="Hit rate vs cache size",
+        source="simulated",
+        detail=detail,
+    ).properties(width=width, height=height)
+
+
+def _render(history: list[HistoryEntry]) -> object:
+    now = history[0]
+    lines = hit_rate_chart(
+        now.result.tables["curves"],
+        f"{human(int(now.values['num_rows']))} rows, Zipf({now.values['alpha']}); ringed: now",  # type: ignore[call-overload]
+    )
+    places = now.result.tables["placements"]
+    steps = time_breakdown(
+        places,
+        by="placement",
+        phases=[c for c in COMPONENTS if any(r["phase"] == c for r in places)],
+        title="Step time by where the tables live",
+        source="modeled",
+        detail=f"one {now.values['hardware']} GPU, {MODEL_TABLES} tables, batch {MODEL_BATCH}",
+    ).properties(width=560)
+    bars = metric_bars(
+        history_rows(history, "metrics"),
+        highlight=now.label,
+        title="This setting and the last ones",
+        columns=3,
+        shared_scale="unit",
+        detail=None,
+    )
+    return stack(lines, steps, bars)
+
+
+def cache_explorer(
+    *, measure: bool = True, num_ids: int = TRACE_IDS, history: int = 4, **values: object
+) -> App:
+    """The Cache Explorer app; ``values`` override the default settings (see :data:`CACHE_CONTROLS`)."""
+    controls = build_controls(CACHE_CONTROLS, values, "the Cache Explorer")
+
+    def compute(hardware: str, **kw: object) -> Result:
+        return explore_cache(hardware_name=hardware, measure=measure, num_ids=num_ids, **kw)  # type: ignore[arg-type]
+
+    return App(
+        "Cache Explorer",
+        controls,
+        compute,
+        _render,
+        history=history,
+        description="SIMULATED hit rates (the cache's own policies replaying an id trace); MODELED GPU "
+        "steps; " + ("MEASURED cache overhead here" if measure else "nothing measured"),
+    )
