@@ -4,12 +4,15 @@ State (see :mod:`recnotebooks.cache._kernels`): ``link`` is ``[prev, next]`` of 
 list of the resident slots, most recent first, with a sentinel at index ``capacity``.
 
 Batches (:func:`admit_lru`) move hits to the head of the list, O(1) each. A request-by-request
-replay (:func:`lru_replay1`) uses the same order kept another way, cheaper per request: every
-access appends ``(slot, stamp)`` to a queue and stamps the slot; the front of the queue, once
-its stale entries (a slot stamped again since) are dropped, is the least recent slot. A hit is
-then one read and two writes, none of them dependent on another. The queue holds at most twice
-the capacity (stale entries are squeezed out when it fills) and the list is rebuilt from it at
-the end, so both paths leave the same state. ("Lazy deletion" of priority-queue entries.)
+replay (:func:`lru_replay1`) keeps the same order another way, cheaper per request. Each access
+gets a key (its position in the trace; the rows resident before the replay get -m..-1, least
+recent first) and each row remembers the key of its last access. The queue of accesses is the
+trace itself: its first live entry (a position still its row's last access) is the least recent
+row. In LRU a row is resident exactly when its last access is newer than the last access
+evicted, so a hit is one read and one write of the row's key, and a miss walks the queue from
+where the previous eviction stopped ("lazy deletion" of queue entries, the trace as the queue).
+The list and the stamps are rebuilt from the live entries at the end, so both paths leave the
+same state.
 """
 
 from __future__ import annotations
@@ -75,68 +78,63 @@ def admit_lru(S, rows, epoch, pf, res):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _squeeze(qs, qk, stamp, front, back):  # pragma: no cover - compiled
-    """Move the live queue entries (slot still stamped with the entry's key) to the start."""
-    j = 0
-    for i in range(front, back):
-        if stamp[qs[i]] == qk[i]:
-            qs[j] = qs[i]
-            qk[j] = qk[i]
-            j += 1
-    return j
-
-
-@njit(cache=True, nogil=True)
-def lru_replay1(S, trace, epoch0, record, out):  # pragma: no cover - compiled
-    """LRU request by request, O(1) amortized each: (hits, misses, evictions, bypass=0, status=0)."""
+def lru_replay1(S, trace, epoch0, record, out, key):  # pragma: no cover - compiled
+    """LRU request by request, O(1) amortized each: (hits, misses, evictions, bypass=0, status=0).
+    ``key`` is scratch, one entry per row (int32 when every key fits, for a smaller footprint)."""
     slot_of, row_of, stamp, link, count, last, meta = S
     cap = row_of.shape[0]
     used = meta[0]
     n = trace.shape[0]
-    size = min(2 * cap + 1024, cap + n + 1)
-    qs, qk = np.empty(size, slot_of.dtype), np.empty(size, np.int64)
-    back = 0
+    # keys: the resident rows, least recent first, get -m..-1; request t gets key t
+    m = used
+    init_rows = np.empty(m, np.int64)
+    init_stamp = np.empty(m, np.int64)
     s = link[0, cap]
-    while s != cap:  # the list, least recent first, is the initial queue
-        qs[back] = s
-        qk[back] = stamp[s]
-        back += 1
+    i = 0
+    while s != cap:
+        init_rows[i] = row_of[s]
+        init_stamp[i] = stamp[s]
+        i += 1
         s = link[0, s]
-    front, hits, ev = 0, 0, 0
+    key[:] = -(2**30)
+    for i in range(m):
+        key[init_rows[i]] = i - m
+    gone = -(2**30)  # key of the last evicted access: a row is resident iff its key > gone
+    q, hits = -m, 0  # next queue position (key) to look at for the least recent row
     for t in range(n):
         r = trace[t]
-        s = slot_of[r]
-        key = epoch0 + t
+        hit = key[r] > gone
+        key[r] = t
         if record:
-            out[t] = s >= 0
-        if s >= 0:
+            out[t] = hit
+        if hit:
             hits += 1
+            continue
+        if used < cap:
+            s = used
+            used += 1
         else:
-            if used < cap:
-                s = used
-                used += 1
-            else:
-                while True:  # drop stale entries: the first live one is the least recent slot
-                    s = qs[front]
-                    front += 1
-                    if stamp[s] == qk[front - 1]:
-                        break
-                slot_of[row_of[s]] = -1
-                ev += 1
-            row_of[s] = r
-            slot_of[r] = s
-        stamp[s] = key
-        if back == size:
-            back = _squeeze(qs, qk, stamp, front, back)
-            front = 0
-        qs[back] = s
-        qk[back] = key
-        back += 1
-    back = _squeeze(qs, qk, stamp, front, back)
+            while True:  # the first live queue entry is the least recent row
+                v = init_rows[q + m] if q < 0 else trace[q]
+                if key[v] == q:
+                    break
+                q += 1
+            gone = q
+            q += 1
+            s = slot_of[v]
+            slot_of[v] = -1
+        row_of[s] = r
+        slot_of[r] = s
+    ev = max(0, (n - hits) - (used - meta[0]))
     link[0, cap] = cap
     link[1, cap] = cap
-    for i in range(back):  # rebuild the list: the last live entry is the most recent
-        push_front(link, qs[i], cap)
+    while q < n:  # rebuild the list and stamps from the live entries, least recent first
+        v = init_rows[q + m] if q < 0 else trace[q]
+        if key[v] == q:
+            s = slot_of[v]
+            stamp[s] = init_stamp[q + m] if q < 0 else epoch0 + q
+            push_front(link, s, cap)
+        q += 1
     meta[0] = used
     if n > 0:
         meta[2] = epoch0 + n - 1

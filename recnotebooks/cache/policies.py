@@ -261,7 +261,8 @@ class CachePolicy:
         out = hit_out if record else np.zeros(0, np.bool_)
         epoch0 = int(self.meta[2]) + 1 if self.meta[2] > -(2**62) else 0
         if self.policy == "lru" and batch_size == 1:
-            res = KL.lru_replay1(self._state(), trace, epoch0, record, out)
+            key = np.empty(self.num_rows, np.int32 if len(trace) < 2**30 - 1 else np.int64)  # scratch
+            res = KL.lru_replay1(self._state(), trace, epoch0, record, out, key)
         elif self.policy in ("lfu", "lfu_cached") and batch_size == 1:
             res = KF.lfu_replay1(_KIND[self.policy], self._state(), trace, epoch0, record, out)
         elif self.policy == "setassoc" and batch_size == 1:
