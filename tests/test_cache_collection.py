@@ -328,3 +328,19 @@ def test_cuda_cached_equals_uncached() -> None:
         o1.step()
         o2.step()
     torch.testing.assert_close(c.full_weight().cuda(), ref.weight.detach(), atol=1e-6, rtol=1e-6)
+
+
+def test_min_rows_gives_small_tables_room_for_a_batch() -> None:
+    """A fractional capacity with ``min_rows``: small tables get min(rows, min_rows) slots, large
+    ones their fraction; a batch that 5% of a 100-row table could not hold then trains."""
+    from recnotebooks.cache import CacheConfig
+    from recnotebooks.config import TableConfig
+
+    tables = (TableConfig("small", 100, 1.0), TableConfig("big", 100_000, 1.0))
+    assert CacheConfig(capacity=0.05).capacities(tables) == (5, 5_000)
+    assert CacheConfig(capacity=0.05, min_rows=1024).capacities(tables) == (100, 5_000)
+    assert CacheConfig(capacity=0.05, min_rows=10_000).capacities(tables) == (100, 10_000)
+    with pytest.raises(ValueError, match="min_rows applies to a fractional capacity"):
+        CacheConfig(capacity=64, min_rows=10)
+    with pytest.raises(TypeError, match="min_rows"):
+        CacheConfig(capacity=0.1, min_rows=1.5)

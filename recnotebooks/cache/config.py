@@ -61,6 +61,10 @@ class CacheConfig:
             (0: prefetch off).
         staging_rows: slots allocated up front for rows a policy does not keep (static cold
             rows, set overflow); they grow on demand.
+        min_rows: with a fractional ``capacity``, every table gets at least
+            ``min(its rows, min_rows)`` slots, so small tables (which TorchRec's planner would
+            keep whole in HBM) still hold a batch's distinct rows; 0 (default) keeps the
+            fraction as given.
 
     A ``"static"`` cache also needs its pinned rows, given to the collection as
     ``hot_rows=`` or chosen from ``profile=`` batches (see
@@ -73,6 +77,7 @@ class CacheConfig:
     ways: int = 32
     prefetch_depth: int = 0
     staging_rows: int = 0
+    min_rows: int = 0
 
     def __post_init__(self) -> None:
         check_choice("policy", self.policy, POLICIES)
@@ -99,6 +104,12 @@ class CacheConfig:
         depth = check_int("prefetch_depth", self.prefetch_depth, lo=0, hi=MAX_PREFETCH_DEPTH)
         object.__setattr__(self, "prefetch_depth", depth)
         object.__setattr__(self, "staging_rows", check_int("staging_rows", self.staging_rows, lo=0))
+        object.__setattr__(self, "min_rows", check_int("min_rows", self.min_rows, lo=0))
+        if self.min_rows and not isinstance(self.capacity, float):
+            raise ValueError(
+                f"min_rows applies to a fractional capacity, got min_rows={self.min_rows} with "
+                f"capacity={self.capacity!r} and shared_rows={self.shared_rows!r}"
+            )
 
     @property
     def shared(self) -> bool:
@@ -133,7 +144,7 @@ class CacheConfig:
                     )
                 caps.append(self.capacity)
                 continue
-            c = min(t.num_rows, max(1, round(float(self.capacity) * t.num_rows)))  # type: ignore[arg-type]
+            c = min(t.num_rows, max(1, self.min_rows, round(float(self.capacity) * t.num_rows)))  # type: ignore[arg-type]
             if self.policy == "setassoc":
                 if self.ways > t.num_rows:
                     raise ValueError(
