@@ -46,6 +46,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from recnotebooks.checks import check_choice, check_float, check_int
+from recnotebooks.plan import CACHE_POLICIES  # the policies the model knows, defined with the plan types
 
 __all__ = [
     "CACHE_POLICIES",
@@ -57,8 +58,6 @@ __all__ = [
     "lru_characteristic_time",
 ]
 
-#: Replacement policies the hit-rate model knows (the trace simulator has these and more).
-CACHE_POLICIES = ("lru", "lfu", "static", "setassoc")
 _BINS = 64
 #: Points of the log-spaced time grid the set-associative model integrates over.
 _TAU_POINTS = 240

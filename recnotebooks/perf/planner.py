@@ -220,15 +220,15 @@ def _cost_plan(
             time[r] += c
             shards.append(TableShard(n, r, "table_wise", placement, cache_hit_rate=hit))
             continue
-        if all(mem[r] + b / world <= cap for r in range(world)):
-            for r in range(world):
-                mem[r] += b / world
-                time[r] += c / world
-                shards.append(
-                    TableShard(n, r, "row_wise", placement, row_fraction=1 / world, cache_hit_rate=hit)
-                )
+        k = min(world, rows[n])  # no empty shard: at most one rank per row
+        ranks = sorted(range(world), key=lambda i: (time[i], mem[i]))[:k]
+        if all(mem[r] + b / k <= cap for r in ranks):
+            for r in sorted(ranks):
+                mem[r] += b / k
+                time[r] += c / k
+                shards.append(TableShard(n, r, "row_wise", placement, row_fraction=1 / k, cache_hit_rate=hit))
             why = "fewer tables than devices" if split_all else "fits on no single device"
-            notes.append(f"{n} ({b / 1e9:.1f} GB): {why}: split row-wise over {world}")
+            notes.append(f"{n} ({b / 1e9:.1f} GB): {why}: split row-wise over {k}")
             continue
         offload, note = _offload(config, hw, world, n, b, mem, time, cap, host_left, fallback_hit, batch_size,
                                  dtype, (remote_bytes, remote_ranks))  # fmt: skip

@@ -1,0 +1,24 @@
+"""Distributed training over ``torch.distributed``: logged collectives and a local launcher.
+
+* :mod:`recnotebooks.dist.comm` — autograd-aware all-to-all (uneven splits), reduce-scatter,
+  all-gather and all-reduce, sync or async, each recording calls, exact bytes and seconds into
+  a per-rank :class:`CommLog` (tidy rows named as the cost model's components).
+* :mod:`recnotebooks.dist.launch` — :func:`launch` runs a module-level function on N ranks of
+  this machine (gloo on CPU, NCCL on GPUs), rendezvous on 127.0.0.1, and gathers return values,
+  comm logs and failures.
+* :mod:`recnotebooks.dist.sharded` — :class:`ShardedEmbeddingBagCollection` executes a
+  :class:`~recnotebooks.plan.Plan` (table-, row-, column-wise, data-parallel, mixed) on the
+  ranks: input all-to-all of ids, local fused lookups, output all-to-all of pooled vectors;
+  :class:`ShardedSparseOptimizer` updates every shard (data-parallel replicas all-reduced).
+"""
+
+from __future__ import annotations
+
+from .comm import CommHandle, CommLog, CommRecord, all_gather, all_reduce, all_to_all, reduce_scatter
+from .launch import LaunchError, LaunchResult, RankContext, RankFailure, launch, max_world_size
+from .sharded import LocalShard, ShardedEmbeddingBagCollection, ShardedSparseOptimizer
+
+__all__ = ["CommHandle", "CommLog", "CommRecord", "LaunchError", "LaunchResult", "LocalShard",
+           "RankContext", "RankFailure", "ShardedEmbeddingBagCollection", "ShardedSparseOptimizer",
+           "all_gather", "all_reduce", "all_to_all", "launch", "max_world_size",
+           "reduce_scatter"]  # fmt: skip

@@ -1,0 +1,457 @@
+"""Run a function on N ranks of this machine, from a notebook or a script.
+
+``launch(fn, 2, ...)`` starts two processes (``torch.multiprocessing``, the ``spawn`` start
+method), joins them in a process group (gloo on CPU; NCCL when asked and CUDA has a GPU per
+rank), calls ``fn(ctx, *args, **kwargs)`` on each with a :class:`RankContext`, and gathers
+every rank's return value, :class:`~recnotebooks.dist.comm.CommLog` and warnings into a
+:class:`LaunchResult`.
+
+The rendezvous is a ``TCPStore`` served by this process on a socket bound to 127.0.0.1 only
+(port 0: the system picks a free port, so two launches never race for one; a preferred port
+in ``RECNB_MASTER_PORT`` is used when free, another one otherwise). Gloo and NCCL are told to
+use the loopback interface.
+
+``fn`` must be a module-level function of an importable module: spawned processes import it
+by name, and a notebook cannot pickle its own functions (put workers in a ``.py`` file next
+to the notebook, or use those of :mod:`recnotebooks.dist._workers`).
+
+Faults end the launch within ``timeout_s`` (startup included) with a :class:`LaunchError`
+naming the failing rank: a rank that raises (its traceback text), exits or is killed (its exit
+code or signal), never joins the rendezvous, or does not finish. The other ranks get a short
+grace to finish or report, then are terminated, killed if need be and joined: no process is
+left behind (each rank also exits if this process dies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib
+import os
+import pickle
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from multiprocessing import connection
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from ..checks import check_choice, check_float, check_int, show
+from .comm import CommLog
+
+__all__ = ["HOST", "LaunchError", "LaunchResult", "RankContext", "RankFailure", "launch", "max_world_size"]
+
+HOST = "127.0.0.1"
+#: Seconds the other ranks get to finish or report once one rank has failed.
+GRACE_S = 2.0
+#: A rank with this rank number (as a string) never joins the rendezvous: the fault tests' hook.
+HANG_ENV = "RECNB_LAUNCH_NEVER_JOIN_RANK"
+PORT_ENV = "RECNB_MASTER_PORT"
+
+
+def max_world_size() -> int:
+    """The most local ranks :func:`launch` starts: four per CPU core."""
+    return 4 * (os.cpu_count() or 1)
+
+
+@dataclass
+class RankContext:
+    """What a rank's function receives: who it is, where its tensors go and its comm log."""
+
+    rank: int
+    world_size: int
+    backend: str
+    device: torch.device
+    log: CommLog
+
+
+@dataclass
+class RankFailure:
+    """One rank's failure: ``kind`` is raised, exited, never_joined, timeout or stopped (by us,
+    after another rank failed); ``traceback`` is the rank's traceback text when it raised."""
+
+    rank: int
+    kind: str
+    message: str
+    traceback: str = ""
+
+
+@dataclass
+class LaunchResult:
+    """Per-rank return values, comm logs and warnings of one launch (index = rank)."""
+
+    world_size: int
+    backend: str
+    port: int
+    values: list[Any]
+    logs: list[CommLog | None]
+    warnings: list[list[str]]
+    failures: list[RankFailure] = field(default_factory=list)
+    seconds: float = 0.0
+    pids: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether every rank returned."""
+        return not self.failures
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Every rank's comm-log rows (tidy, ``source="measured"``), rank by rank."""
+        return [row for log in self.logs if log is not None for row in log.rows()]
+
+
+class LaunchError(RuntimeError):
+    """A launch in which some rank failed; ``result`` holds what the ranks did return."""
+
+    def __init__(self, message: str, result: LaunchResult) -> None:
+        super().__init__(message)
+        self.result = result
+        self.failures = result.failures
+
+
+# ----- checks before any process starts ------------------------------------------------------
+def _check_fn(fn: object) -> Callable[..., Any]:
+    if not callable(fn):
+        raise TypeError(f"fn must be a module-level function, got {show(fn)} ({type(fn).__name__})")
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    hint = (
+        "spawned ranks import fn by name, and a notebook cannot pickle its own functions: define it "
+        "at the top level of a .py module (e.g. next to the notebook) and import it from there"
+    )
+    if not module or not qualname or "<" in qualname:
+        raise ValueError(
+            f"fn must be a module-level function of an importable module, got {show(fn)}; {hint}"
+        )
+    main = sys.modules.get("__main__")
+    if module == "__main__" and not os.path.isfile(getattr(main, "__file__", None) or ""):
+        raise ValueError(f"fn {qualname!r} is defined in this notebook or interpreter session; {hint}")
+    try:
+        found: Any = importlib.import_module(module) if module != "__main__" else main
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"fn {module}.{qualname} cannot be imported by name ({e}); {hint}") from None
+    if found is not fn:
+        raise ValueError(f"fn {module}.{qualname} is not the object found under that name; {hint}")
+    return fn
+
+
+def _check_picklable(name: str, value: object) -> None:
+    try:
+        pickle.dumps(value)
+    except Exception as e:  # noqa: BLE001 - any pickling failure is the caller's to fix
+        raise TypeError(f"{name} must be picklable to reach the ranks, got {show(value)}: {e}") from None
+
+
+# ----- the rendezvous -----------------------------------------------------------------------
+def _listen(preferred: int) -> socket.socket:
+    """A listening socket on 127.0.0.1: the preferred port if free, else one the system picks."""
+    for port in (preferred, 0) if preferred else (0,):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.bind((HOST, port))
+            sock.listen(128)
+            return sock
+        except OSError as e:
+            sock.close()
+            if e.errno != errno.EADDRINUSE or port == 0:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _master_store(timeout_s: float) -> tuple[Any, int]:
+    env = os.environ.get(PORT_ENV, "")
+    preferred = check_int(PORT_ENV, int(env) if env.strip().isdigit() else 0, lo=0, hi=65535)
+    sock = _listen(preferred)
+    port = sock.getsockname()[1]
+    store = dist.TCPStore(HOST, port, None, is_master=True, timeout=timedelta(seconds=timeout_s),
+                          wait_for_workers=False, master_listen_fd=sock.fileno())  # fmt: skip
+    sock.detach()  # the store's server owns (and closes) the socket now
+    return store, port
+
+
+def _loopback() -> str:
+    names = [name for _, name in socket.if_nameindex()] if hasattr(socket, "if_nameindex") else []
+    return next((n for n in names if n.startswith("lo")), "lo")
+
+
+# ----- one rank ---------------------------------------------------------------------------------
+def _watch_parent(parent: int) -> None:
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def _rank_main(conn: Any, fn: Callable[..., Any], rank: int, world: int, backend: str, port: int,
+               timeout_s: float, parent: int, args: tuple, kwargs: dict) -> None:  # fmt: skip
+    """A spawned rank: join the group, run ``fn``, send back its value (or its exception)."""
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
+                       "LOCAL_WORLD_SIZE": str(world)})  # fmt: skip
+    for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+        os.environ.setdefault(var, _loopback())
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    log = CommLog(rank)
+    caught: list[warnings.WarningMessage] = []
+
+    def send(message: tuple) -> None:
+        conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+    reported: list[bool] = []
+
+    def report(e: BaseException) -> None:
+        reported.append(True)
+        text = "".join(traceback.format_exception(e))
+        with contextlib.suppress(Exception):
+            send(("error", f"{type(e).__name__}: {e}", text, log, texts()))
+
+    def texts() -> list[str]:
+        return [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            if os.environ.get(HANG_ENV) == str(rank):
+                time.sleep(10 * timeout_s + 60)
+            timeout = timedelta(seconds=timeout_s)
+            store = dist.TCPStore(HOST, port, None, is_master=False, timeout=timeout)
+            send(("arrived",))
+            device = torch.device("cpu")
+            if backend == "nccl":
+                device = torch.device("cuda", rank)
+                torch.cuda.set_device(device)
+            options = {"device_id": device} if backend == "nccl" else {}
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout,
+                                    **options)  # fmt: skip
+            try:
+                value = fn(RankContext(rank, world, backend, device, log), *args, **kwargs)
+            except BaseException as e:  # noqa: BLE001 - reported before the group goes down, so
+                report(e)  # the errors it causes on the other ranks arrive after this one
+                raise
+            finally:
+                with contextlib.suppress(Exception):
+                    dist.destroy_process_group()
+        for w in caught:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        try:
+            send(("ok", value, log, texts()))
+        except Exception as e:  # noqa: BLE001 - an unpicklable return value
+            raise TypeError(f"the return value of rank {rank} cannot be pickled: {e}") from None
+    except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
+        if not reported:
+            report(e)
+    finally:
+        conn.close()
+
+
+# ----- the parent -----------------------------------------------------------------------------
+def _exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+#: What a rank's error says when it only saw another rank go away (not the cause of a failure).
+_PEER_LOST = ("connection reset by peer", "connection closed by peer", "broken pipe", "remote worker",
+              "distnetworkerror", "communicator was aborted", "socket closed")  # fmt: skip
+
+
+def _peer_lost(message: str) -> bool:
+    text = message.lower()
+    return any(p in text for p in _PEER_LOST)
+
+
+class _Ranks:
+    """The parent's view of the running ranks: messages in, failures noted, processes stopped."""
+
+    def __init__(self, procs: list[Any], conns: list[Any]) -> None:
+        self.procs, self.conns = procs, dict(enumerate(conns))
+        world = len(procs)
+        self.pending = set(range(world))
+        self.arrived: set[int] = set()
+        self.values: list[Any] = [None] * world
+        self.logs: list[CommLog | None] = [None] * world
+        self.warnings: list[list[str]] = [[] for _ in range(world)]
+        self.failures: list[RankFailure] = []
+        self.failed_at: float | None = None
+        self.pids: list[int | None] = []
+
+    def _read(self, rank: int) -> None:
+        conn = self.conns[rank]
+        while rank in self.conns and conn.poll():
+            try:
+                message = pickle.loads(conn.recv_bytes())
+            except EOFError:
+                del self.conns[rank]
+                conn.close()
+                return
+            except Exception as e:  # noqa: BLE001 - e.g. a value whose class cannot be imported here
+                message = (
+                    "error",
+                    f"a result that cannot be read here: {type(e).__name__}: {e}",
+                    "",
+                    None,
+                    [],
+                )
+            kind = message[0]
+            if kind == "arrived":
+                self.arrived.add(rank)
+            elif kind == "ok":
+                self.values[rank], self.logs[rank], self.warnings[rank] = message[1:]
+                self.pending.discard(rank)
+            else:
+                text, tb, self.logs[rank], self.warnings[rank] = message[1:]
+                self.failures.append(RankFailure(rank, "raised", f"rank {rank} raised {text}", tb))
+                self.pending.discard(rank)
+
+    def run_until(self, deadline: float) -> None:
+        """Read messages and watch exits until every rank is done, one fails (then a grace), or
+        ``deadline``."""
+        limit = deadline
+        while self.pending:
+            if self.failed_at is not None:
+                limit = min(limit, self.failed_at + GRACE_S)
+            left = limit - time.monotonic()
+            if left <= 0:
+                return
+            sentinels = {self.procs[r].sentinel: r for r in self.pending}
+            ready = connection.wait([*self.conns.values(), *sentinels], timeout=left)
+            for rank, conn in list(self.conns.items()):
+                if conn in ready:
+                    self._read(rank)
+            for s in ready:
+                rank = sentinels.get(s)
+                if rank is None or rank not in self.pending:
+                    continue
+                if rank in self.conns:
+                    self._read(rank)
+                if rank in self.pending:
+                    self.procs[rank].join(0.1)
+                    code = self.procs[rank].exitcode
+                    self.failures.append(RankFailure(rank, "exited", f"rank {rank} {_exit_text(code)}"))
+                    self.pending.discard(rank)
+            if self.failures and self.failed_at is None:
+                self.failed_at = time.monotonic()
+
+    def give_up(self, timeout_s: float) -> None:
+        """Failures for the ranks still pending; then the causes first, the ranks they stopped after."""
+        missing = sorted(r for r in self.pending if r not in self.arrived)
+        first = self.failures[0].rank if self.failures else None
+        for r in sorted(self.pending):
+            if first is not None:
+                text, kind = f"rank {r} was stopped after rank {first} failed", "stopped"
+            elif r in missing:
+                text, kind = (
+                    f"rank {r} never joined the rendezvous within timeout_s={timeout_s:g} s",
+                    "never_joined",
+                )
+            elif missing:
+                text, kind = (
+                    f"rank {r} waited for rank(s) {missing} at the rendezvous and was stopped",
+                    "stopped",
+                )
+            else:
+                text, kind = f"rank {r} did not finish within timeout_s={timeout_s:g} s", "timeout"
+            self.failures.append(RankFailure(r, kind, text))
+        self.pending.clear()
+        self.failures.sort(
+            key=lambda f: f.kind == "stopped" or (f.kind == "raised" and _peer_lost(f.message))
+        )
+
+    def stop(self) -> None:
+        """Terminate, then kill, every rank still alive; join them all."""
+        self.pids = [p.pid for p in self.procs]
+        started = [p for p in self.procs if p.pid is not None]
+        for p in started:
+            if p.is_alive():
+                p.terminate()
+        end = time.monotonic() + 1.0
+        for p in started:
+            p.join(max(0.0, end - time.monotonic()))
+        for p in started:
+            if p.is_alive():
+                p.kill()
+                p.join()
+        for conn in self.conns.values():
+            conn.close()
+        self.conns.clear()
+        for p in self.procs:
+            if p.pid is not None:
+                p.close()
+
+
+def launch(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    backend: str = "gloo",
+    timeout_s: float = 60.0,
+    **kwargs: Any,
+) -> LaunchResult:
+    """Run ``fn(ctx, *args, **kwargs)`` on ``world_size`` local ranks; their results, in rank order.
+
+    ``backend`` is ``"gloo"`` (CPU tensors) or ``"nccl"`` (one CUDA device per rank, ``ctx.device``).
+    Each rank uses ``cpu_count // world_size`` threads. Raises :class:`LaunchError` (with the
+    partial :class:`LaunchResult` as ``.result``) naming the failing rank when any rank fails,
+    within ``timeout_s`` seconds of the call; ``ValueError``/``TypeError`` before any process
+    starts for bad settings (``world_size`` in ``[1, max_world_size()]``).
+    """
+    fn = _check_fn(fn)
+    world = check_int("world_size", world_size, lo=1, hi=max_world_size())
+    backend = check_choice("backend", backend, ("gloo", "nccl"))
+    timeout_s = check_float("timeout_s", timeout_s, lo=1.0)
+    if backend == "nccl" and (not torch.cuda.is_available() or torch.cuda.device_count() < world):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        raise ValueError(
+            f"backend 'nccl' needs one CUDA device per rank: world_size={world}, {count} device(s)"
+        )
+    _check_picklable("args", args)
+    _check_picklable("kwargs", kwargs)
+    start = time.monotonic()
+    deadline = start + timeout_s - min(2.0, 0.1 * timeout_s)  # leaves time to stop the ranks
+    store, port = _master_store(timeout_s)
+    context = mp.get_context("spawn")
+    procs, conns, ends = [], [], []
+    for rank in range(world):
+        receive, send = context.Pipe(duplex=False)
+        procs.append(context.Process(
+            target=_rank_main,
+            args=(send, fn, rank, world, backend, port, timeout_s, os.getpid(), args, kwargs),
+            name=f"recnb-rank-{rank}",
+        ))  # fmt: skip
+        conns.append(receive)
+        ends.append(send)
+    ranks = _Ranks(procs, conns)
+    try:
+        for proc, send in zip(procs, ends, strict=True):
+            proc.start()
+            send.close()
+        ranks.run_until(deadline)
+        ranks.give_up(timeout_s)
+    finally:
+        for send in ends:
+            send.close()
+        ranks.stop()
+        del store
+    result = LaunchResult(world, backend, port, ranks.values, ranks.logs, ranks.warnings, ranks.failures,
+                          time.monotonic() - start, ranks.pids)  # fmt: skip
+    if result.failures:
+        first = result.failures[0]
+        lines = [f"launch of {fn.__module__}.{fn.__qualname__} on {world} rank(s) failed: {first.message}"]
+        lines += [f"  also: {f.message}" for f in result.failures[1:]]
+        if first.traceback:
+            lines += ["", f"traceback of rank {first.rank}:", first.traceback.rstrip()]
+        raise LaunchError("\n".join(lines), result)
+    return result

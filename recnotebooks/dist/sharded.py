@@ -1,0 +1,355 @@
+"""A sharded embedding collection that executes a :class:`~recnotebooks.plan.Plan`.
+
+:class:`ShardedEmbeddingBagCollection` is TorchRec's ``ShardedEmbeddingBagCollection`` in
+miniature. On each rank it holds plain :class:`~recnotebooks.nn.EmbeddingBagCollection` objects
+with this rank's shards (one collection per kind of shard and width, see below) and runs the
+table-wise (TW), row-wise (RW), column-wise (CW) and data-parallel (DP) schemes of TorchRec's
+sharders:
+
+1. **Input distribution.** Each rank holds the ids of its own samples. For every
+   model-parallel shard it sends the shard's owner that shard's ids (row-wise: only the ids in
+   the shard's row range, minus its ``row_offset``): one all-to-all of the bag lengths (fixed
+   sizes), one of the ids (sizes from the lengths). Data-parallel tables need none.
+2. **Local lookup.** The owner pools the ids of **all** ranks' samples, in rank order (the
+   local batch is ``world_size * batch_size`` samples), in one fused lookup per collection.
+3. **Output distribution.** One all-to-all sends each sample's pooled vectors back to the
+   sample's rank (the autograd-aware :func:`~recnotebooks.dist.comm.all_to_all`, so backward
+   carries the gradients to the owners' pending gradients). Column-wise pieces are
+   concatenated in column order; row-wise pieces are partial sums and are added (an
+   all-to-all followed by a sum, which moves the same bytes as TorchRec's reduce-scatter).
+
+Every rank must use the same local ``batch_size`` (the splits are derived from it, not sent).
+
+**Initialisation.** Every rank builds the full single-process
+``EmbeddingBagCollection(tables, embedding_dim, seed=seed)`` once and copies its shards'
+blocks out of it, so the union of the shards equals the single-process weights exactly. That
+costs the full table memory once per rank: fine for tests and notebooks, not for real sizes.
+
+**Training.** Each local collection records its gradient as usual; the sparse optimizers of
+:mod:`recnotebooks.nn.optim` (:class:`~recnotebooks.nn.optim.SparseSGD`,
+:class:`~recnotebooks.nn.optim.RowWiseAdagrad`) update the local shards. Data-parallel
+replicas need their gradient summed over ranks first: :meth:`sync_data_parallel_gradients`
+all-reduces the replica's **dense** gradient (as TorchRec's DP sharding does, logged as the
+``all_reduce`` component) and records it back as the replica's pending gradient (every row,
+each its own bag), so any sparse optimizer then applies the summed gradient; every replica
+stays identical. :class:`ShardedSparseOptimizer` does both in one ``step()``. With
+:class:`~recnotebooks.nn.optim.RowWiseAdagrad`, a column-wise shard keeps its own accumulator,
+the mean of the squared gradient over **its** columns (as TorchRec's column-wise sharding
+does), so column-wise tables then differ from the single-process collection; SGD is exact.
+
+**Pooling.** ``"sum"`` and ``"mean"`` (row-wise: the summed partial sums divided by the bag's
+full size on the sample's rank). Per-id weights (``batch.weights``) are not supported yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..checks import check_choice, check_int, check_type
+from ..config import POOLINGS, DLRMConfig, TableConfig
+from ..nn.embedding import EmbeddingBagCollection
+from ..nn.optim import SparseOptimizer, make_sparse_optimizer
+from ..plan import Plan, ShardGeometry
+from ..sparse import JaggedBatch
+from .comm import CommLog, all_reduce, all_to_all
+
+__all__ = ["LocalShard", "ShardedEmbeddingBagCollection", "ShardedSparseOptimizer"]
+
+
+@dataclass(frozen=True)
+class LocalShard:
+    """One shard held on this rank: plan index, table, sharding, exact block, and where its rows
+    live locally (``collection`` index in :attr:`ShardedEmbeddingBagCollection.collections`,
+    ``slot``: its table index inside that collection)."""
+
+    index: int
+    table: str
+    table_index: int
+    sharding: str
+    geometry: ShardGeometry
+    collection: int
+    slot: int
+
+
+def _config(tables: Sequence[TableConfig], dim: int, pooling: str) -> DLRMConfig:
+    """A minimal config carrying the tables (what :meth:`Plan.validate` reads)."""
+    return DLRMConfig(num_dense=1, tables=tuple(tables), embedding_dim=dim, bottom_mlp=(dim,),
+                      top_mlp=(1,), pooling=pooling)  # fmt: skip
+
+
+def _reorder_segments(values: torch.Tensor, lengths: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """``values`` cut into consecutive segments of ``lengths``, concatenated in ``order``."""
+    starts = torch.cumsum(lengths, 0) - lengths
+    lens, src = lengths.index_select(0, order), starts.index_select(0, order)
+    total = int(lens.sum())
+    dst = torch.cumsum(lens, 0) - lens
+    index = torch.repeat_interleave(src - dst, lens, output_size=total) + torch.arange(total)
+    return values.index_select(0, index)
+
+
+class ShardedEmbeddingBagCollection(nn.Module):
+    """This rank's part of an embedding collection sharded by ``plan`` (see the module docstring).
+
+    Args:
+        tables: the table configs (the single-process collection's tables, in its order).
+        embedding_dim: row width of every table.
+        plan: the sharding plan; validated against the tables here (``ValueError`` before any
+            communication for a plan that cannot be executed, or whose world is not ``world_size``).
+        rank, world_size: this process and the number of ranks (the process group's).
+        pooling: ``"sum"`` or ``"mean"``.
+        seed: the single-process collection's seed (the shards are copied out of it).
+        log: where the collectives record calls and bytes (``None``: not recorded).
+        group: the ``torch.distributed`` process group (``None``: the default one).
+
+    ``forward(batch)`` takes this rank's samples (keys: every table, in ``tables`` order) and
+    returns pooled embeddings ``(batch.batch_size, num_tables, embedding_dim)``.
+    """
+
+    def __init__(
+        self,
+        tables: Sequence[TableConfig],
+        embedding_dim: int,
+        plan: Plan,
+        rank: int,
+        world_size: int,
+        pooling: str = "sum",
+        seed: int = 0,
+        log: CommLog | None = None,
+        group: Any = None,
+    ) -> None:
+        super().__init__()
+        tables = tuple(tables)
+        if not tables or any(not isinstance(t, TableConfig) for t in tables):
+            raise TypeError("tables must be a non-empty sequence of TableConfig")
+        dim = check_int("embedding_dim", embedding_dim, lo=1)
+        check_type("plan", plan, Plan, "a Plan")
+        world = check_int("world_size", world_size, lo=1)
+        rank = check_int("rank", rank, lo=0, hi=world - 1)
+        pooling = check_choice("pooling", pooling, POOLINGS)
+        seed = check_int("seed", seed)
+        if log is not None:
+            check_type("log", log, CommLog, "a CommLog or None")
+        if plan.world_size != world:
+            raise ValueError(f"plan.world_size must equal world_size={world}, got {plan.world_size}")
+        geometry = plan.geometry(_config(tables, dim, pooling))  # validates the plan
+        self.tables, self.keys, self.embedding_dim = tables, tuple(t.name for t in tables), dim
+        self.plan, self.rank, self.world_size, self.pooling = plan, rank, world, pooling
+        self.log, self.group = log, group
+        index = {t.name: k for k, t in enumerate(tables)}
+        kinds = {s.table: s.sharding for s in plan.shards}
+        #: per table: its sharding
+        self.shardings = tuple(kinds[t.name] for t in tables)
+        # model-parallel shards of every rank, in plan order: what each rank sends and receives
+        self._mp_by_rank: list[list[int]] = [[] for _ in range(world)]
+        for i, s in enumerate(plan.shards):
+            if s.sharding != "data_parallel":
+                self._mp_by_rank[s.rank].append(i)
+        self._geometry = geometry
+        # this rank's shards grouped into collections by (data parallel?, width, local pooling);
+        # row-wise partial sums are pooled by sum (a mean divides by the full bag size later)
+        groups: dict[tuple[bool, int, str], list[int]] = {}
+        for i, s in enumerate(plan.shards):
+            if s.rank == rank:
+                pool = "sum" if s.sharding == "row_wise" else pooling
+                groups.setdefault((s.sharding == "data_parallel", geometry[i].col_count, pool), []).append(i)
+        full = EmbeddingBagCollection(tables, dim, seed=seed)
+        collections, local = [], []
+        self._dp: int | None = None
+        for c, ((dp, width, pool), idx) in enumerate(groups.items()):
+            names = [f"{plan.shards[i].table}.shard{i}" for i in idx]
+            local_tables = [TableConfig(n, geometry[i].row_count) for n, i in zip(names, idx, strict=True)]
+            ebc = EmbeddingBagCollection(local_tables, width, pooling=pool, seed=seed)
+            for slot, i in enumerate(idx):
+                s, g = plan.shards[i], geometry[i]
+                with torch.no_grad():
+                    ebc.table_weight(names[slot]).copy_(full.table_weight(s.table)[g.row_slice, g.col_slice])
+                local.append(LocalShard(i, s.table, index[s.table], s.sharding, g, c, slot))
+            collections.append(ebc)
+            if dp:
+                self._dp = c
+        #: this rank's local collections (optimizers update these)
+        self.collections = nn.ModuleList(collections)
+        #: this rank's shards, in plan order
+        self.local_shards = tuple(sorted(local, key=lambda s: s.index))
+
+    # ----- forward --------------------------------------------------------------------
+    def _check_batch(self, batch: JaggedBatch) -> None:
+        check_type("batch", batch, JaggedBatch, "a JaggedBatch")
+        if batch.keys != self.keys:
+            raise ValueError(f"batch.keys must equal the tables {list(self.keys)}, got {list(batch.keys)}")
+        if batch.weights is not None:
+            raise ValueError(
+                "batch.weights must be None: weighted ids are not supported by the sharded collection yet"
+            )
+        for t in self.tables:
+            ids, _ = batch[t.name]
+            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= t.num_rows):
+                raise ValueError(
+                    f"ids of table {t.name!r} must be in 0..{t.num_rows - 1}, "
+                    f"got ids {int(ids.min())}..{int(ids.max())}"
+                )
+
+    def _shard_input(self, batch: JaggedBatch, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(ids, lengths) of plan shard ``i`` for this rank's samples (row-wise: remapped)."""
+        s, g = self.plan.shards[i], self._geometry[i]
+        ids, lengths = batch[s.table]
+        ids, lengths = ids.to(torch.int64), lengths.to(torch.int64)
+        if s.sharding != "row_wise":
+            return ids, lengths
+        sample = torch.repeat_interleave(torch.arange(batch.batch_size), lengths, output_size=ids.numel())
+        keep = (ids >= g.row_offset) & (ids < g.row_end)
+        return ids[keep] - g.row_offset, torch.bincount(sample[keep], minlength=batch.batch_size)
+
+    def forward(self, batch: JaggedBatch) -> torch.Tensor:
+        """Pooled embeddings ``(batch.batch_size, num_tables, embedding_dim)`` of this rank's samples."""
+        self._check_batch(batch)
+        b = batch.batch_size
+        pieces: list[list[tuple[int, torch.Tensor]]] = [[] for _ in self.tables]  # (shard, pooled)
+        if any(self._mp_by_rank):  # model-parallel tables (a plan all data-parallel moves no ids)
+            self._model_parallel(batch, pieces)
+        # data-parallel tables: local replica, local samples
+        if self._dp is not None:
+            dp = [s for s in self.local_shards if s.collection == self._dp]
+            ids = [self._shard_input(batch, s.index) for s in dp]
+            out = self._lookup(
+                [s.index for s in dp], torch.cat([x[0] for x in ids]), torch.cat([x[1] for x in ids]), b
+            )
+            for s in dp:
+                pieces[s.table_index].append((s.index, out[s.index]))
+        return torch.stack([self._assemble(k, pieces[k], batch) for k in range(len(self.tables))], 1)
+
+    def _model_parallel(self, batch: JaggedBatch, pieces: list[list[tuple[int, torch.Tensor]]]) -> None:
+        """Input distribution, lookups and output distribution of the model-parallel shards."""
+        b, world, rank = batch.batch_size, self.world_size, self.rank
+        # 1. input distribution: for each rank j, the lengths then ids of j's model-parallel shards
+        sends = [[self._shard_input(batch, i) for i in self._mp_by_rank[j]] for j in range(world)]
+        lengths_out = torch.cat(
+            [x[1] for j in range(world) for x in sends[j]] + [torch.zeros(0, dtype=torch.int64)]
+        )
+        ids_out = torch.cat(
+            [x[0] for j in range(world) for x in sends[j]] + [torch.zeros(0, dtype=torch.int64)]
+        )
+        mine = len(self._mp_by_rank[rank])
+        len_in = [b * len(self._mp_by_rank[j]) for j in range(world)]
+        lengths_in = all_to_all(lengths_out, len_in, [b * mine] * world, log=self.log, group=self.group)
+        id_in = [int(sum(int(x[0].numel()) for x in sends[j])) for j in range(world)]
+        per_rank = lengths_in.view(world, mine * b).sum(1) if mine else torch.zeros(world, dtype=torch.int64)
+        ids_in = all_to_all(ids_out, id_in, per_rank.tolist(), log=self.log, group=self.group)
+        # 2. local lookups, samples of all ranks in rank order (key-major: shard, then source rank)
+        pooled: dict[int, torch.Tensor] = {}  # plan shard index -> (world * b, width)
+        if mine:
+            seg = lengths_in.view(world, mine, b).sum(2)  # ids per (source rank, shard)
+            order = torch.arange(world * mine).view(world, mine).t().reshape(-1)
+            ids_local = _reorder_segments(ids_in, seg.reshape(-1), order)
+            lengths_local = lengths_in.view(world, mine, b).transpose(0, 1).reshape(-1)
+            pooled.update(self._lookup(self._mp_by_rank[rank], ids_local, lengths_local, world * b))
+        # 3. output distribution: rows of rank j's samples go back to rank j, flattened
+        owned = self._mp_by_rank[rank]
+        chunks = [pooled[i][j * b : (j + 1) * b].reshape(-1) for j in range(world) for i in owned]
+        send = torch.cat(chunks) if chunks else torch.zeros(0)
+        if torch.is_grad_enabled() and not send.requires_grad:
+            send = send.detach().requires_grad_(True)  # every rank joins the backward all-to-all
+        widths = [sum(self._geometry[i].col_count for i in self._mp_by_rank[j]) for j in range(world)]
+        back = all_to_all(
+            send, [b * widths[rank]] * world, [b * w for w in widths], log=self.log, group=self.group
+        )
+        at = 0
+        for j in range(world):
+            for i in self._mp_by_rank[j]:
+                w = self._geometry[i].col_count
+                s = self.plan.shards[i]
+                pieces[self.keys.index(s.table)].append((i, back[at : at + b * w].view(b, w)))
+                at += b * w
+
+    def _lookup(
+        self, shards: list[int], ids: torch.Tensor, lengths: torch.Tensor, size: int
+    ) -> dict[int, torch.Tensor]:
+        """Pool the key-major ``(ids, lengths)`` of plan ``shards`` (all on this rank, possibly in
+        several collections) over ``size`` samples: ``{shard: (size, width)}``."""
+        where = {s.index: s for s in self.local_shards}
+        seg = lengths.view(len(shards), size).sum(1)
+        starts = (torch.cumsum(seg, 0) - seg).tolist()
+        out: dict[int, torch.Tensor] = {}
+        for c, ebc in enumerate(self.collections):
+            mine = [(k, i) for k, i in enumerate(shards) if where[i].collection == c]
+            if not mine:
+                continue
+            slots = sorted(mine, key=lambda x: where[x[1]].slot)
+            if [where[i].slot for _, i in slots] != list(range(ebc.num_tables)):
+                raise RuntimeError("internal error: a collection's shards are not all in one lookup")
+            vals = torch.cat([ids[starts[k] : starts[k] + int(seg[k])] for k, _ in slots])
+            lens = torch.cat([lengths[k * size : (k + 1) * size] for k, _ in slots])
+            pooled = ebc(JaggedBatch(ebc.keys, vals, lens, size))
+            out.update({i: pooled[:, where[i].slot] for _, i in slots})
+        return out
+
+    def _assemble(self, k: int, pieces: list[tuple[int, torch.Tensor]], batch: JaggedBatch) -> torch.Tensor:
+        """Table ``k``'s pooled ``(batch_size, dim)`` from its shards' pieces."""
+        kind = self.shardings[k]
+        if kind == "column_wise":
+            return torch.cat([p for _, p in sorted(pieces, key=lambda x: self._geometry[x[0]].col_offset)], 1)
+        if kind == "row_wise":
+            total = torch.stack([p for _, p in pieces]).sum(0)
+            if self.pooling == "mean":
+                _, lengths = batch[self.keys[k]]
+                total = total / lengths.clamp(min=1).to(total.dtype).unsqueeze(1)
+            return total
+        return pieces[0][1]
+
+    # ----- training -------------------------------------------------------------------
+    @property
+    def data_parallel_collection(self) -> EmbeddingBagCollection | None:
+        """The local replica of the data-parallel tables (``None`` when there are none)."""
+        return None if self._dp is None else self.collections[self._dp]  # type: ignore[return-value]
+
+    def sync_data_parallel_gradients(self) -> None:
+        """Sum the data-parallel replica's gradient over ranks (a dense all-reduce) and record
+        the sum as its pending gradient. Every rank must call it (after backward, before the
+        optimizer step); a no-op without data-parallel tables."""
+        ebc = self.data_parallel_collection
+        if ebc is None:
+            return
+        with torch.no_grad():
+            grad = all_reduce(ebc.dense_weight_gradient(), log=self.log, group=self.group)
+        ebc.clear_gradients()
+        rows = ebc.num_rows.tolist()
+        size = max(rows)
+        lengths = torch.cat([(torch.arange(size) < n).to(torch.int64) for n in rows])
+        ids = torch.cat([torch.arange(n) for n in rows])
+        out = ebc(JaggedBatch(ebc.keys, ids, lengths, size))  # every row, each its own bag
+        target = torch.zeros_like(out)
+        for k, (lo, n) in enumerate(zip(ebc.row_offsets.tolist(), rows, strict=False)):
+            target[:n, k] = grad[lo : lo + n]
+        out.backward(target)
+
+    def shard_weights(self) -> list[tuple[LocalShard, torch.Tensor]]:
+        """This rank's shards and their weight blocks (views), in plan order."""
+        return [(s, self.collections[s.collection].table_weight(self.collections[s.collection].keys[s.slot]))
+                for s in self.local_shards]  # fmt: skip
+
+
+class ShardedSparseOptimizer:
+    """A sparse optimizer (``"sgd"`` or ``"rowwise_adagrad"``) on each local collection;
+    :meth:`step` first syncs the data-parallel gradients (a collective: call it on every rank)."""
+
+    def __init__(self, model: ShardedEmbeddingBagCollection, name: str, lr: float) -> None:
+        check_type("model", model, ShardedEmbeddingBagCollection, "a ShardedEmbeddingBagCollection")
+        self.model = model
+        self.optimizers: list[SparseOptimizer] = [
+            make_sparse_optimizer(name, c, lr) for c in model.collections
+        ]
+
+    def step(self) -> int:
+        """Apply the step's gradients; rows updated on this rank."""
+        self.model.sync_data_parallel_gradients()
+        return sum(o.step() for o in self.optimizers)
+
+    def zero_grad(self) -> None:
+        """Drop the recorded gradients."""
+        for o in self.optimizers:
+            o.zero_grad()

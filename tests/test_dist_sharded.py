@@ -1,0 +1,195 @@
+"""recnotebooks.dist.sharded on real gloo ranks: table-wise, row-wise, column-wise, data-parallel
+and mixed plans give the single-process EmbeddingBagCollection's outputs and, after sparse
+optimizer steps, its weights; the comm log records the bytes; bad plans are refused up front."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from recnotebooks.config import DLRMConfig, TableConfig
+from recnotebooks.dist import _shard_workers as W
+from recnotebooks.dist import launch
+from recnotebooks.dist.sharded import ShardedEmbeddingBagCollection
+from recnotebooks.nn.embedding import EmbeddingBagCollection
+from recnotebooks.nn.optim import make_sparse_optimizer
+from recnotebooks.plan import Plan, TableShard
+from recnotebooks.sparse import JaggedBatch
+
+pytestmark = pytest.mark.filterwarnings(
+    "error::DeprecationWarning", "error::FutureWarning", "error::UserWarning"
+)
+
+TABLES = (TableConfig("t0", 10), TableConfig("t1", 7), TableConfig("t2", 5), TableConfig("t3", 6))
+DIM, BATCH, STEPS, SEED, LR = 4, 8, 3, 5, 0.5
+#: what the plan geometry reads
+CONFIG = DLRMConfig(num_dense=1, tables=TABLES, embedding_dim=DIM, bottom_mlp=(DIM,), top_mlp=(1,))
+
+
+def tw(table: str, rank: int) -> TableShard:
+    return TableShard(table, rank)
+
+
+def rw(table: str, ranks: list[int]) -> list[TableShard]:
+    return [TableShard(table, r, "row_wise", row_fraction=1 / len(ranks)) for r in ranks]
+
+
+def cw(table: str, parts: dict[int, float]) -> list[TableShard]:
+    return [TableShard(table, r, "column_wise", col_fraction=f) for r, f in parts.items()]
+
+
+def dp(table: str, world: int) -> list[TableShard]:
+    return [TableShard(table, r, "data_parallel") for r in range(world)]
+
+
+PLANS_2 = {
+    "table_wise": [tw("t0", 0), tw("t1", 1), tw("t2", 1), tw("t3", 0)],
+    "table_wise_one_rank": [tw(t.name, 0) for t in TABLES],  # rank 1 holds nothing
+    "row_wise": [s for t in TABLES for s in rw(t.name, [0, 1])],
+    "column_wise": [
+        s for t in TABLES for s in cw(t.name, {0: 0.75, 1: 0.25} if t.name != "t1" else {1: 0.5, 0: 0.5})
+    ],
+    "data_parallel": [s for t in TABLES for s in dp(t.name, 2)],
+    "mixed": [*rw("t0", [0, 1]), *cw("t1", {0: 0.5, 1: 0.5}), *dp("t2", 2), tw("t3", 1)],
+    # no column-wise table: row-wise Adagrad's accumulator is the mean over a row's columns, which
+    # a column-wise shard takes over its own columns only (as in TorchRec), so it differs there
+    "mixed_no_cw": [*rw("t0", [0, 1]), tw("t1", 0), *dp("t2", 2), tw("t3", 1)],
+}
+PLAN_4 = [*rw("t0", [0, 1, 2, 3]), *cw("t1", {1: 0.5, 3: 0.5}), *dp("t2", 4), tw("t3", 2)]
+#: (plan name, pooling, optimizer) of the 2-rank launch
+CASES_2 = [(name, "sum", "sgd") for name in PLANS_2 if name != "mixed_no_cw"] + [
+    ("mixed", "mean", "sgd"),
+    ("mixed_no_cw", "mean", "rowwise_adagrad"),
+]
+
+
+def case(shards: list[TableShard], world: int, pooling: str, optimizer: str) -> dict[str, Any]:
+    return {"tables": TABLES, "dim": DIM, "plan": Plan(world, tuple(shards)), "batch_size": BATCH,
+            "steps": STEPS, "seed": SEED, "lr": LR, "pooling": pooling, "optimizer": optimizer}  # fmt: skip
+
+
+def reference(pooling: str, optimizer: str) -> dict[str, Any]:
+    """The single-process collection on the global batches, same loss and optimizer."""
+    ebc = EmbeddingBagCollection(TABLES, DIM, pooling=pooling, seed=SEED)
+    opt = make_sparse_optimizer(optimizer, ebc, LR)
+    outputs = []
+    for step in range(STEPS):
+        out = ebc(W.global_batch(TABLES, BATCH, SEED, step))
+        (out * W.loss_weights(BATCH, len(TABLES), DIM, SEED, step)).sum().backward()
+        outputs.append(out.detach())
+        opt.step()
+    with torch.no_grad():
+        after = ebc(W.global_batch(TABLES, BATCH, SEED, STEPS))
+    return {"ebc": ebc, "outputs": outputs, "after": after}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[tuple[int, str, str, str], tuple[Plan, list[dict[str, Any]]]]:
+    """One 2-rank launch for every 2-rank case, one 4-rank launch: per case, plan and rank values."""
+    out = {}
+    cases = [case(PLANS_2[n], 2, p, o) for n, p, o in CASES_2]
+    result = launch(W.train_cases, 2, cases, timeout_s=120)
+    assert result.warnings == [[], []]
+    for k, (key, c) in enumerate(zip(CASES_2, cases, strict=True)):
+        out[(2, *key)] = (c["plan"], [result.values[r][k] for r in range(2)])
+    c4 = case(PLAN_4, 4, "sum", "sgd")
+    result = launch(W.train_cases, 4, [c4], timeout_s=120)
+    assert result.warnings == [[]] * 4
+    out[(4, "mixed", "sum", "sgd")] = (c4["plan"], [v[0] for v in result.values])
+    return out
+
+
+ALL = [(2, *k) for k in CASES_2] + [(4, "mixed", "sum", "sgd")]
+
+
+@pytest.mark.parametrize("key", ALL, ids=lambda k: "-".join(map(str, k)))
+def test_outputs_and_updated_weights_equal_the_single_process_collection(runs: dict, key: tuple) -> None:
+    world, _, pooling, optimizer = key
+    plan, values = runs[key]
+    ref = reference(pooling, optimizer)
+    for step in range(STEPS):
+        got = torch.cat([v["outputs"][step] for v in values])
+        torch.testing.assert_close(got, ref["outputs"][step], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.cat([v["after"] for v in values]), ref["after"], atol=1e-5, rtol=1e-5)
+    geometry = plan.geometry_table(CONFIG)
+    for i, g in enumerate(geometry):
+        r = g["rank"]
+        block = ref["ebc"].table_weight(g["table"])[
+            g["row_offset"] : g["row_offset"] + g["row_count"],
+            g["col_offset"] : g["col_offset"] + g["col_count"],
+        ]
+        torch.testing.assert_close(values[r]["weights"][i], block, atol=1e-5, rtol=1e-5)
+    # the weights did change (the comparison is not of two untouched inits)
+    assert not torch.equal(ref["ebc"].weight, EmbeddingBagCollection(TABLES, DIM, seed=SEED).weight)
+
+
+def bytes_of(rows: list[dict], collective: str, direction: str) -> tuple[int, int]:
+    rs = [r for r in rows if r["collective"] == collective and r["direction"] == direction]
+    return sum(r["bytes_sent"] for r in rs), sum(r["bytes_received"] for r in rs)
+
+
+@pytest.mark.parametrize("key", ALL, ids=lambda k: "-".join(map(str, k)))
+def test_comm_log_records_exact_bytes(runs: dict, key: tuple) -> None:
+    world, name, _, _ = key
+    plan, values = runs[key]
+    b = BATCH // world
+    geo = plan.geometry(CONFIG)
+    mp = [(i, s) for i, s in enumerate(plan.shards) if s.sharding != "data_parallel"]
+    widths = [sum(geo[i].col_count for i, s in mp if s.rank == j) for j in range(world)]
+    dp_rows = sum(t.num_rows for t in TABLES if any(s.table == t.name and s.sharding == "data_parallel"
+                                                    for s in plan.shards))  # fmt: skip
+    for r, v in enumerate(values):
+        rows = v["log"]
+        # backward all-to-all: the gradients of this rank's samples go to every owner (float32)
+        sent, received = bytes_of(rows, "all_to_all", "backward")
+        others = sum(widths) - widths[r]
+        assert (sent, received) == (STEPS * b * others * 4, STEPS * (world - 1) * b * widths[r] * 4)
+        fwd_sent, _ = bytes_of(rows, "all_to_all", "forward")
+        assert fwd_sent >= STEPS * (world - 1) * b * widths[r] * 4  # pooled vectors, plus ids and lengths
+        if not any(widths):
+            assert not [x for x in rows if x["collective"] == "all_to_all"]  # data parallel moves no ids
+        # data-parallel gradient sync: a dense all-reduce of the replica per step
+        n = dp_rows * DIM
+        mine = n // world + (1 if r < n % world else 0)
+        expected = STEPS * (n - mine + (world - 1) * mine) * 4
+        assert bytes_of(rows, "all_reduce", "forward") == (expected, expected)
+        assert all(x["component"] == x["collective"] for x in rows)
+
+
+def test_local_collections_group_shards_by_kind_and_width(runs: dict) -> None:
+    _, values = runs[(2, "column_wise", "sum", "sgd")]
+    assert [v["collections"] for v in values] == [2, 2]  # widths 3 and 2 on rank 0; 1 and 2 on rank 1
+    _, values = runs[(2, "table_wise_one_rank", "sum", "sgd")]
+    assert [v["collections"] for v in values] == [1, 0]
+
+
+def test_bad_plans_and_inputs_are_refused_before_any_communication() -> None:
+    good = Plan(2, tuple(PLANS_2["table_wise"]))
+    with pytest.raises(ValueError, match="t3.*not in the plan"):
+        ShardedEmbeddingBagCollection(TABLES, DIM, Plan(2, (tw("t0", 0), tw("t1", 1), tw("t2", 0))), 0, 2)
+    with pytest.raises(ValueError, match="must add up to 1"):
+        bad = Plan(2, (*rw("t0", [0]), TableShard("t0", 1, "row_wise", row_fraction=0.5), tw("t1", 0),
+                       tw("t2", 0), tw("t3", 0)))  # fmt: skip
+        ShardedEmbeddingBagCollection(TABLES, DIM, bad, 0, 2)
+    with pytest.raises(ValueError, match="world_size"):
+        ShardedEmbeddingBagCollection(TABLES, DIM, good, 0, 4)
+    with pytest.raises(ValueError, match="rank"):
+        ShardedEmbeddingBagCollection(TABLES, DIM, good, 2, 2)
+    with pytest.raises(ValueError, match="pooling"):
+        ShardedEmbeddingBagCollection(TABLES, DIM, good, 0, 2, pooling="max")
+    with pytest.raises(TypeError, match="plan"):
+        ShardedEmbeddingBagCollection(TABLES, DIM, "table_wise", 0, 2)  # type: ignore[arg-type]
+    model = ShardedEmbeddingBagCollection(TABLES, DIM, good, 0, 2)
+    with pytest.raises(ValueError, match="batch.keys"):
+        model(JaggedBatch.from_lists({"t0": [[1]], "t1": [[1]]}))
+    with pytest.raises(ValueError, match="ids of table 't0' must be in 0..9"):
+        model(JaggedBatch.from_lists({t.name: [[t.num_rows]] for t in TABLES}))
+    weighted = JaggedBatch.from_lists(
+        {t.name: [[0]] for t in TABLES}, weights={t.name: [[1.0]] for t in TABLES}
+    )
+    with pytest.raises(ValueError, match="batch.weights"):
+        model(weighted)
+    with pytest.raises(TypeError, match="batch"):
+        model({"t0": [[1]]})  # type: ignore[arg-type]
