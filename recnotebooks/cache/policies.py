@@ -234,9 +234,10 @@ class CachePolicy:
         status, nm, nb = K.admit(_KIND[self.policy], self._state(), rows, epoch, protect_from, out)
         if status < 0:
             raise ValueError(
-                f"capacity={self.capacity} slots are too few for this batch: its {n} distinct rows plus "
-                f"the rows still protected (stamped at or after protect_from={protect_from}) need "
-                f"capacity >= {-status} (policy {self.policy!r})"
+                f"capacity={self.capacity} slots are too few for this batch: its {n} distinct rows, plus "
+                f"the rows of batches still in use (awaiting their optimizer step, or prefetched), "
+                f"need capacity >= {-status} (policy {self.policy!r}); rows in use are never evicted, "
+                "so give this table more slots (CacheConfig capacity, or min_rows for small tables)"
             )
         return Admission(slots, hit, miss_idx[:nm].copy(), victims[:nm].copy(), bypass_idx[:nb].copy())
 

@@ -205,10 +205,9 @@ def hit_rate(
     ``cached_rows`` hottest rows. See the module docstring for each policy's model."""
     _check(n_rows, zipf_exponent)
     policy, ways = _check_policy(policy, ways)
-    if not math.isfinite(cached_rows) or cached_rows < 0:
-        raise ValueError(f"cached_rows must be a finite number >= 0, got {cached_rows!r}")
+    cached_rows = check_float("cached_rows", cached_rows, lo=0)
     m, p = _probs(int(n_rows), float(zipf_exponent))
-    k = np.array([min(float(cached_rows), float(n_rows))])
+    k = np.array([min(cached_rows, float(n_rows))])
     return float(_policy_hit(m[None], p[None], k, [int(n_rows)], float(zipf_exponent), policy, ways)[0])
 
 

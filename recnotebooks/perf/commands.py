@@ -198,20 +198,24 @@ def _print_cost(r: dict[str, Any]) -> None:
     for k, v in r["breakdown_s"].items():
         if v > 0:
             print(f"    {k:<20} {v * 1e3:9.3f}  {100 * v / total:5.1f}%")
-    if r.get("cache_hit_rates"):
-        rates = r["cache_hit_rates"]
-        if len(rates) <= 6:
-            text = ", ".join(f"{t} {h:.3f}" for t, h in rates.items())
-        else:
-            lo, hi = min(rates.values()), max(rates.values())
-            text = f"{lo:.3f}" if hi - lo < 5e-4 else f"{lo:.3f} to {hi:.3f}"
-            text += f" over {len(rates)} tables"
-        print(f"  cache hit rate per table (modeled): {text}")
+    _print_hit_rates(r.get("cache_hit_rates") or {})
     mem = ", ".join(f"{b / 1e9:.2f}" for b in r["memory_per_device_bytes"])
     print(f"  memory per device (GB): {mem}")
     for note in r["memory_notes"]:
         print(f"  - {note}")
     print("  fits: yes" if r["fits"] else "  DOES NOT FIT: " + "; ".join(r["reasons"]))
+
+
+def _print_hit_rates(rates: dict[str, float]) -> None:
+    """The modeled cache hit rate of each table (or their range, for many tables)."""
+    if not rates:
+        return
+    if len(rates) <= 6:
+        text = ", ".join(f"{t} {h:.3f}" for t, h in rates.items())
+    else:
+        lo, hi = min(rates.values()), max(rates.values())
+        text = (f"{lo:.3f}" if hi - lo < 5e-4 else f"{lo:.3f} to {hi:.3f}") + f" over {len(rates)} tables"
+    print(f"  cache hit rate per table (modeled): {text}")
 
 
 def cmd_plan(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
@@ -235,15 +239,6 @@ def _print_plan(r: dict[str, Any]) -> None:
               f"{s['columns']:>6.2f}")  # fmt: skip
     for n in r["notes"]:
         print(f"  - {n}")
-    if r.get("cache_hit_rates"):
-        rates = r["cache_hit_rates"]
-        if len(rates) <= 6:
-            text = ", ".join(f"{t} {h:.3f}" for t, h in rates.items())
-        else:
-            lo, hi = min(rates.values()), max(rates.values())
-            text = f"{lo:.3f}" if hi - lo < 5e-4 else f"{lo:.3f} to {hi:.3f}"
-            text += f" over {len(rates)} tables"
-        print(f"  cache hit rate per table (modeled): {text}")
     mem = ", ".join(f"{b / 1e9:.2f}" for b in r["memory_per_device_bytes"])
     print(f"  memory per device (GB): {mem}")
     for note in r["memory_notes"]:
