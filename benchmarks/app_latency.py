@@ -147,6 +147,16 @@ def analytic_rows(n: int, rng: random.Random) -> tuple[list[tuple], dict[str, fl
     cache_defaults = {k: v["value"] for k, v in CACHE_CONTROLS.items()}
     rows.append(("Cache Explorer, simulated + modeled + measured (03)", "measured", 1.5,
                  time_changes(cache_explorer(), n, rng, False, cache_defaults)))  # fmt: skip
+    from recnotebooks.viz.sharding import SHARDING_CONTROLS, sharding_explorer
+
+    shard_defaults = {k: v["value"] for k, v in SHARDING_CONTROLS.items()}
+    rows.append(("Sharding Explorer, modeled; measured results reused (04)", "analytic", 0.5,
+                 time_changes(sharding_explorer(), n, rng, False, shard_defaults)))  # fmt: skip
+    from recnotebooks.viz.planner import PLANNER_CONTROLS, job_planner
+
+    plan_defaults = {k: v["value"] for k, v in PLANNER_CONTROLS.items()}
+    rows.append(("Training Job Planner, modeled (06)", "analytic", 1.5,
+                 time_changes(job_planner(), n, rng, False, plan_defaults)))  # fmt: skip
     return rows, naive
 
 

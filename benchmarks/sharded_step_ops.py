@@ -1,6 +1,7 @@
 """Operators and collectives a sharded training step adds, measured on TorchRec (CPU, gloo).
 
-The cost model (``recnotebooks.perf.cost.op_count``) charges a model-parallel step for
+The cost model (``recnotebooks.perf.cost.op_count`` with ``implementation="torchrec"``; our own
+step's counts are benchmarks/our_step_ops.py's) charges a model-parallel step for
 the input and output distribution of sharded embeddings and for DDP's reducer on the
 dense part, with counts measured here: one training step of TorchRec's DLRM (26 tables,
 dim 128, MLPs 512-256-128 and 1024-1024-512-256-1, batch 2048 per rank, row-wise Adagrad
@@ -215,7 +216,7 @@ def main() -> None:
     print(
         f"mlperf_v1's dense MLPs, batch {BATCH}: {plain} top-level ops per step, "
         f"{wrapped} with DDP (1 rank): +{wrapped - plain} for {tensors} parameter tensors "
-        f"(cost model: +{op_count(cfg, 2) - op_count(cfg)})"
+        f"(cost model: +{op_count(cfg, 2, implementation='torchrec') - op_count(cfg)})"
     )
     try:
         import torchrec  # noqa: F401
@@ -238,11 +239,10 @@ def main() -> None:
     )
     for w, r in runs.items():
         extra = r["top_level_ops"] - base["top_level_ops"]
-        model = (
-            f"(cost model: +{op_count(cfg, w, True) - op_count(cfg, w)}, 3 of them host syncs)"
-            if w > 1
-            else ""
+        mp_ops = op_count(cfg, w, True, implementation="torchrec") - op_count(
+            cfg, w, implementation="torchrec"
         )
+        model = f"(cost model: +{mp_ops}, 3 of them host syncs)" if w > 1 else ""
         print(
             f"  {w} rank(s): {r['top_level_ops']:4d} ops, +{extra:3d} over 1 rank {model}; "
             f"collectives {r['collectives']}"

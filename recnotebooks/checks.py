@@ -26,6 +26,7 @@ from typing import TypeVar
 __all__ = [
     "check_bool",
     "check_choice",
+    "check_device",
     "check_float",
     "check_fraction",
     "check_int",
@@ -190,3 +191,28 @@ def check_int_list(
         rng = describe_range(min_len, max_len)
         raise ValueError(f"{name} must have a length {rng}, got {n} item(s): {show(list(values))}")
     return [check_int(f"{name}[{i}]", v, lo=lo, hi=hi) for i, v in enumerate(values)]
+
+
+def check_device(name: str, value: object) -> object:
+    """A ``torch.device`` from ``"auto"``/``None`` (CUDA when present, else CPU), ``"cpu"``,
+    ``"cuda"`` or ``"cuda:N"``; a CUDA device this machine lacks is refused, never run on CPU."""
+    import torch
+
+    allowed = "'auto', 'cpu', 'cuda' or 'cuda:N'"
+    if value is None or value == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not isinstance(value, (str, torch.device)):
+        raise TypeError(f"{name} must be {allowed}, got {show(value)} ({_kind(value)})")
+    try:
+        dev = torch.device(value)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"{name} must be {allowed}, got {value!r}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name}={str(value)!r} but CUDA is not available here; use 'cpu' or 'auto'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            count = torch.cuda.device_count()
+            raise ValueError(f"{name}={str(value)!r}: only {count} CUDA device(s) present")
+    elif dev.type != "cpu":
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")
+    return dev

@@ -82,6 +82,8 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     t.add_argument("--batch-size", type=_int_arg("--batch-size", hi=MAX_BATCH), default=1024)
     t.add_argument("--seed", type=_int_arg("--seed", 0, 2**63 - 1), default=0)
     t.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda[:N]")
+    t.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32",
+                   help="bf16: autocast, fp32 master weights (fp16 is refused: no loss scaling)")  # fmt: skip
     g = t.add_argument_group("architecture overrides (dlrm repo notation)")
     g.add_argument(
         "--tables", type=_int_arg("--tables", hi=MAX_TABLES), help="number of tables (all --rows rows)"
@@ -129,6 +131,13 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     d.add_argument("--resume", metavar="PATH", help="continue from a checkpoint saved by --checkpoint")
     t.add_argument("--json", action="store_true", help="print one JSON object")  # fmt: skip
+    m = t.add_argument_group("distributed (hybrid-parallel: sharded embeddings, data-parallel MLPs)")
+    m.add_argument(
+        "--world-size", type=_int_arg("--world-size"), metavar="N", help="train on N local CPU ranks"
+    )
+    m.add_argument("--distributed", action="store_true", help="train as one rank of a torchrun job")
+    m.add_argument("--sharding", choices=["table_wise", "row_wise", "column_wise", "data_parallel"],
+                   help="how every table is sharded (default table_wise, round-robin)")  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -279,7 +288,7 @@ def _trainer(args: argparse.Namespace, cfg, device):  # type: ignore[no-untyped-
     tc = TrainConfig(
         steps=args.steps, sparse_optimizer=args.sparse_optimizer, sparse_lr=args.sparse_lr,
         dense_optimizer=args.dense_optimizer, dense_lr=args.dense_lr, eval_batches=args.eval_batches,
-        progress=not args.json and sys.stderr.isatty(),
+        progress=not args.json and sys.stderr.isatty(), dtype=args.dtype,
     )  # fmt: skip
     train, evals, info = _train_data(args, cfg)
     torch.manual_seed(args.seed)
@@ -340,6 +349,7 @@ def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
         "steps": res.steps,
         "batch_size": res.batch_size,
+        "dtype": args.dtype,
         "samples_per_s": res.samples_per_s,
         "seconds_per_step": res.seconds_per_step,
         "auc": res.auc,
@@ -357,7 +367,8 @@ def _print_train(r: dict[str, Any]) -> None:
     c = r["config"]
     print(f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
           f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}")  # fmt: skip
-    print(f"measured on {r['device']} ({r['threads']} threads): {r['steps']} steps of {r['batch_size']}")
+    print(f"measured on {r['device']} ({r['threads']} threads, {r['dtype']}): {r['steps']} steps of "
+          f"{r['batch_size']}")  # fmt: skip
     d = r["data"]
     if d["source"] == "criteo":
         files = ", ".join(d["files"])
@@ -379,6 +390,13 @@ def _print_train(r: dict[str, Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    if args.command == "train" and (args.world_size or args.distributed or args.sharding):
+        if args.dtype != "fp32":
+            raise CLIError(f"--dtype {args.dtype} applies to single-process training, not --world-size/"
+                           "--distributed/--sharding runs (they train in fp32)")  # fmt: skip
+        from recnotebooks.dist.commands import run as run_distributed
+
+        return run_distributed(args, config_from_args(args), CLIError)
     if args.command == "train":
         return cmd_train(args), _print_train
     if args.command == "cache-sim":

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from recnotebooks.checks import check_int, check_int_list, check_str
+from recnotebooks.checks import check_device, check_int, check_int_list
 from recnotebooks.config import TableConfig
 from recnotebooks.nn import EmbeddingBagCollection, SparseSGD
 from recnotebooks.sparse import JaggedBatch
@@ -145,12 +145,7 @@ def _seconds_per_step(step: Callable[[_Pair, int], torch.Tensor], pair: _Pair, s
 
 
 def _device(device: object) -> torch.device:
-    name = check_str("device", device)
-    if name not in ("cpu", "cuda") and not name.startswith("cuda:"):
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    if name != "cpu" and not torch.cuda.is_available():
-        raise ValueError(f"device={name!r} requested but CUDA is not available; use 'cpu'")
-    return torch.device(name)
+    return check_device("device", device)  # type: ignore[return-value]
 
 
 def measure_table_batching(

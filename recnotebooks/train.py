@@ -27,7 +27,15 @@ from recnotebooks.checkpoint import (
     check_writable,
     read_checkpoint,
 )
-from recnotebooks.checks import check_bool, check_choice, check_float, check_int, check_type, show
+from recnotebooks.checks import (
+    check_bool,
+    check_choice,
+    check_device,
+    check_float,
+    check_int,
+    check_type,
+    show,
+)
 from recnotebooks.config import DLRMConfig, TableConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.metrics import click_metrics
@@ -39,28 +47,14 @@ __all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "config_to
 
 DENSE_OPTIMIZERS = ("sgd", "adagrad", "adam")
 SPARSE_OPTIMIZERS = ("sgd", "rowwise_adagrad")
+#: ``TrainConfig.dtype``: fp32, or bf16 autocast around the forward (fp32 master weights and
+#: optimizer state; no loss scaling needed). fp16 is refused: it needs loss scaling.
+TRAIN_DTYPES = ("fp32", "bf16", "fp16")
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """``None``/``"auto"`` -> CUDA when available, else CPU; otherwise checked and returned."""
-    if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"device={str(device)!r} requested but CUDA is not available; use 'cpu' or 'auto'"
-            )
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(
-                f"device={str(device)!r}: only {torch.cuda.device_count()} CUDA device(s) present"
-            )
-    elif dev.type != "cpu":
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-    return dev
+    return check_device("device", device)  # type: ignore[return-value]
 
 
 @dataclass
@@ -78,6 +72,7 @@ class TrainConfig:
     log_every: int = 10
     time_phases: bool = True
     progress: bool = True
+    dtype: str = "fp32"  #: ``"bf16"``: ``torch.autocast`` around forward (and evaluation)
 
     def __post_init__(self) -> None:
         for name, lo in (("steps", 1), ("warmup_steps", 0), ("eval_batches", 0), ("eval_every", 0),
@@ -85,6 +80,7 @@ class TrainConfig:
             setattr(self, name, check_int(name, getattr(self, name), lo=lo))
         check_choice("sparse_optimizer", self.sparse_optimizer, SPARSE_OPTIMIZERS)
         check_choice("dense_optimizer", self.dense_optimizer, DENSE_OPTIMIZERS)
+        check_choice("dtype", self.dtype, TRAIN_DTYPES)
         if self.eval_every and not self.eval_batches:
             raise ValueError(f"eval_every={self.eval_every} needs eval_batches >= 1, got {self.eval_batches}")
         for name in ("sparse_lr", "dense_lr"):
@@ -163,6 +159,14 @@ class Trainer:
             check_type("config", config, TrainConfig, "a TrainConfig")
         self.config = config or TrainConfig()
         self.device = resolve_device(device)
+        if self.config.dtype == "fp16":
+            why = (
+                "CPU autocast is for bf16"
+                if self.device.type == "cpu"
+                else "fp16 needs loss scaling of both optimizers' gradients, which this trainer lacks"
+            )
+            raise ValueError(f"dtype='fp16' is refused on {self.device.type} ({why}); use dtype='bf16' "
+                             "(autocast, fp32 master weights) or 'fp32'")  # fmt: skip
         self.model = model.to(self.device)
         for name, data in (("train_data", train_data), ("eval_data", eval_data)):
             if data is not None and not hasattr(data, "__iter__"):
@@ -184,6 +188,11 @@ class Trainer:
         self._iter: Iterator[Batch] | None = None
 
     # ----- one step -------------------------------------------------------------------
+    def _autocast(self) -> torch.autocast:
+        """``torch.autocast`` to bf16 on this device when ``config.dtype == "bf16"`` (else a no-op)."""
+        on = self.config.dtype == "bf16"
+        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=on)
+
     def _next_batch(self) -> Batch:
         if self._iter is None:
             self._iter = iter(self.train_data)
@@ -202,7 +211,8 @@ class Trainer:
         with timer.phase("data"):
             batch = self._next_batch()
         self.model.train()
-        logits = self.model(batch.dense, batch.sparse, timer)
+        with self._autocast():
+            logits = self.model(batch.dense, batch.sparse, timer).float()
         loss = self.loss_fn(logits, batch.labels.to(logits.dtype))
         value = float(loss.detach())
         if not math.isfinite(value):  # before any update, so the model stays usable
@@ -319,7 +329,9 @@ class Trainer:
             if i >= n:
                 break
             batch = batch.to(self.device)
-            probs.append(torch.sigmoid(self.model(batch.dense, batch.sparse)).cpu())
+            with self._autocast():
+                logits = self.model(batch.dense, batch.sparse).float()
+            probs.append(torch.sigmoid(logits).cpu())
             labels.append(batch.labels.cpu())
         if not probs:
             raise ValueError("eval_data yielded no batches")
@@ -336,6 +348,7 @@ class Trainer:
             "config": config_to_dict(self.model.config),
             "model": self.model.state_dict(),
             "dense_optimizer_kind": self.config.dense_optimizer,
+            "dtype": self.config.dtype,
             "dense_optimizer": self.dense_opt.state_dict(),
             "sparse_optimizer": self.sparse_opt.state_dict(),
             "step": self.step,
@@ -406,6 +419,10 @@ class Trainer:
                 f"(checkpoint {saved_cfg.name!r}, this trainer {self.model.config.name!r})"
             )
         c = self.config
+        saved = state.get("dtype", "fp32")  # checkpoints from before dtype was recorded are fp32
+        if saved != c.dtype:
+            raise ValueError(f"checkpoint {p!r} was trained with dtype={saved!r} but this trainer uses "
+                             f"dtype={c.dtype!r}")  # fmt: skip
         return check_fields(
             state, p, model=self.model, sparse_optimizer=self.sparse_opt, sparse_kind=c.sparse_optimizer,
             dense_optimizer=self.dense_opt, dense_kind=c.dense_optimizer,

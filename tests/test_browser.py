@@ -49,10 +49,13 @@ SLIDERS = {
     "01_dlrm_anatomy.ipynb": ("pooling factor", "pooling 1→2", "MEASURED on this machine"),  # Architecture
     "02_gpu_efficiency.ipynb": ("pooling factor", "pooling 40→80", "MEASURED on this machine"),  # Efficiency
     "03_embedding_placement_and_caches.ipynb": ("cache size", "cache_fraction 0.1→0.2", "SIMULATED"),  # Cache
+    "04_multi_gpu_sharding.ipynb": ("processes (ranks)", "ranks 2→4", "MODELED"),  # Sharding
     "05_server_design.ipynb": ("table rows x", "rows_scale 30→100", "MODELED"),  # Server Design
+    "06_capstone.ipynb": ("global batch", "batch_size 65536→131072", "MODELED"),  # Training Job Planner
 }
 #: notebooks whose outputs must hold a step-time breakdown (its bars are checked)
-BREAKDOWNS = {"01_dlrm_anatomy.ipynb", "03_embedding_placement_and_caches.ipynb", "05_server_design.ipynb"}
+BREAKDOWNS = {"01_dlrm_anatomy.ipynb", "03_embedding_placement_and_caches.ipynb",
+              "04_multi_gpu_sharding.ipynb", "05_server_design.ipynb", "06_capstone.ipynb"}  # fmt: skip
 
 PANEL = "window.jupyterapp.shell.currentWidget"
 NOTEBOOK_STATE = f"""() => {{

@@ -38,6 +38,8 @@ SECTION_OF_FILE = re.compile(r"\b([A-Z][A-Z_]{3,})(?:\.md)?\s*§")
 NOT_OURS = {
     "train.txt": "Criteo Kaggle's training file, downloaded by the user",
     "NN_topic.ipynb": "the naming pattern for a new notebook",
+    "report.md": "written by benchmarks/gpu_check.py under the folder given by --out",
+    "report.json": "written by benchmarks/gpu_check.py under the folder given by --out",
 }
 
 

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from recnotebooks.cache.policies import POLICIES, check_ids
-from recnotebooks.checks import check_choice, check_int
+from recnotebooks.checks import check_choice, check_device, check_int
 
 __all__ = ["measure_overhead"]
 
@@ -48,6 +48,7 @@ def measure_overhead(
     pooling: int = 5,
     dim: int = 32,
     fill: int | None = None,
+    device: str = "cpu",
 ) -> dict[str, float]:
     """A training step (forward, backward, row-wise Adagrad) of a one-table cached collection
     against the same step uncached, on consecutive batches of ``trace``, on this machine.
@@ -65,6 +66,8 @@ def measure_overhead(
         batch_size, pooling, dim: the table's batch, lookups per bag and embedding dimension.
         fill: forwards without gradients that fill the cache first (cheap: nothing to write back);
             default: about three times its slots of ids, so the timed steps see its steady hit rate.
+        device: where the uncached table and the cache's slots live (``"cpu"`` or ``"cuda[:N]"``;
+            the cached table's full rows stay in host memory, pinned under CUDA).
 
     Returns:
         ``uncached_ms`` and ``cached_ms`` (medians over the timed steps), ``hit_rate`` (of the
@@ -87,6 +90,7 @@ def measure_overhead(
     steps, warmup = check_int("steps", steps, lo=1), check_int("warmup", warmup, lo=0)
     batch_size, pooling = check_int("batch_size", batch_size, lo=1), check_int("pooling", pooling, lo=1)
     dim = check_int("dim", dim, lo=1)
+    dev = check_device("device", device)
     if policy == "static" and profile is None:
         raise ValueError("policy 'static' needs profile= (ids whose most frequent rows are pinned)")
     per_step = batch_size * pooling
@@ -103,14 +107,14 @@ def measure_overhead(
         extra["hot_rows"] = {"t0": hot_rows_from_counts(counts, capacity)}
     tables = (TableConfig("t0", num_rows, pooling),)
     config = CacheConfig(policy=policy, capacity=capacity, ways=ways if policy == "setassoc" else 32)
-    plain = EmbeddingBagCollection(tables, dim)
-    cached = CachedEmbeddingBagCollection(tables, dim, config, **extra)  # type: ignore[arg-type]
+    plain = EmbeddingBagCollection(tables, dim, device=dev)
+    cached = CachedEmbeddingBagCollection(tables, dim, config, device=dev, **extra)  # type: ignore[arg-type]
     runs = {
         "uncached": (plain, RowWiseAdagrad(plain, lr=0.05)),
         "cached": (cached, RowWiseAdagrad(cached, lr=0.05)),
     }
     times: dict[str, list[float]] = {"uncached": [], "cached": []}
-    batches = _batches(trace, n_steps, batch_size, pooling)
+    batches = [b.to(dev) for b in _batches(trace, n_steps, batch_size, pooling)]
     with torch.no_grad():
         for b in batches[:fill]:
             cached(b)
@@ -122,6 +126,8 @@ def measure_overhead(
             t0 = time.perf_counter()
             ebc(b).sum().backward()
             opt.step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
             if i >= warmup:
                 times[name].append(time.perf_counter() - t0)
     out = {f"{k}_ms": float(np.median(v)) * 1e3 for k, v in times.items()}

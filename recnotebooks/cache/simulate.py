@@ -7,8 +7,9 @@ virtual-storage computer": on a miss, evict the cached row used farthest in the 
 needs the future, so it lives here only). :func:`lru_mrc` gives LRU's miss ratio at *every*
 capacity in one pass over the trace from stack distances (Mattson, Gecsei, Slutz and
 Traiger 1970, "Evaluation techniques for storage hierarchies"), counted over access times
-in a compacted counting tree; :func:`opt_mrc` runs OPT at chosen sizes. The kernels are in
-:mod:`recnotebooks.cache._sim_kernels`. Results are tidy rows with ``source="simulated"``.
+in a compacted counting tree; :func:`opt_mrc` gives OPT's curve at chosen sizes, from one pass of
+OPT stack distances or a replay per size. The kernels are in :mod:`recnotebooks.cache._sim_kernels`
+and :mod:`recnotebooks.cache._opt_kernels`. Results are tidy rows with ``source="simulated"``.
 
 Counting conventions: ``misses`` include ``bypass`` (rows a policy would not keep: static
 cold rows, a set-associative set full of protected rows); ``hits + misses == requests``.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from recnotebooks.cache import _opt_kernels as KO
 from recnotebooks.cache import _sim_kernels as KS
 from recnotebooks.cache.policies import POLICIES, CachePolicy, check_ids
 from recnotebooks.checks import check_choice, check_float, check_int, check_str, check_type, show
@@ -304,6 +306,7 @@ def _warm_kernel(name: str) -> None:
         KS.zipf_ranks(np.array([0.5, 1.0]), np.array([0.1, 0.7]))
     elif name == "opt":
         KS.opt_replay(tiny, KS.next_use(tiny, 4), _positions(4), 2, True, np.zeros(6, np.bool_))
+        KO.opt_stack_distances(tiny, 4, 2)
     elif name == "mrc":
         KS.lru_stack_distances(tiny, _positions(4), _positions(8))
     _WARM.add(name)
@@ -393,21 +396,17 @@ def lru_mrc(trace: object, num_rows: int | None = None) -> MissRatioCurve:
     return MissRatioCurve("lru", sizes, miss.astype(np.float64), len(ids), num_rows, seconds)
 
 
-def opt_mrc(trace: object, sizes: Sequence[int] | np.ndarray, num_rows: int | None = None) -> MissRatioCurve:
-    """Belady's OPT miss ratio at each of ``sizes`` (rows, each in ``[1, num_rows]``; one replay each)."""
+def opt_mrc(
+    trace: object, sizes: KO.Sizes, num_rows: int | None = None, *, method: str = "auto"
+) -> MissRatioCurve:
+    """Belady's OPT miss ratio at each of ``sizes`` (rows, each in ``[1, num_rows]``; ``None``: every
+    size up to the distinct rows). ``method="stack"``: one pass of OPT stack distances up to the
+    largest size (every size at once); ``"replay"``: one heap replay per size; ``"auto"``: the
+    pass for many sizes (:data:`~recnotebooks.cache._opt_kernels.STACK_FROM_SIZES`) or
+    ``sizes=None``, else replays."""
     ids, num_rows = _trace_and_rows(trace, num_rows)
-    sizes_list = check_ids("sizes", sizes, num_rows + 1)
-    if not sizes_list.size or sizes_list.min() < 1:
-        raise ValueError(
-            f"sizes must be a non-empty list of capacities in [1, {num_rows}], got {show(sizes)}"
-        )
-    grid = np.unique(sizes_list)
     _warm_kernel("opt")
     t0 = time.perf_counter()
-    nxt = KS.next_use(ids, num_rows)
-    none = np.zeros(0, np.bool_)
-    n = max(len(ids), 1)
-    miss = np.array(
-        [(len(ids) - KS.opt_replay(ids, nxt, _positions(num_rows), int(c), False, none)[0]) / n for c in grid]
-    )
-    return MissRatioCurve("opt", grid, miss, len(ids), num_rows, time.perf_counter() - t0)
+    grid, hits = KO.opt_hits(ids, num_rows, sizes, method)
+    miss = (len(ids) - hits) / max(len(ids), 1)
+    return MissRatioCurve("opt", grid, miss.astype(np.float64), len(ids), num_rows, time.perf_counter() - t0)

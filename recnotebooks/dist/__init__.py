@@ -9,16 +9,27 @@
 * :mod:`recnotebooks.dist.sharded` — :class:`ShardedEmbeddingBagCollection` executes a
   :class:`~recnotebooks.plan.Plan` (table-, row-, column-wise, data-parallel, mixed) on the
   ranks: input all-to-all of ids, local fused lookups, output all-to-all of pooled vectors;
-  :class:`ShardedSparseOptimizer` updates every shard (data-parallel replicas all-reduced).
+  :class:`ShardedSparseOptimizer` updates every shard (data-parallel replicas all-reduced);
+  ``start(batch)`` issues the output all-to-all asynchronously (:class:`ShardedLookup`).
+* :mod:`recnotebooks.dist.hybrid` — :class:`HybridParallelDLRM`: sharded embeddings plus the MLPs
+  in ``DistributedDataParallel``, the all-to-all overlapped with the bottom MLP.
+* :mod:`recnotebooks.dist.twod` — 2D sparse parallelism: the plan shards tables inside groups of
+  ranks, groups replicate, embedding gradients are summed over replicas.
+* :mod:`recnotebooks.dist.training` — distributed training on local ranks (``train_local``) or
+  under torchrun (``train_torchrun``); :mod:`recnotebooks.dist.commands` — ``recnb train
+  --world-size N`` / ``--distributed``. Not imported here: they build on ``train`` and ``data``.
 """
 
 from __future__ import annotations
 
 from .comm import CommHandle, CommLog, CommRecord, all_gather, all_reduce, all_to_all, reduce_scatter
+from .hybrid import HybridParallelDLRM, local_samples
 from .launch import LaunchError, LaunchResult, RankContext, RankFailure, launch, max_world_size
-from .sharded import LocalShard, ShardedEmbeddingBagCollection, ShardedSparseOptimizer
+from .sharded import LocalShard, ShardedEmbeddingBagCollection, ShardedLookup, ShardedSparseOptimizer
+from .twod import TwoDShardedEmbeddingBagCollection, TwoDShardedSparseOptimizer, two_d_groups
 
-__all__ = ["CommHandle", "CommLog", "CommRecord", "LaunchError", "LaunchResult", "LocalShard",
-           "RankContext", "RankFailure", "ShardedEmbeddingBagCollection", "ShardedSparseOptimizer",
-           "all_gather", "all_reduce", "all_to_all", "launch", "max_world_size",
-           "reduce_scatter"]  # fmt: skip
+__all__ = ["CommHandle", "CommLog", "CommRecord", "HybridParallelDLRM", "LaunchError", "LaunchResult",
+           "LocalShard", "RankContext", "RankFailure", "ShardedEmbeddingBagCollection", "ShardedLookup",
+           "ShardedSparseOptimizer", "all_gather", "all_reduce", "all_to_all", "launch", "local_samples",
+           "max_world_size", "reduce_scatter", "TwoDShardedEmbeddingBagCollection",
+           "TwoDShardedSparseOptimizer", "two_d_groups"]  # fmt: skip

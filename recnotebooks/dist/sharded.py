@@ -56,9 +56,9 @@ from ..nn.embedding import EmbeddingBagCollection
 from ..nn.optim import SparseOptimizer, make_sparse_optimizer
 from ..plan import Plan, ShardGeometry
 from ..sparse import JaggedBatch
-from .comm import CommLog, all_reduce, all_to_all
+from .comm import CommHandle, CommLog, all_reduce, all_to_all
 
-__all__ = ["LocalShard", "ShardedEmbeddingBagCollection", "ShardedSparseOptimizer"]
+__all__ = ["LocalShard", "ShardedEmbeddingBagCollection", "ShardedLookup", "ShardedSparseOptimizer"]
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,9 @@ def _reorder_segments(values: torch.Tensor, lengths: torch.Tensor, order: torch.
     lens, src = lengths.index_select(0, order), starts.index_select(0, order)
     total = int(lens.sum())
     dst = torch.cumsum(lens, 0) - lens
-    index = torch.repeat_interleave(src - dst, lens, output_size=total) + torch.arange(total)
+    index = torch.repeat_interleave(src - dst, lens, output_size=total) + torch.arange(
+        total, device=values.device
+    )
     return values.index_select(0, index)
 
 
@@ -201,17 +203,28 @@ class ShardedEmbeddingBagCollection(nn.Module):
         ids, lengths = ids.to(torch.int64), lengths.to(torch.int64)
         if s.sharding != "row_wise":
             return ids, lengths
-        sample = torch.repeat_interleave(torch.arange(batch.batch_size), lengths, output_size=ids.numel())
+        sample = torch.repeat_interleave(
+            torch.arange(batch.batch_size, device=ids.device), lengths, output_size=ids.numel()
+        )
         keep = (ids >= g.row_offset) & (ids < g.row_end)
         return ids[keep] - g.row_offset, torch.bincount(sample[keep], minlength=batch.batch_size)
 
     def forward(self, batch: JaggedBatch) -> torch.Tensor:
-        """Pooled embeddings ``(batch.batch_size, num_tables, embedding_dim)`` of this rank's samples."""
+        """Pooled embeddings ``(batch.batch_size, num_tables, embedding_dim)`` of this rank's samples
+        (:meth:`start` then :meth:`ShardedLookup.wait`)."""
+        return self.start(batch).wait()
+
+    def start(self, batch: JaggedBatch) -> ShardedLookup:
+        """Begin the forward of ``batch``: the input distribution and the local lookups run now and
+        the output all-to-all is issued asynchronously; the returned handle's
+        :meth:`~ShardedLookup.wait` gives what :meth:`forward` returns (so the caller may compute,
+        e.g. the bottom MLP, while the pooled vectors travel). Every rank must call ``wait``."""
         self._check_batch(batch)
         b = batch.batch_size
         pieces: list[list[tuple[int, torch.Tensor]]] = [[] for _ in self.tables]  # (shard, pooled)
+        handle = None
         if any(self._mp_by_rank):  # model-parallel tables (a plan all data-parallel moves no ids)
-            self._model_parallel(batch, pieces)
+            handle = self._model_parallel(batch)
         # data-parallel tables: local replica, local samples
         if self._dp is not None:
             dp = [s for s in self.local_shards if s.collection == self._dp]
@@ -221,50 +234,68 @@ class ShardedEmbeddingBagCollection(nn.Module):
             )
             for s in dp:
                 pieces[s.table_index].append((s.index, out[s.index]))
+        return ShardedLookup(self, batch, pieces, handle)
+
+    def _finish(
+        self, batch: JaggedBatch, pieces: list[list[tuple[int, torch.Tensor]]], handle: CommHandle | None
+    ) -> torch.Tensor:
+        """Wait for the output all-to-all, then assemble every table's pooled vectors."""
+        if handle is not None:
+            back = handle.wait()
+            b = batch.batch_size
+            received = [i for j in range(self.world_size) for i in self._mp_by_rank[j]]
+            # one split (one backward node: a cat), not a slice per piece (a zero-filled gradient each)
+            parts = back.split([b * self._geometry[i].col_count for i in received])
+            for i, part in zip(received, parts, strict=True):
+                table = self.keys.index(self.plan.shards[i].table)
+                pieces[table].append((i, part.view(b, self._geometry[i].col_count)))
         return torch.stack([self._assemble(k, pieces[k], batch) for k in range(len(self.tables))], 1)
 
-    def _model_parallel(self, batch: JaggedBatch, pieces: list[list[tuple[int, torch.Tensor]]]) -> None:
-        """Input distribution, lookups and output distribution of the model-parallel shards."""
+    def _model_parallel(self, batch: JaggedBatch) -> CommHandle:
+        """Input distribution and lookups of the model-parallel shards; the output distribution's
+        all-to-all, issued asynchronously."""
         b, world, rank = batch.batch_size, self.world_size, self.rank
+        dev = batch.values.device
         # 1. input distribution: for each rank j, the lengths then ids of j's model-parallel shards
         sends = [[self._shard_input(batch, i) for i in self._mp_by_rank[j]] for j in range(world)]
         lengths_out = torch.cat(
-            [x[1] for j in range(world) for x in sends[j]] + [torch.zeros(0, dtype=torch.int64)]
+            [x[1] for j in range(world) for x in sends[j]] + [torch.zeros(0, dtype=torch.int64, device=dev)]
         )
         ids_out = torch.cat(
-            [x[0] for j in range(world) for x in sends[j]] + [torch.zeros(0, dtype=torch.int64)]
+            [x[0] for j in range(world) for x in sends[j]] + [torch.zeros(0, dtype=torch.int64, device=dev)]
         )
         mine = len(self._mp_by_rank[rank])
         len_in = [b * len(self._mp_by_rank[j]) for j in range(world)]
         lengths_in = all_to_all(lengths_out, len_in, [b * mine] * world, log=self.log, group=self.group)
         id_in = [int(sum(int(x[0].numel()) for x in sends[j])) for j in range(world)]
-        per_rank = lengths_in.view(world, mine * b).sum(1) if mine else torch.zeros(world, dtype=torch.int64)
+        per_rank = (
+            lengths_in.view(world, mine * b).sum(1)
+            if mine
+            else torch.zeros(world, dtype=torch.int64, device=dev)
+        )
         ids_in = all_to_all(ids_out, id_in, per_rank.tolist(), log=self.log, group=self.group)
         # 2. local lookups, samples of all ranks in rank order (key-major: shard, then source rank)
         pooled: dict[int, torch.Tensor] = {}  # plan shard index -> (world * b, width)
         if mine:
             seg = lengths_in.view(world, mine, b).sum(2)  # ids per (source rank, shard)
-            order = torch.arange(world * mine).view(world, mine).t().reshape(-1)
+            order = torch.arange(world * mine, device=dev).view(world, mine).t().reshape(-1)
             ids_local = _reorder_segments(ids_in, seg.reshape(-1), order)
             lengths_local = lengths_in.view(world, mine, b).transpose(0, 1).reshape(-1)
             pooled.update(self._lookup(self._mp_by_rank[rank], ids_local, lengths_local, world * b))
         # 3. output distribution: rows of rank j's samples go back to rank j, flattened
         owned = self._mp_by_rank[rank]
-        chunks = [pooled[i][j * b : (j + 1) * b].reshape(-1) for j in range(world) for i in owned]
-        send = torch.cat(chunks) if chunks else torch.zeros(0)
+        by_rank = {i: pooled[i].reshape(world, -1).unbind(0) for i in owned}  # one node per shard
+        chunks = [by_rank[i][j] for j in range(world) for i in owned]
+        send = torch.cat(chunks) if chunks else torch.zeros(0, device=dev)
         if torch.is_grad_enabled() and not send.requires_grad:
             send = send.detach().requires_grad_(True)  # every rank joins the backward all-to-all
         widths = [sum(self._geometry[i].col_count for i in self._mp_by_rank[j]) for j in range(world)]
-        back = all_to_all(
-            send, [b * widths[rank]] * world, [b * w for w in widths], log=self.log, group=self.group
-        )
-        at = 0
-        for j in range(world):
-            for i in self._mp_by_rank[j]:
-                w = self._geometry[i].col_count
-                s = self.plan.shards[i]
-                pieces[self.keys.index(s.table)].append((i, back[at : at + b * w].view(b, w)))
-                at += b * w
+        handle = all_to_all(
+            send, [b * widths[rank]] * world, [b * w for w in widths], log=self.log, group=self.group,
+            async_op=True,
+        )  # fmt: skip
+        assert isinstance(handle, CommHandle)
+        return handle
 
     def _lookup(
         self, shards: list[int], ids: torch.Tensor, lengths: torch.Tensor, size: int
@@ -285,7 +316,9 @@ class ShardedEmbeddingBagCollection(nn.Module):
             vals = torch.cat([ids[starts[k] : starts[k] + int(seg[k])] for k, _ in slots])
             lens = torch.cat([lengths[k * size : (k + 1) * size] for k, _ in slots])
             pooled = ebc(JaggedBatch(ebc.keys, vals, lens, size))
-            out.update({i: pooled[:, where[i].slot] for _, i in slots})
+            # (slot, sample, width) memory order: unbind is one backward node (a stack), where a
+            # select per shard would zero-fill a full-size gradient each
+            out.update(zip([i for _, i in slots], pooled.transpose(0, 1).unbind(0), strict=True))
         return out
 
     def _assemble(self, k: int, pieces: list[tuple[int, torch.Tensor]], batch: JaggedBatch) -> torch.Tensor:
@@ -319,8 +352,8 @@ class ShardedEmbeddingBagCollection(nn.Module):
         ebc.clear_gradients()
         rows = ebc.num_rows.tolist()
         size = max(rows)
-        lengths = torch.cat([(torch.arange(size) < n).to(torch.int64) for n in rows])
-        ids = torch.cat([torch.arange(n) for n in rows])
+        lengths = torch.cat([(torch.arange(size, device=grad.device) < n).to(torch.int64) for n in rows])
+        ids = torch.cat([torch.arange(n, device=grad.device) for n in rows])
         out = ebc(JaggedBatch(ebc.keys, ids, lengths, size))  # every row, each its own bag
         target = torch.zeros_like(out)
         for k, (lo, n) in enumerate(zip(ebc.row_offsets.tolist(), rows, strict=False)):
@@ -331,6 +364,29 @@ class ShardedEmbeddingBagCollection(nn.Module):
         """This rank's shards and their weight blocks (views), in plan order."""
         return [(s, self.collections[s.collection].table_weight(self.collections[s.collection].keys[s.slot]))
                 for s in self.local_shards]  # fmt: skip
+
+
+class ShardedLookup:
+    """A started :meth:`ShardedEmbeddingBagCollection.start`: :meth:`wait` returns the pooled
+    ``(batch_size, num_tables, embedding_dim)`` tensor (the same tensor on later calls)."""
+
+    def __init__(
+        self,
+        model: ShardedEmbeddingBagCollection,
+        batch: JaggedBatch,
+        pieces: list[list[tuple[int, torch.Tensor]]],
+        handle: CommHandle | None,
+    ) -> None:
+        self._args: tuple[Any, ...] | None = (model, batch, pieces, handle)
+        self._result: torch.Tensor | None = None
+
+    def wait(self) -> torch.Tensor:
+        """Block until the pooled vectors of this rank's samples have arrived; return them."""
+        if self._result is None:
+            assert self._args is not None
+            model, batch, pieces, handle = self._args
+            self._result, self._args = model._finish(batch, pieces, handle), None
+        return self._result
 
 
 class ShardedSparseOptimizer:

@@ -14,23 +14,28 @@ __all__ = ["DotInteraction", "CatInteraction", "make_interaction", "pairwise_dot
 class _PairwiseDots(torch.autograd.Function):
     """``Zflat = vec(X X^T) @ S`` with a hand-written backward ``dX = (G + G^T) X``.
 
-    Autograd's generic bmm backward takes slow strided paths on CPU; since ``X X^T`` is
-    symmetric, one contiguous batched GEMM gives the input gradient.
+    ``S`` is a 0/1 matrix with one 1 per column, so the product is a column gather (computed as
+    one, ~10x cheaper than the GEMM on CPU, with bitwise the same result) and ``G + G^T`` is the
+    pooled gradient scattered into both triangles (one ``index_add_``; a diagonal pair adds
+    twice). Autograd's generic bmm backward takes slow strided paths on CPU; since ``X X^T`` is
+    symmetric, one contiguous batched GEMM gives the input gradient. Under autocast the
+    gradient may arrive in bf16 beside fp32 ``X``: the GEMM runs in the gradient's dtype.
     """
 
     @staticmethod
     def forward(ctx, x, select):  # type: ignore[no-untyped-def]
         b, f, _ = x.shape
         z = torch.bmm(x, x.transpose(1, 2)).view(b, f * f)
-        ctx.save_for_backward(x, select)
-        return z @ select
+        pairs = select.argmax(0)  # the flat (i, j) index of each pair
+        ctx.save_for_backward(x, torch.cat([pairs, (pairs % f) * f + pairs // f]))
+        return z.index_select(1, pairs)
 
     @staticmethod
     def backward(ctx, grad):  # type: ignore[no-untyped-def]
-        x, select = ctx.saved_tensors
+        x, both = ctx.saved_tensors
         b, f, _ = x.shape
-        g = (grad @ select.t()).view(b, f, f)
-        return torch.bmm(g + g.transpose(1, 2), x), None
+        g = grad.new_zeros(b, f * f).index_add_(1, both, torch.cat([grad, grad], 1))
+        return torch.bmm(g.view(b, f, f), x.to(g.dtype)).to(x.dtype), None
 
 
 def pairwise_dots(x: torch.Tensor, select: torch.Tensor) -> torch.Tensor:

@@ -26,6 +26,7 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Call
     from recnotebooks.perf.hardware import hardware_names
     from recnotebooks.perf.plan import PLACEMENTS
     from recnotebooks.perf.planner import STRATEGIES
+    from recnotebooks.perf.precision import precision_names
 
     rate = number("--cache-hit-rate", lo=0.0, hi=1.0, lo_open=False)
 
@@ -64,7 +65,8 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Call
         p.add_argument("--cache-policy", default="lru", choices=CACHE_POLICIES, help="policy of --cache-rows")
         p.add_argument("--cache-ways", type=int_arg("--cache-ways", hi=4096), default=32,
                        help="ways of --cache-policy setassoc (default 32, FBGEMM's)")  # fmt: skip
-        p.add_argument("--dtype", default="fp32", choices=["fp32", "tf32", "bf16", "fp16"])
+        amp = "fp32, tf32, pure bf16/fp16, amp_fp16/amp_bf16 (autocast: fp32 weights)"
+        p.add_argument("--dtype", default="fp32", choices=precision_names(), help=amp)
         p.add_argument("--json", action="store_true", help="print one JSON object")  # fmt: skip
 
     c = sub.add_parser(
@@ -78,6 +80,9 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Call
     cal = sub.add_parser("calibrate", help="microbenchmark this machine and save the fitted 'this_machine'")
     cal.add_argument("--quick", action="store_true", help="fewer repetitions")
     cal.add_argument("--device", default="cpu", help=f"{DEVICES} (default cpu)")
+    cal.add_argument("--collectives", action="store_true",
+                     help="also time all-to-all and all-reduce over gloo on 2 and 4 local ranks "
+                     "(~20-40 s) and fit collective_latency_s and intra_node_bw")  # fmt: skip
     cal.add_argument("--json", action="store_true", help="print one JSON object")
     v = sub.add_parser("validate", help="modeled vs measured step time over a sweep of architectures here")
     v.add_argument("--quick", action="store_true", help="5 configs instead of the full sweep")
@@ -85,6 +90,9 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Call
         "--saved", action="store_true", help="use the saved calibration instead of calibrating now"
     )
     v.add_argument("--device", default="cpu", help=f"{DEVICES} (default cpu)")
+    v.add_argument("--distributed", action="store_true",
+                   help="sharded training on 2 and 4 local gloo ranks vs the model (step and collective "
+                   "time, >= 8 plans; ~90 s, --quick ~40 s); calibrates the collectives now")  # fmt: skip
     v.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -250,6 +258,10 @@ def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]: 
     from recnotebooks.perf.calibrate import calibrate, save_calibration
 
     hw, raw = calibrate(device=_device(args.device), quick=args.quick)
+    if getattr(args, "collectives", False):
+        from recnotebooks.perf.calibrate_comm import calibrate_collectives
+
+        hw, raw["collectives"] = calibrate_collectives(hw, quick=args.quick)
     path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
     out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw}
     return out, _print_calibrate
@@ -265,6 +277,14 @@ def _print_calibrate(r: dict[str, Any]) -> None:
           f"(half at {h['gather_half_row_bytes']:.0f} B rows)")  # fmt: skip
     print(f"  sort {h['sort_rate'] / 1e6:.0f} M pairs/s; per operator {h['op_overhead_s'] * 1e6:.1f} us; "
           f"per step {h['step_overhead_s'] * 1e3:.2f} ms")  # fmt: skip
+    comm = r["microbenchmarks"].get("collectives")
+    if comm:
+        print(f"  collectives (gloo, local ranks): latency {h['collective_latency_s'] * 1e6:.0f} us per "
+              f"step, bandwidth {h['intra_node_bw'] / 1e9:.2f} GB/s "
+              f"(fit error {comm['mape']:.0%})")  # fmt: skip
+        for f in comm["fits"]:
+            print(f"    {f['collective']:<10} {f['world_size']} ranks: {f['latency_s'] * 1e6:7.0f} us + "
+                  f"bytes / {f['bandwidth'] / 1e9:.2f} GB/s")  # fmt: skip
 
 
 def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
@@ -278,6 +298,12 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  
     )
 
     dev = _device(args.device)
+    if getattr(args, "distributed", False):
+        from recnotebooks.perf.validate_dist import print_report, validate_distributed
+
+        if dev != "cpu":
+            raise ValueError(f"--distributed runs local CPU ranks (gloo): --device must be cpu, got {dev!r}")
+        return validate_distributed(quick=args.quick, saved=args.saved), print_report
     kind = "gpu" if dev.startswith("cuda") else "cpu"
     if args.saved:
         hw, ref = load_calibration(kind=kind), load_probe(kind=kind)

@@ -16,7 +16,9 @@ of bytes over a bandwidth or FLOPs over a throughput, with the :class:`Hardware`
 * the collectives: :func:`all_to_all` (model-parallel pooled embeddings, their gradients and the
   ids) and :func:`all_reduce` (data-parallel gradients).
 
-Memory bandwidths count bytes read plus bytes written, as the spec sheets do.
+Memory bandwidths count bytes read plus bytes written, as the spec sheets do. What ``dtype``
+means (bytes of activations, weights and tables, the GEMM rate, the casts and loss scaling of
+mixed precision) is read from its row of :data:`recnotebooks.perf.precision.PRECISIONS`.
 """
 
 from __future__ import annotations
@@ -25,42 +27,66 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from recnotebooks.checks import check_int
+from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig
+from recnotebooks.perf import traffic
 from recnotebooks.perf.access import expected_unique_many, hit_rate_many
-from recnotebooks.perf.hardware import DTYPE_BYTES, HARDWARE, Hardware
+from recnotebooks.perf.hardware import HARDWARE, Hardware
 from recnotebooks.perf.plan import Plan, TableShard
+from recnotebooks.perf.precision import precision
 
-__all__ = ["A2A_CALLS_PER_STEP", "INDEX_BYTES", "PARAMETER_SERVER", "UVM_EFFICIENCY", "Embedding",
-           "ShardAccess", "Work", "all_reduce", "cache_hit_rates",
+__all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "IMPLEMENTATIONS", "INDEX_BYTES", "PARAMETER_SERVER",
+           "UVM_EFFICIENCY", "Embedding",
+           "SHARDED_OPS", "SHARD_OPS", "ShardAccess", "Work", "all_reduce", "cache_hit_rates",
            "all_to_all", "all_to_all_bytes", "data_loading",
            "dense_optimizer",
            "embedding_in_cache", "embedding_in_hbm", "embedding_in_host", "embedding_on_parameter_server",
            "embedding_pooled_by_host", "embedding_shard", "gather_bandwidth", "gemm_time", "host_to_device",
            "input_bytes_per_sample", "interaction", "mlp", "nic_per_device", "op_count", "overhead",
-           "overhead_of_remote_rows", "parameter_servers", "shard_access", "uvm_bandwidth"]  # fmt: skip
+           "overhead_of_remote_rows", "parameter_servers", "shard_access", "sharded_op_terms",
+           "uvm_bandwidth"]  # fmt: skip
 
 #: Random row reads over PCIe through unified memory reach about a tenth of the link's
 #: bandwidth (TorchRec's planner constant for UVM; its UVM example ran 0.62 s vs 0.06 s per
 #: iteration with a cache in HBM: github.com/pytorch/torchrec, torchrec/distributed/planner/constants.py).
 UVM_EFFICIENCY = 0.1
-INDEX_BYTES = 8
+INDEX_BYTES = traffic.INDEX_BYTES  #: an id as our sharded step sends it (int64)
 #: Operators of one training step of our DLRM (torch profiler, top-level aten ops, CPU):
 #: 115 + 25 per MLP layer (forward, backward, Adagrad) + 15 for the dot interaction.
 _OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
-#: What a model-parallel step adds, measured on TorchRec 1.8's DistributedModelParallel
-#: (table-wise, fused kernels; torch profiler, top-level ops of one step on rank 0 over
-#: gloo, 2 and 4 ranks minus 1 rank, the same at 26 and 13 tables; the collectives count as
-#: operators; benchmarks/sharded_step_ops.py):
-#: input and output distribution 54 + 3 per rank operators, in 5 all-to-alls (the ids'
-#: splits, lengths and values; pooled embeddings forward and their gradients backward),
-#: 3 of them preceded by a blocking ``.tolist()`` of the splits (priced as one operator
-#: each). DDP's reducer on the data-parallel dense part: 2 + 3 per parameter tensor
-#: (mlperf_v1's MLPs with and without DDP, measured by the same script without TorchRec).
-_OPS_DIST_BASE, _OPS_DIST_PER_RANK, _DIST_SYNCS = 54, 3, 3
-_OPS_DDP_BASE, _OPS_DDP_PER_TENSOR = 2, 3
-#: All-to-all calls per sharded training step (see above); each pays ``world - 1`` latencies.
-A2A_CALLS_PER_STEP = 5
+#: What OUR sharded step (recnotebooks.dist's HybridParallelDLRM, as
+#: recnotebooks.dist.training.run_rank trains it: row-wise Adagrad, dense Adagrad) adds to the
+#: single-process step: top-level operators on rank 0, counted with torch.profiler over gloo on
+#: 2 and 4 ranks, 4, 8 and 16 tables, MLPs of 4 and 8 layers, every scheme and a mixed plan, minus
+#: the single-process step counted the same way, fitted by least squares (residuals <= 8 of
+#: 400-2000 operators) by benchmarks/our_step_ops.py, 2026-12-01. Terms (see
+#: :func:`sharded_op_terms`): a fixed part (DDP, the all-to-alls' bookkeeping), data-parallel
+#: tables' fixed part (their all-reduce and the re-recording of every row), DDP's reducer per
+#: parameter tensor, each local embedding collection beyond the first (one per kind of shard
+#: and width), and per scheme ops per shard of the plan (the input distribution loops over
+#: every rank's shards) and per shard on the rank (lookup, assembly, optimizer). No term per
+#: rank: the counts were equal on 2 and 4 ranks. ``aten::item`` host syncs (.tolist() of splits
+#: and offsets: 40-230 a step) count as operators.
+SHARDED_OPS: dict[str, float] = {"base": 91, "data_parallel_base": 28, "ddp_per_tensor": 3,
+                                 "collection": 90}  # fmt: skip
+#: per scheme: (operators per shard of the plan, per shard on the rank); same provenance.
+SHARD_OPS: dict[str, tuple[float, float]] = {
+    "table_wise": (23, 8), "row_wise": (21, 24), "column_wise": (12, 21), "data_parallel": (0, 31),
+}  # fmt: skip
+#: What TorchRec 1.8's DistributedModelParallel step adds (table-wise, fused kernels; torch
+#: profiler, top-level ops of one step on rank 0 over gloo, 2 and 4 ranks minus 1 rank, the same
+#: at 26 and 13 tables; benchmarks/sharded_step_ops.py): input and output distribution 54 + 3 per
+#: rank operators and 3 blocking ``.tolist()`` of the splits; DDP's reducer 2 + 3 per parameter
+#: tensor (mlperf_v1's MLPs with and without DDP, measured by the same script without TorchRec).
+_TORCHREC_DIST_BASE, _TORCHREC_DIST_PER_RANK, _TORCHREC_SYNCS = 54, 3, 3
+_TORCHREC_DDP_BASE = 2
+#: All-to-all calls per model-parallel step; each pays ``world - 1`` latencies. Ours
+#: (:data:`A2A_CALLS_PER_STEP`): the ids' lengths, the ids and the pooled embeddings forward, their
+#: gradients backward. TorchRec's: the ids' splits too.
+A2A_CALLS_PER_STEP = 4
+A2A_CALLS: dict[str, int] = {"recnotebooks": A2A_CALLS_PER_STEP, "torchrec": 5}
+#: The implementations of a sharded step the model prices (see :func:`op_count`).
+IMPLEMENTATIONS = ("recnotebooks", "torchrec")
 #: Bytes touched per element by the elementwise tail of one MLP layer: bias + ReLU forward
 #: (read + write), ReLU backward (2 reads + a write), bias gradient (a read).
 _MLP_ELEMENTWISE_PASSES = 7
@@ -76,27 +102,83 @@ PARAMETER_SERVER: Hardware = HARDWARE["cpu_cluster"]
 
 # ----- building blocks -----------------------------------------------------------------------
 def gemm_time(hw: Hardware, m: float, n: float, k: float, dtype: str = "fp32") -> float:
-    """Seconds for an (m x k) @ (k x n) GEMM: ``2mnk / (peak * max_eff * prod d/(d+h))``."""
+    """Seconds for an (m x k) @ (k x n) GEMM: ``2mnk / (peak * max_eff * prod d/(d+h))``, at the
+    peak of the precision's GEMM type (``amp_fp16`` GEMMs run at the fp16 tensor-core peak)."""
     h = hw.gemm_half_dim
     eff = hw.gemm_max_efficiency * (m / (m + h)) * (n / (n + h)) * (k / (k + h))
-    return 2.0 * m * n * k / (hw.flops(dtype) * eff)
+    return 2.0 * m * n * k / (hw.flops(precision(dtype).gemm) * eff)
 
 
-def op_count(config: DLRMConfig, world_size: int = 1, model_parallel: bool = False) -> int:
-    """Operators launched by one training step of our DLRM (independent of table count).
-
-    With ``world_size > 1`` the dense part is data-parallel (DDP's gradient reducer adds
-    operators per parameter tensor); ``model_parallel`` adds the input and output
-    distribution of sharded embeddings (all-to-alls, split bookkeeping, host syncs).
-    """
-    check_int("world_size", world_size, lo=1)
+def _single_op_count(config: DLRMConfig) -> int:
     layers = len(config.bottom_mlp) + len(config.top_mlp)
-    ops = _OPS_BASE + _OPS_PER_LAYER * layers + (_OPS_DOT if config.interaction == "dot" else 0)
-    if world_size > 1:
-        ops += _OPS_DDP_BASE + _OPS_DDP_PER_TENSOR * 2 * layers  # a weight and a bias per layer
-        if model_parallel:
-            ops += _OPS_DIST_BASE + _OPS_DIST_PER_RANK * world_size + _DIST_SYNCS
-    return ops
+    return _OPS_BASE + _OPS_PER_LAYER * layers + (_OPS_DOT if config.interaction == "dot" else 0)
+
+
+def sharded_op_terms(config: DLRMConfig, plan: Plan, rank: int) -> dict[str, float]:
+    """How many of each of :data:`SHARDED_OPS`' and :data:`SHARD_OPS`' terms ``plan``'s step has on
+    ``rank`` (keys: those of :data:`SHARDED_OPS`, ``"<scheme>.plan"`` and ``"<scheme>.local"``)."""
+    terms = dict.fromkeys(SHARDED_OPS, 0.0)
+    terms.update({f"{k}.{w}": 0.0 for k in SHARD_OPS for w in ("plan", "local")})
+    terms["base"] = 1.0
+    terms["ddp_per_tensor"] = 2.0 * (len(config.bottom_mlp) + len(config.top_mlp))  # weight and bias
+    terms["data_parallel_base"] = float(any(s.sharding == "data_parallel" for s in plan.shards))
+    groups = set()
+    for s in plan.shards:
+        terms[f"{s.sharding}.plan"] += 1
+        if s.rank == rank:
+            terms[f"{s.sharding}.local"] += 1
+            width = round(config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0))
+            groups.add(
+                (s.sharding == "data_parallel", width, "sum" if s.sharding == "row_wise" else config.pooling)
+            )
+    terms["collection"] = float(max(0, len(groups) - 1))
+    return terms
+
+
+def op_count(config: DLRMConfig, world_size: int = 1, model_parallel: bool = False, plan: Plan | None = None,
+             implementation: str = "torchrec") -> int:  # fmt: skip
+    """Operators launched by one training step of our DLRM (independent of table count on one
+    process), and on ``world_size > 1`` ranks what the sharded step of ``implementation`` adds.
+
+    * ``"recnotebooks"``: **our** step (:class:`recnotebooks.dist.HybridParallelDLRM`, what
+      ``recnb train --world-size``/``--distributed`` runs, on CPUs or GPUs), counted on our
+      implementation: :func:`sharded_op_terms` of ``plan`` priced by :data:`SHARDED_OPS` and
+      :data:`SHARD_OPS`, the slowest rank's count (it grows with the shards: a Python loop each);
+    * ``"torchrec"`` (the default, as :func:`recnotebooks.perf.cost.estimate`'s): TorchRec's
+      DistributedModelParallel with fused kernels (what the published GPU runs and the paper's
+      clusters ran): a fixed count and one per rank, not per table.
+
+    Without a plan, ``model_parallel`` means the tables round-robin table-wise, otherwise all
+    data-parallel; with one, ``model_parallel`` is read from it.
+    """
+    world_size = check_int("world_size", world_size, lo=1)
+    check_choice("implementation", implementation, IMPLEMENTATIONS)
+    ops = _single_op_count(config)
+    if world_size == 1:
+        return ops
+    if plan is None:
+        shards = tuple(
+            TableShard(t.name, k % world_size) if model_parallel else TableShard(t.name, r, "data_parallel")
+            for k, t in enumerate(config.tables)
+            for r in (range(1) if model_parallel else range(world_size))
+        )
+        plan = Plan(world_size, shards)
+    elif plan.world_size != world_size:
+        raise ValueError(f"plan is for {plan.world_size} ranks but world_size={world_size}")
+    if implementation == "torchrec":
+        tensors = 2 * (len(config.bottom_mlp) + len(config.top_mlp))  # a weight and a bias per layer
+        ops += _TORCHREC_DDP_BASE + SHARDED_OPS["ddp_per_tensor"] * tensors
+        if any(s.sharding != "data_parallel" for s in plan.shards):
+            ops += _TORCHREC_DIST_BASE + _TORCHREC_DIST_PER_RANK * world_size + _TORCHREC_SYNCS
+        return int(ops)
+    weights = {
+        **SHARDED_OPS,
+        **{f"{k}.{w}": v[i] for k, v in SHARD_OPS.items() for i, w in enumerate(("plan", "local"))},
+    }
+    extra = max(
+        sum(weights[k] * n for k, n in sharded_op_terms(config, plan, r).items()) for r in range(world_size)
+    )
+    return ops + round(extra)
 
 
 @dataclass(frozen=True)
@@ -125,14 +207,23 @@ def host_to_device(config: DLRMConfig, hw: Hardware, local_batch: float) -> floa
 
 def mlp(config: DLRMConfig, hw: Hardware, which: str, local_batch: float, dtype: str) -> Work:
     """Forward and backward GEMMs of the ``"bottom"`` or ``"top"`` tower, plus each layer's
-    elementwise tail at ``hbm_bw`` (the bottom tower's first layer needs no input gradient)."""
-    seconds, moved = 0.0, 0.0
-    for j, (i, o) in enumerate(config.mlp_layers(which)):
+    elementwise tail at ``hbm_bw`` (the bottom tower's first layer needs no input gradient).
+    Under mixed precision, the casts at ``hbm_bw``: each weight to half and its gradient back,
+    and the tower's input where it arrives wider (fp32 dense features; a ``"cat"`` interaction's
+    fp32 concatenation)."""
+    p = precision(dtype)
+    layers = config.mlp_layers(which)
+    top_input = p.activation_bytes if config.interaction == "dot" else p.concat_bytes
+    arrives = 4 if which == "bottom" else top_input  # fp32 dense features into the bottom tower
+    casts = local_batch * layers[0][0] * p.input_cast_bytes(arrives)
+    seconds, moved = casts / hw.hbm_bw, casts
+    for j, (i, o) in enumerate(layers):
         seconds += gemm_time(hw, local_batch, o, i, dtype)  # forward
         if not (which == "bottom" and j == 0):
             seconds += gemm_time(hw, local_batch, i, o, dtype)  # input gradient
         seconds += gemm_time(hw, i, o, local_batch, dtype)  # weight gradient
-        elementwise = local_batch * o * DTYPE_BYTES[dtype] * _MLP_ELEMENTWISE_PASSES
+        elementwise = local_batch * o * p.activation_bytes * _MLP_ELEMENTWISE_PASSES
+        elementwise += (i + 1) * o * p.cast_bytes_per_weight()  # the weight and bias casts
         moved += elementwise
         seconds += elementwise / hw.hbm_bw
     return Work(seconds, moved)
@@ -140,10 +231,17 @@ def mlp(config: DLRMConfig, hw: Hardware, which: str, local_batch: float, dtype:
 
 def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str) -> Work:
     """Concatenating the features (three passes over inputs and outputs), and for ``"dot"``
-    our DotInteraction's GEMMs: ``X X^T`` per sample, then a 0/1 selection GEMM of the pairs."""
-    f, d, eb = config.num_interaction_features, config.embedding_dim, DTYPE_BYTES[dtype]
-    concat = local_batch * f * d * eb * 2 + local_batch * config.interaction_output_dim * eb * 2
-    seconds = concat * 3 / hw.hbm_bw
+    our DotInteraction's GEMMs: ``X X^T`` per sample, then a 0/1 selection GEMM of the pairs.
+    The features' concatenation is in the widest of its inputs' types (``concat_bytes``: fp32
+    under AMP, as ``torch.cat`` promotes), cast to half for the GEMMs (and back backward);
+    the output in the activations' type."""
+    p = precision(dtype)
+    f, d, eb, cb = config.num_interaction_features, config.embedding_dim, p.activation_bytes, p.concat_bytes
+    out_bytes = eb if config.interaction == "dot" else cb
+    moved = 3 * local_batch * (f * d * cb * 2 + config.interaction_output_dim * out_bytes * 2)
+    if config.interaction == "dot":
+        moved += local_batch * f * d * p.input_cast_bytes(cb)  # the concatenation cast for the GEMMs
+    seconds = moved / hw.hbm_bw
     if config.interaction == "dot":
         pairs = config.interaction_output_dim - config.bottom_mlp[-1]
         seconds += 2 * gemm_time(hw, local_batch * f, f, d, dtype)  # X X^T and the (G + G^T) X backward
@@ -151,18 +249,24 @@ def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str
             hw, local_batch, f * f, pairs, dtype
         )
         seconds += local_batch * f * f * eb * 4 / hw.hbm_bw  # G + G^T
-    return Work(seconds, concat * 3)
+    return Work(seconds, moved)
 
 
 def dense_optimizer(config: DLRMConfig, hw: Hardware, dtype: str) -> Work:
-    """Adagrad over every MLP parameter: a few streaming passes at ``hbm_bw``."""
-    moved = config.dense_parameters * DTYPE_BYTES[dtype] * _ADAGRAD_PASSES
+    """Adagrad over every MLP parameter: a few streaming passes at ``hbm_bw`` over the weights and
+    their state as stored (fp32 master weights under AMP), plus the loss-scale pass over the
+    gradients where the precision has one (AMP fp16's unscale + inf check)."""
+    p = precision(dtype)
+    moved = config.dense_parameters * (p.weight_bytes * _ADAGRAD_PASSES + p.loss_scale_bytes_per_grad())
     return Work(moved / hw.hbm_bw, moved)
 
 
-def overhead(config: DLRMConfig, hw: Hardware, world_size: int, model_parallel: bool) -> float:
-    """Host time to launch the step's operators (``op_overhead_s`` each) plus ``step_overhead_s``."""
-    return op_count(config, world_size, model_parallel) * hw.op_overhead_s + hw.step_overhead_s
+def overhead(config: DLRMConfig, hw: Hardware, world_size: int, model_parallel: bool,
+             plan: Plan | None = None, implementation: str = "torchrec") -> float:  # fmt: skip
+    """Host time to launch the step's operators (``op_overhead_s`` each; :func:`op_count` of
+    ``plan`` in ``implementation``) plus ``step_overhead_s``."""
+    ops = op_count(config, world_size, model_parallel, plan, implementation)
+    return ops * hw.op_overhead_s + hw.step_overhead_s
 
 
 # ----- the embeddings of one shard ------------------------------------------------------------
@@ -181,6 +285,7 @@ class ShardAccess:
     #: share of its lookups a ``"cache"`` placement serves from device memory: typed in on the
     #: shard, or modeled from its ``cache_rows`` and ``cache_policy`` (:func:`cache_hit_rates`)
     cache_hit_rate: float = 0.0
+    rows: float = 0.0  #: rows this shard holds
 
 
 def shard_access(
@@ -195,7 +300,8 @@ def shard_access(
 ) -> list[ShardAccess]:
     """Per shard of ``plan``: lookups, distinct rows and last-level-cache hits, in one
     vectorised evaluation. The cache holds each rank's hottest rows, split between its
-    shards by their share of the rank's lookups."""
+    shards by their share of the rank's lookups. On several ranks, one more access per
+    data-parallel shard follows the plan's: the update of every row (:func:`_every_row_update`)."""
     tables = {t.name: t for t in config.tables}
     shards = plan.shards
     if not shards:
@@ -206,7 +312,7 @@ def shard_access(
     lookups = [b * tables[s.table].pooling_factor * f for s, b, f in zip(shards, served, fracs, strict=True)]
     distinct = expected_unique_many(lookups, rows, zipf_exponent)
     dims = [config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0) for s in shards]
-    row_bytes = [d * DTYPE_BYTES[dtype] for d in dims]
+    row_bytes = [d * precision(dtype).embedding_bytes for d in dims]
     llc = [0.0] * len(shards)
     if hw.llc_bytes > 0 and hw.llc_speedup > 1:
         rank_lookups: dict[int, float] = {}
@@ -218,11 +324,43 @@ def shard_access(
         ]
         llc = [float(h) for h in hit_rate_many(cached, rows, zipf_exponent)]
     hits = cache_hit_rates(shards, rows, zipf_exponent)
-    return [
-        ShardAccess(s, f, d, rb, b, n, float(u), h, c)
-        for s, f, d, rb, b, n, u, h, c in zip(
-            shards, fracs, dims, row_bytes, served, lookups, distinct, llc, hits, strict=True
+    out = [
+        ShardAccess(s, f, d, rb, b, n, float(u), h, c, float(r))
+        for s, f, d, rb, b, n, u, h, c, r in zip(
+            shards, fracs, dims, row_bytes, served, lookups, distinct, llc, hits, rows, strict=True
         )
+    ]
+    return out + _every_row_update(out, plan.world_size)
+
+
+def _every_row_update(accesses: list[ShardAccess], world: int) -> list[ShardAccess]:
+    """What our data-parallel tables add on ``world > 1`` ranks (recnotebooks.dist's
+    ``ShardedEmbeddingBagCollection.sync_data_parallel_gradients``): the replica's dense gradient
+    is all-reduced (the ``all_reduce`` component), then recorded back by a forward and backward
+    over **every** row of each table, each its own bag (a rank's data-parallel tables padded to
+    its largest one's rows: that many bags each), and the optimizer updates every row. One
+    access per data-parallel shard with every row looked up once and distinct (no last-level
+    cache: each row is touched once). The dense gradient's materialisation (one pass over the
+    rows) is not priced; the batch's own distinct-row update, which this replaces, still is."""
+    if world <= 1:
+        return []
+    dp = [a for a in accesses if a.shard.sharding == "data_parallel"]
+    bags: dict[int, float] = {}
+    for a in dp:
+        bags[a.shard.rank] = max(bags.get(a.shard.rank, 0.0), a.rows)
+    return [
+        ShardAccess(
+            a.shard,
+            a.row_fraction,
+            a.dim,
+            a.row_bytes,
+            bags[a.shard.rank],
+            a.rows,
+            a.rows,
+            0.0,
+            a.cache_hit_rate,
+        )  # fmt: skip
+        for a in dp
     ]
 
 
@@ -367,7 +505,7 @@ def parameter_servers(config: DLRMConfig, plan: Plan, dtype: str, state_bytes: f
             continue  # a data-parallel table is one copy on the servers
         share = s.row_fraction if s.sharding == "row_wise" else 1.0
         dim = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
-        remote += rows[s.table] * share * (dim * DTYPE_BYTES[dtype] + state_bytes)
+        remote += rows[s.table] * share * (dim * precision(dtype).embedding_bytes + state_bytes)
     return math.ceil(remote / PARAMETER_SERVER.host_mem_bytes) if remote > 0 else 0
 
 
@@ -378,33 +516,12 @@ def nic_per_device(hw: Hardware, gpus: int) -> float:
     return min(hw.nic_bw / gpus, hw.host_link_bw) if hw.kind == "gpu" else hw.nic_bw
 
 
-def all_to_all_bytes(
-    mine: Sequence[ShardAccess],
-    all_shards: Sequence[ShardAccess],
-    config: DLRMConfig,
-    local_batch: float,
-    batch_size: int,
-    world: int,
-    dtype: str,
-) -> float:
-    """Bytes one rank exchanges per step: pooled embeddings out (or partial sums, reduce-scattered,
-    for row-wise shards) and in, forward and backward, plus the ids it receives."""
-    tables = {t.name: t for t in config.tables}
-    send = ids_in = my_dims = 0.0
-    for a in mine:
-        if a.shard.sharding == "data_parallel":
-            continue
-        if a.shard.sharding == "row_wise":
-            send += batch_size * a.row_bytes * (world - 1) / world
-        else:
-            send += (batch_size - local_batch) * a.row_bytes
-        ids_in += (
-            (batch_size - local_batch) * tables[a.shard.table].pooling_factor * a.row_fraction * INDEX_BYTES
-        )
-        my_dims += a.dim
-    model_parallel_dims = sum(a.dim for a in all_shards if a.shard.sharding != "data_parallel")
-    received = local_batch * (model_parallel_dims - my_dims) * DTYPE_BYTES[dtype]
-    return 2 * max(send, received) + ids_in
+def all_to_all_bytes(config: DLRMConfig, plan: Plan, local_batch: float, dtype: str) -> list[float]:
+    """Per rank: bytes the step's all-to-alls put on its link (bag lengths and ids forward,
+    pooled embeddings forward, their gradients backward; each collective counted by the larger
+    of what the rank sends and receives), from :func:`recnotebooks.perf.traffic.collective_bytes`."""
+    rows = traffic.collective_bytes(config, plan, local_batch, dtype=dtype, dense=False)
+    return traffic.volumes(rows, plan.world_size)["all_to_all"]
 
 
 def _collective(volume: float, world: int, gpus: int, hw: Hardware, nic: float, steps: int) -> float:
@@ -418,16 +535,19 @@ def _collective(volume: float, world: int, gpus: int, hw: Hardware, nic: float, 
     )
 
 
-def all_to_all(volume: float, world: int, gpus: int, hw: Hardware, nic: float) -> float:
-    """The step's all-to-alls (:data:`A2A_CALLS_PER_STEP`, pairwise: ``world - 1`` latencies each)."""
+def all_to_all(volume: float, world: int, gpus: int, hw: Hardware, nic: float,
+               calls: int = A2A_CALLS_PER_STEP) -> float:  # fmt: skip
+    """The step's all-to-alls (``calls`` of them, :data:`A2A_CALLS` of the implementation;
+    pairwise: ``world - 1`` latencies each)."""
     if volume <= 0:  # nothing to exchange when every table is data-parallel
         return 0.0
-    return _collective(volume, world, gpus, hw, nic, steps=A2A_CALLS_PER_STEP * (world - 1))
+    return _collective(volume, world, gpus, hw, nic, steps=calls * (world - 1))
 
 
-def all_reduce(gradient_bytes: float, world: int, gpus: int, hw: Hardware, nic: float) -> float:
-    """Ring all-reduce of the data-parallel gradients: ``2(p-1)/p * S`` bytes, ``2(p-1)`` latencies."""
-    return _collective(2 * gradient_bytes * (world - 1) / world, world, gpus, hw, nic, steps=2 * (world - 1))
+def all_reduce(volume: float, world: int, gpus: int, hw: Hardware, nic: float) -> float:
+    """Ring all-reduce of the data-parallel gradients: ``volume`` bytes per device (``2(p-1)/p * S``
+    of ``S`` bytes: :func:`recnotebooks.perf.traffic.collective_bytes`), ``2(p-1)`` latencies."""
+    return _collective(volume, world, gpus, hw, nic, steps=2 * (world - 1))
 
 
 def overhead_of_remote_rows(hw: Hardware) -> float:

@@ -36,11 +36,13 @@ from dataclasses import dataclass, field
 from recnotebooks.checks import check_choice, check_float, check_fraction, check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf import components as C
+from recnotebooks.perf import traffic as T
 from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.components import A2A_CALLS_PER_STEP, UVM_EFFICIENCY, gemm_time, op_count
-from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
+from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.memory import MemoryReport, memory_report
 from recnotebooks.perf.plan import PLACEMENTS, Plan, single_device_plan
+from recnotebooks.perf.precision import precision
 
 __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "CostResult", "estimate",
            "gemm_time", "op_count", "UVM_EFFICIENCY"]  # fmt: skip
@@ -151,6 +153,7 @@ def estimate(
     cache_rows: int | Mapping[str, int] | None = None,
     cache_policy: str = "static",
     cache_ways: int = 32,
+    implementation: str = "torchrec",
 ) -> CostResult:
     """Model one training step of ``config`` at global ``batch_size`` on ``gpus`` x ``nodes``.
 
@@ -163,7 +166,15 @@ def estimate(
     cost-based plan (which splits rows, and moves what fits nowhere behind a cache). Raises
     ``ValueError`` naming the bad argument; a plan that does not fit in memory still returns
     numbers, with ``fits=False`` and the reasons.
+
+    ``implementation`` is whose sharded step is priced on several ranks (its operators and
+    all-to-all calls, :func:`~recnotebooks.perf.components.op_count`): ``"torchrec"``
+    (DistributedModelParallel with fused kernels, what the published runs and the paper's
+    clusters ran) or ``"recnotebooks"`` (our :class:`recnotebooks.dist.HybridParallelDLRM`, what
+    ``recnb train --world-size``/``--distributed`` runs and ``recnb validate --distributed``
+    measures). One process runs our single-process step either way.
     """
+    check_choice("implementation", implementation, C.IMPLEMENTATIONS)
     hw = _check_inputs(config, hw, batch_size, gpus, nodes, placement, cache_hit_rate, dtype, cache_rows)
     check_choice("cache_policy", cache_policy, CACHE_POLICIES)
     check_int("cache_ways", cache_ways, lo=1)
@@ -185,11 +196,12 @@ def estimate(
     plan.check(config)
     state = _ROW_STATE_BYTES.get(sparse_optimizer, 0.0)
     local_b = batch_size / world
-    dense = _dense_components(config, hw, local_b, dtype, world, plan)
+    dense = _dense_components(config, hw, local_b, dtype, world, plan, implementation)
     accesses = C.shard_access(config, hw, plan, local_b, batch_size, zipf_exponent, dtype, state)
     nic = C.nic_per_device(hw, gpus)
     servers = C.parameter_servers(config, plan, dtype, state)
     users = len({a.shard.rank for a in accesses if a.shard.placement == "remote"}) or 1
+    volumes = T.volumes(T.collective_bytes(config, plan, local_b, world, dtype), world)
     per_rank, device_bytes = [], []
     for r in range(world):
         comp, moved = _rank_components(
@@ -205,7 +217,9 @@ def estimate(
             gpus,
             world,
             dtype,
+            volumes,
             max(1, servers) / users,
+            C.A2A_CALLS[implementation],
         )
         per_rank.append(comp)
         device_bytes.append(moved)
@@ -250,9 +264,14 @@ def _check_inputs(
     _pos_int("nodes", nodes)
     if gpus > hw.devices:  # type: ignore[operator]
         raise ValueError(f"gpus must be <= {hw.devices} (devices per {hw.name} node), got {gpus}")
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype must be one of {list(DTYPE_BYTES)}, got {dtype!r}")
-    hw.flops(dtype)  # type: ignore[arg-type]
+    gemm = precision(dtype).gemm  # type: ignore[arg-type]
+    try:
+        hw.flops(gemm)  # type: ignore[attr-defined]
+    except ValueError:
+        raise ValueError(
+            f"dtype={dtype!r} runs its GEMMs in {gemm}, which {hw.name} has no peak for "  # type: ignore[attr-defined]
+            f"(it has {sorted(hw.peak_flops)}); choose another dtype"  # type: ignore[attr-defined]
+        ) from None
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
     if cache_rows is not None and placement != "cache":
@@ -277,7 +296,7 @@ def _check_inputs(
 
 
 def _dense_components(
-    config: DLRMConfig, hw: Hardware, local_b: float, dtype: str, world: int, plan: Plan
+    config: DLRMConfig, hw: Hardware, local_b: float, dtype: str, world: int, plan: Plan, implementation: str
 ) -> dict[str, C.Work]:
     """The components every rank runs the same way, with the device bytes each moves."""
     sharded = world > 1 and any(sh.sharding != "data_parallel" for sh in plan.shards)
@@ -288,7 +307,7 @@ def _dense_components(
         "interaction": C.interaction(config, hw, local_b, dtype),
         "top_mlp": C.mlp(config, hw, "top", local_b, dtype),
         "dense_optimizer": C.dense_optimizer(config, hw, dtype),
-        "overhead": C.Work(C.overhead(config, hw, world, sharded), 0.0),
+        "overhead": C.Work(C.overhead(config, hw, world, sharded, plan, implementation), 0.0),
     }
 
 
@@ -305,10 +324,13 @@ def _rank_components(
     gpus: int,
     world: int,
     dtype: str,
+    volumes: Mapping[str, list[float]],
     server_share: float = 1.0,
+    a2a_calls: int = A2A_CALLS_PER_STEP,
 ) -> tuple[dict[str, float], float]:
     """One rank's seconds by component, and the device-memory bytes it moves (``server_share``:
-    the parameter servers per rank that uses them)."""
+    the parameter servers per rank that uses them; ``volumes``: per component, per rank, the bytes
+    of :func:`recnotebooks.perf.traffic.volumes`; ``a2a_calls``: all-to-alls per step)."""
     mine = [a for a in accesses if a.shard.rank == rank]
     parts = [C.embedding_shard(a, hw, state, nic, gpus, server_share) for a in mine]
     comp = dict.fromkeys(COMPONENTS, 0.0)
@@ -317,17 +339,9 @@ def _rank_components(
     comp["embedding_backward"] = sum(e.backward for e in parts)
     if any(e.remote for e in parts):
         comp["overhead"] += C.overhead_of_remote_rows(hw)
-    if world > 1:
-        volume = C.all_to_all_bytes(mine, accesses, config, local_b, batch_size, world, dtype)
-        comp["all_to_all"] = C.all_to_all(volume, world, gpus, hw, nic)
-        rows = {t.name: t.num_rows for t in config.tables}
-        replicated = sum(
-            rows[a.shard.table] * a.dim
-            for a in accesses
-            if a.shard.sharding == "data_parallel" and a.shard.rank == 0
-        )
-        gradients = (config.dense_parameters + replicated) * DTYPE_BYTES[dtype]
-        comp["all_reduce"] = C.all_reduce(gradients, world, gpus, hw, nic)
+    if world > 1:  # bytes from perf.traffic.collective_bytes (the estimate reads them per rank)
+        comp["all_to_all"] = C.all_to_all(volumes["all_to_all"][rank], world, gpus, hw, nic, a2a_calls)
+        comp["all_reduce"] = C.all_reduce(volumes["all_reduce"][rank], world, gpus, hw, nic)
     moved = sum(w.device_bytes for w in dense.values()) + sum(e.device_bytes for e in parts)
     return comp, moved
 
@@ -383,7 +397,7 @@ def _result(
         throughput=batch_size / step,
         throughput_overlap=batch_size / step_o,
         busy_fraction=busy,
-        flops_efficiency=flops / step / (world * hw.flops(dtype)),
+        flops_efficiency=flops / step / (world * hw.flops(precision(dtype).gemm)),
         hbm_utilisation=max(device_bytes) / step / hw.hbm_bw,
         joules_per_million_samples=power * step / batch_size * 1e6,
         memory=mem,

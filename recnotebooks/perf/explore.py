@@ -358,3 +358,32 @@ def table_count_sweep(
             cfg = architecture_config(num_tables=r["num_tables"], pooling=p, **arch)  # type: ignore[arg-type]
             rows.append({**r, "pooling": p, "flops_per_sample": cfg.total_flops_per_sample()})
     return rows
+
+
+def precision_sweep(
+    models: Sequence[str] = ("rm1", "rm3"),
+    dtypes: Sequence[str] = ("fp32", "tf32", "amp_bf16", "amp_fp16", "bf16"),
+    *,
+    hw: Hardware | str = "dgx_a100",
+    batch_size: int = 8192,
+) -> list[dict[str, object]]:
+    """One modeled row per model and training precision (:mod:`recnotebooks.perf.precision`):
+    samples/s, its ratio to fp32, and what bounds the step. Rows carry ``metric`` (the model),
+    ``setting`` (the dtype), ``value`` (samples/s over fp32's) and ``display`` for a bar chart."""
+    from recnotebooks.config import preset
+
+    rows = []
+    for m in models:
+        config = preset(m)
+        base = estimate(config, hw, batch_size=batch_size, dtype="fp32").throughput
+        for dt in dtypes:
+            r = estimate(config, hw, batch_size=batch_size, dtype=dt)
+            b = r.breakdown()
+            rows.append({"metric": f"{m}: samples/s over fp32", "model": m, "setting": dt, "dtype": dt,
+                         "samples_per_s": r.throughput, "value": r.throughput / base,
+                         "display": f"{r.throughput / base:.2f}x", "bound_by": max(b, key=b.get),
+                         "source": "modeled"})  # fmt: skip
+    return rows
+
+
+__all__ += ["precision_sweep"]

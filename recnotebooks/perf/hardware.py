@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recnotebooks.checks import check_float, check_int
+from recnotebooks.perf.precision import PRECISIONS
 from recnotebooks.perf.sources import cite
 
 __all__ = ["Hardware", "HARDWARE", "hardware", "hardware_names", "GB", "DTYPE_BYTES", "calibration_path",
@@ -30,11 +31,14 @@ __all__ = ["Hardware", "HARDWARE", "hardware", "hardware_names", "GB", "DTYPE_BY
 
 GB = 1e9
 TB = 1e12
-DTYPE_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2}
+#: Bytes per stored element (tables, pooled embeddings, gradients on the wire) of each ``dtype``
+#: name the model takes: the ``storage`` column of :data:`recnotebooks.perf.precision.PRECISIONS`.
+DTYPE_BYTES = {name: p.storage for name, p in PRECISIONS.items()}
 _POSITIVE = ("hbm_bytes", "hbm_bw", "host_mem_bytes", "host_mem_bw", "host_link_bw", "intra_node_bw",
              "nic_bw", "power_w", "gemm_max_efficiency", "gemm_half_dim", "gather_efficiency",
              "gather_half_row_bytes", "sort_rate")  # fmt: skip
-_NON_NEGATIVE = ("collective_latency_s", "op_overhead_s", "step_overhead_s", "host_power_w", "llc_bytes")
+_NON_NEGATIVE = ("collective_latency_s", "op_overhead_s", "step_overhead_s", "host_power_w", "llc_bytes",
+                 "price_per_hour")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,9 @@ class Hardware:
         host_pools_embeddings: the host's CPUs serve lookups of tables in host DRAM
             themselves (pooling rows at ``host_mem_bw`` and sending pooled vectors to the
             devices over PCIe), as Zion is built to; otherwise devices read host rows via UVM.
+        price_per_hour: US dollars per device-hour (a GPU, or one CPU trainer node), from public
+            cloud list prices (on-demand, instance price / devices); edit it for your own
+            prices: ``hardware("dgx_h100", price_per_hour=2.5)``.
         sources: where each number comes from.
     """
 
@@ -100,6 +107,7 @@ class Hardware:
     llc_speedup: float = 1.0
     host_pools_embeddings: bool = False
     description: str = ""
+    price_per_hour: float = 0.0
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -136,7 +144,9 @@ class Hardware:
         return dataclasses.replace(self, **changes)
 
     def flops(self, dtype: str) -> float:
-        """Peak FLOP/s of one device for ``dtype`` (``tf32`` falls back to ``fp32``)."""
+        """Peak FLOP/s of one device for ``dtype`` (``tf32`` falls back to ``fp32``; an AMP name
+        means the rate of its GEMMs' half type)."""
+        dtype = PRECISIONS[dtype].gemm if dtype in PRECISIONS else dtype
         if dtype in self.peak_flops:
             return self.peak_flops[dtype]
         if dtype == "tf32" and "fp32" in self.peak_flops:
@@ -167,6 +177,22 @@ _SORT = "approximate: GPU radix sort of 64-bit key-value pairs runs at a few bil
 _L2X = "approximate: GPU L2 serves gathers ~3x faster than HBM (L2 bandwidth is several times HBM's)"
 _NIC = "NIC line rate / 8 bits per byte: 100 Gb/s = 12.5 GB/s, 200 Gb/s = 25 GB/s, 400 Gb/s = 50 GB/s"
 _DDR4 = "6 DDR4-2666 channels x 8 B = ~128 GB/s theoretical per socket, " + cite("xeon6138")
+_PRICE = "approximate, on-demand list price, changes often; edit price_per_hour for yours: "
+_AWS_C5 = ("https://docs.amazonaws.cn/en_us/autoscaling/ec2/userguide/weights-spot-price-per-unit-hour-example"
+           ".html (AWS's example on-demand prices: c5.2xlarge $0.34/h, c5.18xlarge $3.06/h; "
+           "read 2026-12-01)")  # fmt: skip
+_AWS_P4D = ("AWS p4d.24xlarge (8x A100 40 GB) on-demand $32.77/h in us-east-1 / 8 GPUs = $4.10 per GPU-hour, "
+            "https://www.xither.com/compare/gpu-compute-costs-on-prem-vs-cloud-vs-spot-instances (Q2 2024) "
+            "and https://www.usage.ai/blogs/finops/ai-ml-cost/gpu-instance-cost-optimization/ (2026); "
+            "read 2026-12-01")  # fmt: skip
+_AWS_P5 = ("AWS p5.48xlarge (8x H100 80 GB) on-demand $98.32/h in us-east-1 / 8 GPUs = $12.29 per GPU-hour, "
+           "https://computespec.pages.dev/learn/pricing/cost-per-gpu-hour (Q1 2026) and "
+           "https://deploybase.ai/articles/aws-vs-google-cloud (March 2026); read 2026-12-01")  # fmt: skip
+_AWS_P3 = ("AWS p3.16xlarge (8x V100 16 GB) $24.48/h and p3dn.24xlarge (8x V100 32 GB) $31.212/h "
+           "on-demand in us-east-1, https://aws.amazon.com/ec2/instance-types/p3/ (list prices 2018-2024, "
+           "not re-read for this: approximate; 2026-12-01)")  # fmt: skip
+_AWS_BLOCKS = ("https://aws.amazon.com/ec2/capacityblocks/pricing/ (EC2 Capacity Blocks accelerator rates, "
+               "valid to 2025-01-01, read from a mirror of that page on 2026-12-01)")  # fmt: skip
 _DEV = "measured on the 2-core development machine (uncalibrated default; `recnb calibrate` measures yours): "
 
 
@@ -211,6 +237,7 @@ _CPU_CLUSTER_SOURCES = {
     "sort_rate": _APPROX + ": ~10 M pairs/s per core x 40 cores",
     "llc_bytes": "27.5 MB L3 per socket, 2 sockets, " + cite("xeon6138"),
     "llc_speedup": _APPROX + ": an L3 hit costs ~1/4 of a DRAM access for random rows",
+    "price_per_hour": _PRICE + "a 36-core Skylake c5.18xlarge at $3.06 per node-hour, " + _AWS_C5,
 }  # fmt: skip
 _BIG_BASIN_SOURCES = _gpu_sources(
     cite("v100"),
@@ -218,6 +245,7 @@ _BIG_BASIN_SOURCES = _gpu_sources(
     host_mem_bytes=_APPROX + ": 256 GB head node, little host memory next to the GPUs, " + cite("big_basin"),
     host_mem_bw="2 Skylake-SP sockets x " + _DDR4,
     nic_bw=_APPROX + ": one 100 Gb/s NIC; " + _NIC,
+    price_per_hour=_PRICE + "$24.48 / 8 = $3.06 per V100 16 GB-hour, " + _AWS_P3,
 )
 _ZION_SOURCES = _gpu_sources(
     cite("v100"),
@@ -227,6 +255,8 @@ _ZION_SOURCES = _gpu_sources(
     host_mem_bw="8 sockets x " + _DDR4,
     nic_bw=_APPROX + ": several 100 Gb/s NICs, 4, " + cite("zion") + "; " + _NIC,
     host_power_w=_APPROX + ": 150 W per socket",
+    price_per_hour=_PRICE + "as a V100 32 GB of p3dn.24xlarge, $31.212 / 8 = $3.90 per GPU-hour "
+    "(Zion's terabytes of DRAM not priced separately), " + _AWS_P3,
     host_pools_embeddings=(
         f"the tables live in the CPU sockets' large DRAM and need no remote parameter servers, "
         f"{cite('seed')}; modeled as the CPUs pooling rows and sending pooled vectors to the accelerators"
@@ -238,6 +268,7 @@ _DGX_A100_SOURCES = _gpu_sources(
     host_mem_bytes="1 TB system memory, " + cite("dgx_a100"),
     host_mem_bw=_APPROX + ": 2 sockets x 8 DDR4-3200 channels",
     nic_bw="one 200 Gb/s NIC per GPU, " + cite("dgx_a100") + ", as in ZionEX, " + cite("neo") + "; " + _NIC,
+    price_per_hour=_PRICE + _AWS_P4D,
 )
 _DGX_H100_SOURCES = _gpu_sources(
     cite("h100"),
@@ -245,6 +276,7 @@ _DGX_H100_SOURCES = _gpu_sources(
     host_mem_bytes="2 TB system memory, " + cite("dgx_h100"),
     host_mem_bw=_APPROX + ": 2 sockets x 8 DDR5-4800 channels",
     nic_bw="one 400 Gb/s NIC per GPU, " + cite("dgx_h100") + "; " + _NIC,
+    price_per_hour=_PRICE + _AWS_P5,
 )
 _H200_SOURCES = _gpu_sources(
     cite("h200"),
@@ -254,6 +286,8 @@ _H200_SOURCES = _gpu_sources(
     nic_bw=_APPROX + ": one 400 Gb/s NIC per GPU, as the DGX H100; " + _NIC,
     gemm_max_efficiency="measured (PyTorch, 2026, one H200): an 8192^3 BF16 matmul ran at 770-800 of the "
     "989 TFLOP/s of " + cite("h200") + ", ~0.8",
+    price_per_hour=_PRICE + "the H100's $12.29 x 1.10 = $13.52 per GPU-hour: 1.10 is the ratio of AWS's "
+    "accelerator rates for H200 (p5e, $5.408/h) and H100 (p5, $4.916/h), " + _AWS_BLOCKS,
 )
 _THIS_MACHINE_SOURCES = {
     "peak_flops": _DEV + "~200 GFLOP/s fp32 matmul",
@@ -261,6 +295,11 @@ _THIS_MACHINE_SOURCES = {
     "gather_efficiency": _DEV + "random embedding-bag gather ~23 GB/s of 90",
     "power_w": _APPROX + ": 2 cores of a server CPU",
     "op_overhead_s": _OP,
+    "collective_latency_s": _DEV + "gloo all-to-all and all-reduce among 2-4 local processes, ~250 us a step "
+    "(recnb calibrate --collectives, 2026-12-01)",
+    "intra_node_bw": _DEV + "gloo between local processes over 127.0.0.1, ~0.9 GB/s (recnb calibrate "
+    "--collectives, 2026-12-01)",
+    "price_per_hour": _PRICE + "2 vCPUs at c5.2xlarge's $0.34/h for 8 = $0.085 per hour, " + _AWS_C5,
 }
 
 
@@ -274,7 +313,7 @@ def _make_presets() -> dict[str, Hardware]:
         intra_node_bw=2 * 128 * GB, nic_bw=25e9 / 8, collective_latency_s=50e-6, op_overhead_s=10e-6,
         step_overhead_s=0.5e-3, gemm_max_efficiency=0.7, gemm_half_dim=16.0, gather_efficiency=0.35,
         gather_half_row_bytes=64.0, power_w=2 * 125.0, host_power_w=150.0, sort_rate=0.4e9,
-        llc_bytes=2 * 27.5e6, llc_speedup=4.0, sources=_CPU_CLUSTER_SOURCES,
+        llc_bytes=2 * 27.5e6, llc_speedup=4.0, price_per_hour=3.06, sources=_CPU_CLUSTER_SOURCES,
         description="CPU training cluster: dual-socket Skylake-SP trainers; tables on sparse parameter "
                     "servers and MLP weights on dense parameter servers over 25 Gb/s Ethernet",
     )  # fmt: skip
@@ -284,39 +323,39 @@ def _make_presets() -> dict[str, Hardware]:
         fp32=15.7e12, tensor={"fp16": 125e12}, hbm=16 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
         host_mem=256 * GB, host_bw=2 * 128 * GB, nic=12.5 * GB, power=300.0, host_power=800.0, l2=6e6,
         sources=_BIG_BASIN_SOURCES,
-    )  # fmt: skip
+    ).replace(price_per_hour=3.06)  # fmt: skip
     p["zion"] = _gpu(
         "zion", "Zion-like (OCP/Hot Chips 2019): 8 CPU sockets with terabytes of DDR for embedding tables "
         "plus 8 accelerators (modeled as V100-class) on their own fabric; PCIe switches between them",
         fp32=15.7e12, tensor={"fp16": 125e12}, hbm=32 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
         host_mem=2000 * GB, host_bw=8 * 128 * GB, nic=4 * 12.5 * GB, power=300.0, host_power=8 * 150.0,
         l2=6e6, sources=_ZION_SOURCES,
-    ).replace(host_pools_embeddings=True)  # fmt: skip
+    ).replace(host_pools_embeddings=True, price_per_hour=3.90)  # fmt: skip
     p["dgx_a100"] = _gpu(
         "dgx_a100", "DGX A100: 8x A100 SXM4 40 GB, NVLink 3 through NVSwitch, PCIe Gen4, 8x 200 Gb/s NICs",
         fp32=19.5e12, tensor={"tf32": 156e12, "bf16": 312e12, "fp16": 312e12}, hbm=40 * GB,
         hbm_bw=1.555 * TB, nvlink=600 * GB, pcie=32 * GB, host_mem=1000 * GB, host_bw=2 * 204.8 * GB,
         nic=8 * 25 * GB, power=400.0, host_power=1500.0, l2=40e6, sources=_DGX_A100_SOURCES,
-    )  # fmt: skip
+    ).replace(price_per_hour=4.10)  # fmt: skip
     p["dgx_h100"] = _gpu(
         "dgx_h100", "DGX H100: 8x H100 SXM5 80 GB, NVLink 4 through NVSwitch, PCIe Gen5, 8x 400 Gb/s NICs",
         fp32=67e12, tensor={"tf32": 495e12, "bf16": 989e12, "fp16": 989e12}, hbm=80 * GB, hbm_bw=3.35 * TB,
         nvlink=900 * GB, pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB,
         power=700.0, host_power=2000.0, l2=50e6, sources=_DGX_H100_SOURCES,
-    )  # fmt: skip
+    ).replace(price_per_hour=12.29)  # fmt: skip
     p["h200_node"] = _gpu(
         "h200_node", "HGX H200 node: 8x H200 SXM 141 GB, NVLink 4, PCIe Gen5, 8x 400 Gb/s NICs",
         fp32=67e12, tensor={"bf16": 989e12, "fp16": 989e12}, hbm=141 * GB, hbm_bw=4.8 * TB, nvlink=900 * GB,
         pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
         host_power=2000.0, l2=50e6, sources=_H200_SOURCES,
-    ).replace(gemm_max_efficiency=0.8)  # fmt: skip
+    ).replace(gemm_max_efficiency=0.8, price_per_hour=13.52)  # fmt: skip
     # This development machine before calibration (measured on it in 2026); `recnb calibrate` replaces it.
     p["this_machine"] = Hardware(
         name="this_machine", kind="cpu", devices=1, peak_flops={"fp32": 250e9}, hbm_bytes=24 * GB,
         hbm_bw=90 * GB, host_mem_bytes=24 * GB, host_mem_bw=90 * GB, host_link_bw=90 * GB,
-        intra_node_bw=90 * GB, nic_bw=1 * GB, collective_latency_s=20e-6, op_overhead_s=8e-6,
+        intra_node_bw=0.9 * GB, nic_bw=1 * GB, collective_latency_s=250e-6, op_overhead_s=8e-6,
         step_overhead_s=0.1e-3, gemm_max_efficiency=0.8, gemm_half_dim=16.0, gather_efficiency=0.25,
-        gather_half_row_bytes=64.0, power_w=30.0, host_power_w=0.0, sort_rate=50e6,
+        gather_half_row_bytes=64.0, power_w=30.0, host_power_w=0.0, sort_rate=50e6, price_per_hour=0.085,
         sources=_THIS_MACHINE_SOURCES,
         description="the machine this runs on (uncalibrated defaults: run `recnb calibrate`)",
     )  # fmt: skip
@@ -393,7 +432,10 @@ def load_calibration(path: str | Path | None = None, kind: str = "cpu") -> Hardw
     if not d:
         return None
     try:
-        return Hardware(**d["hardware"])
+        saved = dict(d["hardware"])
+        if kind == "cpu" and "price_per_hour" not in saved:  # saved before presets had prices
+            saved["price_per_hour"] = HARDWARE["this_machine"].price_per_hour
+        return Hardware(**saved)
     except (KeyError, ValueError, TypeError, AttributeError) as e:
         _ignored(d["_path"], f"{type(e).__name__}: {e}")
         return None

@@ -18,6 +18,7 @@ from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware
 from recnotebooks.perf.plan import Plan, TableShard
+from recnotebooks.perf.precision import precision
 
 __all__ = ["MemoryReport", "memory_report", "cache_slots", "DDP_BUCKET_BYTES"]
 
@@ -87,7 +88,8 @@ def memory_report(
     dense_state = (
         config.dense_parameters * 4 * (dense_optimizer != "sgd") * (2 if dense_optimizer == "adam" else 1)
     )
-    act = config.memory_footprint(batch_size=max(1, round(local_b)), dtype_bytes=eb)["activations"]
+    act_bytes = precision(dtype).activation_bytes  # AMP: half activations beside fp32 weights
+    act = config.memory_footprint(batch_size=max(1, round(local_b)), dtype_bytes=act_bytes)["activations"]
     device: list[dict[str, float]] = []
     host_per_rank: list[float] = []
     remote = 0.0

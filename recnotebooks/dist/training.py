@@ -1,0 +1,267 @@
+"""Distributed DLRM training: one entry for local ranks (:func:`train_local`) and for torchrun.
+
+Every rank builds a :class:`~recnotebooks.dist.hybrid.HybridParallelDLRM` and trains it on
+synthetic data (:class:`~recnotebooks.data.SyntheticCriteo`): at step ``i`` every rank draws
+the **global** batch ``i`` (``batch_size`` samples, exactly the batch the single-process
+``recnb train`` draws) and keeps its contiguous slice (rank ``r``: samples ``r b .. (r+1) b - 1``,
+``b = batch_size / world_size``). The dense and sparse optimizers are the
+:class:`~recnotebooks.train.Trainer`'s (same names, same learning rates), so the losses equal
+the single-process run's (up to rounding; row-wise Adagrad on column-wise tables keeps an
+accumulator per shard, see :mod:`recnotebooks.dist.sharded`).
+
+* :func:`run_rank` is the worker :func:`~recnotebooks.dist.launch.launch` runs on each rank;
+* :func:`train_local` launches it on N local CPU ranks (gloo) and returns a :class:`DistTrainResult`;
+* :func:`train_torchrun` runs it in a process started by ``torchrun`` (``RANK``, ``WORLD_SIZE``,
+  ``MASTER_ADDR``, ``MASTER_PORT``; NCCL when CUDA is present, else gloo).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ..checks import check_choice, check_float, check_int, check_type
+from ..config import DLRMConfig
+from ..data.synthetic import SyntheticConfig, SyntheticCriteo
+from ..plan import Plan, TableShard
+from ..timing import PhaseTimer
+from ..train import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
+from .comm import CommLog
+from .hybrid import HybridParallelDLRM, local_samples
+from .launch import RankContext, launch, max_world_size
+
+__all__ = [
+    "DistTrainResult",
+    "dense_optimizer_for",
+    "round_robin_plan",
+    "run_plans",
+    "run_rank",
+    "train_local",
+    "train_torchrun",
+]
+
+WARMUP_STEPS = 5
+
+
+def round_robin_plan(config: DLRMConfig, world_size: int, sharding: str = "table_wise") -> Plan:
+    """Every table sharded the same way over ``world_size`` ranks: ``table_wise`` (table ``k`` on
+    rank ``k % world_size``), ``row_wise`` / ``column_wise`` (equal parts on every rank) or
+    ``data_parallel`` (a replica on every rank). A table with fewer rows (columns) than ranks is
+    split over as many ranks as it has rows (columns)."""
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    world = check_int("world_size", world_size, lo=1)
+    check_choice("sharding", sharding, ("table_wise", "row_wise", "column_wise", "data_parallel"))
+    shards: list[TableShard] = []
+    for k, t in enumerate(config.tables):
+        if sharding == "table_wise":
+            shards.append(TableShard(t.name, k % world))
+        else:
+            frac = {"row_wise": "row_fraction", "column_wise": "col_fraction"}.get(sharding)
+            size = {"row_wise": t.num_rows, "column_wise": config.embedding_dim}.get(sharding, world)
+            parts = min(world, size)  # a 3-row table is split over at most 3 ranks
+            extra = {frac: 1 / parts} if frac else {}
+            shards += [TableShard(t.name, r, sharding, **extra) for r in range(parts)]
+    plan = Plan(world, tuple(shards), strategy=f"round_robin_{sharding}")
+    plan.validate(config)
+    return plan
+
+
+def dense_optimizer_for(name: str, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    """The :class:`~recnotebooks.train.Trainer`'s dense optimizer ``name`` (``torch.optim``'s SGD,
+    Adagrad or Adam with learning rate ``lr`` and their defaults otherwise)."""
+    check_choice("dense_optimizer", name, DENSE_OPTIMIZERS)
+    kind = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad, "adam": torch.optim.Adam}[name]
+    return kind(list(params), lr=lr)
+
+
+@dataclass
+class DistTrainResult:
+    """What a distributed run measured (rank 0's timings; losses are global-batch means)."""
+
+    world_size: int
+    backend: str
+    steps: int
+    batch_size: int
+    losses: list[float]
+    samples_per_s: float
+    seconds_per_step: float
+    phases: dict[str, float]
+    comm: list[dict[str, Any]] = field(default_factory=list)
+    source: str = "measured"
+    #: torch's intra-op threads on each rank (``torch.get_num_threads()`` inside the rank)
+    threads: int = 0
+    #: every rank's samples/s, in rank order (``samples_per_s`` is rank 0's)
+    rank_samples_per_s: list[float] = field(default_factory=list)
+    #: rank 0's process CPU seconds per measured step (all its threads; less sensitive than
+    #: wall time to other processes sharing the cores)
+    cpu_seconds_per_step: float = 0.0
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Tidy rows: one per step (``kind="loss"``), per phase (``kind="phase"``) and per
+        collective record of every rank (``kind="comm"``), all ``source="measured"``."""
+        base = {"source": self.source, "world_size": self.world_size, "backend": self.backend}
+        out: list[dict[str, Any]] = [{**base, "kind": "loss", "step": i + 1, "loss": v}
+                                     for i, v in enumerate(self.losses)]  # fmt: skip
+        out += [{**base, "kind": "phase", "phase": k, "seconds_per_step": v} for k, v in self.phases.items()]
+        out += [{**base, "kind": "comm", **r} for r in self.comm]
+        return out
+
+
+def _check(config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: int, seed: int,
+           sparse_optimizer: str, dense_optimizer: str, sparse_lr: float,
+           dense_lr: float) -> None:  # fmt: skip
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    check_type("plan", plan, Plan, "a Plan")
+    check_int("steps", steps, lo=1)
+    check_int("seed", seed, lo=0)
+    batch_size = check_int("batch_size", batch_size, lo=1)
+    if batch_size % world:
+        raise ValueError(
+            f"batch_size must be divisible by world_size={world} (each rank takes an equal slice of "
+            f"every global batch), got {batch_size}"
+        )
+    if plan.world_size != world:
+        raise ValueError(f"plan.world_size must equal world_size={world}, got {plan.world_size}")
+    plan.validate(config)
+    check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)
+    check_choice("dense_optimizer", dense_optimizer, DENSE_OPTIMIZERS)
+    check_float("sparse_lr", sparse_lr, lo=0, lo_open=True)
+    check_float("dense_lr", dense_lr, lo=0, lo_open=True)
+
+
+def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch_size: int, seed: int = 0,
+             sparse_optimizer: str = "rowwise_adagrad", sparse_lr: float = 0.05,
+             dense_optimizer: str = "adagrad", dense_lr: float = 0.02, zipf: float | None = None,
+             overlap: bool = True) -> dict[str, Any]:  # fmt: skip
+    """Train ``steps`` steps on this rank (see the module docstring); every rank must call it.
+
+    Returns ``losses`` (global-batch mean of each step, before its update, the same on every
+    rank), ``samples_per_s`` (global samples per second after the first warm-up steps),
+    ``seconds_per_step``, ``phases`` (this rank's mean seconds per step, including
+    ``all_to_all`` and ``all_reduce``), ``comm`` (this rank's comm-log rows), ``threads``
+    (``torch.get_num_threads()``) and ``cpu_seconds_per_step`` (this process's CPU time).
+    """
+    world, rank = ctx.world_size, ctx.rank
+    _check(config, plan, world, steps, batch_size, seed, sparse_optimizer, dense_optimizer, sparse_lr,
+           dense_lr)  # fmt: skip
+    device = ctx.device
+    model = HybridParallelDLRM(config, plan, rank, world, seed=seed, log=ctx.log, device=device,
+                               overlap=overlap)  # fmt: skip
+    sparse_opt = model.sparse_optimizer(sparse_optimizer, sparse_lr)
+    dense_opt = dense_optimizer_for(dense_optimizer, model.dense_parameters(), dense_lr)
+    data_cfg = SyntheticConfig(zipf_exponent=zipf) if zipf else SyntheticConfig()
+    data = SyntheticCriteo(config, batch_size, data_cfg, seed=seed, split="train")
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    timer = PhaseTimer(device)
+    b = batch_size // world
+    lo, hi = rank * b, (rank + 1) * b
+    warm = min(WARMUP_STEPS, steps - 1)
+    local_losses, seconds, cpu = [], 0.0, 0.0
+    for step in range(steps):
+        if step == warm:
+            timer.reset()
+            seconds = cpu = 0.0
+        t0, c0 = time.perf_counter(), time.process_time()
+        with timer.phase("data"):
+            batch = data.batch(step)
+            dense, sparse = batch.dense[lo:hi].to(device), local_samples(batch.sparse, lo, hi).to(device)
+            labels = batch.labels[lo:hi].to(device)
+        model.train()
+        loss = loss_fn(model(dense, sparse, timer), labels.to(torch.float32))
+        model.backward(loss, timer)
+        with model.phase(timer, "sparse_optimizer"):
+            sparse_opt.step()
+        with timer.phase("dense_optimizer"):
+            dense_opt.step()
+            dense_opt.zero_grad(set_to_none=True)
+        timer.steps += 1
+        local_losses.append(loss.detach())
+        seconds += time.perf_counter() - t0
+        cpu += time.process_time() - c0
+    # the global-batch mean of every step's loss: one all-reduce at the end (not logged)
+    losses = torch.stack(local_losses).to(torch.float64)
+    dist.all_reduce(losses, group=None)
+    measured = steps - warm
+    return {
+        "losses": (losses / world).tolist(),
+        "samples_per_s": measured * batch_size / seconds if seconds > 0 else 0.0,
+        "seconds_per_step": seconds / measured,
+        "phases": timer.per_step(),
+        "comm": ctx.log.rows(),
+        "threads": torch.get_num_threads(),
+        "cpu_seconds_per_step": cpu / measured,
+    }
+
+
+def _result(
+    values: list[dict[str, Any]], world: int, backend: str, steps: int, batch: int
+) -> DistTrainResult:
+    first = values[0]
+    comm = [row for v in values for row in v["comm"]]
+    return DistTrainResult(world, backend, steps, batch, first["losses"], first["samples_per_s"],
+                           first["seconds_per_step"], first["phases"], comm,
+                           threads=first.get("threads", 0),
+                           rank_samples_per_s=[v["samples_per_s"] for v in values],
+                           cpu_seconds_per_step=first.get("cpu_seconds_per_step", 0.0))  # fmt: skip
+
+
+def train_local(config: DLRMConfig, plan: Plan, world_size: int, steps: int, batch_size: int, seed: int = 0,
+                *, timeout_s: float = 600.0, **options: Any) -> DistTrainResult:  # fmt: skip
+    """Train on ``world_size`` local CPU ranks (gloo, via :func:`~recnotebooks.dist.launch.launch`).
+
+    ``options`` are :func:`run_rank`'s (optimizers, learning rates, ``zipf``, ``overlap``). Bad
+    input (a world size over :func:`~recnotebooks.dist.launch.max_world_size`, a batch not
+    divisible by it, a plan for another world or that cannot be executed) raises before any
+    process starts.
+    """
+    world = check_int("world_size", world_size, lo=1, hi=max_world_size())
+    opts = {"sparse_optimizer": "rowwise_adagrad", "sparse_lr": 0.05, "dense_optimizer": "adagrad",
+            "dense_lr": 0.02, **options}  # fmt: skip
+    _check(config, plan, world, steps, batch_size, seed, opts["sparse_optimizer"], opts["dense_optimizer"],
+           opts["sparse_lr"], opts["dense_lr"])  # fmt: skip
+    res = launch(run_rank, world, config, plan, steps, batch_size, seed, timeout_s=timeout_s, **opts)
+    return _result(res.values, world, "gloo", steps, batch_size)
+
+
+def train_torchrun(config: DLRMConfig, plan: Plan, steps: int, batch_size: int, seed: int = 0,
+                   *, timeout_s: float = 600.0, **options: Any) -> DistTrainResult:  # fmt: skip
+    """Train in a process started by ``torchrun`` (one rank of ``WORLD_SIZE``); every rank returns
+    the same losses, and its own timings."""
+    missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+    if missing:
+        raise ValueError(f"--distributed runs under torchrun, which sets {missing}; they are not set here")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    _check(config, plan, world, steps, batch_size, seed, options.get("sparse_optimizer", "rowwise_adagrad"),
+           options.get("dense_optimizer", "adagrad"), options.get("sparse_lr", 0.05),
+           options.get("dense_lr", 0.02))  # fmt: skip
+    backend, device = "gloo", torch.device("cpu")
+    if torch.cuda.is_available():
+        backend, device = "nccl", torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    kwargs = {"device_id": device} if backend == "nccl" else {}
+    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s), **kwargs)
+    try:
+        ctx = RankContext(rank, world, backend, device, CommLog(rank))
+        value = run_rank(ctx, config, plan, steps, batch_size, seed, **options)
+    finally:
+        dist.destroy_process_group()
+    return _result([value], world, backend, steps, batch_size)
+
+
+def run_plans(ctx: RankContext, config: DLRMConfig, plans: list[Plan], steps: int, batch_size: int,
+              seed: int = 0, **options: Any) -> list[dict[str, Any]]:  # fmt: skip
+    """:func:`run_rank` for each plan in turn on this rank, in one launch (the comm log cleared
+    between plans, so each result's ``comm`` rows are its own). ``options`` as :func:`run_rank`'s."""
+    out = []
+    for plan in plans:
+        ctx.log.clear()
+        out.append(run_rank(ctx, config, plan, steps, batch_size, seed, **options))
+    return out

@@ -1,0 +1,252 @@
+"""Calibrate this machine's collectives: all-to-all and all-reduce over gloo on local ranks.
+
+The cost model charges a collective (``perf.components._collective``) as
+
+    seconds = steps * collective_latency_s + volume / intra_node_bw
+
+where, for ``W`` ranks inside one node and a buffer of ``S`` bytes per rank,
+
+* all-to-all (pairwise): ``steps = W - 1`` per call, ``volume = S (W - 1) / W`` (the bytes sent
+  to other ranks, as :class:`recnotebooks.dist.CommLog` counts them);
+* all-reduce (ring): ``steps = 2 (W - 1)``, ``volume = 2 S (W - 1) / W``.
+
+:func:`measure_collectives` times :mod:`recnotebooks.dist.comm`'s collectives (the ones the
+sharded step runs) on 2 and 4 local gloo ranks over a sweep of buffer sizes: per size, the
+median over repeats of the slowest rank's time. :func:`fit_latency_bandwidth` fits
+``seconds = latency * steps + volume / bandwidth`` by least squares on relative errors (the
+sweep spans decades, so every size counts alike). :func:`calibrate_collectives` fits one
+``collective_latency_s`` and one ``intra_node_bw`` over every point of both collectives and
+world sizes (the two numbers the model uses) and puts them into a ``Hardware``
+(``this_machine``), to be saved with :func:`recnotebooks.perf.hardware.save_calibration`.
+
+Ranks beyond the machine's cores share them: their collectives are then slower than a
+dedicated core's, and the fit measures exactly that (the figures describe *this* machine
+running that many ranks).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from recnotebooks.checks import check_choice, check_float, check_int, check_int_list, show
+from recnotebooks.perf.hardware import Hardware, hardware
+
+__all__ = ["COLLECTIVES", "DEFAULT_SIZES", "QUICK_SIZES", "model_steps", "model_volume",
+           "fit_latency_bandwidth", "measure_collectives", "fit_collectives",
+           "calibrate_collectives"]  # fmt: skip
+
+#: The collectives calibrated (those the cost model charges).
+COLLECTIVES = ("all_to_all", "all_reduce")
+#: Buffer bytes per rank swept by default (1 KB to 4 MB) and in quick mode.
+DEFAULT_SIZES = (1024, 8192, 65536, 262144, 1048576, 4194304)
+QUICK_SIZES = (4096, 65536, 1048576, 4194304)
+
+
+def model_steps(collective: str, world: int) -> int:
+    """Latency steps the cost model charges one call of ``collective`` on ``world`` ranks."""
+    check_choice("collective", collective, COLLECTIVES)
+    world = check_int("world", world, lo=2)
+    return world - 1 if collective == "all_to_all" else 2 * (world - 1)
+
+
+def model_volume(collective: str, nbytes: float, world: int) -> float:
+    """Bytes per rank the cost model charges one call of ``collective`` on a buffer of ``nbytes``."""
+    check_choice("collective", collective, COLLECTIVES)
+    nbytes = check_float("nbytes", nbytes, lo=0)
+    world = check_int("world", world, lo=2)
+    share = nbytes * (world - 1) / world
+    return share if collective == "all_to_all" else 2 * share
+
+
+def _positive_array(name: str, values: object) -> np.ndarray:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+        raise TypeError(f"{name} must be a sequence of numbers, got {show(values)}")
+    return np.array([check_float(f"{name}[{i}]", v, lo=0) for i, v in enumerate(values)], dtype=float)
+
+
+def fit_latency_bandwidth(
+    volumes: Sequence[float], seconds: Sequence[float], steps: Sequence[float] | None = None
+) -> tuple[float, float]:
+    """``(latency_s, bandwidth)`` of ``seconds ≈ latency_s * steps + volumes / bandwidth``.
+
+    Least squares on relative errors (weights ``1 / seconds``); ``steps`` defaults to 1 per point
+    (then ``latency_s`` is the time of an empty call). A negative latency fit is clipped to 0 and
+    the bandwidth refitted. Raises ValueError for fewer than two points, mismatched lengths,
+    non-positive seconds, fewer than two distinct volumes, or timings that do not grow with
+    the volume (no finite bandwidth).
+    """
+    v, t = _positive_array("volumes", volumes), _positive_array("seconds", seconds)
+    s = np.ones_like(t) if steps is None else _positive_array("steps", steps)
+    if not (len(v) == len(t) == len(s)):
+        raise ValueError(
+            f"volumes, seconds and steps must have equal lengths, got {len(v)}, {len(t)} and {len(s)}"
+        )
+    if len(t) < 2 or len(np.unique(v)) < 2:
+        raise ValueError(f"the fit needs at least two distinct volumes, got volumes={show(list(v))}")
+    if np.any(t <= 0):
+        raise ValueError(f"seconds must all be > 0, got {show(list(t))}")
+    a = np.stack([s / t, v / t], axis=1)  # rows of the weighted system [steps, volume] / t
+    (lat, inv_bw), *_ = np.linalg.lstsq(a, np.ones_like(t), rcond=None)
+    if lat < 0:
+        lat = 0.0
+        inv_bw = float(np.sum(v / t) / np.sum((v / t) ** 2))
+    if not inv_bw > 0:
+        raise ValueError(
+            "seconds do not grow with volumes (no finite bandwidth fits): sweep larger volumes, got "
+            f"volumes={show(list(v))}, seconds={show(list(t))}"
+        )
+    return float(lat), float(1.0 / inv_bw)
+
+
+def measure_collectives(
+    world_sizes: Sequence[int] = (2, 4),
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    repeats: int = 5,
+    warmup: int = 2,
+    collectives: Sequence[str] = COLLECTIVES,
+    timeout_s: float = 60.0,
+) -> list[dict[str, Any]]:
+    """Time the collectives on each number of local gloo ranks; tidy rows, one per point.
+
+    Each row: ``source`` ("measured"), ``collective``, ``world_size``, ``bytes`` (each rank's
+    buffer), ``volume`` and ``steps`` (as the model charges them), ``seconds`` (median over
+    ``repeats`` of the slowest rank), ``min_s`` and ``max_s`` (over repeats).
+    """
+    from recnotebooks.dist import launch
+    from recnotebooks.dist._calibrate_workers import time_collectives
+
+    worlds = check_int_list("world_sizes", world_sizes, lo=2, min_len=1)
+    sizes_ = check_int_list("sizes", sizes, lo=4, min_len=2)
+    repeats = check_int("repeats", repeats, lo=1, hi=1000)
+    warmup = check_int("warmup", warmup, lo=0, hi=1000)
+    if isinstance(collectives, str) or not collectives:
+        raise ValueError(
+            f"collectives must be a non-empty list from {list(COLLECTIVES)}, got {show(collectives)}"
+        )
+    names = [check_choice("collectives[]", c, COLLECTIVES) for c in collectives]
+    rows = []
+    for world in worlds:
+        result = launch(time_collectives, world, sizes_, repeats, warmup, names, timeout_s=timeout_s)
+        used = result.values[0]["bytes"]
+        for name in names:
+            for k, nbytes in enumerate(used):
+                per_repeat = np.max([np.array(v[name][k]) for v in result.values], axis=0)  # slowest rank
+                rows.append({"source": "measured", "collective": name, "world_size": world, "bytes": nbytes,
+                             "volume": model_volume(name, nbytes, world), "steps": model_steps(name, world),
+                             "seconds": float(np.median(per_repeat)), "min_s": float(per_repeat.min()),
+                             "max_s": float(per_repeat.max())})  # fmt: skip
+    return rows
+
+
+def fit_collectives(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Fits of :func:`measure_collectives` rows: per (collective, world size) ``latency_s`` (one
+    call's) and ``bandwidth`` (B/s of the model's volume), ``alpha_s`` (= latency per model step);
+    and the model's two numbers fitted over every row: ``collective_latency_s``, ``intra_node_bw``."""
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence) or not rows:
+        raise ValueError(f"rows must be a non-empty list of measure_collectives rows, got {show(rows)}")
+    needed = ("collective", "world_size", "volume", "steps", "seconds")
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict) or any(k not in r for k in needed):
+            raise ValueError(f"rows[{i}] must be a dict with keys {list(needed)}, got {show(r)}")
+    fits = []
+    for key in sorted({(r["collective"], r["world_size"]) for r in rows}):
+        sel = [r for r in rows if (r["collective"], r["world_size"]) == key]
+        lat, bw = fit_latency_bandwidth([r["volume"] for r in sel], [r["seconds"] for r in sel])
+        fits.append({"collective": key[0], "world_size": key[1], "latency_s": lat, "bandwidth": bw,
+                     "alpha_s": lat / sel[0]["steps"], "points": len(sel)})  # fmt: skip
+    alpha, bw = fit_latency_bandwidth(
+        [r["volume"] for r in rows], [r["seconds"] for r in rows], [r["steps"] for r in rows]
+    )
+    modeled = [alpha * r["steps"] + r["volume"] / bw for r in rows]
+    errors = [abs(m - r["seconds"]) / r["seconds"] for m, r in zip(modeled, rows, strict=True)]
+    return {"fits": fits, "collective_latency_s": alpha, "intra_node_bw": bw, "mape": float(np.mean(errors))}
+
+
+def calibrate_collectives(
+    hw: Hardware | None = None,
+    quick: bool = False,
+    world_sizes: Sequence[int] = (2, 4),
+    timeout_s: float = 60.0,
+) -> tuple[Hardware, dict[str, Any]]:
+    """Measure and fit this machine's collectives; ``hw`` (default ``this_machine``) with
+    ``collective_latency_s`` and ``intra_node_bw`` replaced, and the raw figures (rows and fits)."""
+    hw = hardware("this_machine") if hw is None else hw
+    if not isinstance(hw, Hardware):
+        raise TypeError(f"hw must be a Hardware or None, got {show(hw)}")
+    t0 = time.perf_counter()
+    sizes, repeats = (QUICK_SIZES, 3) if quick else (DEFAULT_SIZES, 5)
+    rows = measure_collectives(world_sizes, sizes, repeats=repeats, timeout_s=timeout_s)
+    fit = fit_collectives(rows)
+    alpha, bw = fit["collective_latency_s"], fit["intra_node_bw"]
+    if not (math.isfinite(alpha) and math.isfinite(bw) and bw > 0):
+        raise RuntimeError(f"the collective fit failed: latency {alpha}, bandwidth {bw}")
+    src = (f"calibrated here by recnb calibrate --collectives on {time.strftime('%Y-%m-%d')}: gloo on "
+           f"{'/'.join(map(str, world_sizes))} local ranks, all-to-all and all-reduce, "
+           "seconds = steps * latency + volume / bandwidth")  # fmt: skip
+    out = hw.replace(collective_latency_s=alpha, intra_node_bw=bw,
+                     sources={**hw.sources, "collective_latency_s": src, "intra_node_bw": src})  # fmt: skip
+    raw = {"rows": rows, **fit, "seconds": time.perf_counter() - t0}
+    return out, raw
+
+
+# ----- local ranks sharing this machine --------------------------------------------------------
+#: Fields the microbenchmarks measure with every core busy (throughput-bound): W ranks get 1/W each.
+SHARED_THROUGHPUT_FIELDS = ("hbm_bw", "host_mem_bw", "host_link_bw", "sort_rate")
+
+
+def local_ranks_hardware(
+    hw: Hardware,
+    world: int,
+    cores: int | None = None,
+    collective_rows: Sequence[dict[str, Any]] | None = None,
+) -> Hardware:
+    """``hw`` (this machine, calibrated as one process) as seen by each of ``world`` local ranks.
+
+    The sharing rule (``W = world`` ranks on ``C = cores`` cores, default ``os.cpu_count()``;
+    each rank runs ``max(1, C // W)`` threads, :mod:`recnotebooks.dist.launch`):
+
+    * ``devices = W`` (one "device" per rank, so ``estimate(..., gpus=W)`` is allowed) and
+      ``hbm_bytes``, ``host_mem_bytes`` divided by ``W`` (memory is shared);
+    * throughput-bound figures, calibrated with all ``C`` cores busy (``peak_flops``,
+      :data:`SHARED_THROUGHPUT_FIELDS`: memory, gather and copy bandwidth, sort rate), are
+      divided by ``W``: the ranks run at once and share the cores and the memory bus;
+    * per-operator and per-step overheads were measured single-threaded: unchanged while each
+      rank has a core of its own, times ``W / C`` when ``W > C`` (ranks time-share the cores);
+    * collectives (``collective_latency_s``, ``intra_node_bw``) were measured *at* ``W`` ranks:
+      unchanged, or, given ``collective_rows`` (:func:`measure_collectives` rows) that include
+      ``world_size == W``, refitted on those rows alone (the fit for exactly this rank count).
+
+    Raises ValueError for ``world`` or ``cores`` < 1, TypeError for a ``hw`` that is not a Hardware.
+    """
+    import os
+
+    if not isinstance(hw, Hardware):
+        raise TypeError(f"hw must be a Hardware, got {show(hw)}")
+    w = check_int("world", world, lo=1)
+    c = check_int("cores", (os.cpu_count() or 1) if cores is None else cores, lo=1)
+    busy = max(1.0, w / c)
+    changes: dict[str, Any] = {
+        "devices": w,
+        "hbm_bytes": hw.hbm_bytes / w,
+        "host_mem_bytes": hw.host_mem_bytes / w,
+        "peak_flops": {k: v / w for k, v in hw.peak_flops.items()},
+        **{f: getattr(hw, f) / w for f in SHARED_THROUGHPUT_FIELDS},
+        "op_overhead_s": hw.op_overhead_s * busy,
+        "step_overhead_s": hw.step_overhead_s * busy,
+    }
+    if collective_rows is not None:
+        mine = [r for r in collective_rows if isinstance(r, dict) and r.get("world_size") == w]
+        if mine:
+            fit = fit_collectives(mine)
+            changes.update(
+                collective_latency_s=fit["collective_latency_s"], intra_node_bw=fit["intra_node_bw"]
+            )
+    return hw.replace(**changes, description=f"{hw.description}; shared by {w} local ranks on {c} cores")
+
+
+__all__ += ["SHARED_THROUGHPUT_FIELDS", "local_ranks_hardware"]

@@ -1,0 +1,197 @@
+"""The bytes of every collective of a sharded step, per rank: what the cost model charges.
+
+:func:`collective_bytes` is the one place the model says how many bytes each rank sends to and
+receives from **other** ranks in one training step, per collective, for a
+:class:`~recnotebooks.plan.Plan` (every number **modeled**). It counts what our own sharded
+step (:class:`recnotebooks.dist.ShardedEmbeddingBagCollection` and the 2D collection of
+:mod:`recnotebooks.dist.twod`) sends, in the units its :class:`~recnotebooks.dist.CommLog`
+records, so ``tests/test_dist_bytes.py`` can check model and measurement agree to the byte.
+With ``b`` samples per rank, ``mp[j]`` the model-parallel shards of rank ``j`` and ``w[j]``
+their summed widths (columns), rank ``r`` of ``M`` ranks:
+
+================================  ===========================================================
+collective                        bytes sent (received: the same with the roles swapped)
+================================  ===========================================================
+``lengths_all_to_all``            ``sum_{j != r} b |mp[j]| * LENGTH_BYTES`` (one length a bag)
+``ids_all_to_all``                ``sum_{j != r}`` ids of my samples for ``mp[j]`` ``* INDEX_BYTES``
+``pooled_all_to_all`` (forward)   ``(M - 1) b w[r] * E``: pooled rows (row-wise: partial sums)
+``gradient_all_to_all``           their gradients back: sent ``b (sum_j w[j] - w[r]) * E``
+``data_parallel_all_reduce``      the replicated tables' dense gradient, ``n`` elements in
+                                  ``M`` chunks (``c_r = n // M``, one more for the first
+                                  ``n % M`` ranks): ``(n - c_r) + (M - 1) c_r`` elements
+``replica_all_reduce`` (2D)       every shard's dense gradient over the ``G`` replicas of
+                                  its rank (same chunk formula over ``G``)
+``dense_all_reduce``              DDP of the MLPs: the ring's ``2 (W - 1) / W`` of the bytes
+================================  ===========================================================
+
+``E`` is the bytes of ``dtype`` (the implementation pools and sends fp32). The ids a rank
+sends depend on the data: by default the **expected** count, local batch x the table's pooling
+factor x the shard's row fraction; ``id_counts`` takes the actual counts instead (exact).
+Lengths and ids are int64, as our implementation sends them; TorchRec's input distribution
+sends the KeyedJaggedTensor's own dtypes (int32 lengths and offsets are common there), so its
+lengths would cost half. Widths and the 2D shards' rows are exact: the plan's cumulative
+rounding (:func:`recnotebooks.plan.split_counts`).
+
+**2D.** ``world`` may be ``G`` times ``plan.world_size``: the plan then shards the tables
+inside each group of ``M = plan.world_size`` consecutive ranks, and the groups are replicas
+(rank ``g M + m`` is rank ``m`` of group ``g``). Every all-to-all stays inside a group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from recnotebooks.checks import check_float, check_int
+from recnotebooks.config import DLRMConfig
+from recnotebooks.perf.hardware import DTYPE_BYTES
+from recnotebooks.plan import Plan, split_counts
+
+__all__ = ["COLLECTIVES", "INDEX_BYTES", "LENGTH_BYTES", "collective_bytes", "volumes"]
+
+#: Bytes of one id and of one bag length as our sharded step sends them (int64).
+INDEX_BYTES = 8
+LENGTH_BYTES = 8
+#: Modeled collectives: (name, comm collective, component, direction as ``CommLog`` records it).
+COLLECTIVES = (
+    ("lengths_all_to_all", "all_to_all", "all_to_all", "forward"),
+    ("ids_all_to_all", "all_to_all", "all_to_all", "forward"),
+    ("pooled_all_to_all", "all_to_all", "all_to_all", "forward"),
+    ("gradient_all_to_all", "all_to_all", "all_to_all", "backward"),
+    ("data_parallel_all_reduce", "all_reduce", "all_reduce", "forward"),
+    ("replica_all_reduce", "all_reduce", "all_reduce", "forward"),
+    ("dense_all_reduce", "all_reduce", "all_reduce", "forward"),
+)
+_META = {name: (kind, comp, direction) for name, kind, comp, direction in COLLECTIVES}
+
+
+def _tidy(x: float) -> int | float:
+    """An integral value as an int (bytes the test compares exactly), anything else unchanged."""
+    n = round(x)
+    return int(n) if abs(x - n) <= 1e-9 * max(1.0, abs(x)) else float(x)
+
+
+def _ring_chunks(n: int, world: int, rank: int) -> int:
+    """Elements rank ``rank`` sends (and receives) all-reducing ``n`` elements as a
+    reduce-scatter then an all-gather over ``world`` chunks (``recnotebooks.dist.comm``'s count)."""
+    mine = n // world + (1 if rank < n % world else 0)
+    return n - mine + (world - 1) * mine
+
+
+def _blocks(config: DLRMConfig, plan: Plan) -> list[tuple[int, int]]:
+    """(rows, columns) of every shard, by cumulative rounding as :meth:`Plan.geometry` does,
+    without its execution checks (a modeled plan may leave a shard empty)."""
+    rows = {t.name: t.num_rows for t in config.tables}
+    dim = config.embedding_dim
+    out = [(rows[s.table], dim) for s in plan.shards]
+    split: dict[str, list[int]] = {}
+    for i, s in enumerate(plan.shards):
+        if s.sharding in ("row_wise", "column_wise"):
+            split.setdefault(s.table, []).append(i)
+    for t, idx in split.items():
+        order = sorted(idx, key=lambda i: (plan.shards[i].rank, i))
+        row_wise = plan.shards[order[0]].sharding == "row_wise"
+        fracs = [plan.shards[i].row_fraction if row_wise else plan.shards[i].col_fraction for i in order]
+        for i, c in zip(order, split_counts(rows[t] if row_wise else dim, fracs), strict=True):
+            out[i] = (c, dim) if row_wise else (rows[t], c)
+    return out
+
+
+def collective_bytes(
+    config: DLRMConfig,
+    plan: Plan,
+    local_batch: float,
+    world: int | None = None,
+    dtype: str = "fp32",
+    *,
+    id_counts: Mapping[tuple[int, int], float] | None = None,
+    dense: bool = True,
+) -> list[dict[str, Any]]:
+    """Tidy rows, one per (rank, collective) of one training step (see the module docstring).
+
+    Args:
+        config: the model (tables, their pooling factors, embedding dim, MLPs).
+        plan: the sharding plan over ``plan.world_size`` ranks (checked with :meth:`Plan.check`).
+        local_batch: samples per rank.
+        world: ranks in all (``None``: ``plan.world_size``); a multiple ``G * plan.world_size``
+            is 2D sparse parallelism with ``G`` replica groups.
+        dtype: of the pooled embeddings, their gradients and the all-reduced gradients.
+        id_counts: ``{(global rank, plan shard index): ids}`` that rank sends to the shard's
+            owner in the step, for every model-parallel shard and rank (``None``: expected counts).
+        dense: include ``dense_all_reduce`` (DDP of the MLPs, not part of the embedding collection).
+
+    Each row: ``source`` ("modeled"), ``rank``, ``collective`` (a name of :data:`COLLECTIVES`),
+    ``comm`` (the ``recnotebooks.dist.comm`` collective), ``component``, ``direction``, ``calls``
+    (1), ``bytes_sent``, ``bytes_received`` (ints where whole).
+    """
+    plan.check(config)
+    m = plan.world_size
+    world = m if world is None else check_int("world", world, lo=1)
+    if world % m:
+        raise ValueError(f"world must be a multiple of plan.world_size={m} (2D: groups of it), got {world}")
+    b = check_float("local_batch", local_batch, lo=0.0)
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype must be one of {list(DTYPE_BYTES)}, got {dtype!r}")
+    e, groups = DTYPE_BYTES[dtype], world // m
+    blocks = _blocks(config, plan)
+    pooling = {t.name: t.pooling_factor for t in config.tables}
+    mp: list[list[int]] = [[] for _ in range(m)]
+    for i, s in enumerate(plan.shards):
+        if s.sharding != "data_parallel":
+            mp[s.rank].append(i)
+    widths = [sum(blocks[i][1] for i in mp[j]) for j in range(m)]
+    size = [r * c for r, c in blocks]
+    dp_elements = sum(
+        n for n, s in zip(size, plan.shards, strict=True) if s.sharding == "data_parallel" and s.rank == 0
+    )
+    held = [sum(size[i] for i, s in enumerate(plan.shards) if s.rank == j) for j in range(m)]
+
+    def ids(rank: int, i: int) -> float:
+        if id_counts is not None:
+            if (rank, i) not in id_counts:
+                raise ValueError(
+                    f"id_counts must give every (rank, model-parallel shard) pair, missing {(rank, i)}"
+                )
+            return float(id_counts[(rank, i)])
+        s = plan.shards[i]
+        return b * pooling[s.table] * (s.row_fraction if s.sharding == "row_wise" else 1.0)
+
+    rows: list[dict[str, Any]] = []
+
+    def add(rank: int, name: str, sent: float, received: float) -> None:
+        kind, comp, direction = _META[name]
+        rows.append({"source": "modeled", "rank": rank, "collective": name, "comm": kind, "component": comp,
+                     "direction": direction, "calls": 1, "bytes_sent": _tidy(sent),
+                     "bytes_received": _tidy(received)})  # fmt: skip
+
+    for r in range(world):
+        g, k = divmod(r, m)
+        others = [j for j in range(m) if j != k]
+        if any(mp):
+            add(r, "lengths_all_to_all", sum(b * len(mp[j]) for j in others) * LENGTH_BYTES,
+                (m - 1) * b * len(mp[k]) * LENGTH_BYTES)  # fmt: skip
+            sent = sum(ids(r, i) for j in others for i in mp[j])
+            received = sum(ids(g * m + j, i) for j in others for i in mp[k])
+            add(r, "ids_all_to_all", sent * INDEX_BYTES, received * INDEX_BYTES)
+            out, back = (m - 1) * b * widths[k] * e, b * (sum(widths) - widths[k]) * e
+            add(r, "pooled_all_to_all", out, back)
+            add(r, "gradient_all_to_all", back, out)
+        if dp_elements:
+            both = _ring_chunks(dp_elements, m, k) * e
+            add(r, "data_parallel_all_reduce", both, both)
+        if groups > 1:
+            both = _ring_chunks(held[k], groups, g) * e
+            add(r, "replica_all_reduce", both, both)
+        if dense and world > 1:
+            both = 2 * (world - 1) / world * config.dense_parameters * e
+            add(r, "dense_all_reduce", both, both)
+    return rows
+
+
+def volumes(rows: list[dict[str, Any]], world: int) -> dict[str, list[float]]:
+    """Per component (``all_to_all``, ``all_reduce``), per rank: the bytes its collectives put on
+    a link, each collective counted by the larger of what it sends and receives."""
+    out = {"all_to_all": [0.0] * world, "all_reduce": [0.0] * world}
+    for row in rows:
+        out[row["component"]][row["rank"]] += max(row["bytes_sent"], row["bytes_received"])
+    return out

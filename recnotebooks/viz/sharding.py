@@ -1,0 +1,292 @@
+"""The Sharding Explorer (notebook 04): a plan run for real on local processes, beside the model.
+
+:func:`explore_sharding` is the pure function. For a model, a number of ranks and a plan (the
+planner's, its naive baseline, or every table sharded one way) it gives:
+
+* ``bytes``: per rank and collective, the bytes sent to other ranks in one step — **modeled**
+  (:func:`recnotebooks.perf.traffic.collective_bytes`) and, once the setting has been run here,
+  **measured** (the ranks' :class:`~recnotebooks.dist.CommLog`). For the embeddings' all-to-alls
+  the two agree to the byte: the model counts what the implementation sends.
+* ``measured``: the step of each rank, by phase (``all_to_all`` and ``all_reduce`` included), from
+  :func:`recnotebooks.dist.training.train_local` on this machine's CPU processes (gloo on
+  127.0.0.1): **measured**, once per setting and reused.
+* ``modeled``: the same plan's step by component, **modeled** for these processes here
+  (:func:`recnotebooks.perf.calibrate_comm.local_ranks_hardware`: this machine shared by the
+  ranks; our step's own operators, ``implementation="recnotebooks"``) and for as many GPUs of a
+  server over NVLink, over PCIe, and one GPU per node over the network
+  (:func:`recnotebooks.perf.scaleout.link_hardware`; TorchRec's step, as the model's GPU figures).
+* ``balance``: the lookups each rank serves per step (computed from the plan), whose spread is
+  the plan's load imbalance.
+
+A setting that has not been measured yet is shown modeled only, with a note: running ranks
+takes seconds, so the explorer never starts them on a slider move. :func:`measure_sharding`
+runs them (all plans of a model and rank count in one launch) and the explorer reuses the result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from recnotebooks.checks import check_choice, check_int
+from recnotebooks.config import DLRMConfig, preset
+from recnotebooks.dist.launch import launch
+from recnotebooks.dist.training import round_robin_plan, run_plans
+from recnotebooks.perf.calibrate_comm import local_ranks_hardware
+from recnotebooks.perf.cost import COMPONENTS, estimate
+from recnotebooks.perf.hardware import HARDWARE, hardware
+from recnotebooks.perf.planner import plan_tables
+from recnotebooks.perf.scaleout import link_hardware
+from recnotebooks.perf.traffic import collective_bytes
+from recnotebooks.plan import Plan
+from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
+from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
+from recnotebooks.viz.controls import build_controls, human, option_values
+from recnotebooks.viz.tidy import stack
+
+__all__ = ["PLANS", "SHARDING_CONTROLS", "STEPS", "explore_sharding", "measure_sharding", "sharding_explorer",
+           "sharding_model", "sharding_plan"]  # fmt: skip
+
+#: Plans offered: the cost planner's, its naive baseline (the dlrm repo's), and uniform ones.
+PLANS = ("planner", "naive", "table_wise", "row_wise", "column_wise", "data_parallel")
+#: Training steps of a measured run (the first few are warm-up, not timed).
+STEPS = 12
+SHARDING_CONTROLS: dict[str, dict[str, object]] = {
+    "model": {
+        "options": [("tiny (8 tables)", "tiny"), ("Criteo Kaggle, 26 tables, <= 20k rows", "kaggle_20k")],
+        "value": "tiny",
+        "label": "model",
+        "dropdown": True,
+    },  # fmt: skip
+    "ranks": {"options": [1, 2, 4], "value": 2, "label": "processes (ranks)"},
+    "plan": {"options": list(PLANS), "value": "planner", "label": "plan", "dropdown": True},
+    "batch_size": {"options": [256, 512, 1024, 2048], "value": 512, "label": "global batch"},
+    "gpu": {
+        "options": [h for h, hw in HARDWARE.items() if hw.kind == "gpu"],
+        "value": "dgx_h100",
+        "label": "GPU server (modeled)",
+        "dropdown": True,
+    },  # fmt: skip
+}
+#: (model, ranks, plan, batch) -> per-rank results of :func:`recnotebooks.dist.training.run_rank`
+_MEASURED: dict[tuple[str, int, str, int], list[dict[str, Any]]] = {}
+
+
+def sharding_model(name: str) -> DLRMConfig:
+    """The explorer's models: ``tiny``, or Criteo Kaggle's 26 tables capped at 20k rows."""
+    check_choice("model", name, option_values(SHARDING_CONTROLS["model"]))
+    return preset("tiny") if name == "tiny" else preset("criteo_kaggle").with_max_rows(20_000)
+
+
+def sharding_plan(config: DLRMConfig, name: str, ranks: int, gpu: str = "dgx_h100") -> Plan:
+    """Plan ``name`` of :data:`PLANS` for ``ranks`` ranks (the planner plans for ``gpu`` devices)."""
+    check_choice("plan", name, PLANS)
+    ranks = check_int("ranks", ranks, lo=1)
+    if name in ("planner", "naive"):
+        return plan_tables(config, gpu, ranks, strategy="cost" if name == "planner" else "naive")
+    return round_robin_plan(config, ranks, name)
+
+
+def measure_sharding(model: str = "tiny", ranks: int = 2, plans: Sequence[str] = PLANS, batch_size: int = 512,
+                     gpu: str = "dgx_h100", steps: int = STEPS) -> float:  # fmt: skip
+    """Run every plan in ``plans`` for ``steps`` steps on ``ranks`` local processes (one launch)
+    and keep the results for the explorer; returns the seconds it took. **Measured.**"""
+    check_int("steps", steps, lo=2, hi=1000)
+    batch_size = check_choice("batch_size", batch_size, option_values(SHARDING_CONTROLS["batch_size"]))
+    ranks = check_choice("ranks", ranks, option_values(SHARDING_CONTROLS["ranks"]))
+    names = [check_choice("plans", p, PLANS) for p in plans]
+    config = sharding_model(model)
+    todo = [p for p in names if (model, ranks, p, batch_size) not in _MEASURED]
+    if not todo:
+        return 0.0
+    t0 = time.perf_counter()
+    built = [sharding_plan(config, p, ranks, gpu) for p in todo]
+    sgd = {"sparse_optimizer": "sgd", "dense_optimizer": "sgd"}
+    res = launch(run_plans, ranks, config, built, steps, batch_size, 0, timeout_s=300.0, **sgd)
+    for k, p in enumerate(todo):
+        _MEASURED[(model, ranks, p, batch_size)] = [res.values[r][k] for r in range(ranks)]
+    return time.perf_counter() - t0
+
+
+def _modeled(config: DLRMConfig, plan: Plan, ranks: int, batch: int, gpu: str) -> list[dict[str, object]]:
+    """The step by component on the slowest rank: here, and on ``ranks`` GPUs over three links."""
+    here = local_ranks_hardware(hardware("this_machine"), ranks)
+    base = hardware(gpu)
+    where = [(f"here: {ranks} CPU process{'es' if ranks > 1 else ''}", here, ranks, 1)]
+    if ranks <= base.devices:
+        where += [(f"{ranks} GPU · NVLink ({gpu})", link_hardware(base, "nvlink"), ranks, 1),
+                  (f"{ranks} GPU · PCIe ({gpu})", link_hardware(base, "pcie"), ranks, 1)]  # fmt: skip
+    where.append((f"{ranks} GPU · network, 1 per node", link_hardware(base, "network"), 1, ranks))
+    rows: list[dict[str, object]] = []
+    for label, hw, gpus, nodes in where:
+        impl = "recnotebooks" if label.startswith("here") else "torchrec"  # GPUs: TorchRec's step
+        r = estimate(config, hw, batch_size=batch, gpus=gpus, nodes=nodes, plan=plan, implementation=impl,
+                     sparse_optimizer="sgd", dense_optimizer="sgd")  # fmt: skip
+        b = r.breakdown()
+        rows += [{"where": label, "phase": c, "seconds_per_step": b[c], "source": "modeled"}
+                 for c in COMPONENTS if b[c] > 0]  # fmt: skip
+    return rows
+
+
+def _bytes(config: DLRMConfig, plan: Plan, ranks: int, batch: int, measured: list[dict[str, Any]] | None,
+           steps: int) -> list[dict[str, object]]:  # fmt: skip
+    """Bytes sent per step by rank and collective: modeled, and measured when run."""
+    rows: list[dict[str, object]] = []
+    sums: dict[tuple[int, str], float] = {}
+    for r in collective_bytes(config, plan, batch // ranks, ranks):
+        if r["collective"] == "dense_all_reduce":
+            continue  # DDP's bucket all-reduce: modeled as a ring, logged by the hybrid model as all_reduce
+        key = (int(r["rank"]), f"{r['component']} {r['direction']}")
+        sums[key] = sums.get(key, 0.0) + float(r["bytes_sent"])
+    rows += [{"rank": k[0], "collective": k[1], "bytes": v, "source": "modeled"} for k, v in sums.items()]
+    for rank, res in enumerate(measured or []):
+        for c in res["comm"]:
+            if c["component"] == "all_to_all":  # the embeddings' collectives (all_reduce mixes in DDP's)
+                rows.append({"rank": rank, "collective": f"all_to_all {c['direction']}",
+                             "bytes": c["bytes_sent"] / steps, "source": "measured"})  # fmt: skip
+    return rows
+
+
+def _balance(config: DLRMConfig, plan: Plan, ranks: int, batch: int) -> list[dict[str, object]]:
+    """Lookups each rank pools per step (all ranks' samples of its model-parallel shards)."""
+    pooling = {t.name: t.pooling_factor for t in config.tables}
+    per = [0.0] * ranks
+    for s in plan.shards:
+        share = batch / ranks if s.sharding == "data_parallel" else batch * s.row_fraction
+        per[s.rank] += share * pooling[s.table]
+    return [{"rank": r, "lookups": v, "source": "computed"} for r, v in enumerate(per)]
+
+
+def explore_sharding(*, model: str = "tiny", ranks: int = 2, plan: str = "planner", batch_size: int = 512,
+                     gpu: str = "dgx_h100") -> Result:  # fmt: skip
+    """Tables ``modeled``, ``bytes``, ``measured`` and ``balance`` of one setting (module docstring)."""
+    config = sharding_model(model)
+    ranks = check_choice("ranks", ranks, option_values(SHARDING_CONTROLS["ranks"]))
+    batch = check_choice("batch_size", batch_size, option_values(SHARDING_CONTROLS["batch_size"]))
+    check_choice("gpu", gpu, option_values(SHARDING_CONTROLS["gpu"]))
+    p = sharding_plan(config, plan, ranks, gpu)
+    measured = _MEASURED.get((model, ranks, plan, batch))
+    tables: dict[str, list[dict[str, object]]] = {
+        "modeled": _modeled(config, p, ranks, batch, gpu),
+        "bytes": _bytes(config, p, ranks, batch, measured, STEPS),
+        "balance": _balance(config, p, ranks, batch),
+        "measured": [{"rank": f"rank {r}", "phase": k, "seconds_per_step": v, "source": "measured"}
+                     for r, res in enumerate(measured or []) for k, v in res["phases"].items() if v > 0],
+    }  # fmt: skip
+    tables["summary"] = _summary(tables)
+    return Result(tables=tables, notes=_notes(tables, p, ranks, measured is not None, model, plan, batch))
+
+
+def _summary(tables: dict[str, list[dict[str, object]]]) -> list[dict[str, object]]:
+    """Headline numbers of a setting, for the history trail: modeled all-to-all bytes per step (all
+    ranks) and the modeled step here and over NVLink (or the network)."""
+    steps: dict[str, float] = {}
+    for r in tables["modeled"]:
+        steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
+    sent = sum(float(r["bytes"]) for r in tables["bytes"]  # type: ignore[arg-type]
+               if r["source"] == "modeled" and str(r["collective"]).startswith("all_to_all"))  # fmt: skip
+    here = next(v for k, v in steps.items() if k.startswith("here"))
+    gpu = next(
+        (v for k, v in steps.items() if "NVLink" in k), next(v for k, v in steps.items() if "network" in k)
+    )
+    return [
+        {"metric": "all-to-all bytes per step, all ranks", "value": sent, "display": human(sent, "B"),
+         "source": "modeled"},
+        {"metric": "step here, ms", "value": here * 1e3, "display": f"{here * 1e3:.3g} ms",
+         "source": "modeled"},
+        {"metric": "step on the GPUs, ms", "value": gpu * 1e3, "display": f"{gpu * 1e3:.3g} ms",
+         "source": "modeled"},
+    ]  # fmt: skip
+
+
+def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, measured: bool, model: str,
+           name: str, batch: int) -> list[str]:  # fmt: skip
+    kinds = sorted({s.sharding for s in plan.shards})
+    lookups = [float(r["lookups"]) for r in tables["balance"]]  # type: ignore[arg-type]
+    mean = sum(lookups) / len(lookups)
+    notes = [f"Plan '{name}' on {ranks} rank{'s' if ranks > 1 else ''}: {', '.join(kinds)}; lookups per rank "
+             f"max/mean {max(lookups) / mean:.2f} (1.00 = balanced)."]  # fmt: skip
+    a2a = {}
+    for r in tables["bytes"]:
+        if str(r["collective"]).startswith("all_to_all"):
+            key = (str(r["source"]), int(r["rank"]))  # type: ignore[arg-type]
+            a2a[key] = a2a.get(key, 0.0) + float(r["bytes"])  # type: ignore[arg-type]
+    model_b = sum(v for (s, _), v in a2a.items() if s == "modeled")
+    if measured:
+        meas_b = sum(v for (s, _), v in a2a.items() if s == "measured")
+        same = ("modeled: equal to the byte" if round(meas_b) == round(model_b)
+                else f"modeled {human(model_b, 'B')}: row-wise ids at their expected count")  # fmt: skip
+        notes.append(
+            f"MEASURED here: the ranks' all-to-alls sent {human(meas_b, 'B')} per step in all ({same})."
+        )
+    else:
+        notes.append(f"Not measured at this setting yet: modeled only. Run measure_sharding(model={model!r}, "
+                     f"ranks={ranks}, batch_size={batch}) (a few seconds) and move a control.")  # fmt: skip
+    steps: dict[str, float] = {}
+    for r in tables["modeled"]:
+        steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
+    a2a_ms = {w: sum(float(r["seconds_per_step"]) for r in tables["modeled"]  # type: ignore[arg-type]
+                     if r["where"] == w and r["phase"] == "all_to_all") * 1e3 for w in steps}  # fmt: skip
+    notes.append("MODELED all-to-all per step: " + "; ".join(f"{w} {a2a_ms[w]:.3g} ms" for w in steps) + ".")
+    return notes
+
+
+def _render(history: list[HistoryEntry]) -> object:
+    now = history[0].result.tables
+    trail = metric_bars(history_rows(history, "summary"), highlight=history[0].label, columns=3,
+                        total_width=900, title="This setting and the last ones", source="modeled",
+                        detail="one bar per setting, the current one solid")  # fmt: skip
+    detail = "here: this machine shared by the ranks; GPUs: as many of the chosen server"
+    charts = [time_breakdown(now["modeled"], by="where", phases=list(COMPONENTS), source="modeled",
+                             title="One step of this plan, slowest rank", detail=detail)]  # fmt: skip
+    rows = [{**r, "metric": f"{r['collective']} (bytes sent per step)", "value": r["bytes"],
+             "setting": f"{r['source']} · rank {r['rank']}", "display": human(float(r["bytes"]), "B")}  # type: ignore[arg-type]
+            for r in now["bytes"]]  # fmt: skip
+    if rows:
+        logs = "modeled: perf.traffic; measured: the ranks' comm logs"
+        src = None if now["measured"] else "modeled"
+        charts.append(metric_bars(rows, columns=2, total_width=860, source=src, detail=logs,
+                                  title="Bytes each rank sends, modeled and measured"))  # fmt: skip
+    if now["measured"]:
+        where = "CPU processes on this machine, gloo on 127.0.0.1"
+        charts.append(time_breakdown(now["measured"], by="rank", title="Measured step of each rank, here",
+                                     source="measured", detail=where))  # fmt: skip
+    return stack(trail, *charts)
+
+
+def sharding_explorer(*, history: int = 4, **values: object) -> App:
+    """The Sharding Explorer app; ``values`` override the default settings."""
+    controls = build_controls(SHARDING_CONTROLS, values, "the Sharding Explorer")
+    what = "MODELED steps and bytes of a sharding plan, beside the plan MEASURED on local processes once run"
+    return App("Sharding Explorer", controls, lambda **kw: explore_sharding(**kw), _render, history=history,
+               description=what)  # fmt: skip
+
+
+def strategy_chart(rows: list[dict[str, object]], title: str = "Planner strategies") -> object:
+    """Samples/s and embedding imbalance per planner strategy
+    (:func:`recnotebooks.perf.scaleout.compare_strategies` rows), **modeled**."""
+    metrics = (
+        ("samples per second", "samples_per_s"),
+        ("embedding imbalance (slowest / mean rank)", "imbalance"),
+    )
+    bars = [{"metric": m, "setting": r["strategy"], "value": r[k], "source": "modeled",
+             "display": f"{float(r[k]):.2f}" if k == "imbalance" else human(float(r[k]))}  # type: ignore[arg-type]
+            for r in rows for m, k in metrics]  # fmt: skip
+    what = "naive: round-robin; greedy: balanced by table size; cost: balanced by modeled work"
+    return metric_bars(bars, columns=2, title=title, source="modeled", detail=what)
+
+
+def scale_out_chart(rows: list[dict[str, object]]) -> object:
+    """All-to-all's share of the step and samples/s against GPUs, one line per link
+    (:func:`recnotebooks.perf.scaleout.scale_out` rows), **modeled**."""
+    share = metric_lines(rows, x="devices", y="all_to_all_share", color="link", x_log=True, y_format=".0%",
+                         title="All-to-all's share of the step", source="modeled", x_title="GPUs",
+                         y_title="share of the step")  # fmt: skip
+    rate = metric_lines(rows, x="devices", y="samples_per_s", color="link", x_log=True, y_log=True,
+                        title="Training throughput", source="modeled", x_title="GPUs",
+                        y_title="samples / s")  # fmt: skip
+    return stack(share, rate)
+
+
+__all__ += ["scale_out_chart", "strategy_chart"]

@@ -1,0 +1,120 @@
+"""recnotebooks.perf.calibrate_comm: the latency/bandwidth fit, a real 2-rank calibration over gloo,
+the saved calibration's round trip, and bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from recnotebooks.perf import calibrate_comm as CC
+from recnotebooks.perf.hardware import HARDWARE, load_calibration, save_calibration
+
+
+def test_fit_recovers_latency_and_bandwidth_from_synthetic_timings() -> None:
+    rng = np.random.default_rng(0)
+    volumes = np.geomspace(1e3, 8e6, 12)
+    lat, bw = 150e-6, 2.5e9
+    noisy = (lat + volumes / bw) * (1 + 0.01 * rng.standard_normal(volumes.size))
+    got_lat, got_bw = CC.fit_latency_bandwidth(list(volumes), list(noisy))
+    assert got_lat == pytest.approx(lat, rel=0.05)
+    assert got_bw == pytest.approx(bw, rel=0.05)
+    exact = CC.fit_latency_bandwidth(list(volumes), list(lat + volumes / bw))
+    assert exact == pytest.approx((lat, bw), rel=1e-9)
+
+
+def test_fit_collectives_recovers_the_models_two_numbers() -> None:
+    alpha, bw = 40e-6, 1.2e9
+    rows = [
+        {"collective": c, "world_size": w, "volume": CC.model_volume(c, b, w), "steps": CC.model_steps(c, w),
+         "seconds": alpha * CC.model_steps(c, w) + CC.model_volume(c, b, w) / bw}
+        for c in CC.COLLECTIVES for w in (2, 4) for b in CC.QUICK_SIZES
+    ]  # fmt: skip
+    fit = CC.fit_collectives(rows)
+    assert fit["collective_latency_s"] == pytest.approx(alpha, rel=1e-9)
+    assert fit["intra_node_bw"] == pytest.approx(bw, rel=1e-9)
+    assert fit["mape"] < 1e-9
+    per = {(f["collective"], f["world_size"]): f for f in fit["fits"]}
+    assert per["all_reduce", 4]["latency_s"] == pytest.approx(6 * alpha, rel=1e-9)
+    assert per["all_to_all", 4]["alpha_s"] == pytest.approx(alpha, rel=1e-9)
+
+
+def test_model_terms_follow_the_cost_model() -> None:
+    assert CC.model_steps("all_to_all", 4) == 3 and CC.model_steps("all_reduce", 4) == 6
+    assert CC.model_volume("all_to_all", 400, 4) == 300
+    assert CC.model_volume("all_reduce", 400, 4) == 600
+
+
+def test_a_real_two_rank_quick_calibration_gives_finite_positive_figures() -> None:
+    hw, raw = CC.calibrate_collectives(HARDWARE["this_machine"], quick=True, world_sizes=(2,))
+    assert math.isfinite(hw.collective_latency_s) and hw.collective_latency_s >= 0
+    assert math.isfinite(hw.intra_node_bw) and hw.intra_node_bw > 0
+    assert raw["rows"] and all(r["seconds"] > 0 and r["world_size"] == 2 for r in raw["rows"])
+    assert {f["collective"] for f in raw["fits"]} == set(CC.COLLECTIVES)
+    assert "calibrated here" in hw.sources["intra_node_bw"]
+
+
+def test_the_saved_calibration_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    hw = HARDWARE["this_machine"].replace(collective_latency_s=123e-6, intra_node_bw=0.75e9)
+    path = save_calibration(hw, {"gflops": 100.0, "copy_bw": 1e10}, path=tmp_path / "cal.json")
+    back = load_calibration(path)
+    assert back == hw
+    assert back.collective_latency_s == 123e-6 and back.intra_node_bw == 0.75e9
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (([1.0], [1.0]), "two distinct volumes"),
+        (([1.0, 1.0], [1.0, 2.0]), "two distinct volumes"),
+        (([1.0, 2.0], [1.0]), "equal lengths"),
+        (([1.0, 2.0], [1.0, 0.0]), "seconds must all be > 0"),
+        (([1.0, 2.0], [2.0, 1.0]), "do not grow"),
+        (([1.0, -2.0], [1.0, 2.0]), r"volumes\[1\]"),
+        (([1.0, float("nan")], [1.0, 2.0]), r"volumes\[1\]"),
+    ],
+)
+def test_bad_fit_input_raises_value_error(args: tuple, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        CC.fit_latency_bandwidth(*args)
+
+
+def test_bad_measure_input_raises_before_any_process_starts() -> None:
+    with pytest.raises(ValueError, match="world_sizes"):
+        CC.measure_collectives(world_sizes=[1])
+    with pytest.raises(ValueError, match="collectives"):
+        CC.measure_collectives(collectives=["broadcast"])
+    with pytest.raises(ValueError, match="sizes"):
+        CC.measure_collectives(sizes=[1024])
+    with pytest.raises(ValueError, match="rows"):
+        CC.fit_collectives([])
+    with pytest.raises(ValueError, match="collective"):
+        CC.model_steps("gather", 2)
+    with pytest.raises(TypeError, match="volumes"):
+        CC.fit_latency_bandwidth("12", [1.0, 2.0])
+
+
+def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The wiring of ``recnb calibrate --collectives`` (microbenchmarks stubbed: fast)."""
+    import recnotebooks.perf.calibrate as cal
+    from recnotebooks.cli import build_parser
+    from recnotebooks.perf import commands
+
+    base = HARDWARE["this_machine"]
+    fits = [{"collective": "all_to_all", "world_size": 2, "latency_s": 1e-4, "bandwidth": 1e9}]
+    monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "cal.json"))
+    monkeypatch.setattr(
+        cal, "calibrate", lambda device, quick: (base, {"probe": {"gflops": 1.0, "copy_bw": 1.0}})
+    )
+    monkeypatch.setattr(CC, "calibrate_collectives",
+                        lambda hw, quick: (hw.replace(collective_latency_s=77e-6, intra_node_bw=0.5e9),
+                                           {"fits": fits, "mape": 0.1}))  # fmt: skip
+    out, show_it = commands.run(
+        build_parser().parse_args(["calibrate", "--quick", "--collectives"]), SystemExit
+    )
+    assert out["hardware"]["collective_latency_s"] == 77e-6
+    saved = load_calibration(tmp_path / "cal.json")
+    assert saved is not None and saved.intra_node_bw == 0.5e9
+    show_it(out)
+    assert "collectives (gloo, local ranks): latency 77 us" in capsys.readouterr().out

@@ -1,0 +1,56 @@
+"""The prepared GPU check (benchmarks/gpu_check.py) runs its CPU-side self-test: every step's
+command exists and runs here, and the report is written whole."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_self_test_runs_every_step_and_writes_the_report(tmp_path: Path) -> None:
+    gc = _module()
+    assert gc.main(["--out", str(tmp_path), "--self-test"]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    names = [s.name for s in gc.steps("cpu", True)]
+    assert [s["step"] for s in report["steps"]] == names
+    assert all(s["status"] == "pass" for s in report["steps"]), [s["tail"] for s in report["steps"]]
+    figures = {s["step"]: s["figures"] for s in report["steps"]}
+    assert figures["environment"]["torch"].startswith("2.")
+    assert figures["train"]["samples_per_s"] > 0
+    assert 0.0 <= figures["cached_step"]["hit_rate"] <= 1.0
+    assert (tmp_path / "calibration.json").exists()  # written under --out, never over a saved one
+    md = (tmp_path / "report.md").read_text()
+    assert f"{len(names)}/{len(names)} steps passed" in md
+
+
+def test_a_failing_step_is_recorded_and_the_next_still_runs(tmp_path: Path) -> None:
+    gc = _module()
+    bad = gc.Step("broken", [sys.executable, "-c", "raise SystemExit(3)"], 30, "fails on purpose")
+    slow = gc.Step("slow", [sys.executable, "-c", "import time; time.sleep(30)"], 1, "times out")
+    good = gc.Step("ok", [sys.executable, "-c", "print('{\"x\": 1}')"], 30, "passes")
+    rows = [gc.run_step(s, {}) for s in (bad, slow, good)]
+    assert [r["status"] for r in rows] == ["fail", "timeout", "pass"]
+    assert rows[0]["exit_code"] == 3 and rows[2]["figures"] == {"x": 1}
+
+
+def test_without_cuda_the_real_check_refuses_and_names_the_self_test(tmp_path: Path, capsys) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert _module().main(["--out", str(tmp_path)]) == 2
+    assert "--self-test" in capsys.readouterr().err

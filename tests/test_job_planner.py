@@ -1,0 +1,140 @@
+"""The Training Job Planner (notebook 06): job arithmetic by hand, every control moved, impossible
+plans explained with the nearest feasible setting, no NaN anywhere, bad input named, prices cited."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from recnotebooks.perf.hardware import HARDWARE, hardware
+from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, job_cost, job_from_estimate
+from recnotebooks.viz.controls import option_values
+from recnotebooks.viz.planner import (
+    PLANNER_CONTROLS,
+    best_lever,
+    evaluate,
+    job_model,
+    job_planner,
+    measure_job,
+    nearest_feasible,
+    plan_job,
+)
+
+
+def _finite(tables: dict[str, list[dict[str, object]]]) -> None:
+    for name, rows in tables.items():
+        for row in rows:
+            for k, v in row.items():
+                if isinstance(v, float):
+                    assert math.isfinite(v), f"{name}.{k} = {v}"
+
+
+def test_job_arithmetic_by_hand() -> None:
+    j = job_cost(samples=1000, epochs=2, batch_size=300, step_time_s=0.5, devices=4, price_per_hour=3.0,
+                 power_w=2000.0, servers=1, server_price_per_hour=1.0)  # fmt: skip
+    assert j.steps == 7  # ceil(2000 / 300)
+    assert j.seconds == pytest.approx(3.5) and j.hours == pytest.approx(3.5 / 3600)
+    assert j.device_hours == pytest.approx(4 * 3.5 / 3600)
+    assert j.cost_usd == pytest.approx(4 * 3.5 / 3600 * 3.0 + 3.5 / 3600 * 1.0)
+    assert j.energy_j == pytest.approx(7000.0) and j.energy_kwh == pytest.approx(7000 / 3.6e6)
+    assert j.samples_per_joule == pytest.approx(2000 / 7000) and j.samples_per_s == pytest.approx(600)
+    assert j.meets(deadline_h=1, budget_usd=1) and not j.meets(deadline_h=1e-4)
+
+
+def test_job_from_an_estimate_uses_the_step_power_and_price() -> None:
+    o = evaluate(model="criteo_terabyte", hardware="dgx_a100", nodes=1, gpus=8)
+    r, hw = o.result, hardware("dgx_a100", price_per_hour=2.0)
+    assert r is not None
+    j = job_from_estimate(r, hw, CRITEO_TERABYTE_SAMPLES)
+    steps = math.ceil(CRITEO_TERABYTE_SAMPLES / r.batch_size)
+    assert j.hours == pytest.approx(steps * r.step_time / 3600)
+    assert j.cost_usd == pytest.approx(j.hours * 8 * 2.0)
+    assert j.energy_j == pytest.approx(r.power_w * steps * r.step_time)
+
+
+def test_every_preset_has_a_cited_price() -> None:
+    for name, hw in HARDWARE.items():
+        assert hw.price_per_hour > 0, name
+        src = hw.sources["price_per_hour"]
+        assert "approximate" in src and "http" in src and "20" in src, name
+    assert hardware("dgx_h100", price_per_hour=1.5).price_per_hour == 1.5
+    with pytest.raises(ValueError, match="price_per_hour"):
+        hardware("dgx_h100", price_per_hour=-1.0)
+
+
+def test_production_models_are_hundreds_of_gb_to_terabytes() -> None:
+    for name, lo, hi in (("mlperf_v1_x10", 300e9, 3e12), ("mlperf_v1_x30", 1e12, 5e12)):
+        cfg = job_model(name)
+        size = sum(t.num_rows for t in cfg.tables) * cfg.embedding_dim * 4
+        assert lo < size < hi, (name, size)
+
+
+def test_the_app_moves_over_every_control() -> None:
+    app = job_planner()
+    for name, spec in PLANNER_CONTROLS.items():
+        for v in option_values(spec):
+            if name == "nodes" and v == 8:
+                continue  # 64 ranks: slow to search; covered by evaluate below
+            result = app.set(**{name: v})
+            assert app.error is None
+            assert result.tables["breakdown"] and result.tables["totals"], (name, v)
+            _finite(result.tables)
+        app.set(**{name: spec["value"]})
+    assert evaluate(nodes=8).job is not None
+    app.altair_chart.to_dict()  # schema-valid
+
+
+def test_an_impossible_plan_says_why_and_shows_the_nearest_feasible() -> None:
+    r = plan_job(model="mlperf_v1_x30", hardware="this_machine", gpus=1, deadline_h=1, budget_usd=10)
+    assert r.tables["verdict"][0]["verdict"] == "impossible"
+    text = " ".join(r.notes)
+    assert "impossible" in text and ("deadline" in text or "budget" in text or "fit" in text)
+    assert "earest feasible" in text or "fastest that fits" in text
+    assert r.tables["breakdown"] and r.tables["totals"]
+    _finite(r.tables)
+    # a setting that cannot be built: the chart shows the nearest feasible one instead, never nothing
+    r = plan_job(hardware="cpu_cluster", gpus=8)
+    assert "1 device(s), not 8" in r.notes[0]
+    assert {row["setting"] for row in r.tables["breakdown"]} == {
+        "nearest feasible, hardware cpu_cluster→dgx_a100"
+    }
+    near, sentence = nearest_feasible(hardware="cpu_cluster", gpus=8)
+    assert near is not None and near.feasible and "nearest feasible" in sentence
+    app = job_planner(hardware="cpu_cluster", gpus=8)
+    assert app.error is None and app.chart_data()
+
+
+def test_best_lever_reports_the_biggest_gain() -> None:
+    best, rows = best_lever(model="criteo_terabyte")
+    assert rows and best is not None
+    assert best["speedup"] == max(r["speedup"] for r in rows) and best["speedup"] > 1
+    assert all(math.isfinite(float(r["speedup"])) and math.isfinite(float(r["cost_ratio"])) for r in rows)
+
+
+def test_bad_input_is_named() -> None:
+    with pytest.raises(ValueError, match="nodes"):
+        plan_job(nodes=3)
+    with pytest.raises(ValueError, match="dtype"):
+        plan_job(dtype="fp8")
+    with pytest.raises(KeyError, match="nodez"):
+        plan_job(nodez=1)
+    with pytest.raises(ValueError, match="model"):
+        job_model("rm9")
+    with pytest.raises(ValueError, match="samples"):
+        job_cost(samples=float("nan"), batch_size=1, step_time_s=1, devices=1, price_per_hour=1, power_w=1)
+    with pytest.raises(ValueError, match="step_time_s"):
+        job_cost(samples=10, batch_size=1, step_time_s=0, devices=1, price_per_hour=1, power_w=1)
+    with pytest.raises(ValueError, match="measure_job"):
+        measure_job(model="mlperf_v1")
+    with pytest.raises(KeyError):
+        job_planner(budget=3)
+
+
+def test_measured_run_sits_beside_the_model() -> None:
+    assert not plan_job(model="tiny", gpus=2).tables["measured"]  # never started by a setting
+    assert measure_job(model="tiny", gpus=2) > 0
+    assert measure_job(model="tiny", gpus=2) == 0.0  # reused
+    rows = plan_job(model="tiny", gpus=2).tables["measured"]
+    assert {r["source"] for r in rows} == {"measured", "modeled"}
+    _finite({"measured": rows})

@@ -1,0 +1,28 @@
+"""The instructor's answer key: every exercise has one, and it passes its own checker (so the
+key, the checker and the model can never drift apart)."""
+
+from __future__ import annotations
+
+import pytest
+
+from recnotebooks import lab
+from recnotebooks.lab import EXERCISES, AppSetting, answer_key, check
+
+
+@pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
+def test_the_answer_key_passes_the_checker(exercise_id: str) -> None:
+    key = answer_key(exercise_id)
+    answer = key.app() if isinstance(key, AppSetting) else key
+    feedback = check(exercise_id, answer)
+    assert feedback.passed, str(feedback)
+
+
+def test_every_notebook_with_exercises_is_keyed() -> None:
+    assert {e.split(".")[0] for e in EXERCISES} >= {"00", "01", "02", "03", "04", "05", "06"}
+    assert all(e.answer is not None for e in EXERCISES.values())
+
+
+def test_unknown_exercise_is_named() -> None:
+    with pytest.raises(KeyError, match="99.nope"):
+        answer_key("99.nope")
+    assert lab.exercises("03") and all(i.startswith("03.") for i, _ in lab.exercises("03"))

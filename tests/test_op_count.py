@@ -1,0 +1,69 @@
+"""The cost model's operator counts of our sharded step equal what the step launches.
+
+``perf.components.op_count`` prices a sharded step with constants fitted to counts of our own
+HybridParallelDLRM step (benchmarks/our_step_ops.py). Here the counter runs again on one small
+case per scheme (2 gloo ranks, 4 tables) and each modeled count must match it, so the
+constants can be checked whenever the step changes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from recnotebooks.config import architecture_config, preset
+from recnotebooks.dist import launch
+from recnotebooks.dist._train_workers import count_step_ops, single_step_ops
+from recnotebooks.dist.training import round_robin_plan
+from recnotebooks.perf.components import A2A_CALLS_PER_STEP, op_count, sharded_op_terms
+from recnotebooks.perf.validate_dist import mixed_plan
+from recnotebooks.plan import Plan, TableShard
+
+OURS = "recnotebooks"
+SCHEMES = ("table_wise", "row_wise", "column_wise", "data_parallel", "mixed")
+CONFIG = architecture_config(num_tables=4, rows_per_table=1000, embedding_dim=16, pooling=1, bottom_width=64,
+                             bottom_depth=2, top_width=32, top_depth=2)  # fmt: skip
+
+
+def _plan(scheme: str, world: int = 2) -> Plan:
+    return mixed_plan(CONFIG, world) if scheme == "mixed" else round_robin_plan(CONFIG, world, scheme)
+
+
+def test_op_count_matches_the_counted_step_of_each_scheme() -> None:
+    cases = [{"config": CONFIG, "plan": _plan(s), "batch_size": 128} for s in SCHEMES]
+    counted = launch(count_step_ops, 2, cases, timeout_s=120).values[0]
+    single = single_step_ops(CONFIG, 128)["ops"]
+    for scheme, c in zip(SCHEMES, counted, strict=True):
+        modeled = op_count(CONFIG, 2, plan=_plan(scheme), implementation=OURS) - op_count(CONFIG)
+        assert modeled == pytest.approx(c["ops"] - single, rel=0.02, abs=4), scheme
+        assert c["host_syncs"] > 0  # the splits' .tolist(): counted as operators
+
+
+def test_op_count_without_a_plan_and_on_one_process() -> None:
+    tw = Plan(2, tuple(TableShard(t.name, k % 2) for k, t in enumerate(CONFIG.tables)))
+    dp = round_robin_plan(CONFIG, 2, "data_parallel")
+    for impl in ("recnotebooks", "torchrec"):
+        assert op_count(CONFIG, 2, True, implementation=impl) == op_count(
+            CONFIG, 2, plan=tw, implementation=impl
+        )
+        assert op_count(CONFIG, 2, implementation=impl) == op_count(CONFIG, 2, plan=dp, implementation=impl)
+        assert op_count(CONFIG, 1, True, implementation=impl) == op_count(CONFIG)
+    # ours: more shards, more operators (the slowest rank counts); TorchRec's: not per table
+    rw2, rw4 = _plan("row_wise"), _plan("row_wise", 4)
+    assert op_count(CONFIG, 4, plan=rw4, implementation=OURS) > op_count(
+        CONFIG, 2, plan=rw2, implementation=OURS
+    )
+    assert (
+        op_count(CONFIG, 2, plan=rw2)
+        == op_count(CONFIG, 2, plan=tw)
+        < op_count(CONFIG, 2, plan=tw, implementation=OURS)
+    )
+    terms = sharded_op_terms(CONFIG, _plan("mixed"), 0)
+    assert terms["collection"] == 2 and terms["data_parallel_base"] == 1
+    assert A2A_CALLS_PER_STEP == 4  # lengths, ids, pooled forward; pooled gradients backward
+
+
+def test_op_count_rejects_a_plan_of_another_world_size_and_unknown_implementations() -> None:
+    with pytest.raises(ValueError, match="plan is for 2 ranks but world_size=4"):
+        op_count(preset("tiny"), 4, plan=round_robin_plan(preset("tiny"), 2))
+    with pytest.raises(ValueError, match="implementation"):
+        op_count(preset("tiny"), 2, implementation="fbgemm")

@@ -1,0 +1,68 @@
+"""The Sharding Explorer (notebook 04): modeled without running ranks, measured once run, and the
+measured bytes of the embeddings' all-to-alls equal the model's, to the byte."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from recnotebooks.viz import sharding as S
+
+
+@pytest.mark.parametrize("plan", S.PLANS)
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+def test_modeled_setting_needs_no_processes(plan: str, ranks: int) -> None:
+    res = S.explore_sharding(model="kaggle_20k", ranks=ranks, plan=plan)
+    assert res.tables["measured"] == [] or S._MEASURED.get(("kaggle_20k", ranks, plan, 512))
+    assert {r["source"] for r in res.tables["modeled"]} == {"modeled"}
+    assert all(math.isfinite(float(r["seconds_per_step"])) for r in res.tables["modeled"])
+    lookups = [float(r["lookups"]) for r in res.tables["balance"]]
+    assert len(lookups) == ranks and all(v > 0 for v in lookups)
+    wheres = {r["where"] for r in res.tables["modeled"]}
+    assert any(w.startswith("here") for w in wheres) and any("network" in w for w in wheres)
+
+
+@pytest.fixture(scope="module")
+def measured() -> None:
+    S.measure_sharding("tiny", 2, ("table_wise", "column_wise", "row_wise"), batch_size=256)
+
+
+def test_measured_bytes_equal_the_model(measured: None) -> None:
+    for plan in ("table_wise", "column_wise"):
+        res = S.explore_sharding(model="tiny", ranks=2, plan=plan, batch_size=256)
+        got: dict[tuple[str, int, str], float] = {}
+        for r in res.tables["bytes"]:
+            if str(r["collective"]).startswith("all_to_all"):
+                key = (str(r["source"]), int(r["rank"]), str(r["collective"]))
+                got[key] = got.get(key, 0.0) + float(r["bytes"])
+        for (src, rank, coll), v in got.items():
+            if src == "measured":
+                assert v == got[("modeled", rank, coll)], (plan, rank, coll)
+        assert any("equal to the byte" in n for n in res.notes)
+        phases = {r["phase"] for r in res.tables["measured"]}
+        assert {"all_to_all", "all_reduce", "backward"} <= phases
+
+
+def test_row_wise_ids_are_modeled_at_their_expected_count(measured: None) -> None:
+    res = S.explore_sharding(model="tiny", ranks=2, plan="row_wise", batch_size=256)
+    assert any("MEASURED here" in n for n in res.notes)
+
+
+def test_the_app_moves_and_says_what_is_measured(measured: None) -> None:
+    app = S.sharding_explorer(ranks=2, batch_size=256, plan="table_wise")
+    assert any("MEASURED here" in n for n in app.result.notes)
+    app.set(ranks=4)
+    assert any("Not measured" in n for n in app.result.notes)
+    app.set(plan="data_parallel", ranks=2)
+    assert app.error is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "err"),
+    [({"ranks": 3}, ValueError), ({"plan": "diagonal"}, ValueError), ({"model": "huge"}, ValueError),
+     ({"batch_size": 100}, ValueError), ({"gpu": "cpu_cluster"}, ValueError)],
+)  # fmt: skip
+def test_bad_settings_are_named(kwargs: dict, err: type) -> None:
+    with pytest.raises(err, match=next(iter(kwargs))):
+        S.explore_sharding(**kwargs)

@@ -1,0 +1,41 @@
+"""Notebook 04's take-aways, asserted on the numbers the notebook computes."""
+
+from __future__ import annotations
+
+import pytest
+
+from recnotebooks.config import preset
+from recnotebooks.perf.scaleout import compare_strategies, scale_out
+
+
+@pytest.fixture(scope="module")
+def scaling() -> list[dict]:
+    return scale_out(preset("criteo_terabyte"), "dgx_h100", devices=(1, 2, 4, 8, 16, 32, 64))
+
+
+def _at(rows: list[dict], link: str, n: int) -> dict:
+    return next(r for r in rows if r["link"] == link and r["devices"] == n)
+
+
+def test_a_plan_balanced_by_bytes_is_not_balanced_by_work() -> None:
+    rows = {r["strategy"]: r for r in compare_strategies(preset("criteo_terabyte"), "dgx_h100", devices=16)}
+    assert rows["greedy"]["imbalance"] >= 3  # "several times the mean lookups"
+    assert rows["cost"]["imbalance"] < 1.5 and rows["naive"]["imbalance"] < 1.5  # "spreads the lookups"
+    assert rows["cost"]["samples_per_s"] > rows["greedy"]["samples_per_s"]
+
+
+def test_all_to_all_share_grows_with_gpus_and_is_largest_over_the_network(scaling: list[dict]) -> None:
+    for link in ("nvlink", "network"):
+        shares = [_at(scaling, link, n)["all_to_all_share"] for n in (1, 2, 4, 8, 16)]
+        assert shares == sorted(shares)
+    for n in (2, 4, 8):
+        assert _at(scaling, "nvlink", n)["all_to_all_share"] < _at(scaling, "pcie", n)["all_to_all_share"]
+        assert _at(scaling, "pcie", n)["all_to_all_share"] <= _at(scaling, "network", n)["all_to_all_share"]
+    for n in (16, 32):
+        assert _at(scaling, "nvlink", n)["all_to_all_share"] < _at(scaling, "network", n)["all_to_all_share"]
+
+
+def test_past_26_gpus_throughput_falls_although_gpus_were_added(scaling: list[dict]) -> None:
+    assert len(preset("criteo_terabyte").tables) == 26
+    for link in ("nvlink", "network"):
+        assert _at(scaling, link, 32)["samples_per_s"] < _at(scaling, link, 16)["samples_per_s"]
