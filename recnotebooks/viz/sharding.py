@@ -220,6 +220,7 @@ def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, m
         notes.append(
             f"MEASURED here: the ranks' all-to-alls sent {human(meas_b, 'B')} per step in all ({same})."
         )
+        notes.append(_time_note(tables))
     else:
         notes.append(f"Not measured at this setting yet: modeled only. Run measure_sharding(model={model!r}, "
                      f"ranks={ranks}, batch_size={batch}) (a few seconds) and move a control.")  # fmt: skip
@@ -230,6 +231,25 @@ def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, m
                      if r["where"] == w and r["phase"] == "all_to_all") * 1e3 for w in steps}  # fmt: skip
     notes.append("MODELED all-to-all per step: " + "; ".join(f"{w} {a2a_ms[w]:.3g} ms" for w in steps) + ".")
     return notes
+
+
+def _time_note(tables: dict[str, list[dict[str, object]]]) -> str:
+    """The measured step (slowest rank) against the model's for the same processes here, and how
+    much of each is collectives."""
+    comm = ("all_to_all", "all_reduce")
+    per_rank: dict[str, list[float]] = {}
+    for r in tables["measured"]:
+        tot = per_rank.setdefault(str(r["rank"]), [0.0, 0.0])
+        tot[0] += float(r["seconds_per_step"])  # type: ignore[arg-type]
+        tot[1] += float(r["seconds_per_step"]) if r["phase"] in comm else 0.0  # type: ignore[arg-type]
+    step, coll = max(per_rank.values())
+    here = [r for r in tables["modeled"] if str(r["where"]).startswith("here")]
+    model = sum(float(r["seconds_per_step"]) for r in here)  # type: ignore[arg-type]
+    model_coll = sum(float(r["seconds_per_step"]) for r in here if r["phase"] in comm)  # type: ignore[arg-type]
+    return (f"MEASURED step here {step * 1e3:.3g} ms (slowest rank; collectives {coll * 1e3:.3g} ms) against "
+            f"{model * 1e3:.3g} ms MODELED for the same processes (collectives {model_coll * 1e3:.3g} ms): "
+            + (f"the model is {step / model:.1f}x too fast here." if step >= model
+               else f"the model is {model / step:.1f}x too slow here."))  # fmt: skip
 
 
 def _render(history: list[HistoryEntry]) -> object:
