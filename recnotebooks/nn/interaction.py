@@ -71,6 +71,9 @@ class DotInteraction(nn.Module):
         return int(self.select.shape[1])
 
     def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
+        if torch.is_autocast_enabled(dense.device.type):  # AMP covers the MLPs only, as NVIDIA's DLRM:
+            with torch.autocast(dense.device.type, enabled=False):  # bf16 dot products lose the signal
+                return self.forward(dense.float(), sparse.float())
         x = torch.cat([dense.unsqueeze(1), sparse], dim=1)  # (B, F, D)
         return torch.cat([dense, pairwise_dots(x, self.select.to(x.dtype))], dim=1)
 

@@ -236,17 +236,22 @@ def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str
     under AMP, as ``torch.cat`` promotes), cast to half for the GEMMs (and back backward);
     the output in the activations' type."""
     p = precision(dtype)
+    # under AMP the dot interaction runs in fp32 (autocast covers the MLPs only, as NVIDIA's DLRM
+    # and our DotInteraction do): fp32 GEMMs, fp32 output
+    gdt = "fp32" if p.casts and config.interaction == "dot" else dtype
     f, d, eb, cb = config.num_interaction_features, config.embedding_dim, p.activation_bytes, p.concat_bytes
+    if p.casts and config.interaction == "dot":
+        eb = cb
     out_bytes = eb if config.interaction == "dot" else cb
     moved = 3 * local_batch * (f * d * cb * 2 + config.interaction_output_dim * out_bytes * 2)
-    if config.interaction == "dot":
+    if config.interaction == "dot" and not p.casts:
         moved += local_batch * f * d * p.input_cast_bytes(cb)  # the concatenation cast for the GEMMs
     seconds = moved / hw.hbm_bw
     if config.interaction == "dot":
         pairs = config.interaction_output_dim - config.bottom_mlp[-1]
-        seconds += 2 * gemm_time(hw, local_batch * f, f, d, dtype)  # X X^T and the (G + G^T) X backward
-        seconds += gemm_time(hw, local_batch, pairs, f * f, dtype) + gemm_time(
-            hw, local_batch, f * f, pairs, dtype
+        seconds += 2 * gemm_time(hw, local_batch * f, f, d, gdt)  # X X^T and the (G + G^T) X backward
+        seconds += gemm_time(hw, local_batch, pairs, f * f, gdt) + gemm_time(
+            hw, local_batch, f * f, pairs, gdt
         )
         seconds += local_batch * f * f * eb * 4 / hw.hbm_bw  # G + G^T
     return Work(seconds, moved)

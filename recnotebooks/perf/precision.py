@@ -12,12 +12,13 @@ precision adds to a step:
   bound; nobody trains a DLRM this way, but it is what the model priced "mixed precision"
   as before AMP was modeled.
 * ``"amp_fp16"`` / ``"amp_bf16"``: automatic mixed precision as it runs under PyTorch's
-  ``torch.autocast`` (:data:`AMP_SOURCES`): GEMMs (linear layers, the interaction's
-  ``bmm``) at the half type's tensor-core rate, their outputs (activations) in half; fp32
+  ``torch.autocast`` (:data:`AMP_SOURCES`): the MLPs' GEMMs at the half type's tensor-core
+  rate, their outputs (activations) in half; the dot interaction in fp32 (autocast covers the
+  MLPs only, as NVIDIA's DLRM; in bf16 its dot products lost the learning signal here); fp32
   master weights, fp32 gradients of them and fp32 optimizer state (the dense optimizer reads
   and writes fp32); each step every GEMM weight is read in fp32 and written as a half copy,
   and its half gradient cast back to fp32; ``torch.cat`` of half MLP outputs with fp32
-  embeddings promotes to fp32, then the ``bmm`` casts it to half; embedding tables, pooled
+  embeddings promotes to fp32; embedding tables, pooled
   embeddings and their all-to-alls in fp32 (TorchRec's and NVIDIA's DLRM default); gradients
   all-reduced in fp32. fp16 adds the loss-scale pass (unscale + inf check over the dense
   gradients, ``torch.amp.GradScaler``); bf16 needs none.
