@@ -47,7 +47,14 @@ def test_model_terms_follow_the_cost_model() -> None:
 
 
 def test_a_real_two_rank_quick_calibration_gives_finite_positive_figures() -> None:
-    hw, raw = CC.calibrate_collectives(HARDWARE["this_machine"], quick=True, world_sizes=(2,))
+    # a real measurement: on a loaded machine (the suite runs on 2 workers) one quick sweep can
+    # be too noisy to fit, and the calibration then says so (ValueError); three tries
+    for attempt in range(3):
+        try:
+            hw, raw = CC.calibrate_collectives(HARDWARE["this_machine"], quick=True, world_sizes=(2,))
+            break
+        except ValueError as e:
+            assert "sweep larger volumes" in str(e) and attempt < 2, e
     assert math.isfinite(hw.collective_latency_s) and hw.collective_latency_s >= 0
     assert math.isfinite(hw.intra_node_bw) and hw.intra_node_bw > 0
     assert raw["rows"] and all(r["seconds"] > 0 and r["world_size"] == 2 for r in raw["rows"])

@@ -39,3 +39,21 @@ def test_past_26_gpus_throughput_falls_although_gpus_were_added(scaling: list[di
     assert len(preset("criteo_terabyte").tables) == 26
     for link in ("nvlink", "network"):
         assert _at(scaling, link, 32)["samples_per_s"] < _at(scaling, link, 16)["samples_per_s"]
+
+
+def test_2d_keeps_the_all_to_all_inside_a_node_and_pays_a_replica_sync() -> None:
+    from recnotebooks.perf.scaleout import two_d
+
+    touched = {r["group_size"]: r for r in two_d(preset("criteo_terabyte"), "dgx_h100", sync="touched")}
+    dense = {r["group_size"]: r for r in two_d(preset("criteo_terabyte"), "dgx_h100", sync="dense")}
+    assert {r["source"] for r in touched.values()} == {"modeled"}
+    assert touched[64]["replica_sync_ms"] == 0 and touched[64]["groups"] == 1
+    # one group of 64 is plain model parallelism: the same step as the scale-out's 64 GPUs
+    plain = scale_out(preset("criteo_terabyte"), "dgx_h100", devices=(64,), links=("nvlink",))[0]
+    assert touched[64]["samples_per_s"] == pytest.approx(plain["samples_per_s"], rel=1e-9)
+    a2a = [touched[m]["all_to_all_ms"] for m in (64, 32, 16, 8)]
+    assert a2a == sorted(a2a, reverse=True)  # smaller groups, a cheaper all-to-all
+    assert touched[8]["samples_per_s"] > 5 * touched[64]["samples_per_s"]  # "several times"
+    for m in (32, 16, 8):  # syncing every row costs more than syncing the touched rows
+        assert dense[m]["replica_sync_ms"] > touched[m]["replica_sync_ms"]
+    assert dense[8]["samples_per_s"] < touched[8]["samples_per_s"] / 5

@@ -151,3 +151,62 @@ def compare_strategies(
 
 
 __all__ += ["compare_strategies"]
+
+
+def two_d(
+    config: DLRMConfig,
+    hw: Hardware | str = "dgx_h100",
+    *,
+    devices: int = 64,
+    group_sizes: Sequence[int] = (64, 32, 16, 8),
+    batch_per_device: int = 4096,
+    sync: str = "touched",
+    dtype: str = "fp32",
+) -> list[dict[str, object]]:
+    """2D sparse parallelism at scale, **modeled**: ``devices`` GPUs as ``G = devices / M`` groups of
+    ``M`` (one row per ``M`` of ``group_sizes``). Inside a group the planner's cost-based plan shards
+    the tables over its ``M`` GPUs, so the all-to-all stays inside the group (inside a node when
+    ``M`` is a node's GPUs); the ``G`` groups are replicas, and each rank all-reduces its shards'
+    embedding gradients with its ``G - 1`` replicas over the network once a step. ``sync``:
+    ``"touched"`` sends the rows the group's batch touched (expected distinct rows of a Zipf(1.05)
+    stream, :func:`recnotebooks.perf.access.expected_unique`, each row's fp32 values and its id);
+    ``"dense"`` every row of every shard, as :mod:`recnotebooks.dist.twod` does on local processes
+    (exact and simple, affordable only for small tables). ``M = devices`` is plain model
+    parallelism over every GPU. Rows: ``group_size``, ``groups``, ``all_to_all_ms``,
+    ``replica_sync_ms``, ``rest_ms`` (the rest of the group's slowest step), ``step_ms``,
+    ``samples_per_s``, ``source="modeled"``."""
+    from .access import expected_unique
+    from .components import all_reduce, nic_per_device
+
+    base = hardware(hw)
+    n = check_int("devices", devices, lo=1, hi=4096)
+    b = check_int("batch_per_device", batch_per_device, lo=1, hi=2**24)
+    check_choice("sync", sync, ("touched", "dense"))
+    sizes = check_int_list("group_sizes", list(group_sizes), lo=1, hi=n, min_len=1)
+    rows = []
+    for m in sizes:
+        if n % m:
+            raise ValueError(f"group_sizes must divide devices={n}, got {m}")
+        g = n // m
+        gpus, nodes = _layout(m, base.devices, "nvlink")
+        plan = plan_tables(config, base, m, strategy="cost", batch_size=b * m, dtype=dtype)
+        r = estimate(config, base, batch_size=b * m, gpus=gpus, nodes=nodes, plan=plan, dtype=dtype)
+        bd = r.breakdown()
+        per_rank = 0.0  # bytes of embedding gradients one rank syncs with its replicas
+        for t in config.tables:
+            rows_sent = (
+                t.num_rows if sync == "dense" else expected_unique(b * m * t.pooling_factor, t.num_rows)
+            )
+            per_rank += rows_sent * (config.embedding_dim * 4 + (8 if sync == "touched" else 0)) / m
+        nic = nic_per_device(base, base.devices)  # every GPU of a node syncs at once
+        sync_s = all_reduce(2 * per_rank * (g - 1) / g, g, 1, base, nic) if g > 1 else 0.0
+        step = sum(bd.values()) + sync_s
+        rows.append({"devices": n, "group_size": m, "groups": g, "layout": f"{g} x {m} GPUs",
+                     "all_to_all_ms": bd["all_to_all"] * 1e3, "replica_sync_ms": sync_s * 1e3,
+                     "rest_ms": (sum(bd.values()) - bd["all_to_all"]) * 1e3, "step_ms": step * 1e3,
+                     "samples_per_s": b * n / step, "sync": sync, "fits": r.fits,
+                     "source": "modeled"})  # fmt: skip
+    return rows
+
+
+__all__ += ["two_d"]

@@ -310,3 +310,18 @@ def scale_out_chart(rows: list[dict[str, object]]) -> object:
 
 
 __all__ += ["scale_out_chart", "strategy_chart"]
+
+
+def two_d_chart(rows: list[dict[str, object]]) -> object:
+    """The step of each 2D layout (:func:`recnotebooks.perf.scaleout.two_d` rows), split into the
+    all-to-all inside a group, the replicas' gradient sync and the rest, **modeled**."""
+    parts = (("all_to_all", "all_to_all_ms"), ("all_reduce", "replica_sync_ms"), ("overhead", "rest_ms"))
+    bars = [{"layout": f"{r['layout']} ({float(r['samples_per_s']) / 1e6:.1f} M samples/s)", "phase": ph,
+             "seconds_per_step": float(r[k]) / 1e3, "source": "modeled"}  # type: ignore[arg-type]
+            for r in rows for ph, k in parts]  # fmt: skip
+    what = "groups x GPUs per group; all_reduce: the replicas' embedding-gradient sync; overhead: the rest"
+    return time_breakdown(bars, by="layout", phases=[p for p, _ in parts], source="modeled",
+                          title="2D sparse parallelism: one step on 64 GPUs", detail=what)  # fmt: skip
+
+
+__all__ += ["two_d_chart"]
