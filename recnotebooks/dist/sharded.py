@@ -340,6 +340,10 @@ class ShardedEmbeddingBagCollection(nn.Module):
         """The local replica of the data-parallel tables (``None`` when there are none)."""
         return None if self._dp is None else self.collections[self._dp]  # type: ignore[return-value]
 
+    def sync_gradients(self) -> None:
+        """What an optimizer step needs synced first: :meth:`sync_data_parallel_gradients`."""
+        self.sync_data_parallel_gradients()
+
     def sync_data_parallel_gradients(self) -> None:
         """Sum the data-parallel replica's gradient over ranks (a dense all-reduce) and record
         the sum as its pending gradient. Every rank must call it (after backward, before the
@@ -391,10 +395,13 @@ class ShardedLookup:
 
 class ShardedSparseOptimizer:
     """A sparse optimizer (``"sgd"`` or ``"rowwise_adagrad"``) on each local collection;
-    :meth:`step` first syncs the data-parallel gradients (a collective: call it on every rank)."""
+    :meth:`step` first syncs the gradients that need it (the data-parallel replicas' here; a
+    collective: call it on every rank). Subclasses name the collection they take (``model_type``)."""
 
-    def __init__(self, model: ShardedEmbeddingBagCollection, name: str, lr: float) -> None:
-        check_type("model", model, ShardedEmbeddingBagCollection, "a ShardedEmbeddingBagCollection")
+    model_type: type = nn.Module  # set below, once the class exists
+
+    def __init__(self, model: Any, name: str, lr: float) -> None:
+        check_type("model", model, self.model_type, f"a {self.model_type.__name__}")
         self.model = model
         self.optimizers: list[SparseOptimizer] = [
             make_sparse_optimizer(name, c, lr) for c in model.collections
@@ -402,10 +409,13 @@ class ShardedSparseOptimizer:
 
     def step(self) -> int:
         """Apply the step's gradients; rows updated on this rank."""
-        self.model.sync_data_parallel_gradients()
+        self.model.sync_gradients()
         return sum(o.step() for o in self.optimizers)
 
     def zero_grad(self) -> None:
         """Drop the recorded gradients."""
         for o in self.optimizers:
             o.zero_grad()
+
+
+ShardedSparseOptimizer.model_type = ShardedEmbeddingBagCollection

@@ -38,11 +38,10 @@ from torch import nn
 from ..checks import check_choice, check_int, check_type
 from ..config import POOLINGS, DLRMConfig, TableConfig
 from ..nn.embedding import EmbeddingBagCollection
-from ..nn.optim import SparseOptimizer, make_sparse_optimizer
 from ..plan import Plan
 from ..sparse import JaggedBatch
 from .comm import CommLog, all_reduce
-from .sharded import LocalShard, ShardedEmbeddingBagCollection
+from .sharded import LocalShard, ShardedEmbeddingBagCollection, ShardedSparseOptimizer
 
 __all__ = ["TwoDShardedEmbeddingBagCollection", "TwoDShardedSparseOptimizer", "two_d_groups"]
 
@@ -181,24 +180,9 @@ class TwoDShardedEmbeddingBagCollection(nn.Module):
         return self.inner.shard_weights()
 
 
-class TwoDShardedSparseOptimizer:
+class TwoDShardedSparseOptimizer(ShardedSparseOptimizer):
     """A sparse optimizer (``"sgd"`` or ``"rowwise_adagrad"``) on each local collection;
     :meth:`step` first syncs the gradients in the group and over the replicas (collectives:
     call it on every rank)."""
 
-    def __init__(self, model: TwoDShardedEmbeddingBagCollection, name: str, lr: float) -> None:
-        check_type("model", model, TwoDShardedEmbeddingBagCollection, "a TwoDShardedEmbeddingBagCollection")
-        self.model = model
-        self.optimizers: list[SparseOptimizer] = [
-            make_sparse_optimizer(name, c, lr) for c in model.collections
-        ]
-
-    def step(self) -> int:
-        """Apply the step's gradients; rows updated on this rank."""
-        self.model.sync_gradients()
-        return sum(o.step() for o in self.optimizers)
-
-    def zero_grad(self) -> None:
-        """Drop the recorded gradients."""
-        for o in self.optimizers:
-            o.zero_grad()
+    model_type = TwoDShardedEmbeddingBagCollection
