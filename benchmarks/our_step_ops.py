@@ -10,7 +10,7 @@ TorchRec's) for table-wise, row-wise, column-wise, data-parallel and a mixed pla
 ranks, 4, 8 and 16 tables and MLPs of 4 and 8 layers; subtracts the single-process step
 counted the same way; and fits the terms of
 :func:`recnotebooks.perf.components.sharded_op_terms` by least squares. It prints the fit beside
-the constants in ``perf/components.py`` (``SHARDED_OPS``, ``SHARD_OPS``) and each config's
+the constants in ``perf/components/ops.py`` (``SHARDED_OPS``, ``SHARD_OPS``) and each config's
 counted vs modeled operators.
 
 Run: ``python benchmarks/our_step_ops.py [--worlds 2 4] [--tables 4 8 16] [--json FILE]``
@@ -98,7 +98,7 @@ def main() -> None:
     coef = fit(rows)
     used = {**C.SHARDED_OPS, **{f"{k}.{w}": v[i] for k, v in C.SHARD_OPS.items()
                                 for i, w in enumerate(("plan", "local"))}}  # fmt: skip
-    print("term                    fitted   in perf/components.py")
+    print("term                    fitted   in perf/components/ops.py")
     for k, v in coef.items():
         print(f"  {k:<20} {v:8.1f}   {used.get(k, 0):6.0f}")
     if args.json:

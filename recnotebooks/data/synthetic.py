@@ -9,7 +9,8 @@ clicks) and the properties that matter for training experiments:
   previous batch drew, as consecutive real batches share trending items.
 * **A hidden teacher**: labels come from a fixed random "true" model with per-id effects,
   pairwise dot products of per-id latent vectors between tables (the structure DLRM's
-  interaction is built to capture), a dense linear term and a dense x sparse cross term.
+  interaction is built to capture), a dense linear term and a dense x sparse cross term
+  (:class:`~recnotebooks.data.teacher.Teacher`).
 * **Streaming at any scale**: nothing is stored per table row. Ids and teacher parameters
   come from integer hashes (:func:`~recnotebooks.data.skew.hash32`), so 40M-row tables cost
   no memory and any batch can be generated directly from its index.
@@ -17,13 +18,11 @@ clicks) and the properties that matter for training experiments:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 from recnotebooks.checks import (
     check_bool,
@@ -48,6 +47,8 @@ from recnotebooks.data.skew import (
     i32,
     scatter_params,
 )
+from recnotebooks.data.teacher import _LATENT as _LATENT  # the teacher's names, where they used to live
+from recnotebooks.data.teacher import Teacher
 from recnotebooks.sparse import JaggedBatch
 
 __all__ = ["SyntheticConfig", "SyntheticCriteo", "POOLING_DISTRIBUTIONS", "SPLITS"]
@@ -55,7 +56,6 @@ __all__ = ["SyntheticConfig", "SyntheticCriteo", "POOLING_DISTRIBUTIONS", "SPLIT
 POOLING_DISTRIBUTIONS = ("fixed", "uniform", "poisson")
 SPLITS = ("train", "eval")
 _PROBE = 7  # stream code of the calibration batch (train and eval are 1 and 2)
-_LATENT = 4  # teacher latent dimension
 #: Most ids one batch may hold (2^31, 16 GiB as int64): more is a typo in the batch size or
 #: the pooling factor, and would overflow int32 offsets.
 MAX_IDS_PER_BATCH = 2**31
@@ -187,19 +187,14 @@ class SyntheticCriteo:
         scatter = [scatter_params(n, _mix64(seed, t, 0x5CA7)) for t, n in enumerate(rows)]
         self._scat = torch.tensor(scatter, device=dev).T.contiguous()  # (2, T): a, b of a*rank+b mod n
         self._scat_f = (*self._scat.double(), self._rows.double())
-        keys = [[i32(_mix64(seed, t, 0x7EAC, j)) | (j == 0) for t in range(T)] for j in (0, 1)]
-        self._tkeys = torch.tensor(keys, dtype=torch.int32, device=dev)  # (2, T): odd multiplier, offset
         self._pool = torch.tensor([float(t.pooling_factor) for t in config.tables], device=dev)
         self._fixed = torch.round(self._pool).to(torch.int64)
         fixed = set(self._fixed.tolist())
         self._bag_len = fixed.pop() if data.pooling == "fixed" and len(fixed) == 1 else None
-        q = (torch.arange(65536, dtype=torch.float64) + 0.5) / 65536
-        self._normal_q = torch.special.ndtri(q).to(device=dev, dtype=torch.float32)  # N(0,1) quantiles
         g = torch.Generator().manual_seed(_mix64(seed, 0xDE45E) >> 1)
         self._dense_mu = (torch.rand(D, generator=g) * 5 - 1).to(dev)  # log-scale of each count
         self._dense_sigma = (torch.rand(D, generator=g) + 0.5).to(dev)
-        self._w = (torch.randn(D, generator=g) / math.sqrt(D)).to(dev)
-        self._proj = (torch.randn(D, _LATENT, generator=g) / math.sqrt(D)).to(dev)
+        self._teacher = Teacher(seed, T, g, D, data.teacher_strength, dev)  # the hidden click model
         self._calibrate()
 
     # ----- public API --------------------------------------------------------------------
@@ -386,7 +381,7 @@ class SyntheticCriteo:
         sparse = JaggedBatch(self.config.table_names, ids.reshape(-1).to(idt), lengths.to(idt), bsz)
         return Batch(dl if self.data.dense_log else counts, sparse, lab.to(torch.float32))
 
-    # ----- teacher -----------------------------------------------------------------------
+    # ----- teacher (recnotebooks.data.teacher) ------------------------------------------
     def _pieces(
         self,
         ids: torch.Tensor,
@@ -396,45 +391,15 @@ class SyntheticCriteo:
         per: Callable,
         bag_len: int | None,
     ) -> torch.Tensor:
-        """The teacher's four raw terms per sample, (B, 4): the sum over tables of the
-        bag-mean effect ``a``, the pairwise dot products of the bag-mean latents ``v`` between
-        tables, a linear dense term and a dense x latent cross term. Per id, a hash of
-        (seed, table, id) gives ``a ~ N(0, 1)`` and ``v`` uniform on [-sqrt(3), sqrt(3)]^4."""
-        T, n = self.config.num_tables, ids.numel()
-        h = hash32(ids.to(torch.int32) * per(self._tkeys[0]) + per(self._tkeys[1]))  # ids < 2^32 wrap
-        a = self._normal_q.index_select(0, (h & 0xFFFF).view(-1))
-        h = h * 0x2C1B3C6D
-        h ^= (h >> 15) & 0x1FFFF  # one more mixing round, then four latent bytes
-        if n == 0:
-            a_p, v_p = (
-                torch.zeros(T * bsz, device=self.device),
-                torch.zeros(T * bsz, _LATENT, device=self.device),
-            )
-        elif bag_len and bag_len < 258:  # byte pairs summed in 16-bit lanes of int32 (no overflow)
-            a_p, h = a.view(T * bsz, bag_len).mean(1), h.view(T * bsz, bag_len)
-            s02, s13 = (h & 0x00FF00FF).sum(1), ((h >> 8) & 0x00FF00FF).sum(1)
-            v_p = torch.stack([s02 & 0xFFFF, s13 & 0xFFFF, s02 >> 16, s13 >> 16], 1).float() / bag_len
-        else:
-            feats = torch.cat([a.unsqueeze(1), h.view(-1).view(torch.uint8).view(n, _LATENT).float()], 1)
-            off = torch.zeros(T * bsz + 1, dtype=torch.int64, device=self.device)
-            torch.cumsum(lengths, 0, out=off[1:])
-            ar = torch.arange(n, device=self.device)
-            pooled = F.embedding_bag(ar, feats, off, mode="mean", include_last_offset=True)
-            a_p, v_p = pooled[:, 0], pooled[:, 1:]
-        v = ((v_p + 0.5) / 256 - 0.5) * math.sqrt(12) * (lengths > 0).unsqueeze(1)  # empty bag: 0
-        v = v.view(T, bsz, _LATENT)
-        vs = v.sum(0)
-        pairs = ((vs * vs).sum(1) - (v * v).sum((0, 2))) / 2  # sum over table pairs t < t' of <v_t, v_t'>
-        d = (dl - self._dmean) * self._dscale
-        return torch.stack([a_p.view(T, bsz).sum(0), pairs, d @ self._w, ((d @ self._proj) * vs).sum(1)], 1)
+        """The teacher's four raw terms per sample, (B, 4) (:meth:`Teacher.pieces`)."""
+        return self._teacher.pieces(ids, lengths, bsz, dl, per, bag_len)
 
     def _logit(self, raw: torch.Tensor) -> torch.Tensor:
-        return ((raw - self._pmean) * self._pscale).sum(1) * self.data.teacher_strength + self._bias
+        return self._teacher.logit(raw)
 
     def _calibrate(self) -> None:
-        """On a probe batch: standardise the dense inputs and each teacher term (unit variance,
-        equal weight, so embeddings and the dense MLP both matter), then pick the bias so that
-        the mean click probability hits the target rate."""
+        """Fit the teacher on a probe batch (:meth:`Teacher.fit`): standardised dense inputs
+        and terms, and the bias that hits the target click rate."""
         bsz = max(2048, min(8192, (1 << 20) // max(1, round(self.config.lookups_per_sample))))
         gen = self._gen(_PROBE, 0)
         lengths = self._lengths(gen, bsz)
@@ -442,18 +407,6 @@ class SyntheticCriteo:
         ids = self._ids(_PROBE, 0, lay, bsz)
         z = torch.randn(bsz, self.config.num_dense, generator=gen, device=self.device)
         dl = torch.log1p(z.mul_(self._dense_sigma).add_(self._dense_mu).exp_().floor_())
-        sd = dl.std(0)
-        self._dmean, self._dscale = dl.mean(0), torch.where(sd > 1e-6, 1.0 / sd.clamp(min=1e-6), 0.0)
-        raw = self._pieces(ids, lengths, bsz, dl, lay.per, self._bag_len).double()
-        pm, ps = raw.mean(0), raw.std(0)
-        active = ps > 1e-6 * (1 + pm.abs())  # e.g. no pairs term with one table
-        scale = torch.where(active, 1.0 / ps.clamp(min=1e-30), 0.0) / math.sqrt(max(1, int(active.sum())))
-        self._pmean, self._pscale, self._bias = pm.float(), scale.float(), 0.0
-        logit = self._logit(raw.float()).double()
-        eps = self.data.label_noise
-        target = (self.data.positive_rate - eps) / (1 - 2 * eps)
-        lo, hi = -60.0, 60.0
-        for _ in range(60):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if float(torch.sigmoid(logit + mid).mean()) < target else (lo, mid)
-        self._bias = 0.5 * (lo + hi)
+        self._teacher.fit(
+            ids, lengths, bsz, dl, lay.per, self._bag_len, self.data.positive_rate, self.data.label_noise
+        )

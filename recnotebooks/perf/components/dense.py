@@ -1,0 +1,120 @@
+"""The dense part of one modeled step, the same on every rank (every number **modeled**).
+
+:func:`data_loading` and :func:`host_to_device` (the batch in host DRAM and over PCIe),
+:func:`mlp` (bottom and top towers), :func:`interaction` and :func:`dense_optimizer`, built on
+:func:`gemm_time`. What ``dtype`` means (bytes of activations and weights, the GEMM rate, the
+casts and loss scaling of mixed precision) is read from its row of
+:data:`recnotebooks.perf.precision.PRECISIONS`. Memory bandwidths count bytes read plus bytes
+written, as the spec sheets do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from recnotebooks.config import DLRMConfig
+from recnotebooks.perf.hardware import Hardware
+from recnotebooks.perf.precision import precision
+from recnotebooks.perf.traffic import INDEX_BYTES
+
+__all__ = ["Work", "data_loading", "dense_optimizer", "gemm_time", "host_to_device", "input_bytes_per_sample",
+           "interaction", "mlp"]  # fmt: skip
+
+#: Bytes touched per element by the elementwise tail of one MLP layer: bias + ReLU forward
+#: (read + write), ReLU backward (2 reads + a write), bias gradient (a read).
+_MLP_ELEMENTWISE_PASSES = 7
+#: torch.optim.Adagrad's update makes ~11 passes over each parameter (addcmul_ on the state,
+#: sqrt, add_ eps, addcdiv_ on the weight: reads and writes counted).
+_ADAGRAD_PASSES = 11
+
+
+@dataclass(frozen=True)
+class Work:
+    """Seconds of one component and the device-memory bytes it moves (for bandwidth use)."""
+
+    seconds: float
+    device_bytes: float
+
+
+def gemm_time(hw: Hardware, m: float, n: float, k: float, dtype: str = "fp32") -> float:
+    """Seconds for an (m x k) @ (k x n) GEMM: ``2mnk / (peak * max_eff * prod d/(d+h))``, at the
+    peak of the precision's GEMM type (``amp_fp16`` GEMMs run at the fp16 tensor-core peak)."""
+    h = hw.gemm_half_dim
+    eff = hw.gemm_max_efficiency * (m / (m + h)) * (n / (n + h)) * (k / (k + h))
+    return 2.0 * m * n * k / (hw.flops(precision(dtype).gemm) * eff)
+
+
+def input_bytes_per_sample(config: DLRMConfig) -> float:
+    """Bytes of one sample's inputs: dense features, ids, per-table lengths and the label."""
+    return 4 * config.num_dense + INDEX_BYTES * config.lookups_per_sample + 4 * config.num_tables + 4
+
+
+def data_loading(config: DLRMConfig, hw: Hardware, local_batch: float) -> float:
+    """The host reads and writes the batch once in its DRAM (``host_mem_bw``)."""
+    return local_batch * input_bytes_per_sample(config) * 2 / hw.host_mem_bw
+
+
+def host_to_device(config: DLRMConfig, hw: Hardware, local_batch: float) -> float:
+    """The batch crosses the device's PCIe link (``host_link_bw``); nothing to copy on a CPU."""
+    return local_batch * input_bytes_per_sample(config) / hw.host_link_bw if hw.kind == "gpu" else 0.0
+
+
+def mlp(config: DLRMConfig, hw: Hardware, which: str, local_batch: float, dtype: str) -> Work:
+    """Forward and backward GEMMs of the ``"bottom"`` or ``"top"`` tower, plus each layer's
+    elementwise tail at ``hbm_bw`` (the bottom tower's first layer needs no input gradient).
+    Under mixed precision, the casts at ``hbm_bw``: each weight to half and its gradient back,
+    and the tower's input where it arrives wider (fp32 dense features; a ``"cat"`` interaction's
+    fp32 concatenation)."""
+    p = precision(dtype)
+    layers = config.mlp_layers(which)
+    top_input = p.activation_bytes if config.interaction == "dot" else p.concat_bytes
+    arrives = 4 if which == "bottom" else top_input  # fp32 dense features into the bottom tower
+    casts = local_batch * layers[0][0] * p.input_cast_bytes(arrives)
+    seconds, moved = casts / hw.hbm_bw, casts
+    for j, (i, o) in enumerate(layers):
+        seconds += gemm_time(hw, local_batch, o, i, dtype)  # forward
+        if not (which == "bottom" and j == 0):
+            seconds += gemm_time(hw, local_batch, i, o, dtype)  # input gradient
+        seconds += gemm_time(hw, i, o, local_batch, dtype)  # weight gradient
+        elementwise = local_batch * o * p.activation_bytes * _MLP_ELEMENTWISE_PASSES
+        elementwise += (i + 1) * o * p.cast_bytes_per_weight()  # the weight and bias casts
+        moved += elementwise
+        seconds += elementwise / hw.hbm_bw
+    return Work(seconds, moved)
+
+
+def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str) -> Work:
+    """Concatenating the features (three passes over inputs and outputs), and for ``"dot"``
+    our DotInteraction's GEMMs: ``X X^T`` per sample, then a 0/1 selection GEMM of the pairs.
+    The features' concatenation is in the widest of its inputs' types (``concat_bytes``: fp32
+    under AMP, as ``torch.cat`` promotes), cast to half for the GEMMs (and back backward);
+    the output in the activations' type."""
+    p = precision(dtype)
+    # under AMP the dot interaction runs in fp32 (autocast covers the MLPs only, as NVIDIA's DLRM
+    # and our DotInteraction do): fp32 GEMMs, fp32 output
+    gdt = "fp32" if p.casts and config.interaction == "dot" else dtype
+    f, d, eb, cb = config.num_interaction_features, config.embedding_dim, p.activation_bytes, p.concat_bytes
+    if p.casts and config.interaction == "dot":
+        eb = cb
+    out_bytes = eb if config.interaction == "dot" else cb
+    moved = 3 * local_batch * (f * d * cb * 2 + config.interaction_output_dim * out_bytes * 2)
+    if config.interaction == "dot" and not p.casts:
+        moved += local_batch * f * d * p.input_cast_bytes(cb)  # the concatenation cast for the GEMMs
+    seconds = moved / hw.hbm_bw
+    if config.interaction == "dot":
+        pairs = config.interaction_output_dim - config.bottom_mlp[-1]
+        seconds += 2 * gemm_time(hw, local_batch * f, f, d, gdt)  # X X^T and the (G + G^T) X backward
+        seconds += gemm_time(hw, local_batch, pairs, f * f, gdt) + gemm_time(
+            hw, local_batch, f * f, pairs, gdt
+        )
+        seconds += local_batch * f * f * eb * 4 / hw.hbm_bw  # G + G^T
+    return Work(seconds, moved)
+
+
+def dense_optimizer(config: DLRMConfig, hw: Hardware, dtype: str) -> Work:
+    """Adagrad over every MLP parameter: a few streaming passes at ``hbm_bw`` over the weights and
+    their state as stored (fp32 master weights under AMP), plus the loss-scale pass over the
+    gradients where the precision has one (AMP fp16's unscale + inf check)."""
+    p = precision(dtype)
+    moved = config.dense_parameters * (p.weight_bytes * _ADAGRAD_PASSES + p.loss_scale_bytes_per_grad())
+    return Work(moved / hw.hbm_bw, moved)

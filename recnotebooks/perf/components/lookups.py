@@ -1,0 +1,131 @@
+"""What the embeddings of each shard touch in one modeled step (every number **modeled**).
+
+:func:`shard_access` gives each shard of a plan its lookups, distinct rows and last-level
+cache hits under Zipf skew (:mod:`recnotebooks.perf.access`), and :func:`cache_hit_rates` the
+hit rate of a ``"cache"`` placement's device cache; :mod:`.embeddings` prices them by placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from recnotebooks.config import DLRMConfig
+from recnotebooks.perf.access import expected_unique_many, hit_rate_many
+from recnotebooks.perf.hardware import Hardware
+from recnotebooks.perf.plan import Plan, TableShard
+from recnotebooks.perf.precision import precision
+
+__all__ = ["ShardAccess", "cache_hit_rates", "shard_access"]
+
+
+@dataclass(frozen=True)
+class ShardAccess:
+    """What one shard's lookups touch in a step (see :func:`shard_access`)."""
+
+    shard: TableShard
+    row_fraction: float  #: share of the table's rows this shard holds (1 unless row-wise)
+    dim: float  #: embedding columns this shard holds
+    row_bytes: float
+    served: float  #: bags it pools: the whole global batch, or the local one if data-parallel
+    lookups: float
+    distinct_rows: float
+    llc_hit_rate: float  #: share of its lookups served by the device's last-level cache
+    #: share of its lookups a ``"cache"`` placement serves from device memory: typed in on the
+    #: shard, or modeled from its ``cache_rows`` and ``cache_policy`` (:func:`cache_hit_rates`)
+    cache_hit_rate: float = 0.0
+    rows: float = 0.0  #: rows this shard holds
+
+
+def shard_access(
+    config: DLRMConfig,
+    hw: Hardware,
+    plan: Plan,
+    local_batch: float,
+    batch_size: int,
+    zipf_exponent: float,
+    dtype: str,
+    state_bytes: float,
+) -> list[ShardAccess]:
+    """Per shard of ``plan``: lookups, distinct rows and last-level-cache hits, in one
+    vectorised evaluation. The cache holds each rank's hottest rows, split between its
+    shards by their share of the rank's lookups. On several ranks, one more access per
+    data-parallel shard follows the plan's: the update of every row (:func:`_every_row_update`)."""
+    tables = {t.name: t for t in config.tables}
+    shards = plan.shards
+    if not shards:
+        return []
+    fracs = [s.row_fraction if s.sharding == "row_wise" else 1.0 for s in shards]
+    rows = [max(1, int(tables[s.table].num_rows * f)) for s, f in zip(shards, fracs, strict=True)]
+    served = [local_batch if s.sharding == "data_parallel" else float(batch_size) for s in shards]
+    lookups = [b * tables[s.table].pooling_factor * f for s, b, f in zip(shards, served, fracs, strict=True)]
+    distinct = expected_unique_many(lookups, rows, zipf_exponent)
+    dims = [config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0) for s in shards]
+    row_bytes = [d * precision(dtype).embedding_bytes for d in dims]
+    llc = [0.0] * len(shards)
+    if hw.llc_bytes > 0 and hw.llc_speedup > 1:
+        rank_lookups: dict[int, float] = {}
+        for s, n, f in zip(shards, lookups, fracs, strict=True):
+            rank_lookups[s.rank] = rank_lookups.get(s.rank, 0.0) + n / f
+        cached = [
+            hw.llc_bytes * (n / f) / (rank_lookups[s.rank] or 1.0) / (rb + state_bytes)
+            for s, n, f, rb in zip(shards, lookups, fracs, row_bytes, strict=True)
+        ]
+        llc = [float(h) for h in hit_rate_many(cached, rows, zipf_exponent)]
+    hits = cache_hit_rates(shards, rows, zipf_exponent)
+    out = [
+        ShardAccess(s, f, d, rb, b, n, float(u), h, c, float(r))
+        for s, f, d, rb, b, n, u, h, c, r in zip(
+            shards, fracs, dims, row_bytes, served, lookups, distinct, llc, hits, rows, strict=True
+        )
+    ]
+    return out + _every_row_update(out, plan.world_size)
+
+
+def _every_row_update(accesses: list[ShardAccess], world: int) -> list[ShardAccess]:
+    """What our data-parallel tables add on ``world > 1`` ranks (recnotebooks.dist's
+    ``ShardedEmbeddingBagCollection.sync_data_parallel_gradients``): the replica's dense gradient
+    is all-reduced (the ``all_reduce`` component), then recorded back by a forward and backward
+    over **every** row of each table, each its own bag (a rank's data-parallel tables padded to
+    its largest one's rows: that many bags each), and the optimizer updates every row. One
+    access per data-parallel shard with every row looked up once and distinct (no last-level
+    cache: each row is touched once). The dense gradient's materialisation (one pass over the
+    rows) is not priced; the batch's own distinct-row update, which this replaces, still is."""
+    if world <= 1:
+        return []
+    dp = [a for a in accesses if a.shard.sharding == "data_parallel"]
+    bags: dict[int, float] = {}
+    for a in dp:
+        bags[a.shard.rank] = max(bags.get(a.shard.rank, 0.0), a.rows)
+    return [
+        ShardAccess(
+            a.shard,
+            a.row_fraction,
+            a.dim,
+            a.row_bytes,
+            bags[a.shard.rank],
+            a.rows,
+            a.rows,
+            0.0,
+            a.cache_hit_rate,
+        )  # fmt: skip
+        for a in dp
+    ]
+
+
+def cache_hit_rates(shards: Sequence[TableShard], rows: Sequence[int], zipf_exponent: float) -> list[float]:
+    """The device-cache hit rate of each shard (0 unless its placement is ``"cache"``): the
+    typed-in ``cache_hit_rate``, or :func:`~recnotebooks.perf.access.hit_rate` of its
+    ``cache_rows`` slots over its ``rows`` under its ``cache_policy``, one vectorised
+    evaluation per policy."""
+    out = [float(s.cache_hit_rate or 0.0) if s.placement == "cache" else 0.0 for s in shards]
+    groups: dict[tuple[str, int], list[int]] = {}
+    for i, s in enumerate(shards):
+        if s.placement == "cache" and s.cache_rows is not None:
+            groups.setdefault((s.cache_policy, s.cache_ways), []).append(i)
+    for (policy, ways), idx in groups.items():
+        slots = [float(shards[i].cache_rows) for i in idx]  # type: ignore[arg-type]
+        modeled = hit_rate_many(slots, [rows[i] for i in idx], zipf_exponent, policy, ways)
+        for i, h in zip(idx, modeled, strict=True):
+            out[i] = float(h)
+    return out

@@ -1,0 +1,134 @@
+"""Host overhead of one modeled step: the operators it launches (every number **modeled**).
+
+:func:`op_count` counts the operators of our single-process step and what a sharded step adds
+(ours: :func:`sharded_op_terms` priced by :data:`SHARDED_OPS` and :data:`SHARD_OPS`; or
+TorchRec's); :func:`overhead` prices them at the hardware's launch cost, and
+:func:`overhead_of_remote_rows` adds a parameter server's round trips.
+"""
+
+from __future__ import annotations
+
+from recnotebooks.checks import check_choice, check_int
+from recnotebooks.config import DLRMConfig
+from recnotebooks.perf.hardware import Hardware
+from recnotebooks.perf.plan import Plan, TableShard
+
+__all__ = ["IMPLEMENTATIONS", "SHARDED_OPS", "SHARD_OPS", "op_count", "overhead", "overhead_of_remote_rows",
+           "sharded_op_terms"]  # fmt: skip
+
+#: Operators of one training step of our DLRM (torch profiler, top-level aten ops, CPU):
+#: 115 + 25 per MLP layer (forward, backward, Adagrad) + 15 for the dot interaction.
+_OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
+#: What OUR sharded step (recnotebooks.dist's HybridParallelDLRM, as
+#: recnotebooks.dist.training.run_rank trains it: row-wise Adagrad, dense Adagrad) adds to the
+#: single-process step: top-level operators on rank 0, counted with torch.profiler over gloo on
+#: 2 and 4 ranks, 4, 8 and 16 tables, MLPs of 4 and 8 layers, every scheme and a mixed plan, minus
+#: the single-process step counted the same way, fitted by least squares (residuals <= 8 of
+#: 400-2000 operators) by benchmarks/our_step_ops.py, 2026-12-01. Terms (see
+#: :func:`sharded_op_terms`): a fixed part (DDP, the all-to-alls' bookkeeping), data-parallel
+#: tables' fixed part (their all-reduce and the re-recording of every row), DDP's reducer per
+#: parameter tensor, each local embedding collection beyond the first (one per kind of shard
+#: and width), and per scheme ops per shard of the plan (the input distribution loops over
+#: every rank's shards) and per shard on the rank (lookup, assembly, optimizer). No term per
+#: rank: the counts were equal on 2 and 4 ranks. ``aten::item`` host syncs (.tolist() of splits
+#: and offsets: 40-230 a step) count as operators.
+SHARDED_OPS: dict[str, float] = {"base": 91, "data_parallel_base": 28, "ddp_per_tensor": 3,
+                                 "collection": 90}  # fmt: skip
+#: per scheme: (operators per shard of the plan, per shard on the rank); same provenance.
+SHARD_OPS: dict[str, tuple[float, float]] = {
+    "table_wise": (23, 8), "row_wise": (21, 24), "column_wise": (12, 21), "data_parallel": (0, 31),
+}  # fmt: skip
+#: What TorchRec 1.8's DistributedModelParallel step adds (table-wise, fused kernels; torch
+#: profiler, top-level ops of one step on rank 0 over gloo, 2 and 4 ranks minus 1 rank, the same
+#: at 26 and 13 tables; benchmarks/sharded_step_ops.py): input and output distribution 54 + 3 per
+#: rank operators and 3 blocking ``.tolist()`` of the splits; DDP's reducer 2 + 3 per parameter
+#: tensor (mlperf_v1's MLPs with and without DDP, measured by the same script without TorchRec).
+_TORCHREC_DIST_BASE, _TORCHREC_DIST_PER_RANK, _TORCHREC_SYNCS = 54, 3, 3
+_TORCHREC_DDP_BASE = 2
+#: The implementations of a sharded step the model prices (see :func:`op_count`).
+IMPLEMENTATIONS = ("recnotebooks", "torchrec")
+
+
+def _single_op_count(config: DLRMConfig) -> int:
+    layers = len(config.bottom_mlp) + len(config.top_mlp)
+    return _OPS_BASE + _OPS_PER_LAYER * layers + (_OPS_DOT if config.interaction == "dot" else 0)
+
+
+def sharded_op_terms(config: DLRMConfig, plan: Plan, rank: int) -> dict[str, float]:
+    """How many of each of :data:`SHARDED_OPS`' and :data:`SHARD_OPS`' terms ``plan``'s step has on
+    ``rank`` (keys: those of :data:`SHARDED_OPS`, ``"<scheme>.plan"`` and ``"<scheme>.local"``)."""
+    terms = dict.fromkeys(SHARDED_OPS, 0.0)
+    terms.update({f"{k}.{w}": 0.0 for k in SHARD_OPS for w in ("plan", "local")})
+    terms["base"] = 1.0
+    terms["ddp_per_tensor"] = 2.0 * (len(config.bottom_mlp) + len(config.top_mlp))  # weight and bias
+    terms["data_parallel_base"] = float(any(s.sharding == "data_parallel" for s in plan.shards))
+    groups = set()
+    for s in plan.shards:
+        terms[f"{s.sharding}.plan"] += 1
+        if s.rank == rank:
+            terms[f"{s.sharding}.local"] += 1
+            width = round(config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0))
+            groups.add(
+                (s.sharding == "data_parallel", width, "sum" if s.sharding == "row_wise" else config.pooling)
+            )
+    terms["collection"] = float(max(0, len(groups) - 1))
+    return terms
+
+
+def op_count(config: DLRMConfig, world_size: int = 1, model_parallel: bool = False, plan: Plan | None = None,
+             implementation: str = "torchrec") -> int:  # fmt: skip
+    """Operators launched by one training step of our DLRM (independent of table count on one
+    process), and on ``world_size > 1`` ranks what the sharded step of ``implementation`` adds.
+
+    * ``"recnotebooks"``: **our** step (:class:`recnotebooks.dist.HybridParallelDLRM`, what
+      ``recnb train --world-size``/``--distributed`` runs, on CPUs or GPUs), counted on our
+      implementation: :func:`sharded_op_terms` of ``plan`` priced by :data:`SHARDED_OPS` and
+      :data:`SHARD_OPS`, the slowest rank's count (it grows with the shards: a Python loop each);
+    * ``"torchrec"`` (the default, as :func:`recnotebooks.perf.cost.estimate`'s): TorchRec's
+      DistributedModelParallel with fused kernels (what the published GPU runs and the paper's
+      clusters ran): a fixed count and one per rank, not per table.
+
+    Without a plan, ``model_parallel`` means the tables round-robin table-wise, otherwise all
+    data-parallel; with one, ``model_parallel`` is read from it.
+    """
+    world_size = check_int("world_size", world_size, lo=1)
+    check_choice("implementation", implementation, IMPLEMENTATIONS)
+    ops = _single_op_count(config)
+    if world_size == 1:
+        return ops
+    if plan is None:
+        shards = tuple(
+            TableShard(t.name, k % world_size) if model_parallel else TableShard(t.name, r, "data_parallel")
+            for k, t in enumerate(config.tables)
+            for r in (range(1) if model_parallel else range(world_size))
+        )
+        plan = Plan(world_size, shards)
+    elif plan.world_size != world_size:
+        raise ValueError(f"plan is for {plan.world_size} ranks but world_size={world_size}")
+    if implementation == "torchrec":
+        tensors = 2 * (len(config.bottom_mlp) + len(config.top_mlp))  # a weight and a bias per layer
+        ops += _TORCHREC_DDP_BASE + SHARDED_OPS["ddp_per_tensor"] * tensors
+        if any(s.sharding != "data_parallel" for s in plan.shards):
+            ops += _TORCHREC_DIST_BASE + _TORCHREC_DIST_PER_RANK * world_size + _TORCHREC_SYNCS
+        return int(ops)
+    weights = {
+        **SHARDED_OPS,
+        **{f"{k}.{w}": v[i] for k, v in SHARD_OPS.items() for i, w in enumerate(("plan", "local"))},
+    }
+    extra = max(
+        sum(weights[k] * n for k, n in sharded_op_terms(config, plan, r).items()) for r in range(world_size)
+    )
+    return ops + round(extra)
+
+
+def overhead(config: DLRMConfig, hw: Hardware, world_size: int, model_parallel: bool,
+             plan: Plan | None = None, implementation: str = "torchrec") -> float:  # fmt: skip
+    """Host time to launch the step's operators (``op_overhead_s`` each; :func:`op_count` of
+    ``plan`` in ``implementation``) plus ``step_overhead_s``."""
+    ops = op_count(config, world_size, model_parallel, plan, implementation)
+    return ops * hw.op_overhead_s + hw.step_overhead_s
+
+
+def overhead_of_remote_rows(hw: Hardware) -> float:
+    """A rank with rows on a parameter server waits for two round trips (lookup and update)."""
+    return 2 * hw.collective_latency_s
