@@ -38,7 +38,7 @@ from numba import njit, prange
 from recnotebooks.config import DLRMConfig
 from recnotebooks.nn.rows import advise_huge_pages
 
-__all__ = ["BoundProbe", "EmbeddingTraffic", "StepBound", "gemm_calls", "traffic_of"]
+__all__ = ["BoundProbe", "EmbeddingTraffic", "MLPAlone", "StepBound", "gemm_calls", "traffic_of"]
 
 
 @njit(parallel=True, cache=True)
@@ -81,6 +81,39 @@ def gemm_calls(cfg: DLRMConfig, batch_size: int) -> list[tuple[str, Callable[[],
         calls.append((f"interaction X X^T ({f}x{d})", lambda x=x: torch.bmm(x, x.transpose(1, 2))))
         calls.append((f"interaction (G+G^T) X ({f}x{f})", lambda x=x, g=g: torch.bmm(g, x)))
     return calls
+
+
+class MLPAlone:
+    """The step's two MLPs as PyTorch writes them (``nn.Sequential`` of ``Linear`` and
+    in-place ``ReLU``), forward and backward with a ``BCEWithLogits`` loss and nothing else:
+    no embeddings, the interaction's output a leaf tensor. It is what any PyTorch DLRM pays
+    for its dense part (bias adds, ReLU and its backward, bias gradients, and the GEMMs with
+    the operands a real step leaves in cache), so the step's time above it is the sparse
+    part and the interaction."""
+
+    def __init__(self, cfg: DLRMConfig, batch_size: int) -> None:
+        def tower(layers: list[tuple[int, int]], final_relu: bool) -> torch.nn.Sequential:
+            mods: list[torch.nn.Module] = []
+            for i, (fan_in, out) in enumerate(layers):
+                mods.append(torch.nn.Linear(fan_in, out))
+                if i < len(layers) - 1 or final_relu:
+                    mods.append(torch.nn.ReLU(inplace=True))
+            return torch.nn.Sequential(*mods)
+
+        self.bottom, self.top = tower(cfg.mlp_layers("bottom"), True), tower(cfg.mlp_layers("top"), False)
+        self.dense = torch.randn(batch_size, cfg.num_dense)
+        width = cfg.interaction_output_dim - cfg.bottom_mlp[-1]
+        self.features = torch.randn(batch_size, width, requires_grad=True)  # the interaction's output
+        self.labels = torch.randint(0, 2, (batch_size,)).float()
+        self.params = [*self.bottom.parameters(), *self.top.parameters(), self.features]
+
+    def run(self, i: int = 0) -> None:
+        """One forward and backward of both MLPs."""
+        x = self.bottom(self.dense)
+        logits = self.top(torch.cat([x, self.features], dim=1)).squeeze(1)
+        F.binary_cross_entropy_with_logits(logits, self.labels).backward()
+        for p in self.params:
+            p.grad = None
 
 
 @dataclass

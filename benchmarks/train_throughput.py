@@ -9,11 +9,13 @@ same weights, see the same batches, use SGD with the same learning rate, and run
 process, interleaved in rounds so machine noise hits both alike. The first step's losses
 are compared to show the two compute the same model.
 
-Beside them runs a measured **lower bound** for the step (``benchmarks/step_bound.py``):
+Beside them run the step's two MLPs alone as PyTorch writes them (forward and backward,
+no embeddings: what any PyTorch DLRM pays for its dense part) and a measured **lower
+bound** for the step (``benchmarks/step_bound.py``):
 the step's GEMMs at their own shapes plus its embedding traffic (every lookup's row read,
 every distinct row read and written once) at the row bandwidth this machine reaches with
-the step's own ids. Each round times one step of ours, one of the reference and one of the
-bound, back to back; the figures are medians over rounds of each round's ratio.
+the step's own ids. Each round times one step of ours, one of the reference, one of the
+bound and one of the MLPs alone, back to back; the figures are medians over rounds of each round's ratio.
 
 Run: ``python benchmarks/train_throughput.py`` (the issue's config: 8 tables x 1M rows x
 dim 64, bottom 13-512-256-64, top 512-512-256-1, dot, batch 2048, pooling 1 and 20).
@@ -28,7 +30,7 @@ import statistics
 import time
 
 import torch
-from step_bound import BoundProbe, traffic_of  # benchmarks/step_bound.py
+from step_bound import BoundProbe, MLPAlone, traffic_of  # benchmarks/step_bound.py
 from torch import nn
 
 from recnotebooks.config import DLRMConfig, TableConfig
@@ -111,6 +113,7 @@ def run(pooling: float, args: argparse.Namespace) -> dict[str, object]:
     bce_logits, bce = nn.BCEWithLogitsLoss(), nn.BCELoss()
     traffic = [traffic_of(ours.embeddings.global_ids(b.sparse).long(), b.sparse.offsets()) for b in batches]
     probe = BoundProbe(cfg, args.batch_size, traffic)
+    mlps = MLPAlone(cfg, args.batch_size)
 
     def ours_step(i: int) -> float:
         b = batches[i % len(batches)]
@@ -142,12 +145,13 @@ def run(pooling: float, args: argparse.Namespace) -> dict[str, object]:
     for i in range(1, args.warmup):
         ours_step(i)
         ref_step(i)
-    ours_s, ref_s, bound_s, parts = [], [], [], []
+    ours_s, ref_s, bound_s, mlp_s, parts = [], [], [], [], []
     step = args.warmup
     for _ in range(args.rounds):  # interleaved: machine noise hits all three alike
         ours_s.append(timed(ours_step, step))
         ref_s.append(timed(ref_step, step))
         bound_s.append(timed(probe.run, step))
+        mlp_s.append(timed(mlps.run, step))
         parts.append(probe.parts(step))
         step += args.steps
     return {
@@ -155,7 +159,10 @@ def run(pooling: float, args: argparse.Namespace) -> dict[str, object]:
         "ours_ms": _spread([1e3 * t for t in ours_s]),
         "reference_ms": _spread([1e3 * t for t in ref_s]),
         "bound_ms": _spread([1e3 * t for t in bound_s]),
+        "mlps_alone_ms": _spread([1e3 * t for t in mlp_s]),
         "ours_over_bound": _spread([t / b for t, b in zip(ours_s, bound_s, strict=True)]),
+        "ours_over_mlps": _spread([t / m for t, m in zip(ours_s, mlp_s, strict=True)]),
+        "mlps_over_bound": _spread([m / b for m, b in zip(mlp_s, bound_s, strict=True)]),
         "reference_over_ours": _spread([r / t for r, t in zip(ref_s, ours_s, strict=True)]),
         # contention only adds time: each side's fastest round is its least disturbed one
         "fastest_ms": {"ours": 1e3 * min(ours_s), "reference": 1e3 * min(ref_s), "bound": 1e3 * min(bound_s)},
@@ -211,6 +218,9 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:  # type: ignore[
               f"+ lookups {parts['lookups']:.1f} ({r['lookup_gbs']:.1f} GB/s) "
               f"+ row updates {parts['row_updates']:.1f} ({r['update_gbs']:.1f} GB/s)")  # fmt: skip
         print(f"  ours / bound     {_fmt(r['ours_over_bound'], 'x')}")
+        print(f"  PyTorch's MLPs alone (fwd+bwd, no embeddings) {r['mlps_alone_ms']['median']:.1f} ms: "
+              f"{_fmt(r['mlps_over_bound'], 'x')} the bound")  # fmt: skip
+        print(f"  ours / PyTorch's MLPs alone {_fmt(r['ours_over_mlps'], 'x')}")
         print(f"  reference / ours {_fmt(r['reference_over_ours'], 'x')}")
         best = r["fastest_ms"]
         print(f"  fastest rounds: ours {best['ours']:.1f}, reference {best['reference']:.1f}, bound "
