@@ -65,7 +65,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
 from recnotebooks.checks import check_choice, check_fraction, check_int
 from recnotebooks.config import DLRMConfig
@@ -152,12 +151,16 @@ def split_counts(total: int, fractions: Sequence[float]) -> tuple[int, ...]:
     for i, f in enumerate(fractions):
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not math.isfinite(f) or f <= 0:
             raise ValueError(f"fractions[{i}] must be a positive finite number, got {f!r}")
-        exact.append(Fraction(f))
-    whole = sum(exact, Fraction(0))
-    bounds, prefix = [0], Fraction(0)
-    for f in exact:
-        prefix += f
-        bounds.append(math.floor(total * prefix / whole + Fraction(1, 2)))
+        exact.append(f.as_integer_ratio())
+    # floats are dyadic rationals: on the largest denominator (a power of two) every fraction is
+    # an exact integer numerator, so the rounding below is exact integer arithmetic
+    den = max(d for _, d in exact)
+    nums = [n * (den // d) for n, d in exact]
+    whole = sum(nums)
+    bounds, prefix = [0], 0
+    for n in nums:
+        prefix += n
+        bounds.append((2 * total * prefix + whole) // (2 * whole))  # floor(total * prefix / whole + 1/2)
     return tuple(b - a for a, b in zip(bounds, bounds[1:], strict=False))
 
 

@@ -253,3 +253,25 @@ def test_perf_keeps_the_old_names() -> None:
     from recnotebooks.perf.access import CACHE_POLICIES
 
     assert CACHE_POLICIES is plan_mod.CACHE_POLICIES
+
+
+def _split_counts_by_fractions(total: int, fractions: list[float]) -> tuple[int, ...]:
+    """The cumulative rounding written with ``fractions.Fraction`` (an independent reference)."""
+    import math
+    from fractions import Fraction
+
+    exact = [Fraction(f) for f in fractions]
+    whole, prefix, bounds = sum(exact, Fraction(0)), Fraction(0), [0]
+    for f in exact:
+        prefix += f
+        bounds.append(math.floor(total * prefix / whole + Fraction(1, 2)))
+    return tuple(b - a for a, b in zip(bounds, bounds[1:], strict=False))
+
+
+@given(
+    st.integers(0, 2**62),
+    st.lists(st.one_of(st.floats(1e-300, 1e300), st.integers(1, 10**6)), min_size=1, max_size=20),
+)
+def test_split_counts_equal_exact_rational_rounding(total: int, fractions: list[float]) -> None:
+    """Integer arithmetic on the floats' exact ratios gives what Fraction arithmetic gives."""
+    assert split_counts(total, fractions) == _split_counts_by_fractions(total, fractions)

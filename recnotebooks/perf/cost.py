@@ -203,12 +203,15 @@ def estimate(
     users = len({a.shard.rank for a in accesses if a.shard.placement == "remote"}) or 1
     volumes = T.volumes(T.collective_bytes(config, plan, local_b, world, dtype), world)
     per_rank, device_bytes = [], []
+    by_rank: list[list[C.ShardAccess]] = [[] for _ in range(world)]
+    for a in accesses:
+        by_rank[a.shard.rank].append(a)
     for r in range(world):
         comp, moved = _rank_components(
             config,
             hw,
             r,
-            accesses,
+            by_rank[r],
             dense,
             state,
             nic,

@@ -144,7 +144,9 @@ def collective_bytes(
     dp_elements = sum(
         n for n, s in zip(size, plan.shards, strict=True) if s.sharding == "data_parallel" and s.rank == 0
     )
-    held = [sum(size[i] for i, s in enumerate(plan.shards) if s.rank == j) for j in range(m)]
+    held = [0] * m
+    for n, s in zip(size, plan.shards, strict=True):
+        held[s.rank] += n
 
     def ids(rank: int, i: int) -> float:
         if id_counts is not None:
@@ -164,14 +166,20 @@ def collective_bytes(
                      "direction": direction, "calls": 1, "bytes_sent": _tidy(sent),
                      "bytes_received": _tidy(received)})  # fmt: skip
 
+    expected = [sum(ids(0, i) for i in mp[j]) for j in range(m)] if id_counts is None else []
+    expected_total, mp_total = sum(expected), sum(len(x) for x in mp)
+    dense_params = config.dense_parameters
     for r in range(world):
         g, k = divmod(r, m)
         others = [j for j in range(m) if j != k]
         if any(mp):
-            add(r, "lengths_all_to_all", sum(b * len(mp[j]) for j in others) * LENGTH_BYTES,
+            add(r, "lengths_all_to_all", b * (mp_total - len(mp[k])) * LENGTH_BYTES,
                 (m - 1) * b * len(mp[k]) * LENGTH_BYTES)  # fmt: skip
-            sent = sum(ids(r, i) for j in others for i in mp[j])
-            received = sum(ids(g * m + j, i) for j in others for i in mp[k])
+            if id_counts is None:  # expected counts do not depend on the sender: sum once per owner
+                sent, received = expected_total - expected[k], (m - 1) * expected[k]
+            else:
+                sent = sum(ids(r, i) for j in others for i in mp[j])
+                received = sum(ids(g * m + j, i) for j in others for i in mp[k])
             add(r, "ids_all_to_all", sent * INDEX_BYTES, received * INDEX_BYTES)
             out, back = (m - 1) * b * widths[k] * e, b * (sum(widths) - widths[k]) * e
             add(r, "pooled_all_to_all", out, back)
@@ -183,7 +191,7 @@ def collective_bytes(
             both = _ring_chunks(held[k], groups, g) * e
             add(r, "replica_all_reduce", both, both)
         if dense and world > 1:
-            both = 2 * (world - 1) / world * config.dense_parameters * e
+            both = 2 * (world - 1) / world * dense_params * e
             add(r, "dense_all_reduce", both, both)
     return rows
 
