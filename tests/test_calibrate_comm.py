@@ -60,14 +60,65 @@ def test_a_real_two_rank_quick_calibration_gives_finite_positive_figures() -> No
     assert raw["rows"] and all(r["seconds"] > 0 and r["world_size"] == 2 for r in raw["rows"])
     assert {f["collective"] for f in raw["fits"]} == set(CC.COLLECTIVES)
     assert "calibrated here" in hw.sources["intra_node_bw"]
+    assert hw.sharded_op_overhead_s is not None and hw.sharded_op_overhead_s > 0
+    assert "calibrated here" in hw.sources["sharded_op_overhead_s"]
+
+
+def test_the_sharded_step_costs_measured_on_one_rank_are_the_difference_per_counted_operator() -> None:
+    """A real one-rank run: our sharded step is slower than the single-process one on the same
+    batches, and the per-operator figure is that difference (less its collectives) over the
+    operators the model counts for the plan."""
+    from recnotebooks.perf.components import sharded_extra_ops
+
+    r = CC.measure_sharded_op_cost(batch_size=8, steps=3, rounds=3)
+    assert r["sharded_s"] > r["single_s"] > 0 and r["collectives_s"] >= 0
+    assert r["extra_s"] == pytest.approx(r["sharded_s"] - r["single_s"] - r["collectives_s"])
+    assert r["extra_ops"] == sharded_extra_ops(*_one_rank_case()) > 0
+    assert r["sharded_op_overhead_s"] == pytest.approx(r["extra_s"] / r["extra_ops"])
+    assert 0 < r["sharded_op_overhead_s"] < 1e-2  # a host operator, not a step
+    with pytest.raises(ValueError, match="rounds"):
+        CC.measure_sharded_op_cost(rounds=0)
+
+
+def _one_rank_case():  # type: ignore[no-untyped-def]
+    from recnotebooks.config import preset
+    from recnotebooks.plan import Plan, TableShard
+
+    cfg = preset("tiny")
+    kinds = ("table_wise", "row_wise", "column_wise", "data_parallel")
+    return cfg, Plan(1, tuple(TableShard(t.name, 0, kinds[k % 4]) for k, t in enumerate(cfg.tables))), 0
+
+
+def test_the_sharded_operator_cost_prices_only_what_the_sharded_step_adds() -> None:
+    from recnotebooks.config import preset
+    from recnotebooks.perf.components import op_count, overhead
+    from recnotebooks.plan import Plan, TableShard
+
+    cfg = preset("tiny")
+    plan = Plan(2, tuple(TableShard(t.name, k % 2) for k, t in enumerate(cfg.tables)))
+    base = HARDWARE["this_machine"]
+    assert base.sharded_op_overhead_s is None and base.sharded_op_cost_s == base.op_overhead_s
+    slow = base.replace(sharded_op_overhead_s=50e-6)
+    single, total = op_count(cfg), op_count(cfg, 2, plan=plan, implementation="recnotebooks")
+    extra = overhead(cfg, slow, 2, True, plan, "recnotebooks") - overhead(
+        cfg, base, 2, True, plan, "recnotebooks"
+    )
+    assert extra == pytest.approx((total - single) * (50e-6 - base.op_overhead_s))
+    # TorchRec's step and one process are priced at op_overhead_s alone
+    assert overhead(cfg, slow, 2, True, plan, "torchrec") == overhead(cfg, base, 2, True, plan, "torchrec")
+    assert overhead(cfg, slow, 1, False) == overhead(cfg, base, 1, False)
+    with pytest.raises(ValueError, match="sharded_op_overhead_s"):
+        base.replace(sharded_op_overhead_s=-1.0)
 
 
 def test_the_saved_calibration_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    hw = HARDWARE["this_machine"].replace(collective_latency_s=123e-6, intra_node_bw=0.75e9)
+    hw = HARDWARE["this_machine"].replace(collective_latency_s=123e-6, intra_node_bw=0.75e9,
+                                          sharded_op_overhead_s=12e-6)  # fmt: skip
     path = save_calibration(hw, {"gflops": 100.0, "copy_bw": 1e10}, path=tmp_path / "cal.json")
     back = load_calibration(path)
     assert back == hw
     assert back.collective_latency_s == 123e-6 and back.intra_node_bw == 0.75e9
+    assert back.sharded_op_overhead_s == 12e-6
 
 
 @pytest.mark.parametrize(

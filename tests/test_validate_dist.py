@@ -32,6 +32,10 @@ def test_sharing_rule_divides_throughput_and_scales_overheads_only_when_oversubs
     one = CC.local_ranks_hardware(HW, 1, cores=8)
     assert one.peak_flops == HW.peak_flops and one.op_overhead_s == HW.op_overhead_s
     assert HW.devices == 1  # the input is not changed
+    assert four.sharded_op_overhead_s is None  # not calibrated: op_overhead_s (scaled) prices it
+    assert four.sharded_op_cost_s == four.op_overhead_s
+    cal = CC.local_ranks_hardware(HW.replace(sharded_op_overhead_s=15e-6), 4, cores=2)
+    assert cal.sharded_op_overhead_s == pytest.approx(30e-6)
 
 
 def test_sharing_rule_refits_collectives_on_the_rows_of_its_world_size() -> None:

@@ -8,6 +8,7 @@ the caller takes, per repeat, the slowest rank (a collective ends when its last 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -59,4 +60,69 @@ def time_collectives(
                     ts.append((time.perf_counter() - t0) / calls)
             per_size.append(ts)
         out[name] = per_size
+    return out
+
+
+def _random_batch(config: Any, batch_size: int, gen: torch.Generator) -> tuple[torch.Tensor, Any, torch.Tensor]:
+    """Dense features, a ``JaggedBatch`` (each bag ``round(pooling)`` ids, at least one) and labels."""
+    from ..sparse import JaggedBatch
+
+    values, lengths = [], []
+    for t in config.tables:
+        n = max(1, round(t.pooling_factor))
+        values.append(torch.randint(0, t.num_rows, (batch_size * n,), generator=gen))
+        lengths.append(torch.full((batch_size,), n, dtype=torch.int64))
+    sparse = JaggedBatch(config.table_names, torch.cat(values), torch.cat(lengths), batch_size)
+    dense = torch.randn(batch_size, config.num_dense, generator=gen)
+    return dense, sparse, torch.randint(0, 2, (batch_size,), generator=gen).float()
+
+
+def time_sharded_step(
+    ctx: RankContext, config: Any, plan: Any, batch_size: int, steps: int, rounds: int, seed: int = 0
+) -> dict[str, list[float]]:
+    """Seconds per step of our sharded step (:class:`~recnotebooks.dist.HybridParallelDLRM` of
+    ``plan``) and of the single-process :class:`~recnotebooks.nn.DLRM`, on the same small batches
+    (row-wise Adagrad tables, Adagrad MLPs), in ``rounds`` interleaved rounds of ``steps`` steps:
+    ``{"single": [...], "sharded": [...], "collectives": [...]}``, one figure per round
+    (``collectives``: the seconds per step the sharded step's logged collectives took, which the
+    cost model charges separately). On one rank the two do the same arithmetic; the difference
+    is the host work the sharded step adds."""
+    from ..nn import DLRM, RowWiseAdagrad
+    from .hybrid import HybridParallelDLRM
+
+    gen = torch.Generator().manual_seed(seed)
+    batches = [_random_batch(config, batch_size, gen) for _ in range(4)]
+    loss_fn = torch.nn.BCEWithLogitsLoss()
+    single = DLRM(config, seed=seed)
+    single_opts = (RowWiseAdagrad(single.embeddings, 0.05), torch.optim.Adagrad(single.dense_parameters(), 0.02))
+    sharded = HybridParallelDLRM(config, plan, ctx.rank, ctx.world_size, seed=seed, log=ctx.log)
+    sharded_opts = (sharded.sparse_optimizer("rowwise_adagrad", 0.05),
+                    torch.optim.Adagrad(sharded.dense_parameters(), 0.02))  # fmt: skip
+
+    def step_single(i: int) -> None:
+        dense, sparse, labels = batches[i % len(batches)]
+        loss_fn(single(dense, sparse), labels).backward()
+        single_opts[0].step()
+        single_opts[1].step()
+        single_opts[1].zero_grad(set_to_none=True)
+
+    def step_sharded(i: int) -> None:
+        dense, sparse, labels = batches[i % len(batches)]
+        sharded.backward(loss_fn(sharded(dense, sparse), labels))
+        sharded_opts[0].step()
+        sharded_opts[1].step()
+        sharded_opts[1].zero_grad(set_to_none=True)
+
+    out: dict[str, list[float]] = {"single": [], "sharded": [], "collectives": []}
+    for i in range(3):  # warm-up: first calls compile kernels and allocate
+        step_single(i)
+        step_sharded(i)
+    for _ in range(rounds):
+        ctx.log.clear()
+        for name, fn in (("single", step_single), ("sharded", step_sharded)):
+            t0 = time.perf_counter()
+            for i in range(steps):
+                fn(i)
+            out[name].append((time.perf_counter() - t0) / steps)
+        out["collectives"].append(ctx.log.total("seconds") / steps)
     return out

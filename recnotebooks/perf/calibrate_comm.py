@@ -37,7 +37,7 @@ from recnotebooks.checks import check_choice, check_float, check_int, check_int_
 from recnotebooks.perf.hardware import Hardware, hardware
 
 __all__ = ["COLLECTIVES", "DEFAULT_SIZES", "QUICK_SIZES", "model_steps", "model_volume",
-           "fit_latency_bandwidth", "measure_collectives", "fit_collectives",
+           "fit_latency_bandwidth", "measure_collectives", "fit_collectives", "measure_sharded_op_cost",
            "calibrate_collectives"]  # fmt: skip
 
 #: The collectives calibrated (those the cost model charges).
@@ -167,6 +167,52 @@ def fit_collectives(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"fits": fits, "collective_latency_s": alpha, "intra_node_bw": bw, "mape": float(np.mean(errors))}
 
 
+#: The sharding scheme of table ``k`` in :func:`measure_sharded_op_cost`'s one-rank plan.
+_SCHEMES = ("table_wise", "row_wise", "column_wise", "data_parallel")
+
+
+def measure_sharded_op_cost(
+    batch_size: int = 16, steps: int = 10, rounds: int = 9, timeout_s: float = 120.0
+) -> dict[str, Any]:
+    """Seconds per operator that our sharded step adds to the single-process one, MEASURED here.
+
+    One local rank trains the ``tiny`` preset both ways on the same small batches (every scheme
+    in its plan: table ``k`` table-, row-, column-wise or data-parallel, whole on the one rank;
+    :func:`recnotebooks.dist._calibrate_workers.time_sharded_step`): the arithmetic is the same,
+    so the step-time difference (each side's fastest round: contention only adds time), less
+    the time its logged collectives took (median over rounds; the model charges those
+    separately, at the calibrated latency), is the sharded step's own host work (its Python
+    loops over shards, host syncs of splits and offsets, DDP's reducer), divided by the
+    operators the model counts for it
+    (:func:`~recnotebooks.perf.components.sharded_extra_ops`). Returns
+    ``sharded_op_overhead_s``, ``extra_s``, ``extra_ops``, ``single_s``, ``sharded_s``,
+    ``collectives_s`` and the per-round figures. Raises RuntimeError when the sharded step was
+    not slower (noise).
+    """
+    from recnotebooks.config import preset
+    from recnotebooks.dist import launch
+    from recnotebooks.dist._calibrate_workers import time_sharded_step
+    from recnotebooks.perf.components.ops import sharded_extra_ops
+    from recnotebooks.plan import Plan, TableShard
+
+    batch_size = check_int("batch_size", batch_size, lo=1, hi=1 << 16)
+    steps = check_int("steps", steps, lo=1, hi=1000)
+    rounds = check_int("rounds", rounds, lo=1, hi=1000)
+    config = preset("tiny")
+    plan = Plan(1, tuple(TableShard(t.name, 0, _SCHEMES[k % 4]) for k, t in enumerate(config.tables)))
+    res = launch(time_sharded_step, 1, config, plan, batch_size, steps, rounds, timeout_s=timeout_s)
+    times = res.values[0]
+    coll_s = float(np.median(times["collectives"]))
+    extra_s = min(times["sharded"]) - min(times["single"]) - coll_s
+    ops = float(sharded_extra_ops(config, plan, 0))
+    if not extra_s > 0:
+        raise RuntimeError(f"the sharded step was not slower than the single-process one ({extra_s:.3g} s)")
+    return {"sharded_op_overhead_s": extra_s / ops, "extra_s": extra_s, "extra_ops": ops,
+            "single_s": min(times["single"]), "sharded_s": min(times["sharded"]), "collectives_s": coll_s,
+            "rounds": times,
+            "batch_size": batch_size}  # fmt: skip
+
+
 def calibrate_collectives(
     hw: Hardware | None = None,
     quick: bool = False,
@@ -174,7 +220,8 @@ def calibrate_collectives(
     timeout_s: float = 60.0,
 ) -> tuple[Hardware, dict[str, Any]]:
     """Measure and fit this machine's collectives; ``hw`` (default ``this_machine``) with
-    ``collective_latency_s`` and ``intra_node_bw`` replaced, and the raw figures (rows and fits)."""
+    ``collective_latency_s`` and ``intra_node_bw`` replaced, and ``sharded_op_overhead_s`` from
+    :func:`measure_sharded_op_cost`; and the raw figures (rows and fits, ``"sharded_op"``)."""
     hw = hardware("this_machine") if hw is None else hw
     if not isinstance(hw, Hardware):
         raise TypeError(f"hw must be a Hardware or None, got {show(hw)}")
@@ -188,9 +235,14 @@ def calibrate_collectives(
     src = (f"calibrated here by recnb calibrate --collectives on {time.strftime('%Y-%m-%d')}: gloo on "
            f"{'/'.join(map(str, world_sizes))} local ranks, all-to-all and all-reduce, "
            "seconds = steps * latency + volume / bandwidth")  # fmt: skip
+    ops = measure_sharded_op_cost(rounds=9 if quick else 15, timeout_s=max(timeout_s, 120.0))
+    src_ops = (f"calibrated here by recnb calibrate --collectives on {time.strftime('%Y-%m-%d')}: our "
+               "sharded step on one rank minus the single-process step, per operator counted")  # fmt: skip
     out = hw.replace(collective_latency_s=alpha, intra_node_bw=bw,
-                     sources={**hw.sources, "collective_latency_s": src, "intra_node_bw": src})  # fmt: skip
-    raw = {"rows": rows, **fit, "seconds": time.perf_counter() - t0}
+                     sharded_op_overhead_s=ops["sharded_op_overhead_s"],
+                     sources={**hw.sources, "collective_latency_s": src, "intra_node_bw": src,
+                              "sharded_op_overhead_s": src_ops})  # fmt: skip
+    raw = {"rows": rows, **fit, "sharded_op": ops, "seconds": time.perf_counter() - t0}
     return out, raw
 
 
@@ -237,6 +289,9 @@ def local_ranks_hardware(
         "peak_flops": {k: v / w for k, v in hw.peak_flops.items()},
         **{f: getattr(hw, f) / w for f in SHARED_THROUGHPUT_FIELDS},
         "op_overhead_s": hw.op_overhead_s * busy,
+        "sharded_op_overhead_s": None
+        if hw.sharded_op_overhead_s is None
+        else hw.sharded_op_overhead_s * busy,
         "step_overhead_s": hw.step_overhead_s * busy,
     }
     if collective_rows is not None:

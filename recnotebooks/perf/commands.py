@@ -82,7 +82,8 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Call
     cal.add_argument("--device", default="cpu", help=f"{DEVICES} (default cpu)")
     cal.add_argument("--collectives", action="store_true",
                      help="also time all-to-all and all-reduce over gloo on 2 and 4 local ranks "
-                     "(~20-40 s) and fit collective_latency_s and intra_node_bw")  # fmt: skip
+                     "(~20-40 s) and fit collective_latency_s and intra_node_bw, and our sharded "
+                     "step's host cost per operator on one rank (sharded_op_overhead_s)")  # fmt: skip
     cal.add_argument("--json", action="store_true", help="print one JSON object")
     v = sub.add_parser("validate", help="modeled vs measured step time over a sweep of architectures here")
     v.add_argument("--quick", action="store_true", help="5 configs instead of the full sweep")
@@ -285,6 +286,12 @@ def _print_calibrate(r: dict[str, Any]) -> None:
         for f in comm["fits"]:
             print(f"    {f['collective']:<10} {f['world_size']} ranks: {f['latency_s'] * 1e6:7.0f} us + "
                   f"bytes / {f['bandwidth'] / 1e9:.2f} GB/s")  # fmt: skip
+        ops = comm.get("sharded_op")
+        if ops:
+            print(f"  our sharded step on one rank: {ops['sharded_s'] * 1e3:.1f} ms vs "
+                  f"{ops['single_s'] * 1e3:.1f} ms single-process (batch {ops['batch_size']}; collectives "
+                  f"{ops['collectives_s'] * 1e3:.1f} ms): {ops['sharded_op_overhead_s'] * 1e6:.1f} us per "
+                  f"operator it adds ({ops['extra_ops']:.0f} counted)")  # fmt: skip
 
 
 def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]

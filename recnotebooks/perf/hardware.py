@@ -76,6 +76,10 @@ class Hardware:
         host_pools_embeddings: the host's CPUs serve lookups of tables in host DRAM
             themselves (pooling rows at ``host_mem_bw`` and sending pooled vectors to the
             devices over PCIe), as Zion is built to; otherwise devices read host rows via UVM.
+        sharded_op_overhead_s: host cost of one operator of recnotebooks.dist's sharded step
+            beyond the single-process step (its Python loops over shards and host syncs cost
+            more than an MLP's operator); ``None``: ``op_overhead_s``. Calibrated by
+            ``recnb calibrate --collectives`` on this machine.
         price_per_hour: US dollars per device-hour (a GPU, or one CPU trainer node), from public
             cloud list prices (on-demand, instance price / devices); edit it for your own
             prices: ``hardware("dgx_h100", price_per_hour=2.5)``.
@@ -108,6 +112,7 @@ class Hardware:
     host_pools_embeddings: bool = False
     description: str = ""
     price_per_hour: float = 0.0
+    sharded_op_overhead_s: float | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -126,6 +131,8 @@ class Hardware:
             _check(self.name, f, getattr(self, f), positive=True)
         for f in _NON_NEGATIVE:
             _check(self.name, f, getattr(self, f), positive=False)
+        if self.sharded_op_overhead_s is not None:
+            _check(self.name, "sharded_op_overhead_s", self.sharded_op_overhead_s, positive=False)
         if self.gemm_max_efficiency > 1:
             raise ValueError(
                 f"Hardware({self.name}).gemm_max_efficiency must be <= 1, got {self.gemm_max_efficiency}"
@@ -138,6 +145,12 @@ class Hardware:
             raise ValueError(
                 f"Hardware({self.name}).gather_efficiency must be <= 4, got {self.gather_efficiency}"
             )
+
+    @property
+    def sharded_op_cost_s(self) -> float:
+        """Seconds per operator of the sharded step's own work (``sharded_op_overhead_s``, or
+        ``op_overhead_s`` when not calibrated)."""
+        return self.op_overhead_s if self.sharded_op_overhead_s is None else self.sharded_op_overhead_s
 
     def replace(self, **changes: object) -> Hardware:
         """A validated copy with fields changed (keeps the sources; note your own)."""

@@ -70,6 +70,7 @@ from recnotebooks.perf.components.ops import (
     op_count,
     overhead,
     overhead_of_remote_rows,
+    sharded_extra_ops,
     sharded_op_terms,
 )
 
@@ -81,7 +82,8 @@ __all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "IMPLEMENTATIONS", "INDEX_BYTES", 
            "embedding_in_cache", "embedding_in_hbm", "embedding_in_host", "embedding_on_parameter_server",
            "embedding_pooled_by_host", "embedding_shard", "gather_bandwidth", "gemm_time", "host_to_device",
            "input_bytes_per_sample", "interaction", "mlp", "nic_per_device", "op_count", "overhead",
-           "overhead_of_remote_rows", "parameter_servers", "shard_access", "sharded_op_terms",
+           "overhead_of_remote_rows", "parameter_servers", "shard_access", "sharded_extra_ops",
+           "sharded_op_terms",
            "uvm_bandwidth"]  # fmt: skip
 
 # The private names of the single module this package replaced (read through the modules, not

@@ -14,7 +14,7 @@ from recnotebooks.perf.hardware import Hardware
 from recnotebooks.perf.plan import Plan, TableShard
 
 __all__ = ["IMPLEMENTATIONS", "SHARDED_OPS", "SHARD_OPS", "op_count", "overhead", "overhead_of_remote_rows",
-           "sharded_op_terms"]  # fmt: skip
+           "sharded_extra_ops", "sharded_op_terms"]  # fmt: skip
 
 #: Operators of one training step of our DLRM (torch profiler, top-level aten ops, CPU):
 #: 115 + 25 per MLP layer (forward, backward, Adagrad) + 15 for the dot interaction.
@@ -111,21 +111,29 @@ def op_count(config: DLRMConfig, world_size: int = 1, model_parallel: bool = Fal
         if any(s.sharding != "data_parallel" for s in plan.shards):
             ops += _TORCHREC_DIST_BASE + _TORCHREC_DIST_PER_RANK * world_size + _TORCHREC_SYNCS
         return int(ops)
+    return ops + round(max(sharded_extra_ops(config, plan, r) for r in range(world_size)))
+
+
+def sharded_extra_ops(config: DLRMConfig, plan: Plan, rank: int) -> float:
+    """Operators our sharded step adds on ``rank`` to the single-process step (the terms of
+    :func:`sharded_op_terms` priced by :data:`SHARDED_OPS` and :data:`SHARD_OPS`)."""
     weights = {
         **SHARDED_OPS,
         **{f"{k}.{w}": v[i] for k, v in SHARD_OPS.items() for i, w in enumerate(("plan", "local"))},
     }
-    extra = max(
-        sum(weights[k] * n for k, n in sharded_op_terms(config, plan, r).items()) for r in range(world_size)
-    )
-    return ops + round(extra)
+    return sum(weights[k] * n for k, n in sharded_op_terms(config, plan, rank).items())
 
 
 def overhead(config: DLRMConfig, hw: Hardware, world_size: int, model_parallel: bool,
              plan: Plan | None = None, implementation: str = "torchrec") -> float:  # fmt: skip
-    """Host time to launch the step's operators (``op_overhead_s`` each; :func:`op_count` of
-    ``plan`` in ``implementation``) plus ``step_overhead_s``."""
+    """Host time to launch the step's operators (:func:`op_count` of ``plan`` in
+    ``implementation``) plus ``step_overhead_s``: ``op_overhead_s`` each, except the operators
+    our sharded step adds to the single-process one (``"recnotebooks"`` on several ranks), which
+    cost ``hw.sharded_op_cost_s`` each (calibrated on our step where measured)."""
     ops = op_count(config, world_size, model_parallel, plan, implementation)
+    if implementation == "recnotebooks" and world_size > 1:
+        single = _single_op_count(config)
+        return single * hw.op_overhead_s + (ops - single) * hw.sharded_op_cost_s + hw.step_overhead_s
     return ops * hw.op_overhead_s + hw.step_overhead_s
 
 
