@@ -85,8 +85,8 @@ def _one_rank_case():  # type: ignore[no-untyped-def]
     from recnotebooks.plan import Plan, TableShard
 
     cfg = preset("tiny")
-    kinds = ("table_wise", "row_wise", "column_wise", "data_parallel")
-    return cfg, Plan(1, tuple(TableShard(t.name, 0, kinds[k % 4]) for k, t in enumerate(cfg.tables))), 0
+    kinds = ("table_wise", "row_wise", "column_wise")
+    return cfg, Plan(1, tuple(TableShard(t.name, 0, kinds[k % 3]) for k, t in enumerate(cfg.tables))), 0
 
 
 def test_the_sharded_operator_cost_prices_only_what_the_sharded_step_adds() -> None:
