@@ -319,3 +319,25 @@ def test_accumulated_weighted_forwards_match_reference_sgd(mode, kernel_path):
     for i, key in enumerate(ebc.keys):
         expected = ref[i].weight.detach() - 0.2 * ref[i].weight.grad
         torch.testing.assert_close(ebc.table_weight(key), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("adagrad", [False, True])
+def test_a_recorded_dense_gradient_updates_every_row_as_plain_pytorch_does(adagrad, kernel_path) -> None:  # type: ignore[no-untyped-def]
+    """What a data-parallel replica does with its all-reduced gradient: every row updated by its
+    own gradient row (row-wise Adagrad's state too), against the plain float64 reference."""
+    gen = torch.Generator().manual_seed(3)
+    ebc = EmbeddingBagCollection([TableConfig("t0", 7), TableConfig("t1", 3)], 4, "mean", seed=0)
+    grad = torch.randn(10, 4, generator=gen)
+    w0 = ebc.weight.detach().clone()
+    opt = RowWiseAdagrad(ebc, 0.1) if adagrad else SparseSGD(ebc, 0.1)
+    ebc(random_batch([7, 3], 5, 2, gen, False))  # a forward without backward: replaced, not added
+    ebc.record_dense_gradient(grad)
+    assert opt.step() == 10
+    want_w, want_s = w0.clone(), torch.zeros(10)
+    ids, offsets = torch.arange(10), torch.arange(11)
+    reference_sparse_update(want_w, want_s, ids, offsets, None, grad, 0.1, adagrad)
+    torch.testing.assert_close(ebc.weight.detach(), want_w, rtol=1e-5, atol=1e-6)
+    if adagrad:
+        torch.testing.assert_close(opt.momentum, want_s, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="weight's shape"):
+        ebc.record_dense_gradient(torch.zeros(9, 4))

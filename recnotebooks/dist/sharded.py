@@ -353,16 +353,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
             return
         with torch.no_grad():
             grad = all_reduce(ebc.dense_weight_gradient(), log=self.log, group=self.group)
-        ebc.clear_gradients()
-        rows = ebc.num_rows.tolist()
-        size = max(rows)
-        lengths = torch.cat([(torch.arange(size, device=grad.device) < n).to(torch.int64) for n in rows])
-        ids = torch.cat([torch.arange(n, device=grad.device) for n in rows])
-        out = ebc(JaggedBatch(ebc.keys, ids, lengths, size))  # every row, each its own bag
-        target = torch.zeros_like(out)
-        for k, (lo, n) in enumerate(zip(ebc.row_offsets.tolist(), rows, strict=False)):
-            target[:n, k] = grad[lo : lo + n]
-        out.backward(target)
+        ebc.record_dense_gradient(grad)  # every row, with its summed gradient
 
     def shard_weights(self) -> list[tuple[LocalShard, torch.Tensor]]:
         """This rank's shards and their weight blocks (views), in plan order."""

@@ -66,20 +66,6 @@ def _config(tables: tuple[TableConfig, ...], dim: int) -> DLRMConfig:
     return DLRMConfig(num_dense=1, tables=tables, embedding_dim=dim, bottom_mlp=(dim,), top_mlp=(1,))
 
 
-def _record_dense_gradient(ebc: EmbeddingBagCollection, grad: torch.Tensor) -> None:
-    """Replace ``ebc``'s pending gradient with the dense ``grad`` (every row, each its own bag)."""
-    ebc.clear_gradients()
-    rows = ebc.num_rows.tolist()
-    size = max(rows)
-    lengths = torch.cat([(torch.arange(size) < n).to(torch.int64) for n in rows])
-    ids = torch.cat([torch.arange(n) for n in rows])
-    out = ebc(JaggedBatch(ebc.keys, ids, lengths, size))
-    target = torch.zeros_like(out)
-    for k, (lo, n) in enumerate(zip(ebc.row_offsets.tolist()[: len(rows)], rows, strict=True)):
-        target[:n, k] = grad[lo : lo + n]
-    out.backward(target)
-
-
 class TwoDShardedEmbeddingBagCollection(nn.Module):
     """This rank's part of an embedding collection under 2D sparse parallelism (module docstring).
 
@@ -167,7 +153,7 @@ class TwoDShardedEmbeddingBagCollection(nn.Module):
             total = all_reduce(flat, log=self.log, group=self.replica_group)
         at = 0
         for c, g in zip(self.collections, grads, strict=True):
-            _record_dense_gradient(c, total[at : at + g.numel()].view_as(g))  # type: ignore[arg-type]
+            c.record_dense_gradient(total[at : at + g.numel()].view_as(g))  # type: ignore[operator]
             at += g.numel()
 
     def sync_gradients(self) -> None:

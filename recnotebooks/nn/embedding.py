@@ -315,6 +315,23 @@ class EmbeddingBagCollection(nn.Module):
         )
         return RowGradients(g.rows, grads)
 
+    def record_dense_gradient(self, grad: torch.Tensor) -> None:
+        """Replace the pending gradient by a dense one: ``grad`` (``weight``'s shape), every row
+        recorded as a lookup of its own, so the sparse optimizers update every row with its
+        gradient row — what a data-parallel replica does with its all-reduced gradient. No
+        lookup runs: the rows' gradients are the bags' gradients."""
+        if type(self).lookup_ids is not EmbeddingBagCollection.lookup_ids:
+            raise TypeError(f"record_dense_gradient needs weight rows as lookup ids; {type(self).__name__} "
+                            "looks up other indices")  # fmt: skip
+        if not isinstance(grad, torch.Tensor) or grad.shape != self.weight.shape:
+            got = tuple(grad.shape) if isinstance(grad, torch.Tensor) else type(grad).__name__
+            raise ValueError(f"grad must be a tensor of weight's shape {tuple(self.weight.shape)}, got {got}")
+        n, dev = self.weight.shape[0], self.weight.device
+        pending = _PendingGrad(torch.arange(n, device=dev), torch.arange(n + 1, device=dev), None)
+        pending.grad = grad.detach().to(device=dev, dtype=self.weight.dtype).contiguous()
+        self.clear_gradients()
+        self._pending.append(pending)
+
     def dense_weight_gradient(self) -> torch.Tensor:
         """The full dense gradient of ``weight`` (for tests and small tables only)."""
         rg = self.row_gradients()

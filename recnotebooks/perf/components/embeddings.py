@@ -143,6 +143,9 @@ def embedding_shard(a: ShardAccess, hw: Hardware, state_bytes: float, nic: float
                          a.served * a.row_bytes * 2, remote=rows.remote)  # fmt: skip
     placed = {"hbm": embedding_in_hbm, "host": embedding_in_host, "cache": embedding_in_cache}[place]
     rows, local = placed(a, hw, state_bytes), _pooling_work(a, hw, a.lookups / hw.sort_rate)
+    if a.update_only:  # no forward: the gradient of every row is given, the optimizer applies it
+        moved = a.distinct_rows * (a.row_bytes + state_bytes) * 2 + (a.served + a.lookups) * a.row_bytes
+        return Embedding(0.0, rows.backward + local.backward, moved)
     return Embedding(rows.forward + local.forward, rows.backward + local.backward,
                      rows.device_bytes + local.device_bytes)  # fmt: skip
 

@@ -35,6 +35,9 @@ class ShardAccess:
     #: shard, or modeled from its ``cache_rows`` and ``cache_policy`` (:func:`cache_hit_rates`)
     cache_hit_rate: float = 0.0
     rows: float = 0.0  #: rows this shard holds
+    #: no lookup, only the optimizer's update of these rows from a given gradient (a data-parallel
+    #: replica applying its all-reduced gradient to every row)
+    update_only: bool = False
 
 
 def shard_access(
@@ -85,31 +88,30 @@ def shard_access(
 def _every_row_update(accesses: list[ShardAccess], world: int) -> list[ShardAccess]:
     """What our data-parallel tables add on ``world > 1`` ranks (recnotebooks.dist's
     ``ShardedEmbeddingBagCollection.sync_data_parallel_gradients``): the replica's dense gradient
-    is all-reduced (the ``all_reduce`` component), then recorded back by a forward and backward
-    over **every** row of each table, each its own bag (a rank's data-parallel tables padded to
-    its largest one's rows: that many bags each), and the optimizer updates every row. One
-    access per data-parallel shard with every row looked up once and distinct (no last-level
-    cache: each row is touched once). The dense gradient's materialisation (one pass over the
-    rows) is not priced; the batch's own distinct-row update, which this replaces, still is."""
+    is all-reduced (the ``all_reduce`` component), then recorded as every row's gradient (each
+    row a bag of its own, no lookup: ``EmbeddingBagCollection.record_dense_gradient``), and the
+    optimizer updates every row. One update-only access per data-parallel shard with every row
+    distinct (no last-level cache: each row is touched once). The dense gradient's
+    materialisation (one pass over the rows) is not priced; the batch's own distinct-row update,
+    which this replaces, still is."""
     if world <= 1:
         return []
-    dp = [a for a in accesses if a.shard.sharding == "data_parallel"]
-    bags: dict[int, float] = {}
-    for a in dp:
-        bags[a.shard.rank] = max(bags.get(a.shard.rank, 0.0), a.rows)
     return [
         ShardAccess(
             a.shard,
             a.row_fraction,
             a.dim,
             a.row_bytes,
-            bags[a.shard.rank],
+            a.rows,
             a.rows,
             a.rows,
             0.0,
             a.cache_hit_rate,
+            a.rows,
+            update_only=True,
         )  # fmt: skip
-        for a in dp
+        for a in accesses
+        if a.shard.sharding == "data_parallel"
     ]
 
 

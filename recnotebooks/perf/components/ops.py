@@ -26,17 +26,18 @@ _OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
 #: the single-process step counted the same way, fitted by least squares (residuals <= 8 of
 #: 400-2000 operators) by benchmarks/our_step_ops.py, 2026-12-01. Terms (see
 #: :func:`sharded_op_terms`): a fixed part (DDP, the all-to-alls' bookkeeping), data-parallel
-#: tables' fixed part (their all-reduce and the re-recording of every row), DDP's reducer per
+#: tables' fixed part (their all-reduce and recording every row's gradient: refitted on
+#: 2026-12-01 after that recording stopped running a lookup, the fit gives -7, taken as 0), DDP's reducer per
 #: parameter tensor, each local embedding collection beyond the first (one per kind of shard
 #: and width), and per scheme ops per shard of the plan (the input distribution loops over
 #: every rank's shards) and per shard on the rank (lookup, assembly, optimizer). No term per
 #: rank: the counts were equal on 2 and 4 ranks. ``aten::item`` host syncs (.tolist() of splits
 #: and offsets: 40-230 a step) count as operators.
-SHARDED_OPS: dict[str, float] = {"base": 91, "data_parallel_base": 28, "ddp_per_tensor": 3,
+SHARDED_OPS: dict[str, float] = {"base": 91, "data_parallel_base": 0, "ddp_per_tensor": 3,
                                  "collection": 90}  # fmt: skip
 #: per scheme: (operators per shard of the plan, per shard on the rank); same provenance.
 SHARD_OPS: dict[str, tuple[float, float]] = {
-    "table_wise": (23, 8), "row_wise": (21, 24), "column_wise": (12, 21), "data_parallel": (0, 31),
+    "table_wise": (23, 8), "row_wise": (21, 24), "column_wise": (12, 21), "data_parallel": (0, 23),
 }  # fmt: skip
 #: What TorchRec 1.8's DistributedModelParallel step adds (table-wise, fused kernels; torch
 #: profiler, top-level ops of one step on rank 0 over gloo, 2 and 4 ranks minus 1 rank, the same
