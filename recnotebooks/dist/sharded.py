@@ -188,13 +188,20 @@ class ShardedEmbeddingBagCollection(nn.Module):
             raise ValueError(
                 "batch.weights must be None: weighted ids are not supported by the sharded collection yet"
             )
-        for t in self.tables:
-            ids, _ = batch[t.name]
-            if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= t.num_rows):
-                raise ValueError(
-                    f"ids of table {t.name!r} must be in 0..{t.num_rows - 1}, "
-                    f"got ids {int(ids.min())}..{int(ids.max())}"
-                )
+        if not batch.values.numel():
+            return
+        # one vectorised check (one host sync); the per-table loop only to name a bad table
+        per_key = batch.lengths.view(len(self.tables), batch.batch_size).sum(1)
+        limit = torch.tensor([t.num_rows for t in self.tables], device=batch.values.device)
+        limit = torch.repeat_interleave(limit, per_key.to(limit.device), output_size=batch.values.numel())
+        if bool(((batch.values < 0) | (batch.values >= limit)).any()):
+            for t in self.tables:
+                ids, _ = batch[t.name]
+                if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= t.num_rows):
+                    raise ValueError(
+                        f"ids of table {t.name!r} must be in 0..{t.num_rows - 1}, "
+                        f"got ids {int(ids.min())}..{int(ids.max())}"
+                    )
 
     def _shard_input(self, batch: JaggedBatch, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(ids, lengths) of plan shard ``i`` for this rank's samples (row-wise: remapped)."""
