@@ -23,11 +23,10 @@ class _PairwiseDots(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, select):  # type: ignore[no-untyped-def]
+    def forward(ctx, x, pairs, both):  # type: ignore[no-untyped-def]
         b, f, _ = x.shape
         z = torch.bmm(x, x.transpose(1, 2)).view(b, f * f)
-        pairs = select.argmax(0)  # the flat (i, j) index of each pair
-        ctx.save_for_backward(x, torch.cat([pairs, (pairs % f) * f + pairs // f]))
+        ctx.save_for_backward(x, both)
         return z.index_select(1, pairs)
 
     @staticmethod
@@ -35,12 +34,18 @@ class _PairwiseDots(torch.autograd.Function):
         x, both = ctx.saved_tensors
         b, f, _ = x.shape
         g = grad.new_zeros(b, f * f).index_add_(1, both, torch.cat([grad, grad], 1))
-        return torch.bmm(g.view(b, f, f), x.to(g.dtype)).to(x.dtype), None
+        return torch.bmm(g.view(b, f, f), x.to(g.dtype)).to(x.dtype), None, None
+
+
+def _pair_indices(select: torch.Tensor, f: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The flat ``(i, j)`` index of each pair ``select`` picks, and those of ``(i, j)`` then ``(j, i)``."""
+    pairs = select.argmax(0)
+    return pairs, torch.cat([pairs, (pairs % f) * f + pairs // f])
 
 
 def pairwise_dots(x: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
     """Dot products of the feature pairs picked by the 0/1 matrix ``select`` (F*F, P)."""
-    return _PairwiseDots.apply(x, select)
+    return _PairwiseDots.apply(x, *_pair_indices(select, x.shape[1]))
 
 
 class DotInteraction(nn.Module):
@@ -65,6 +70,9 @@ class DotInteraction(nn.Module):
         select = torch.zeros(num_features * num_features, li.numel())
         select[li * num_features + lj, torch.arange(li.numel())] = 1.0
         self.register_buffer("select", select, persistent=False)
+        pairs, both = _pair_indices(select, num_features)  # computed once, not every forward
+        self.register_buffer("_pairs", pairs, persistent=False)
+        self.register_buffer("_both", both, persistent=False)
 
     @property
     def num_pairs(self) -> int:
@@ -75,7 +83,7 @@ class DotInteraction(nn.Module):
             with torch.autocast(dense.device.type, enabled=False):  # bf16 dot products lose the signal
                 return self.forward(dense.float(), sparse.float())
         x = torch.cat([dense.unsqueeze(1), sparse], dim=1)  # (B, F, D)
-        return torch.cat([dense, pairwise_dots(x, self.select.to(x.dtype))], dim=1)
+        return torch.cat([dense, _PairwiseDots.apply(x, self._pairs, self._both)], dim=1)
 
 
 class CatInteraction(nn.Module):
