@@ -24,20 +24,22 @@ _OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
 #: single-process step: top-level operators on rank 0, counted with torch.profiler over gloo on
 #: 2 and 4 ranks, 4, 8 and 16 tables, MLPs of 4 and 8 layers, every scheme and a mixed plan, minus
 #: the single-process step counted the same way, fitted by least squares (residuals <= 8 of
-#: 400-2000 operators) by benchmarks/our_step_ops.py, 2026-12-01. Terms (see
+#: 400-2000 operators) by benchmarks/our_step_ops.py, 2026-12-01 (refitted the same evening,
+#: after the data-parallel sync stopped running a lookup and the ids' check became one pass).
+#: Terms (see
 #: :func:`sharded_op_terms`): a fixed part (DDP, the all-to-alls' bookkeeping), data-parallel
-#: tables' fixed part (their all-reduce and recording every row's gradient: refitted on
-#: 2026-12-01 after that recording stopped running a lookup, the fit gives -7, taken as 0), DDP's reducer per
+#: tables' fixed part (their all-reduce and recording every row's gradient, less what a plan with
+#: them skips: the fit gives -7), DDP's reducer per
 #: parameter tensor, each local embedding collection beyond the first (one per kind of shard
 #: and width), and per scheme ops per shard of the plan (the input distribution loops over
 #: every rank's shards) and per shard on the rank (lookup, assembly, optimizer). No term per
 #: rank: the counts were equal on 2 and 4 ranks. ``aten::item`` host syncs (.tolist() of splits
 #: and offsets: 40-230 a step) count as operators.
-SHARDED_OPS: dict[str, float] = {"base": 91, "data_parallel_base": 0, "ddp_per_tensor": 3,
+SHARDED_OPS: dict[str, float] = {"base": 103, "data_parallel_base": -7, "ddp_per_tensor": 3,
                                  "collection": 90}  # fmt: skip
 #: per scheme: (operators per shard of the plan, per shard on the rank); same provenance.
 SHARD_OPS: dict[str, tuple[float, float]] = {
-    "table_wise": (23, 8), "row_wise": (21, 24), "column_wise": (12, 21), "data_parallel": (0, 23),
+    "table_wise": (13, 9), "row_wise": (21, 14), "column_wise": (12, 11), "data_parallel": (0, 14),
 }  # fmt: skip
 #: What TorchRec 1.8's DistributedModelParallel step adds (table-wise, fused kernels; torch
 #: profiler, top-level ops of one step on rank 0 over gloo, 2 and 4 ranks minus 1 rank, the same
