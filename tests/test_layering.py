@@ -40,6 +40,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "cache.commands": {"cache"},
         "train": {"data", "nn", "metrics", "checkpoint"},
         "measure": {"train", "doctor"},
+        "mixed_precision": {"train"},
         "table_batching": {"nn"},
         "plan": {"config"},
         "perf": {"config", "plan"},

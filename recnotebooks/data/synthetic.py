@@ -217,7 +217,7 @@ class SyntheticCriteo:
         dense = batch.dense.to(dev, torch.float32)
         lay = self._layout(lengths, sp.batch_size)
         same = lengths.numel() > 0 and bool((lengths == lengths[0]).all())
-        raw = self._pieces(
+        raw = self._teacher.pieces(
             sp.values.to(dev, torch.int64).view(lay.shape),
             lengths,
             sp.batch_size,
@@ -225,7 +225,7 @@ class SyntheticCriteo:
             lay.per,
             int(lengths[0]) if same else None,
         )
-        return self._logit(raw)
+        return self._teacher.logit(raw)
 
     def __iter__(self) -> Iterator[Batch]:
         """A pass over ``batch(start), batch(start + 1), ...`` (``num_batches`` of them, or
@@ -373,8 +373,8 @@ class SyntheticCriteo:
         z = torch.randn(bsz, self.config.num_dense, generator=gen, device=self.device)
         counts = z.mul_(self._dense_sigma).add_(self._dense_mu).exp_().floor_()  # log-normal counts
         dl = torch.log1p(counts)
-        raw = self._pieces(ids, lengths, bsz, dl, lay.per, self._bag_len)
-        lab = torch.rand(bsz, generator=gen, device=self.device) < torch.sigmoid(self._logit(raw))
+        raw = self._teacher.pieces(ids, lengths, bsz, dl, lay.per, self._bag_len)
+        lab = torch.rand(bsz, generator=gen, device=self.device) < torch.sigmoid(self._teacher.logit(raw))
         if self.data.label_noise > 0:
             lab ^= torch.rand(bsz, generator=gen, device=self.device) < self.data.label_noise
         idt = self.index_dtype
@@ -382,21 +382,6 @@ class SyntheticCriteo:
         return Batch(dl if self.data.dense_log else counts, sparse, lab.to(torch.float32))
 
     # ----- teacher (recnotebooks.data.teacher) ------------------------------------------
-    def _pieces(
-        self,
-        ids: torch.Tensor,
-        lengths: torch.Tensor,
-        bsz: int,
-        dl: torch.Tensor,
-        per: Callable,
-        bag_len: int | None,
-    ) -> torch.Tensor:
-        """The teacher's four raw terms per sample, (B, 4) (:meth:`Teacher.pieces`)."""
-        return self._teacher.pieces(ids, lengths, bsz, dl, per, bag_len)
-
-    def _logit(self, raw: torch.Tensor) -> torch.Tensor:
-        return self._teacher.logit(raw)
-
     def _calibrate(self) -> None:
         """Fit the teacher on a probe batch (:meth:`Teacher.fit`): standardised dense inputs
         and terms, and the bias that hits the target click rate."""
