@@ -138,7 +138,31 @@ def test_bad_fit_input_raises_value_error(args: tuple, match: str) -> None:
         CC.fit_latency_bandwidth(*args)
 
 
+def test_the_in_step_pattern_times_each_call_after_a_burst_and_takes_the_mean() -> None:
+    """Real 2-rank runs: the worker returns one time per call (warm-up calls dropped) on every
+    rank, and a row's seconds is the mean over calls and ranks, between its per-call extremes."""
+    from recnotebooks.dist import launch
+    from recnotebooks.dist._calibrate_workers import time_collectives_in_step
+
+    res = launch(time_collectives_in_step, 2, [4096, 65536], 4, 1, ["all_reduce"], timeout_s=60)
+    for v in res.values:
+        assert v["bytes"] == [4096, 65536]
+        assert [len(ts) for ts in v["all_reduce"]] == [4, 4]
+        assert all(t > 0 for ts in v["all_reduce"] for t in ts)
+    rows = CC.measure_collectives(world_sizes=(2,), sizes=(4096, 65536), repeats=4, warmup=1,
+                                  collectives=["all_to_all"], pattern="in_step")  # fmt: skip
+    assert [r["bytes"] for r in rows] == [4096, 65536]
+    for r in rows:
+        assert r["pattern"] == "in_step" and r["collective"] == "all_to_all" and r["world_size"] == 2
+        assert 0 < r["min_s"] <= r["seconds"] <= r["max_s"]
+        assert r["steps"] == 1 and r["volume"] == r["bytes"] / 2
+
+
 def test_bad_measure_input_raises_before_any_process_starts() -> None:
+    with pytest.raises(ValueError, match="pattern"):
+        CC.measure_collectives(pattern="streaming")
+    with pytest.raises(ValueError, match="pattern"):
+        CC.calibrate_collectives(HARDWARE["this_machine"], pattern="overlapped")
     with pytest.raises(ValueError, match="world_sizes"):
         CC.measure_collectives(world_sizes=[1])
     with pytest.raises(ValueError, match="collectives"):

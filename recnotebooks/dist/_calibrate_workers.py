@@ -3,6 +3,8 @@
 ``time_collectives`` times the logged collectives of :mod:`recnotebooks.dist.comm` (the ones the
 sharded step uses) on float32 buffers of the given sizes and returns each repeat's seconds;
 the caller takes, per repeat, the slowest rank (a collective ends when its last rank does).
+``time_collectives_in_step`` times them as a training step issues them: each call after the
+same burst of compute on every rank, each call's seconds returned.
 """
 
 from __future__ import annotations
@@ -58,6 +60,51 @@ def time_collectives(
                         all_reduce(x)
                 if i >= warmup:
                     ts.append((time.perf_counter() - t0) / calls)
+            per_size.append(ts)
+        out[name] = per_size
+    return out
+
+
+#: The compute before each call of :func:`time_collectives_in_step`: ``BURST_GEMMS`` products of
+#: two ``BURST_DIM`` x ``BURST_DIM`` float32 matrices (134 MFLOP; about 1.4 ms on one core
+#: here), the order of the compute between two collectives of the sharded steps
+#: ``recnb validate --distributed`` runs (0.2-4 ms per phase, measured here).
+BURST_DIM, BURST_GEMMS = 256, 4
+
+
+def time_collectives_in_step(
+    ctx: RankContext, sizes: list[int], calls: int, warmup: int, collectives: list[str]
+) -> dict[str, list]:
+    """``{"bytes": [...], name: [[seconds of each call] per size], ...}``, timed as a step issues them.
+
+    Each call comes after the same burst of compute on every rank (:data:`BURST_GEMMS` GEMMs)
+    and without a barrier, as in a training step: its time then includes what this machine adds
+    to a collective between compute, the peers that finished their burst later (ranks that share
+    cores are descheduled mid-burst) and the stalls of a rank woken from a blocking wait. Sizes
+    are rounded as in :func:`time_collectives`; the first ``warmup`` calls are not returned.
+    """
+    world = ctx.world_size
+    counts = [max(world, size // 4 // world * world) for size in sizes]
+    gen = torch.Generator().manual_seed(ctx.rank)
+    a = torch.randn(BURST_DIM, BURST_DIM, generator=gen)
+    b = torch.randn(BURST_DIM, BURST_DIM, generator=gen)
+    out: dict[str, list] = {"bytes": [4 * n for n in counts]}
+    for name in collectives:
+        if name not in TIMED:
+            raise ValueError(f"collectives must be among {list(TIMED)}, got {name!r}")
+        call = all_to_all if name == "all_to_all" else all_reduce
+        per_size = []
+        for n in counts:
+            x = torch.ones(n, device=ctx.device)
+            ts = []
+            dist.barrier()
+            for i in range(warmup + calls):
+                for _ in range(BURST_GEMMS):
+                    torch.mm(a, b)
+                t0 = time.perf_counter()
+                call(x)
+                if i >= warmup:
+                    ts.append(time.perf_counter() - t0)
             per_size.append(ts)
         out[name] = per_size
     return out

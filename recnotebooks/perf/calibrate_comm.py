@@ -11,8 +11,18 @@ where, for ``W`` ranks inside one node and a buffer of ``S`` bytes per rank,
 * all-reduce (ring): ``steps = 2 (W - 1)``, ``volume = 2 S (W - 1) / W``.
 
 :func:`measure_collectives` times :mod:`recnotebooks.dist.comm`'s collectives (the ones the
-sharded step runs) on 2 and 4 local gloo ranks over a sweep of buffer sizes: per size, the
-median over repeats of the slowest rank's time. :func:`fit_latency_bandwidth` fits
+sharded step runs) on 2 and 4 local gloo ranks over a sweep of buffer sizes, in one of two
+patterns:
+
+* ``"in_step"`` (what :func:`calibrate_collectives` uses): as a training step issues them, each
+  call after the same burst of compute on every rank and without a barrier; per size, the mean
+  over calls and ranks (a step's collective time is a mean over its calls, and validation
+  compares the mean over ranks). On this 2-core machine that is 2-5x the back-to-back figure:
+  most calls take about what they take back to back, but a call that finds a peer descheduled
+  mid-burst, or a rank slow to wake from its blocking wait, takes milliseconds on every rank;
+* ``"back_to_back"``: calls after a barrier, small buffers as a batch of calls; per size, the
+  median over repeats of the slowest rank's time per call (the collective alone).
+ :func:`fit_latency_bandwidth` fits
 ``seconds = latency * steps + volume / bandwidth`` by least squares on relative errors (the
 sweep spans decades, so every size counts alike). :func:`calibrate_collectives` fits one
 ``collective_latency_s`` and one ``intra_node_bw`` over every point of both collectives and
@@ -36,7 +46,7 @@ import numpy as np
 from recnotebooks.checks import check_choice, check_float, check_int, check_int_list, show
 from recnotebooks.perf.hardware import Hardware, hardware
 
-__all__ = ["COLLECTIVES", "DEFAULT_SIZES", "QUICK_SIZES", "model_steps", "model_volume",
+__all__ = ["COLLECTIVES", "PATTERNS", "DEFAULT_SIZES", "QUICK_SIZES", "model_steps", "model_volume",
            "fit_latency_bandwidth", "measure_collectives", "fit_collectives", "measure_sharded_op_cost",
            "calibrate_collectives"]  # fmt: skip
 
@@ -103,6 +113,10 @@ def fit_latency_bandwidth(
     return float(lat), float(1.0 / inv_bw)
 
 
+#: The timing patterns of :func:`measure_collectives` (see the module docstring).
+PATTERNS = ("in_step", "back_to_back")
+
+
 def measure_collectives(
     world_sizes: Sequence[int] = (2, 4),
     sizes: Sequence[int] = DEFAULT_SIZES,
@@ -110,15 +124,19 @@ def measure_collectives(
     warmup: int = 2,
     collectives: Sequence[str] = COLLECTIVES,
     timeout_s: float = 60.0,
+    pattern: str = "back_to_back",
 ) -> list[dict[str, Any]]:
     """Time the collectives on each number of local gloo ranks; tidy rows, one per point.
 
-    Each row: ``source`` ("measured"), ``collective``, ``world_size``, ``bytes`` (each rank's
-    buffer), ``volume`` and ``steps`` (as the model charges them), ``seconds`` (median over
-    ``repeats`` of the slowest rank), ``min_s`` and ``max_s`` (over repeats).
+    Each row: ``source`` ("measured"), ``pattern``, ``collective``, ``world_size``, ``bytes``
+    (each rank's buffer), ``volume`` and ``steps`` (as the model charges them), ``seconds``,
+    ``min_s`` and ``max_s``. ``pattern="back_to_back"``: ``repeats`` repeats, ``seconds`` their
+    median of the slowest rank, min and max over repeats; ``"in_step"``: ``repeats`` calls each
+    after a burst of compute, ``seconds`` the mean over calls and ranks, min and max over calls
+    (of the ranks' mean).
     """
     from recnotebooks.dist import launch
-    from recnotebooks.dist._calibrate_workers import time_collectives
+    from recnotebooks.dist._calibrate_workers import time_collectives, time_collectives_in_step
 
     worlds = check_int_list("world_sizes", world_sizes, lo=2, min_len=1)
     sizes_ = check_int_list("sizes", sizes, lo=4, min_len=2)
@@ -129,17 +147,25 @@ def measure_collectives(
             f"collectives must be a non-empty list from {list(COLLECTIVES)}, got {show(collectives)}"
         )
     names = [check_choice("collectives[]", c, COLLECTIVES) for c in collectives]
+    pattern = check_choice("pattern", pattern, PATTERNS)
+    worker = time_collectives_in_step if pattern == "in_step" else time_collectives
     rows = []
     for world in worlds:
-        result = launch(time_collectives, world, sizes_, repeats, warmup, names, timeout_s=timeout_s)
+        result = launch(worker, world, sizes_, repeats, warmup, names, timeout_s=timeout_s)
         used = result.values[0]["bytes"]
         for name in names:
             for k, nbytes in enumerate(used):
-                per_repeat = np.max([np.array(v[name][k]) for v in result.values], axis=0)  # slowest rank
-                rows.append({"source": "measured", "collective": name, "world_size": world, "bytes": nbytes,
-                             "volume": model_volume(name, nbytes, world), "steps": model_steps(name, world),
-                             "seconds": float(np.median(per_repeat)), "min_s": float(per_repeat.min()),
-                             "max_s": float(per_repeat.max())})  # fmt: skip
+                per_rank = np.array([v[name][k] for v in result.values])  # (ranks, repeats or calls)
+                if pattern == "in_step":  # each call's mean over ranks; the mean over calls
+                    each, seconds = per_rank.mean(axis=0), float(per_rank.mean())
+                else:  # a repeat ends when its slowest rank does; the median repeat
+                    each = per_rank.max(axis=0)
+                    seconds = float(np.median(each))
+                rows.append({"source": "measured", "pattern": pattern, "collective": name,
+                             "world_size": world, "bytes": nbytes,
+                             "volume": model_volume(name, nbytes, world),
+                             "steps": model_steps(name, world), "seconds": seconds,
+                             "min_s": float(each.min()), "max_s": float(each.max())})  # fmt: skip
     return rows
 
 
@@ -221,22 +247,30 @@ def calibrate_collectives(
     quick: bool = False,
     world_sizes: Sequence[int] = (2, 4),
     timeout_s: float = 60.0,
+    pattern: str = "in_step",
 ) -> tuple[Hardware, dict[str, Any]]:
     """Measure and fit this machine's collectives; ``hw`` (default ``this_machine``) with
     ``collective_latency_s`` and ``intra_node_bw`` replaced, and ``sharded_op_overhead_s`` from
-    :func:`measure_sharded_op_cost`; and the raw figures (rows and fits, ``"sharded_op"``)."""
+    :func:`measure_sharded_op_cost`; and the raw figures (rows and fits, ``"sharded_op"``).
+
+    ``pattern`` is :func:`measure_collectives`'s: ``"in_step"`` (the default: collectives as a
+    training step issues them, between compute, which is what the model charges them for) or
+    ``"back_to_back"`` (the collective alone)."""
     hw = hardware("this_machine") if hw is None else hw
     if not isinstance(hw, Hardware):
         raise TypeError(f"hw must be a Hardware or None, got {show(hw)}")
     t0 = time.perf_counter()
-    sizes, repeats = (QUICK_SIZES, 3) if quick else (DEFAULT_SIZES, 5)
-    rows = measure_collectives(world_sizes, sizes, repeats=repeats, timeout_s=timeout_s)
+    pattern = check_choice("pattern", pattern, PATTERNS)
+    sizes = QUICK_SIZES if quick else DEFAULT_SIZES
+    repeats = (30 if quick else 60) if pattern == "in_step" else (3 if quick else 5)  # calls or repeats
+    rows = measure_collectives(world_sizes, sizes, repeats=repeats, timeout_s=timeout_s, pattern=pattern)
     fit = fit_collectives(rows)
     alpha, bw = fit["collective_latency_s"], fit["intra_node_bw"]
     if not (math.isfinite(alpha) and math.isfinite(bw) and bw > 0):
         raise RuntimeError(f"the collective fit failed: latency {alpha}, bandwidth {bw}")
+    how = "each call after a burst of compute, as in a step" if pattern == "in_step" else "back to back"
     src = (f"calibrated here by recnb calibrate --collectives on {time.strftime('%Y-%m-%d')}: gloo on "
-           f"{'/'.join(map(str, world_sizes))} local ranks, all-to-all and all-reduce, "
+           f"{'/'.join(map(str, world_sizes))} local ranks, all-to-all and all-reduce ({how}), "
            "seconds = steps * latency + volume / bandwidth")  # fmt: skip
     ops = measure_sharded_op_cost(rounds=9 if quick else 15, timeout_s=max(timeout_s, 120.0))
     src_ops = (f"calibrated here by recnb calibrate --collectives on {time.strftime('%Y-%m-%d')}: our "
@@ -245,7 +279,7 @@ def calibrate_collectives(
                      sharded_op_overhead_s=ops["sharded_op_overhead_s"],
                      sources={**hw.sources, "collective_latency_s": src, "intra_node_bw": src,
                               "sharded_op_overhead_s": src_ops})  # fmt: skip
-    raw = {"rows": rows, **fit, "sharded_op": ops, "seconds": time.perf_counter() - t0}
+    raw = {"rows": rows, **fit, "pattern": pattern, "sharded_op": ops, "seconds": time.perf_counter() - t0}
     return out, raw
 
 

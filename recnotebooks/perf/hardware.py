@@ -308,9 +308,10 @@ _THIS_MACHINE_SOURCES = {
     "gather_efficiency": _DEV + "random embedding-bag gather ~23 GB/s of 90",
     "power_w": _APPROX + ": 2 cores of a server CPU",
     "op_overhead_s": _OP,
-    "collective_latency_s": _DEV + "gloo all-to-all and all-reduce among 2-4 local processes, ~250 us a step "
-    "(recnb calibrate --collectives, 2026-12-01)",
-    "intra_node_bw": _DEV + "gloo between local processes over 127.0.0.1, ~0.9 GB/s (recnb calibrate "
+    "collective_latency_s": _DEV + "gloo all-to-all and all-reduce among 2-4 local processes, each call "
+    "after a burst of compute as in a step, ~1 ms a step (recnb calibrate --collectives, 2026-12-01; "
+    "back to back ~250-500 us)",
+    "intra_node_bw": _DEV + "gloo between local processes over 127.0.0.1, ~1.2 GB/s (recnb calibrate "
     "--collectives, 2026-12-01)",
     "price_per_hour": _PRICE + "2 vCPUs at c5.2xlarge's $0.34/h for 8 = $0.085 per hour, " + _AWS_C5,
 }
@@ -366,7 +367,7 @@ def _make_presets() -> dict[str, Hardware]:
     p["this_machine"] = Hardware(
         name="this_machine", kind="cpu", devices=1, peak_flops={"fp32": 250e9}, hbm_bytes=24 * GB,
         hbm_bw=90 * GB, host_mem_bytes=24 * GB, host_mem_bw=90 * GB, host_link_bw=90 * GB,
-        intra_node_bw=0.9 * GB, nic_bw=1 * GB, collective_latency_s=250e-6, op_overhead_s=8e-6,
+        intra_node_bw=1.2 * GB, nic_bw=1 * GB, collective_latency_s=1e-3, op_overhead_s=8e-6,
         step_overhead_s=0.1e-3, gemm_max_efficiency=0.8, gemm_half_dim=16.0, gather_efficiency=0.25,
         gather_half_row_bytes=64.0, power_w=30.0, host_power_w=0.0, sort_rate=50e6, price_per_hour=0.085,
         sources=_THIS_MACHINE_SOURCES,
