@@ -44,6 +44,27 @@ def test_measured_bytes_equal_the_model(measured: None) -> None:
         assert {"all_to_all", "all_reduce", "backward"} <= phases
 
 
+def test_the_time_note_compares_the_step_without_its_synthetic_batch(measured: None) -> None:
+    """The measured step the note sets against the model is the slowest rank's phases except
+    ``data`` (drawing the synthetic batch, which the model does not price); the left-out time
+    is named, and the verdict is the ratio of the two figures printed."""
+    import re
+
+    res = S.explore_sharding(model="tiny", ranks=2, plan="table_wise", batch_size=256)
+    note = next(n for n in res.notes if n.startswith("MEASURED step here"))
+    per_rank: dict[str, list[float]] = {}
+    for r in res.tables["measured"]:
+        acc = per_rank.setdefault(str(r["rank"]), [0.0, 0.0])
+        acc[r["phase"] == "data"] += 1e3 * float(r["seconds_per_step"])
+    step, data = max(per_rank.values())
+    nums = [float(x) for x in re.findall(r"([0-9.]+) ms", note)]
+    assert nums[0] == pytest.approx(step, rel=5e-3) and nums[2] == pytest.approx(data, rel=5e-3)
+    assert data > 0 and "does not price" in note
+    ratio = float(re.search(r"model is ([0-9.]+)x", note).group(1))  # type: ignore[union-attr]
+    lo, hi = sorted((nums[0], nums[3]))
+    assert ratio == pytest.approx(hi / lo, abs=0.06)
+
+
 def test_row_wise_ids_are_modeled_at_their_expected_count(measured: None) -> None:
     res = S.explore_sharding(model="tiny", ranks=2, plan="row_wise", batch_size=256)
     assert any("MEASURED here" in n for n in res.notes)
