@@ -124,3 +124,33 @@ def test_local_samples_slices_every_key() -> None:
     assert part.to_lists() == {"a": [[], [2, 3]], "b": [[7], []]}
     with pytest.raises(ValueError, match="hi"):
         local_samples(batch, 2, 5)
+
+
+def test_the_model_counts_the_all_reduce_calls_ddp_and_the_replicas_make() -> None:
+    """Real DDP on 2 ranks: once DDP has rebuilt its buckets after the first step, each step logs
+    one all-reduce per gradient bucket (MLPs of 1, 2 and 3 buckets under DDP's 1 MiB first and
+    25 MiB later caps) plus one for the data-parallel tables: what ``perf.traffic`` counts
+    (``calls`` of its rows) and the cost model charges. (The first step sends one bucket.)"""
+    from recnotebooks.perf.traffic import all_reduce_calls, collective_bytes, ddp_buckets
+
+    small = TABLES[:2]
+    configs = [
+        DLRMConfig(num_dense=3, tables=small, embedding_dim=DIM, bottom_mlp=(8, DIM), top_mlp=(8, 1)),
+        DLRMConfig(num_dense=3, tables=small, embedding_dim=DIM, bottom_mlp=(512, 512, DIM), top_mlp=(8, 1)),
+        DLRMConfig(num_dense=3, tables=small, embedding_dim=DIM, bottom_mlp=(2048, 3200, 3200, DIM),
+                   top_mlp=(8, 1)),
+    ]  # fmt: skip
+    replicated = (TableShard("t1", 0, "data_parallel"), TableShard("t1", 1, "data_parallel"))
+    plans = [Plan(2, (tw("t0", 0), tw("t1", 1))), Plan(2, (tw("t0", 0), *replicated))]
+    cases = [case(p.shards, 2) | {"config": cfg, "plan": p, "steps": n}
+             for cfg in configs for p in plans for n in (1, 3)]  # fmt: skip
+    assert [ddp_buckets(c["config"]) for c in cases[::4]] == [1, 2, 3]
+    res = launch(W.train_hybrid_cases, 2, cases, timeout_s=120)
+    for k in range(0, len(cases), 2):
+        c = cases[k]
+        modeled = all_reduce_calls(collective_bytes(c["config"], c["plan"], BATCH / 2), 2)
+        dp = int(any(s.sharding == "data_parallel" for s in c["plan"].shards))
+        for r in range(2):
+            one, three = (sum(x["calls"] for x in res.values[r][j]["log"] if x["component"] == "all_reduce")
+                          for j in (k, k + 1))  # fmt: skip
+            assert three - one == 2 * modeled[r] == 2 * (ddp_buckets(c["config"]) + dp), (k, r)

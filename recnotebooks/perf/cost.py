@@ -201,7 +201,11 @@ def estimate(
     nic = C.nic_per_device(hw, gpus)
     servers = C.parameter_servers(config, plan, dtype, state)
     users = len({a.shard.rank for a in accesses if a.shard.placement == "remote"}) or 1
-    volumes = T.volumes(T.collective_bytes(config, plan, local_b, world, dtype), world)
+    traffic_rows = T.collective_bytes(config, plan, local_b, world, dtype)
+    volumes = T.volumes(traffic_rows, world)
+    # our step: one all-reduce per DDP bucket and per data-parallel (2D: replica) sync; TorchRec's
+    # is priced as one call
+    ar_calls = T.all_reduce_calls(traffic_rows, world) if implementation == "recnotebooks" else [1] * world
     per_rank, device_bytes = [], []
     by_rank: list[list[C.ShardAccess]] = [[] for _ in range(world)]
     for a in accesses:
@@ -223,6 +227,7 @@ def estimate(
             volumes,
             max(1, servers) / users,
             C.A2A_CALLS[implementation],
+            ar_calls[r],
         )
         per_rank.append(comp)
         device_bytes.append(moved)
@@ -330,10 +335,12 @@ def _rank_components(
     volumes: Mapping[str, list[float]],
     server_share: float = 1.0,
     a2a_calls: int = A2A_CALLS_PER_STEP,
+    ar_calls: int = 1,
 ) -> tuple[dict[str, float], float]:
     """One rank's seconds by component, and the device-memory bytes it moves (``server_share``:
     the parameter servers per rank that uses them; ``volumes``: per component, per rank, the bytes
-    of :func:`recnotebooks.perf.traffic.volumes`; ``a2a_calls``: all-to-alls per step)."""
+    of :func:`recnotebooks.perf.traffic.volumes`; ``a2a_calls``, ``ar_calls``: all-to-alls and
+    all-reduces per step)."""
     mine = [a for a in accesses if a.shard.rank == rank]
     parts = [C.embedding_shard(a, hw, state, nic, gpus, server_share) for a in mine]
     comp = dict.fromkeys(COMPONENTS, 0.0)
@@ -344,7 +351,7 @@ def _rank_components(
         comp["overhead"] += C.overhead_of_remote_rows(hw)
     if world > 1:  # bytes from perf.traffic.collective_bytes (the estimate reads them per rank)
         comp["all_to_all"] = C.all_to_all(volumes["all_to_all"][rank], world, gpus, hw, nic, a2a_calls)
-        comp["all_reduce"] = C.all_reduce(volumes["all_reduce"][rank], world, gpus, hw, nic)
+        comp["all_reduce"] = C.all_reduce(volumes["all_reduce"][rank], world, gpus, hw, nic, ar_calls)
     moved = sum(w.device_bytes for w in dense.values()) + sum(e.device_bytes for e in parts)
     return comp, moved
 

@@ -21,8 +21,12 @@ collective                        bytes sent (received: the same with the roles 
                                   ``n % M`` ranks): ``(n - c_r) + (M - 1) c_r`` elements
 ``replica_all_reduce`` (2D)       every shard's dense gradient over the ``G`` replicas of
                                   its rank (same chunk formula over ``G``)
-``dense_all_reduce``              DDP of the MLPs: the ring's ``2 (W - 1) / W`` of the bytes
+``dense_all_reduce``              DDP of the MLPs: the ring's ``2 (W - 1) / W`` of the bytes,
+                                  in :func:`ddp_buckets` calls
 ================================  ===========================================================
+
+Every row is one call, except ``dense_all_reduce``: DistributedDataParallel all-reduces the MLPs'
+gradients in buckets, one call each (:func:`ddp_buckets`).
 
 ``E`` is the bytes of ``dtype`` (the implementation pools and sends fp32). The ids a rank
 sends depend on the data: by default the **expected** count, local batch x the table's pooling
@@ -47,11 +51,26 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.hardware import DTYPE_BYTES
 from recnotebooks.plan import Plan, split_counts
 
-__all__ = ["COLLECTIVES", "INDEX_BYTES", "LENGTH_BYTES", "collective_bytes", "volumes"]
+__all__ = [
+    "COLLECTIVES",
+    "DDP_BUCKET_BYTES",
+    "DDP_FIRST_BUCKET_BYTES",
+    "INDEX_BYTES",
+    "LENGTH_BYTES",
+    "all_reduce_calls",
+    "collective_bytes",
+    "ddp_buckets",
+    "volumes",
+]
 
 #: Bytes of one id and of one bag length as our sharded step sends them (int64).
 INDEX_BYTES = 8
 LENGTH_BYTES = 8
+#: DistributedDataParallel's gradient buckets: at most ``bucket_cap_mb`` = 25 MiB each, the first
+#: (the last layers' gradients, which backward produces first) 1 MiB
+#: (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``); see the ``bucket_cap_mb`` argument of
+#: https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html
+DDP_FIRST_BUCKET_BYTES, DDP_BUCKET_BYTES = 1 << 20, 25 << 20
 #: Modeled collectives: (name, comm collective, component, direction as ``CommLog`` records it).
 COLLECTIVES = (
     ("lengths_all_to_all", "all_to_all", "all_to_all", "forward"),
@@ -160,10 +179,10 @@ def collective_bytes(
 
     rows: list[dict[str, Any]] = []
 
-    def add(rank: int, name: str, sent: float, received: float) -> None:
+    def add(rank: int, name: str, sent: float, received: float, calls: int = 1) -> None:
         kind, comp, direction = _META[name]
         rows.append({"source": "modeled", "rank": rank, "collective": name, "comm": kind, "component": comp,
-                     "direction": direction, "calls": 1, "bytes_sent": _tidy(sent),
+                     "direction": direction, "calls": calls, "bytes_sent": _tidy(sent),
                      "bytes_received": _tidy(received)})  # fmt: skip
 
     expected = [sum(ids(0, i) for i in mp[j]) for j in range(m)] if id_counts is None else []
@@ -192,8 +211,39 @@ def collective_bytes(
             add(r, "replica_all_reduce", both, both)
         if dense and world > 1:
             both = 2 * (world - 1) / world * dense_params * e
-            add(r, "dense_all_reduce", both, both)
+            add(r, "dense_all_reduce", both, both, ddp_buckets(config, dtype))
     return rows
+
+
+def ddp_buckets(config: DLRMConfig, dtype: str = "fp32") -> int:
+    """The all-reduce calls DistributedDataParallel makes for the MLPs' gradients in one step.
+
+    DDP fills buckets with the parameters in the reverse of their registration order (the top
+    MLP's last bias first; the bottom MLP registers first, each layer its weight then its bias)
+    and closes a bucket once it holds :data:`DDP_FIRST_BUCKET_BYTES` (the first) or
+    :data:`DDP_BUCKET_BYTES` (every later one); whatever remains is one more bucket. That is
+    every step after the first, once DDP has rebuilt its buckets in the order the gradients
+    arrived (its first step sends all of them in one call; tests/test_dist_hybrid.py).
+    """
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype must be one of {list(DTYPE_BYTES)}, got {dtype!r}")
+    e = DTYPE_BYTES[dtype]
+    sizes = [n * e for which in ("bottom", "top") for i, o in config.mlp_layers(which) for n in (i * o, o)]
+    buckets, filled, cap = 0, 0.0, DDP_FIRST_BUCKET_BYTES
+    for nbytes in reversed(sizes):
+        filled += nbytes
+        if filled >= cap:
+            buckets, filled, cap = buckets + 1, 0.0, DDP_BUCKET_BYTES
+    return buckets + (filled > 0)
+
+
+def all_reduce_calls(rows: list[dict[str, Any]], world: int) -> list[int]:
+    """Per rank: the all-reduce calls of :func:`collective_bytes` rows (their ``calls``)."""
+    out = [0] * world
+    for row in rows:
+        if row["component"] == "all_reduce":
+            out[row["rank"]] += int(row["calls"])
+    return out
 
 
 def volumes(rows: list[dict[str, Any]], world: int) -> dict[str, list[float]]:

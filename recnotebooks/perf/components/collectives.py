@@ -61,7 +61,8 @@ def all_to_all(volume: float, world: int, gpus: int, hw: Hardware, nic: float,
     return _collective(volume, world, gpus, hw, nic, steps=calls * (world - 1))
 
 
-def all_reduce(volume: float, world: int, gpus: int, hw: Hardware, nic: float) -> float:
+def all_reduce(volume: float, world: int, gpus: int, hw: Hardware, nic: float, calls: int = 1) -> float:
     """Ring all-reduce of the data-parallel gradients: ``volume`` bytes per device (``2(p-1)/p * S``
-    of ``S`` bytes: :func:`recnotebooks.perf.traffic.collective_bytes`), ``2(p-1)`` latencies."""
-    return _collective(volume, world, gpus, hw, nic, steps=2 * (world - 1))
+    of ``S`` bytes: :func:`recnotebooks.perf.traffic.collective_bytes`) in ``calls`` calls,
+    ``2(p-1)`` latencies each."""
+    return _collective(volume, world, gpus, hw, nic, steps=2 * (world - 1) * max(1, calls))
