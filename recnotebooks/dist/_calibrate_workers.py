@@ -110,7 +110,9 @@ def time_collectives_in_step(
     return out
 
 
-def _random_batch(config: Any, batch_size: int, gen: torch.Generator) -> tuple[torch.Tensor, Any, torch.Tensor]:
+def _random_batch(
+    config: Any, batch_size: int, gen: torch.Generator
+) -> tuple[torch.Tensor, Any, torch.Tensor]:
     """Dense features, a ``JaggedBatch`` (each bag ``round(pooling)`` ids, at least one) and labels."""
     from ..sparse import JaggedBatch
 
@@ -141,7 +143,10 @@ def time_sharded_step(
     batches = [_random_batch(config, batch_size, gen) for _ in range(4)]
     loss_fn = torch.nn.BCEWithLogitsLoss()
     single = DLRM(config, seed=seed)
-    single_opts = (RowWiseAdagrad(single.embeddings, 0.05), torch.optim.Adagrad(single.dense_parameters(), 0.02))
+    single_opts = (
+        RowWiseAdagrad(single.embeddings, 0.05),
+        torch.optim.Adagrad(single.dense_parameters(), 0.02),
+    )
     sharded = HybridParallelDLRM(config, plan, ctx.rank, ctx.world_size, seed=seed, log=ctx.log)
     sharded_opts = (sharded.sparse_optimizer("rowwise_adagrad", 0.05),
                     torch.optim.Adagrad(sharded.dense_parameters(), 0.02))  # fmt: skip

@@ -37,7 +37,6 @@ from torch import nn
 
 from ..checks import check_choice, check_int, check_type
 from ..config import POOLINGS, DLRMConfig, TableConfig
-from ..nn.embedding import EmbeddingBagCollection
 from ..plan import Plan
 from ..sparse import JaggedBatch
 from .comm import CommLog, all_reduce
