@@ -191,7 +191,7 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypa
     )
     monkeypatch.setattr(CC, "calibrate_collectives",
                         lambda hw, quick: (hw.replace(collective_latency_s=77e-6, intra_node_bw=0.5e9),
-                                           {"fits": fits, "mape": 0.1}))  # fmt: skip
+                                           {"fits": fits, "mape": 0.1, "pattern": "in_step"}))  # fmt: skip
     out, show_it = commands.run(
         build_parser().parse_args(["calibrate", "--quick", "--collectives"]), SystemExit
     )
@@ -199,4 +199,7 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypa
     saved = load_calibration(tmp_path / "cal.json")
     assert saved is not None and saved.intra_node_bw == 0.5e9
     show_it(out)
-    assert "collectives (gloo, local ranks): latency 77 us" in capsys.readouterr().out
+    assert (
+        "collectives (gloo, local ranks, each call after compute, as in a step): latency 77 us"
+        in capsys.readouterr().out
+    )

@@ -280,9 +280,10 @@ def _print_calibrate(r: dict[str, Any]) -> None:
           f"per step {h['step_overhead_s'] * 1e3:.2f} ms")  # fmt: skip
     comm = r["microbenchmarks"].get("collectives")
     if comm:
-        print(f"  collectives (gloo, local ranks): latency {h['collective_latency_s'] * 1e6:.0f} us per "
-              f"step, bandwidth {h['intra_node_bw'] / 1e9:.2f} GB/s "
-              f"(fit error {comm['mape']:.0%})")  # fmt: skip
+        how = {"in_step": "each call after compute, as in a step", "back_to_back": "back to back"}
+        print(f"  collectives (gloo, local ranks, {how.get(comm.get('pattern', ''), 'timed')}): latency "
+              f"{h['collective_latency_s'] * 1e6:.0f} us per step, bandwidth "
+              f"{h['intra_node_bw'] / 1e9:.2f} GB/s (fit error {comm['mape']:.0%})")  # fmt: skip
         for f in comm["fits"]:
             print(f"    {f['collective']:<10} {f['world_size']} ranks: {f['latency_s'] * 1e6:7.0f} us + "
                   f"bytes / {f['bandwidth'] / 1e9:.2f} GB/s")  # fmt: skip
