@@ -158,6 +158,25 @@ def test_the_in_step_pattern_times_each_call_after_a_burst_and_takes_the_mean() 
         assert r["steps"] == 1 and r["volume"] == r["bytes"] / 2
 
 
+def test_each_pattern_aggregates_its_timings_as_documented(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With the ranks' timings fixed (launch stubbed): ``in_step`` keeps the mean over calls and
+    ranks and the extremes of each call's rank mean; ``back_to_back`` the median repeat of the
+    slowest rank."""
+    import types
+
+    import recnotebooks.dist as D
+
+    per_rank = [[[1.0, 2.0, 9.0]], [[3.0, 2.0, 1.0]]]  # rank -> size -> call (or repeat) seconds
+    fake = types.SimpleNamespace(values=[{"bytes": [4096], "all_reduce": t} for t in per_rank])
+    monkeypatch.setattr(D, "launch", lambda *a, **k: fake)
+    kw = {"world_sizes": (2,), "sizes": (4096, 8192), "collectives": ["all_reduce"]}
+    (row,) = CC.measure_collectives(**kw, pattern="in_step")
+    assert row["seconds"] == pytest.approx(18.0 / 6) and (row["min_s"], row["max_s"]) == (2.0, 5.0)
+    (row,) = CC.measure_collectives(**kw, pattern="back_to_back")
+    assert row["seconds"] == 3.0 and (row["min_s"], row["max_s"]) == (2.0, 9.0)  # slowest: 3, 2, 9
+    assert row["pattern"] == "back_to_back" and row["steps"] == 2 and row["volume"] == 4096
+
+
 def test_bad_measure_input_raises_before_any_process_starts() -> None:
     with pytest.raises(ValueError, match="pattern"):
         CC.measure_collectives(pattern="streaming")

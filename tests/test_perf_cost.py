@@ -99,6 +99,25 @@ def test_all_reduce_is_the_ring_formula(p: int, model_parallel: tuple[str, ...])
         assert comp["all_reduce"] == pytest.approx(ring, rel=1e-9)
 
 
+@pytest.mark.parametrize("p", [2, 4])
+@pytest.mark.parametrize("bottom", [(64, 16), (512, 512, 16)])
+def test_our_step_pays_the_latencies_of_each_all_reduce_call(p: int, bottom: tuple[int, ...]) -> None:
+    """``implementation="recnotebooks"``: one call per DDP bucket and one for the replicated
+    tables, each with the ring's ``2 (p - 1)`` latencies; TorchRec's all-reduce is priced as one
+    call; the bytes are the same."""
+    from recnotebooks.perf.traffic import ddp_buckets
+
+    cfg = DLRMConfig(13, small_config(num_tables=4, rows=20_000).tables, 16, bottom, (64, 1))
+    plan = all_data_parallel(cfg, p)
+    ours, theirs = (estimate(cfg, A100, batch_size=4096, gpus=p, plan=plan, implementation=i)
+                    for i in ("recnotebooks", "torchrec"))  # fmt: skip
+    calls = ddp_buckets(cfg) + 1
+    assert ddp_buckets(cfg) == (1 if bottom == (64, 16) else 2)
+    extra = (calls - 1) * 2 * (p - 1) * A100.collective_latency_s
+    for a, b in zip(ours.per_rank, theirs.per_rank, strict=True):
+        assert a["all_reduce"] - b["all_reduce"] == pytest.approx(extra, rel=1e-9)
+
+
 @pytest.mark.parametrize("p", [2, 8])
 def test_all_reduce_across_nodes_uses_the_nic(p: int) -> None:
     cfg = small_config(num_tables=4, rows=20_000)
@@ -299,3 +318,19 @@ def test_sweep_rejects_unknown_parameters_and_pointless_sweeps() -> None:
         sweep("tables", [1])
     with pytest.raises(ValueError, match="needs placement='cache'"):
         sweep("cache_hit_rate", [0.5, 0.9])
+
+
+def test_the_all_reduce_counts_refuse_bad_input() -> None:
+    from recnotebooks.perf.components import all_reduce
+    from recnotebooks.perf.traffic import all_reduce_calls, ddp_buckets
+
+    with pytest.raises(TypeError, match="config must be a DLRMConfig"):
+        ddp_buckets("tiny")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        ddp_buckets(preset("tiny"), "fp8")
+    with pytest.raises(ValueError, match=r"rows\[0\] must be a collective_bytes row of a rank in \[0, 1\]"):
+        all_reduce_calls([{"component": "all_reduce", "rank": 5, "calls": 1}], 2)
+    with pytest.raises(ValueError, match="world"):
+        all_reduce_calls([], 0)
+    with pytest.raises(ValueError, match="calls"):
+        all_reduce(1e6, 2, 2, A100, A100.nic_bw, calls=0)

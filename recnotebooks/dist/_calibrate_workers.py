@@ -68,7 +68,7 @@ def time_collectives(
 #: The compute before each call of :func:`time_collectives_in_step`: ``BURST_GEMMS`` products of
 #: two ``BURST_DIM`` x ``BURST_DIM`` float32 matrices (134 MFLOP; about 1.4 ms on one core
 #: here), the order of the compute between two collectives of the sharded steps
-#: ``recnb validate --distributed`` runs (0.2-4 ms per phase, measured here).
+#: ``recnb validate --distributed`` runs (1-2.5 ms, measured here).
 BURST_DIM, BURST_GEMMS = 256, 4
 
 

@@ -16,13 +16,15 @@ patterns:
 
 * ``"in_step"`` (what :func:`calibrate_collectives` uses): as a training step issues them, each
   call after the same burst of compute on every rank and without a barrier; per size, the mean
-  over calls and ranks (a step's collective time is a mean over its calls, and validation
-  compares the mean over ranks). On this 2-core machine that is 2-5x the back-to-back figure:
-  most calls take about what they take back to back, but a call that finds a peer descheduled
-  mid-burst, or a rank slow to wake from its blocking wait, takes milliseconds on every rank;
+  over calls and ranks (the cost a step pays per call on average: rare slow calls count, and
+  validation compares the mean over ranks). On this 2-core machine that fits about 1 ms per
+  latency step against 0.35-0.5 ms back to back: most calls take about what they take back to
+  back, but a call that finds a peer descheduled mid-burst, or a rank slow to wake from its
+  blocking wait, takes milliseconds on every rank;
 * ``"back_to_back"``: calls after a barrier, small buffers as a batch of calls; per size, the
   median over repeats of the slowest rank's time per call (the collective alone).
- :func:`fit_latency_bandwidth` fits
+
+:func:`fit_latency_bandwidth` fits
 ``seconds = latency * steps + volume / bandwidth`` by least squares on relative errors (the
 sweep spans decades, so every size counts alike). :func:`calibrate_collectives` fits one
 ``collective_latency_s`` and one ``intra_node_bw`` over every point of both collectives and

@@ -310,8 +310,8 @@ _THIS_MACHINE_SOURCES = {
     "op_overhead_s": _OP,
     "collective_latency_s": _DEV + "gloo all-to-all and all-reduce among 2-4 local processes, each call "
     "after a burst of compute as in a step, ~1 ms a step (recnb calibrate --collectives, 2026-12-01; "
-    "back to back ~250-500 us)",
-    "intra_node_bw": _DEV + "gloo between local processes over 127.0.0.1, ~1.2 GB/s (recnb calibrate "
+    "back to back 350-530 us)",
+    "intra_node_bw": _DEV + "gloo between local processes over 127.0.0.1, 1.1-1.4 GB/s (recnb calibrate "
     "--collectives, 2026-12-01)",
     "price_per_hour": _PRICE + "2 vCPUs at c5.2xlarge's $0.34/h for 8 = $0.085 per hour, " + _AWS_C5,
 }

@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from recnotebooks.checks import check_float, check_int
+from recnotebooks.checks import check_choice, check_float, check_int, check_type, show
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.hardware import DTYPE_BYTES
 from recnotebooks.plan import Plan, split_counts
@@ -141,7 +141,8 @@ def collective_bytes(
 
     Each row: ``source`` ("modeled"), ``rank``, ``collective`` (a name of :data:`COLLECTIVES`),
     ``comm`` (the ``recnotebooks.dist.comm`` collective), ``component``, ``direction``, ``calls``
-    (1), ``bytes_sent``, ``bytes_received`` (ints where whole).
+    (1; :func:`ddp_buckets` for ``dense_all_reduce``), ``bytes_sent``, ``bytes_received`` (ints
+    where whole).
     """
     plan.check(config)
     m = plan.world_size
@@ -225,9 +226,8 @@ def ddp_buckets(config: DLRMConfig, dtype: str = "fp32") -> int:
     every step after the first, once DDP has rebuilt its buckets in the order the gradients
     arrived (its first step sends all of them in one call; tests/test_dist_hybrid.py).
     """
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype must be one of {list(DTYPE_BYTES)}, got {dtype!r}")
-    e = DTYPE_BYTES[dtype]
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    e = DTYPE_BYTES[check_choice("dtype", dtype, tuple(DTYPE_BYTES))]
     sizes = [n * e for which in ("bottom", "top") for i, o in config.mlp_layers(which) for n in (i * o, o)]
     buckets, filled, cap = 0, 0.0, DDP_FIRST_BUCKET_BYTES
     for nbytes in reversed(sizes):
@@ -238,9 +238,16 @@ def ddp_buckets(config: DLRMConfig, dtype: str = "fp32") -> int:
 
 
 def all_reduce_calls(rows: list[dict[str, Any]], world: int) -> list[int]:
-    """Per rank: the all-reduce calls of :func:`collective_bytes` rows (their ``calls``)."""
+    """Per rank: the all-reduce calls of :func:`collective_bytes` rows (their ``calls``) on
+    ``world`` ranks. Raises ValueError for a row of another rank or without those fields."""
+    world = check_int("world", world, lo=1)
     out = [0] * world
-    for row in rows:
+    for i, row in enumerate(rows):
+        ok = isinstance(row, dict) and {"component", "rank", "calls"} <= row.keys()
+        if not ok or not (isinstance(row["rank"], int) and 0 <= row["rank"] < world):
+            raise ValueError(
+                f"rows[{i}] must be a collective_bytes row of a rank in [0, {world - 1}], got {show(row)}"
+            )
         if row["component"] == "all_reduce":
             out[row["rank"]] += int(row["calls"])
     return out

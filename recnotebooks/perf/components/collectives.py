@@ -6,6 +6,7 @@ each device's share of the NICs (:func:`nic_per_device`) across nodes.
 
 from __future__ import annotations
 
+from recnotebooks.checks import check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf import traffic
 from recnotebooks.perf.hardware import Hardware
@@ -65,4 +66,4 @@ def all_reduce(volume: float, world: int, gpus: int, hw: Hardware, nic: float, c
     """Ring all-reduce of the data-parallel gradients: ``volume`` bytes per device (``2(p-1)/p * S``
     of ``S`` bytes: :func:`recnotebooks.perf.traffic.collective_bytes`) in ``calls`` calls,
     ``2(p-1)`` latencies each."""
-    return _collective(volume, world, gpus, hw, nic, steps=2 * (world - 1) * max(1, calls))
+    return _collective(volume, world, gpus, hw, nic, steps=2 * (world - 1) * check_int("calls", calls, lo=1))
