@@ -189,6 +189,7 @@ def collective_bytes(
     expected = [sum(ids(0, i) for i in mp[j]) for j in range(m)] if id_counts is None else []
     expected_total, mp_total = sum(expected), sum(len(x) for x in mp)
     dense_params = config.dense_parameters
+    buckets = ddp_buckets(config, dtype) if dense and world > 1 else 0  # once, not per rank
     for r in range(world):
         g, k = divmod(r, m)
         others = [j for j in range(m) if j != k]
@@ -212,7 +213,7 @@ def collective_bytes(
             add(r, "replica_all_reduce", both, both)
         if dense and world > 1:
             both = 2 * (world - 1) / world * dense_params * e
-            add(r, "dense_all_reduce", both, both, ddp_buckets(config, dtype))
+            add(r, "dense_all_reduce", both, both, buckets)
     return rows
 
 
