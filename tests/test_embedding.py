@@ -294,6 +294,41 @@ def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weigh
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sgd_kernel_over_many_tables_and_bag_blocks_matches_reference(threads, weighted):
+    """SGD's lookup-by-lookup kernel where its work split matters: ids one table after
+    another over many blocks of 256 bags (blocks skipped by the chunks that own none of their
+    rows, blocks that straddle a chunk boundary), hot rows repeated, a row count that does
+    not split evenly; its scratch bit map is left all zero."""
+    import recnotebooks.nn.fused as fused
+
+    if fused.numba is None:
+        pytest.skip("numba not installed")
+    gen = torch.Generator().manual_seed(threads)
+    sizes, batch = [5000, 3, 70_001, 64], 700  # 4 tables x 700 bags = 11 blocks
+    starts = torch.tensor([0, *sizes]).cumsum(0)
+    lens = torch.randint(0, 6, (len(sizes) * batch,), generator=gen)
+    per_table = lens.view(len(sizes), batch).sum(1)
+    local = [torch.randint(0, s, (int(n),), generator=gen) for s, n in zip(sizes, per_table, strict=True)]
+    local[2][::2] %= 20  # half of table 2's lookups on 20 hot rows; it spans both chunks' rows
+    ids = torch.cat([starts[t] + x for t, x in enumerate(local)])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)])
+    coef = torch.rand(ids.numel(), generator=gen) if weighted else None
+    grad = torch.randn(len(sizes) * batch, 8, generator=gen)
+    w0 = torch.randn(int(starts[-1]), 8, generator=gen)
+    want = w0.clone()
+    n_ref = reference_sparse_update(want, torch.zeros(0), ids, offsets, coef, grad, 0.1, adagrad=False)
+    w, before = w0.clone(), torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert fused.fused_step(w, ids, offsets, coef, grad, 0.1) == n_ref
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(w, want, rtol=1e-5, atol=1e-5)
+    assert not fused._seen.any()
+
+
 def test_fused_step_declines_what_it_cannot_run():
     import recnotebooks.nn.fused as fused
 
