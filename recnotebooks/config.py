@@ -261,12 +261,12 @@ class DLRMConfig:
         one batch's inputs and activations.
 
         ``rowwise_adagrad`` keeps one float per row; ``adagrad`` one per parameter; ``adam``
-        two per parameter; ``sgd`` none. ``interaction_buffers`` is the dot interaction's 0/1
-        pair-selection matrix, ``F^2 x F(F-1)/2`` entries for ``F = num_tables + 1`` (it grows
-        as ``F^4``: 16 GB at about 300 tables), plus the ``(batch, F^2)`` product ``X X^T``
-        it is applied to. ``batch_inputs`` are the ids (int64), bag lengths, dense features and
-        labels of a batch; ``activations`` the tensors kept for backward (MLP layer outputs,
-        pooled embeddings, interaction output).
+        two per parameter; ``sgd`` none. ``interaction_buffers`` are the dot interaction's pair
+        indices (three int64 per pair, ``P = F(F-1)/2`` pairs for ``F = num_tables + 1``), plus
+        the ``(batch, F^2)`` product ``X X^T`` the pairs are gathered from (forward) or its
+        gradient (backward; one of the two is alive at a time). ``batch_inputs`` are the ids
+        (int64), bag lengths, dense features and labels of a batch; ``activations`` the tensors
+        kept for backward (MLP layer outputs, pooled embeddings, interaction output).
         """
         check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)
         check_choice("dense_optimizer", dense_optimizer, DENSE_OPTIMIZERS)
@@ -280,7 +280,7 @@ class DLRMConfig:
             "embedding_optimizer_state": self.total_rows * state_per_row[sparse_optimizer] * dtype_bytes,
             "dense_weights": self.dense_parameters * dtype_bytes,
             "dense_optimizer_state": self.dense_parameters * state_per_dense[dense_optimizer] * dtype_bytes,
-            "interaction_buffers": f * f * pairs * dtype_bytes,
+            "interaction_buffers": 3 * pairs * 8,
             "batch_inputs": 0,
             "activations": 0,
         }

@@ -48,17 +48,27 @@ def refuses(capsys, argv: list[str], *words: str) -> str:
 
 # ----- sizes: the memory estimate counts what really gets allocated ---------------------------
 @pytest.mark.parametrize("tables", [2, 7, 30])
-def test_memory_estimate_counts_the_dot_interactions_selection_matrix(tables):
+def test_memory_estimate_counts_the_dot_interactions_buffers(tables):
     cfg = DLRMConfig(4, tuple(TableConfig(f"t{i}", 10) for i in range(tables)), 4, (8, 4), (8, 1))
-    select = DotInteraction(cfg.num_interaction_features).select  # independent reference: the real buffer
+    inter = DotInteraction(cfg.num_interaction_features)  # independent reference: the real buffers
     fp = cfg.memory_footprint()
-    assert fp["interaction_buffers"] == select.numel() * select.element_size()
+    assert fp["interaction_buffers"] == sum(b.numel() * b.element_size() for b in inter.buffers())
     f = tables + 1
-    assert fp["interaction_buffers"] == f * f * (f * (f - 1) // 2) * 4  # F^2 x F(F-1)/2 floats
+    assert fp["interaction_buffers"] == 3 * (f * (f - 1) // 2) * 8  # three int64 indices per pair
     with_batch = cfg.memory_footprint(batch_size=16)
     assert with_batch["interaction_buffers"] == fp["interaction_buffers"] + 16 * f * f * 4  # X X^T
     assert with_batch["batch_inputs"] == 16 * (8 * (tables + tables) + 4 * (4 + 1))
     assert with_batch["total"] == sum(v for k, v in with_batch.items() if k != "total")
+
+
+def test_a_thousand_table_dot_interaction_is_small_and_right():
+    """Its buffers grow as F^2 (pair indices), not F^4 (the 0/1 matrix it once kept: 2 TB here)."""
+    inter = DotInteraction(1001)
+    assert sum(b.numel() * b.element_size() for b in inter.buffers()) == 3 * 500_500 * 8
+    x = torch.randn(2, 1001, 3, dtype=torch.float64)
+    out = inter(x[:, 0], x[:, 1:])
+    i, j = 700, 123  # pair (700, 123) sits at row-major position 700 * 699 / 2 + 123 of the triangle
+    torch.testing.assert_close(out[:, 3 + 700 * 699 // 2 + 123], (x[:, i] * x[:, j]).sum(1))
 
 
 def test_cat_interaction_has_no_selection_matrix():
@@ -69,7 +79,7 @@ def test_cat_interaction_has_no_selection_matrix():
 @pytest.mark.parametrize(
     "argv,words",
     [
-        (["--tables", "1000", "--rows", "10"], ["interaction_buffers", "GiB", "--tables"]),
+        (["--tables", "10000", "--rows", "10"], ["interaction_buffers", "GiB", "--tables"]),  # X X^T: 800 GB
         (["--tables", "20000"], ["--tables", "10000", "20000"]),
         (["--batch-size", str(10**12)], ["--batch-size", str(10**12)]),
         (["--pooling", "1e30"], ["--pooling", "1e+30"]),

@@ -222,3 +222,24 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypa
         "collectives (gloo, local ranks, each call after compute, as in a step): latency 77 us"
         in capsys.readouterr().out
     )
+
+
+def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_keeps(  # type: ignore[no-untyped-def]
+    tmp_path, monkeypatch, capsys
+) -> None:
+    import recnotebooks.perf.calibrate as cal
+    from recnotebooks.cli import build_parser
+    from recnotebooks.perf import commands
+    from recnotebooks.perf.hardware import COLLECTIVES_SOURCE
+
+    monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "cal.json"))
+    base = HARDWARE["this_machine"]
+    measured = base.replace(
+        sources={**base.sources, "collective_latency_s": f"{COLLECTIVES_SOURCE} on 2026-12-01"}
+    )
+    for hw, words in ((base, "the preset's (--collectives measures them here)"),
+                      (measured, "kept from the saved --collectives calibration")):  # fmt: skip
+        monkeypatch.setattr(cal, "calibrate", lambda device, quick, hw=hw: (hw, {"probe": {"gflops": 1.0}}))
+        out, show_it = commands.run(build_parser().parse_args(["calibrate", "--quick"]), SystemExit)
+        show_it(out)
+        assert words in capsys.readouterr().out

@@ -148,6 +148,34 @@ def calibrated(
         yield hw, raw, path
 
 
+def test_a_plain_calibration_keeps_the_collective_figures(
+    calibrated: tuple[Hardware, dict[str, object], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory copy is not gloo between processes: without a collectives calibration saved,
+    the preset's measured figures (and their sources) stay; with one, its figures do."""
+    from recnotebooks.perf import calibrate as cal
+
+    hw, _, _ = calibrated
+    preset = HARDWARE["this_machine"]
+    for f in cal.COLLECTIVE_FIELDS:
+        assert getattr(hw, f) == getattr(preset, f) and hw.sources.get(f) == preset.sources.get(f), f
+    path = tmp_path / "saved.json"
+    src = "calibrated here by recnb calibrate --collectives on 2026-12-01: gloo"
+    sources = {**preset.sources, **dict.fromkeys(cal.COLLECTIVE_FIELDS, src)}
+    fitted = preset.replace(
+        collective_latency_s=7e-4, intra_node_bw=0.9e9, sharded_op_overhead_s=3e-6, sources=sources
+    )
+    save_calibration(fitted, {"gflops": 1.0, "copy_bw": 1.0}, path)
+    monkeypatch.setenv("RECNB_CALIBRATION", str(path))
+    kept = cal._with_saved_collectives(hw.replace(intra_node_bw=20e9))
+    assert (kept.collective_latency_s, kept.intra_node_bw, kept.sharded_op_overhead_s) == (7e-4, 0.9e9, 3e-6)
+    assert kept.sources["intra_node_bw"] == src and kept.peak_flops == hw.peak_flops
+    save_calibration(
+        preset, {"gflops": 1.0, "copy_bw": 1.0}, path
+    )  # an uncalibrated saved file: nothing to keep
+    assert cal._with_saved_collectives(hw.replace(intra_node_bw=20e9)).intra_node_bw == 20e9
+
+
 def test_calibration_fields_are_finite_and_positive(
     calibrated: tuple[Hardware, dict[str, object], Path],
 ) -> None:

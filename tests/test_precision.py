@@ -101,12 +101,13 @@ def test_bad_dtypes_name_the_parameter_and_what_is_allowed() -> None:
 
 
 # ----- every published comparison, recomputed ---------------------------------------------------
-#: model / published after AMP was modeled (before: the same, except NVIDIA AMP 2.30 as pure fp16)
+#: model / published after AMP was modeled (before: the same, except NVIDIA AMP 2.30 as pure fp16), and
+#: since the dot interaction is priced as a gather, not a 0/1 selection GEMM
 RATIOS = {
-    "TorchRec 8xA100 @2k": 1.579, "TorchRec 8xA100 @16k": 1.753, "TorchRec README 4xA100 @16k": 0.890,
-    "TorchRec README 8xA100 @2k": 1.149, "TorchRec README 8xA100 @16k": 1.027,
-    "TorchRec README 8xA100 @64k": 0.587, "NVIDIA 1xV100 FP32 @32k": 1.015, "NVIDIA 1xV100 AMP @32k": 1.423,
-    "DLRM paper 1xV100 @2k": 5.980, "DLRM paper 2xXeon 6138 @2k": 9.569,
+    "TorchRec 8xA100 @2k": 1.584, "TorchRec 8xA100 @16k": 1.780, "TorchRec README 4xA100 @16k": 0.911,
+    "TorchRec README 8xA100 @2k": 1.153, "TorchRec README 8xA100 @16k": 1.043,
+    "TorchRec README 8xA100 @64k": 0.604, "NVIDIA 1xV100 FP32 @32k": 1.059, "NVIDIA 1xV100 AMP @32k": 1.588,
+    "DLRM paper 1xV100 @2k": 5.983, "DLRM paper 2xXeon 6138 @2k": 9.570,
 }  # fmt: skip
 
 
@@ -115,7 +116,7 @@ def test_published_ratios_recomputed_with_amp() -> None:
     assert {k: round(r["ratio"], 3) for k, r in rows.items()} == pytest.approx(RATIOS, abs=0.002)
     assert NVIDIA.dtype == "amp_fp16" and "FP32 format" in NVIDIA.note
     pure = estimate(NVIDIA.config(), NVIDIA.hardware(), batch_size=NVIDIA.batch_size, dtype="fp16")
-    assert pure.throughput / NVIDIA.samples_per_s == pytest.approx(2.30, abs=0.01)  # the old miss
+    assert pure.throughput / NVIDIA.samples_per_s == pytest.approx(2.32, abs=0.01)  # the old miss
 
 
 # ----- bf16 autocast training, measured -------------------------------------------------------

@@ -8,18 +8,17 @@ from torch import nn
 
 from recnotebooks.checks import check_int
 
-__all__ = ["DotInteraction", "CatInteraction", "make_interaction", "pairwise_dots"]
+__all__ = ["DotInteraction", "CatInteraction", "make_interaction", "pair_indices", "pairwise_dots"]
 
 
 class _PairwiseDots(torch.autograd.Function):
-    """``Zflat = vec(X X^T) @ S`` with a hand-written backward ``dX = (G + G^T) X``.
+    """The pair products ``vec(X X^T)[pairs]`` with a hand-written backward ``dX = (G + G^T) X``.
 
-    ``S`` is a 0/1 matrix with one 1 per column, so the product is a column gather (computed as
-    one, ~10x cheaper than the GEMM on CPU, with bitwise the same result) and ``G + G^T`` is the
-    pooled gradient scattered into both triangles (one ``index_add_``; a diagonal pair adds
-    twice). Autograd's generic bmm backward takes slow strided paths on CPU; since ``X X^T`` is
-    symmetric, one contiguous batched GEMM gives the input gradient. Under autocast the
-    gradient may arrive in bf16 beside fp32 ``X``: the GEMM runs in the gradient's dtype.
+    ``G + G^T`` is the pooled gradient scattered into both triangles (one ``index_add_``; a
+    diagonal pair adds twice). Autograd's generic bmm backward takes slow strided paths on
+    CPU; since ``X X^T`` is symmetric, one contiguous batched GEMM gives the input gradient.
+    Under autocast the gradient may arrive in bf16 beside fp32 ``X``: the GEMM runs in the
+    gradient's dtype.
     """
 
     @staticmethod
@@ -37,15 +36,19 @@ class _PairwiseDots(torch.autograd.Function):
         return torch.bmm(g.view(b, f, f), x.to(g.dtype)).to(x.dtype), None, None
 
 
-def _pair_indices(select: torch.Tensor, f: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The flat ``(i, j)`` index of each pair ``select`` picks, and those of ``(i, j)`` then ``(j, i)``."""
-    pairs = select.argmax(0)
-    return pairs, torch.cat([pairs, (pairs % f) * f + pairs // f])
+def pair_indices(num_features: int, self_interaction: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The flat index ``i * F + j`` of each pair ``(i, j)`` of the lower triangle of ``X X^T``
+    (strictly lower unless ``self_interaction``) in the dlrm repo's row-major order, and the
+    indices of ``(i, j)`` then ``(j, i)`` for the backward's scatter into both triangles."""
+    f = check_int("num_features", num_features, lo=2)
+    li, lj = torch.tril_indices(f, f, offset=0 if self_interaction else -1)
+    pairs = li * f + lj
+    return pairs, torch.cat([pairs, lj * f + li])
 
 
-def pairwise_dots(x: torch.Tensor, select: torch.Tensor) -> torch.Tensor:
-    """Dot products of the feature pairs picked by the 0/1 matrix ``select`` (F*F, P)."""
-    return _PairwiseDots.apply(x, *_pair_indices(select, x.shape[1]))
+def pairwise_dots(x: torch.Tensor, self_interaction: bool = False) -> torch.Tensor:
+    """Dot products of the lower-triangle feature pairs of ``x`` (B, F, D): ``(B, P)``."""
+    return _PairwiseDots.apply(x, *pair_indices(x.shape[1], self_interaction))
 
 
 class DotInteraction(nn.Module):
@@ -63,20 +66,13 @@ class DotInteraction(nn.Module):
         num_features = check_int("num_features", num_features, lo=2)
         self.num_features = num_features
         self.self_interaction = self_interaction
-        off = 0 if self_interaction else -1
-        li, lj = torch.tril_indices(num_features, num_features, offset=off)
-        # Picking the triangle with a 0/1 matrix turns the gather (and its scatter-add
-        # backward) into small GEMMs, much faster on CPU than indexing.
-        select = torch.zeros(num_features * num_features, li.numel())
-        select[li * num_features + lj, torch.arange(li.numel())] = 1.0
-        self.register_buffer("select", select, persistent=False)
-        pairs, both = _pair_indices(select, num_features)  # computed once, not every forward
+        pairs, both = pair_indices(num_features, self_interaction)  # computed once, not every forward
         self.register_buffer("_pairs", pairs, persistent=False)
         self.register_buffer("_both", both, persistent=False)
 
     @property
     def num_pairs(self) -> int:
-        return int(self.select.shape[1])
+        return int(self._pairs.numel())
 
     def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
         if torch.is_autocast_enabled(dense.device.type):  # AMP covers the MLPs only, as NVIDIA's DLRM:

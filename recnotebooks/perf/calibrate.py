@@ -25,6 +25,7 @@ import torch
 
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.hardware import (
+    COLLECTIVES_SOURCE,
     HARDWARE,
     Hardware,
     calibration_path,
@@ -198,9 +199,8 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     fields: dict[str, object] = {
         "hbm_bytes": _host_bytes(),
         "host_link_bw": copy_bw,
-        "intra_node_bw": copy_bw,
         "host_mem_bw": copy_bw,
-    }
+    }  # intra_node_bw is gloo's between local ranks: the preset's, or the saved collectives' (below)
     if cuda:
         props = torch.cuda.get_device_properties(dev)
         host = torch.randn(16 * 2**20, pin_memory=True)
@@ -238,7 +238,24 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes",
               "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes")  # fmt: skip
     base = base.replace(sources={**HARDWARE["this_machine"].sources, **dict.fromkeys(fitted, src)})
-    return base, raw
+    return (base if cuda else _with_saved_collectives(base)), raw
+
+
+#: What ``recnb calibrate --collectives`` fits; a plain calibration keeps a saved fit of them.
+COLLECTIVE_FIELDS = ("collective_latency_s", "intra_node_bw", "sharded_op_overhead_s")
+
+
+def _with_saved_collectives(hw: Hardware) -> Hardware:
+    """``hw`` with the collective fields of the saved CPU calibration where those were
+    measured by ``recnb calibrate --collectives`` (so recalibrating the rest keeps them)."""
+    saved = load_calibration(kind="cpu")
+    if saved is None:
+        return hw
+    keep = [f for f in COLLECTIVE_FIELDS if saved.sources.get(f, "").startswith(COLLECTIVES_SOURCE)]
+    if not keep:
+        return hw
+    return hw.replace(**{f: getattr(saved, f) for f in keep},
+                      sources={**hw.sources, **{f: saved.sources[f] for f in keep}})  # fmt: skip
 
 
 def _host_bytes() -> float:

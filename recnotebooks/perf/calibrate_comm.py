@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from recnotebooks.checks import check_choice, check_float, check_int, check_int_list, show
-from recnotebooks.perf.hardware import Hardware, hardware
+from recnotebooks.perf.hardware import COLLECTIVES_SOURCE, Hardware, hardware
 
 __all__ = ["COLLECTIVES", "PATTERNS", "DEFAULT_SIZES", "QUICK_SIZES", "model_steps", "model_volume",
            "fit_latency_bandwidth", "measure_collectives", "fit_collectives", "measure_sharded_op_cost",
@@ -271,11 +271,11 @@ def calibrate_collectives(
     if not (math.isfinite(alpha) and math.isfinite(bw) and bw > 0):
         raise RuntimeError(f"the collective fit failed: latency {alpha}, bandwidth {bw}")
     how = "each call after a burst of compute, as in a step" if pattern == "in_step" else "back to back"
-    src = (f"calibrated here by recnb calibrate --collectives on {time.strftime('%Y-%m-%d')}: gloo on "
+    src = (f"{COLLECTIVES_SOURCE} on {time.strftime('%Y-%m-%d')}: gloo on "
            f"{'/'.join(map(str, world_sizes))} local ranks, all-to-all and all-reduce ({how}), "
            "seconds = steps * latency + volume / bandwidth")  # fmt: skip
     ops = measure_sharded_op_cost(rounds=9 if quick else 15, timeout_s=max(timeout_s, 120.0))
-    src_ops = (f"calibrated here by recnb calibrate --collectives on {time.strftime('%Y-%m-%d')}: our "
+    src_ops = (f"{COLLECTIVES_SOURCE} on {time.strftime('%Y-%m-%d')}: our "
                "sharded step on one rank minus the single-process step, per operator counted")  # fmt: skip
     out = hw.replace(collective_latency_s=alpha, intra_node_bw=bw,
                      sharded_op_overhead_s=ops["sharded_op_overhead_s"],

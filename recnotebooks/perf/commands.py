@@ -264,11 +264,14 @@ def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]: 
 
         hw, raw["collectives"] = calibrate_collectives(hw, quick=args.quick)
     path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
-    out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw}
+    out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw,
+           "collectives_source": hw.sources.get("collective_latency_s", "")}  # fmt: skip
     return out, _print_calibrate
 
 
 def _print_calibrate(r: dict[str, Any]) -> None:
+    from recnotebooks.perf.hardware import COLLECTIVES_SOURCE
+
     h = r["hardware"]
     print(f"MEASURED microbenchmarks, fitted into 'this_machine' (saved to {r['saved_to']}):")
     gflops = h["peak_flops"]["fp32"] / 1e9
@@ -279,6 +282,12 @@ def _print_calibrate(r: dict[str, Any]) -> None:
     print(f"  sort {h['sort_rate'] / 1e6:.0f} M pairs/s; per operator {h['op_overhead_s'] * 1e6:.1f} us; "
           f"per step {h['step_overhead_s'] * 1e3:.2f} ms")  # fmt: skip
     comm = r["microbenchmarks"].get("collectives")
+    if not comm:
+        kept = str(r.get("collectives_source", "")).startswith(COLLECTIVES_SOURCE)
+        print(f"  collectives: latency {h['collective_latency_s'] * 1e6:.0f} us per step, bandwidth "
+              f"{h['intra_node_bw'] / 1e9:.2f} GB/s, "
+              + ("kept from the saved --collectives calibration" if kept else
+                 "the preset's (--collectives measures them here)"))  # fmt: skip
     if comm:
         how = {"in_step": "each call after compute, as in a step", "back_to_back": "back to back"}
         print(f"  collectives (gloo, local ranks, {how.get(comm.get('pattern', ''), 'timed')}): latency "

@@ -396,6 +396,10 @@ def hardware(name: str | Hardware, **overrides: object) -> Hardware:
 
 
 # ----- the saved calibration of this machine (written by recnotebooks.perf.calibrate) -----
+#: How a field's source begins once ``recnb calibrate --collectives`` has measured it here.
+COLLECTIVES_SOURCE = "calibrated here by recnb calibrate --collectives"
+
+
 def calibration_path(kind: str = "cpu") -> Path:
     """Where the calibration of this machine's CPU (``kind="cpu"``) or GPU (``"gpu"``) is
     stored; ``$RECNB_CALIBRATION`` overrides the CPU one's path (a GPU one sits beside it)."""

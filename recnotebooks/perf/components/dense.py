@@ -85,7 +85,9 @@ def mlp(config: DLRMConfig, hw: Hardware, which: str, local_batch: float, dtype:
 
 def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str) -> Work:
     """Concatenating the features (three passes over inputs and outputs), and for ``"dot"``
-    our DotInteraction's GEMMs: ``X X^T`` per sample, then a 0/1 selection GEMM of the pairs.
+    the batched GEMMs ``X X^T`` and, backward, ``(G + G^T) X``, the pairs gathered from the
+    ``F x F`` products and scattered back into both triangles (memory passes), as our
+    DotInteraction and the dlrm and TorchRec implementations do.
     The features' concatenation is in the widest of its inputs' types (``concat_bytes``: fp32
     under AMP, as ``torch.cat`` promotes), cast to half for the GEMMs (and back backward);
     the output in the activations' type."""
@@ -104,10 +106,10 @@ def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str
     if config.interaction == "dot":
         pairs = config.interaction_output_dim - config.bottom_mlp[-1]
         seconds += 2 * gemm_time(hw, local_batch * f, f, d, gdt)  # X X^T and the (G + G^T) X backward
-        seconds += gemm_time(hw, local_batch, pairs, f * f, gdt) + gemm_time(
-            hw, local_batch, f * f, pairs, gdt
-        )
-        seconds += local_batch * f * f * eb * 4 / hw.hbm_bw  # G + G^T
+        # X X^T written and read, G zeroed and read: four passes over F x F; the pairs' gather
+        # (read, write) and scatter-add into both triangles (the gradient twice: read, write
+        # and add): ten passes over P
+        seconds += local_batch * (4 * f * f + 10 * pairs) * eb / hw.hbm_bw
     return Work(seconds, moved)
 
 
