@@ -23,7 +23,8 @@ __all__ = ["main", "build_parser", "config_from_args"]
 
 #: Largest ``--batch-size`` for training here (2^24 samples; the memory check usually refuses sooner).
 MAX_BATCH = 2**24
-#: Most ``--tables``: the dot interaction alone needs F^4 floats, 16 GB at about 300 tables.
+#: Most ``--tables``: the dot interaction's ``X X^T`` takes batch x F^2 floats (8 GB at 1000 tables,
+#: batch 2048); the memory check refuses sooner where that does not fit.
 MAX_TABLES = 10_000
 #: Widest ``--dim``.
 MAX_DIM = 2**14

@@ -260,8 +260,9 @@ def reference_sparse_update(weight, state, ids, offsets, coef, grad, lr, adagrad
     seed=st.integers(0, 10_000),
 )
 def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weighted, adagrad, seed):
-    """The bucketed kernel (rows spanning several buckets, hot rows repeated,
-    empty bags) against a float64 scatter-add reference; identical on 1 and 2 threads."""
+    """Both kernels (Adagrad's bucketed one, rows spanning several buckets; SGD's lookup by
+    lookup), hot rows repeated, empty bags, against a float64 scatter-add reference;
+    identical on 1 and 2 threads; SGD's scratch bit map left all zero."""
     import recnotebooks.nn.fused as fused
 
     if fused.numba is None:
@@ -287,6 +288,7 @@ def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weigh
         finally:
             torch.set_num_threads(before)
         assert n == n_ref
+        assert not fused._seen.any()
         results.append((w, s))
     tol = 1e-6 + 2e-7 * lookups  # float32 sums of up to `lookups` terms vs a float64 reference
     torch.testing.assert_close(results[0][0], expected_w, rtol=1e-5, atol=tol)

@@ -168,7 +168,7 @@ class HybridParallelDLRM(nn.Module):
             else None
         )
         # no buffer sync each forward (only at init): the dense part's only buffers are constants
-        # (the interaction's 0/1 pair selector), equal on every rank by construction
+        # (the interaction's pair indices), equal on every rank by construction
         #: the dense part, replicated by DistributedDataParallel
         self.dense = nn.parallel.DistributedDataParallel(
             dense, device_ids=ids, process_group=group, forward_sync_buffers=False

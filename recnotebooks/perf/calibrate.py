@@ -251,11 +251,12 @@ def _with_saved_collectives(hw: Hardware) -> Hardware:
     saved = load_calibration(kind="cpu")
     if saved is None:
         return hw
-    keep = [f for f in COLLECTIVE_FIELDS if saved.sources.get(f, "").startswith(COLLECTIVES_SOURCE)]
+    src = saved.sources if isinstance(saved.sources, dict) else {}
+    keep = [f for f in COLLECTIVE_FIELDS if str(src.get(f, "")).startswith(COLLECTIVES_SOURCE)]
     if not keep:
         return hw
     return hw.replace(**{f: getattr(saved, f) for f in keep},
-                      sources={**hw.sources, **{f: saved.sources[f] for f in keep}})  # fmt: skip
+                      sources={**hw.sources, **{f: src[f] for f in keep}})  # fmt: skip
 
 
 def _host_bytes() -> float:

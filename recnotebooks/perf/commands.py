@@ -256,7 +256,7 @@ def _print_plan(r: dict[str, Any]) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
-    from recnotebooks.perf.calibrate import calibrate, save_calibration
+    from recnotebooks.perf.calibrate import COLLECTIVE_FIELDS, calibrate, save_calibration
 
     hw, raw = calibrate(device=_device(args.device), quick=args.quick)
     if getattr(args, "collectives", False):
@@ -265,7 +265,7 @@ def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]: 
         hw, raw["collectives"] = calibrate_collectives(hw, quick=args.quick)
     path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
     out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw,
-           "collectives_source": hw.sources.get("collective_latency_s", "")}  # fmt: skip
+           "collectives_sources": [str(hw.sources.get(f, "")) for f in COLLECTIVE_FIELDS]}  # fmt: skip
     return out, _print_calibrate
 
 
@@ -282,8 +282,8 @@ def _print_calibrate(r: dict[str, Any]) -> None:
     print(f"  sort {h['sort_rate'] / 1e6:.0f} M pairs/s; per operator {h['op_overhead_s'] * 1e6:.1f} us; "
           f"per step {h['step_overhead_s'] * 1e3:.2f} ms")  # fmt: skip
     comm = r["microbenchmarks"].get("collectives")
-    if not comm:
-        kept = str(r.get("collectives_source", "")).startswith(COLLECTIVES_SOURCE)
+    if not comm and h["kind"] == "cpu":  # a GPU's link figures come from its own copy benchmark
+        kept = any(s.startswith(COLLECTIVES_SOURCE) for s in r.get("collectives_sources", []))
         print(f"  collectives: latency {h['collective_latency_s'] * 1e6:.0f} us per step, bandwidth "
               f"{h['intra_node_bw'] / 1e9:.2f} GB/s, "
               + ("kept from the saved --collectives calibration" if kept else

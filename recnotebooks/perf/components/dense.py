@@ -102,14 +102,15 @@ def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str
     moved = 3 * local_batch * (f * d * cb * 2 + config.interaction_output_dim * out_bytes * 2)
     if config.interaction == "dot" and not p.casts:
         moved += local_batch * f * d * p.input_cast_bytes(cb)  # the concatenation cast for the GEMMs
-    seconds = moved / hw.hbm_bw
     if config.interaction == "dot":
-        pairs = config.interaction_output_dim - config.bottom_mlp[-1]
-        seconds += 2 * gemm_time(hw, local_batch * f, f, d, gdt)  # X X^T and the (G + G^T) X backward
         # X X^T written and read, G zeroed and read: four passes over F x F; the pairs' gather
         # (read, write) and scatter-add into both triangles (the gradient twice: read, write
         # and add): ten passes over P
-        seconds += local_batch * (4 * f * f + 10 * pairs) * eb / hw.hbm_bw
+        pairs = config.interaction_output_dim - config.bottom_mlp[-1]
+        moved += local_batch * (4 * f * f + 10 * pairs) * eb
+    seconds = moved / hw.hbm_bw
+    if config.interaction == "dot":
+        seconds += 2 * gemm_time(hw, local_batch * f, f, d, gdt)  # X X^T and the (G + G^T) X backward
     return Work(seconds, moved)
 
 
