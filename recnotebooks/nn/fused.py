@@ -62,6 +62,7 @@ if numba is not None and "NUMBA_THREADING_LAYER" not in os.environ:
 ENABLED = os.environ.get("RECNB_FUSED", "1") != "0"
 _INT32, _INT64 = np.empty(0, np.int32), np.empty(0, np.int64)  # dtype templates for the kernels
 PREFETCH_AHEAD = 16  # lookups between a row's prefetch and its update (8-32 measured alike)
+_BLOCK_BAGS = 256  # SGD: bags per block whose row range decides which threads visit it
 _seen = np.zeros(0, np.uint8)  # SGD's distinct-row bit map, grown on demand, left all zero
 
 
@@ -293,28 +294,21 @@ def fused_step(
     coef_np = coef.to(torch.float32).contiguous().numpy() if has_coef else np.zeros(1, np.float32)
     threads = max(1, torch.get_num_threads())
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-    shift = bucket_shift(weight.shape[0])
-    nbuckets = (weight.shape[0] >> shift) + 1
+    w_np, grad_np = weight.detach().numpy(), grad.contiguous().numpy()
     ids_np, offsets_np = ids.contiguous().numpy(), offsets.contiguous().numpy()
     if state is None:  # SGD: lookup by lookup, no sort
         global _seen
         if _seen.shape[0] < (weight.shape[0] >> 3) + 1:
             _seen = np.zeros((weight.shape[0] >> 3) + 1, np.uint8)
-        n = _sgd_lookups(
-            weight.detach().numpy(), grad.contiguous().numpy(), ids_np, offsets_np,
-            coef_np if has_coef else None, np.float32(lr), _seen, threads, PREFETCH_AHEAD, 256,
-        )  # fmt: skip
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-        return int(n)
-    bag_like = _INT32 if offsets.shape[0] < 2**31 else _INT64
-    starts, row, bag, cf = _bucket_lookups(
-        ids_np, offsets_np, coef_np, has_coef, shift, nbuckets, 4 * threads, bag_like
-    )
-    n = _update_buckets(
-        weight.detach().numpy(), grad.contiguous().numpy(), starts, row, bag, cf if has_coef else None, shift,
-        np.float32(lr), None if state is None else state.numpy(), np.float32(eps), 4 * threads,
-    )  # fmt: skip
+        n = _sgd_lookups(w_np, grad_np, ids_np, offsets_np, coef_np if has_coef else None, np.float32(lr),
+                         _seen, threads, PREFETCH_AHEAD, _BLOCK_BAGS)  # fmt: skip
+    else:  # row-wise Adagrad: bucketed by row, each row's gradient summed first
+        shift = bucket_shift(weight.shape[0])
+        nbuckets, bag_like = (weight.shape[0] >> shift) + 1, _INT32 if offsets.shape[0] < 2**31 else _INT64
+        starts, row, bag, cf = _bucket_lookups(ids_np, offsets_np, coef_np, has_coef, shift, nbuckets,
+                                               4 * threads, bag_like)  # fmt: skip
+        n = _update_buckets(w_np, grad_np, starts, row, bag, cf if has_coef else None, shift, np.float32(lr),
+                            state.numpy(), np.float32(eps), 4 * threads)  # fmt: skip
     if torch.get_num_threads() != threads:  # numba's first OpenMP launch resets torch's thread count
         torch.set_num_threads(threads)
     return int(n)

@@ -25,6 +25,7 @@ import torch
 
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.hardware import (
+    COLLECTIVE_FIELDS,
     COLLECTIVES_SOURCE,
     HARDWARE,
     Hardware,
@@ -239,10 +240,6 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
               "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes")  # fmt: skip
     base = base.replace(sources={**HARDWARE["this_machine"].sources, **dict.fromkeys(fitted, src)})
     return (base if cuda else _with_saved_collectives(base)), raw
-
-
-#: What ``recnb calibrate --collectives`` fits; a plain calibration keeps a saved fit of them.
-COLLECTIVE_FIELDS = ("collective_latency_s", "intra_node_bw", "sharded_op_overhead_s")
 
 
 def _with_saved_collectives(hw: Hardware) -> Hardware:

@@ -256,7 +256,8 @@ def _print_plan(r: dict[str, Any]) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
-    from recnotebooks.perf.calibrate import COLLECTIVE_FIELDS, calibrate, save_calibration
+    from recnotebooks.perf.calibrate import calibrate, save_calibration
+    from recnotebooks.perf.hardware import COLLECTIVE_FIELDS
 
     hw, raw = calibrate(device=_device(args.device), quick=args.quick)
     if getattr(args, "collectives", False):

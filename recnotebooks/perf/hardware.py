@@ -396,7 +396,9 @@ def hardware(name: str | Hardware, **overrides: object) -> Hardware:
 
 
 # ----- the saved calibration of this machine (written by recnotebooks.perf.calibrate) -----
-#: How a field's source begins once ``recnb calibrate --collectives`` has measured it here.
+#: The fields ``recnb calibrate --collectives`` fits (a plain calibration keeps a saved fit of
+#: them), and how each one's source begins once it has measured them here.
+COLLECTIVE_FIELDS = ("collective_latency_s", "intra_node_bw", "sharded_op_overhead_s")
 COLLECTIVES_SOURCE = "calibrated here by recnb calibrate --collectives"
 
 

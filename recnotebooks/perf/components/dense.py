@@ -108,10 +108,9 @@ def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str
         # and add): ten passes over P
         pairs = config.interaction_output_dim - config.bottom_mlp[-1]
         moved += local_batch * (4 * f * f + 10 * pairs) * eb
-    seconds = moved / hw.hbm_bw
-    if config.interaction == "dot":
-        seconds += 2 * gemm_time(hw, local_batch * f, f, d, gdt)  # X X^T and the (G + G^T) X backward
-    return Work(seconds, moved)
+        gemms = 2 * gemm_time(hw, local_batch * f, f, d, gdt)  # X X^T and the (G + G^T) X backward
+        return Work(moved / hw.hbm_bw + gemms, moved)
+    return Work(moved / hw.hbm_bw, moved)
 
 
 def dense_optimizer(config: DLRMConfig, hw: Hardware, dtype: str) -> Work:
