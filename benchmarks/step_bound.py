@@ -11,7 +11,8 @@ The bound is the work any implementation of the step must do, each piece timed a
   (``F.embedding_bag``, sum) on a scratch table of the step's size and dim, with the
   step's own ids, so hot rows hit the cache as they do in the step.
 * **Distinct rows read and written by the optimizer**: ``w[r] -= v[r]`` for each distinct
-  row of the step (sorted, in parallel; a Numba loop), on the same scratch table.
+  row of the step (sorted, in parallel; a Numba loop run on PyTorch's OpenMP threads, as
+  our SGD kernel is, so that no spinning worker slows it), on the same scratch table.
 
 The pieces run back to back as one "bound step" timed like a training step; each piece is
 also timed alone for the breakdown.
@@ -33,9 +34,10 @@ import numba
 import numpy as np
 import torch
 import torch.nn.functional as F
-from numba import njit, prange
+from numba import carray, cfunc, njit, prange, types
 
 from recnotebooks.config import DLRMConfig
+from recnotebooks.nn.omp import address, call_int, f32_ptr, i64_ptr, launch, torch_openmp
 from recnotebooks.nn.rows import advise_huge_pages
 
 __all__ = ["BoundProbe", "EmbeddingTraffic", "MLPAlone", "StepBound", "gemm_calls", "traffic_of"]
@@ -47,6 +49,21 @@ def _subtract_rows(table, rows, delta):  # pragma: no cover - compiled
     for i in prange(rows.shape[0]):
         r = rows[i]
         for d in range(table.shape[1]):
+            table[r, d] -= delta[i, d]
+
+
+@cfunc(types.void(types.voidptr), cache=True)
+def _subtract_rows_omp(data):  # pragma: no cover - compiled
+    """:func:`_subtract_rows` as one thread of PyTorch's OpenMP team (``recnotebooks.nn.omp``,
+    as our SGD kernel runs): thread ``t`` of ``n`` takes the ``t``-th of ``n`` equal runs."""
+    a = carray(data, (8,), np.int64)
+    table = carray(f32_ptr(a[0]), (a[1], a[2]))
+    rows, delta = carray(i64_ptr(a[3]), (a[4],)), carray(f32_ptr(a[5]), (a[4], a[2]))
+    tid, nt = call_int(a[6]), call_int(a[7])
+    step = (a[4] + nt - 1) // nt
+    for i in range(tid * step, min(a[4], (tid + 1) * step)):
+        r = rows[i]
+        for d in range(a[2]):
             table[r, d] -= delta[i, d]
 
 
@@ -185,8 +202,15 @@ class BoundProbe:
 
     def _update(self, i: int) -> None:
         k = i % len(self.traffic)
-        numba.set_num_threads(min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-        _subtract_rows(self.table.numpy(), self.traffic[k].rows.numpy(), self.deltas[k].numpy())
+        table, rows, delta = self.table.numpy(), self.traffic[k].rows.numpy(), self.deltas[k].numpy()
+        rt = torch_openmp()
+        if rt is None:
+            numba.set_num_threads(min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+            _subtract_rows(table, rows, delta)
+            return
+        args = np.array([address(table), *table.shape, address(rows), rows.shape[0], address(delta),
+                         rt.thread_num, rt.num_threads], np.int64)  # fmt: skip
+        launch(rt, _subtract_rows_omp.address, args, torch.get_num_threads())
 
     def run(self, i: int) -> None:
         """One bound step for batch ``i``."""

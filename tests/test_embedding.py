@@ -298,15 +298,24 @@ def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weigh
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_sgd_kernel_over_many_tables_and_bag_blocks_matches_reference(threads, weighted):
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("team", ["torch_openmp", "numba"])
+def test_sgd_kernel_over_many_tables_and_bag_blocks_matches_reference(
+    threads, weighted, index_dtype, team, monkeypatch
+):
     """SGD's lookup-by-lookup kernel where its work split matters: ids one table after
     another over many blocks of 256 bags (blocks skipped by the chunks that own none of their
     rows, blocks that straddle a chunk boundary), hot rows repeated, a row count that does
-    not split evenly; its scratch bit map is left all zero."""
+    not split evenly; its scratch bit map is left all zero. On PyTorch's OpenMP threads and
+    on Numba's, int64 and int32 ids."""
     import recnotebooks.nn.fused as fused
 
     if fused.numba is None:
         pytest.skip("numba not installed")
+    if team == "numba":
+        monkeypatch.setattr(fused, "torch_openmp", lambda: None)
+    elif fused.torch_openmp() is None:
+        pytest.skip("PyTorch's OpenMP runtime not identified on this platform")
     gen = torch.Generator().manual_seed(threads)
     sizes, batch = [5000, 3, 70_001, 64], 700  # 4 tables x 700 bags = 11 blocks
     starts = torch.tensor([0, *sizes]).cumsum(0)
@@ -324,7 +333,8 @@ def test_sgd_kernel_over_many_tables_and_bag_blocks_matches_reference(threads, w
     w, before = w0.clone(), torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        assert fused.fused_step(w, ids, offsets, coef, grad, 0.1) == n_ref
+        assert fused.fused_step(w, ids.to(index_dtype), offsets.to(index_dtype), coef, grad, 0.1) == n_ref
+        assert torch.get_num_threads() == threads
     finally:
         torch.set_num_threads(before)
     torch.testing.assert_close(w, want, rtol=1e-5, atol=1e-5)

@@ -40,14 +40,18 @@ import os
 import numpy as np
 import torch
 
+from recnotebooks.nn.omp import address, launch, torch_openmp
+
 __all__ = ["fused_step", "fused_available", "bucket_shift"]
 
 try:  # optional accelerator
     import numba
     from llvmlite import ir
-    from numba import njit, prange, types
+    from numba import carray, cfunc, njit, prange, types
     from numba.core import cgutils
     from numba.extending import intrinsic
+
+    from recnotebooks.nn.omp import call_int, call_void, f32_ptr, i32_ptr, i64_ptr, u8_ptr
 except ImportError:  # pragma: no cover - exercised when numba is absent
     numba = None
 
@@ -64,6 +68,10 @@ _INT32, _INT64 = np.empty(0, np.int32), np.empty(0, np.int64)  # dtype templates
 PREFETCH_AHEAD = 16  # lookups between a row's prefetch and its update (8-32 measured alike)
 _BLOCK_BAGS = 256  # SGD: bags per block whose row range decides which threads visit it
 _seen = np.zeros(0, np.uint8)  # SGD's distinct-row bit map, grown on demand, left all zero
+# the SGD kernel's argument block for an OpenMP launch (see _sgd): 20 entries, then
+# the runtime's omp_get_thread_num, omp_get_num_threads and GOMP_barrier
+_TID, _NT, _BARRIER = 20, 21, 22
+_NARGS = 23
 
 
 def bucket_shift(total_rows: int) -> int:
@@ -105,71 +113,110 @@ if numba is not None:
 
         return types.void(arr, idx), codegen
 
-    @njit(parallel=True, cache=True)
-    def _block_row_ranges(ids, offsets, block):  # pragma: no cover
-        """Lowest and highest row hit by each block of ``block`` consecutive bags (an empty
-        block gets an empty range)."""
+    @njit(cache=True)
+    def _block_range(ids, offsets, block, j, lo, hi):  # pragma: no cover - compiled
+        """``lo[j]``, ``hi[j]``: lowest and highest row hit by block ``j`` of ``block``
+        consecutive bags (an empty block gets an empty range)."""
         nbags = offsets.shape[0] - 1
-        nblk = (nbags + block - 1) // block
-        lo, hi = np.empty(nblk, ids.dtype), np.empty(nblk, ids.dtype)
-        for j in prange(nblk):
-            a, z = ids.dtype.type(np.iinfo(ids.dtype).max), ids.dtype.type(-1)
-            for k in range(offsets[j * block], offsets[min(nbags, (j + 1) * block)]):
-                a, z = min(a, ids[k]), max(z, ids[k])
-            lo[j], hi[j] = a, z
-        return lo, hi
+        a, z = np.int64(np.iinfo(np.int64).max), np.int64(-1)
+        for k in range(offsets[j * block], offsets[min(nbags, (j + 1) * block)]):
+            a, z = min(a, np.int64(ids[k])), max(z, np.int64(ids[k]))
+        lo[j], hi[j] = a, z
 
-    @njit(parallel=True, cache=True, fastmath=True)
-    def _sgd_lookups(w, grad, ids, offsets, cf, lr, seen, nchunk, ahead, block):  # pragma: no cover
-        """SGD lookup by lookup: chunk ``c`` owns rows ``[c * span, (c + 1) * span)`` (span a
-        multiple of 64, so no two chunks share a byte of ``seen``) and applies, in lookup
-        order, the lookups that hit them, visiting only the blocks of ``block`` bags whose
-        row range meets its own (tables' ids come one table after another). Returns the
-        distinct rows updated; ``seen`` (one bit per row, zero on entry) is zero on return."""
+    @njit(cache=True, fastmath=True)
+    def _sgd_chunk(w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, c, nchunk):  # pragma: no cover
+        """SGD lookup by lookup for chunk ``c``, which owns rows ``[c * span, (c + 1) * span)``
+        (span a multiple of 64, so no two chunks share a byte of ``seen``): applies, in
+        lookup order, the lookups that hit them, visiting only the blocks of ``_BLOCK_BAGS`` bags
+        whose row range ``[blo, bhi]`` meets its own (tables' ids come one table after
+        another). Returns the distinct rows updated; leaves its bits of ``seen`` (one per
+        row, zero on entry) zero."""
         nrows, dim = w.shape
+        block, ahead = _BLOCK_BAGS, PREFETCH_AHEAD  # compile-time constants
         nbags = offsets.shape[0] - 1
         span = ((nrows + nchunk - 1) // nchunk + 63) // 64 * 64
-        blo, bhi = _block_row_ranges(ids, offsets, block)
-        distinct = np.zeros(nchunk, np.int64)
-        for c in prange(nchunk):
-            lo, hi = c * span, min(nrows, (c + 1) * span)
-            nd, visited = 0, 0
-            for j in range(blo.shape[0]):
-                if bhi[j] < lo or blo[j] >= hi:
-                    continue
-                kend = offsets[min(nbags, (j + 1) * block)]
-                visited += kend - offsets[j * block]
-                for b in range(j * block, min(nbags, (j + 1) * block)):
-                    for k in range(offsets[b], offsets[b + 1]):
-                        if k + ahead < kend:
-                            rp = ids[k + ahead]
-                            if rp >= lo and rp < hi:
-                                _prefetch_row(w, rp)
-                        r = ids[k]
-                        if r >= lo and r < hi:
-                            scale = lr if cf is None else lr * cf[k]
-                            for d in range(dim):
-                                w[r, d] -= scale * grad[b, d]
-                # distinct rows are counted apart: kept out of the loop above, whose speed
-                # is in the overlap of its row accesses
-                for k in range(offsets[j * block], kend):
+        lo, hi = c * span, min(nrows, (c + 1) * span)
+        nd, visited = 0, 0
+        for j in range(blo.shape[0]):
+            if bhi[j] < lo or blo[j] >= hi:
+                continue
+            kend = offsets[min(nbags, (j + 1) * block)]
+            visited += kend - offsets[j * block]
+            for b in range(j * block, min(nbags, (j + 1) * block)):
+                for k in range(offsets[b], offsets[b + 1]):
+                    if k + ahead < kend:
+                        rp = ids[k + ahead]
+                        if rp >= lo and rp < hi:
+                            _prefetch_row(w, rp)
                     r = ids[k]
                     if r >= lo and r < hi:
-                        mark = seen[r >> 3]
-                        bit = np.uint8(1 << (r & 7))
-                        nd += (mark & bit) == 0
-                        seen[r >> 3] = mark | bit
-            if hi - lo <= 64 * visited:  # clearing the chunk's bytes is cheaper than a pass
-                seen[lo >> 3 : (hi + 7) >> 3] = 0
-            else:
-                for j in range(blo.shape[0]):
-                    if bhi[j] >= lo and blo[j] < hi:
-                        for k in range(offsets[j * block], offsets[min(nbags, (j + 1) * block)]):
-                            r = ids[k]
-                            if r >= lo and r < hi:
-                                seen[r >> 3] = 0
-            distinct[c] = nd
+                        scale = lr * cf[k] if has_cf else lr
+                        for d in range(dim):
+                            w[r, d] -= scale * grad[b, d]
+            # distinct rows are counted apart: kept out of the loop above, whose speed is in
+            # the overlap of its row accesses
+            for k in range(offsets[j * block], kend):
+                r = ids[k]
+                if r >= lo and r < hi:
+                    mark = seen[r >> 3]
+                    bit = np.uint8(1 << (r & 7))
+                    nd += (mark & bit) == 0
+                    seen[r >> 3] = mark | bit
+        if hi - lo <= 64 * visited:  # clearing the chunk's bytes is cheaper than a pass
+            seen[lo >> 3 : (hi + 7) >> 3] = 0
+        else:
+            for j in range(blo.shape[0]):
+                if bhi[j] >= lo and blo[j] < hi:
+                    for k in range(offsets[j * block], offsets[min(nbags, (j + 1) * block)]):
+                        r = ids[k]
+                        if r >= lo and r < hi:
+                            seen[r >> 3] = 0
+        return nd
+
+    @njit(parallel=True, cache=True)
+    def _sgd_lookups(w, grad, ids, offsets, cf, has_cf, lr, seen, nchunk):  # pragma: no cover
+        """The SGD kernel on Numba's threads: the blocks' row ranges, then each chunk."""
+        nblk = (offsets.shape[0] - 1 + _BLOCK_BAGS - 1) // _BLOCK_BAGS
+        blo, bhi = np.empty(nblk, np.int64), np.empty(nblk, np.int64)
+        for j in prange(nblk):
+            _block_range(ids, offsets, _BLOCK_BAGS, j, blo, bhi)
+        distinct = np.zeros(nchunk, np.int64)
+        for c in prange(nchunk):
+            distinct[c] = _sgd_chunk(w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, c, nchunk)
         return distinct.sum()
+
+    @njit(cache=True)
+    def _sgd_team(
+        w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, distinct, nchunk, a
+    ):  # pragma: no cover
+        """The SGD kernel as one thread of an OpenMP team (``a``: the argument block, whose
+        last three entries are the runtime's thread-number, team-size and barrier calls)."""
+        tid, nt = call_int(a[_TID]), call_int(a[_NT])
+        for j in range(tid, blo.shape[0], nt):
+            _block_range(ids, offsets, _BLOCK_BAGS, j, blo, bhi)
+        call_void(a[_BARRIER])  # every block's range is known before any chunk starts
+        for c in range(tid, nchunk, nt):
+            distinct[c] = _sgd_chunk(w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, c, nchunk)
+
+    @cfunc(types.void(types.voidptr), cache=True)
+    def _sgd_omp(data):  # pragma: no cover - compiled
+        """Entry point for :func:`recnotebooks.nn.omp.launch`: unpacks the argument block
+        written by :func:`_sgd` and runs :func:`_sgd_team` (int32 or int64 ids)."""
+        a = carray(data, (_NARGS,), np.int64)
+        nbags, dim = a[4], a[2]
+        w = carray(f32_ptr(a[0]), (a[1], dim))
+        grad = carray(f32_ptr(a[3]), (nbags, dim))
+        cf = carray(f32_ptr(a[9]), (a[10],))
+        lr = carray(f32_ptr(a[11]), (1,))[0]
+        seen = carray(u8_ptr(a[12]), (a[13],))
+        blo, bhi = carray(i64_ptr(a[14]), (a[16],)), carray(i64_ptr(a[15]), (a[16],))
+        distinct = carray(i64_ptr(a[17]), (a[18],))
+        if a[8] == 4:
+            ids32, offs32 = carray(i32_ptr(a[5]), (a[6],)), carray(i32_ptr(a[7]), (nbags + 1,))
+            _sgd_team(w, grad, ids32, offs32, cf, a[19] == 1, lr, seen, blo, bhi, distinct, a[18], a)
+        else:
+            ids64, offs64 = carray(i64_ptr(a[5]), (a[6],)), carray(i64_ptr(a[7]), (nbags + 1,))
+            _sgd_team(w, grad, ids64, offs64, cf, a[19] == 1, lr, seen, blo, bhi, distinct, a[18], a)
 
     @njit(parallel=True, cache=True)
     def _bucket_lookups(ids, offsets, coef, has_coef, shift, nbuckets, nchunk, bag_like):  # pragma: no cover
@@ -269,6 +316,26 @@ if numba is not None:
         return touched.sum()
 
 
+def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads):  # type: ignore[no-untyped-def]
+    """Run the SGD kernel on PyTorch's OpenMP threads where it can (see
+    :mod:`recnotebooks.nn.omp`), else on Numba's; both give the same bits."""
+    rt = torch_openmp()
+    if rt is None or ids.dtype not in (np.int32, np.int64) or offsets.dtype != ids.dtype:
+        return _sgd_lookups(w, grad, ids, offsets, coef, has_coef, np.float32(lr), _seen, threads)
+    nblk = (offsets.shape[0] - 1 + _BLOCK_BAGS - 1) // _BLOCK_BAGS
+    blo, bhi = np.empty(nblk, np.int64), np.empty(nblk, np.int64)
+    distinct, lr_box = np.zeros(threads, np.int64), np.array([lr], np.float32)
+    args = np.array([
+        address(w), w.shape[0], w.shape[1], address(grad), grad.shape[0], address(ids), ids.shape[0],
+        address(offsets), ids.dtype.itemsize, address(coef), coef.shape[0], address(lr_box),
+        address(_seen), _seen.shape[0], address(blo), address(bhi), nblk, address(distinct), threads,
+        int(has_coef), rt.thread_num, rt.num_threads, rt.barrier,
+    ], np.int64)  # fmt: skip
+    assert args.shape[0] == _NARGS
+    launch(rt, _sgd_omp.address, args, threads)
+    return int(distinct.sum())
+
+
 def fused_step(
     weight: torch.Tensor,
     ids: torch.Tensor,
@@ -300,8 +367,7 @@ def fused_step(
         global _seen
         if _seen.shape[0] < (weight.shape[0] >> 3) + 1:
             _seen = np.zeros((weight.shape[0] >> 3) + 1, np.uint8)
-        n = _sgd_lookups(w_np, grad_np, ids_np, offsets_np, coef_np if has_coef else None, np.float32(lr),
-                         _seen, threads, PREFETCH_AHEAD, _BLOCK_BAGS)  # fmt: skip
+        n = _sgd(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, threads)
     else:  # row-wise Adagrad: bucketed by row, each row's gradient summed first
         shift = bucket_shift(weight.shape[0])
         nbuckets, bag_like = (weight.shape[0] >> shift) + 1, _INT32 if offsets.shape[0] < 2**31 else _INT64
