@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+from unittest import mock
+
 import pytest
 import torch
 from hypothesis import given
@@ -262,11 +266,14 @@ def reference_sparse_update(weight, state, ids, offsets, coef, grad, lr, adagrad
 def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weighted, adagrad, seed):
     """Both kernels (Adagrad's bucketed one, rows spanning several buckets; SGD's lookup by
     lookup), hot rows repeated, empty bags, against a float64 scatter-add reference;
-    identical on 1 and 2 threads; SGD's scratch bit map left all zero."""
+    identical on 1 and 2 threads, on PyTorch's OpenMP threads and on Numba's; SGD's
+    scratch bit map left all zero."""
     import recnotebooks.nn.fused as fused
 
     if fused.numba is None:
         pytest.skip("numba not installed")
+    import recnotebooks.nn.fused_adagrad as fused_adagrad
+
     gen = torch.Generator().manual_seed(seed)
     pool = torch.randint(0, rows, (hot,), generator=gen)  # few distinct rows, many repeats
     ids = pool[torch.randint(0, hot, (lookups,), generator=gen)]
@@ -279,12 +286,16 @@ def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weigh
     expected_w, expected_s = w0.clone(), s0.clone()
     n_ref = reference_sparse_update(expected_w, expected_s, ids, offsets, coef, grad, 0.1, adagrad)
     results = []
-    for threads in (1, 2):
+    for threads, team in itertools.product((1, 2), ("torch_openmp", "numba")):
         w, s = w0.clone(), s0.clone()
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
-            n = fused.fused_step(w, ids, offsets, coef, grad, 0.1, s if adagrad else None, 1e-8)
+            with contextlib.ExitStack() as stack:
+                if team == "numba":  # both kernels' Numba-thread versions
+                    for module in (fused, fused_adagrad):
+                        stack.enter_context(mock.patch.object(module, "torch_openmp", lambda: None))
+                n = fused.fused_step(w, ids, offsets, coef, grad, 0.1, s if adagrad else None, 1e-8)
         finally:
             torch.set_num_threads(before)
         assert n == n_ref
@@ -293,7 +304,8 @@ def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weigh
     tol = 1e-6 + 2e-7 * lookups  # float32 sums of up to `lookups` terms vs a float64 reference
     torch.testing.assert_close(results[0][0], expected_w, rtol=1e-5, atol=tol)
     torch.testing.assert_close(results[0][1], expected_s, rtol=1e-5, atol=tol)
-    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+    for w, s in results[1:]:  # same bits on any thread count, on either thread pool
+        assert torch.equal(results[0][0], w) and torch.equal(results[0][1], s)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

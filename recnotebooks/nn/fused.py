@@ -42,7 +42,7 @@ import torch
 
 from recnotebooks.nn.omp import address, launch, torch_openmp
 
-__all__ = ["fused_step", "fused_available", "bucket_shift"]
+__all__ = ["fused_step", "fused_available"]
 
 try:  # optional accelerator
     import numba
@@ -51,6 +51,7 @@ try:  # optional accelerator
     from numba.core import cgutils
     from numba.extending import intrinsic
 
+    from recnotebooks.nn.fused_adagrad import rowwise_adagrad
     from recnotebooks.nn.omp import call_int, call_void, f32_ptr, i32_ptr, i64_ptr, u8_ptr
 except ImportError:  # pragma: no cover - exercised when numba is absent
     numba = None
@@ -64,7 +65,6 @@ if numba is not None and "NUMBA_THREADING_LAYER" not in os.environ:
     numba.config.THREADING_LAYER = "workqueue"
 
 ENABLED = os.environ.get("RECNB_FUSED", "1") != "0"
-_INT32, _INT64 = np.empty(0, np.int32), np.empty(0, np.int64)  # dtype templates for the kernels
 PREFETCH_AHEAD = 16  # lookups between a row's prefetch and its update (8-32 measured alike)
 _BLOCK_BAGS = 256  # SGD: bags per block whose row range decides which threads visit it
 _seen = np.zeros(0, np.uint8)  # SGD's distinct-row bit map, grown on demand, left all zero
@@ -72,12 +72,6 @@ _seen = np.zeros(0, np.uint8)  # SGD's distinct-row bit map, grown on demand, le
 # the runtime's omp_get_thread_num, omp_get_num_threads and GOMP_barrier
 _TID, _NT, _BARRIER = 20, 21, 22
 _NARGS = 23
-
-
-def bucket_shift(total_rows: int) -> int:
-    """Buckets span ``2**shift`` rows: 4096 (a 16 KiB slot map, in L1/L2), more on tables
-    so large that there would be over ~4096 buckets to scan per step."""
-    return max(12, int(total_rows).bit_length() - 12)
 
 
 def fused_available() -> bool:
@@ -218,103 +212,6 @@ if numba is not None:
             ids64, offs64 = carray(i64_ptr(a[5]), (a[6],)), carray(i64_ptr(a[7]), (nbags + 1,))
             _sgd_team(w, grad, ids64, offs64, cf, a[19] == 1, lr, seen, blo, bhi, distinct, a[18], a)
 
-    @njit(parallel=True, cache=True)
-    def _bucket_lookups(ids, offsets, coef, has_coef, shift, nbuckets, nchunk, bag_like):  # pragma: no cover
-        """Stable counting sort of the lookups by bucket ``id >> shift``: returns each
-        bucket's start and, in sorted order, each lookup's row (``ids``' dtype), bag
-        (``bag_like``'s dtype: int32 halves the sort's memory traffic) and coefficient."""
-        nbags = offsets.shape[0] - 1
-        step = (nbags + nchunk - 1) // nchunk
-        counts = np.zeros((nchunk, nbuckets), np.int64)
-        for c in prange(nchunk):
-            cc = counts[c]
-            for b in range(c * step, min(nbags, (c + 1) * step)):
-                for k in range(offsets[b], offsets[b + 1]):
-                    cc[ids[k] >> shift] += 1
-        start = np.empty((nchunk, nbuckets), np.int64)
-        bucket_start = np.empty(nbuckets + 1, np.int64)
-        pos = 0
-        for bk in range(nbuckets):
-            bucket_start[bk] = pos
-            for c in range(nchunk):
-                start[c, bk] = pos
-                pos += counts[c, bk]
-        bucket_start[nbuckets] = pos
-        row = np.empty(ids.shape[0], ids.dtype)
-        bag = np.empty(ids.shape[0], bag_like.dtype)
-        cf = np.ones(ids.shape[0] if has_coef else 1, np.float32)
-        for c in prange(nchunk):
-            cursor = start[c].copy()
-            for b in range(c * step, min(nbags, (c + 1) * step)):
-                for k in range(offsets[b], offsets[b + 1]):
-                    bk = ids[k] >> shift
-                    p = cursor[bk]
-                    cursor[bk] = p + 1
-                    row[p] = ids[k]
-                    bag[p] = b
-                    if has_coef:
-                        cf[p] = coef[k]
-        return bucket_start, row, bag, cf
-
-    # fastmath: lets LLVM vectorise the row loops (their arrays cannot alias, which Numba
-    # cannot prove) and fuse multiply-adds; no result depends on the thread count.
-    @njit(parallel=True, cache=True, fastmath=True)
-    def _update_buckets(
-        w, grad, bucket_start, row, bag, cf, shift, lr, state, eps, nchunk
-    ):  # pragma: no cover
-        """``cf`` (coefficients) and ``state`` (Adagrad) may be None: Numba then compiles a
-        version without them (it prunes the ``is None`` branches)."""
-        nb = bucket_start.shape[0] - 1
-        dim = w.shape[1]
-        step = (nb + nchunk - 1) // nchunk
-        touched = np.zeros(nchunk, np.int64)
-        for c in prange(nchunk):
-            most = 0  # lookups in this chunk's largest bucket: bounds its distinct rows
-            for bk in range(c * step, min(nb, (c + 1) * step)):
-                most = max(most, bucket_start[bk + 1] - bucket_start[bk])
-            slot_of = np.full(1 << shift, -1, np.int32)  # row - base -> slot; -1: not seen yet
-            rows = np.empty(min(most, 1 << shift), np.int64)
-            acc = np.empty((min(most, 1 << shift), dim), np.float32)
-            for bk in range(c * step, min(nb, (c + 1) * step)):
-                base = bk << shift
-                nd = 0
-                for j in range(bucket_start[bk], bucket_start[bk + 1]):
-                    q = row[j] - base
-                    s = slot_of[q]
-                    bj = bag[j]
-                    if s < 0:  # the row's first lookup starts its sum
-                        s = nd
-                        slot_of[q] = s
-                        rows[nd] = row[j]
-                        nd += 1
-                        if cf is None:
-                            for d in range(dim):
-                                acc[s, d] = grad[bj, d]
-                        else:
-                            for d in range(dim):
-                                acc[s, d] = cf[j] * grad[bj, d]
-                    elif cf is None:
-                        for d in range(dim):
-                            acc[s, d] += grad[bj, d]
-                    else:
-                        for d in range(dim):
-                            acc[s, d] += cf[j] * grad[bj, d]
-                for s in range(nd):
-                    r = rows[s]
-                    slot_of[r - base] = -1
-                    scale = lr
-                    if state is not None:  # row-wise Adagrad, float32 throughout (a float64
-                        sq = np.float32(0.0)  # scale would make the update loop float64)
-                        for d in range(dim):
-                            sq += acc[s, d] * acc[s, d]
-                        st = state[r] + sq / np.float32(dim)
-                        state[r] = st
-                        scale = lr / (np.sqrt(st) + eps)
-                    for d in range(dim):
-                        w[r, d] -= scale * acc[s, d]
-                touched[c] += nd
-        return touched.sum()
-
 
 def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads):  # type: ignore[no-untyped-def]
     """Run the SGD kernel on PyTorch's OpenMP threads where it can (see
@@ -369,12 +266,9 @@ def fused_step(
             _seen = np.zeros((weight.shape[0] >> 3) + 1, np.uint8)
         n = _sgd(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, threads)
     else:  # row-wise Adagrad: bucketed by row, each row's gradient summed first
-        shift = bucket_shift(weight.shape[0])
-        nbuckets, bag_like = (weight.shape[0] >> shift) + 1, _INT32 if offsets.shape[0] < 2**31 else _INT64
-        starts, row, bag, cf = _bucket_lookups(ids_np, offsets_np, coef_np, has_coef, shift, nbuckets,
-                                               4 * threads, bag_like)  # fmt: skip
-        n = _update_buckets(w_np, grad_np, starts, row, bag, cf if has_coef else None, shift, np.float32(lr),
-                            state.numpy(), np.float32(eps), 4 * threads)  # fmt: skip
+        n = rowwise_adagrad(
+            w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, state.numpy(), eps, threads
+        )
     if torch.get_num_threads() != threads:  # numba's first OpenMP launch resets torch's thread count
         torch.set_num_threads(threads)
     return int(n)

@@ -1,0 +1,257 @@
+"""Row-wise Adagrad's fused kernel: lookups bucketed by row, each row's gradient summed
+once, then its accumulator and weights updated (the picture is in
+:mod:`recnotebooks.nn.fused`).
+
+Four phases, each split into ``nchunk`` chunks: count the lookups of each bucket per
+chunk of bags, turn the counts into start positions (serial, small), scatter the lookups
+into bucket order (a stable counting sort), and update each chunk of buckets. The phases
+run on PyTorch's OpenMP threads (:mod:`recnotebooks.nn.omp`) with a barrier between them,
+or on Numba's with ``prange``. Both run the same chunk functions in the same order, so
+they give the same bits, and no result depends on the thread count.
+
+Needs Numba: imported by :mod:`recnotebooks.nn.fused` only when Numba is installed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import carray, cfunc, njit, prange, types
+
+from recnotebooks.nn.omp import address, call_int, call_void, f32_ptr, i32_ptr, i64_ptr, launch, torch_openmp
+
+__all__ = ["bucket_shift", "rowwise_adagrad"]
+
+# the argument block of an OpenMP launch (see rowwise_adagrad): 24 entries, then the
+# runtime's omp_get_thread_num, omp_get_num_threads and GOMP_barrier
+_TID, _NT, _BARRIER = 24, 25, 26
+_NARGS = 27
+
+
+def bucket_shift(total_rows: int) -> int:
+    """Buckets span ``2**shift`` rows: 4096 (a 16 KiB slot map, in L1/L2), more on tables
+    so large that there would be over ~4096 buckets to scan per step."""
+    return max(12, int(total_rows).bit_length() - 12)
+
+
+@njit(cache=True)
+def _count_chunk(ids, offsets, shift, c, step, counts):  # pragma: no cover - compiled
+    """``counts[c, bucket]``: lookups of chunk ``c`` of bags (``step`` bags) per bucket."""
+    cc = counts[c]
+    for b in range(c * step, min(offsets.shape[0] - 1, (c + 1) * step)):
+        for k in range(offsets[b], offsets[b + 1]):
+            cc[ids[k] >> shift] += 1
+
+
+@njit(cache=True)
+def _bucket_starts(counts, start, bucket_start):  # pragma: no cover - compiled
+    """Where each bucket starts in sorted order, and where each chunk's part of it starts."""
+    pos = 0
+    for bk in range(counts.shape[1]):
+        bucket_start[bk] = pos
+        for c in range(counts.shape[0]):
+            start[c, bk] = pos
+            pos += counts[c, bk]
+    bucket_start[counts.shape[1]] = pos
+
+
+@njit(cache=True)
+def _scatter_chunk(ids, offsets, coef, has_coef, shift, c, step, start, row, bag, cf):  # pragma: no cover
+    """Chunk ``c``'s lookups into bucket order: each one's row, bag and coefficient."""
+    cursor = start[c].copy()
+    for b in range(c * step, min(offsets.shape[0] - 1, (c + 1) * step)):
+        for k in range(offsets[b], offsets[b + 1]):
+            bk = ids[k] >> shift
+            p = cursor[bk]
+            cursor[bk] = p + 1
+            row[p] = ids[k]
+            bag[p] = b
+            if has_coef:
+                cf[p] = coef[k]
+
+
+# fastmath: lets LLVM vectorise the row loops (their arrays cannot alias, which Numba
+# cannot prove) and fuse multiply-adds.
+@njit(cache=True, fastmath=True)
+def _update_chunk(
+    w, grad, bucket_start, row, bag, cf, has_cf, shift, lr, state, eps, c, step
+):  # pragma: no cover
+    """Row-wise Adagrad for the buckets of chunk ``c`` (``step`` buckets): each distinct
+    row's gradient summed in lookup order in a small slot map, then
+    ``s[r] += mean(g**2)``, ``w[r] -= lr * g / (sqrt(s[r]) + eps)``. Returns the rows."""
+    nb, dim = bucket_start.shape[0] - 1, w.shape[1]
+    most = 0  # lookups in this chunk's largest bucket: bounds its distinct rows
+    for bk in range(c * step, min(nb, (c + 1) * step)):
+        most = max(most, bucket_start[bk + 1] - bucket_start[bk])
+    slot_of = np.full(1 << shift, -1, np.int32)  # row - base -> slot; -1: not seen yet
+    rows = np.empty(min(most, 1 << shift), np.int64)
+    acc = np.empty((min(most, 1 << shift), dim), np.float32)
+    touched = 0
+    for bk in range(c * step, min(nb, (c + 1) * step)):
+        base = bk << shift
+        nd = 0
+        for j in range(bucket_start[bk], bucket_start[bk + 1]):
+            q = row[j] - base
+            s = slot_of[q]
+            bj = bag[j]
+            k = cf[j] if has_cf else np.float32(1.0)
+            if s < 0:  # the row's first lookup starts its sum
+                s = nd
+                slot_of[q] = s
+                rows[nd] = row[j]
+                nd += 1
+                for d in range(dim):
+                    acc[s, d] = k * grad[bj, d]
+            else:
+                for d in range(dim):
+                    acc[s, d] += k * grad[bj, d]
+        for s in range(nd):
+            r = rows[s]
+            slot_of[r - base] = -1
+            sq = np.float32(0.0)  # float32 throughout: a float64 scale would make the
+            for d in range(dim):  # update loop float64
+                sq += acc[s, d] * acc[s, d]
+            st = state[r] + sq / np.float32(dim)
+            state[r] = st
+            scale = lr / (np.sqrt(st) + eps)
+            for d in range(dim):
+                w[r, d] -= scale * acc[s, d]
+        touched += nd
+    return touched
+
+
+@njit(parallel=True, cache=True)
+def _adagrad_prange(
+    w,
+    grad,
+    ids,
+    offsets,
+    coef,
+    has_coef,
+    shift,
+    lr,
+    state,
+    eps,
+    counts,
+    start,
+    bucket_start,
+    row,
+    bag,
+    cf,
+    touched,
+):  # pragma: no cover - compiled
+    """The four phases on Numba's threads."""
+    nchunk = counts.shape[0]
+    step = (offsets.shape[0] - 1 + nchunk - 1) // nchunk
+    for c in prange(nchunk):
+        _count_chunk(ids, offsets, shift, c, step, counts)
+    _bucket_starts(counts, start, bucket_start)
+    for c in prange(nchunk):
+        _scatter_chunk(ids, offsets, coef, has_coef, shift, c, step, start, row, bag, cf)
+    bstep = (bucket_start.shape[0] - 1 + nchunk - 1) // nchunk
+    for c in prange(nchunk):
+        touched[c] = _update_chunk(
+            w, grad, bucket_start, row, bag, cf, has_coef, shift, lr, state, eps, c, bstep
+        )
+
+
+@njit(cache=True)
+def _adagrad_team(
+    w,
+    grad,
+    ids,
+    offsets,
+    coef,
+    has_coef,
+    shift,
+    lr,
+    state,
+    eps,
+    counts,
+    start,
+    bucket_start,
+    row,
+    bag,
+    cf,
+    touched,
+    a,
+):  # pragma: no cover - compiled
+    """The four phases as one thread of an OpenMP team, a barrier after each of the first three."""
+    tid, nt = call_int(a[_TID]), call_int(a[_NT])
+    nchunk = counts.shape[0]
+    step = (offsets.shape[0] - 1 + nchunk - 1) // nchunk
+    for c in range(tid, nchunk, nt):
+        _count_chunk(ids, offsets, shift, c, step, counts)
+    call_void(a[_BARRIER])
+    if tid == 0:
+        _bucket_starts(counts, start, bucket_start)
+    call_void(a[_BARRIER])
+    for c in range(tid, nchunk, nt):
+        _scatter_chunk(ids, offsets, coef, has_coef, shift, c, step, start, row, bag, cf)
+    call_void(a[_BARRIER])
+    bstep = (bucket_start.shape[0] - 1 + nchunk - 1) // nchunk
+    for c in range(tid, nchunk, nt):
+        touched[c] = _update_chunk(
+            w, grad, bucket_start, row, bag, cf, has_coef, shift, lr, state, eps, c, bstep
+        )
+
+
+@cfunc(types.void(types.voidptr), cache=True)
+def _adagrad_omp(data):  # pragma: no cover - compiled
+    """Entry point for :func:`recnotebooks.nn.omp.launch`: unpacks the argument block
+    written by :func:`rowwise_adagrad` and runs :func:`_adagrad_team` (int32 or int64 ids)."""
+    a = carray(data, (_NARGS,), np.int64)
+    nids, nbags, dim, nchunk, nb = a[6], a[4], a[2], a[13], a[14]
+    w, grad = carray(f32_ptr(a[0]), (a[1], dim)), carray(f32_ptr(a[3]), (nbags, dim))
+    coef, cf = carray(f32_ptr(a[9]), (a[10],)), carray(f32_ptr(a[22]), (a[10],))
+    scalars = carray(f32_ptr(a[11]), (2,))
+    state = carray(f32_ptr(a[12]), (a[1],))
+    counts, start = carray(i64_ptr(a[15]), (nchunk, nb)), carray(i64_ptr(a[16]), (nchunk, nb))
+    bucket_start, touched = carray(i64_ptr(a[17]), (nb + 1,)), carray(i64_ptr(a[23]), (nchunk,))
+    bag = carray(i32_ptr(a[21]), (nids,))
+    shift, has_coef = a[18], a[19] == 1
+    if a[8] == 4:
+        ids32, offs32 = carray(i32_ptr(a[5]), (nids,)), carray(i32_ptr(a[7]), (nbags + 1,))
+        row32 = carray(i32_ptr(a[20]), (nids,))
+        _adagrad_team(w, grad, ids32, offs32, coef, has_coef, shift, scalars[0], state, scalars[1], counts,
+                      start, bucket_start, row32, bag, cf, touched, a)  # fmt: skip
+    else:
+        ids64, offs64 = carray(i64_ptr(a[5]), (nids,)), carray(i64_ptr(a[7]), (nbags + 1,))
+        row64 = carray(i64_ptr(a[20]), (nids,))
+        _adagrad_team(w, grad, ids64, offs64, coef, has_coef, shift, scalars[0], state, scalars[1], counts,
+                      start, bucket_start, row64, bag, cf, touched, a)  # fmt: skip
+
+
+def rowwise_adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threads):  # type: ignore[no-untyped-def]
+    """Row-wise Adagrad on NumPy views (float32 ``w``, ``grad``, ``state``, ``coef``, which
+    is a dummy of length 1 when ``has_coef`` is false; int32 or int64 ``ids`` and
+    ``offsets``): on PyTorch's OpenMP threads where it can, else on Numba's. Returns the
+    distinct rows updated."""
+    nchunk, shift = 4 * threads, bucket_shift(w.shape[0])
+    nb, nids = (w.shape[0] >> shift) + 1, ids.shape[0]
+    counts, start = np.zeros((nchunk, nb), np.int64), np.empty((nchunk, nb), np.int64)
+    bucket_start, touched = np.empty(nb + 1, np.int64), np.zeros(nchunk, np.int64)
+    row = np.empty(nids, ids.dtype)
+    bag = np.empty(
+        nids, np.int32 if offsets.shape[0] < 2**31 else np.int64
+    )  # int32 halves the sort's traffic
+    cf = np.ones(coef.shape[0], np.float32)
+    rt = torch_openmp()
+    if (
+        rt is None
+        or ids.dtype not in (np.int32, np.int64)
+        or offsets.dtype != ids.dtype
+        or bag.dtype != np.int32
+    ):
+        _adagrad_prange(w, grad, ids, offsets, coef, has_coef, shift, np.float32(lr), state, np.float32(eps),
+                        counts, start, bucket_start, row, bag, cf, touched)  # fmt: skip
+        return int(touched.sum())
+    scalars = np.array([lr, eps], np.float32)
+    args = np.array([
+        address(w), w.shape[0], w.shape[1], address(grad), grad.shape[0], address(ids), nids,
+        address(offsets), ids.dtype.itemsize, address(coef), coef.shape[0], address(scalars), address(state),
+        nchunk, nb, address(counts), address(start), address(bucket_start), shift, int(has_coef),
+        address(row), address(bag), address(cf), address(touched), rt.thread_num, rt.num_threads, rt.barrier,
+    ], np.int64)  # fmt: skip
+    assert args.shape[0] == _NARGS
+    launch(rt, _adagrad_omp.address, args, threads)
+    return int(touched.sum())
