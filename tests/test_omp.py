@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,8 +33,11 @@ def _record_team(data):  # pragma: no cover - compiled
 def test_the_runtime_found_is_the_one_pytorch_has_loaded() -> None:
     rt = omp.torch_openmp()
     assert rt is not None
-    mapped = omp._mapped_libgomp()
-    assert any(Path(p).resolve() == Path(rt.path).resolve() for p in mapped), (rt.path, mapped)
+    probe = "import torch; from recnotebooks.nn.omp import _mapped_libgomp; print(_mapped_libgomp())"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    loaded_by_torch = ast.literal_eval(out.stdout.strip().splitlines()[-1])  # before anything of ours ran
+    same = [p for p in loaded_by_torch if Path(p).resolve() == Path(rt.path).resolve()]
+    assert same, (rt.path, loaded_by_torch)
     torch_lib = Path(torch.__file__).parent / "lib"
     if list(torch_lib.glob("libgomp*.so*")):  # a pip wheel: its own copy, not the system's
         assert Path(rt.path).parent == torch_lib

@@ -27,8 +27,13 @@ SGD is linear, so it needs no per-row sum and no sort:
 It reads the pooled gradient in order, and the prefetches (as FBGEMM's CPU embedding
 kernels issue them) let the random row accesses overlap. Inside a training step at pooling
 20 (327,680 lookups) it took 0.8-0.9x the bucketed kernel's time (BENCHMARKS.md). A
-one-bit-per-row scratch map counts the distinct rows updated. When
-Numba is not installed, or the weights are not float32 on the CPU, :func:`fused_step`
+one-bit-per-row scratch map counts the distinct rows updated. Row-wise Adagrad's kernel
+is in :mod:`recnotebooks.nn.fused_adagrad`.
+
+Both kernels run on PyTorch's own OpenMP threads (:mod:`recnotebooks.nn.omp`). Run on
+Numba's thread pool straight after the backward, they shared the two cores with PyTorch's
+still-spinning workers, and SGD's took about twice as long inside a step at pooling 20
+(BENCHMARKS.md). When Numba is not installed, or the weights are not float32 on the CPU, :func:`fused_step`
 returns None and the optimizers fall back to the unfused torch path (same results up to
 float rounding; the tests check both).
 """
