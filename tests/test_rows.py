@@ -6,7 +6,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recnotebooks.nn.rows import advise_huge_pages, gather_rows, group_by_row, scatter_rows, segment_ids
+from recnotebooks.nn.rows import (
+    advise_huge_pages,
+    gather_rows,
+    group_by_row,
+    scatter_rows,
+    segment_ids,
+    shift_ids,
+)
 
 
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=30))
@@ -62,3 +69,39 @@ def test_advise_huge_pages_is_safe():
     assert advise_huge_pages(torch.empty(10)) is False  # too small: no-op
     big = torch.empty(3 * (2 << 20) // 4)
     assert advise_huge_pages(big) in (True, False)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 50), st.lists(st.integers(-3, 60), max_size=20)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+    st.booleans(),
+)
+def test_shift_ids_matches_a_loop_and_finds_the_first_id_out_of_range(tables, as_int32, check):
+    """Each table's ids shifted by its row offset (a plain loop as reference); the first id
+    outside its own table's rows reported when checking, nothing when not."""
+    import pytest
+
+    sizes = [n for n, _ in tables]
+    ids = [v for _, vs in tables for v in vs]
+    dtype = torch.int32 if as_int32 else torch.int64
+    vals = torch.tensor(ids, dtype=dtype)
+    starts = torch.tensor([0, *[len(vs) for _, vs in tables]]).cumsum(0)
+    num_rows = torch.tensor(sizes)
+    row_offsets = torch.tensor([0, *sizes]).cumsum(0)[:-1]
+    got, bad = shift_ids(vals, starts, num_rows, row_offsets, check)
+    if got is None:
+        pytest.skip("numba not installed")
+    want, first_bad, j = [], -1, 0
+    for t, (n, vs) in enumerate(tables):
+        for v in vs:
+            want.append(v + int(row_offsets[t]))
+            if first_bad < 0 and not 0 <= v < n:
+                first_bad = j
+            j += 1
+    assert bad == (first_bad if check else -1)
+    if bad < 0:
+        assert got.dtype == dtype and got.tolist() == want

@@ -23,7 +23,7 @@ from torch import nn
 
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import POOLINGS, TableConfig
-from recnotebooks.nn.rows import advise_huge_pages, group_by_row, segment_ids
+from recnotebooks.nn.rows import advise_huge_pages, group_by_row, segment_ids, shift_ids
 from recnotebooks.sparse import JaggedBatch
 
 __all__ = ["EmbeddingBagCollection", "LookupGroups", "PendingLookups", "RowGradients"]
@@ -185,6 +185,9 @@ class EmbeddingBagCollection(nn.Module):
         if n == 0:
             return vals
         key_offsets = batch.offsets()[:: batch.batch_size].to(dev)  # where each table's ids start
+        shifted, bad = shift_ids(vals, key_offsets, self.num_rows, self.row_offsets, check)
+        if shifted is not None and bad < 0:
+            return shifted
         table = segment_ids(key_offsets, n)
         if check:
             lo, hi = torch.aminmax(vals)

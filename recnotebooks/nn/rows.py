@@ -1,5 +1,6 @@
-"""Row kernels behind the fused embeddings: segment ids, grouping lookups by row,
-gathering/scattering embedding rows, and huge pages for big tables.
+"""Row kernels behind the fused embeddings: segment ids, shifting ids into the fused
+weight's rows, grouping lookups by row, gathering/scattering embedding rows, and huge
+pages for big tables.
 
 Grouping has a CPU fast path: one NumPy SIMD sort of packed (row, position) keys is several
 times faster than ``torch.sort`` with indices on CPU. Transparent huge pages cut the TLB
@@ -16,7 +17,12 @@ import sys
 import numpy as np
 import torch
 
-__all__ = ["segment_ids", "group_by_row", "gather_rows", "scatter_rows", "advise_huge_pages"]
+__all__ = ["segment_ids", "shift_ids", "group_by_row", "gather_rows", "scatter_rows", "advise_huge_pages"]
+
+try:  # optional accelerator
+    from numba import njit
+except ImportError:  # pragma: no cover - exercised when numba is absent
+    njit = None
 
 _MADV_HUGEPAGE = 14  # linux/mman.h
 _HUGE = 2 << 20
@@ -33,6 +39,47 @@ def segment_ids(offsets: torch.Tensor, n: int) -> torch.Tensor:
     inner = offsets[1:-1].long()
     marks.index_add_(0, inner, torch.ones_like(inner, dtype=torch.int32))
     return torch.cumsum(marks[:n], 0, dtype=torch.int32)
+
+
+if njit is not None:
+
+    @njit(cache=True)
+    def _shift_ids(vals, starts, num_rows, row_offsets, check, out):  # pragma: no cover - compiled
+        """``out[j] = vals[j] + row_offsets[t]`` for the ids ``starts[t]:starts[t+1]`` of
+        table ``t``; returns the first id out of its table's range, or -1. One serial pass
+        (no thread pool), vectorised: the range check is folded into the add loop."""
+        for t in range(num_rows.shape[0]):
+            a, z, n, off = starts[t], starts[t + 1], num_rows[t], row_offsets[t]
+            outside = False
+            for j in range(a, z):
+                v = vals[j]
+                outside |= (v < 0) | (v >= n)
+                out[j] = v + off
+            if check and outside:
+                for j in range(a, z):
+                    if vals[j] < 0 or vals[j] >= n:
+                        return j
+        return -1
+
+
+def shift_ids(
+    vals: torch.Tensor,
+    starts: torch.Tensor,
+    num_rows: torch.Tensor,
+    row_offsets: torch.Tensor,
+    check: bool = True,
+) -> tuple[torch.Tensor | None, int]:
+    """Ids of table ``t`` (``vals[starts[t]:starts[t+1]]``) shifted by ``row_offsets[t]``
+    into one fused weight's row space, in ``vals``' dtype, and the position of the first id
+    outside ``0..num_rows[t]-1`` (-1 if none, or if ``check`` is false). Returns
+    ``(None, -1)`` where the one-pass CPU kernel cannot run (no Numba, not on the CPU, an
+    index dtype other than int32/int64): the caller then uses torch ops."""
+    if njit is None or vals.device.type != "cpu" or vals.dtype not in (torch.int32, torch.int64):
+        return None, -1
+    out = torch.empty_like(vals)
+    as_np = [t.to(torch.int64).numpy() for t in (starts, num_rows, row_offsets)]
+    bad = _shift_ids(vals.contiguous().numpy(), *as_np, check, out.numpy())
+    return out, int(bad)
 
 
 def group_by_row(ids: torch.Tensor, bags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
