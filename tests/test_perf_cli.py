@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
 from collections.abc import Iterator
 from contextlib import nullcontext as _no_raise
 from pathlib import Path
@@ -185,6 +186,30 @@ def test_a_plain_calibration_keeps_the_collective_figures(
         path.write_text(json.dumps(d))
         monkeypatch.setenv("RECNB_CALIBRATION", str(path))
         assert cal._with_saved_collectives(fresh).intra_node_bw == fresh.intra_node_bw, bad
+
+
+def test_calibration_reads_the_last_level_cache_and_times_the_grouping_the_step_uses(
+    calibrated: tuple[Hardware, dict[str, object], Path],
+) -> None:
+    """The cache size agrees with glibc's ``getconf`` figure for one L3 instance (a
+    multiple of it: one per instance), its speed-up is a measured ratio in range, and the
+    grouping rate is the fused kernel's where that runs."""
+    from recnotebooks.nn.fused import fused_available
+    from recnotebooks.perf import calibrate as cal
+
+    hw, raw, _ = calibrated
+    if raw.get("llc_bytes") is None:
+        pytest.skip("the OS does not report the CPU's caches here")
+    assert hw.llc_bytes == raw["llc_bytes"] > 0 and 1.0 <= hw.llc_speedup <= 100.0
+    assert hw.sources["llc_bytes"].startswith("calibrated here")
+    try:  # glibc's getconf reads the CPU's cache description its own way
+        out = subprocess.run(["getconf", "LEVEL3_CACHE_SIZE"], capture_output=True, text=True, timeout=10)
+        l3 = int(out.stdout.strip() or 0)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        l3 = 0
+    if l3 > 0:
+        assert cal._cache_bytes() % l3 == 0 and cal._cache_bytes() >= l3
+    assert raw["sort_path"] == ("fused counting sort" if fused_available() else "group_by_row sort")
 
 
 def test_calibration_fields_are_finite_and_positive(

@@ -220,7 +220,7 @@ if numba is not None:
 
 def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads):  # type: ignore[no-untyped-def]
     """Run the SGD kernel on PyTorch's OpenMP threads where it can (see
-    :mod:`recnotebooks.nn.omp`), else on Numba's; both give the same bits."""
+    :mod:`recnotebooks.nn.omp`), else on Numba's (the same results, up to one float32 ulp)."""
     rt = torch_openmp()
     if rt is None or ids.dtype not in (np.int32, np.int64) or offsets.dtype != ids.dtype:
         return _sgd_lookups(w, grad, ids, offsets, coef, has_coef, np.float32(lr), _seen, threads)

@@ -6,8 +6,9 @@ Four phases, each split into ``nchunk`` chunks: count the lookups of each bucket
 chunk of bags, turn the counts into start positions (serial, small), scatter the lookups
 into bucket order (a stable counting sort), and update each chunk of buckets. The phases
 run on PyTorch's OpenMP threads (:mod:`recnotebooks.nn.omp`) with a barrier between them,
-or on Numba's with ``prange``. Both run the same chunk functions in the same order, so
-they give the same bits, and no result depends on the thread count.
+or on Numba's with ``prange``. Both run the same chunk functions in the same order, so no
+result depends on the thread count; the two compiled versions may round a fast-math
+multiply-add apart (one float32 ulp, tested).
 
 Needs Numba: imported by :mod:`recnotebooks.nn.fused` only when Numba is installed.
 """
@@ -19,7 +20,7 @@ from numba import carray, cfunc, njit, prange, types
 
 from recnotebooks.nn.omp import address, call_int, call_void, f32_ptr, i32_ptr, i64_ptr, launch, torch_openmp
 
-__all__ = ["bucket_shift", "rowwise_adagrad"]
+__all__ = ["bucket_shift", "group_lookups", "rowwise_adagrad"]
 
 # the argument block of an OpenMP launch (see rowwise_adagrad): 24 entries, then the
 # runtime's omp_get_thread_num, omp_get_num_threads and GOMP_barrier
@@ -120,6 +121,20 @@ def _update_chunk(
 
 
 @njit(parallel=True, cache=True)
+def _group_prange(
+    ids, offsets, coef, has_coef, shift, counts, start, bucket_start, row, bag, cf
+):  # pragma: no cover - compiled
+    """The first three phases (the counting sort) on Numba's threads."""
+    nchunk = counts.shape[0]
+    step = (offsets.shape[0] - 1 + nchunk - 1) // nchunk
+    for c in prange(nchunk):
+        _count_chunk(ids, offsets, shift, c, step, counts)
+    _bucket_starts(counts, start, bucket_start)
+    for c in prange(nchunk):
+        _scatter_chunk(ids, offsets, coef, has_coef, shift, c, step, start, row, bag, cf)
+
+
+@njit(parallel=True, cache=True)
 def _adagrad_prange(
     w,
     grad,
@@ -141,12 +156,7 @@ def _adagrad_prange(
 ):  # pragma: no cover - compiled
     """The four phases on Numba's threads."""
     nchunk = counts.shape[0]
-    step = (offsets.shape[0] - 1 + nchunk - 1) // nchunk
-    for c in prange(nchunk):
-        _count_chunk(ids, offsets, shift, c, step, counts)
-    _bucket_starts(counts, start, bucket_start)
-    for c in prange(nchunk):
-        _scatter_chunk(ids, offsets, coef, has_coef, shift, c, step, start, row, bag, cf)
+    _group_prange(ids, offsets, coef, has_coef, shift, counts, start, bucket_start, row, bag, cf)
     bstep = (bucket_start.shape[0] - 1 + nchunk - 1) // nchunk
     for c in prange(nchunk):
         touched[c] = _update_chunk(
@@ -188,6 +198,8 @@ def _adagrad_team(
     for c in range(tid, nchunk, nt):
         _scatter_chunk(ids, offsets, coef, has_coef, shift, c, step, start, row, bag, cf)
     call_void(a[_BARRIER])
+    if a[12] == 0:  # no accumulator: group only (the calibration times this)
+        return
     bstep = (bucket_start.shape[0] - 1 + nchunk - 1) // nchunk
     for c in range(tid, nchunk, nt):
         touched[c] = _update_chunk(
@@ -225,7 +237,8 @@ def rowwise_adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threa
     """Row-wise Adagrad on NumPy views (float32 ``w``, ``grad``, ``state``, ``coef``, which
     is a dummy of length 1 when ``has_coef`` is false; int32 or int64 ``ids`` and
     ``offsets``): on PyTorch's OpenMP threads where it can, else on Numba's. Returns the
-    distinct rows updated."""
+    distinct rows updated. ``state=None`` only groups the lookups (the calibration times
+    that) and returns 0."""
     nchunk, shift = 4 * threads, bucket_shift(w.shape[0])
     nb, nids = (w.shape[0] >> shift) + 1, ids.shape[0]
     counts, start = np.zeros((nchunk, nb), np.int64), np.empty((nchunk, nb), np.int64)
@@ -242,8 +255,12 @@ def rowwise_adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threa
         or offsets.dtype != ids.dtype
         or bag.dtype != np.int32
     ):
-        _adagrad_prange(w, grad, ids, offsets, coef, has_coef, shift, np.float32(lr), state, np.float32(eps),
-                        counts, start, bucket_start, row, bag, cf, touched)  # fmt: skip
+        if state is None:
+            _group_prange(ids, offsets, coef, has_coef, shift, counts, start, bucket_start, row, bag, cf)
+        else:
+            lr32, eps32 = np.float32(lr), np.float32(eps)
+            _adagrad_prange(w, grad, ids, offsets, coef, has_coef, shift, lr32, state, eps32,
+                            counts, start, bucket_start, row, bag, cf, touched)  # fmt: skip
         return int(touched.sum())
     scalars = np.array([lr, eps], np.float32)
     args = np.array([
@@ -255,3 +272,11 @@ def rowwise_adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threa
     assert args.shape[0] == _NARGS
     launch(rt, _adagrad_omp.address, args, threads)
     return int(touched.sum())
+
+
+def group_lookups(ids: np.ndarray, offsets: np.ndarray, total_rows: int, threads: int) -> None:
+    """The kernel's grouping of ``ids`` (rows ``0..total_rows-1``, bags ``offsets``) by row
+    alone, on the threads the step uses, as the calibration times it."""
+    w = np.broadcast_to(np.zeros((1, 1), np.float32), (total_rows, 1))  # never read: shapes only
+    grad, coef = np.zeros((offsets.shape[0] - 1, 1), np.float32), np.zeros(1, np.float32)
+    rowwise_adagrad(w, grad, ids, offsets, coef, False, 0.0, None, 0.0, threads)

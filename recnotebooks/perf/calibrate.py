@@ -2,12 +2,14 @@
 
 :func:`calibrate` times small kernels on the local device and fits the hardware fields the
 cost model uses: GEMM efficiency by shape (peak and half-dimension), memory copy
-bandwidth, embedding-row gather bandwidth by row size, sort rate, per-operator overhead
-and the fixed per-step cost. The result is a :class:`~recnotebooks.perf.hardware.Hardware`
-named ``this_machine``; :func:`~recnotebooks.perf.hardware.save_calibration` stores it
-(``~/.cache/recnotebooks``, or ``$RECNB_CALIBRATION``) and ``hardware("this_machine")``
-loads it from then on. The stored file belongs to :mod:`recnotebooks.perf.hardware` (which
-loads it and must not import this module); its functions are re-exported here.
+bandwidth, embedding-row gather bandwidth by row size, the last-level cache (its size from
+the OS, its speed-up for random rows measured), the rate at which lookups are grouped by
+row, per-operator overhead and the fixed per-step cost. The result is a
+:class:`~recnotebooks.perf.hardware.Hardware` named ``this_machine``;
+:func:`~recnotebooks.perf.hardware.save_calibration` stores it (``~/.cache/recnotebooks``,
+or ``$RECNB_CALIBRATION``) and ``hardware("this_machine")`` loads it from then on. The
+stored file belongs to :mod:`recnotebooks.perf.hardware` (which loads it and must not
+import this module); its functions are re-exported here.
 
 :func:`validate` trains real steps of our DLRM over a sweep from MLP-heavy to
 embedding-heavy architectures (:data:`VALIDATION_SWEEP`, measured by
@@ -19,6 +21,7 @@ and Spearman rank correlation.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -190,13 +193,10 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
         if err < best[0]:
             best = (err, e, float(hb))
     gather_eff, gather_half = min(best[1], 4.0), best[2]
-    from recnotebooks.nn.rows import group_by_row
-
-    n = 2**20
-    ids = torch.randint(0, 2**20, (n,), device=dev)
-    bags = torch.arange(n, device=dev)
-    sort_rate = n / _best(lambda: group_by_row(ids, bags), reps, True, dev)
+    sort_rate, raw["sort_path"] = _grouping_rate(dev, reps)
     raw["sort_rate"] = sort_rate
+    llc = {} if cuda else _last_level_cache(reps, quick)
+    raw.update(llc)
     fields: dict[str, object] = {
         "hbm_bytes": _host_bytes(),
         "host_link_bw": copy_bw,
@@ -228,6 +228,7 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
         host_mem_bytes=_host_bytes(),
         description="this machine, calibrated by microbenchmarks (recnb calibrate)",
         **fields,
+        **llc,
     )
     probes.append(probe(device=dev))
     op_step, step = _overheads(base, reps, dev)
@@ -237,9 +238,67 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
     fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes",
-              "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes")  # fmt: skip
+              "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes", *llc)  # fmt: skip
     base = base.replace(sources={**HARDWARE["this_machine"].sources, **dict.fromkeys(fitted, src)})
     return (base if cuda else _with_saved_collectives(base)), raw
+
+
+def _grouping_rate(dev: str, reps: int) -> tuple[float, str]:
+    """Lookups per second grouped by row as a training step here groups them: the fused
+    kernel's counting sort (:mod:`recnotebooks.nn.fused_adagrad`) where it runs (CPU, Numba),
+    else ``group_by_row``'s sort; 2**20 lookups into 2**20 rows, 8 per bag."""
+    from recnotebooks.nn.fused import fused_available
+
+    n = 2**20
+    ids = torch.randint(0, 2**20, (n,), device=dev)
+    if dev == "cpu" and fused_available():
+        from recnotebooks.nn.fused_adagrad import group_lookups
+
+        ids_np, offs = ids.numpy(), np.arange(0, n + 1, 8, dtype=np.int64)
+        threads = torch.get_num_threads()
+        t = _best(lambda: group_lookups(ids_np, offs, n, threads), reps, True, dev)
+        return n / t, "fused counting sort"
+    from recnotebooks.nn.rows import group_by_row
+
+    bags = torch.arange(n, device=dev) // 8
+    return n / _best(lambda: group_by_row(ids, bags), reps, True, dev), "group_by_row sort"
+
+
+def _cache_bytes() -> float:
+    """The CPU's last-level cache in bytes (all its instances), from Linux sysfs; 0 elsewhere."""
+    levels: dict[tuple[int, str], int] = {}
+    for d in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            if (d / "type").read_text().strip() == "Instruction":
+                continue
+            size = (d / "size").read_text().strip().upper()
+            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1:], 1)
+            key = (int((d / "level").read_text()), (d / "shared_cpu_list").read_text().strip())
+            levels[key] = int(size.rstrip("KMG")) * scale
+        except (OSError, ValueError):
+            continue
+    top = max((lvl for lvl, _ in levels), default=0)
+    return float(sum(b for (lvl, _), b in levels.items() if lvl == top))
+
+
+def _last_level_cache(reps: int, quick: bool) -> dict[str, float]:
+    """``llc_bytes`` (from the OS) and ``llc_speedup``: random 128-byte row gathers from a
+    table a quarter of the cache's size (at most 64 MB), with the cache warm against after
+    a step's worth of other traffic (:func:`_flush`), measured here. Empty where the OS does
+    not say (the preset's values stay)."""
+    llc = _cache_bytes()
+    if llc <= 0:
+        return {}
+    rows = int(min(llc / 4, 64 * 2**20) // 128)
+    w = torch.randn(rows, 32)
+    n = 2**20 if not quick else 2**18
+    ids, offs = torch.randint(0, rows, (n,)), torch.arange(0, n, 8)
+
+    def gather() -> None:
+        torch.nn.functional.embedding_bag(ids, w, offs, mode="sum")
+
+    speedup = _best(gather, reps, True) / _best(gather, reps, False)
+    return {"llc_bytes": llc, "llc_speedup": float(min(100.0, max(1.0, speedup)))}
 
 
 def _with_saved_collectives(hw: Hardware) -> Hardware:
