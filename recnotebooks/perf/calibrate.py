@@ -171,7 +171,7 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     raw["gemm"] = [{"m": m, "n": n, "k": k, "gflops": 2 * m * n * k / t / 1e9} for m, n, k, t in gemm]
     gathers = []
     for dim in (8, 32, 128):
-        rows = 64 * 2**20 // (dim * 4)
+        rows = GATHER_TABLE_BYTES // (dim * 4)
         w = torch.randn(rows, dim, device=dev)
         n = 2**20 if not quick else 2**18
         ids = torch.randint(0, rows, (n,), device=dev)
@@ -264,8 +264,13 @@ def _grouping_rate(dev: str, reps: int) -> tuple[float, str]:
     return n / _best(lambda: group_by_row(ids, bags), reps, True, dev), "group_by_row sort"
 
 
-def _cache_bytes() -> float:
-    """The CPU's last-level cache in bytes (all its instances), from Linux sysfs; 0 elsewhere."""
+#: bytes of the table the calibration's row gathers read (uniform random rows, bags of 8)
+GATHER_TABLE_BYTES = 64 * 2**20
+
+
+def _cache_levels() -> dict[int, float]:
+    """The CPU's data cache levels and their size in bytes (all instances of a level
+    together), from Linux sysfs; empty elsewhere."""
     levels: dict[tuple[int, str], int] = {}
     for d in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cache/index[0-9]*"):
         try:
@@ -277,27 +282,31 @@ def _cache_bytes() -> float:
             levels[key] = int(size.rstrip("KMG")) * scale
         except (OSError, ValueError):
             continue
-    top = max((lvl for lvl, _ in levels), default=0)
-    return float(sum(b for (lvl, _), b in levels.items() if lvl == top))
+    out: dict[int, float] = {}
+    for (lvl, _), size_bytes in levels.items():
+        out[lvl] = out.get(lvl, 0.0) + size_bytes
+    return out
 
 
 def _last_level_cache(reps: int, quick: bool) -> dict[str, float]:
-    """``llc_bytes`` (from the OS) and ``llc_speedup``: random 128-byte row gathers from a
-    table a quarter of the cache's size (at most 64 MB), with the cache warm against after
-    a step's worth of other traffic (:func:`_flush`), measured here. Empty where the OS does
-    not say (the preset's values stay)."""
-    llc = _cache_bytes()
-    if llc <= 0:
+    """``llc_bytes`` and ``llc_speedup`` for the cache where a Zipf table's hottest rows sit:
+    the largest CPU cache level smaller than the calibration's gather table (its L3, or its
+    L2 where the L3 holds that whole table, so that the gathers already run from L3). Its
+    size comes from the OS; its speed-up is measured: random 128-byte row gathers from a
+    table a quarter of its size, warm, against the calibration's table after a step's worth
+    of other traffic (:func:`_flush`). Empty where the OS does not say (the preset's stay)."""
+    below = [size for size in _cache_levels().values() if size < GATHER_TABLE_BYTES]
+    if not below:
         return {}
-    rows = int(min(llc / 4, 64 * 2**20) // 128)
-    w = torch.randn(rows, 32)
-    n = 2**20 if not quick else 2**18
-    ids, offs = torch.randint(0, rows, (n,)), torch.arange(0, n, 8)
+    llc, n = max(below), (2**20 if not quick else 2**18)
 
-    def gather() -> None:
-        torch.nn.functional.embedding_bag(ids, w, offs, mode="sum")
+    def gather_bw(table_bytes: float, cold: bool) -> float:
+        w = torch.randn(max(1, int(table_bytes // 128)), 32)
+        ids, offs = torch.randint(0, w.shape[0], (n,)), torch.arange(0, n, 8)
+        seconds = _best(lambda: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps, cold)
+        return n * 128 / seconds
 
-    speedup = _best(gather, reps, True) / _best(gather, reps, False)
+    speedup = gather_bw(llc / 4, False) / gather_bw(GATHER_TABLE_BYTES, True)
     return {"llc_bytes": llc, "llc_speedup": float(min(100.0, max(1.0, speedup)))}
 
 
