@@ -25,7 +25,9 @@ _OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
 #: 2 and 4 ranks, 4, 8 and 16 tables, MLPs of 4 and 8 layers, every scheme and a mixed plan, minus
 #: the single-process step counted the same way, fitted by least squares (residuals <= 8 of
 #: 400-2000 operators) by benchmarks/our_step_ops.py, 2026-12-01 (refitted the same evening,
-#: after the data-parallel sync stopped running a lookup and the ids' check became one pass).
+#: after the data-parallel sync stopped running a lookup and the ids' check became one pass;
+#: and on 2026-12-02, after the ids' shift into the fused rows became one Numba pass: only the
+#: term per collection beyond the first moved, 90 -> 98).
 #: Terms (see
 #: :func:`sharded_op_terms`): a fixed part (DDP, the all-to-alls' bookkeeping), data-parallel
 #: tables' fixed part (their all-reduce and recording every row's gradient, less what a plan with
@@ -36,7 +38,7 @@ _OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
 #: rank: the counts were equal on 2 and 4 ranks. ``aten::item`` host syncs (.tolist() of splits
 #: and offsets: 40-230 a step) count as operators.
 SHARDED_OPS: dict[str, float] = {"base": 103, "data_parallel_base": -7, "ddp_per_tensor": 3,
-                                 "collection": 90}  # fmt: skip
+                                 "collection": 98}  # fmt: skip
 #: per scheme: (operators per shard of the plan, per shard on the rank); same provenance.
 SHARD_OPS: dict[str, tuple[float, float]] = {
     "table_wise": (13, 9), "row_wise": (21, 14), "column_wise": (12, 11), "data_parallel": (0, 14),
