@@ -89,7 +89,8 @@ def test_shift_ids_matches_a_loop_and_finds_the_first_id_out_of_range(tables, as
     ids = [v for _, vs in tables for v in vs]
     dtype = torch.int32 if as_int32 else torch.int64
     vals = torch.tensor(ids, dtype=dtype)
-    starts = torch.tensor([0, *[len(vs) for _, vs in tables]]).cumsum(0)
+    # strided, as global_ids passes it (every batch-size-th bag offset)
+    starts = torch.stack([torch.tensor([0, *[len(vs) for _, vs in tables]]).cumsum(0)] * 2, 1)[:, 0]
     num_rows = torch.tensor(sizes)
     row_offsets = torch.tensor([0, *sizes]).cumsum(0)[:-1]
     got, bad = shift_ids(vals, starts, num_rows, row_offsets, check)

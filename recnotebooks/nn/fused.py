@@ -32,15 +32,16 @@ is in :mod:`recnotebooks.nn.fused_adagrad`.
 
 Both kernels run on PyTorch's own OpenMP threads (:mod:`recnotebooks.nn.omp`). Run on
 Numba's thread pool straight after the backward, they shared the two cores with PyTorch's
-still-spinning workers, and SGD's took about twice as long inside a step at pooling 20
-(BENCHMARKS.md). When Numba is not installed, or the weights are not float32 on the CPU, :func:`fused_step`
-returns None and the optimizers fall back to the unfused torch path (same results up to
-float rounding; the tests check both).
+still-spinning workers, and SGD's took 1.5-1.65 times as long at pooling 20
+(BENCHMARKS.md). When Numba is not installed, or the weights are not float32 on the CPU,
+:func:`fused_step` returns None and the optimizers fall back to the unfused torch path
+(same results up to float rounding; the tests check both).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import torch
@@ -73,6 +74,7 @@ ENABLED = os.environ.get("RECNB_FUSED", "1") != "0"
 PREFETCH_AHEAD = 16  # lookups between a row's prefetch and its update (8-32 measured alike)
 _BLOCK_BAGS = 256  # SGD: bags per block whose row range decides which threads visit it
 _seen = np.zeros(0, np.uint8)  # SGD's distinct-row bit map, grown on demand, left all zero
+_SEEN_LOCK = threading.Lock()
 # the SGD kernel's argument block for an OpenMP launch (see _sgd): 20 entries, then
 # the runtime's omp_get_thread_num, omp_get_num_threads and GOMP_barrier
 _TID, _NT, _BARRIER = 20, 21, 22
@@ -197,40 +199,46 @@ if numba is not None:
         for c in range(tid, nchunk, nt):
             distinct[c] = _sgd_chunk(w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, c, nchunk)
 
-    @cfunc(types.void(types.voidptr), cache=True)
-    def _sgd_omp(data):  # pragma: no cover - compiled
-        """Entry point for :func:`recnotebooks.nn.omp.launch`: unpacks the argument block
-        written by :func:`_sgd` and runs :func:`_sgd_team` (int32 or int64 ids)."""
-        a = carray(data, (_NARGS,), np.int64)
-        nbags, dim = a[4], a[2]
-        w = carray(f32_ptr(a[0]), (a[1], dim))
-        grad = carray(f32_ptr(a[3]), (nbags, dim))
-        cf = carray(f32_ptr(a[9]), (a[10],))
-        lr = carray(f32_ptr(a[11]), (1,))[0]
-        seen = carray(u8_ptr(a[12]), (a[13],))
-        blo, bhi = carray(i64_ptr(a[14]), (a[16],)), carray(i64_ptr(a[15]), (a[16],))
-        distinct = carray(i64_ptr(a[17]), (a[18],))
-        if a[8] == 4:
-            ids32, offs32 = carray(i32_ptr(a[5]), (a[6],)), carray(i32_ptr(a[7]), (nbags + 1,))
-            _sgd_team(w, grad, ids32, offs32, cf, a[19] == 1, lr, seen, blo, bhi, distinct, a[18], a)
-        else:
-            ids64, offs64 = carray(i64_ptr(a[5]), (a[6],)), carray(i64_ptr(a[7]), (nbags + 1,))
-            _sgd_team(w, grad, ids64, offs64, cf, a[19] == 1, lr, seen, blo, bhi, distinct, a[18], a)
+    try:  # compiled at import: where Numba cannot build it, only Numba's own pool is used
+
+        @cfunc(types.void(types.voidptr), cache=True)
+        def _sgd_omp(data):  # pragma: no cover - compiled
+            """Entry point for :func:`recnotebooks.nn.omp.launch`: unpacks the argument block
+            written by :func:`_sgd` and runs :func:`_sgd_team` (int32 or int64 ids)."""
+            a = carray(data, (_NARGS,), np.int64)
+            nbags, dim = a[4], a[2]
+            w = carray(f32_ptr(a[0]), (a[1], dim))
+            grad = carray(f32_ptr(a[3]), (nbags, dim))
+            cf = carray(f32_ptr(a[9]), (a[10],))
+            lr = carray(f32_ptr(a[11]), (1,))[0]
+            seen = carray(u8_ptr(a[12]), (a[13],))
+            blo, bhi = carray(i64_ptr(a[14]), (a[16],)), carray(i64_ptr(a[15]), (a[16],))
+            distinct = carray(i64_ptr(a[17]), (a[18],))
+            if a[8] == 4:
+                ids32, offs32 = carray(i32_ptr(a[5]), (a[6],)), carray(i32_ptr(a[7]), (nbags + 1,))
+                _sgd_team(w, grad, ids32, offs32, cf, a[19] == 1, lr, seen, blo, bhi, distinct, a[18], a)
+            else:
+                ids64, offs64 = carray(i64_ptr(a[5]), (a[6],)), carray(i64_ptr(a[7]), (nbags + 1,))
+                _sgd_team(w, grad, ids64, offs64, cf, a[19] == 1, lr, seen, blo, bhi, distinct, a[18], a)
+    except Exception:  # pragma: no cover - a Numba/llvmlite that cannot compile it
+        _sgd_omp = None
 
 
-def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads):  # type: ignore[no-untyped-def]
+def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads, seen):  # type: ignore[no-untyped-def]
     """Run the SGD kernel on PyTorch's OpenMP threads where it can (see
-    :mod:`recnotebooks.nn.omp`), else on Numba's (the same results, up to one float32 ulp)."""
+    :mod:`recnotebooks.nn.omp`), else on Numba's (the same results, up to a few float32
+    ulps: each compiled version rounds its fast-math multiply-adds its own way)."""
     rt = torch_openmp()
-    if rt is None or ids.dtype not in (np.int32, np.int64) or offsets.dtype != ids.dtype:
-        return _sgd_lookups(w, grad, ids, offsets, coef, has_coef, np.float32(lr), _seen, threads)
+    if rt is None or _sgd_omp is None or ids.dtype not in (np.int32, np.int64) or offsets.dtype != ids.dtype:
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        return _sgd_lookups(w, grad, ids, offsets, coef, has_coef, np.float32(lr), seen, threads)
     nblk = (offsets.shape[0] - 1 + _BLOCK_BAGS - 1) // _BLOCK_BAGS
     blo, bhi = np.empty(nblk, np.int64), np.empty(nblk, np.int64)
     distinct, lr_box = np.zeros(threads, np.int64), np.array([lr], np.float32)
     args = np.array([
         address(w), w.shape[0], w.shape[1], address(grad), grad.shape[0], address(ids), ids.shape[0],
         address(offsets), ids.dtype.itemsize, address(coef), coef.shape[0], address(lr_box),
-        address(_seen), _seen.shape[0], address(blo), address(bhi), nblk, address(distinct), threads,
+        address(seen), seen.shape[0], address(blo), address(bhi), nblk, address(distinct), threads,
         int(has_coef), rt.thread_num, rt.num_threads, rt.barrier,
     ], np.int64)  # fmt: skip
     assert args.shape[0] == _NARGS
@@ -257,22 +265,28 @@ def fused_step(
         return None
     if grad.dtype != torch.float32 or not weight.is_contiguous():
         return None
+    if grad.shape != (offsets.numel() - 1, weight.shape[1]) or (
+        coef is not None and coef.numel() != ids.numel()
+    ):
+        return None  # the kernels size their arrays from these shapes
+    if state is not None and (state.dtype != torch.float32 or state.shape != (weight.shape[0],)):
+        return None
     if ids.numel() == 0:
         return 0
     has_coef = coef is not None
     coef_np = coef.to(torch.float32).contiguous().numpy() if has_coef else np.zeros(1, np.float32)
     threads = max(1, torch.get_num_threads())
-    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     w_np, grad_np = weight.detach().numpy(), grad.contiguous().numpy()
     ids_np, offsets_np = ids.contiguous().numpy(), offsets.contiguous().numpy()
     if state is None:  # SGD: lookup by lookup, no sort
         global _seen
-        if _seen.shape[0] < (weight.shape[0] >> 3) + 1:
-            _seen = np.zeros((weight.shape[0] >> 3) + 1, np.uint8)
-        n = _sgd(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, threads)
+        with _SEEN_LOCK:  # one bit map: the kernel releases the GIL, so steps in two threads wait
+            if _seen.shape[0] < (weight.shape[0] >> 3) + 1:
+                _seen = np.zeros((weight.shape[0] >> 3) + 1, np.uint8)
+            n = _sgd(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, threads, _seen)
     else:  # row-wise Adagrad: bucketed by row, each row's gradient summed first
         n = rowwise_adagrad(
-            w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, state.numpy(), eps, threads
+            w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, state.contiguous().numpy(), eps, threads
         )
     if torch.get_num_threads() != threads:  # numba's first OpenMP launch resets torch's thread count
         torch.set_num_threads(threads)

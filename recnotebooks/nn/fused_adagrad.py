@@ -7,14 +7,15 @@ chunk of bags, turn the counts into start positions (serial, small), scatter the
 into bucket order (a stable counting sort), and update each chunk of buckets. The phases
 run on PyTorch's OpenMP threads (:mod:`recnotebooks.nn.omp`) with a barrier between them,
 or on Numba's with ``prange``. Both run the same chunk functions in the same order, so no
-result depends on the thread count; the two compiled versions may round a fast-math
-multiply-add apart (one float32 ulp, tested).
+result depends on the thread count; the two compiled versions may round their fast-math
+multiply-adds apart (a few float32 ulps, tested).
 
 Needs Numba: imported by :mod:`recnotebooks.nn.fused` only when Numba is installed.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 from numba import carray, cfunc, njit, prange, types
 
@@ -207,30 +208,36 @@ def _adagrad_team(
         )
 
 
-@cfunc(types.void(types.voidptr), cache=True)
-def _adagrad_omp(data):  # pragma: no cover - compiled
-    """Entry point for :func:`recnotebooks.nn.omp.launch`: unpacks the argument block
-    written by :func:`rowwise_adagrad` and runs :func:`_adagrad_team` (int32 or int64 ids)."""
-    a = carray(data, (_NARGS,), np.int64)
-    nids, nbags, dim, nchunk, nb = a[6], a[4], a[2], a[13], a[14]
-    w, grad = carray(f32_ptr(a[0]), (a[1], dim)), carray(f32_ptr(a[3]), (nbags, dim))
-    coef, cf = carray(f32_ptr(a[9]), (a[10],)), carray(f32_ptr(a[22]), (a[10],))
-    scalars = carray(f32_ptr(a[11]), (2,))
-    state = carray(f32_ptr(a[12]), (a[1],))
-    counts, start = carray(i64_ptr(a[15]), (nchunk, nb)), carray(i64_ptr(a[16]), (nchunk, nb))
-    bucket_start, touched = carray(i64_ptr(a[17]), (nb + 1,)), carray(i64_ptr(a[23]), (nchunk,))
-    bag = carray(i32_ptr(a[21]), (nids,))
-    shift, has_coef = a[18], a[19] == 1
-    if a[8] == 4:
-        ids32, offs32 = carray(i32_ptr(a[5]), (nids,)), carray(i32_ptr(a[7]), (nbags + 1,))
-        row32 = carray(i32_ptr(a[20]), (nids,))
-        _adagrad_team(w, grad, ids32, offs32, coef, has_coef, shift, scalars[0], state, scalars[1], counts,
-                      start, bucket_start, row32, bag, cf, touched, a)  # fmt: skip
-    else:
-        ids64, offs64 = carray(i64_ptr(a[5]), (nids,)), carray(i64_ptr(a[7]), (nbags + 1,))
-        row64 = carray(i64_ptr(a[20]), (nids,))
-        _adagrad_team(w, grad, ids64, offs64, coef, has_coef, shift, scalars[0], state, scalars[1], counts,
-                      start, bucket_start, row64, bag, cf, touched, a)  # fmt: skip
+try:  # compiled at import: where Numba cannot build it, only Numba's own pool is used
+
+    @cfunc(types.void(types.voidptr), cache=True)
+    def _adagrad_omp(data):  # pragma: no cover - compiled
+        """Entry point for :func:`recnotebooks.nn.omp.launch`: unpacks the argument block
+        written by :func:`rowwise_adagrad` and runs :func:`_adagrad_team` (int32 or int64 ids)."""
+        a = carray(data, (_NARGS,), np.int64)
+        nids, nbags, dim, nchunk, nb = a[6], a[4], a[2], a[13], a[14]
+        w, grad = carray(f32_ptr(a[0]), (a[1], dim)), carray(f32_ptr(a[3]), (nbags, dim))
+        coef, cf = carray(f32_ptr(a[9]), (a[10],)), carray(f32_ptr(a[22]), (a[10],))
+        scalars = carray(f32_ptr(a[11]), (2,))
+        state = carray(f32_ptr(a[12]), (a[1],))
+        counts, start = carray(i64_ptr(a[15]), (nchunk, nb)), carray(i64_ptr(a[16]), (nchunk, nb))
+        bucket_start, touched = carray(i64_ptr(a[17]), (nb + 1,)), carray(i64_ptr(a[23]), (nchunk,))
+        bag = carray(i32_ptr(a[21]), (nids,))
+        shift, has_coef = a[18], a[19] == 1
+        if a[8] == 4:
+            ids32, offs32 = carray(i32_ptr(a[5]), (nids,)), carray(i32_ptr(a[7]), (nbags + 1,))
+            row32 = carray(i32_ptr(a[20]), (nids,))
+            lr, eps = scalars[0], scalars[1]
+            _adagrad_team(w, grad, ids32, offs32, coef, has_coef, shift, lr, state, eps, counts, start,
+                          bucket_start, row32, bag, cf, touched, a)  # fmt: skip
+        else:
+            ids64, offs64 = carray(i64_ptr(a[5]), (nids,)), carray(i64_ptr(a[7]), (nbags + 1,))
+            row64 = carray(i64_ptr(a[20]), (nids,))
+            lr, eps = scalars[0], scalars[1]
+            _adagrad_team(w, grad, ids64, offs64, coef, has_coef, shift, lr, state, eps, counts, start,
+                          bucket_start, row64, bag, cf, touched, a)  # fmt: skip
+except Exception:  # pragma: no cover - a Numba/llvmlite that cannot compile it
+    _adagrad_omp = None
 
 
 def rowwise_adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threads):  # type: ignore[no-untyped-def]
@@ -251,10 +258,12 @@ def rowwise_adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threa
     rt = torch_openmp()
     if (
         rt is None
+        or _adagrad_omp is None
         or ids.dtype not in (np.int32, np.int64)
         or offsets.dtype != ids.dtype
         or bag.dtype != np.int32
     ):
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
         if state is None:
             _group_prange(ids, offsets, coef, has_coef, shift, counts, start, bucket_start, row, bag, cf)
         else:

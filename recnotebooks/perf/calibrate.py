@@ -268,9 +268,9 @@ def _grouping_rate(dev: str, reps: int) -> tuple[float, str]:
 GATHER_TABLE_BYTES = 64 * 2**20
 
 
-def _cache_levels() -> dict[int, float]:
-    """The CPU's data cache levels and their size in bytes (all instances of a level
-    together), from Linux sysfs; empty elsewhere."""
+def _cache_levels() -> dict[int, tuple[float, float]]:
+    """The CPU's data cache levels: ``level -> (bytes of all its instances, bytes of one)``,
+    from Linux sysfs; empty elsewhere."""
     levels: dict[tuple[int, str], int] = {}
     for d in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cache/index[0-9]*"):
         try:
@@ -282,23 +282,27 @@ def _cache_levels() -> dict[int, float]:
             levels[key] = int(size.rstrip("KMG")) * scale
         except (OSError, ValueError):
             continue
-    out: dict[int, float] = {}
+    out: dict[int, tuple[float, float]] = {}
     for (lvl, _), size_bytes in levels.items():
-        out[lvl] = out.get(lvl, 0.0) + size_bytes
+        total, one = out.get(lvl, (0.0, 0.0))
+        out[lvl] = (total + size_bytes, max(one, float(size_bytes)))
     return out
 
 
 def _last_level_cache(reps: int, quick: bool) -> dict[str, float]:
     """``llc_bytes`` and ``llc_speedup`` for the cache where a Zipf table's hottest rows sit:
-    the largest CPU cache level smaller than the calibration's gather table (its L3, or its
-    L2 where the L3 holds that whole table, so that the gathers already run from L3). Its
-    size comes from the OS; its speed-up is measured: random 128-byte row gathers from a
-    table a quarter of its size, warm, against the calibration's table after a step's worth
-    of other traffic (:func:`_flush`). Empty where the OS does not say (the preset's stay)."""
-    below = [size for size in _cache_levels().values() if size < GATHER_TABLE_BYTES]
+    the largest CPU cache level whose instances are smaller than the calibration's gather
+    table (its L3; or its L2 where one L3 holds that whole table, so that the calibration's
+    gathers already run from L3). ``llc_bytes`` counts all of that level's instances (the
+    model's one device is the whole CPU); the speed-up is measured: random 128-byte row
+    gathers from a table half one instance's size, warm, against the calibration's table
+    after a step's worth of other traffic (:func:`_flush`). Empty where the OS does not say
+    (the preset's values stay)."""
+    below = [(one, total) for total, one in _cache_levels().values() if one < GATHER_TABLE_BYTES]
     if not below:
         return {}
-    llc, n = max(below), (2**20 if not quick else 2**18)
+    one, llc = max(below)
+    n = 2**20 if not quick else 2**18
 
     def gather_bw(table_bytes: float, cold: bool) -> float:
         w = torch.randn(max(1, int(table_bytes // 128)), 32)
@@ -306,7 +310,7 @@ def _last_level_cache(reps: int, quick: bool) -> dict[str, float]:
         seconds = _best(lambda: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps, cold)
         return n * 128 / seconds
 
-    speedup = gather_bw(llc / 4, False) / gather_bw(GATHER_TABLE_BYTES, True)
+    speedup = gather_bw(one / 2, False) / gather_bw(GATHER_TABLE_BYTES, True)
     return {"llc_bytes": llc, "llc_speedup": float(min(100.0, max(1.0, speedup)))}
 
 
