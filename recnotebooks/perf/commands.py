@@ -312,8 +312,8 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  
         load_calibration,
         load_probe,
         save_calibration,
-        validate,
     )
+    from recnotebooks.perf.validate import validate
 
     dev = _device(args.device)
     if getattr(args, "distributed", False):

@@ -35,8 +35,9 @@ import numpy as np
 
 from recnotebooks.checks import check_bool, check_int, check_int_list, show
 from recnotebooks.config import DLRMConfig, architecture_config, preset
-from recnotebooks.perf.calibrate import at_speed, probe, spearman
+from recnotebooks.perf.calibrate import at_speed, probe
 from recnotebooks.perf.hardware import Hardware
+from recnotebooks.perf.validate import spearman
 from recnotebooks.plan import Plan, TableShard
 
 __all__ = ["TARGETS", "COLLECTIVES", "mixed_plan", "sweep", "run_sweep_rank", "validate_distributed"]
