@@ -119,7 +119,7 @@ def run(pooling: float, args: argparse.Namespace) -> dict[str, object]:
         b = batches[i % len(batches)]
         loss = bce_logits(ours(b.dense, b.sparse), b.labels)
         loss.backward()
-        sparse_opt.step()
+        sparse_opt.step(count_rows=False)  # as the trainer steps
         dense_opt.step()
         dense_opt.zero_grad(set_to_none=True)
         return float(loss.detach())

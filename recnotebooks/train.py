@@ -225,7 +225,7 @@ class Trainer:
         with timer.phase("backward"):
             loss.backward()
         with timer.phase("sparse_optimizer"):
-            self.sparse_opt.step()
+            self.sparse_opt.step(count_rows=False)  # the count would cost SGD a pass
         with timer.phase("dense_optimizer"):
             self.dense_opt.step()
             self.dense_opt.zero_grad(set_to_none=True)

@@ -64,7 +64,7 @@ def test_two_torchrun_nodes_match_single_process(single_process_losses, tmp_path
             procs.append((subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                            start_new_session=True), out))  # fmt: skip
         for p, _ in procs:
-            p.wait(timeout=120)
+            p.wait(timeout=300)  # a hang guard: on a cold Numba cache each node compiles the kernels
     finally:
         for p, out in procs:
             if p.poll() is None:  # a node that did not finish: its whole process group goes

@@ -315,6 +315,10 @@ def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weigh
         assert torch.equal(w1, w2) and torch.equal(s1, s2)
     torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-6, atol=tol)
     torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-6, atol=tol)
+    if not adagrad:  # SGD without its distinct-row count: the same update, bit for bit
+        w = w0.clone()
+        assert fused.fused_step(w, ids, offsets, coef, grad, 0.1, count_rows=False) == -1
+        assert torch.equal(w, results[0][0]) and not fused._seen.any()
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
@@ -368,6 +372,31 @@ def test_fused_step_declines_what_it_cannot_run():
     ids, offsets, grad = torch.tensor([0]), torch.tensor([0, 1]), torch.ones(1, 2)
     assert fused.fused_step(torch.zeros(3, 2, dtype=torch.float64), ids, offsets, None, grad, 0.1) is None
     assert fused.fused_step(torch.zeros(4, 2)[:, :1].expand(4, 2), ids, offsets, None, grad, 0.1) is None
+
+
+@pytest.mark.parametrize("opt_name", ["sgd", "rowwise_adagrad"])
+def test_step_without_the_row_count_applies_the_same_update(opt_name, kernel_path):
+    """``step(count_rows=False)`` (the trainer's) returns None and updates the weights and
+    the optimizer state bit for bit as a counted step; ``count_rows`` must be a bool."""
+    from recnotebooks.nn.optim import make_sparse_optimizer
+
+    gen = torch.Generator().manual_seed(5)
+    rows = [40, 9000]
+    batch = random_batch(rows, 16, 5, gen, weighted=False)
+    upstream = torch.randn(16, 2, 6, generator=gen)
+    out = []
+    for count in (True, False):
+        ebc = EmbeddingBagCollection([TableConfig(f"t{i}", r) for i, r in enumerate(rows)], 6, seed=2)
+        opt = make_sparse_optimizer(opt_name, ebc, 0.3)
+        (ebc(batch) * upstream).sum().backward()
+        n = opt.step(count_rows=count)
+        assert (n is None) == (not count) and (n is None or n > 0)
+        out.append((ebc.weight.detach().clone(), opt.state_dict()))
+    assert torch.equal(out[0][0], out[1][0])
+    if opt_name == "rowwise_adagrad":
+        assert torch.equal(out[0][1]["momentum"], out[1][1]["momentum"])
+    with pytest.raises(TypeError, match="count_rows must be True or False, got 1"):
+        opt.step(count_rows=1)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("mode", ["sum", "mean"])

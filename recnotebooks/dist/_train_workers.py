@@ -50,7 +50,7 @@ def train_hybrid(ctx: RankContext, config: DLRMConfig, plan: Plan, batch_size: i
         dense, sparse, labels = global_step_data(config, batch_size, seed, step)
         loss = loss_fn(model(dense[lo:hi], local_samples(sparse, lo, hi)), labels[lo:hi])
         model.backward(loss)
-        sparse_opt.step()
+        sparse_opt.step(count_rows=False)
         dense_opt.step()
         dense_opt.zero_grad(set_to_none=True)
         total = loss.detach().clone()

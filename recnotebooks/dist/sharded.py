@@ -405,10 +405,12 @@ class ShardedSparseOptimizer:
             make_sparse_optimizer(name, c, lr) for c in model.collections
         ]
 
-    def step(self) -> int:
-        """Apply the step's gradients; rows updated on this rank."""
+    def step(self, count_rows: bool = True) -> int | None:
+        """Apply the step's gradients; the rows updated on this rank (None with
+        ``count_rows=False``, see :meth:`recnotebooks.nn.SparseOptimizer.step`)."""
         self.model.sync_gradients()
-        return sum(o.step() for o in self.optimizers)
+        rows = [o.step(count_rows) for o in self.optimizers]
+        return sum(r for r in rows if r is not None) if count_rows else None
 
     def zero_grad(self) -> None:
         """Drop the recorded gradients."""

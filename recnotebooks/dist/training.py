@@ -177,7 +177,7 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
         loss = loss_fn(model(dense, sparse, timer), labels.to(torch.float32))
         model.backward(loss, timer)
         with model.phase(timer, "sparse_optimizer"):
-            sparse_opt.step()
+            sparse_opt.step(count_rows=False)
         with timer.phase("dense_optimizer"):
             dense_opt.step()
             dense_opt.zero_grad(set_to_none=True)

@@ -26,8 +26,10 @@ SGD is linear, so it needs no per-row sum and no sort:
 
 It reads the pooled gradient in order, and the prefetches (as FBGEMM's CPU embedding
 kernels issue them) let the random row accesses overlap. Inside a training step at pooling
-20 (327,680 lookups) it took 0.8-0.9x the bucketed kernel's time (BENCHMARKS.md). A
-one-bit-per-row scratch map counts the distinct rows updated. Row-wise Adagrad's kernel
+20 (327,680 lookups) it took 0.8-0.9x the bucketed kernel's time (BENCHMARKS.md). Where
+the caller asks for it, a one-bit-per-row scratch map counts the distinct rows updated, in
+a second pass over the ids (about a sixth of the kernel's time at pooling 20, so the
+trainer does not ask). Row-wise Adagrad's kernel
 is in :mod:`recnotebooks.nn.fused_adagrad`.
 
 Both kernels run on PyTorch's own OpenMP threads (:mod:`recnotebooks.nn.omp`). Run on
@@ -75,10 +77,10 @@ PREFETCH_AHEAD = 16  # lookups between a row's prefetch and its update (8-32 mea
 _BLOCK_BAGS = 256  # SGD: bags per block whose row range decides which threads visit it
 _seen = np.zeros(0, np.uint8)  # SGD's distinct-row bit map, grown on demand, left all zero
 _SEEN_LOCK = threading.Lock()
-# the SGD kernel's argument block for an OpenMP launch (see _sgd): 20 entries, then
+# the SGD kernel's argument block for an OpenMP launch (see _sgd): 21 entries, then
 # the runtime's omp_get_thread_num, omp_get_num_threads and GOMP_barrier
-_TID, _NT, _BARRIER = 20, 21, 22
-_NARGS = 23
+_TID, _NT, _BARRIER = 21, 22, 23
+_NARGS = 24
 
 
 def fused_available() -> bool:
@@ -125,13 +127,15 @@ if numba is not None:
         lo[j], hi[j] = a, z
 
     @njit(cache=True, fastmath=True)
-    def _sgd_chunk(w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, c, nchunk):  # pragma: no cover
+    def _sgd_chunk(  # pragma: no cover - compiled
+        w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, c, nchunk, count
+    ):
         """SGD lookup by lookup for chunk ``c``, which owns rows ``[c * span, (c + 1) * span)``
         (span a multiple of 64, so no two chunks share a byte of ``seen``): applies, in
         lookup order, the lookups that hit them, visiting only the blocks of ``_BLOCK_BAGS`` bags
         whose row range ``[blo, bhi]`` meets its own (tables' ids come one table after
-        another). Returns the distinct rows updated; leaves its bits of ``seen`` (one per
-        row, zero on entry) zero."""
+        another). With ``count``, returns the distinct rows updated (else 0); leaves its
+        bits of ``seen`` (one per row, zero on entry) zero."""
         nrows, dim = w.shape
         block, ahead = _BLOCK_BAGS, PREFETCH_AHEAD  # compile-time constants
         nbags = offsets.shape[0] - 1
@@ -154,6 +158,8 @@ if numba is not None:
                         scale = lr * cf[k] if has_cf else lr
                         for d in range(dim):
                             w[r, d] -= scale * grad[b, d]
+            if not count:
+                continue
             # distinct rows are counted apart: kept out of the loop above, whose speed is in
             # the overlap of its row accesses
             for k in range(offsets[j * block], kend):
@@ -163,6 +169,8 @@ if numba is not None:
                     bit = np.uint8(1 << (r & 7))
                     nd += (mark & bit) == 0
                     seen[r >> 3] = mark | bit
+        if not count:
+            return 0
         if hi - lo <= 64 * visited:  # clearing the chunk's bytes is cheaper than a pass
             seen[lo >> 3 : (hi + 7) >> 3] = 0
         else:
@@ -175,7 +183,7 @@ if numba is not None:
         return nd
 
     @njit(parallel=True, cache=True)
-    def _sgd_lookups(w, grad, ids, offsets, cf, has_cf, lr, seen, nchunk):  # pragma: no cover
+    def _sgd_lookups(w, grad, ids, offsets, cf, has_cf, lr, seen, nchunk, count):  # pragma: no cover
         """The SGD kernel on Numba's threads: the blocks' row ranges, then each chunk."""
         nblk = (offsets.shape[0] - 1 + _BLOCK_BAGS - 1) // _BLOCK_BAGS
         blo, bhi = np.empty(nblk, np.int64), np.empty(nblk, np.int64)
@@ -183,12 +191,12 @@ if numba is not None:
             _block_range(ids, offsets, _BLOCK_BAGS, j, blo, bhi)
         distinct = np.zeros(nchunk, np.int64)
         for c in prange(nchunk):
-            distinct[c] = _sgd_chunk(w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, c, nchunk)
+            distinct[c] = _sgd_chunk(w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, c, nchunk, count)
         return distinct.sum()
 
     @njit(cache=True)
     def _sgd_team(
-        w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, distinct, nchunk, a
+        w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, distinct, nchunk, count, a
     ):  # pragma: no cover
         """The SGD kernel as one thread of an OpenMP team (``a``: the argument block, whose
         last three entries are the runtime's thread-number, team-size and barrier calls)."""
@@ -197,7 +205,7 @@ if numba is not None:
             _block_range(ids, offsets, _BLOCK_BAGS, j, blo, bhi)
         call_void(a[_BARRIER])  # every block's range is known before any chunk starts
         for c in range(tid, nchunk, nt):
-            distinct[c] = _sgd_chunk(w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, c, nchunk)
+            distinct[c] = _sgd_chunk(w, grad, ids, offsets, cf, has_cf, lr, seen, blo, bhi, c, nchunk, count)
 
     try:  # compiled at import: where Numba cannot build it, only Numba's own pool is used
 
@@ -214,24 +222,25 @@ if numba is not None:
             seen = carray(u8_ptr(a[12]), (a[13],))
             blo, bhi = carray(i64_ptr(a[14]), (a[16],)), carray(i64_ptr(a[15]), (a[16],))
             distinct = carray(i64_ptr(a[17]), (a[18],))
+            has_cf, count = a[19] == 1, a[20] == 1
             if a[8] == 4:
                 ids32, offs32 = carray(i32_ptr(a[5]), (a[6],)), carray(i32_ptr(a[7]), (nbags + 1,))
-                _sgd_team(w, grad, ids32, offs32, cf, a[19] == 1, lr, seen, blo, bhi, distinct, a[18], a)
+                _sgd_team(w, grad, ids32, offs32, cf, has_cf, lr, seen, blo, bhi, distinct, a[18], count, a)
             else:
                 ids64, offs64 = carray(i64_ptr(a[5]), (a[6],)), carray(i64_ptr(a[7]), (nbags + 1,))
-                _sgd_team(w, grad, ids64, offs64, cf, a[19] == 1, lr, seen, blo, bhi, distinct, a[18], a)
+                _sgd_team(w, grad, ids64, offs64, cf, has_cf, lr, seen, blo, bhi, distinct, a[18], count, a)
     except Exception:  # pragma: no cover - a Numba/llvmlite that cannot compile it
         _sgd_omp = None
 
 
-def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads, seen):  # type: ignore[no-untyped-def]
+def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads, seen, count):  # type: ignore[no-untyped-def]
     """Run the SGD kernel on PyTorch's OpenMP threads where it can (see
     :mod:`recnotebooks.nn.omp`), else on Numba's (the same results, up to a few float32
     ulps: each compiled version rounds its fast-math multiply-adds its own way)."""
     rt = torch_openmp()
     if rt is None or _sgd_omp is None or ids.dtype not in (np.int32, np.int64) or offsets.dtype != ids.dtype:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        return _sgd_lookups(w, grad, ids, offsets, coef, has_coef, np.float32(lr), seen, threads)
+        return _sgd_lookups(w, grad, ids, offsets, coef, has_coef, np.float32(lr), seen, threads, count)
     nblk = (offsets.shape[0] - 1 + _BLOCK_BAGS - 1) // _BLOCK_BAGS
     blo, bhi = np.empty(nblk, np.int64), np.empty(nblk, np.int64)
     distinct, lr_box = np.zeros(threads, np.int64), np.array([lr], np.float32)
@@ -239,7 +248,7 @@ def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads, seen):  # type: ign
         address(w), w.shape[0], w.shape[1], address(grad), grad.shape[0], address(ids), ids.shape[0],
         address(offsets), ids.dtype.itemsize, address(coef), coef.shape[0], address(lr_box),
         address(seen), seen.shape[0], address(blo), address(bhi), nblk, address(distinct), threads,
-        int(has_coef), rt.thread_num, rt.num_threads, rt.barrier,
+        int(has_coef), int(count), rt.thread_num, rt.num_threads, rt.barrier,
     ], np.int64)  # fmt: skip
     assert args.shape[0] == _NARGS
     launch(rt, _sgd_omp.address, args, threads)
@@ -255,12 +264,15 @@ def fused_step(
     lr: float,
     state: torch.Tensor | None = None,
     eps: float = 0.0,
+    count_rows: bool = True,
 ) -> int | None:
     """Apply SGD (``state=None``) or row-wise Adagrad (``state`` = per-row accumulator) for
     lookups ``ids`` (global rows) pooled into bags ``offsets`` (``include_last_offset``)
     whose pooled gradient is ``grad``; returns the rows updated, or None (doing nothing)
-    when the kernel cannot run. SGD keeps one scratch bit per row of the largest weight it
-    has seen (12.5 MB per 100M rows), allocated once and reused."""
+    when the kernel cannot run. SGD counts them only with ``count_rows`` (a second pass;
+    without it, it returns -1); it keeps one scratch bit per row of the largest weight it
+    has seen (12.5 MB per 100M rows), allocated once and reused. Row-wise Adagrad's
+    grouping counts them for free."""
     if not fused_available() or weight.device.type != "cpu" or weight.dtype != torch.float32:
         return None
     if grad.dtype != torch.float32 or not weight.is_contiguous():
@@ -272,7 +284,7 @@ def fused_step(
     if state is not None and (state.dtype != torch.float32 or state.shape != (weight.shape[0],)):
         return None
     if ids.numel() == 0:
-        return 0
+        return 0 if count_rows or state is not None else -1
     has_coef = coef is not None
     coef_np = coef.to(torch.float32).contiguous().numpy() if has_coef else np.zeros(1, np.float32)
     threads = max(1, torch.get_num_threads())
@@ -283,7 +295,8 @@ def fused_step(
         with _SEEN_LOCK:  # one bit map: the kernel releases the GIL, so steps in two threads wait
             if _seen.shape[0] < (weight.shape[0] >> 3) + 1:
                 _seen = np.zeros((weight.shape[0] >> 3) + 1, np.uint8)
-            n = _sgd(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, threads, _seen)
+            n = _sgd(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, threads, _seen, count_rows)
+        n = n if count_rows else -1
     else:  # row-wise Adagrad: bucketed by row, each row's gradient summed first
         n = rowwise_adagrad(
             w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, state.contiguous().numpy(), eps, threads
