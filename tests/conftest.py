@@ -24,6 +24,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _no_saved_calibration(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts from the uncalibrated ``this_machine`` (a calibration file that does
+    not exist yet), never from the one ``recnb calibrate`` saved for this user: results must
+    not depend on it. Tests that calibrate point ``RECNB_CALIBRATION`` elsewhere themselves.
+    Subprocesses (the CLI, notebook kernels, ranks) inherit the variable."""
+    monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path_factory.mktemp("calibration") / "this_machine.json"))
+
+
 @pytest.fixture(params=["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
 def device(request: pytest.FixtureRequest) -> torch.device:
     return torch.device(request.param)
