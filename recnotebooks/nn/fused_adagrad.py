@@ -136,26 +136,14 @@ def _group_prange(
 
 
 @njit(parallel=True, cache=True)
-def _adagrad_prange(
-    w,
-    grad,
-    ids,
-    offsets,
-    coef,
-    has_coef,
-    shift,
-    lr,
-    state,
-    eps,
-    counts,
-    start,
-    bucket_start,
-    row,
-    bag,
-    cf,
-    touched,
-):  # pragma: no cover - compiled
-    """The four phases on Numba's threads."""
+def _adagrad_prange(  # pragma: no cover - compiled
+    w, grad, ids, offsets, coef, has_coef, shift, lr, state, eps, scratch, touched
+):
+    """The four phases on Numba's threads. ``scratch``: the counting sort's arrays that
+    :func:`rowwise_adagrad` allocates, ``(counts, start, bucket_start, row, bag, cf)``;
+    ``touched`` stays apart (a prange loop's writes to an array unpacked from a tuple were
+    lost)."""
+    counts, start, bucket_start, row, bag, cf = scratch
     nchunk = counts.shape[0]
     _group_prange(ids, offsets, coef, has_coef, shift, counts, start, bucket_start, row, bag, cf)
     bstep = (bucket_start.shape[0] - 1 + nchunk - 1) // nchunk
@@ -166,27 +154,11 @@ def _adagrad_prange(
 
 
 @njit(cache=True)
-def _adagrad_team(
-    w,
-    grad,
-    ids,
-    offsets,
-    coef,
-    has_coef,
-    shift,
-    lr,
-    state,
-    eps,
-    counts,
-    start,
-    bucket_start,
-    row,
-    bag,
-    cf,
-    touched,
-    a,
-):  # pragma: no cover - compiled
+def _adagrad_team(  # pragma: no cover - compiled
+    w, grad, ids, offsets, coef, has_coef, shift, lr, state, eps, scratch, touched, a
+):
     """The four phases as one thread of an OpenMP team, a barrier after each of the first three."""
+    counts, start, bucket_start, row, bag, cf = scratch
     tid, nt = call_int(a[_TID]), call_int(a[_NT])
     nchunk = counts.shape[0]
     step = (offsets.shape[0] - 1 + nchunk - 1) // nchunk
@@ -228,14 +200,14 @@ try:  # compiled at import: where Numba cannot build it, only Numba's own pool i
             ids32, offs32 = carray(i32_ptr(a[5]), (nids,)), carray(i32_ptr(a[7]), (nbags + 1,))
             row32 = carray(i32_ptr(a[20]), (nids,))
             lr, eps = scalars[0], scalars[1]
-            _adagrad_team(w, grad, ids32, offs32, coef, has_coef, shift, lr, state, eps, counts, start,
-                          bucket_start, row32, bag, cf, touched, a)  # fmt: skip
+            scratch = (counts, start, bucket_start, row32, bag, cf)
+            _adagrad_team(w, grad, ids32, offs32, coef, has_coef, shift, lr, state, eps, scratch, touched, a)
         else:
             ids64, offs64 = carray(i64_ptr(a[5]), (nids,)), carray(i64_ptr(a[7]), (nbags + 1,))
             row64 = carray(i64_ptr(a[20]), (nids,))
             lr, eps = scalars[0], scalars[1]
-            _adagrad_team(w, grad, ids64, offs64, coef, has_coef, shift, lr, state, eps, counts, start,
-                          bucket_start, row64, bag, cf, touched, a)  # fmt: skip
+            scratch = (counts, start, bucket_start, row64, bag, cf)
+            _adagrad_team(w, grad, ids64, offs64, coef, has_coef, shift, lr, state, eps, scratch, touched, a)
 except Exception:  # pragma: no cover - a Numba/llvmlite that cannot compile it
     _adagrad_omp = None
 
@@ -267,9 +239,10 @@ def rowwise_adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threa
         if state is None:
             _group_prange(ids, offsets, coef, has_coef, shift, counts, start, bucket_start, row, bag, cf)
         else:
+            scratch = (counts, start, bucket_start, row, bag, cf)
             lr32, eps32 = np.float32(lr), np.float32(eps)
-            _adagrad_prange(w, grad, ids, offsets, coef, has_coef, shift, lr32, state, eps32,
-                            counts, start, bucket_start, row, bag, cf, touched)  # fmt: skip
+            _adagrad_prange(w, grad, ids, offsets, coef, has_coef, shift, lr32, state, eps32, scratch,
+                            touched)  # fmt: skip
         return int(touched.sum())
     scalars = np.array([lr, eps], np.float32)
     args = np.array([
