@@ -318,7 +318,7 @@ def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weigh
     if not adagrad:  # SGD without its distinct-row count: the same update, bit for bit
         w = w0.clone()
         assert fused.fused_step(w, ids, offsets, coef, grad, 0.1, count_rows=False) == -1
-        assert torch.equal(w, results[0][0]) and not fused._seen.any()
+        assert torch.equal(w, results[0][0]) and not fused._seen.any() and not fused._NO_SEEN.any()
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

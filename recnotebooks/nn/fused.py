@@ -77,6 +77,7 @@ PREFETCH_AHEAD = 16  # lookups between a row's prefetch and its update (8-32 mea
 _BLOCK_BAGS = 256  # SGD: bags per block whose row range decides which threads visit it
 _seen = np.zeros(0, np.uint8)  # SGD's distinct-row bit map, grown on demand, left all zero
 _SEEN_LOCK = threading.Lock()
+_NO_SEEN = np.zeros(1, np.uint8)  # what an uncounted SGD step passes: its kernel never reads it
 # the SGD kernel's argument block for an OpenMP launch (see _sgd): 21 entries, then
 # the runtime's omp_get_thread_num, omp_get_num_threads and GOMP_barrier
 _TID, _NT, _BARRIER = 21, 22, 23
@@ -290,13 +291,15 @@ def fused_step(
     threads = max(1, torch.get_num_threads())
     w_np, grad_np = weight.detach().numpy(), grad.contiguous().numpy()
     ids_np, offsets_np = ids.contiguous().numpy(), offsets.contiguous().numpy()
-    if state is None:  # SGD: lookup by lookup, no sort
+    if state is None and not count_rows:  # SGD, lookup by lookup: no bit map to size or hold
+        _sgd(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, threads, _NO_SEEN, False)
+        n = -1
+    elif state is None:  # SGD, counting the distinct rows in its bit map
         global _seen
         with _SEEN_LOCK:  # one bit map: the kernel releases the GIL, so steps in two threads wait
             if _seen.shape[0] < (weight.shape[0] >> 3) + 1:
                 _seen = np.zeros((weight.shape[0] >> 3) + 1, np.uint8)
-            n = _sgd(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, threads, _seen, count_rows)
-        n = n if count_rows else -1
+            n = _sgd(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, threads, _seen, True)
     else:  # row-wise Adagrad: bucketed by row, each row's gradient summed first
         n = rowwise_adagrad(
             w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, state.contiguous().numpy(), eps, threads
