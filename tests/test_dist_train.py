@@ -4,12 +4,15 @@ refused before any process starts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,40 +47,103 @@ def test_world_size_two_matches_single_process(single_process_losses, capsys) ->
     assert {row["component"] for row in r["comm"]} == {"all_to_all", "all_reduce"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
+def _rendezvous_port() -> int:
+    """A free port *below* the kernel's ephemeral range, for the torchrun rendezvous.
+
+    A port the kernel hands out (``bind(0)``) is free only until it is closed: the same range
+    gives every outgoing connection its source port, so another socket of the run (a gloo pair,
+    a store client) can take it before torchrun binds it, and a client that retries a connection
+    to a port of that range while nothing listens there can connect to itself. A port below the
+    range is never handed out that way."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    rng = random.Random()
+    for _ in range(200) if low > 20_000 else ():
+        port = rng.randrange(20_000, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # no such range here: let the system pick
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def test_two_torchrun_nodes_match_single_process(single_process_losses, tmp_path) -> None:
-    port = _free_port()
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
-    procs = []
+#: Seconds a torchrun node waits for the other to join the rendezvous before it gives up.
+JOIN_TIMEOUT_S = 45
+
+
+def _torchrun_nodes(tmp_path: Path, nodes: tuple[int, ...] = (0, 1), join_timeout_s: int = JOIN_TIMEOUT_S,
+                    timeout_s: float = 300) -> list[str]:  # fmt: skip
+    """Run ``recnb train --distributed`` as two torchrun "nodes" of one rank each on 127.0.0.1
+    (only those in ``nodes`` are started); returns each node's output.
+
+    Node 0 hosts the rendezvous store (``is_host``: no election between two nodes that both
+    match 127.0.0.1) on a port outside the ephemeral range (:func:`_rendezvous_port`). A node
+    whose peer does not join gives up after ``join_timeout_s``; anything still running after
+    ``timeout_s`` gets SIGABRT first, so that every Python process of the node (agent and
+    worker, ``PYTHONFAULTHANDLER``) writes its threads' stacks to the node's log. Any failure
+    fails the test with both nodes' logs."""
+    port = _rendezvous_port()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
+    procs, logs = {}, {n: tmp_path / f"node{n}.out" for n in (0, 1)}
+    hung: list[int] = []
     try:
-        for node in (0, 1):
+        for node in nodes:
+            conf = f"join_timeout={join_timeout_s},is_host={'true' if node == 0 else 'false'}"
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
                    "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-                   "--rdzv-id", f"recnb-test-{port}", "--local-addr", "127.0.0.1", "-m", "recnotebooks",
-                   "train", "--distributed", *COMMON, "--json"]  # fmt: skip
-            out = open(tmp_path / f"node{node}.out", "w")  # noqa: SIM115 - closed below
-            procs.append((subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                           start_new_session=True), out))  # fmt: skip
-        for p, _ in procs:
-            p.wait(timeout=300)  # a hang guard: on a cold Numba cache each node compiles the kernels
+                   "--rdzv-id", f"recnb-test-{port}", "--rdzv-conf", conf, "--local-addr", "127.0.0.1",
+                   "-m", "recnotebooks", "train", "--distributed", *COMMON, "--json"]  # fmt: skip
+            with open(logs[node], "w") as out:
+                procs[node] = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                               start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        for node, p in procs.items():
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                hung.append(node)
     finally:
-        for p, out in procs:
-            if p.poll() is None:  # a node that did not finish: its whole process group goes
-                os.killpg(p.pid, signal.SIGKILL)
+        for p in procs.values():
+            if p.poll() is None:  # its whole process group: the agent and its worker
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGABRT)  # stacks into the log first
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=10)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
-            out.close()
-    texts = [(tmp_path / f"node{n}.out").read_text() for n in (0, 1)]
-    for p, text in zip((p for p, _ in procs), texts, strict=True):
-        assert p.returncode == 0, text
+    texts = [logs[n].read_text() if n in procs else "(not started)" for n in (0, 1)]
+    failed = [n for n, p in procs.items() if p.returncode != 0]
+    if hung or failed or len(procs) < 2:
+        what = f"node(s) {hung} still running after {timeout_s:g} s" if hung else f"node(s) {failed} failed"
+        pytest.fail(f"two torchrun nodes: {what}\n" + "\n".join(
+            f"----- node {n} (exit code {procs[n].returncode if n in procs else None}) -----\n{t[-6000:]}"
+            for n, t in enumerate(texts)))  # fmt: skip
+    return texts
+
+
+def test_two_torchrun_nodes_match_single_process(single_process_losses, tmp_path) -> None:
+    texts = _torchrun_nodes(tmp_path)
     for node, text in enumerate(texts):
         r = json.loads(text[text.index("{") : text.rindex("}") + 1])
         assert (r["world_size"], r["rank"]) == (2, node)
         assert r["losses"] == pytest.approx(single_process_losses, abs=1e-4)
+
+
+def test_a_node_that_never_joins_fails_fast_with_both_logs(tmp_path) -> None:
+    """Only node 0 starts: it gives up after the join timeout (not the 15 minutes torchrun waits by
+    default), and the failure shows both nodes' logs."""
+    with pytest.raises(pytest.fail.Exception) as info:
+        _torchrun_nodes(tmp_path, nodes=(0,), join_timeout_s=10, timeout_s=120)
+    message = str(info.value)  # "failed", not "still running": it gave up by itself, not at the guard
+    assert "node(s) [0] failed" in message and "----- node 1 (exit code None) -----\n(not started)" in message
+    assert "RendezvousTimeoutError" in message  # node 0's own log says why
 
 
 @pytest.mark.parametrize(
