@@ -191,16 +191,18 @@ def baseline_measurement() -> Iterator[None]:
     import recnotebooks.viz.architecture as arch
     from recnotebooks.measure import measure_step
 
-    def anew(config: object, batch_size: int, *, deadline_s: object = None, threads: object = None,
-             busy: str = "", **kwargs: object) -> object:  # fmt: skip
-        return measure_step(config, batch_size, **kwargs)  # type: ignore[arg-type]
+    def anew(config: object, batch_size: int, *, deadline_s: object = None, **kwargs: object) -> object:
+        import torch
 
-    saved = arch.measure_step_cached, arch.threads_for_load
-    arch.measure_step_cached, arch.threads_for_load = anew, lambda: (None, "")  # type: ignore[assignment]
+        threads = torch.get_num_threads()  # torch's own setting, not the thread policy's
+        return measure_step(config, batch_size, threads=threads, **kwargs)  # type: ignore[arg-type]
+
+    saved = arch.measure_step_cached
+    arch.measure_step_cached = anew  # type: ignore[assignment]
     try:
         yield
     finally:
-        arch.measure_step_cached, arch.threads_for_load = saved
+        arch.measure_step_cached = saved
 
 
 def main() -> None:

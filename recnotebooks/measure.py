@@ -14,11 +14,14 @@ A shared or busy machine makes single steps slow now and then (another process t
 core, the allocator grows). So the result is the **median** step, not the mean; a step
 more than :data:`OUTLIER_FACTOR` times the median of the others is **re-measured**; and a
 ``deadline_s`` bounds the whole call, so an app never makes a learner wait (the result
-says when the deadline cut the measurement short). On a machine busier than its cores a
-step split over threads keeps waiting for its slowest thread; apps then measure on one
-thread (:func:`threads_for_load`) and say so. :func:`measure_step_cached` reuses a
-measurement of the same measured copy, batch and device, for apps whose other inputs are
-modeled only.
+says when the deadline cut the measurement short). The threads come from the one thread
+policy, :func:`recnotebooks.threads.choose_threads`: no more than the cores that other work
+leaves free. A measurement says whether it can be trusted (:attr:`StepMeasurement.reliable`):
+too few timed steps, steps that vary too much, or other programs busy while it ran make it
+unreliable (:func:`recnotebooks.timing.reliability`), and charts and exercise checks show or
+refuse it as such. :func:`measure_step_cached` reuses a reliable
+measurement of the same setting (measured copy, batch, device), for apps whose other inputs
+are modeled only; an unreliable one is measured again.
 
 :func:`measurement_bytes` estimates the working set first, so a setting that cannot be
 measured here fails fast with :class:`DoesNotFitError` instead of swapping or crashing.
@@ -28,12 +31,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import os
 import statistics
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -43,7 +43,8 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.nn.dlrm import DLRM
-from recnotebooks.timing import NULL_TIMER, PhaseTimer, phase_rows
+from recnotebooks.threads import choose_threads, load_monitor, use_threads
+from recnotebooks.timing import MIN_RELIABLE_STEPS, NULL_TIMER, PhaseTimer, phase_rows, reliability, spread
 from recnotebooks.train import TrainConfig, Trainer, resolve_device
 
 __all__ = [
@@ -58,7 +59,6 @@ __all__ = [
     "clear_measurements",
     "median_step",
     "outlier_steps",
-    "threads_for_load",
 ]
 
 #: Largest working set :func:`measure_step` will allocate by default (bytes).
@@ -87,8 +87,10 @@ class StepMeasurement:
     warm-up) the median is over and ``step_seconds`` their totals, in order; ``remeasured``
     counts outlier steps timed again; ``cut_short`` is true when ``deadline_s`` stopped the
     measurement before ``min_steps``; ``reused`` when :func:`measure_step_cached` returned
-    an earlier measurement of the same copy, batch and device. ``threads`` is the number of
-    CPU threads used; ``busy`` says why it was lowered (see :func:`threads_for_load`).
+    an earlier measurement of the same setting. ``threads`` is the number of CPU threads used
+    and ``busy`` why the thread policy lowered it (``""``: it did not); ``other_load`` the cores
+    other programs kept busy while it ran (``None``: unknown). :attr:`reliable` says whether
+    the number can be trusted, :meth:`reliability` why not.
     """
 
     config_name: str
@@ -106,14 +108,35 @@ class StepMeasurement:
     reused: bool = False
     threads: int = 0
     busy: str = ""
+    other_load: float | None = None
 
     @property
     def samples_per_s(self) -> float:
         return self.batch_size / self.seconds_per_step if self.seconds_per_step > 0 else 0.0
 
+    @property
+    def spread(self) -> float:
+        """How much the timed steps varied (:func:`~recnotebooks.timing.spread`)."""
+        return spread(self.step_seconds)
+
+    def reliability(self) -> str:
+        """Why this measurement cannot be trusted, in words (``""``: it can; the rule is
+        :func:`recnotebooks.timing.reliability`)."""
+        return reliability(self.steps, self.spread, self.other_load)
+
+    @property
+    def reliable(self) -> bool:
+        """Whether the number can be trusted (see :meth:`reliability`)."""
+        return not self.reliability()
+
     def table(self, **extra: object) -> list[dict[str, object]]:
-        """Tidy rows ``{phase, seconds_per_step, share, source, device, **extra}``."""
-        return phase_rows(self.phases, self.source, device=self.device, **extra)
+        """Tidy rows ``{phase, seconds_per_step, share, source, device, reliable, reliability,
+        step_min, step_max, **extra}`` (``step_min``/``step_max``: the fastest and slowest timed
+        step, seconds)."""
+        steps = self.step_seconds or (self.seconds_per_step,)
+        return phase_rows(self.phases, self.source, device=self.device, reliable=self.reliable,
+                          reliability=self.reliability(), step_min=min(steps), step_max=max(steps),
+                          **extra)  # fmt: skip
 
     def describe(self) -> str:
         """How the number was obtained, in words, for an app's note."""
@@ -126,11 +149,13 @@ class StepMeasurement:
                 "fewer steps than asked: the time allowed for one update ran out (is the machine busy?)"
             )
         if self.busy:
-            words.append(
-                f"{self.busy}: measured on {self.threads} thread(s), slower than an idle machine but steady"
-            )
+            words.append(self.busy)
+        elif self.threads:
+            words.append(f"{self.threads} thread(s)")
         if self.reused:
-            words.append("reused: measured earlier for the same capped copy, batch and device")
+            words.append("reused: measured earlier for the same setting")
+        if not self.reliable:
+            words.append(f"NOT RELIABLE: {self.reliability()}")
         return "; ".join(words)
 
 
@@ -241,33 +266,6 @@ def median_step(steps: list[dict[str, float]]) -> dict[str, float]:
     return {k: sum(s[k] for s in middle) / len(middle) for k in middle[0]}
 
 
-def threads_for_load() -> tuple[int | None, str]:
-    """Threads to measure with now, and why: ``(None, "")`` (torch's setting) unless the
-    machine is busier than its cores (1-minute load average over the core count), then
-    ``(1, reason)``. A step split over threads waits at every parallel operation for its
-    slowest thread, and on a busy machine some thread is always waiting for a core: steps
-    measured 10-40x slower and erratic on 2 threads, not on 1 (benchmarks/app_latency.py)."""
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # not available on this system
-        return None, ""
-    cores = os.cpu_count() or 1
-    if torch.get_num_threads() > 1 and load > cores:
-        return 1, f"the machine is busy (load {load:.1f} on {cores} cores)"
-    return None, ""
-
-
-@contextmanager
-def _num_threads(threads: int | None) -> Iterator[int]:
-    old = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        yield torch.get_num_threads()
-    finally:
-        torch.set_num_threads(old)
-
-
 def _check_args(config: object, batch_size: object, max_rows: object, time_budget_s: object,
                 min_steps: object, max_steps: object, memory_budget: object,
                 deadline_s: object) -> tuple[int, int, int, float, float | None]:  # fmt: skip
@@ -283,13 +281,16 @@ def _check_args(config: object, batch_size: object, max_rows: object, time_budge
 
 
 def _timed_steps(trainer: Trainer, device: torch.device, min_steps: int, max_steps: int, budget_s: float,
-                 stop_at: float) -> tuple[list[dict[str, float]], int]:  # fmt: skip
-    """Timed steps (at least one; no step started that would end after ``stop_at``) with
-    outliers measured again once each; returns the steps and how many were re-measured."""
+                 stop_at: float, hard_stop_at: float) -> tuple[list[dict[str, float]], int]:  # fmt: skip
+    """Timed steps (at least one) with outliers measured again once each; returns the steps and
+    how many were re-measured. No step starts that would end after ``stop_at``, except to reach
+    :data:`~recnotebooks.timing.MIN_RELIABLE_STEPS` (of ``min_steps``) before ``hard_stop_at``."""
     steps: list[dict[str, float]] = []
     t0 = time.perf_counter()
+    needed = min(min_steps, MIN_RELIABLE_STEPS)
     while len(steps) < max_steps and (len(steps) < min_steps or time.perf_counter() - t0 < budget_s):
-        if steps and time.perf_counter() + statistics.median(sum(s.values()) for s in steps) > stop_at:
+        end = time.perf_counter() + statistics.median(sum(s.values()) for s in steps) if steps else 0.0
+        if steps and end > (hard_stop_at if len(steps) < needed else stop_at):
             break
         steps.append(_timed_step(trainer, device))
     remeasured = 0
@@ -314,7 +315,6 @@ def measure_step(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     deadline_s: float | None = None,
     threads: int | None = None,
-    busy: str = "",
 ) -> StepMeasurement:
     """Train a row-capped copy of ``config`` for a moment and return its median step by phase.
 
@@ -330,9 +330,12 @@ def measure_step(
             set (:func:`measurement_bytes`) is larger.
         deadline_s: wall-clock seconds allowed for the whole call (building the copy,
             warm-up, timing, re-measuring outliers); no step starts that would end after it,
-            except the first warm-up step and one timed step. ``None``: no limit.
+            except the first warm-up step and the timed steps needed to reach
+            :data:`~recnotebooks.timing.MIN_RELIABLE_STEPS` (of ``min_steps``), which may take
+            the call up to twice ``deadline_s``. ``None``: no limit.
         threads: CPU threads for the measurement (torch's setting is restored after);
-            ``None`` keeps torch's. ``busy``: why they were lowered, for the result's note.
+            ``None``: :func:`~recnotebooks.threads.choose_threads` picks them (torch's
+            setting, lowered to the cores other programs leave free).
     """
     cap, min_steps, max_steps, time_budget_s, deadline_s = _check_args(
         config, batch_size, max_rows, time_budget_s, min_steps, max_steps, memory_budget, deadline_s
@@ -341,13 +344,18 @@ def measure_step(
     check_fits(config, batch_size, cap, memory_budget)
     start = time.perf_counter()
     stop_at = float("inf") if deadline_s is None else start + deadline_s
+    hard_stop_at = float("inf") if deadline_s is None else start + 2 * deadline_s
     dev = resolve_device(device)
     capped = config.with_max_rows(cap)
-    with _num_threads(threads) as used:
+    choice = choose_threads(threads)
+    with use_threads(choice.threads) as used:
         trainer = _trainer(capped, dev, seed)
         trainer.train_data, trainer._iter = itertools.cycle(_batches(capped, batch_size, seed)), None
         _warm_up(trainer, max(time_budget_s, 0.05), stop_at)
-        steps, remeasured = _timed_steps(trainer, dev, min_steps, max_steps, time_budget_s, stop_at)
+        load_monitor().mark()
+        steps, remeasured = _timed_steps(trainer, dev, min_steps, max_steps, time_budget_s, stop_at,
+                                         hard_stop_at)  # fmt: skip
+        during = load_monitor().since_mark()
     phases = median_step(steps)
     return StepMeasurement(
         config_name=config.name,
@@ -361,7 +369,8 @@ def measure_step(
         remeasured=remeasured,
         cut_short=len(steps) < min_steps,
         threads=used,
-        busy=busy if threads is not None else "",
+        busy=choice.describe() if choice.busy else "",
+        other_load=None if choice.fixed else during.others,
     )
 
 
@@ -370,25 +379,27 @@ def measure_step_cached(
 ) -> StepMeasurement:
     """:func:`measure_step`, remembering the last :data:`CACHE_SIZE` measurements.
 
-    A measurement of the same measured copy (``config`` with its rows capped), batch size,
-    device, seed and ``threads`` is returned again (``reused=True``) instead of measured anew: an app
-    whose other inputs (hardware preset, placement, row counts beyond the cap) are modeled
-    only shows the same measured step for them. With ``fresh=True`` the setting is measured
-    again; if the new step and the remembered one differ by more than
-    :data:`DISAGREE_RATIO`, it is measured a third time and the median of the three kept.
+    A reliable measurement of the same setting — the measured copy (``config`` with its rows
+    capped), batch size, device and seed, whatever the threads it ran on — is returned again
+    (``reused=True``) instead of measured anew: an app whose other inputs (hardware preset,
+    placement, row counts beyond the cap) are modeled only shows the same measured step for
+    them. An unreliable one (:attr:`StepMeasurement.reliable`) is measured again, and the
+    new one kept. With ``fresh=True`` the setting is measured again; if the new step and the
+    remembered one differ by more than :data:`DISAGREE_RATIO`, it is measured a third time and
+    the median of the three kept.
     """
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     cap = kwargs.get("max_rows")
     cap = default_max_rows(config) if cap is None else cap
     dev = str(resolve_device(kwargs.get("device", "cpu")))  # type: ignore[arg-type]
     capped = config.with_max_rows(check_int("max_rows", cap, lo=1))
-    key = (capped, batch_size, dev, kwargs.get("seed", 0), kwargs.get("threads"))
+    key = (capped, batch_size, dev, kwargs.get("seed", 0))
     old = _MEASURED.get(key)
-    if old is not None and not fresh:
+    if old is not None and not fresh and old.reliable:
         _MEASURED.move_to_end(key)
         return dataclasses.replace(old, reused=True)
     new = measure_step(config, batch_size, **kwargs)  # type: ignore[arg-type]
-    if old is not None:
+    if old is not None and old.reliable:
         ratio = new.seconds_per_step / max(old.seconds_per_step, 1e-12)
         if not 1 / DISAGREE_RATIO <= ratio <= DISAGREE_RATIO:
             third = measure_step(config, batch_size, **kwargs)  # type: ignore[arg-type]

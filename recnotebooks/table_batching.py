@@ -31,6 +31,7 @@ from recnotebooks.checks import check_device, check_int, check_int_list
 from recnotebooks.config import TableConfig
 from recnotebooks.nn import EmbeddingBagCollection, SparseSGD
 from recnotebooks.sparse import JaggedBatch
+from recnotebooks.threads import choose_threads, use_threads
 
 __all__ = [
     "FUSED",
@@ -172,7 +173,8 @@ def measure_table_batching(
     rows) is the loop's ``seconds_per_step`` over the fused one's. ``threads``: CPU threads
     (default one: both sides are bound by per-operation costs, and on a busy machine a
     step split over threads waits for its slowest thread, which makes timings erratic;
-    ``None`` keeps torch's setting). See the module docstring for what a step does.
+    ``None``: the thread policy's, :func:`recnotebooks.threads.choose_threads`). See the
+    module docstring for what a step does.
     """
     counts = check_int_list("num_tables", num_tables, lo=1, hi=2000, min_len=1, max_len=20)
     b = check_int("batch_size", batch_size, lo=1, hi=65536)
@@ -187,13 +189,8 @@ def measure_table_batching(
     reps = check_int("repeats", repeats, lo=1, hi=50)
     n = check_int("steps", steps, lo=1, hi=1000)
     dev = _device(device)
-    old_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(check_int("threads", threads, lo=1, hi=1024))
-    try:
+    with use_threads(choose_threads(threads).threads):
         return [row for t in counts for row in _measure_pair(t, b, p, d, r, reps, n, dev, seed)]
-    finally:
-        torch.set_num_threads(old_threads)
 
 
 def _measure_pair(t: int, b: int, p: int, d: int, r: int, reps: int, n: int, dev: torch.device,

@@ -4,6 +4,12 @@ Phases are named as the seed paper breaks a step down: data loading, embedding f
 bottom MLP, interaction, top MLP, backward, sparse (embedding) optimizer, dense optimizer.
 On CUDA the timer synchronises the device at phase boundaries so each phase's kernels are
 charged to it (this costs a little overlap; it is what makes a breakdown meaningful).
+
+:func:`reliability` is the one rule that says when a measured step time cannot be trusted:
+too few steps to tell an outlier, steps that vary too much, or other programs busy while it
+ran. Measured steps (:mod:`recnotebooks.measure`) and training runs
+(:mod:`recnotebooks.train`) carry its verdict; charts show it and exercise checks refuse to
+judge such a number.
 """
 
 from __future__ import annotations
@@ -14,7 +20,17 @@ from contextlib import contextmanager
 
 import torch
 
-__all__ = ["PHASES", "PhaseTimer", "phase_rows"]
+from recnotebooks.threads import SLACK
+
+__all__ = [
+    "MIN_RELIABLE_STEPS",
+    "PHASES",
+    "SPREAD_LIMIT",
+    "PhaseTimer",
+    "phase_rows",
+    "reliability",
+    "spread",
+]
 
 PHASES = (
     "data",
@@ -26,6 +42,39 @@ PHASES = (
     "sparse_optimizer",
     "dense_optimizer",
 )
+
+
+#: Timed steps a measurement needs before it can tell an outlier from the others.
+MIN_RELIABLE_STEPS = 3
+#: Step times that differ by more than this ratio (slowest over fastest of the timed steps; for a
+#: long run, the 90th percentile over the 10th) make a measurement unreliable.
+SPREAD_LIMIT = 2.0
+
+
+def spread(step_seconds: list[float] | tuple[float, ...]) -> float:
+    """How much step times vary: slowest over fastest for up to 10 steps, the 90th percentile
+    over the 10th for more (a long run's rare slow steps are not its spread); 1.0 for < 2."""
+    s = sorted(t for t in step_seconds if t > 0)
+    if len(s) < 2:
+        return 1.0
+    if len(s) <= 10:
+        return s[-1] / s[0]
+    return s[int(0.9 * (len(s) - 1))] / s[int(0.1 * (len(s) - 1))]
+
+
+def reliability(steps: int, step_spread: float, other_load: float | None) -> str:
+    """Why a measured step time cannot be trusted, in words (``""``: it can): fewer than
+    :data:`MIN_RELIABLE_STEPS` timed steps, a :func:`spread` over :data:`SPREAD_LIMIT`, or other
+    programs keeping more than :data:`~recnotebooks.threads.SLACK` cores busy (``other_load``,
+    ``None``: unknown) while it ran."""
+    why = []
+    if steps < MIN_RELIABLE_STEPS:
+        why.append(f"only {steps} timed step{'s' if steps != 1 else ''}, too few to tell an outlier")
+    if step_spread > SPREAD_LIMIT:
+        why.append(f"its steps varied {step_spread:.1f}-fold")
+    if other_load is not None and other_load > SLACK:
+        why.append(f"other programs kept {other_load:.1f} cores busy while it ran")
+    return "; ".join(why)
 
 
 def phase_rows(

@@ -41,7 +41,8 @@ from recnotebooks.data.batch import Batch
 from recnotebooks.metrics import click_metrics
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.nn.optim import SparseOptimizer, make_sparse_optimizer
-from recnotebooks.timing import PhaseTimer, phase_rows
+from recnotebooks.threads import choose_threads, load_monitor, use_threads
+from recnotebooks.timing import PhaseTimer, phase_rows, reliability, spread
 
 __all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "config_to_dict", "config_from_dict"]
 
@@ -50,6 +51,8 @@ SPARSE_OPTIMIZERS = ("sgd", "rowwise_adagrad")
 #: ``TrainConfig.dtype``: fp32, or bf16 autocast around the forward (fp32 master weights and
 #: optimizer state; no loss scaling needed). fp16 is refused: it needs loss scaling.
 TRAIN_DTYPES = ("fp32", "bf16", "fp16")
+#: Seconds of training between two looks at the machine's load (the thread count follows it).
+RECHECK_S = 2.0
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -73,6 +76,8 @@ class TrainConfig:
     time_phases: bool = True
     progress: bool = True
     dtype: str = "fp32"  #: ``"bf16"``: ``torch.autocast`` around forward (and evaluation)
+    #: CPU threads to train on; ``None``: the thread policy's, following the machine's load
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         for name, lo in (("steps", 1), ("warmup_steps", 0), ("eval_batches", 0), ("eval_every", 0),
@@ -87,6 +92,8 @@ class TrainConfig:
             setattr(self, name, check_float(name, getattr(self, name), lo=0, lo_open=True))
         for name in ("time_phases", "progress"):
             setattr(self, name, check_bool(name, getattr(self, name)))
+        if self.threads is not None:
+            self.threads = check_int("threads", self.threads, lo=1, hi=1024)
 
 
 @dataclass
@@ -104,10 +111,27 @@ class TrainResult:
     device: str
     history: list[dict[str, float]] = field(default_factory=list)
     source: str = "measured"
+    #: CPU threads the timed steps ran on (the last count, if the load changed it)
+    threads: int = 0
+    #: why the thread policy lowered the threads, in words (``""``: it did not)
+    busy: str = ""
+    #: cores other programs kept busy while the timed steps ran, on average (``None``: unknown)
+    other_load: float | None = None
+    #: how much the timed steps varied (:func:`recnotebooks.timing.spread`)
+    step_spread: float = 1.0
+    #: why the numbers cannot be trusted (:func:`recnotebooks.timing.reliability`; ``""``: they can)
+    reliability: str = ""
+
+    @property
+    def reliable(self) -> bool:
+        """Whether the measured throughput and phases can be trusted."""
+        return not self.reliability
 
     def phase_table(self, **extra: object) -> list[dict[str, object]]:
-        """Tidy rows ``{phase, seconds_per_step, share, source, device, **extra}`` for charts."""
-        return phase_rows(self.phases, self.source, device=self.device, **extra)
+        """Tidy rows ``{phase, seconds_per_step, share, source, device, reliable, reliability,
+        **extra}`` for charts."""
+        return phase_rows(self.phases, self.source, device=self.device, reliable=self.reliable,
+                          reliability=self.reliability, **extra)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -262,27 +286,42 @@ class Trainer:
 
         bar = tqdm(total=todo, disable=not c.progress, desc="train", leave=False)
         train_seconds, samples, measured = 0.0, 0, 0
+        step_seconds: list[float] = []
+        choice = choose_threads(c.threads)
+        requested, threads, busy = choice.requested, choice.threads, choice.describe() if choice.busy else ""
+        loads: list[tuple[float, float]] = []  # (seconds, other programs' busy cores) of each look
         try:
-            for i in range(todo):
-                if i == warm:
-                    timer.reset()
-                    train_seconds, samples, measured = 0.0, 0, 0
-                t0 = time.perf_counter()
-                loss, bsz = self.train_step(timer)
-                train_seconds += time.perf_counter() - t0
-                samples += bsz
-                measured += 1
-                bar.update(1)
-                rec: dict[str, float] = {}
-                if self.step % c.log_every == 0 or self.step == target:
-                    rec = {"step": float(self.step), "loss": loss}
-                    bar.set_postfix(loss=f"{loss:.4f}")
-                if c.eval_every and self.step % c.eval_every == 0 and self.eval_data is not None:
-                    rec = {"step": float(self.step), "loss": loss, **self._eval_record()}
-                if rec:
-                    self._record(rec)
-                if every and self.step % every == 0 and self.step < target:
-                    self.save(checkpoint)  # type: ignore[arg-type]
+            with use_threads(threads):
+                load_monitor().mark()
+                checked = time.perf_counter()
+                for i in range(todo):
+                    if i == warm:
+                        timer.reset()
+                        train_seconds, samples, measured, step_seconds, loads = 0.0, 0, 0, [], []
+                        load_monitor().mark()
+                    t0 = time.perf_counter()
+                    loss, bsz = self.train_step(timer)
+                    step_seconds.append(time.perf_counter() - t0)
+                    train_seconds += step_seconds[-1]
+                    samples += bsz
+                    measured += 1
+                    if c.threads is None and t0 - checked > RECHECK_S:  # the load may have changed
+                        threads, busy = self._follow_load(requested, threads, busy, loads)
+                        checked = time.perf_counter()
+                    bar.update(1)
+                    rec: dict[str, float] = {}
+                    if self.step % c.log_every == 0 or self.step == target:
+                        rec = {"step": float(self.step), "loss": loss}
+                        bar.set_postfix(loss=f"{loss:.4f}")
+                    if c.eval_every and self.step % c.eval_every == 0 and self.eval_data is not None:
+                        rec = {"step": float(self.step), "loss": loss, **self._eval_record()}
+                    if rec:
+                        self._record(rec)
+                    if every and self.step % every == 0 and self.step < target:
+                        self.save(checkpoint)  # type: ignore[arg-type]
+                last = load_monitor().since_mark()
+                if last.others is not None:
+                    loads.append((last.window_s, last.others))
         finally:
             bar.close()
         metrics = self._eval_record() if self.eval_data is not None and c.eval_batches else {}
@@ -291,6 +330,8 @@ class Trainer:
         if checkpoint is not None:
             self.save(checkpoint)
         sps = train_seconds / measured if measured else 0.0
+        seconds = sum(w for w, _ in loads)
+        other = sum(w * o for w, o in loads) / seconds if seconds > 0 and not choice.fixed else None
         return TrainResult(
             steps=self.step,
             batch_size=samples // measured if measured else 0,
@@ -302,7 +343,25 @@ class Trainer:
             ne=metrics.get("ne"),
             device=str(self.device),
             history=list(self.history),
+            threads=threads,
+            busy=busy,
+            other_load=other,
+            step_spread=spread(step_seconds),
+            reliability=reliability(measured, spread(step_seconds), other),
         )
+
+    @staticmethod
+    def _follow_load(
+        requested: int, threads: int, busy: str, loads: list[tuple[float, float]]
+    ) -> tuple[int, str]:
+        """Look at the load again (the window since the last look) and move to the thread
+        policy's count; returns the threads and the busy note now."""
+        choice = choose_threads(requested=requested)
+        if choice.others is not None:
+            loads.append((choice.window_s, choice.others))
+        if choice.threads != threads:
+            torch.set_num_threads(choice.threads)
+        return choice.threads, (choice.describe() if choice.busy else busy)
 
     def _record(self, rec: dict[str, float]) -> None:
         self.history.append(rec)

@@ -33,6 +33,15 @@ def _no_saved_calibration(tmp_path_factory: pytest.TempPathFactory, monkeypatch:
     monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path_factory.mktemp("calibration") / "this_machine.json"))
 
 
+@pytest.fixture(autouse=True)
+def _fixed_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests measure on the fixed thread count set above (``RECNB_THREADS``), not on what the
+    thread policy would choose from the machine's load at that moment: a test's result must not
+    depend on what else runs. The policy itself is tested with a scripted load
+    (``tests/test_threads.py``), which removes the variable. Subprocesses inherit it."""
+    monkeypatch.setenv("RECNB_THREADS", str(torch.get_num_threads()))
+
+
 @pytest.fixture(params=["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
 def device(request: pytest.FixtureRequest) -> torch.device:
     return torch.device(request.param)

@@ -54,11 +54,11 @@ def test_launch_gathers_values_logs_and_warnings_per_rank() -> None:
     ],  # fmt: skip
 )
 def test_a_failing_rank_is_named_and_the_rest_stopped(how: str, kind: str, says: str) -> None:
-    start = time.monotonic()
     with pytest.raises(LaunchError, match="failed: rank 1 ") as info:
-        launch(W.fail_on, 2, 1, how, timeout_s=30)
-    elapsed = time.monotonic() - start
-    assert elapsed < 15, elapsed  # far inside timeout_s: a failure stops the launch within the grace
+        launch(W.fail_on, 2, 1, how, timeout_s=120)
+    # the failure stopped the launch: rank 0 was stopped by us (or failed after rank 1), it did
+    # not run into the timeout (a wall-clock bound here would depend on the machine's load)
+    assert all(f.kind != "timeout" for f in info.value.failures), info.value.failures
     first = info.value.failures[0]
     assert (first.rank, first.kind) == (1, kind) and says in first.message
     assert {f.rank for f in info.value.failures} <= {0, 1}

@@ -120,7 +120,8 @@ def test_median_step_is_the_median_total(totals: list[float]) -> None:
 
 def test_deadline_bounds_the_call_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a fake clock where the warm-up and every timed step take 0.1 s: with a 0.35 s deadline
-    two steps fit (warm-up to 0.1, steps to 0.2 and 0.3; a third would end at 0.4)."""
+    two steps fit (warm-up to 0.1, steps to 0.2 and 0.3); a third, the least that tells an
+    outlier, may end past it (0.4) but not past twice the deadline; a fourth does not start."""
     import types
 
     import recnotebooks.measure as measure
@@ -135,31 +136,61 @@ def test_deadline_bounds_the_call_and_says_so(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(measure, "_timed_step", step)
     m = measure_step(preset("tiny"), 64, time_budget_s=30.0, min_steps=5, max_steps=50, deadline_s=0.35)
-    assert m.steps == 2 and m.cut_short and "ran out" in m.describe() and clock[0] == pytest.approx(0.3)
+    assert m.steps == 3 and m.cut_short and "ran out" in m.describe() and clock[0] == pytest.approx(0.4)
+    clock[0] = 0.0
+    m = measure_step(preset("tiny"), 64, time_budget_s=30.0, min_steps=5, max_steps=50, deadline_s=0.16)
+    assert m.steps == 2 and not m.reliable and clock[0] == pytest.approx(0.3)  # 2 x 0.16: no third step
     clock[0] = 0.0
     m = measure_step(preset("tiny"), 64, time_budget_s=30.0, min_steps=5, max_steps=5)  # no deadline
     assert m.steps == 5 and not m.cut_short and "ran out" not in m.describe()
 
 
-def test_a_setting_measured_before_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+def _recording(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Make measure_step return a reliable fake measurement and record each call's arguments."""
     import recnotebooks.measure as measure
 
     measure.clear_measurements()
-    calls = []
-    real = measure.measure_step
-    monkeypatch.setattr(measure, "measure_step", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls: list[dict] = []
+
+    def fake(config: object, batch_size: int, **kwargs: object) -> StepMeasurement:
+        calls.append({"batch_size": batch_size, **kwargs})
+        return StepMeasurement("tiny", batch_size, "cpu", 10, 3, {"top_mlp": 0.01 * len(calls)},
+                               0.01 * len(calls), step_seconds=(0.01,) * 3, other_load=0.0)  # fmt: skip
+
+    monkeypatch.setattr(measure, "measure_step", fake)
+    return calls
+
+
+def test_a_setting_measured_before_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import recnotebooks.measure as measure
+
+    calls = _recording(monkeypatch)
     cfg = preset("tiny")
-    first = measure.measure_step_cached(cfg, 64, time_budget_s=0.0, max_steps=2)
-    again = measure.measure_step_cached(cfg, 64, time_budget_s=0.0, max_steps=2)
+    first = measure.measure_step_cached(cfg, 64, time_budget_s=0.0, max_steps=3)
+    again = measure.measure_step_cached(cfg, 64, time_budget_s=0.0, max_steps=3)
     assert len(calls) == 1 and again.reused and not first.reused and "reused" in again.describe()
     assert again.seconds_per_step == first.seconds_per_step and again.phases == first.phases
     # rows beyond the cap do not change what is measured: the same capped copy is reused
     bigger = cfg.with_max_rows(10**6) if max(t.num_rows for t in cfg.tables) < 10**6 else cfg
-    measure.measure_step_cached(bigger, 64, time_budget_s=0.0, max_steps=2, max_rows=100)
-    measure.measure_step_cached(cfg, 64, time_budget_s=0.0, max_steps=2, max_rows=100)
+    measure.measure_step_cached(bigger, 64, time_budget_s=0.0, max_rows=100)
+    measure.measure_step_cached(cfg, 64, time_budget_s=0.0, max_rows=100)
     assert len(calls) == 2
-    measure.measure_step_cached(cfg, 128, time_budget_s=0.0, max_steps=2)  # another batch: measured
+    measure.measure_step_cached(cfg, 128, time_budget_s=0.0)  # another batch: measured
     assert len(calls) == 3
+    measure.clear_measurements()
+
+
+def test_a_real_measurement_is_reused_when_reliable() -> None:
+    """Without fakes: the second call returns the first measurement if it was reliable, and
+    measures again (saying why) if it was not."""
+    import recnotebooks.measure as measure
+
+    measure.clear_measurements()
+    first = measure.measure_step_cached(preset("tiny"), 64, time_budget_s=0.0, min_steps=3, max_steps=3)
+    again = measure.measure_step_cached(preset("tiny"), 64, time_budget_s=0.0, min_steps=3, max_steps=3)
+    assert again.reused == first.reliable
+    assert first.reliable or "NOT RELIABLE" in first.describe()
+    measure.clear_measurements()
 
 
 def test_a_fresh_measurement_far_from_the_last_is_measured_a_third_time(
@@ -217,29 +248,39 @@ def test_threads_are_set_for_the_measurement_and_restored() -> None:
     import torch
 
     before = torch.get_num_threads()
-    m = measure_step(preset("tiny"), 64, time_budget_s=0.0, max_steps=2, threads=1, busy="because")
-    assert m.threads == 1 and torch.get_num_threads() == before
-    assert "because: measured on 1 thread(s)" in m.describe()
-    assert measure_step(preset("tiny"), 64, time_budget_s=0.0, max_steps=1).threads == before
+    m = measure_step(preset("tiny"), 64, time_budget_s=0.0, max_steps=2, threads=1)
+    assert m.threads == 1 and torch.get_num_threads() == before and m.other_load is None
+    assert "1 thread(s)" in m.describe()
     with pytest.raises(ValueError, match="threads must be"):
         measure_step(preset("tiny"), 64, threads=0)
 
 
-@pytest.mark.parametrize(("load", "threads"), [(0.5, None), (1.9, None), (2.5, 1), (40.0, 1)])
-def test_one_thread_when_the_machine_is_busier_than_its_cores(
-    monkeypatch: pytest.MonkeyPatch, load: float, threads: int | None
-) -> None:
-    import torch
-
+def test_a_measurement_on_another_thread_count_is_reused_by_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reuse cache keys on the setting, not on the threads the load allowed at the time."""
     import recnotebooks.measure as measure
 
-    monkeypatch.setattr(measure.os, "getloadavg", lambda: (load, load, load))
-    monkeypatch.setattr(measure.os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
-    got, why = measure.threads_for_load()
-    assert got == threads and (
-        ("busy" in why and f"load {load:.1f} on 2 cores" in why) if threads else why == ""
-    )
+    calls = _recording(monkeypatch)
+    measure.measure_step_cached(preset("tiny"), 64, threads=1)
+    again = measure.measure_step_cached(preset("tiny"), 64, threads=2)
+    assert len(calls) == 1 and again.reused
+    measure.clear_measurements()
+
+
+def test_an_unreliable_measurement_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    import recnotebooks.measure as measure
+
+    measure.clear_measurements()
+    shaky = StepMeasurement("tiny", 64, "cpu", 10, 1, {"top_mlp": 0.01}, 0.01, step_seconds=(0.01,))
+    steady = StepMeasurement("tiny", 64, "cpu", 10, 3, {"top_mlp": 0.02}, 0.02, step_seconds=(0.02,) * 3,
+                             other_load=0.0)  # fmt: skip
+    assert not shaky.reliable and "only 1 timed step" in shaky.reliability() and steady.reliable
+    served = iter([shaky, steady])
+    monkeypatch.setattr(measure, "measure_step", lambda *a, **k: next(served))
+    first = measure.measure_step_cached(preset("tiny"), 64)
+    second = measure.measure_step_cached(preset("tiny"), 64)  # the shaky one is not reused
+    third = measure.measure_step_cached(preset("tiny"), 64)  # the steady one is
+    assert first is shaky and second is steady and third.reused and third.seconds_per_step == 0.02
+    measure.clear_measurements()
 
 
 def test_the_apps_reuse_a_setting_when_only_modeled_inputs_change() -> None:
@@ -248,6 +289,10 @@ def test_the_apps_reuse_a_setting_when_only_modeled_inputs_change() -> None:
     kw = {"num_tables": 4, "rows_per_table": 10**4, "batch_size": 256, "time_budget_s": 0.0}
     first = explore_efficiency(hardware_name="dgx_a100", **kw)
     again = explore_efficiency(hardware_name="big_basin", **kw)  # only the modeled preset changed
+    assert first.tables["modeled"] != again.tables["modeled"]
+    if not first.tables["measured"][0]["reliable"]:  # a machine too busy to measure it: it says so,
+        assert "NOT RELIABLE" in first.notes[-1]  # and the setting is measured again
+        assert "reused" not in again.notes[-1]
+        return
     assert first.tables["measured"] == again.tables["measured"]
     assert "reused" in again.notes[-1] and "median of" in again.notes[-1]
-    assert first.tables["modeled"] != again.tables["modeled"]

@@ -17,6 +17,7 @@ import numpy as np
 
 from recnotebooks.cache.policies import POLICIES, check_ids
 from recnotebooks.checks import check_choice, check_device, check_int
+from recnotebooks.threads import choose_threads, use_threads
 
 __all__ = ["measure_overhead"]
 
@@ -72,7 +73,8 @@ def measure_overhead(
     Returns:
         ``uncached_ms`` and ``cached_ms`` (medians over the timed steps), ``hit_rate`` (of the
         timed steps: the simulator's convention), ``misses`` (over every step from a cold cache),
-        ``rows``, ``capacity``, ``steps_total`` (fill + warm-up + timed). Raises ``ValueError``
+        ``rows``, ``capacity``, ``steps_total`` (fill + warm-up + timed), ``threads`` (the thread
+        policy's: :func:`recnotebooks.threads.choose_threads`). Raises ``ValueError``
         when the trace is too short for that many steps or a step needs more slots than the cache has.
     """
     import torch
@@ -115,25 +117,28 @@ def measure_overhead(
     }
     times: dict[str, list[float]] = {"uncached": [], "cached": []}
     batches = [b.to(dev) for b in _batches(trace, n_steps, batch_size, pooling)]
-    with torch.no_grad():
+    threads = choose_threads().threads if dev.type == "cpu" else torch.get_num_threads()
+    with use_threads(threads), torch.no_grad():
         for b in batches[:fill]:
             cached(b)
     warm = cached.stats.total()
-    for i, b in enumerate(batches[fill:]):  # the two step by step, so a busy moment slows both alike
-        if i == warmup:
-            warm = cached.stats.total()
-        for name, (ebc, opt) in runs.items():
-            t0 = time.perf_counter()
-            ebc(b).sum().backward()
-            opt.step()
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-            if i >= warmup:
-                times[name].append(time.perf_counter() - t0)
+    with use_threads(threads):
+        for i, b in enumerate(batches[fill:]):  # the two step by step, so a busy moment slows both alike
+            if i == warmup:
+                warm = cached.stats.total()
+            for name, (ebc, opt) in runs.items():
+                t0 = time.perf_counter()
+                ebc(b).sum().backward()
+                opt.step()
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                if i >= warmup:
+                    times[name].append(time.perf_counter() - t0)
     out = {f"{k}_ms": float(np.median(v)) * 1e3 for k, v in times.items()}
     total = cached.stats.total()
     out["misses"] = float(total["misses"])  # over every step, from a cold cache
     timed = total["misses"] - warm["misses"], total["requested"] - warm["requested"]
     out["hit_rate"] = 1.0 - timed[0] / max(1, timed[1])
-    out.update(rows=float(num_rows), capacity=float(capacity), steps_total=float(n_steps))
+    out.update(rows=float(num_rows), capacity=float(capacity), steps_total=float(n_steps),
+               threads=float(threads))  # fmt: skip
     return out

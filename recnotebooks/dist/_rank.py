@@ -50,14 +50,14 @@ def _watch_parent(parent: int) -> None:
 
 
 def _rank_main(conn: Any, fn: Callable[..., Any], rank: int, world: int, backend: str, port: int,
-               timeout_s: float, parent: int, args: tuple, kwargs: dict) -> None:  # fmt: skip
+               timeout_s: float, parent: int, threads: int, args: tuple, kwargs: dict) -> None:  # fmt: skip
     """A spawned rank: join the group, run ``fn``, send back its value (or its exception)."""
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
                        "LOCAL_WORLD_SIZE": str(world)})  # fmt: skip
     for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
         os.environ.setdefault(var, _loopback())
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
+    torch.set_num_threads(threads)  # the launcher's thread policy (recnotebooks.threads.rank_threads)
     log = CommLog(rank)
     caught: list[warnings.WarningMessage] = []
 

@@ -44,6 +44,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ..checks import check_choice, check_float, check_int, show
+from ..threads import choose_threads, rank_threads
 from ._rank import HANG_ENV as HANG_ENV  # the fault tests set it
 from ._rank import HOST, RankContext, _rank_main
 from .comm import CommLog
@@ -84,6 +85,9 @@ class LaunchResult:
     failures: list[RankFailure] = field(default_factory=list)
     seconds: float = 0.0
     pids: list[int] = field(default_factory=list)
+    #: CPU threads each rank ran on, and why the thread policy lowered them (``""``: it did not)
+    threads: int = 0
+    busy: str = ""
 
     @property
     def ok(self) -> bool:
@@ -308,15 +312,19 @@ def launch(
     *args: Any,
     backend: str = "gloo",
     timeout_s: float = 60.0,
+    threads_per_rank: int | None = None,
     **kwargs: Any,
 ) -> LaunchResult:
     """Run ``fn(ctx, *args, **kwargs)`` on ``world_size`` local ranks; their results, in rank order.
 
     ``backend`` is ``"gloo"`` (CPU tensors) or ``"nccl"`` (one CUDA device per rank, ``ctx.device``).
-    Each rank uses ``cpu_count // world_size`` threads. Raises :class:`LaunchError` (with the
-    partial :class:`LaunchResult` as ``.result``) naming the failing rank when any rank fails,
-    within ``timeout_s`` seconds of the call; ``ValueError``/``TypeError`` before any process
-    starts for bad settings (``world_size`` in ``[1, max_world_size()]``).
+    Each rank uses ``threads_per_rank`` CPU threads; ``None``: the thread policy's
+    (:func:`recnotebooks.threads.rank_threads`: the cores other programs leave free, shared out
+    evenly, at least one each; ``LaunchResult.threads`` and ``.busy`` say what it chose).
+    Raises :class:`LaunchError` (with the partial :class:`LaunchResult` as ``.result``) naming
+    the failing rank when any rank fails, within ``timeout_s`` seconds of the call;
+    ``ValueError``/``TypeError`` before any process starts for bad settings (``world_size`` in
+    ``[1, max_world_size()]``).
     """
     fn = _check_fn(fn)
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
@@ -329,6 +337,7 @@ def launch(
         )
     _check_picklable("args", args)
     _check_picklable("kwargs", kwargs)
+    choice = rank_threads(world) if threads_per_rank is None else choose_threads(threads_per_rank)
     start = time.monotonic()
     deadline = start + timeout_s - min(2.0, 0.1 * timeout_s)  # leaves time to stop the ranks
     store, port = _master_store(timeout_s)
@@ -338,7 +347,7 @@ def launch(
         receive, send = context.Pipe(duplex=False)
         procs.append(context.Process(
             target=_rank_main,
-            args=(send, fn, rank, world, backend, port, timeout_s, os.getpid(), args, kwargs),
+            args=(send, fn, rank, world, backend, port, timeout_s, os.getpid(), choice.threads, args, kwargs),
             name=f"recnb-rank-{rank}",
         ))  # fmt: skip
         conns.append(receive)
@@ -356,7 +365,8 @@ def launch(
         ranks.stop()
         del store
     result = LaunchResult(world, backend, port, ranks.values, ranks.logs, ranks.warnings, ranks.failures,
-                          time.monotonic() - start, ranks.pids)  # fmt: skip
+                          time.monotonic() - start, ranks.pids, choice.threads,
+                          choice.describe() if choice.busy else "")  # fmt: skip
     if result.failures:
         first = result.failures[0]
         lines = [f"launch of {fn.__module__}.{fn.__qualname__} on {world} rank(s) failed: {first.message}"]

@@ -17,7 +17,6 @@ from recnotebooks.measure import (
     check_fits,
     default_max_rows,
     measure_step_cached,
-    threads_for_load,
 )
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
@@ -105,18 +104,16 @@ def measure_here(config: DLRMConfig, batch_size: int, time_budget_s: float, devi
 
     The median of :data:`MEASURED_STEPS` timed steps, within ``deadline_s``; a setting
     measured before in this session (same capped copy, batch and device) is reused, so
-    changing only modeled inputs shows the same measured step (``m.reused``). On a machine
-    busier than its cores the step is measured on one thread (``m.busy`` says so; see
-    :func:`~recnotebooks.measure.threads_for_load`). See
+    changing only modeled inputs shows the same measured step (``m.reused``). The threads
+    are the thread policy's (:func:`~recnotebooks.threads.choose_threads`: fewer on a busy
+    machine, ``m.busy`` says so), and ``m.reliable`` says whether the step can be trusted. See
     :meth:`~recnotebooks.measure.StepMeasurement.describe` for the app's note.
     """
     cap = default_max_rows(config)
-    threads, busy = threads_for_load() if device == "cpu" else (None, "")
-    if device == "cpu":  # the same limit on one thread, so what is measurable does not depend on load
+    if device == "cpu":  # the same limit whatever the load, so what is measurable does not depend on it
         check_measurable(config, batch_size, cap, max_step_s)
     m = measure_step_cached(config, batch_size, max_rows=cap, time_budget_s=time_budget_s, device=device,
-                            min_steps=MEASURED_STEPS, deadline_s=deadline_s, threads=threads,
-                            busy=busy)  # fmt: skip
+                            min_steps=MEASURED_STEPS, deadline_s=deadline_s)  # fmt: skip
     return m, cap
 
 
