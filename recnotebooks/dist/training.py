@@ -102,6 +102,11 @@ class DistTrainResult:
     #: rank 0's process CPU seconds per measured step (all its threads; less sensitive than
     #: wall time to other processes sharing the cores)
     cpu_seconds_per_step: float = 0.0
+    #: rank 0's comm-log rows over the measured steps only (``comm`` includes the warm-up steps)
+    timed_comm: list[dict[str, Any]] = field(default_factory=list)
+    #: rank 0's CPU seconds per step of its main thread in each phase (``PhaseTimer.per_step_cpu``;
+    #: the collectives' time stays in the phase that issued them)
+    phase_cpu: dict[str, float] = field(default_factory=dict)
 
     def rows(self) -> list[dict[str, Any]]:
         """Tidy rows: one per step (``kind="loss"``), per phase (``kind="phase"``) and per
@@ -146,7 +151,9 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
     rank), ``samples_per_s`` (global samples per second after the first warm-up steps),
     ``seconds_per_step``, ``phases`` (this rank's mean seconds per step, including
     ``all_to_all`` and ``all_reduce``), ``comm`` (this rank's comm-log rows), ``threads``
-    (``torch.get_num_threads()``) and ``cpu_seconds_per_step`` (this process's CPU time).
+    (``torch.get_num_threads()``), ``cpu_seconds_per_step`` (this process's CPU time),
+    ``timed_comm`` (the comm-log rows of the steps after the warm-up only) and ``phase_cpu``
+    (this rank's main-thread CPU seconds per step in each phase).
     """
     world, rank = ctx.world_size, ctx.rank
     _check(config, plan, world, steps, batch_size, seed, sparse_optimizer, dense_optimizer, sparse_lr,
@@ -164,10 +171,12 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
     lo, hi = rank * b, (rank + 1) * b
     warm = min(WARMUP_STEPS, steps - 1)
     local_losses, seconds, cpu = [], 0.0, 0.0
+    timed_from = ctx.log.snapshot()
     for step in range(steps):
         if step == warm:
             timer.reset()
             seconds = cpu = 0.0
+            timed_from = ctx.log.snapshot()
         t0, c0 = time.perf_counter(), time.process_time()
         with timer.phase("data"):
             batch = data.batch(step)
@@ -197,6 +206,8 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
         "comm": ctx.log.rows(),
         "threads": torch.get_num_threads(),
         "cpu_seconds_per_step": cpu / measured,
+        "timed_comm": ctx.log.since(timed_from).rows(),
+        "phase_cpu": timer.per_step_cpu(),
     }
 
 
@@ -209,7 +220,9 @@ def _result(
                            first["seconds_per_step"], first["phases"], comm,
                            threads=first.get("threads", 0),
                            rank_samples_per_s=[v["samples_per_s"] for v in values],
-                           cpu_seconds_per_step=first.get("cpu_seconds_per_step", 0.0))  # fmt: skip
+                           cpu_seconds_per_step=first.get("cpu_seconds_per_step", 0.0),
+                           timed_comm=first.get("timed_comm", []),
+                           phase_cpu=first.get("phase_cpu", {}))  # fmt: skip
 
 
 def train_local(config: DLRMConfig, plan: Plan, world_size: int, steps: int, batch_size: int, seed: int = 0,
