@@ -20,10 +20,11 @@ sharders:
 
 Every rank must use the same local ``batch_size`` (the splits are derived from it, not sent).
 
-**Initialisation.** Every rank builds the full single-process
-``EmbeddingBagCollection(tables, embedding_dim, seed=seed)`` once and copies its shards'
-blocks out of it, so the union of the shards equals the single-process weights exactly. That
-costs the full table memory once per rank: fine for tests and notebooks, not for real sizes.
+**Initialisation.** Every rank draws the single-process
+``EmbeddingBagCollection(tables, embedding_dim, seed=seed)``'s initial weight chunk by chunk
+(:func:`~recnotebooks.nn.embedding.initial_rows`) and copies its shards' blocks out of each chunk,
+so the union of the shards equals the single-process weights exactly, without ever holding the
+whole weight (each rank still draws every row once: start-up time, not memory).
 
 **Training.** Each local collection records its gradient as usual; the sparse optimizers of
 :mod:`recnotebooks.nn.optim` (:class:`~recnotebooks.nn.optim.SparseSGD`,
@@ -52,7 +53,7 @@ from torch import nn
 
 from ..checks import check_choice, check_int, check_type
 from ..config import POOLINGS, DLRMConfig, TableConfig
-from ..nn.embedding import EmbeddingBagCollection
+from ..nn.embedding import EmbeddingBagCollection, initial_rows
 from ..nn.optim import SparseOptimizer, make_sparse_optimizer
 from ..plan import Plan, ShardGeometry
 from ..sparse import JaggedBatch
@@ -159,21 +160,33 @@ class ShardedEmbeddingBagCollection(nn.Module):
             if s.rank == rank:
                 pool = "sum" if s.sharding == "row_wise" else pooling
                 groups.setdefault((s.sharding == "data_parallel", geometry[i].col_count, pool), []).append(i)
-        full = EmbeddingBagCollection(tables, dim, seed=seed)
         collections, local = [], []
         self._dp: int | None = None
+        blocks: list[tuple[torch.Tensor, int, slice]] = []  # (local rows, first full-weight row, columns)
+        first = [0]
+        for t in tables:
+            first.append(first[-1] + t.num_rows)
         for c, ((dp, width, pool), idx) in enumerate(groups.items()):
             names = [f"{plan.shards[i].table}.shard{i}" for i in idx]
             local_tables = [TableConfig(n, geometry[i].row_count) for n, i in zip(names, idx, strict=True)]
             ebc = EmbeddingBagCollection(local_tables, width, pooling=pool, seed=seed)
             for slot, i in enumerate(idx):
                 s, g = plan.shards[i], geometry[i]
-                with torch.no_grad():
-                    ebc.table_weight(names[slot]).copy_(full.table_weight(s.table)[g.row_slice, g.col_slice])
+                w = ebc.table_weight(names[slot])
+                blocks.append((w, first[index[s.table]] + g.row_offset, g.col_slice))
                 local.append(LocalShard(i, s.table, index[s.table], s.sharding, g, c, slot))
             collections.append(ebc)
             if dp:
                 self._dp = c
+        # the shards' blocks of the single-process collection's initial weight, copied chunk by chunk
+        # as it is drawn (the whole weight is never held here)
+        with torch.no_grad():
+            for lo, u in initial_rows([t.num_rows for t in tables], dim, seed):
+                hi = lo + u.shape[0]
+                for w, start, cols in blocks:
+                    a, z = max(lo, start), min(hi, start + w.shape[0])
+                    if a < z:
+                        w[a - start : z - start].copy_(u[a - lo : z - lo, cols])
         #: this rank's local collections (optimizers update these)
         self.collections = nn.ModuleList(collections)
         #: this rank's shards, in plan order
