@@ -278,7 +278,8 @@ def torchrec_train(
     every rank ``cpu_count // world_size``, on both sides of the benchmark) and
     ``cpu_seconds_per_step`` (this process's CPU time per timed step, all its threads),
     ``phases`` (seconds per timed step of each of :data:`TORCHREC_PHASES`, see :class:`_Phases`),
-    ``phase_cpu`` (the same phases' CPU seconds of this rank's main thread)
+    ``phase_cpu`` (the same phases' CPU seconds of this rank's main thread),
+    ``thread_cpu_seconds_per_step`` (the main thread's CPU per timed step, phases and the rest)
     and ``phases_ordered`` (False when a backward's marks came in another order than expected).
     """
     world, rank = ctx.world_size, ctx.rank
@@ -300,7 +301,7 @@ def torchrec_train(
     for i in range(warmup + steps):
         if i == warmup:
             torch.distributed.barrier()
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
             clock.on = True
         ta = clock.now()
         b = data.batch(i)  # timed, as in recnotebooks.dist.training.run_rank (its "data" phase)
@@ -323,7 +324,7 @@ def torchrec_train(
         clock.add("optimizer", tf, tg)
         if i >= warmup:
             losses.append(float(loss.detach()))
-    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    seconds, cpu, main_cpu = time.perf_counter() - t0, time.process_time() - c0, time.thread_time() - m0
     shardings = {name: (ps.sharding_type, ps.compute_kernel, ps.ranks) for plan in dmp.plan.plan.values()
                  for name, ps in plan.items()}  # fmt: skip
     return {"rank": rank, "seconds": seconds, "steps": steps, "losses": losses,
@@ -331,6 +332,7 @@ def torchrec_train(
             "threads": torch.get_num_threads(), "cpu_seconds_per_step": cpu / steps,
             "phases": {k: v / steps for k, v in clock.totals.items()},
             "phase_cpu": {k: v / steps for k, v in clock.cpu_totals.items()},
+            "thread_cpu_seconds_per_step": main_cpu / steps,
             "phases_ordered": clock.ordered}  # fmt: skip
 
 

@@ -82,7 +82,8 @@ def torchrec(world: int, runs: list[dict[str, Any]], timeout_s: float) -> list[d
                     "threads": per_rank[0].get("threads"),
                     "cpu_ms": per_rank[0].get("cpu_seconds_per_step", 0.0) * 1e3,
                     "phases": compare_torchrec(per_rank[0]["phases"], per_rank[0]["seconds"] / run["steps"]),
-                    "phase_cpu": compare_torchrec_cpu(per_rank[0]["phase_cpu"]),
+                    "phase_cpu": compare_torchrec_cpu(per_rank[0]["phase_cpu"],
+                                                      per_rank[0]["thread_cpu_seconds_per_step"]),
                     "phases_ordered": all(r["phases_ordered"] for r in per_rank)})  # fmt: skip
     return out
 
@@ -114,7 +115,7 @@ def ours(config: DLRMConfig, plan: Plan, world_size: int, steps: int, batch_size
     return {"samples_per_s": min(rates), "comm_rows": list(r.comm), "loss": r.losses[-1],
             "phases": compare_ours(r.phases, r.timed_comm, r.seconds_per_step,
                                    steps - min(training.WARMUP_STEPS, steps - 1)),
-            "phase_cpu": compare_ours_cpu(r.phase_cpu),
+            "phase_cpu": compare_ours_cpu(r.phase_cpu, r.thread_cpu_seconds_per_step),
             "threads": getattr(r, "threads", None),
             "cpu_ms": getattr(r, "cpu_seconds_per_step", 0.0) * 1e3}  # fmt: skip
 
@@ -177,19 +178,21 @@ def compare_ours(phases: dict[str, float], timed_comm: list[dict[str, Any]], ste
 CPU_MERGED = ("backward_all_to_all", "all_reduce")
 
 
-def compare_ours_cpu(cpu: dict[str, float]) -> dict[str, float]:
-    """Our rank 0's main-thread CPU seconds per step mapped onto :data:`COMPARED` (see :data:`CPU_MERGED`)."""
+def compare_ours_cpu(cpu: dict[str, float], step_cpu: float) -> dict[str, float]:
+    """Our rank 0's main-thread CPU seconds per step mapped onto :data:`COMPARED` (see :data:`CPU_MERGED`);
+    ``step_cpu``: the main thread's CPU per step."""
     out = {"data": cpu.get("data", 0.0),
            "sparse_forward": cpu.get("embedding_forward", 0.0) + cpu.get("all_to_all", 0.0),
            "bottom_mlp": cpu.get("bottom_mlp", 0.0), "interaction": cpu.get("interaction", 0.0),
            "top_mlp": cpu.get("top_mlp", 0.0), "backward_dense": cpu.get("backward", 0.0),
            "sparse_update": cpu.get("sparse_optimizer", 0.0),
            "dense_optimizer": cpu.get("dense_optimizer", 0.0)}  # fmt: skip
-    out["step"] = sum(out.values())
+    out["other"] = step_cpu - sum(out.values())
+    out["step"] = step_cpu
     return out
 
 
-def compare_torchrec_cpu(cpu: dict[str, float]) -> dict[str, float]:
+def compare_torchrec_cpu(cpu: dict[str, float], step_cpu: float) -> dict[str, float]:
     """TorchRec's rank 0 main-thread CPU seconds per step mapped as :func:`compare_ours_cpu`."""
     p = cpu
     out = {"data": p["data"], "sparse_forward": p["input_dist"] + p["lookup"] + p["output_dist"],
@@ -197,7 +200,8 @@ def compare_torchrec_cpu(cpu: dict[str, float]) -> dict[str, float]:
            "backward_dense": p["backward_top"] + p["backward_output_dist"] + p["backward_bottom"]
            + p["backward_all_reduce_wait"],
            "sparse_update": p["backward_lookup_fused_update"], "dense_optimizer": p["optimizer"]}  # fmt: skip
-    out["step"] = sum(out.values())
+    out["other"] = step_cpu - sum(out.values())
+    out["step"] = step_cpu
     out.update({f"torchrec.{k}": v for k, v in p.items()})
     return out
 

@@ -194,3 +194,5 @@ def test_train_local_reports_the_timed_steps_collectives_and_cpu_per_phase() -> 
         assert 0 < row["bytes_sent"] < whole["bytes_sent"] and 0 <= row["seconds"] <= whole["seconds"]
     assert set(PHASES) <= set(r.phase_cpu) and all(v >= 0 for v in r.phase_cpu.values())
     assert r.phase_cpu["data"] > 0 and r.phase_cpu["embedding_forward"] > 0
+    # the step's main-thread CPU holds every phase's (thread_time ticks are coarse: a little slack)
+    assert r.thread_cpu_seconds_per_step >= 0.9 * sum(r.phase_cpu.values()) > 0
