@@ -55,6 +55,7 @@ from ..checks import check_choice, check_int, check_type
 from ..config import POOLINGS, DLRMConfig, TableConfig
 from ..nn.embedding import EmbeddingBagCollection, initial_rows
 from ..nn.optim import SparseOptimizer, make_sparse_optimizer
+from ..nn.rows import first_out_of_range
 from ..plan import Plan, ShardGeometry
 from ..sparse import JaggedBatch
 from .comm import CommHandle, CommLog, all_reduce, all_to_all
@@ -83,16 +84,12 @@ def _config(tables: Sequence[TableConfig], dim: int, pooling: str) -> DLRMConfig
                       top_mlp=(1,), pooling=pooling)  # fmt: skip
 
 
-def _reorder_segments(values: torch.Tensor, lengths: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """``values`` cut into consecutive segments of ``lengths``, concatenated in ``order``."""
-    starts = torch.cumsum(lengths, 0) - lengths
-    lens, src = lengths.index_select(0, order), starts.index_select(0, order)
-    total = int(lens.sum())
-    dst = torch.cumsum(lens, 0) - lens
-    index = torch.repeat_interleave(src - dst, lens, output_size=total) + torch.arange(
-        total, device=values.device
-    )
-    return values.index_select(0, index)
+def _join(t: torch.Tensor, ranges: list[tuple[int, int]]) -> torch.Tensor:
+    """``t[a:z]`` for each ``(a, z)`` of ``ranges``, concatenated: a view when they follow one another,
+    one copy otherwise."""
+    if ranges and all(z == a2 for (_, z), (a2, _) in zip(ranges, ranges[1:], strict=False)):
+        return t[ranges[0][0] : ranges[-1][1]]
+    return torch.cat([t[a:z] for a, z in ranges]) if ranges else t[:0]
 
 
 class ShardedEmbeddingBagCollection(nn.Module):
@@ -191,6 +188,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
         self.collections = nn.ModuleList(collections)
         #: this rank's shards, in plan order
         self.local_shards = tuple(sorted(local, key=lambda s: s.index))
+        self._num_rows = torch.tensor([t.num_rows for t in tables], dtype=torch.int64)
 
     # ----- forward --------------------------------------------------------------------
     def _check_batch(self, batch: JaggedBatch) -> None:
@@ -203,11 +201,17 @@ class ShardedEmbeddingBagCollection(nn.Module):
             )
         if not batch.values.numel():
             return
-        # one vectorised check (one host sync); the per-table loop only to name a bad table
-        per_key = batch.lengths.view(len(self.tables), batch.batch_size).sum(1)
-        limit = torch.tensor([t.num_rows for t in self.tables], device=batch.values.device)
-        limit = torch.repeat_interleave(limit, per_key.to(limit.device), output_size=batch.values.numel())
-        if bool(((batch.values < 0) | (batch.values >= limit)).any()):
+        # one read-only pass over the ids on the CPU (one vectorised check elsewhere: one host
+        # sync); the per-table loop only to name a bad table
+        per_key = batch.lengths.view(len(self.tables), batch.batch_size).sum(1).to(torch.int64)
+        starts = torch.zeros(len(self.tables) + 1, dtype=torch.int64, device=per_key.device)
+        torch.cumsum(per_key, 0, out=starts[1:])
+        bad = first_out_of_range(batch.values, starts, self._num_rows)
+        if bad is None:
+            limit = self._num_rows.to(batch.values.device)
+            limit = torch.repeat_interleave(limit, per_key.to(limit.device), output_size=batch.values.numel())
+            bad = 0 if bool(((batch.values < 0) | (batch.values >= limit)).any()) else -1
+        if bad >= 0:
             for t in self.tables:
                 ids, _ = batch[t.name]
                 if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= t.num_rows):
@@ -276,32 +280,28 @@ class ShardedEmbeddingBagCollection(nn.Module):
         all-to-all, issued asynchronously."""
         b, world, rank = batch.batch_size, self.world_size, self.rank
         dev = batch.values.device
+        empty = torch.zeros(0, dtype=torch.int64, device=dev)
         # 1. input distribution: for each rank j, the lengths then ids of j's model-parallel shards
         sends = [[self._shard_input(batch, i) for i in self._mp_by_rank[j]] for j in range(world)]
-        lengths_out = torch.cat(
-            [x[1] for j in range(world) for x in sends[j]] + [torch.zeros(0, dtype=torch.int64, device=dev)]
-        )
-        ids_out = torch.cat(
-            [x[0] for j in range(world) for x in sends[j]] + [torch.zeros(0, dtype=torch.int64, device=dev)]
-        )
+        lengths_out = torch.cat([x[1] for j in range(world) for x in sends[j]] + [empty])
         mine = len(self._mp_by_rank[rank])
         len_in = [b * len(self._mp_by_rank[j]) for j in range(world)]
-        lengths_in = all_to_all(lengths_out, len_in, [b * mine] * world, log=self.log, group=self.group)
-        id_in = [int(sum(int(x[0].numel()) for x in sends[j])) for j in range(world)]
-        per_rank = (
-            lengths_in.view(world, mine * b).sum(1)
-            if mine
-            else torch.zeros(world, dtype=torch.int64, device=dev)
-        )
-        ids_in = all_to_all(ids_out, id_in, per_rank.tolist(), log=self.log, group=self.group)
+        lengths_handle = all_to_all(
+            lengths_out, len_in, [b * mine] * world, log=self.log, group=self.group, async_op=True
+        )  # the lengths travel while the ids are gathered
+        assert isinstance(lengths_handle, CommHandle)
+        ids_out = torch.cat([x[0] for j in range(world) for x in sends[j]] + [empty])
+        id_in = [sum(int(x[0].numel()) for x in sends[j]) for j in range(world)]
+        lengths_in = lengths_handle.wait()
+        # ids of each (source rank, local shard), on the host: the ids' receive splits, and where
+        # each shard's ids lie in what arrives (one host sync)
+        seg = lengths_in.view(world, mine, b).sum(2).tolist() if mine else [[] for _ in range(world)]
+        ids_in = all_to_all(ids_out, id_in, [sum(row) for row in seg], log=self.log, group=self.group)
         # 2. local lookups, samples of all ranks in rank order (key-major: shard, then source rank)
         pooled: dict[int, torch.Tensor] = {}  # plan shard index -> (world * b, width)
         if mine:
-            seg = lengths_in.view(world, mine, b).sum(2)  # ids per (source rank, shard)
-            order = torch.arange(world * mine, device=dev).view(world, mine).t().reshape(-1)
-            ids_local = _reorder_segments(ids_in, seg.reshape(-1), order)
             lengths_local = lengths_in.view(world, mine, b).transpose(0, 1).reshape(-1)
-            pooled.update(self._lookup(self._mp_by_rank[rank], ids_local, lengths_local, world * b))
+            pooled.update(self._lookup(self._mp_by_rank[rank], ids_in, lengths_local, world * b, seg))
         # 3. output distribution: rows of rank j's samples go back to rank j, flattened
         owned = self._mp_by_rank[rank]
         by_rank = {i: pooled[i].reshape(world, -1).unbind(0) for i in owned}  # one node per shard
@@ -318,13 +318,28 @@ class ShardedEmbeddingBagCollection(nn.Module):
         return handle
 
     def _lookup(
-        self, shards: list[int], ids: torch.Tensor, lengths: torch.Tensor, size: int
+        self,
+        shards: list[int],
+        ids: torch.Tensor,
+        lengths: torch.Tensor,
+        size: int,
+        seg: list[list[int]] | None = None,
     ) -> dict[int, torch.Tensor]:
-        """Pool the key-major ``(ids, lengths)`` of plan ``shards`` (all on this rank, possibly in
-        several collections) over ``size`` samples: ``{shard: (size, width)}``."""
+        """Pool plan ``shards`` (all on this rank, possibly in several collections) over ``size``
+        samples: ``{shard: (size, width)}``. ``lengths`` are key-major (shard, then sample).
+        ``ids`` are key-major too, or, with ``seg`` (``seg[j][k]``: the ids of shard ``k`` from
+        source rank ``j``, on the host), as the input all-to-all delivers them: source rank by
+        source rank, each rank's ids shard by shard; each collection's ids are then gathered in
+        its order with one copy."""
         where = {s.index: s for s in self.local_shards}
-        seg = lengths.view(len(shards), size).sum(1)
-        starts = (torch.cumsum(seg, 0) - seg).tolist()
+        n = len(shards)
+        counts = seg if seg is not None else [lengths.view(n, size).sum(1).tolist()]
+        start, pos = [], 0  # start[j][k]: where block (source j, shard k) begins in ids
+        for row in counts:
+            start.append([])
+            for c in row:
+                start[-1].append(pos)
+                pos += int(c)
         out: dict[int, torch.Tensor] = {}
         for c, ebc in enumerate(self.collections):
             mine = [(k, i) for k, i in enumerate(shards) if where[i].collection == c]
@@ -333,8 +348,9 @@ class ShardedEmbeddingBagCollection(nn.Module):
             slots = sorted(mine, key=lambda x: where[x[1]].slot)
             if [where[i].slot for _, i in slots] != list(range(ebc.num_tables)):
                 raise RuntimeError("internal error: a collection's shards are not all in one lookup")
-            vals = torch.cat([ids[starts[k] : starts[k] + int(seg[k])] for k, _ in slots])
-            lens = torch.cat([lengths[k * size : (k + 1) * size] for k, _ in slots])
+            vals = _join(ids, [(start[j][k], start[j][k] + int(counts[j][k])) for k, _ in slots
+                               for j in range(len(counts))])  # fmt: skip
+            lens = _join(lengths, [(k * size, (k + 1) * size) for k, _ in slots])
             pooled = ebc(JaggedBatch(ebc.keys, vals, lens, size))
             # (slot, sample, width) memory order: unbind is one backward node (a stack), where a
             # select per shard would zero-fill a full-size gradient each

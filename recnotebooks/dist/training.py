@@ -175,6 +175,7 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
     warm = min(WARMUP_STEPS, steps - 1)
     local_losses, seconds, cpu, thread_cpu = [], 0.0, 0.0, 0.0
     timed_from = ctx.log.snapshot()
+    model.train()  # once: nothing in the loop switches it to eval (the call walks every module)
     for step in range(steps):
         if step == warm:
             timer.reset()
@@ -185,7 +186,6 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
             batch = data.batch(step)
             dense, sparse = batch.dense[lo:hi].to(device), local_samples(batch.sparse, lo, hi).to(device)
             labels = batch.labels[lo:hi].to(device)
-        model.train()
         loss = loss_fn(model(dense, sparse, timer), labels.to(torch.float32))
         model.backward(loss, timer)
         with model.phase(timer, "sparse_optimizer"):
