@@ -84,12 +84,17 @@ def _config(tables: Sequence[TableConfig], dim: int, pooling: str) -> DLRMConfig
                       top_mlp=(1,), pooling=pooling)  # fmt: skip
 
 
-def _join(t: torch.Tensor, ranges: list[tuple[int, int]]) -> torch.Tensor:
-    """``t[a:z]`` for each ``(a, z)`` of ``ranges``, concatenated: a view when they follow one another,
-    one copy otherwise."""
-    if ranges and all(z == a2 for (_, z), (a2, _) in zip(ranges, ranges[1:], strict=False)):
-        return t[ranges[0][0] : ranges[-1][1]]
-    return torch.cat([t[a:z] for a, z in ranges]) if ranges else t[:0]
+def _blocks(t: torch.Tensor, sizes: list[int], picks: list[int]) -> torch.Tensor:
+    """Blocks ``picks`` of ``t`` cut into consecutive blocks of ``sizes``, concatenated in that order:
+    a view (one ``narrow``) when they follow one another, else one ``split`` and one ``cat`` (a
+    fixed number of operators however many blocks: the step's operator count stays linear in its
+    shards, as the cost model counts it)."""
+    if not picks:
+        return t.narrow(0, 0, 0)
+    if picks == list(range(picks[0], picks[0] + len(picks))):
+        return t.narrow(0, sum(sizes[: picks[0]]), sum(sizes[p] for p in picks))
+    parts = t.split(sizes)
+    return torch.cat([parts[p] for p in picks])
 
 
 class ShardedEmbeddingBagCollection(nn.Module):
@@ -334,12 +339,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
         where = {s.index: s for s in self.local_shards}
         n = len(shards)
         counts = seg if seg is not None else [lengths.view(n, size).sum(1).tolist()]
-        start, pos = [], 0  # start[j][k]: where block (source j, shard k) begins in ids
-        for row in counts:
-            start.append([])
-            for c in row:
-                start[-1].append(pos)
-                pos += int(c)
+        sizes = [int(c) for row in counts for c in row]  # block j * n + k: shard k's ids from source j
         out: dict[int, torch.Tensor] = {}
         for c, ebc in enumerate(self.collections):
             mine = [(k, i) for k, i in enumerate(shards) if where[i].collection == c]
@@ -348,9 +348,8 @@ class ShardedEmbeddingBagCollection(nn.Module):
             slots = sorted(mine, key=lambda x: where[x[1]].slot)
             if [where[i].slot for _, i in slots] != list(range(ebc.num_tables)):
                 raise RuntimeError("internal error: a collection's shards are not all in one lookup")
-            vals = _join(ids, [(start[j][k], start[j][k] + int(counts[j][k])) for k, _ in slots
-                               for j in range(len(counts))])  # fmt: skip
-            lens = _join(lengths, [(k * size, (k + 1) * size) for k, _ in slots])
+            vals = _blocks(ids, sizes, [j * n + k for k, _ in slots for j in range(len(counts))])
+            lens = _blocks(lengths, [size] * n, [k for k, _ in slots])
             pooled = ebc(JaggedBatch(ebc.keys, vals, lens, size))
             # (slot, sample, width) memory order: unbind is one backward node (a stack), where a
             # select per shard would zero-fill a full-size gradient each
