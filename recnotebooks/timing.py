@@ -88,12 +88,18 @@ def phase_rows(
 
 
 class PhaseTimer:
-    """Accumulates seconds per phase; ``enabled=False`` makes :meth:`phase` free."""
+    """Accumulates seconds per phase; ``enabled=False`` makes :meth:`phase` free.
+
+    :attr:`totals` holds wall seconds per phase; :attr:`cpu_totals` the CPU seconds of the
+    calling thread in each phase (``time.thread_time``: what this thread computed, not the time
+    it waited or other programs had the core; the other threads' work, e.g. a collective
+    library's, is not in it)."""
 
     def __init__(self, device: torch.device | str = "cpu", enabled: bool = True) -> None:
         self.device = torch.device(device)
         self.enabled = enabled
         self.totals: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        self.cpu_totals: dict[str, float] = dict.fromkeys(PHASES, 0.0)
         self.steps = 0
 
     def _sync(self) -> None:
@@ -106,21 +112,28 @@ class PhaseTimer:
             yield
             return
         self._sync()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         try:
             yield
         finally:
             self._sync()
             self.totals[name] = self.totals.get(name, 0.0) + time.perf_counter() - t0
+            self.cpu_totals[name] = self.cpu_totals.get(name, 0.0) + time.thread_time() - c0
 
     def reset(self) -> None:
         self.totals = dict.fromkeys(PHASES, 0.0)
+        self.cpu_totals = dict.fromkeys(PHASES, 0.0)
         self.steps = 0
 
     def per_step(self) -> dict[str, float]:
         """Mean seconds per step for each phase."""
         n = max(self.steps, 1)
         return {k: v / n for k, v in self.totals.items()}
+
+    def per_step_cpu(self) -> dict[str, float]:
+        """Mean CPU seconds of the timing thread per step for each phase (see the class docstring)."""
+        n = max(self.steps, 1)
+        return {k: v / n for k, v in self.cpu_totals.items()}
 
     def table(self, **extra: object) -> list[dict[str, object]]:
         """Tidy rows ``{phase, seconds_per_step, share, source="measured", **extra}``."""

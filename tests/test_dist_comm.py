@@ -165,3 +165,20 @@ def test_comm_log_totals_rows_and_pickles() -> None:
         log.total("bytes")
     log.clear()
     assert log.rows() == []
+
+
+def test_comm_log_since_a_snapshot_holds_only_what_came_after() -> None:
+    log = CommLog(rank=1)
+    log.record("all_to_all", "all_to_all", "forward", 10, 20, 0.5)  # a warm-up step
+    log.record("all_reduce", "all_reduce", "forward", 4, 4, 0.125)
+    snap = log.snapshot()
+    log.record("all_to_all", "all_to_all", "forward", 3, 6, 0.25)  # the timed steps
+    log.record("all_to_all", "all_to_all", "backward", 7, 7, 1.0)
+    timed = log.since(snap)
+    assert timed.rank == 1
+    assert [(r["direction"], r["calls"], r["bytes_sent"], r["bytes_received"], r["seconds"])
+            for r in timed.rows()] == [("forward", 1, 3, 6, 0.25), ("backward", 1, 7, 7, 1.0)]  # fmt: skip
+    assert snap.total("calls") == 2  # the snapshot is a copy: later records do not reach it
+    assert log.since(log.snapshot()).rows() == []
+    with pytest.raises(TypeError, match="earlier must be a CommLog"):
+        log.since({})  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ from recnotebooks.config import DLRMConfig, TableConfig
 from recnotebooks.dist import _shard_workers as W
 from recnotebooks.dist import launch
 from recnotebooks.dist.sharded import ShardedEmbeddingBagCollection
+from recnotebooks.nn import embedding as embedding_module
 from recnotebooks.nn.embedding import EmbeddingBagCollection
 from recnotebooks.nn.optim import make_sparse_optimizer
 from recnotebooks.plan import Plan, TableShard
@@ -163,6 +164,23 @@ def test_local_collections_group_shards_by_kind_and_width(runs: dict) -> None:
     assert [v["collections"] for v in values] == [2, 2]  # widths 3 and 2 on rank 0; 1 and 2 on rank 1
     _, values = runs[(2, "table_wise_one_rank", "sum", "sgd")]
     assert [v["collections"] for v in values] == [1, 0]
+
+
+@pytest.mark.parametrize("name", ["mixed", "column_wise", "row_wise", "table_wise"])
+def test_shards_equal_the_single_process_weights_drawn_chunk_by_chunk(monkeypatch, name: str) -> None:
+    """Each rank copies its blocks out of the initial weight as it is drawn, never holding all of it:
+    with chunks of 3 rows, cutting across tables and shards, the shards are still exactly the
+    single-process collection's blocks."""
+    monkeypatch.setattr(embedding_module, "INIT_CHUNK_ROWS", 3)
+    full = EmbeddingBagCollection(TABLES, DIM, seed=SEED)
+    seen = 0
+    for rank in (0, 1):
+        model = ShardedEmbeddingBagCollection(TABLES, DIM, Plan(2, tuple(PLANS_2[name])), rank, 2, seed=SEED)
+        for shard, weight in model.shard_weights():
+            g = shard.geometry
+            assert torch.equal(weight, full.table_weight(shard.table)[g.row_slice, g.col_slice])
+            seen += weight.numel()
+    assert seen >= sum(t.num_rows * DIM for t in TABLES)  # every weight is somewhere (replicas twice)
 
 
 def test_bad_plans_and_inputs_are_refused_before_any_communication() -> None:

@@ -19,7 +19,9 @@ import pytest
 import torch
 
 from recnotebooks import cli
-from recnotebooks.dist.training import DistTrainResult, round_robin_plan
+from recnotebooks.config import preset
+from recnotebooks.dist.training import WARMUP_STEPS, DistTrainResult, round_robin_plan, train_local
+from recnotebooks.timing import PHASES
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS, BATCH = 4, 128
@@ -176,3 +178,21 @@ def test_round_robin_plans_and_result_rows() -> None:
     rows = res.rows()
     assert {r["kind"] for r in rows} == {"loss", "phase", "comm"}
     assert all(r["source"] == "measured" for r in rows)
+
+
+def test_train_local_reports_the_timed_steps_collectives_and_cpu_per_phase() -> None:
+    cfg, steps = preset("tiny"), WARMUP_STEPS + 2
+    r = train_local(cfg, round_robin_plan(cfg, 2), 2, steps, 64, sparse_optimizer="sgd")
+    calls = {(row["collective"], row["direction"]): row["calls"] for row in r.timed_comm}
+    # per step: lengths, ids and pooled vectors forward, their gradients back; DDP's one bucket
+    assert calls == {("all_to_all", "forward"): 3 * 2, ("all_to_all", "backward"): 2,
+                     ("all_reduce", "forward"): 2}  # fmt: skip
+    everything = {(row["collective"], row["direction"]): row for row in r.comm if row["rank"] == 0}
+    for row in r.timed_comm:
+        whole = everything[(row["collective"], row["direction"])]
+        assert whole["calls"] == row["calls"] * steps // 2
+        assert 0 < row["bytes_sent"] < whole["bytes_sent"] and 0 <= row["seconds"] <= whole["seconds"]
+    assert set(PHASES) <= set(r.phase_cpu) and all(v >= 0 for v in r.phase_cpu.values())
+    assert r.phase_cpu["data"] > 0 and r.phase_cpu["embedding_forward"] > 0
+    # the step's main-thread CPU holds every phase's (thread_time ticks are coarse: a little slack)
+    assert r.thread_cpu_seconds_per_step >= 0.9 * sum(r.phase_cpu.values()) > 0

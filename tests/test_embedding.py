@@ -14,6 +14,7 @@ from torch import nn
 
 from recnotebooks.config import TableConfig
 from recnotebooks.nn import EmbeddingBagCollection, RowWiseAdagrad, SparseSGD
+from recnotebooks.nn import embedding as embedding_module
 from recnotebooks.sparse import JaggedBatch
 
 
@@ -438,3 +439,23 @@ def test_a_recorded_dense_gradient_updates_every_row_as_plain_pytorch_does(adagr
         torch.testing.assert_close(opt.momentum, want_s, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="weight's shape"):
         ebc.record_dense_gradient(torch.zeros(9, 4))
+
+
+def test_initial_weight_is_the_dlrm_uniform_drawn_in_chunks(monkeypatch) -> None:
+    """The initial weight, drawn chunk by chunk across table boundaries, equals a straight
+    implementation of the rule (one generator; row ``r`` of table ``t`` scaled to
+    ``U(-1/sqrt(rows_t), 1/sqrt(rows_t))``), and is within those bounds."""
+    monkeypatch.setattr(embedding_module, "INIT_CHUNK_ROWS", 4)
+    rows, dim, seed = [3, 9, 1, 6], 5, 11
+    ebc = EmbeddingBagCollection([TableConfig(f"t{i}", r) for i, r in enumerate(rows)], dim, seed=seed)
+    gen = torch.Generator().manual_seed(seed)
+    bound = torch.tensor([1.0 / r**0.5 for r in rows for _ in range(r)], dtype=torch.float64)
+    total = sum(rows)
+    want = torch.cat([torch.rand(min(4, total - lo), dim, generator=gen) for lo in range(0, total, 4)])
+    want = (want * 2 - 1) * bound[:, None].float()
+    assert torch.equal(ebc.weight.detach(), want)
+    for i, r in enumerate(rows):
+        assert float(ebc.table_weight(f"t{i}").abs().max()) <= 1.0 / r**0.5
+    chunks = list(embedding_module.initial_rows(rows, dim, seed))
+    assert [lo for lo, _ in chunks] == [0, 4, 8, 12, 16]
+    assert torch.equal(torch.cat([u for _, u in chunks]), want)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from recnotebooks.nn.rows import (
     advise_huge_pages,
+    first_out_of_range,
     gather_rows,
     group_by_row,
     scatter_rows,
@@ -106,3 +107,28 @@ def test_shift_ids_matches_a_loop_and_finds_the_first_id_out_of_range(tables, as
     assert bad == (first_bad if check else -1)
     if bad < 0:
         assert got.dtype == dtype and got.tolist() == want
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 50), st.lists(st.integers(-3, 60), max_size=20)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+)
+def test_first_out_of_range_finds_the_first_id_outside_its_table(tables, as_int32):
+    """The position of the first id outside its own table's rows (a plain loop as reference), -1 when
+    every id is in range; the ids are left as they were."""
+    import pytest
+
+    vals = torch.tensor([v for _, vs in tables for v in vs], dtype=torch.int32 if as_int32 else torch.int64)
+    starts = torch.tensor([0, *[len(vs) for _, vs in tables]]).cumsum(0)
+    before = vals.clone()
+    got = first_out_of_range(vals, starts, torch.tensor([n for n, _ in tables]))
+    if got is None:
+        pytest.skip("numba not installed")
+    flat = [(v, n) for n, vs in tables for v in vs]
+    assert got == next((j for j, (v, n) in enumerate(flat) if not 0 <= v < n), -1)
+    assert torch.equal(vals, before)
+    assert first_out_of_range(vals.float(), starts, torch.tensor([1])) is None  # not an index dtype

@@ -10,6 +10,7 @@ import torch
 from recnotebooks.config import preset
 from recnotebooks.data import Batch, SyntheticCriteo
 from recnotebooks.nn import DLRM
+from recnotebooks.nn.dlrm import dense_modules
 from recnotebooks.timing import PHASES
 from recnotebooks.train import TrainConfig, Trainer
 
@@ -213,3 +214,19 @@ def test_model_rejects_wrong_dense_dtype_and_labels_must_be_clicks():
         DLRM(cfg)(b.dense, {"a": 1})
     with pytest.raises(ValueError, match="labels must be 0 or 1"):
         Batch(b.dense, b.sparse, torch.full((4,), 2.0))
+
+
+def test_dense_modules_are_the_dlrms_own_without_its_tables() -> None:
+    cfg = preset("tiny")
+    model = DLRM(cfg, seed=3)
+    bottom, interaction, top = dense_modules(cfg, seed=3)
+    got = [*bottom.state_dict().items(), *interaction.state_dict().items(), *top.state_dict().items()]
+    want = [*model.bottom_mlp.state_dict().items(), *model.interaction.state_dict().items(),
+            *model.top_mlp.state_dict().items()]  # fmt: skip
+    assert [k for k, _ in got] == [k for k, _ in want]
+    assert all(torch.equal(a, b) for (_, a), (_, b) in zip(got, want, strict=True))
+    assert type(interaction) is type(model.interaction)
+    other = dense_modules(cfg, seed=4)[0]
+    assert not torch.equal(other[0].weight, bottom[0].weight)
+    with pytest.raises(TypeError, match="config must be a DLRMConfig"):
+        dense_modules("tiny")  # type: ignore[arg-type]

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -112,6 +112,24 @@ class CommLog:
     def clear(self) -> None:
         """Forget every record (e.g. after warm-up steps)."""
         self.records.clear()
+
+    def snapshot(self) -> CommLog:
+        """A copy of the log as it is now (for :meth:`since`)."""
+        return CommLog(self.rank, {k: replace(r) for k, r in self.records.items()})
+
+    def since(self, earlier: CommLog) -> CommLog:
+        """What was recorded after ``earlier`` (a :meth:`snapshot` of this log): e.g. the timed
+        steps only, when the snapshot was taken after the warm-up steps."""
+        check_type("earlier", earlier, CommLog, "a CommLog")
+        out = CommLog(self.rank)
+        for key, r in self.records.items():
+            e = earlier.records.get(key) or CommRecord(r.collective, r.component, r.direction)
+            if r.calls > e.calls:
+                out.records[key] = CommRecord(
+                    r.collective, r.component, r.direction, r.calls - e.calls, r.bytes_sent - e.bytes_sent,
+                    r.bytes_received - e.bytes_received, r.seconds - e.seconds,
+                )  # fmt: skip
+        return out
 
 
 # ----- the collectives, as (spec -> start) pairs shared by forward, backward, sync and async -----

@@ -14,9 +14,10 @@ MLP, interaction, top MLP) wrapped in ``torch.nn.parallel.DistributedDataParalle
    :func:`~recnotebooks.dist.comm.all_reduce`, so the bytes are logged as ``all_reduce``).
 
 **Initialisation.** Every rank builds the single-process ``recnotebooks.nn.DLRM(config,
-seed=seed)`` and takes its dense modules (the same objects DLRM assembles); the sharded
-collection copies its shards out of the same seed's tables. So every rank starts equal to the
-single-process model, and the union of the shards equals its embedding weights.
+seed=seed)``'s dense modules (:func:`~recnotebooks.nn.dlrm.dense_modules`: the same modules and
+weights, without its tables); the sharded collection copies its shards out of the same seed's
+tables. So every rank starts equal to the single-process model, and the union of the shards
+equals its embedding weights.
 
 **Loss scaling.** Each rank's loss is the mean over its ``b`` samples of the global batch of
 ``B = world_size * b``. DDP averages the dense gradients over ranks: ``(1/W) sum_r (1/b) sum
@@ -45,7 +46,7 @@ from torch import nn
 
 from ..checks import check_bool, check_int, check_type
 from ..config import DLRMConfig
-from ..nn.dlrm import DLRM
+from ..nn.dlrm import dense_modules
 from ..plan import Plan
 from ..sparse import JaggedBatch
 from ..timing import NULL_TIMER, PhaseTimer
@@ -95,9 +96,9 @@ def _all_reduce_hook(state, bucket):  # type: ignore[no-untyped-def]  # noqa: AN
 class _DenseArch(nn.Module):
     """Bottom MLP, interaction and top MLP of a DLRM (the modules DDP replicates)."""
 
-    def __init__(self, model: DLRM) -> None:
+    def __init__(self, config: DLRMConfig, seed: int) -> None:
         super().__init__()
-        self.bottom_mlp, self.interaction, self.top_mlp = model.bottom_mlp, model.interaction, model.top_mlp
+        self.bottom_mlp, self.interaction, self.top_mlp = dense_modules(config, seed=seed)
 
     def forward(self, dense: torch.Tensor, pooled: Callable[[], torch.Tensor], phase: Phase) -> torch.Tensor:
         with phase("bottom_mlp"):
@@ -154,14 +155,12 @@ class HybridParallelDLRM(nn.Module):
         self.device = torch.device("cpu" if device is None else device)
         self.log = log if log is not None else CommLog(rank)
         self.group = group
-        reference = DLRM(config, seed=seed)
         #: this rank's embedding shards
         self.embeddings = ShardedEmbeddingBagCollection(
             config.tables, config.embedding_dim, plan, rank, world, pooling=config.pooling, seed=seed,
             log=self.log, group=group,
         ).to(self.device)  # fmt: skip
-        dense = _DenseArch(reference).to(self.device)
-        del reference
+        dense = _DenseArch(config, seed).to(self.device)
         ids = (
             [self.device.index if self.device.index is not None else 0]
             if self.device.type == "cuda"

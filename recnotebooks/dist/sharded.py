@@ -20,10 +20,11 @@ sharders:
 
 Every rank must use the same local ``batch_size`` (the splits are derived from it, not sent).
 
-**Initialisation.** Every rank builds the full single-process
-``EmbeddingBagCollection(tables, embedding_dim, seed=seed)`` once and copies its shards'
-blocks out of it, so the union of the shards equals the single-process weights exactly. That
-costs the full table memory once per rank: fine for tests and notebooks, not for real sizes.
+**Initialisation.** Every rank draws the single-process
+``EmbeddingBagCollection(tables, embedding_dim, seed=seed)``'s initial weight chunk by chunk
+(:func:`~recnotebooks.nn.embedding.initial_rows`) and copies its shards' blocks out of each chunk,
+so the union of the shards equals the single-process weights exactly, without ever holding the
+whole weight (each rank still draws every row once: start-up time, not memory).
 
 **Training.** Each local collection records its gradient as usual; the sparse optimizers of
 :mod:`recnotebooks.nn.optim` (:class:`~recnotebooks.nn.optim.SparseSGD`,
@@ -52,8 +53,9 @@ from torch import nn
 
 from ..checks import check_choice, check_int, check_type
 from ..config import POOLINGS, DLRMConfig, TableConfig
-from ..nn.embedding import EmbeddingBagCollection
+from ..nn.embedding import EmbeddingBagCollection, initial_rows
 from ..nn.optim import SparseOptimizer, make_sparse_optimizer
+from ..nn.rows import first_out_of_range
 from ..plan import Plan, ShardGeometry
 from ..sparse import JaggedBatch
 from .comm import CommHandle, CommLog, all_reduce, all_to_all
@@ -82,16 +84,17 @@ def _config(tables: Sequence[TableConfig], dim: int, pooling: str) -> DLRMConfig
                       top_mlp=(1,), pooling=pooling)  # fmt: skip
 
 
-def _reorder_segments(values: torch.Tensor, lengths: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
-    """``values`` cut into consecutive segments of ``lengths``, concatenated in ``order``."""
-    starts = torch.cumsum(lengths, 0) - lengths
-    lens, src = lengths.index_select(0, order), starts.index_select(0, order)
-    total = int(lens.sum())
-    dst = torch.cumsum(lens, 0) - lens
-    index = torch.repeat_interleave(src - dst, lens, output_size=total) + torch.arange(
-        total, device=values.device
-    )
-    return values.index_select(0, index)
+def _blocks(t: torch.Tensor, sizes: list[int], picks: list[int]) -> torch.Tensor:
+    """Blocks ``picks`` of ``t`` cut into consecutive blocks of ``sizes``, concatenated in that order:
+    a view (one ``narrow``) when they follow one another, else one ``split`` and one ``cat`` (a
+    fixed number of operators however many blocks: the step's operator count stays linear in its
+    shards, as the cost model counts it)."""
+    if not picks:
+        return t.narrow(0, 0, 0)
+    if picks == list(range(picks[0], picks[0] + len(picks))):
+        return t.narrow(0, sum(sizes[: picks[0]]), sum(sizes[p] for p in picks))
+    parts = t.split(sizes)
+    return torch.cat([parts[p] for p in picks])
 
 
 class ShardedEmbeddingBagCollection(nn.Module):
@@ -159,25 +162,38 @@ class ShardedEmbeddingBagCollection(nn.Module):
             if s.rank == rank:
                 pool = "sum" if s.sharding == "row_wise" else pooling
                 groups.setdefault((s.sharding == "data_parallel", geometry[i].col_count, pool), []).append(i)
-        full = EmbeddingBagCollection(tables, dim, seed=seed)
         collections, local = [], []
         self._dp: int | None = None
+        blocks: list[tuple[torch.Tensor, int, slice]] = []  # (local rows, first full-weight row, columns)
+        first = [0]
+        for t in tables:
+            first.append(first[-1] + t.num_rows)
         for c, ((dp, width, pool), idx) in enumerate(groups.items()):
             names = [f"{plan.shards[i].table}.shard{i}" for i in idx]
             local_tables = [TableConfig(n, geometry[i].row_count) for n, i in zip(names, idx, strict=True)]
             ebc = EmbeddingBagCollection(local_tables, width, pooling=pool, seed=seed)
             for slot, i in enumerate(idx):
                 s, g = plan.shards[i], geometry[i]
-                with torch.no_grad():
-                    ebc.table_weight(names[slot]).copy_(full.table_weight(s.table)[g.row_slice, g.col_slice])
+                w = ebc.table_weight(names[slot])
+                blocks.append((w, first[index[s.table]] + g.row_offset, g.col_slice))
                 local.append(LocalShard(i, s.table, index[s.table], s.sharding, g, c, slot))
             collections.append(ebc)
             if dp:
                 self._dp = c
+        # the shards' blocks of the single-process collection's initial weight, copied chunk by chunk
+        # as it is drawn (the whole weight is never held here)
+        with torch.no_grad():
+            for lo, u in initial_rows([t.num_rows for t in tables], dim, seed):
+                hi = lo + u.shape[0]
+                for w, start, cols in blocks:
+                    a, z = max(lo, start), min(hi, start + w.shape[0])
+                    if a < z:
+                        w[a - start : z - start].copy_(u[a - lo : z - lo, cols])
         #: this rank's local collections (optimizers update these)
         self.collections = nn.ModuleList(collections)
         #: this rank's shards, in plan order
         self.local_shards = tuple(sorted(local, key=lambda s: s.index))
+        self._num_rows = torch.tensor([t.num_rows for t in tables], dtype=torch.int64)
 
     # ----- forward --------------------------------------------------------------------
     def _check_batch(self, batch: JaggedBatch) -> None:
@@ -190,11 +206,17 @@ class ShardedEmbeddingBagCollection(nn.Module):
             )
         if not batch.values.numel():
             return
-        # one vectorised check (one host sync); the per-table loop only to name a bad table
-        per_key = batch.lengths.view(len(self.tables), batch.batch_size).sum(1)
-        limit = torch.tensor([t.num_rows for t in self.tables], device=batch.values.device)
-        limit = torch.repeat_interleave(limit, per_key.to(limit.device), output_size=batch.values.numel())
-        if bool(((batch.values < 0) | (batch.values >= limit)).any()):
+        # one read-only pass over the ids on the CPU (one vectorised check elsewhere: one host
+        # sync); the per-table loop only to name a bad table
+        per_key = batch.lengths.view(len(self.tables), batch.batch_size).sum(1).to(torch.int64)
+        starts = torch.zeros(len(self.tables) + 1, dtype=torch.int64, device=per_key.device)
+        torch.cumsum(per_key, 0, out=starts[1:])
+        bad = first_out_of_range(batch.values, starts, self._num_rows)
+        if bad is None:
+            limit = self._num_rows.to(batch.values.device)
+            limit = torch.repeat_interleave(limit, per_key.to(limit.device), output_size=batch.values.numel())
+            bad = 0 if bool(((batch.values < 0) | (batch.values >= limit)).any()) else -1
+        if bad >= 0:
             for t in self.tables:
                 ids, _ = batch[t.name]
                 if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= t.num_rows):
@@ -263,32 +285,28 @@ class ShardedEmbeddingBagCollection(nn.Module):
         all-to-all, issued asynchronously."""
         b, world, rank = batch.batch_size, self.world_size, self.rank
         dev = batch.values.device
+        empty = torch.zeros(0, dtype=torch.int64, device=dev)
         # 1. input distribution: for each rank j, the lengths then ids of j's model-parallel shards
         sends = [[self._shard_input(batch, i) for i in self._mp_by_rank[j]] for j in range(world)]
-        lengths_out = torch.cat(
-            [x[1] for j in range(world) for x in sends[j]] + [torch.zeros(0, dtype=torch.int64, device=dev)]
-        )
-        ids_out = torch.cat(
-            [x[0] for j in range(world) for x in sends[j]] + [torch.zeros(0, dtype=torch.int64, device=dev)]
-        )
+        lengths_out = torch.cat([x[1] for j in range(world) for x in sends[j]] + [empty])
         mine = len(self._mp_by_rank[rank])
         len_in = [b * len(self._mp_by_rank[j]) for j in range(world)]
-        lengths_in = all_to_all(lengths_out, len_in, [b * mine] * world, log=self.log, group=self.group)
-        id_in = [int(sum(int(x[0].numel()) for x in sends[j])) for j in range(world)]
-        per_rank = (
-            lengths_in.view(world, mine * b).sum(1)
-            if mine
-            else torch.zeros(world, dtype=torch.int64, device=dev)
-        )
-        ids_in = all_to_all(ids_out, id_in, per_rank.tolist(), log=self.log, group=self.group)
+        lengths_handle = all_to_all(
+            lengths_out, len_in, [b * mine] * world, log=self.log, group=self.group, async_op=True
+        )  # the lengths travel while the ids are gathered
+        assert isinstance(lengths_handle, CommHandle)
+        ids_out = torch.cat([x[0] for j in range(world) for x in sends[j]] + [empty])
+        id_in = [sum(int(x[0].numel()) for x in sends[j]) for j in range(world)]
+        lengths_in = lengths_handle.wait()
+        # ids of each (source rank, local shard), on the host: the ids' receive splits, and where
+        # each shard's ids lie in what arrives (one host sync)
+        seg = lengths_in.view(world, mine, b).sum(2).tolist() if mine else [[] for _ in range(world)]
+        ids_in = all_to_all(ids_out, id_in, [sum(row) for row in seg], log=self.log, group=self.group)
         # 2. local lookups, samples of all ranks in rank order (key-major: shard, then source rank)
         pooled: dict[int, torch.Tensor] = {}  # plan shard index -> (world * b, width)
         if mine:
-            seg = lengths_in.view(world, mine, b).sum(2)  # ids per (source rank, shard)
-            order = torch.arange(world * mine, device=dev).view(world, mine).t().reshape(-1)
-            ids_local = _reorder_segments(ids_in, seg.reshape(-1), order)
             lengths_local = lengths_in.view(world, mine, b).transpose(0, 1).reshape(-1)
-            pooled.update(self._lookup(self._mp_by_rank[rank], ids_local, lengths_local, world * b))
+            pooled.update(self._lookup(self._mp_by_rank[rank], ids_in, lengths_local, world * b, seg))
         # 3. output distribution: rows of rank j's samples go back to rank j, flattened
         owned = self._mp_by_rank[rank]
         by_rank = {i: pooled[i].reshape(world, -1).unbind(0) for i in owned}  # one node per shard
@@ -305,13 +323,23 @@ class ShardedEmbeddingBagCollection(nn.Module):
         return handle
 
     def _lookup(
-        self, shards: list[int], ids: torch.Tensor, lengths: torch.Tensor, size: int
+        self,
+        shards: list[int],
+        ids: torch.Tensor,
+        lengths: torch.Tensor,
+        size: int,
+        seg: list[list[int]] | None = None,
     ) -> dict[int, torch.Tensor]:
-        """Pool the key-major ``(ids, lengths)`` of plan ``shards`` (all on this rank, possibly in
-        several collections) over ``size`` samples: ``{shard: (size, width)}``."""
+        """Pool plan ``shards`` (all on this rank, possibly in several collections) over ``size``
+        samples: ``{shard: (size, width)}``. ``lengths`` are key-major (shard, then sample).
+        ``ids`` are key-major too, or, with ``seg`` (``seg[j][k]``: the ids of shard ``k`` from
+        source rank ``j``, on the host), as the input all-to-all delivers them: source rank by
+        source rank, each rank's ids shard by shard; each collection's ids are then gathered in
+        its order with one copy."""
         where = {s.index: s for s in self.local_shards}
-        seg = lengths.view(len(shards), size).sum(1)
-        starts = (torch.cumsum(seg, 0) - seg).tolist()
+        n = len(shards)
+        counts = seg if seg is not None else [lengths.view(n, size).sum(1).tolist()]
+        sizes = [int(c) for row in counts for c in row]  # block j * n + k: shard k's ids from source j
         out: dict[int, torch.Tensor] = {}
         for c, ebc in enumerate(self.collections):
             mine = [(k, i) for k, i in enumerate(shards) if where[i].collection == c]
@@ -320,8 +348,8 @@ class ShardedEmbeddingBagCollection(nn.Module):
             slots = sorted(mine, key=lambda x: where[x[1]].slot)
             if [where[i].slot for _, i in slots] != list(range(ebc.num_tables)):
                 raise RuntimeError("internal error: a collection's shards are not all in one lookup")
-            vals = torch.cat([ids[starts[k] : starts[k] + int(seg[k])] for k, _ in slots])
-            lens = torch.cat([lengths[k * size : (k + 1) * size] for k, _ in slots])
+            vals = _blocks(ids, sizes, [j * n + k for k, _ in slots for j in range(len(counts))])
+            lens = _blocks(lengths, [size] * n, [k for k, _ in slots])
             pooled = ebc(JaggedBatch(ebc.keys, vals, lens, size))
             # (slot, sample, width) memory order: unbind is one backward node (a stack), where a
             # select per shard would zero-fill a full-size gradient each

@@ -19,7 +19,24 @@ from recnotebooks.nn.mlp import MLP
 from recnotebooks.sparse import JaggedBatch
 from recnotebooks.timing import NULL_TIMER, PhaseTimer
 
-__all__ = ["DLRM"]
+__all__ = ["DLRM", "dense_modules"]
+
+
+def dense_modules(
+    config: DLRMConfig, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
+    seed: int = 0,
+) -> tuple[MLP, nn.Module, MLP]:  # fmt: skip
+    """The bottom MLP, interaction and top MLP of ``DLRM(config, device, dtype, seed)``, with the
+    same initial weights, without building its embedding tables (a hybrid-parallel rank replicates
+    only these)."""
+    if not isinstance(config, DLRMConfig):
+        raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
+    gen = torch.Generator().manual_seed(seed)  # the MLPs' own generator: the tables' draws do not move it
+    bottom = MLP(config.num_dense, config.bottom_mlp, True, device, dtype, gen)
+    features, self_dots = config.num_interaction_features, config.interaction_self
+    interaction = make_interaction(config.interaction, features, self_dots).to(device)
+    top = MLP(config.interaction_output_dim, config.top_mlp, False, device, dtype, gen)
+    return bottom, interaction, top
 
 
 class DLRM(nn.Module):
@@ -48,7 +65,6 @@ class DLRM(nn.Module):
         if not isinstance(config, DLRMConfig):
             raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
         self.config = config
-        gen = torch.Generator().manual_seed(seed)
         if embeddings is None:
             embeddings = EmbeddingBagCollection(
                 config.tables, config.embedding_dim, config.pooling, device=device, dtype=dtype, seed=seed
@@ -67,11 +83,7 @@ class DLRM(nn.Module):
                 f"dim {config.embedding_dim}, pooling {config.pooling!r}"
             )
         self.embeddings = embeddings
-        self.bottom_mlp = MLP(config.num_dense, config.bottom_mlp, True, device, dtype, gen)
-        self.interaction = make_interaction(
-            config.interaction, config.num_interaction_features, config.interaction_self
-        ).to(device)
-        self.top_mlp = MLP(config.interaction_output_dim, config.top_mlp, False, device, dtype, gen)
+        self.bottom_mlp, self.interaction, self.top_mlp = dense_modules(config, device, dtype, seed)
 
     def dense_parameters(self) -> Iterator[nn.Parameter]:
         """MLP parameters (everything but the embedding tables)."""

@@ -14,7 +14,7 @@ one gradient row per *distinct* looked-up row, which the sparse row-wise optimiz
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -26,7 +26,35 @@ from recnotebooks.config import POOLINGS, TableConfig
 from recnotebooks.nn.rows import advise_huge_pages, group_by_row, segment_ids, shift_ids
 from recnotebooks.sparse import JaggedBatch
 
-__all__ = ["EmbeddingBagCollection", "LookupGroups", "PendingLookups", "RowGradients"]
+__all__ = ["EmbeddingBagCollection", "LookupGroups", "PendingLookups", "RowGradients", "initial_rows"]
+
+#: Rows drawn at a time by :func:`initial_rows` (bounds the temporary memory on huge tables).
+INIT_CHUNK_ROWS = 1 << 22
+
+
+def initial_rows(
+    num_rows: Sequence[int], embedding_dim: int, seed: int | None = 0
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """The initial fused weight of tables of ``num_rows`` rows, ``INIT_CHUNK_ROWS`` rows at a time:
+    ``(first row, rows)`` pairs in order. Table ``t``'s rows are ``U(-1/sqrt(rows_t), 1/sqrt(rows_t))``
+    as in the dlrm reference implementation, drawn from one generator seeded with ``seed`` (``None``:
+    a random seed). :class:`EmbeddingBagCollection` copies every chunk in; a sharded collection keeps
+    only its shards' blocks, never holding the whole weight."""
+    gen = torch.Generator(device="cpu")
+    if seed is None:
+        gen.seed()
+    else:
+        gen.manual_seed(seed)
+    rows = torch.tensor([int(r) for r in num_rows], dtype=torch.int64)
+    ends = torch.cumsum(rows, 0)
+    total = int(ends[-1]) if rows.numel() else 0
+    bounds = 1.0 / torch.sqrt(rows.double())
+    for lo in range(0, total, INIT_CHUNK_ROWS):
+        hi = min(lo + INIT_CHUNK_ROWS, total)
+        table = torch.searchsorted(ends, torch.arange(lo, hi, dtype=torch.int64), right=True)
+        u = torch.rand(hi - lo, embedding_dim, generator=gen, dtype=torch.float32)
+        u.mul_(2).sub_(1).mul_(bounds.index_select(0, table)[:, None].float())
+        yield lo, u
 
 
 @dataclass
@@ -148,19 +176,9 @@ class EmbeddingBagCollection(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self, seed: int | None = 0) -> None:
-        """Uniform init per table, bound ``1/sqrt(rows)``; vectorised over tables."""
-        gen = torch.Generator(device="cpu")
-        if seed is None:
-            gen.seed()
-        else:
-            gen.manual_seed(seed)
-        bound = torch.repeat_interleave(1.0 / torch.sqrt(self.num_rows.cpu().double()), self.num_rows.cpu())
-        chunk = 1 << 22  # fill in chunks to bound temporary memory on huge tables
-        for lo in range(0, self.total_rows, chunk):
-            hi = min(lo + chunk, self.total_rows)
-            u = torch.rand(hi - lo, self.embedding_dim, generator=gen, dtype=torch.float32)
-            u.mul_(2).sub_(1).mul_(bound[lo:hi, None].float())
-            self.weight[lo:hi].copy_(u)
+        """Uniform init per table, bound ``1/sqrt(rows)`` (:func:`initial_rows`); vectorised over tables."""
+        for lo, u in initial_rows([t.num_rows for t in self.tables], self.embedding_dim, seed):
+            self.weight[lo : lo + u.shape[0]].copy_(u)
 
     def table_weight(self, key: str) -> torch.Tensor:
         """View of one table's rows."""

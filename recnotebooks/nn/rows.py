@@ -17,7 +17,8 @@ import sys
 import numpy as np
 import torch
 
-__all__ = ["segment_ids", "shift_ids", "group_by_row", "gather_rows", "scatter_rows", "advise_huge_pages"]
+__all__ = ["segment_ids", "shift_ids", "first_out_of_range", "group_by_row", "gather_rows", "scatter_rows",
+           "advise_huge_pages"]  # fmt: skip
 
 try:  # optional accelerator
     from numba import njit
@@ -80,6 +81,35 @@ def shift_ids(
     as_np = [t.to(torch.int64).numpy() for t in (starts, num_rows, row_offsets)]
     bad = _shift_ids(vals.contiguous().numpy(), *as_np, check, out.numpy())
     return out, int(bad)
+
+
+if njit is not None:
+
+    @njit(cache=True)
+    def _first_out_of_range(vals, starts, num_rows):  # pragma: no cover - compiled
+        """The first ``j`` in ``starts[t]:starts[t+1]`` with ``vals[j]`` outside ``0..num_rows[t]-1``,
+        or -1: one serial read-only pass, the exact position found only when a table has one."""
+        for t in range(num_rows.shape[0]):
+            a, z, n = starts[t], starts[t + 1], num_rows[t]
+            outside = False
+            for j in range(a, z):
+                v = vals[j]
+                outside |= (v < 0) | (v >= n)
+            if outside:
+                for j in range(a, z):
+                    if vals[j] < 0 or vals[j] >= n:
+                        return j
+        return -1
+
+
+def first_out_of_range(vals: torch.Tensor, starts: torch.Tensor, num_rows: torch.Tensor) -> int | None:
+    """The position of the first id of table ``t`` (``vals[starts[t]:starts[t+1]]``) outside
+    ``0..num_rows[t]-1``, or -1 if every id is in range; ``None`` where the one-pass CPU kernel
+    cannot run (as :func:`shift_ids`): the caller then checks with torch ops."""
+    if njit is None or vals.device.type != "cpu" or vals.dtype not in (torch.int32, torch.int64):
+        return None
+    as_np = [t.to(torch.int64).numpy() for t in (starts, num_rows)]
+    return int(_first_out_of_range(vals.contiguous().numpy(), *as_np))
 
 
 def group_by_row(ids: torch.Tensor, bags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
