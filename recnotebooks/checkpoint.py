@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from recnotebooks.checks import check_float, check_int, show
+from recnotebooks.checks import check_device, check_float, check_steps, check_writable_file, show
 
 __all__ = [
     "FORMAT",
@@ -81,6 +81,7 @@ def read_checkpoint(path: str | os.PathLike[str], device: torch.device | str = "
     required fields are present and whose checksum matches (a v1 file, which has none, loads
     with a ``RuntimeWarning``).
     """
+    device = check_device("device", device)  # a bad device is not a damaged file
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"checkpoint {str(p)!r} does not exist (or is not a file)")
@@ -182,19 +183,9 @@ def check_dense_optimizer(saved: object, optimizer: torch.optim.Optimizer, kind:
 def check_writable(path: str | os.PathLike[str]) -> None:
     """Raise ``ValueError`` unless a checkpoint can be written at ``path`` (checked before
     training, not after): creates its directory and writes, then removes, the temporary file
-    that :meth:`recnotebooks.train.Trainer.save` writes first."""
-    p = Path(path)
-    if p.is_dir():
-        raise ValueError(
-            f"checkpoint {str(p)!r} is a directory; give a file path such as {str(p / 'run.pt')!r}"
-        )
-    tmp = p.with_suffix(p.suffix + ".tmp")
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_bytes(b"")
-        tmp.unlink()
-    except OSError as e:
-        raise ValueError(f"checkpoint {str(p)!r} cannot be written: {e.strerror or e}") from None
+    that :meth:`recnotebooks.train.Trainer.save` writes first
+    (:func:`recnotebooks.checks.check_writable_file`)."""
+    check_writable_file("checkpoint", path, example="run.pt")
 
 
 def check_fields(
@@ -219,13 +210,18 @@ def check_fields(
         check_float(f"checkpoint {p!r}: sparse_optimizer eps", sparse.get("eps"), lo=0, lo_open=True)
         check_tensors("sparse_optimizer", {"momentum": sparse.get("momentum")},
                       {"momentum": sparse_optimizer.momentum}, p)  # type: ignore[attr-defined]  # fmt: skip
+        m = sparse["momentum"]
+        ok = torch.isfinite(m) & (m >= 0)
+        if not bool(ok.all()):  # checked here, before the trainer changes anything
+            raise ValueError(f"checkpoint {p!r}: sparse_optimizer momentum must hold finite numbers >= 0 "
+                             f"(sums of squared gradients), got {m[~ok][0].item()}")  # fmt: skip
     saved_dense = state.get("dense_optimizer_kind", dense_kind)
     if saved_dense != dense_kind:
         raise ValueError(f"checkpoint {p!r} has dense optimizer {saved_dense!r} but this trainer uses "
                          f"{dense_kind!r}")  # fmt: skip
     check_dense_optimizer(state["dense_optimizer"], dense_optimizer, dense_kind, p)
     check_tensors("model", state["model"], model.state_dict(), p)
-    step = check_int(f"checkpoint {p!r}: step", state["step"], lo=0)
+    step = check_steps(f"checkpoint {p!r}: step", state["step"], lo=0)
     history = state["history"]
     if not isinstance(history, list) or not all(isinstance(r, dict) for r in history):
         raise ValueError(f"checkpoint {p!r}: history must be a list of dicts, got {show(history)}")

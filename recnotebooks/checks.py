@@ -20,22 +20,39 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 __all__ = [
+    "MAX_STEPS",
+    "available_memory_bytes",
     "check_bool",
     "check_choice",
     "check_device",
+    "check_fits_memory",
     "check_float",
     "check_fraction",
     "check_int",
     "check_int_list",
+    "check_module_device",
+    "check_steps",
     "check_str",
     "check_type",
+    "check_writable_file",
     "describe_range",
+    "format_bytes",
+    "parse_float",
+    "parse_int",
     "show",
 ]
+
+#: Most steps (or batches) a run may be asked for: 10^9. The fastest step here (the tiny
+#: preset) takes about a millisecond, so 10^9 steps is over eleven days of training without a
+#: pause, and an epoch of Criteo Terabyte's 4.2 billion samples is 4.1 million steps at batch
+#: 1024; a larger count is a typo (``--steps 1e30`` would never end), refused rather than run.
+MAX_STEPS = 10**9
 
 T = TypeVar("T")
 
@@ -95,6 +112,11 @@ def check_int(name: str, value: object, *, lo: int | None = None, hi: int | None
     if (lo is not None and v < lo) or (hi is not None and v > hi):
         raise ValueError(f"{name} must be {allowed}, got {show(value)}")
     return v
+
+
+def check_steps(name: str, value: object, *, lo: int = 1) -> int:
+    """A count of steps or batches: an ``int`` in ``[lo, MAX_STEPS]`` (see :data:`MAX_STEPS`)."""
+    return check_int(name, value, lo=lo, hi=MAX_STEPS)
 
 
 def check_float(
@@ -216,3 +238,133 @@ def check_device(name: str, value: object) -> object:
     elif dev.type != "cpu":
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
     return dev
+
+
+# ----- text typed on a command line or in an environment variable -------------------------
+def _ascii_number(name: str, text: object, what: str) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be {what} given as text, got {show(text)} ({_kind(text)})")
+    if not text.isascii():  # int("５") and float("１.５") accept other scripts' digits
+        raise ValueError(f"{name} must be {what} written with ASCII digits 0-9, got {show(text)}")
+    return text
+
+
+def parse_int(name: str, text: object, *, lo: int | None = None, hi: int | None = None) -> int:
+    """An int typed as text (a command-line option, an environment variable) within ``[lo, hi]``.
+
+    Only ASCII digits count (Python's ``int()`` also reads full-width ``"５１２"`` and other
+    scripts' digits, which a typed number should not silently be); ``"1e3"`` and ``"2.0"`` are
+    not ints. Raises ``ValueError`` naming ``name`` and what is allowed."""
+    allowed = " ".join(x for x in ("an int", describe_range(lo, hi)) if x)
+    try:
+        value = int(_ascii_number(name, text, allowed))
+    except ValueError as e:
+        if "ASCII" in str(e):
+            raise
+        raise ValueError(f"{name} must be {allowed}, got {show(text)}") from None
+    return check_int(name, value, lo=lo, hi=hi)
+
+
+def parse_float(
+    name: str,
+    text: object,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> float:
+    """A finite number typed as text within the range (ASCII only, as :func:`parse_int`)."""
+    rng = describe_range(lo, hi, lo_open=lo_open, hi_open=hi_open)
+    allowed = "a finite number" + (f" {rng}" if rng else "")
+    try:
+        value = float(_ascii_number(name, text, allowed))
+    except ValueError as e:
+        if "ASCII" in str(e):
+            raise
+        raise ValueError(f"{name} must be {allowed}, got {show(text)}") from None
+    return check_float(name, value, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open)
+
+
+# ----- files and memory -------------------------------------------------------------------
+def check_writable_file(name: str, path: object, *, example: str = "file") -> Path:
+    """``path`` as a ``Path`` once a file can be written there: not a directory, no file where
+    a folder of it should be; creates its folder and writes, then removes, ``<path>.tmp`` (the
+    temporary file an atomic save writes first). Raises ``ValueError`` naming ``name``."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a file path, got {show(path)} ({_kind(path)})")
+    p = Path(path)
+    if not str(path).strip():
+        raise ValueError(f"{name} must be a file path, got {show(path)}")
+    if p.is_dir():
+        raise ValueError(f"{name} {str(p)!r} is a directory; give a file path such as {str(p / example)!r}")
+    for folder in p.parents:  # the nearest existing ancestor must be a folder
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(
+                    f"{name} {str(p)!r} cannot be written: {str(folder)!r} is a file, not a folder; "
+                    "give a path inside a folder"
+                )
+            break
+    tmp = p.with_suffix(p.suffix + ".tmp")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(b"")
+        tmp.unlink()
+    except OSError as e:
+        raise ValueError(f"{name} {str(p)!r} cannot be written: {e.strerror or e}") from None
+    return p
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes in words: ``"1.5 GiB"``, ``"3.0 TiB"``, ``"12 bytes"``."""
+    for unit, size in (("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:,.1f} {unit}"
+    return f"{n:,.0f} bytes"
+
+
+def available_memory_bytes(device: object = "cpu") -> int | None:
+    """Free memory on ``device`` (host: MemAvailable; CUDA: free device memory; ``None``: torch's
+    default device), or None if unknown."""
+    import torch
+
+    dev = torch.get_default_device() if device is None else torch.device(device)  # type: ignore[arg-type]
+    if dev.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(dev)
+        return int(free)
+    if dev.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_fits_memory(what: str, need: int, device: object = "cpu", *, hint: str = "") -> None:
+    """Raise ``ValueError`` before allocating when ``need`` bytes exceed the memory ``device``
+    has available now (:func:`available_memory_bytes`); the message gives both, in bytes.
+    ``what`` names the thing allocated (``"embedding tables (weight)"``), ``hint`` what to change."""
+    have = available_memory_bytes(device)
+    if have is not None and need > have:
+        import torch
+
+        where = str(torch.get_default_device() if device is None else device)
+        raise ValueError(
+            f"{what} does not fit: it needs {format_bytes(need)} ({need:,} bytes) but {where} has "
+            f"{format_bytes(have)} ({have:,} bytes) available" + (f"; {hint}" if hint else "")
+        )
+
+
+def check_module_device(name: str, value: object) -> object:
+    """A module's ``device`` argument: ``None`` stays ``None`` (torch's default device, as
+    ``torch.nn`` modules take it), anything else as :func:`check_device` (``"cudaa"`` or CUDA on a
+    machine without it is refused naming ``name``, before torch allocates or raises)."""
+    return None if value is None else check_device(name, value)

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from recnotebooks.checks import check_float, check_int
+from recnotebooks.checks import MAX_STEPS, parse_float, parse_int
 
 __all__ = ["main", "build_parser", "config_from_args"]
 
@@ -37,15 +37,12 @@ class CLIError(Exception):
 
 
 def _int_arg(name: str, lo: int = 1, hi: int | None = None):  # type: ignore[no-untyped-def]
-    """argparse type: an int in ``[lo, hi]`` (:func:`recnotebooks.checks.check_int`)."""
+    """argparse type: an int in ``[lo, hi]`` written in ASCII digits
+    (:func:`recnotebooks.checks.parse_int`)."""
 
     def parse(text: str) -> int:
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
-        try:
-            return check_int(name, value, lo=lo, hi=hi)
+            return parse_int(name, text, lo=lo, hi=hi)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -53,15 +50,12 @@ def _int_arg(name: str, lo: int = 1, hi: int | None = None):  # type: ignore[no-
 
 
 def _float_arg(name: str, lo: float = 0.0, hi: float | None = None, lo_open: bool = True):  # type: ignore[no-untyped-def]
-    """argparse type: a finite number in the range (default > 0), via ``check_float``."""
+    """argparse type: a finite number in the range (default > 0), ASCII only, via
+    :func:`recnotebooks.checks.parse_float`."""
 
     def parse(text: str) -> float:
         try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        try:
-            return check_float(name, value, lo=lo, hi=hi, lo_open=lo_open)
+            return parse_float(name, text, lo=lo, hi=hi, lo_open=lo_open)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -78,7 +72,10 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "--preset", choices=preset_names(), help="model preset (default tiny; criteo_kaggle with --data)"
     )
     t.add_argument(
-        "--steps", type=_int_arg("--steps"), default=400, help="total steps (a resumed run counts its own)"
+        "--steps",
+        type=_int_arg("--steps", hi=MAX_STEPS),
+        default=400,
+        help=f"total steps, at most {MAX_STEPS:,} (a resumed run counts its own)",
     )
     t.add_argument("--batch-size", type=_int_arg("--batch-size", hi=MAX_BATCH), default=1024)
     t.add_argument("--seed", type=_int_arg("--seed", 0, 2**63 - 1), default=0)
@@ -105,7 +102,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     o.add_argument("--sparse-lr", type=_float_arg("--sparse-lr"), default=0.05)
     o.add_argument("--dense-optimizer", choices=["adagrad", "sgd", "adam"], default="adagrad")
     o.add_argument("--dense-lr", type=_float_arg("--dense-lr"), default=0.02)
-    o.add_argument("--eval-batches", type=_int_arg("--eval-batches"), default=10)
+    o.add_argument("--eval-batches", type=_int_arg("--eval-batches", hi=MAX_STEPS), default=10)
     o.add_argument(
         "--zipf", type=_float_arg("--zipf"), help="Zipf exponent of id popularity (synthetic data)"
     )
@@ -126,7 +123,7 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     d.add_argument(
         "--checkpoint-every",
-        type=_int_arg("--checkpoint-every"),
+        type=_int_arg("--checkpoint-every", hi=MAX_STEPS),
         metavar="N",
         help="with --checkpoint: also save every N steps",
     )

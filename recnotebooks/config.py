@@ -70,12 +70,17 @@ class TableConfig:
 
 
 def parse_mlp(spec: str | Sequence[int], name: str = "mlp") -> tuple[int, ...]:
-    """Parse an MLP given as ``"512-256-64"`` or a sequence of ints into layer widths."""
+    """Parse an MLP given as ``"512-256-64"`` or a sequence of ints into layer widths.
+
+    A string holds positive ints in ASCII digits ``0-9`` joined by ``-`` (full-width ``"５１２"``
+    or superscript digits are refused, though Python's ``int()`` reads some of them), each in
+    ``[1, MAX_WIDTH]``."""
     if isinstance(spec, str):
-        parts = [p for p in spec.strip().split("-")]
-        if not spec.strip() or any(not p.strip().isdigit() for p in parts):
+        parts = [p.strip() for p in spec.strip().split("-")]
+        if not spec.strip() or any(not (p.isascii() and p.isdigit()) for p in parts):
             raise ValueError(
-                f"{name} must look like '512-256-64' (positive ints joined by '-'), got {spec!r}"
+                f"{name} must look like '512-256-64' (positive ints in ASCII digits 0-9 joined by '-'), "
+                f"got {show(spec)}"
             )
         widths = tuple(int(p) for p in parts)
     else:

@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from recnotebooks.checks import available_memory_bytes
+
 __all__ = ["doctor_report", "print_doctor", "available_memory_bytes"]
 
 _PACKAGES = (
@@ -24,25 +26,6 @@ _PACKAGES = (
     "torchrec",
     "fbgemm_gpu",
 )
-
-
-def available_memory_bytes(device: torch.device | str = "cpu") -> int | None:
-    """Free memory on ``device`` (host: MemAvailable; CUDA: free HBM), or None if unknown."""
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(dev)
-        return int(free)
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def _version(name: str) -> str | None:

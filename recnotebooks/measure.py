@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from recnotebooks.checks import check_float, check_int, check_type
+from recnotebooks.checks import check_float, check_int, check_steps, check_type
 from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
@@ -272,8 +272,8 @@ def _check_args(config: object, batch_size: object, max_rows: object, time_budge
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     check_int("batch_size", batch_size, lo=1)
     check_int("memory_budget", memory_budget, lo=1)
-    lo = check_int("min_steps", min_steps, lo=1)
-    hi = check_int("max_steps", max_steps, lo=lo)
+    lo = check_steps("min_steps", min_steps, lo=1)
+    hi = check_steps("max_steps", max_steps, lo=lo)
     budget = check_float("time_budget_s", time_budget_s, lo=0)
     deadline = None if deadline_s is None else check_float("deadline_s", deadline_s, lo=0, lo_open=True)
     cap = default_max_rows(config) if max_rows is None else check_int("max_rows", max_rows, lo=1)  # type: ignore[arg-type]

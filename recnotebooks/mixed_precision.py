@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from recnotebooks.checks import check_choice, check_int, check_type
+from recnotebooks.checks import check_choice, check_int, check_steps, check_type
 from recnotebooks.config import DLRMConfig
 from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.nn.dlrm import DLRM
@@ -32,9 +32,9 @@ def compare_precision(
     with ``samples_per_s`` (steady state), ``seconds_per_step``, ``auc``, ``logloss``, ``steps``,
     ``batch_size`` and ``device`` — speed and accuracy side by side for a notebook."""
     check_type("config", config, DLRMConfig, "a DLRMConfig")
-    steps = check_int("steps", steps, lo=2)
+    steps = check_steps("steps", steps, lo=2)
     batch_size = check_int("batch_size", batch_size, lo=1)
-    eval_batches = check_int("eval_batches", eval_batches, lo=1)
+    eval_batches = check_steps("eval_batches", eval_batches, lo=1)
     check_type("dtypes", dtypes, (tuple, list), "a tuple of dtype names")
     if not dtypes:
         raise ValueError(f"dtypes must name at least one of {list(TRAIN_DTYPES)}, got {dtypes!r}")

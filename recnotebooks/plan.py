@@ -71,6 +71,7 @@ from recnotebooks.config import DLRMConfig
 
 __all__ = [
     "CACHE_POLICIES",
+    "MAX_RANKS",
     "SHARDINGS",
     "PLACEMENTS",
     "ShardGeometry",
@@ -84,6 +85,11 @@ SHARDINGS = ("table_wise", "row_wise", "column_wise", "data_parallel")
 PLACEMENTS = ("hbm", "host", "cache", "remote")
 #: Replacement policies the hit-rate model knows (the trace simulator has these and more).
 CACHE_POLICIES = ("lru", "lfu", "static", "setassoc")
+#: Most ranks a plan may have: 4096 (512 eight-GPU nodes, 32 times the 128 GPUs on 16 ZionEX
+#: nodes that trained a 12-trillion-parameter DLRM in Mudigere et al., ISCA 2022). The cost model
+#: evaluates a step rank by rank (4096 ranks take about 8 s here) and the planner keeps a list
+#: per rank, so a world size of 2**70 is refused rather than run until memory runs out.
+MAX_RANKS = 4096
 #: How far the fractions of a split table may add up from 1 (they are floats, often ``1 / world``).
 FRACTION_TOLERANCE = 1e-6
 
@@ -220,7 +226,7 @@ class Plan:
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        check_int("world_size", self.world_size, lo=1)
+        check_int("world_size", self.world_size, lo=1, hi=MAX_RANKS)
         object.__setattr__(self, "shards", tuple(self.shards))
         object.__setattr__(self, "notes", tuple(self.notes))
         for s in self.shards:

@@ -33,6 +33,7 @@ from recnotebooks.checks import (
     check_device,
     check_float,
     check_int,
+    check_steps,
     check_type,
     show,
 )
@@ -82,7 +83,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         for name, lo in (("steps", 1), ("warmup_steps", 0), ("eval_batches", 0), ("eval_every", 0),
                          ("log_every", 1)):  # fmt: skip
-            setattr(self, name, check_int(name, getattr(self, name), lo=lo))
+            setattr(self, name, check_steps(name, getattr(self, name), lo=lo))
         check_choice("sparse_optimizer", self.sparse_optimizer, SPARSE_OPTIMIZERS)
         check_choice("dense_optimizer", self.dense_optimizer, DENSE_OPTIMIZERS)
         check_choice("dtype", self.dtype, TRAIN_DTYPES)
@@ -272,7 +273,7 @@ class Trainer:
         :meth:`save` writes it every ``checkpoint_every`` steps (0: only at the end) and
         once more when training ends.
         """
-        target = check_int("steps", self.config.steps if steps is None else steps, lo=self.step)
+        target = check_steps("steps", self.config.steps if steps is None else steps, lo=self.step)
         every = check_int("checkpoint_every", checkpoint_every, lo=0)
         if every and checkpoint is None:
             raise ValueError(f"checkpoint_every={every} needs a checkpoint path, got checkpoint=None")
@@ -381,7 +382,7 @@ class Trainer:
         """Log loss, AUC and NE over the first ``batches`` eval batches (default config)."""
         if self.eval_data is None:
             raise ValueError("evaluate needs eval_data; pass it to Trainer(...)")
-        n = check_int("batches", self.config.eval_batches if batches is None else batches, lo=1)
+        n = check_steps("batches", self.config.eval_batches if batches is None else batches, lo=1)
         self.model.eval()
         probs, labels = [], []
         for i, batch in enumerate(self.eval_data):

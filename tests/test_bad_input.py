@@ -14,16 +14,29 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recnotebooks.checkpoint import add_checksum
+from recnotebooks import checks
+from recnotebooks.cache import CacheConfig, CachedEmbeddingBagCollection
+from recnotebooks.checkpoint import add_checksum, read_checkpoint
+from recnotebooks.checks import MAX_STEPS, parse_float, parse_int
 from recnotebooks.cli import main
-from recnotebooks.config import DLRMConfig, TableConfig, preset
+from recnotebooks.config import DLRMConfig, TableConfig, parse_mlp, preset
 from recnotebooks.data import SyntheticConfig, SyntheticCriteo
 from recnotebooks.data.split import HeldOutSplit, is_held_out
-from recnotebooks.nn import DLRM
+from recnotebooks.dist.launch import launch
+from recnotebooks.dist.training import round_robin_plan, train_local
+from recnotebooks.dist.twod import two_d_groups
+from recnotebooks.measure import measure_step
+from recnotebooks.mixed_precision import compare_precision
+from recnotebooks.nn import DLRM, EmbeddingBagCollection, RowWiseAdagrad, SparseSGD
 from recnotebooks.nn.interaction import DotInteraction
-from recnotebooks.perf.hardware import hardware
+from recnotebooks.nn.mlp import MLP
+from recnotebooks.perf.cost import estimate
+from recnotebooks.perf.hardware import FIELD_RANGES, HARDWARE, hardware, save_calibration
+from recnotebooks.perf.job import job_cost
 from recnotebooks.perf.memory import memory_report
 from recnotebooks.perf.planner import plan_tables
+from recnotebooks.perf.scaleout import scale_out
+from recnotebooks.plan import Plan
 from recnotebooks.sparse import JaggedBatch
 from recnotebooks.train import TrainConfig, Trainer
 
@@ -286,6 +299,8 @@ def rewritten(saved, tmp_path, change) -> str:
         (lambda s: s["model"].update({"embeddings.weight": torch.zeros(3, 3)}), "shape", {}),
         (lambda s: s["sparse_optimizer"].update(momentum=torch.zeros(7)), "momentum", {}),
         (lambda s: s["sparse_optimizer"].update(eps=float("nan")), "eps", {}),
+        (lambda s: s.update(step=10**30), "step", {}),
+        (lambda s: s["sparse_optimizer"]["momentum"].__setitem__(0, float("inf")), "momentum", {}),
         (lambda s: s.update(data={"position": -1}), "data position", {}),
         (lambda s: s.update(config={"num_dense": "x"}), "config", {}),
         (lambda s: None, "dense optimizer 'adagrad'", {"dense_optimizer": "adam"}),
@@ -407,3 +422,373 @@ def test_damaged_data_files_are_named(capsys, tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("hello\nworld\n")
     refuses(capsys, [*run, str(text)], "2 of 2 lines of --data were malformed", "40 tab-separated fields")
+
+
+# ===== issue 22, item 7: the remaining unclear inputs ===========================================
+# One parametrized test per kind, over its Python entry points and its command-line options: each
+# refusal names the parameter and the value, and comes before any allocation, process or step.
+HUGE = 10**30
+BIG_WORLD = 2**70
+FULL_WIDTH = str.maketrans("0123456789.", "０１２３４５６７８９．")
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present here")
+
+
+def raises_naming(exc: type[Exception], make, *words: str) -> str:
+    """``make()`` raises ``exc`` and its message holds every word; the message."""
+    with pytest.raises(exc) as e:
+        make()
+    msg = str(e.value)
+    for w in words:
+        assert w in msg, (w, msg)
+    return msg
+
+
+def tiny_plan(world: int = 2):
+    return round_robin_plan(preset("tiny"), world)
+
+
+def cached(device=None, staging_rows: int = 0, dim: int = 4) -> CachedEmbeddingBagCollection:
+    cache = CacheConfig(capacity=5, staging_rows=staging_rows)
+    return CachedEmbeddingBagCollection([TableConfig("t", 10)], dim, cache, device=device)
+
+
+# ----- 1. step counts: refused above MAX_STEPS (10^9), never run for ever ------------------------
+@pytest.mark.parametrize(
+    "make,name,value",
+    [
+        (lambda: TrainConfig(steps=HUGE), "steps", HUGE),
+        (lambda: TrainConfig(eval_batches=HUGE), "eval_batches", HUGE),
+        (lambda: TrainConfig(warmup_steps=MAX_STEPS + 1), "warmup_steps", MAX_STEPS + 1),
+        (lambda: small_trainer().fit(HUGE), "steps", HUGE),
+        (lambda: small_trainer().evaluate(HUGE), "batches", HUGE),
+        (lambda: measure_step(preset("tiny"), 8, min_steps=HUGE, max_steps=HUGE), "min_steps", HUGE),
+        (lambda: compare_precision(preset("tiny"), steps=HUGE), "steps", HUGE),
+        (lambda: train_local(preset("tiny"), tiny_plan(), 2, HUGE, 8), "steps", HUGE),
+    ],
+)
+def test_huge_step_counts_are_refused(make, name, value):
+    raises_naming(ValueError, make, name, str(value), ", 1000000000]")
+
+
+def test_the_step_bound_itself_is_allowed():
+    assert TrainConfig(steps=MAX_STEPS).steps == MAX_STEPS  # inclusive: good input is unchanged
+
+
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["train", "--steps", "1e30"], ["--steps", "'1e30'", "1000000000"]),
+        (["train", "--steps", str(HUGE)], ["--steps", str(HUGE), "1000000000"]),
+        (["train", "--eval-batches", str(HUGE)], ["--eval-batches", str(HUGE)]),
+        (["train", "--checkpoint-every", str(HUGE)], ["--checkpoint-every", str(HUGE)]),
+        (["train", "--world-size", "2", "--steps", str(HUGE)], ["--steps", str(HUGE)]),
+        (["cache-sim", "--batch-size", str(HUGE)], ["--batch-size", str(HUGE)]),
+    ],
+)
+def test_huge_step_counts_on_the_command_line(capsys, argv, words):
+    refuses(capsys, argv, *words)
+
+
+# ----- 2. digits that are not ASCII: int("５１２") is 512 to Python, a typo to us ---------------------
+@pytest.mark.parametrize("spec", ["13-５１２-1", "13-²-1", "１３-512", "13-٥-1"])
+def test_mlp_specs_take_ascii_digits_only(spec):
+    raises_naming(ValueError, lambda: parse_mlp(spec, "--bottom"), "--bottom", repr(spec), "ASCII")
+
+
+@given(st.integers(0, 10**12))
+def test_typed_numbers_read_ascii_and_refuse_other_digits(n):
+    assert parse_int("n", str(n)) == n and parse_float("x", f"{n}.5") == n + 0.5
+    with pytest.raises(ValueError, match="ASCII"):
+        parse_int("n", str(n).translate(FULL_WIDTH))
+    with pytest.raises(ValueError, match="ASCII"):
+        parse_float("x", f"{n}.5".translate(FULL_WIDTH))
+
+
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["train", "--bottom", "13-５１２-16"], ["--bottom", "ASCII"]),
+        (["train", "--top", "２５６-1"], ["--top", "ASCII"]),
+        (["train", "--pooling", "１.５"], ["--pooling", "ASCII"]),
+        (["train", "--batch-size", "６４"], ["--batch-size", "'６４'", "ASCII"]),
+        (["cost", "--gpus", "８"], ["--gpus", "'８'", "ASCII"]),
+        (["cost", "--placement", "cache", "--cache-rows", "５"], ["--cache-rows", "'５'", "ASCII"]),
+        (["cache-sim", "--rows", "１０００"], ["--rows", "ASCII"]),
+        (["cache-sim", "--capacity", "０.５"], ["--capacity", "ASCII"]),
+        (["cache-sim", "--alpha", "１.１"], ["--alpha", "ASCII"]),
+    ],
+)
+def test_typed_numbers_with_other_digits_are_refused(capsys, argv, words):
+    refuses(capsys, [*argv, "--steps", "1"] if argv[0] == "train" else argv, *words)
+
+
+# ----- 3. a calibration path whose folder is a file (or that is a folder) ----------------------------
+def test_save_calibration_names_a_path_under_a_file(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    target = blocker / "cal.json"
+    hw = HARDWARE["this_machine"]
+    raises_naming(ValueError, lambda: save_calibration(hw, None, target), "path", str(target), "is a file")
+    raises_naming(ValueError, lambda: save_calibration(hw, None, tmp_path), "path", "is a directory")
+    assert blocker.read_text() == "x" and not list(tmp_path.glob("**/*.tmp"))  # nothing written
+
+
+@pytest.mark.parametrize("command", [["calibrate", "--quick"], ["validate", "--quick"]])
+@pytest.mark.parametrize("where", ["under_a_file", "a_directory"])
+def test_a_bad_calibration_path_is_refused_before_measuring(capsys, tmp_path, monkeypatch, command, where):
+    import recnotebooks.perf.calibrate as cal
+
+    monkeypatch.setattr(cal, "calibrate", lambda *a, **k: pytest.fail("calibrated before checking the path"))
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    path = blocker / "cal.json" if where == "under_a_file" else tmp_path
+    monkeypatch.setenv("RECNB_CALIBRATION", str(path))
+    words = ["is a file, not a folder", str(blocker)] if where == "under_a_file" else ["is a directory"]
+    refuses(capsys, command, "RECNB_CALIBRATION", str(path), *words)
+
+
+def test_loading_from_under_a_file_warns_and_uses_the_defaults(tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    monkeypatch.setenv("RECNB_CALIBRATION", str(blocker / "cal.json"))
+    with pytest.warns(UserWarning, match="is a file, not a folder"):
+        assert hardware("this_machine") == HARDWARE["this_machine"]
+
+
+# ----- 4. tables (and layers) that cannot fit: the bytes, before torch allocates -----------------
+TERABYTE_TABLES = (TableConfig("a", 2**44), TableConfig("b", 2**44))
+
+
+@pytest.mark.parametrize(
+    "make,need",
+    [
+        (lambda: EmbeddingBagCollection([TableConfig("t", 2**40)], 64), 2**40 * 64 * 4),
+        (lambda: EmbeddingBagCollection([TableConfig("t", 2**40)], 64, dtype=torch.float64), 2**40 * 64 * 8),
+        (lambda: DLRM(preset("tiny").replace(tables=TERABYTE_TABLES)), None),
+        (lambda: MLP(2**20, [2**20]), (2**20 + 1) * 2**20 * 4),
+        (lambda: cached(staging_rows=2**40, dim=2**10), (5 + 2**40) * 2**10 * 4),
+    ],
+)
+def test_what_cannot_fit_is_refused_with_the_bytes(make, need):
+    if need is None:  # the whole DLRM: its tables and its MLPs
+        cfg = preset("tiny").replace(tables=TERABYTE_TABLES)
+        need = (cfg.sparse_parameters + cfg.dense_parameters) * 4
+    msg = raises_naming(ValueError, make, "does not fit", f"{need:,} bytes", "available")
+    assert "TiB" in msg or "PiB" in msg
+
+
+def test_the_fit_check_compares_with_the_memory_available(monkeypatch):
+    monkeypatch.setattr(checks, "available_memory_bytes", lambda device="cpu": 1000)
+    assert EmbeddingBagCollection([TableConfig("t", 62)], 4).weight.numel() == 248  # 992 bytes: fits
+    make = lambda: EmbeddingBagCollection([TableConfig("t", 63)], 4)  # noqa: E731
+    raises_naming(ValueError, make, "1,008 bytes", "1,000 bytes")
+    monkeypatch.setattr(checks, "available_memory_bytes", lambda device="cpu": None)  # unknown: allowed
+    assert make().total_rows == 63
+
+
+# ----- 5. device strings that are not a device, and CUDA without it --------------------------------
+BUILDERS = [
+    lambda d: DLRM(preset("tiny").with_max_rows(10), device=d),
+    lambda d: EmbeddingBagCollection([TableConfig("t", 10)], 4, device=d),
+    lambda d: MLP(4, [4], device=d),
+    lambda d: cached(device=d),
+    lambda d: Trainer(DLRM(preset("tiny").with_max_rows(10)), [], device=d),
+    lambda d: SyntheticCriteo(preset("tiny"), 4, device=d),
+    lambda d: read_checkpoint("no_such.pt", device=d),  # the device is named, not a "damaged file"
+]
+
+
+@pytest.mark.parametrize("bad", ["cudaa", "gpu", "tpu", "cuda:x", 3])
+@pytest.mark.parametrize("build", BUILDERS)
+def test_bad_device_strings_are_named(build, bad):
+    raises_naming(
+        ValueError if isinstance(bad, str) else TypeError, lambda: build(bad), "device", str(bad), "'cpu'"
+    )
+
+
+@no_cuda
+@pytest.mark.parametrize("build", BUILDERS)
+def test_cuda_without_cuda_is_refused(build):
+    raises_naming(ValueError, lambda: build("cuda:0"), "device", "cuda", "CUDA is not available")
+
+
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["train", "--device", "cudaa"], ["device", "'cudaa'"]),
+        pytest.param(["train", "--device", "cuda"], ["device", "CUDA is not available"], marks=no_cuda),
+        (["calibrate", "--device", "cudaa"], ["--device", "cudaa"]),
+        pytest.param(["validate", "--device", "cuda"], ["--device", "CUDA is not available"], marks=no_cuda),
+    ],
+)
+def test_bad_devices_on_the_command_line(capsys, argv, words):
+    refuses(capsys, [*argv, "--steps", "1"] if argv[0] == "train" else argv, *words)
+
+
+# ----- 6. optimizer settings that are not finite -----------------------------------------------
+def collection() -> EmbeddingBagCollection:
+    return EmbeddingBagCollection([TableConfig("t", 10)], 4)
+
+
+@pytest.mark.parametrize(
+    "kwargs,name,value,exc",
+    [
+        ({"initial_accumulator_value": float("inf")}, "initial_accumulator_value", "inf", ValueError),
+        ({"initial_accumulator_value": float("nan")}, "initial_accumulator_value", "nan", ValueError),
+        ({"initial_accumulator_value": -1.0}, "initial_accumulator_value", "-1.0", ValueError),
+        ({"initial_accumulator_value": "0.1"}, "initial_accumulator_value", "'0.1'", TypeError),
+        ({"eps": float("inf")}, "eps", "inf", ValueError),
+        ({"eps": True}, "eps", "True", TypeError),
+        ({"lr": float("nan")}, "lr", "nan", ValueError),
+        ({"lr": float("inf"), "kind": "sgd"}, "lr", "inf", ValueError),
+        ({"sparse_lr": float("-inf"), "kind": "config"}, "sparse_lr", "-inf", ValueError),
+    ],
+)
+def test_non_finite_optimizer_settings_are_named(kwargs, name, value, exc):
+    kwargs = dict(kwargs)
+    kind = kwargs.pop("kind", "adagrad")
+    lr = kwargs.pop("lr", 0.1)
+    make = {
+        "adagrad": lambda: RowWiseAdagrad(collection(), lr, **kwargs),
+        "sgd": lambda: SparseSGD(collection(), lr),
+        "config": lambda: TrainConfig(**kwargs),
+    }[kind]
+    raises_naming(exc, make, name, value)
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan"), -1.0])
+def test_an_optimizer_state_with_bad_accumulators_is_refused_whole(bad):
+    opt = RowWiseAdagrad(collection(), 0.1, initial_accumulator_value=0.5)
+    state = opt.state_dict()
+    state["momentum"] = state["momentum"].clone()
+    state["momentum"][3] = bad
+    state["lr"] = 0.2
+    raises_naming(ValueError, lambda: opt.load_state_dict(state), "momentum", str(bad))
+    assert opt.lr == 0.1 and bool((opt.momentum == 0.5).all())  # nothing half-applied
+
+
+# ----- 7. a hardware preset field of the wrong type -------------------------------------------
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("hbm_bw", "3.35e12"), ("hbm_bw", True), ("nic_bw", None), ("llc_speedup", True),
+        ("llc_speedup", "3"), ("host_pools_embeddings", "yes"), ("host_pools_embeddings", 1),
+        ("peak_flops", [1e12]),
+        ("devices", 8.0), ("name", 5), ("kind", ["gpu"]), ("description", 5), ("sources", "datasheet"),
+        ("sharded_op_overhead_s", "1e-5"),
+    ],
+)  # fmt: skip
+def test_hardware_fields_of_the_wrong_type_are_named(field, value):
+    make = lambda: hardware("dgx_h100").replace(**{field: value})  # noqa: E731
+    raises_naming(TypeError, make, field, checks.show(value))
+
+
+def test_a_hardware_name_that_is_not_a_name():
+    raises_naming(TypeError, lambda: hardware(["dgx_h100"]), "hardware", "['dgx_h100']")  # type: ignore[arg-type]
+
+
+# ----- 8. numbers so small (or large) that the model's results become infinite --------------------
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("hbm_bw", 1e-300), ("nic_bw", 1e-300), ("intra_node_bw", 5e-324), ("host_link_bw", 1e-300),
+        ("host_mem_bw", 1e-300), ("sort_rate", 1e-300), ("hbm_bytes", 1e-300), ("host_mem_bytes", 1e-300),
+        ("gemm_max_efficiency", 1e-300), ("gather_efficiency", 1e-300), ("power_w", 1e308),
+        ("price_per_hour", 1e308), ("collective_latency_s", 1e300), ("hbm_bw", 1e308),
+    ],
+)  # fmt: skip
+def test_hardware_numbers_outside_their_range_are_named(field, value):
+    lo, hi, lo_open = FIELD_RANGES[field]
+    allowed = checks.describe_range(lo, hi, lo_open=lo_open)
+    raises_naming(
+        ValueError, lambda: hardware("dgx_h100").replace(**{field: value}), field, repr(value), allowed
+    )
+
+
+def test_a_tiny_peak_flops_is_named():
+    make = lambda: hardware("dgx_h100").replace(peak_flops={"fp32": 1e-300})  # noqa: E731
+    raises_naming(ValueError, make, "peak_flops['fp32']", "1e-300")
+
+
+def corner(field: str, pick: bool) -> float:
+    """An end of ``field``'s range (an open or zero low end: a tiny positive number)."""
+    lo, hi, lo_open = FIELD_RANGES[field]
+    return hi if pick else (1e-12 if lo_open or lo == 0 else lo)
+
+
+CORNER_FIELDS = ("hbm_bw", "nic_bw", "intra_node_bw", "host_link_bw", "gemm_max_efficiency", "gemm_half_dim",
+                 "power_w", "collective_latency_s")  # fmt: skip
+
+
+@given(
+    st.lists(st.booleans(), min_size=len(CORNER_FIELDS), max_size=len(CORNER_FIELDS)), st.sampled_from([1, 8])
+)
+def test_any_hardware_inside_the_ranges_gives_finite_results(picks, gpus):
+    """The ranges' promise, checked at their corners: every modeled figure is a finite number."""
+    import math
+
+    hw = hardware("dgx_h100").replace(**{f: corner(f, p) for f, p in zip(CORNER_FIELDS, picks, strict=True)})
+    r = estimate(preset("rm1"), hw, batch_size=2**20, gpus=gpus, nodes=2)
+    figures = [r.step_time, r.step_time_overlap, r.throughput, r.busy_fraction, r.flops_efficiency,
+               r.hbm_utilisation, r.joules_per_million_samples]  # fmt: skip
+    assert all(math.isfinite(v) for v in figures), figures
+
+
+@pytest.mark.parametrize(
+    "name,value",
+    [("step_time_s", 1e-320), ("step_time_s", 1e300), ("samples", 1e308), ("epochs", 1e300),
+     ("price_per_hour", 1e308), ("power_w", 1e308), ("devices", BIG_WORLD), ("servers", BIG_WORLD)],
+)  # fmt: skip
+def test_job_totals_that_would_overflow_are_refused(name, value):
+    kwargs = {"samples": 1e6, "batch_size": 1024, "step_time_s": 0.01, "devices": 8, "price_per_hour": 2.0,
+              "power_w": 5000.0, name: value}  # fmt: skip
+    raises_naming(ValueError, lambda: job_cost(**kwargs), name, repr(value))
+
+
+# ----- 9. world sizes that overflow -----------------------------------------------------------
+@pytest.mark.parametrize(
+    "make,name",
+    [
+        (lambda: estimate(preset("rm1"), "dgx_h100", batch_size=2**40, gpus=8, nodes=BIG_WORLD), "nodes"),
+        (lambda: plan_tables(preset("rm1"), "dgx_h100", BIG_WORLD), "world_size"),
+        (lambda: Plan(BIG_WORLD, ()), "world_size"),
+        (lambda: scale_out(preset("rm1"), devices=[1, BIG_WORLD]), "devices[1]"),
+        (lambda: round_robin_plan(preset("tiny"), BIG_WORLD, "data_parallel"), "world_size"),
+        (lambda: launch(os.getpid, BIG_WORLD), "world_size"),
+        (lambda: train_local(preset("tiny"), tiny_plan(), BIG_WORLD, 1, 8), "world_size"),
+        (lambda: two_d_groups(BIG_WORLD, 1), "world_size"),
+    ],
+)
+def test_world_sizes_that_overflow_are_refused(make, name):
+    raises_naming(ValueError, make, name, str(BIG_WORLD))
+
+
+def test_a_launch_timeout_that_overflows_is_refused():
+    raises_naming(ValueError, lambda: launch(os.getpid, 1, timeout_s=1e300), "timeout_s", "1e+300")
+
+
+@pytest.mark.parametrize(
+    "env,words",
+    [
+        ({"WORLD_SIZE": str(BIG_WORLD), "RANK": "0"}, ["WORLD_SIZE", str(BIG_WORLD), "4096"]),
+        ({"WORLD_SIZE": "２", "RANK": "0"}, ["WORLD_SIZE", "ASCII"]),
+        ({"WORLD_SIZE": "2", "RANK": "2"}, ["RANK", "[0, 1]"]),
+        ({"WORLD_SIZE": "", "RANK": "0"}, ["WORLD_SIZE", "''"]),
+    ],
+)
+def test_torchrun_world_sizes_are_checked(capsys, monkeypatch, env, words):
+    for k, v in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", **env}.items():
+        monkeypatch.setenv(k, v)
+    refuses(capsys, ["train", "--distributed", "--steps", "1"], "--distributed", *words)
+
+
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["train", "--world-size", str(BIG_WORLD)], ["--world-size", str(BIG_WORLD)]),
+        (["plan", "--nodes", str(BIG_WORLD)], ["--nodes", str(BIG_WORLD)]),
+        (["cost", "--gpus", str(BIG_WORLD)], ["--gpus", str(BIG_WORLD)]),
+    ],
+)
+def test_world_sizes_that_overflow_on_the_command_line(capsys, argv, words):
+    refuses(capsys, [*argv, "--steps", "1"] if argv[0] == "train" else argv, *words)

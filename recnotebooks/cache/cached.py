@@ -37,7 +37,7 @@ from recnotebooks.cache._cached_state import RowState, SlotStore
 from recnotebooks.cache.config import CacheConfig, hot_sets
 from recnotebooks.cache.policies import CachePolicy
 from recnotebooks.cache.stats import CacheStats
-from recnotebooks.checks import check_type
+from recnotebooks.checks import check_fits_memory, check_module_device, check_type
 from recnotebooks.config import DLRMConfig, TableConfig
 from recnotebooks.nn.embedding import EmbeddingBagCollection
 from recnotebooks.nn.rows import advise_huge_pages
@@ -110,9 +110,18 @@ class CachedEmbeddingBagCollection(SlotStore, EmbeddingBagCollection):
         profile: object = None,
     ) -> None:
         check_type("cache", cache, CacheConfig, "a CacheConfig")
+        checked = check_module_device("device", device)
+        dev = torch.device("cpu") if checked is None else checked
         caps = cache.capacities(tables)
+        slots = int(sum(caps)) + cache.staging_rows
+        if isinstance(embedding_dim, int) and isinstance(dtype, torch.dtype):  # else the collection says why
+            check_fits_memory(
+                f"the cache's device slots ({slots:,} rows x dim {embedding_dim}, {dtype})",
+                slots * embedding_dim * dtype.itemsize,
+                dev,
+                hint="lower the capacity or staging_rows of the CacheConfig",
+            )
         super().__init__(tables, embedding_dim, pooling, device="cpu", dtype=dtype, seed=seed)
-        dev = torch.device("cpu" if device is None else device)
         self.cache = cache
         self._lock = threading.RLock()
         offs = self.row_offsets.numpy().copy()

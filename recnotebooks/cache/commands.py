@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from recnotebooks.checks import check_float, check_int
+from recnotebooks.checks import check_float, parse_float, parse_int, show
 
 __all__ = ["add_cache_sim_parser", "cache_sim", "run_cache_sim"]
 
@@ -19,28 +19,38 @@ CURVE_POINTS = 12
 
 
 def _int(name: str, lo: int = 1, hi: int | None = None):  # type: ignore[no-untyped-def]
+    """argparse type: an int in ``[lo, hi]`` in ASCII digits (:func:`recnotebooks.checks.parse_int`)."""
+
     def parse(text: str) -> int:
         try:
-            return check_int(name, int(text), lo=lo, hi=hi)
+            return parse_int(name, text, lo=lo, hi=hi)
         except ValueError as e:
-            msg = str(e) if text.strip().lstrip("-").isdigit() else f"{name} must be an integer, got {text!r}"
-            raise argparse.ArgumentTypeError(msg) from None
+            raise argparse.ArgumentTypeError(str(e)) from None
 
     return parse
 
 
 def _capacity(text: str) -> int | float:
-    """``--capacity``: rows (``100000``) or a fraction of the rows (``0.1``)."""
+    """``--capacity``: rows (``100000``) or a fraction of the rows (``0.1``), in ASCII digits."""
     try:
-        return check_int("--capacity", int(text), lo=1)
+        return parse_int("--capacity", text, lo=1)
     except ValueError:
         pass
     try:
-        return check_float("--capacity", float(text), lo=0.0, hi=1.0, lo_open=True)
+        return parse_float("--capacity", text, lo=0.0, hi=1.0, lo_open=True)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"--capacity must be rows (an int >= 1) or a fraction of the rows in (0, 1], got {text!r}"
+            "--capacity must be rows (an int >= 1) or a fraction of the rows in (0, 1], in ASCII digits, "
+            f"got {show(text)}"
         ) from None
+
+
+def _alpha(text: str) -> float:
+    """``--alpha``: a Zipf exponent in [0, 10] (ASCII)."""
+    try:
+        return parse_float("--alpha", text, lo=0.0, hi=10.0)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_cache_sim_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
@@ -55,14 +65,19 @@ def add_cache_sim_parser(subparsers: argparse._SubParsersAction) -> argparse.Arg
     p.add_argument(
         "--ids", type=_int("--ids", hi=MAX_IDS), default=1_000_000, help="trace length (default 1M)"
     )
-    p.add_argument("--alpha", type=float, default=1.05, help="Zipf exponent of the trace (default 1.05)")
+    p.add_argument("--alpha", type=_alpha, default=1.05, help="Zipf exponent of the trace (default 1.05)")
     p.add_argument("--policy", default="lru", choices=SIM_POLICIES, help="replacement policy (default lru)")
     p.add_argument(
         "--capacity", type=_capacity, default=0.1, help="cache rows, or a fraction of --rows (default 0.1)"
     )
-    p.add_argument("--ways", type=_int("--ways"), default=32, help="ways of --policy setassoc (default 32)")
     p.add_argument(
-        "--batch-size", type=_int("--batch-size"), default=1, help="ids per admitted batch (default 1)"
+        "--ways", type=_int("--ways", hi=MAX_IDS), default=32, help="ways of --policy setassoc (default 32)"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_int("--batch-size", hi=MAX_IDS),
+        default=1,
+        help="ids per admitted batch (default 1)",
     )
     p.add_argument("--seed", type=_int("--seed", lo=0), default=0, help="trace seed (default 0)")
     p.add_argument(

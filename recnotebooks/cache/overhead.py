@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from recnotebooks.cache.policies import POLICIES, check_ids
-from recnotebooks.checks import check_choice, check_device, check_int
+from recnotebooks.checks import check_choice, check_device, check_int, check_steps
 from recnotebooks.threads import choose_threads, use_threads
 
 __all__ = ["measure_overhead"]
@@ -89,7 +89,7 @@ def measure_overhead(
     capacity = check_int("capacity", capacity, lo=1, hi=num_rows)
     policy = check_choice("policy", policy, POLICIES)
     ways = check_int("ways", ways, lo=1)
-    steps, warmup = check_int("steps", steps, lo=1), check_int("warmup", warmup, lo=0)
+    steps, warmup = check_steps("steps", steps, lo=1), check_steps("warmup", warmup, lo=0)
     batch_size, pooling = check_int("batch_size", batch_size, lo=1), check_int("pooling", pooling, lo=1)
     dim = check_int("dim", dim, lo=1)
     dev = check_device("device", device)

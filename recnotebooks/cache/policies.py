@@ -253,7 +253,7 @@ class CachePolicy:
         each request's hit flag.
         """
         trace = check_ids("trace", trace, self.num_rows)
-        batch_size = check_int("batch_size", batch_size, lo=1)
+        batch_size = check_int("batch_size", batch_size, lo=1, hi=2**63 - 1)  # int64 in the kernels
         record = hit_out is not None
         if record and (
             not isinstance(hit_out, np.ndarray) or hit_out.dtype != np.bool_ or hit_out.shape != trace.shape

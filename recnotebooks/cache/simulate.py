@@ -31,7 +31,7 @@ import torch
 from recnotebooks.cache import _opt_kernels as KO
 from recnotebooks.cache import _sim_kernels as KS
 from recnotebooks.cache.policies import POLICIES, CachePolicy, check_ids
-from recnotebooks.checks import check_choice, check_float, check_int, check_str, check_type, show
+from recnotebooks.checks import check_choice, check_float, check_int, check_steps, check_str, check_type, show
 from recnotebooks.config import DLRMConfig
 from recnotebooks.sparse import JaggedBatch
 
@@ -144,7 +144,7 @@ def trace_ids(
                 f"batches must be given for a stream without a length ({type(source).__name__})"
             ) from None
     else:
-        batches = check_int("batches", batches, lo=1)
+        batches = check_steps("batches", batches, lo=1)
     parts = [trace_ids(b, table, table_rows=table_rows) for b in itertools.islice(source, batches)]  # type: ignore[call-overload]
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
@@ -349,7 +349,7 @@ def simulate(
     ids, num_rows = _trace_and_rows(trace, num_rows)
     ways = check_int("ways", ways, lo=1) if policy == "setassoc" else 0
     cap = _capacity(capacity, num_rows, policy, ways)
-    batch_size = check_int("batch_size", batch_size, lo=1)
+    batch_size = check_int("batch_size", batch_size, lo=1, hi=2**63 - 1)  # int64 in the kernels
     if policy == "opt" and batch_size != 1:
         raise ValueError(
             f"batch_size must be 1 for policy 'opt' (Belady replays request by request), got {batch_size}"

@@ -27,6 +27,7 @@ import torch
 from recnotebooks.checks import (
     check_bool,
     check_choice,
+    check_device,
     check_float,
     check_fraction,
     check_int,
@@ -176,7 +177,7 @@ class SyntheticCriteo:
         self.config, self.data, self.batch_size, self.seed, self.split = config, data, batch_size, seed, split
         self.num_batches, self.start, self.position = num_batches, start, start
         self._resume: int | None = None
-        self.device, self.index_dtype = torch.device(device), index_dtype
+        self.device, self.index_dtype = check_device("device", device), index_dtype
         self._code = SPLITS.index(split) + 1
         dev, T, D = self.device, config.num_tables, config.num_dense
         self._exps = data.exponents(T)

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..config import DLRMConfig
 from .launch import max_world_size
-from .training import DistTrainResult, round_robin_plan, train_local, train_torchrun
+from .training import DistTrainResult, round_robin_plan, torchrun_env, train_local, train_torchrun
 
 __all__ = ["run"]
 
@@ -75,11 +75,14 @@ def run(
     world = _check(args, error)
     import os
 
-    size = world if world is not None else int(os.environ.get("WORLD_SIZE", "0") or 0)
-    if world is None and size < 1:
+    if world is None and "WORLD_SIZE" not in os.environ:
         raise error(
             "--distributed runs under torchrun (WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT are not set)"
         )
+    try:
+        size = world if world is not None else torchrun_env()[1]
+    except ValueError as e:
+        raise error(f"--distributed: {e}") from None
     if args.batch_size % size:
         raise error(
             f"--batch-size must be divisible by the world size {size} (each rank takes an equal slice), "

@@ -44,10 +44,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..checks import check_bool, check_int, check_type
+from ..checks import check_bool, check_int, check_module_device, check_type
 from ..config import DLRMConfig
 from ..nn.dlrm import dense_modules
-from ..plan import Plan
+from ..plan import MAX_RANKS, Plan
 from ..sparse import JaggedBatch
 from ..timing import NULL_TIMER, PhaseTimer
 from .comm import COMPONENTS, CommLog, all_reduce
@@ -146,13 +146,14 @@ class HybridParallelDLRM(nn.Module):
     ) -> None:
         super().__init__()
         check_type("config", config, DLRMConfig, "a DLRMConfig")
-        world = check_int("world_size", world_size, lo=1)
+        world = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
         rank = check_int("rank", rank, lo=0, hi=world - 1)
         if log is not None:
             check_type("log", log, CommLog, "a CommLog or None")
         self.config, self.rank, self.world_size = config, rank, world
         self.overlap = check_bool("overlap", overlap)
-        self.device = torch.device("cpu" if device is None else device)
+        checked = check_module_device("device", device)
+        self.device = torch.device("cpu") if checked is None else checked
         self.log = log if log is not None else CommLog(rank)
         self.group = group
         #: this rank's embedding shards

@@ -54,6 +54,9 @@ __all__ = ["HOST", "LaunchError", "LaunchResult", "RankContext", "RankFailure", 
 #: Seconds the other ranks get to finish or report once one rank has failed.
 GRACE_S = 2.0
 PORT_ENV = "RECNB_MASTER_PORT"
+#: Longest ``timeout_s`` a launch takes: a week (a longer one overflows the rendezvous store's
+#: ``timedelta`` and ``select``'s timeout, and a hung rank would hold the machine for good).
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 def max_world_size() -> int:
@@ -324,12 +327,12 @@ def launch(
     Raises :class:`LaunchError` (with the partial :class:`LaunchResult` as ``.result``) naming
     the failing rank when any rank fails, within ``timeout_s`` seconds of the call;
     ``ValueError``/``TypeError`` before any process starts for bad settings (``world_size`` in
-    ``[1, max_world_size()]``).
+    ``[1, max_world_size()]``, ``timeout_s`` in ``[1, MAX_TIMEOUT_S]``).
     """
     fn = _check_fn(fn)
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
     backend = check_choice("backend", backend, ("gloo", "nccl"))
-    timeout_s = check_float("timeout_s", timeout_s, lo=1.0)
+    timeout_s = check_float("timeout_s", timeout_s, lo=1.0, hi=MAX_TIMEOUT_S)
     if backend == "nccl" and (not torch.cuda.is_available() or torch.cuda.device_count() < world):
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         raise ValueError(

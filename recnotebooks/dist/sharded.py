@@ -51,12 +51,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..checks import check_choice, check_int, check_type
+from ..checks import check_choice, check_float, check_int, check_type
 from ..config import POOLINGS, DLRMConfig, TableConfig
 from ..nn.embedding import EmbeddingBagCollection, initial_rows
 from ..nn.optim import SparseOptimizer, make_sparse_optimizer
 from ..nn.rows import first_out_of_range
-from ..plan import Plan, ShardGeometry
+from ..plan import MAX_RANKS, Plan, ShardGeometry
 from ..sparse import JaggedBatch
 from .comm import CommHandle, CommLog, all_reduce, all_to_all
 
@@ -133,7 +133,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
             raise TypeError("tables must be a non-empty sequence of TableConfig")
         dim = check_int("embedding_dim", embedding_dim, lo=1)
         check_type("plan", plan, Plan, "a Plan")
-        world = check_int("world_size", world_size, lo=1)
+        world = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
         rank = check_int("rank", rank, lo=0, hi=world - 1)
         pooling = check_choice("pooling", pooling, POOLINGS)
         seed = check_int("seed", seed)
@@ -428,6 +428,8 @@ class ShardedSparseOptimizer:
 
     def __init__(self, model: Any, name: str, lr: float) -> None:
         check_type("model", model, self.model_type, f"a {self.model_type.__name__}")
+        check_choice("name", name, ("sgd", "rowwise_adagrad"))
+        check_float("lr", lr, lo=0.0, lo_open=True)  # also on a rank that holds no shard
         self.model = model
         self.optimizers: list[SparseOptimizer] = [
             make_sparse_optimizer(name, c, lr) for c in model.collections

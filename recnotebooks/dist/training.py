@@ -27,15 +27,15 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..checks import check_choice, check_float, check_int, check_type
+from ..checks import check_choice, check_float, check_int, check_steps, check_type, parse_int
 from ..config import DLRMConfig
 from ..data.synthetic import SyntheticConfig, SyntheticCriteo
-from ..plan import Plan, TableShard
+from ..plan import MAX_RANKS, Plan, TableShard
 from ..timing import PhaseTimer
 from ..train import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
 from .comm import CommLog
 from .hybrid import HybridParallelDLRM, local_samples
-from .launch import RankContext, launch, max_world_size
+from .launch import MAX_TIMEOUT_S, RankContext, launch, max_world_size
 
 __all__ = [
     "DistTrainResult",
@@ -45,6 +45,7 @@ __all__ = [
     "run_rank",
     "train_local",
     "train_torchrun",
+    "torchrun_env",
 ]
 
 WARMUP_STEPS = 5
@@ -56,7 +57,7 @@ def round_robin_plan(config: DLRMConfig, world_size: int, sharding: str = "table
     ``data_parallel`` (a replica on every rank). A table with fewer rows (columns) than ranks is
     split over as many ranks as it has rows (columns)."""
     check_type("config", config, DLRMConfig, "a DLRMConfig")
-    world = check_int("world_size", world_size, lo=1)
+    world = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
     check_choice("sharding", sharding, ("table_wise", "row_wise", "column_wise", "data_parallel"))
     shards: list[TableShard] = []
     for k, t in enumerate(config.tables):
@@ -126,7 +127,7 @@ def _check(config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: i
            dense_lr: float) -> None:  # fmt: skip
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     check_type("plan", plan, Plan, "a Plan")
-    check_int("steps", steps, lo=1)
+    check_steps("steps", steps, lo=1)
     check_int("seed", seed, lo=0)
     batch_size = check_int("batch_size", batch_size, lo=1)
     if batch_size % world:
@@ -250,6 +251,16 @@ def train_local(config: DLRMConfig, plan: Plan, world_size: int, steps: int, bat
     return _result(res.values, world, "gloo", steps, batch_size)
 
 
+def torchrun_env() -> tuple[int, int, int]:
+    """``(RANK, WORLD_SIZE, LOCAL_RANK)`` as torchrun sets them, checked: ``WORLD_SIZE`` an int in
+    ``[1, MAX_RANKS]`` (:data:`recnotebooks.plan.MAX_RANKS`), ``RANK`` and ``LOCAL_RANK`` (default 0)
+    in ``[0, WORLD_SIZE - 1]``, all in ASCII digits; ``ValueError`` naming the variable otherwise."""
+    world = parse_int("WORLD_SIZE", os.environ.get("WORLD_SIZE", ""), lo=1, hi=MAX_RANKS)
+    rank = parse_int("RANK", os.environ.get("RANK", ""), lo=0, hi=world - 1)
+    local = parse_int("LOCAL_RANK", os.environ.get("LOCAL_RANK", "0"), lo=0, hi=world - 1)
+    return rank, world, local
+
+
 def train_torchrun(config: DLRMConfig, plan: Plan, steps: int, batch_size: int, seed: int = 0,
                    *, timeout_s: float = 600.0, **options: Any) -> DistTrainResult:  # fmt: skip
     """Train in a process started by ``torchrun`` (one rank of ``WORLD_SIZE``); every rank returns
@@ -257,8 +268,8 @@ def train_torchrun(config: DLRMConfig, plan: Plan, steps: int, batch_size: int, 
     missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
     if missing:
         raise ValueError(f"--distributed runs under torchrun, which sets {missing}; they are not set here")
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local = int(os.environ.get("LOCAL_RANK", "0"))
+    rank, world, local = torchrun_env()
+    timeout_s = check_float("timeout_s", timeout_s, lo=1.0, hi=MAX_TIMEOUT_S)
     _check(config, plan, world, steps, batch_size, seed, options.get("sparse_optimizer", "rowwise_adagrad"),
            options.get("dense_optimizer", "adagrad"), options.get("sparse_lr", 0.05),
            options.get("dense_lr", 0.02))  # fmt: skip

@@ -37,7 +37,7 @@ from torch import nn
 
 from ..checks import check_choice, check_int, check_type
 from ..config import POOLINGS, DLRMConfig, TableConfig
-from ..plan import Plan
+from ..plan import MAX_RANKS, Plan
 from ..sparse import JaggedBatch
 from .comm import CommLog, all_reduce
 from .sharded import LocalShard, ShardedEmbeddingBagCollection, ShardedSparseOptimizer
@@ -50,7 +50,7 @@ def two_d_groups(world_size: int, group_size: int) -> tuple[list[Any], list[Any]
     every replica group (``group_size`` of them: the ranks with the same in-group rank), as
     ``torch.distributed`` subgroups. Every rank must call it, with the same arguments (each
     ``new_group`` is created by all ranks in the same order)."""
-    world = check_int("world_size", world_size, lo=1)
+    world = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
     m = check_int("group_size", group_size, lo=1, hi=world)
     if world % m:
         raise ValueError(f"world_size={world} must be divisible by group_size, got group_size={m}")
@@ -94,7 +94,7 @@ class TwoDShardedEmbeddingBagCollection(nn.Module):
         log: CommLog | None = None,
     ) -> None:
         super().__init__()
-        world = check_int("world_size", world_size, lo=1)
+        world = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
         rank = check_int("rank", rank, lo=0, hi=world - 1)
         m = check_int("group_size", group_size, lo=1, hi=world)
         if world % m:

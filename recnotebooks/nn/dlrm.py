@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
+from recnotebooks.checks import check_fits_memory, check_module_device, show
 from recnotebooks.config import DLRMConfig
 from recnotebooks.nn.embedding import EmbeddingBagCollection
 from recnotebooks.nn.interaction import make_interaction
@@ -51,6 +52,11 @@ class DLRM(nn.Module):
     Parameters split in two groups, as DLRM trains them: :meth:`dense_parameters` (MLPs,
     any ``torch.optim`` optimizer) and the embedding weights (sparse row-wise optimizers
     from :mod:`recnotebooks.nn.optim`).
+
+    ``device``: ``None`` (torch's default), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; a device this
+    machine lacks is refused. A model whose weights exceed the memory available there (a
+    terabyte of tables) is refused with a ``ValueError`` giving both in bytes, before anything
+    is allocated.
     """
 
     def __init__(
@@ -64,6 +70,18 @@ class DLRM(nn.Module):
         super().__init__()
         if not isinstance(config, DLRMConfig):
             raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
+        device = check_module_device("device", device)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating-point torch.dtype, got {show(dtype)}")
+        params = config.dense_parameters + (config.sparse_parameters if embeddings is None else 0)
+        check_fits_memory(  # the whole model at once: nothing is half-built when it cannot fit
+            f"DLRM {config.name!r} ({params:,} parameters: {config.total_rows:,} embedding rows x dim "
+            f"{config.embedding_dim} and the MLPs, {dtype})",
+            params * dtype.itemsize,
+            device,
+            hint="cap the tables' rows (config.with_max_rows(n)) or keep them in host memory behind a "
+            "device cache (recnotebooks.cache.CachedEmbeddingBagCollection)",
+        )
         self.config = config
         if embeddings is None:
             embeddings = EmbeddingBagCollection(

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from recnotebooks.checks import check_choice, check_int
+from recnotebooks.checks import check_choice, check_fits_memory, check_int, check_module_device, show
 from recnotebooks.config import POOLINGS, TableConfig
 from recnotebooks.nn.rows import advise_huge_pages, group_by_row, segment_ids, shift_ids
 from recnotebooks.sparse import JaggedBatch
@@ -133,11 +133,16 @@ class EmbeddingBagCollection(nn.Module):
         tables: table configs (rows per table; names become the batch keys).
         embedding_dim: row width, shared by all tables.
         pooling: ``"sum"`` or ``"mean"``.
-        device, dtype: where and how the weights are stored.
+        device, dtype: where and how the weights are stored (``device``: ``None`` for torch's
+            default, ``"cpu"``, ``"cuda"`` or ``"cuda:N"``; a device this machine lacks is refused).
         seed: initialisation seed; rows are ``U(-1/sqrt(rows), 1/sqrt(rows))`` as in the
             dlrm reference implementation.
 
     ``forward(batch)`` returns pooled embeddings of shape ``(batch_size, num_tables, dim)``.
+
+    A weight larger than the memory ``device`` has available is refused with a ``ValueError``
+    giving both in bytes, before anything is allocated (a terabyte table never reaches torch's
+    allocator).
     """
 
     def __init__(
@@ -155,8 +160,17 @@ class EmbeddingBagCollection(nn.Module):
             raise TypeError("tables must be a non-empty sequence of TableConfig")
         embedding_dim = check_int("embedding_dim", embedding_dim, lo=1)
         pooling = check_choice("pooling", pooling, POOLINGS)
-        if not dtype.is_floating_point:
-            raise TypeError(f"dtype must be a floating-point dtype, got {dtype}")
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating-point torch.dtype, got {show(dtype)}")
+        device = check_module_device("device", device)
+        total = sum(t.num_rows for t in tables)
+        check_fits_memory(
+            f"the embedding weight ({len(tables)} table(s), {total:,} rows x dim {embedding_dim}, {dtype})",
+            total * embedding_dim * dtype.itemsize,
+            device,
+            hint="cap the rows (DLRMConfig.with_max_rows), lower embedding_dim, or keep the tables in host "
+            "memory behind a device cache (recnotebooks.cache)",
+        )
         self.tables = tables
         self.keys = tuple(t.name for t in tables)
         self.embedding_dim = embedding_dim

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from recnotebooks.checks import check_int, check_int_list
+from recnotebooks.checks import check_fits_memory, check_int, check_int_list, check_module_device, show
 
 __all__ = ["MLP"]
 
@@ -18,6 +18,8 @@ class MLP(nn.Sequential):
 
     Weights are initialised as in the dlrm reference implementation:
     ``N(0, sqrt(2 / (fan_in + fan_out)))`` weights and ``N(0, sqrt(1 / fan_out))`` biases.
+    ``device`` as :class:`~recnotebooks.nn.EmbeddingBagCollection`'s; layers larger than the
+    memory available there are refused (``ValueError``, in bytes) before anything is allocated.
     """
 
     def __init__(
@@ -31,6 +33,16 @@ class MLP(nn.Sequential):
     ) -> None:
         in_features = check_int("in_features", in_features, lo=1)
         widths = tuple(check_int_list("widths", widths, lo=1, min_len=1))
+        device = check_module_device("device", device)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating-point torch.dtype, got {show(dtype)}")
+        params = sum((i + 1) * o for i, o in zip((in_features, *widths[:-1]), widths, strict=True))
+        check_fits_memory(
+            f"the MLP {in_features}-{'-'.join(map(str, widths))} ({params:,} parameters, {dtype})",
+            params * dtype.itemsize,
+            device,
+            hint="use narrower layers",
+        )
         layers: list[nn.Module] = []
         fan_in = in_features
         for i, w in enumerate(widths):

@@ -11,7 +11,6 @@ huge embedding tables trainable.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -90,7 +89,10 @@ class SparseSGD(SparseOptimizer):
 
 
 class RowWiseAdagrad(SparseOptimizer):
-    """Row-wise Adagrad: one squared-gradient accumulator per row (touched rows only)."""
+    """Row-wise Adagrad: one squared-gradient accumulator per row (touched rows only).
+
+    ``lr`` and ``eps`` are finite numbers > 0, ``initial_accumulator_value`` a finite number >= 0
+    (an infinite one would freeze every row: ``lr / sqrt(inf) = 0``); others raise naming them."""
 
     kind = "rowwise_adagrad"
 
@@ -102,12 +104,9 @@ class RowWiseAdagrad(SparseOptimizer):
         initial_accumulator_value: float = 0.0,
     ) -> None:
         super().__init__(collection, lr)
-        if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
-            raise ValueError(f"eps must be a finite number > 0, got {eps!r}")
-        if not (isinstance(initial_accumulator_value, (int, float)) and initial_accumulator_value >= 0):
-            raise ValueError(f"initial_accumulator_value must be >= 0, got {initial_accumulator_value!r}")
-        self.eps = float(eps)
-        self.momentum = collection.new_row_state("momentum", float(initial_accumulator_value))
+        self.eps = check_float("eps", eps, lo=0.0, lo_open=True)
+        init = check_float("initial_accumulator_value", initial_accumulator_value, lo=0.0)
+        self.momentum = collection.new_row_state("momentum", init)
 
     def _fused(self, p: PendingLookups, count_rows: bool) -> int | None:
         w = self.collection.weight  # the grouping counts the rows: no extra pass to skip
@@ -129,6 +128,9 @@ class RowWiseAdagrad(SparseOptimizer):
         if not isinstance(m, torch.Tensor) or m.shape != self.momentum.shape:  # checked before any change
             got = tuple(m.shape) if isinstance(m, torch.Tensor) else type(m).__name__
             raise ValueError(f"momentum must be a tensor of shape {tuple(self.momentum.shape)}, got {got}")
+        if m.numel() and not bool(torch.isfinite(m).all() and (m >= 0).all()):
+            bad = m[~(torch.isfinite(m) & (m >= 0))][0].item()
+            raise ValueError(f"momentum must hold finite numbers >= 0 (sums of squared gradients), got {bad}")
         eps = check_float("eps", state.get("eps"), lo=0.0, lo_open=True)
         super().load_state_dict(state)
         self.eps = eps
@@ -137,6 +139,7 @@ class RowWiseAdagrad(SparseOptimizer):
 
 def make_sparse_optimizer(name: str, collection: EmbeddingBagCollection, lr: float) -> SparseOptimizer:
     """``"sgd"`` -> :class:`SparseSGD`, ``"rowwise_adagrad"`` -> :class:`RowWiseAdagrad`."""
+    _check_lr(lr)
     if name == "sgd":
         return SparseSGD(collection, lr)
     if name == "rowwise_adagrad":

@@ -119,18 +119,19 @@ def run(
 
 
 def _cache_rows_arg(text: str) -> float:
-    """``--cache-rows``: rows per table (an int >= 1) or a fraction of each table's rows in (0, 1]."""
+    """``--cache-rows``: rows per table (an int >= 1) or a fraction of each table's rows in (0, 1],
+    in ASCII digits (``int()`` and ``float()`` also read other scripts' digits)."""
     try:
-        value = float(text)
+        value = float(text) if text.isascii() else float("nan")
     except ValueError:
         value = float("nan")
     whole = value.is_integer() and "." not in text and "e" not in text.lower()
     if not (whole and value >= 1) and not (0 < value <= 1):
         raise argparse.ArgumentTypeError(
             "--cache-rows must be rows (an int >= 1) or a fraction of each table's rows in (0, 1], "
-            f"got {text!r}"
+            f"in ASCII digits, got {text!r}"
         )
-    return int(value) if whole else value
+    return int(text) if whole else value
 
 
 def _cache_plan(args: argparse.Namespace, cfg):  # type: ignore[no-untyped-def]
@@ -257,9 +258,11 @@ def _print_plan(r: dict[str, Any]) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
     from recnotebooks.perf.calibrate import calibrate, save_calibration
-    from recnotebooks.perf.hardware import COLLECTIVE_FIELDS
+    from recnotebooks.perf.hardware import COLLECTIVE_FIELDS, check_calibration_path
 
-    hw, raw = calibrate(device=_device(args.device), quick=args.quick)
+    dev = _device(args.device)
+    check_calibration_path(kind="gpu" if dev.startswith("cuda") else "cpu")  # before minutes of measuring
+    hw, raw = calibrate(device=dev, quick=args.quick)
     if getattr(args, "collectives", False):
         from recnotebooks.perf.calibrate_comm import calibrate_collectives
 
@@ -313,6 +316,7 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  
         load_probe,
         save_calibration,
     )
+    from recnotebooks.perf.hardware import check_calibration_path
     from recnotebooks.perf.validate import validate
 
     dev = _device(args.device)
@@ -331,6 +335,7 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  
             raise ValueError(f"--saved: the saved {kind} calibration {str(path)!r} {state}; "
                              "run `recnb calibrate` first, or drop --saved to calibrate now")  # fmt: skip
     else:
+        check_calibration_path(kind=kind)  # before minutes of measuring
         hw, raw = calibrate(device=dev, quick=args.quick)
         ref = raw["probe"]  # type: ignore[assignment]
         save_calibration(hw, ref)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from recnotebooks.checks import check_choice, check_float, check_fraction, check_int
+from recnotebooks.checks import check_choice, check_float, check_fraction, check_int, show
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf import components as C
 from recnotebooks.perf import traffic as T
@@ -40,13 +40,16 @@ from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.components import A2A_CALLS_PER_STEP, UVM_EFFICIENCY, gemm_time, op_count
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.memory import MemoryReport, memory_report
-from recnotebooks.perf.plan import PLACEMENTS, Plan, single_device_plan
+from recnotebooks.perf.plan import MAX_RANKS, PLACEMENTS, Plan, single_device_plan
 from recnotebooks.perf.precision import precision
 from recnotebooks.perf.result import COMMUNICATION, COMPONENTS, COMPUTE, CostResult
 
 __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "CostResult", "estimate",
            "gemm_time", "op_count", "UVM_EFFICIENCY"]  # fmt: skip
 
+#: Largest global batch the model is asked about: 2^40 samples a step (the command line's bound;
+#: a trillion samples, far beyond any published run), so every modeled figure stays finite.
+MAX_BATCH = 2**40
 #: Optimizer state per embedding row: row-wise Adagrad keeps one fp32 sum of squares per row.
 _ROW_STATE_BYTES = {"rowwise_adagrad": 4.0, "sgd": 0.0}
 
@@ -186,11 +189,16 @@ def _check_inputs(
     hw = hardware(hw) if isinstance(hw, str) else hw
     if not isinstance(hw, Hardware):
         raise TypeError(f"hw must be a Hardware or a preset name, got {type(hw).__name__}")
-    _pos_int("batch_size", batch_size)
+    check_int("batch_size", batch_size, lo=1, hi=MAX_BATCH)
     _pos_int("gpus", gpus)
     _pos_int("nodes", nodes)
     if gpus > hw.devices:  # type: ignore[operator]
         raise ValueError(f"gpus must be <= {hw.devices} (devices per {hw.name} node), got {gpus}")
+    if gpus * nodes > MAX_RANKS:  # type: ignore[operator]
+        raise ValueError(
+            f"nodes must keep gpus x nodes <= {MAX_RANKS} devices (recnotebooks.plan.MAX_RANKS), got "
+            f"gpus={gpus} x nodes={show(nodes)}"
+        )
     gemm = precision(dtype).gemm  # type: ignore[arg-type]
     try:
         hw.flops(gemm)  # type: ignore[attr-defined]
@@ -300,7 +308,8 @@ def _result(
     for v in (step, step_o):
         if not math.isfinite(v) or v <= 0:
             raise ValueError(
-                f"the model produced a step time of {v!r}; check the hardware numbers of {hw.name}"
+                f"the model produced a step time of {v!r} for {config.name} on {hw.name}; check the hardware "
+                "numbers (recnotebooks.perf.hardware.FIELD_RANGES)"
             )
     busy = sum(sum(c[k] for k in COMPUTE) for c in per_rank) / (world * step)
     flops = config.total_flops_per_sample() * batch_size
@@ -313,6 +322,20 @@ def _result(
             f"remote rows need {parameter_servers} parameter server(s) ({ps.name} nodes of "
             f"{ps.host_mem_bytes / 1e9:.0f} GB); their {server_power:,.0f} W count in the energy"
         )
+    figures = {
+        "throughput": batch_size / step,
+        "throughput_overlap": batch_size / step_o,
+        "busy_fraction": busy,
+        "flops_efficiency": flops / step / (world * hw.flops(precision(dtype).gemm)),
+        "hbm_utilisation": max(device_bytes) / step / hw.hbm_bw,
+        "joules_per_million_samples": power * step / batch_size * 1e6,
+    }
+    for k, v in figures.items():  # the hardware ranges keep these finite; never hand on inf or NaN
+        if not math.isfinite(v):
+            raise ValueError(
+                f"the model's {k} came out as {v!r} for {config.name} on {hw.name} at batch_size="
+                f"{batch_size}; check the hardware numbers (recnotebooks.perf.hardware.FIELD_RANGES)"
+            )
     return CostResult(
         config=config.name,
         hardware=hw.name,
@@ -323,12 +346,7 @@ def _result(
         per_rank=per_rank,
         step_time=step,
         step_time_overlap=step_o,
-        throughput=batch_size / step,
-        throughput_overlap=batch_size / step_o,
-        busy_fraction=busy,
-        flops_efficiency=flops / step / (world * hw.flops(precision(dtype).gemm)),
-        hbm_utilisation=max(device_bytes) / step / hw.hbm_bw,
-        joules_per_million_samples=power * step / batch_size * 1e6,
+        **figures,
         memory=mem,
         notes=notes,
         parameter_servers=parameter_servers,

@@ -19,26 +19,53 @@ import json
 import math
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from recnotebooks.checks import check_float, check_int
+from recnotebooks.checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_str,
+    check_type,
+    check_writable_file,
+    show,
+)
 from recnotebooks.perf.precision import PRECISIONS
 from recnotebooks.perf.sources import cite
+from recnotebooks.plan import MAX_RANKS
 
-__all__ = ["Hardware", "HARDWARE", "hardware", "hardware_names", "GB", "DTYPE_BYTES", "calibration_path",
-           "save_calibration", "load_calibration", "load_probe"]  # fmt: skip
+__all__ = ["Hardware", "HARDWARE", "hardware", "hardware_names", "GB", "DTYPE_BYTES", "FIELD_RANGES",
+           "calibration_path", "check_calibration_path", "save_calibration", "load_calibration",
+           "load_probe"]  # fmt: skip
 
 GB = 1e9
 TB = 1e12
 #: Bytes per stored element (tables, pooled embeddings, gradients on the wire) of each ``dtype``
 #: name the model takes: the ``storage`` column of :data:`recnotebooks.perf.precision.PRECISIONS`.
 DTYPE_BYTES = {name: p.storage for name, p in PRECISIONS.items()}
-_POSITIVE = ("hbm_bytes", "hbm_bw", "host_mem_bytes", "host_mem_bw", "host_link_bw", "intra_node_bw",
-             "nic_bw", "power_w", "gemm_max_efficiency", "gemm_half_dim", "gather_efficiency",
-             "gather_half_row_bytes", "sort_rate")  # fmt: skip
-_NON_NEGATIVE = ("collective_latency_s", "op_overhead_s", "step_overhead_s", "host_power_w", "llc_bytes",
-                 "price_per_hour")  # fmt: skip
+#: The range each number of a :class:`Hardware` may take, ``field: (lo, hi, lo_open)``: what a
+#: real machine can be, generous on both sides (every preset sits far inside; tests model an
+#: "ideal" link at 1e30 B/s). Beyond it the model's results overflow or vanish: a bandwidth of
+#: 1e-300 B/s makes a step last 1e308 s and its energy infinite. Rates (FLOP/s, bytes/s, pairs/s)
+#: are at least 1e3 (a kilobyte or kiloFLOP per second) and at most 1e30; memory sizes at least
+#: 1 kB; latencies and per-step costs at most an hour; power at most 1 GW; prices at most $1e9/h.
+RATE = (1e3, 1e30, False)
+FIELD_RANGES: dict[str, tuple[float, float, bool]] = {
+    "peak_flops": RATE, "hbm_bw": RATE, "host_mem_bw": RATE, "host_link_bw": RATE, "intra_node_bw": RATE,
+    "nic_bw": RATE, "sort_rate": RATE,
+    "hbm_bytes": (1e3, 1e30, False), "host_mem_bytes": (1e3, 1e30, False), "llc_bytes": (0.0, 1e30, False),
+    "collective_latency_s": (0.0, 3600.0, False), "op_overhead_s": (0.0, 3600.0, False),
+    "step_overhead_s": (0.0, 3600.0, False), "sharded_op_overhead_s": (0.0, 3600.0, False),
+    "power_w": (0.0, 1e9, True), "host_power_w": (0.0, 1e9, False), "price_per_hour": (0.0, 1e9, False),
+    "gemm_max_efficiency": (1e-6, 1.0, False), "gemm_half_dim": (0.0, 1e9, True),
+    "gather_efficiency": (1e-6, 4.0, False), "gather_half_row_bytes": (0.0, 1e12, True),
+    "llc_speedup": (1.0, 100.0, False),
+}  # fmt: skip
+#: Most devices in one node: the most ranks a plan may have (:data:`recnotebooks.plan.MAX_RANKS`).
+MAX_DEVICES = MAX_RANKS
 
 
 @dataclass(frozen=True)
@@ -84,6 +111,10 @@ class Hardware:
             cloud list prices (on-demand, instance price / devices); edit it for your own
             prices: ``hardware("dgx_h100", price_per_hour=2.5)``.
         sources: where each number comes from.
+
+    Each number must lie in its range of :data:`FIELD_RANGES` (so that every modeled figure is
+    finite) and each field have its type; anything else raises ``ValueError``/``TypeError``
+    naming the field, the value and what is allowed (``devices``: an int in ``[1, 4096]``).
     """
 
     name: str
@@ -116,35 +147,27 @@ class Hardware:
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in ("gpu", "cpu"):
-            raise ValueError(f"Hardware({self.name}).kind must be 'gpu' or 'cpu', got {self.kind!r}")
-        check_int(f"Hardware({self.name}).devices", self.devices, lo=1)
+        check_str("Hardware.name", self.name)
+        where = f"Hardware({self.name})"
+        check_choice(f"{where}.kind", check_str(f"{where}.kind", self.kind), ("gpu", "cpu"))
+        check_int(f"{where}.devices", self.devices, lo=1, hi=MAX_DEVICES)
+        check_type(f"{where}.peak_flops", self.peak_flops, Mapping, "a dict {dtype name: FLOP/s}")
         if not self.peak_flops:
-            raise ValueError(f"Hardware({self.name}).peak_flops must name at least one dtype")
+            raise ValueError(f"{where}.peak_flops must name at least one dtype, got {{}}")
         for dt, v in self.peak_flops.items():
-            if dt not in DTYPE_BYTES:
-                raise ValueError(
-                    f"Hardware({self.name}).peak_flops: dtype must be one of {list(DTYPE_BYTES)}, got {dt!r}"
-                )
-            _check(self.name, f"peak_flops[{dt!r}]", v, positive=True)
-        for f in _POSITIVE:
-            _check(self.name, f, getattr(self, f), positive=True)
-        for f in _NON_NEGATIVE:
-            _check(self.name, f, getattr(self, f), positive=False)
-        if self.sharded_op_overhead_s is not None:
-            _check(self.name, "sharded_op_overhead_s", self.sharded_op_overhead_s, positive=False)
-        if self.gemm_max_efficiency > 1:
-            raise ValueError(
-                f"Hardware({self.name}).gemm_max_efficiency must be <= 1, got {self.gemm_max_efficiency}"
-            )
-        if not isinstance(self.llc_speedup, (int, float)) or not 1 <= self.llc_speedup <= 100:
-            raise ValueError(
-                f"Hardware({self.name}).llc_speedup must be in [1, 100], got {self.llc_speedup!r}"
-            )
-        if self.gather_efficiency > 4:  # > 1 only where gathered tables sit in CPU caches
-            raise ValueError(
-                f"Hardware({self.name}).gather_efficiency must be <= 4, got {self.gather_efficiency}"
-            )
+            if not isinstance(dt, str) or dt not in DTYPE_BYTES:
+                raise ValueError(f"{where}.peak_flops: dtype must be one of {list(DTYPE_BYTES)}, got {dt!r}")
+            _check(where, f"peak_flops[{dt!r}]", v, FIELD_RANGES["peak_flops"])
+        for f, rng in FIELD_RANGES.items():
+            v = getattr(self, f)
+            if f != "peak_flops" and not (f == "sharded_op_overhead_s" and v is None):
+                _check(where, f, v, rng)
+        check_bool(f"{where}.host_pools_embeddings", self.host_pools_embeddings)
+        check_str(f"{where}.description", self.description, nonempty=False)
+        check_type(f"{where}.sources", self.sources, Mapping, "a dict {field: source text}")
+        for k, v in self.sources.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise TypeError(f"{where}.sources must map field names to source text, got {k!r}: {show(v)}")
 
     @property
     def sharded_op_cost_s(self) -> float:
@@ -173,8 +196,9 @@ class Hardware:
         return d
 
 
-def _check(name: str, field_name: str, v: object, positive: bool) -> None:
-    check_float(f"Hardware({name}).{field_name}", v, lo=0, lo_open=positive)
+def _check(where: str, field_name: str, v: object, rng: tuple[float, float, bool]) -> None:
+    lo, hi, lo_open = rng
+    check_float(f"{where}.{field_name}", v, lo=lo, hi=hi, lo_open=lo_open)
 
 
 # ----- sources (titles and addresses in recnotebooks.perf.sources) --------------------------
@@ -387,6 +411,7 @@ def hardware(name: str | Hardware, **overrides: object) -> Hardware:
     """A hardware preset by name (``this_machine`` includes the saved calibration, if any)."""
     if isinstance(name, Hardware):
         return name.replace(**overrides) if overrides else name
+    check_type("hardware", name, str, "a Hardware or a preset name")
     if name not in HARDWARE:
         raise ValueError(f"hardware must be one of {hardware_names()}, got {name!r}")
     hw = HARDWARE[name]
@@ -412,13 +437,36 @@ def calibration_path(kind: str = "cpu") -> Path:
     return cpu if kind == "cpu" else cpu.with_name(cpu.stem + "_gpu" + cpu.suffix)
 
 
+def _path_name(path: str | Path | None) -> str:
+    """How an error names the calibration file: ``path`` when given, else the environment variable."""
+    return (
+        "path"
+        if path
+        else ("RECNB_CALIBRATION" if os.environ.get("RECNB_CALIBRATION") else "calibration path")
+    )
+
+
+def check_calibration_path(path: str | Path | None = None, kind: str = "cpu") -> Path:
+    """The file :func:`save_calibration` would write (``path``, else :func:`calibration_path`),
+    once a file can be written there: ``ValueError`` naming ``path`` (or ``RECNB_CALIBRATION``),
+    its value and why when it is a directory, sits under a file, or cannot be created. The
+    ``recnb calibrate`` and ``recnb validate`` commands check it before minutes of measuring."""
+    p = Path(path) if path else calibration_path(kind)
+    return check_writable_file(_path_name(path), p, example="this_machine.json")
+
+
 def save_calibration(
     hw: Hardware, probe: dict[str, float] | None = None, path: str | Path | None = None
 ) -> Path:
-    """Store ``hw`` (and the speed probe taken with it) for ``hardware("this_machine")``."""
-    p = Path(path) if path else calibration_path(hw.kind)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(json.dumps({"hardware": dataclasses.asdict(hw), "probe": probe}, indent=1))
+    """Store ``hw`` (and the speed probe taken with it) for ``hardware("this_machine")``;
+    ``ValueError`` (nothing written) when ``path`` cannot be written (:func:`check_calibration_path`)."""
+    check_type("hw", hw, Hardware, "a Hardware")
+    p = check_calibration_path(path, hw.kind)
+    text = json.dumps({"hardware": dataclasses.asdict(hw), "probe": probe}, indent=1)
+    try:
+        p.write_text(text)
+    except OSError as e:
+        raise ValueError(f"{_path_name(path)} {str(p)!r} cannot be written: {e.strerror or e}") from None
     return p
 
 
@@ -427,6 +475,9 @@ def _load(path: str | Path | None, kind: str = "cpu") -> dict:
     it cannot be read (the uncalibrated defaults are used then)."""
     p = Path(path) if path else calibration_path(kind)
     if not p.exists():
+        blocker = next((f for f in p.parents if f.exists()), None)
+        if blocker is not None and not blocker.is_dir():  # it can never exist: say so once
+            _ignored(p, f"{str(blocker)!r} is a file, not a folder", stacklevel=4)
         return {}
     try:
         d = json.loads(p.read_text())

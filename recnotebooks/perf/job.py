@@ -25,12 +25,20 @@ from recnotebooks.checks import check_float, check_int, check_type
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.cost import CostResult
 from recnotebooks.perf.hardware import Hardware
+from recnotebooks.perf.plan import MAX_RANKS
 
-__all__ = ["CRITEO_TERABYTE_SAMPLES", "JobCost", "job_cost", "job_from_estimate"]
+__all__ = ["CRITEO_TERABYTE_SAMPLES", "LIMITS", "JobCost", "job_cost", "job_from_estimate"]
 
 #: Training samples of Criteo Terabyte (days 0-22 of the 24 days' click logs, as MLPerf trains):
 #: about 4.2 billion (Criteo AI Lab's "Download Terabyte Click Logs"; MLPerf DLRM reference).
 CRITEO_TERABYTE_SAMPLES = 4_195_197_692
+#: Bounds on :func:`job_cost`'s arguments, far beyond any real job (a step of a picosecond to
+#: 30 years, 10^18 samples, a million epochs, 10^15 W, $10^9 per device-hour), inside which every
+#: total is a finite number: a step time of 1e-320 s would make samples/s infinite.
+LIMITS: dict[str, float] = {
+    "samples": 1e18, "epochs": 1e6, "batch_size": 2**40, "min_step_time_s": 1e-12, "step_time_s": 1e9,
+    "price_per_hour": 1e9, "power_w": 1e15, "servers": 2**40,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,16 +89,21 @@ def job_cost(
     """Totals of a job of ``samples`` x ``epochs`` samples at ``batch_size`` per step, each step
     ``step_time_s`` on ``devices`` devices at ``price_per_hour`` each, drawing ``power_w`` watts
     in all; ``servers`` extra nodes (parameter servers) at ``server_price_per_hour`` each.
-    Raises ``ValueError`` naming a bad argument (non-positive, NaN or infinite)."""
-    samples = check_float("samples", samples, lo=1)
-    epochs = check_float("epochs", epochs, lo=0, lo_open=True)
-    batch_size = check_int("batch_size", batch_size, lo=1)
-    step_time_s = check_float("step_time_s", step_time_s, lo=0, lo_open=True)
-    devices = check_int("devices", devices, lo=1)
-    price_per_hour = check_float("price_per_hour", price_per_hour, lo=0)
-    power_w = check_float("power_w", power_w, lo=0)
-    servers = check_int("servers", servers, lo=0)
-    server_price_per_hour = check_float("server_price_per_hour", server_price_per_hour, lo=0)
+    Raises ``ValueError`` naming a bad argument (non-positive, NaN, infinite, or outside
+    :data:`LIMITS`, which keep every total finite)."""
+    samples = check_float("samples", samples, lo=1, hi=LIMITS["samples"])
+    epochs = check_float("epochs", epochs, lo=0, lo_open=True, hi=LIMITS["epochs"])
+    batch_size = check_int("batch_size", batch_size, lo=1, hi=int(LIMITS["batch_size"]))
+    step_time_s = check_float(
+        "step_time_s", step_time_s, lo=LIMITS["min_step_time_s"], hi=LIMITS["step_time_s"]
+    )
+    devices = check_int("devices", devices, lo=1, hi=MAX_RANKS)
+    price_per_hour = check_float("price_per_hour", price_per_hour, lo=0, hi=LIMITS["price_per_hour"])
+    power_w = check_float("power_w", power_w, lo=0, hi=LIMITS["power_w"])
+    servers = check_int("servers", servers, lo=0, hi=int(LIMITS["servers"]))
+    server_price_per_hour = check_float(
+        "server_price_per_hour", server_price_per_hour, lo=0, hi=LIMITS["price_per_hour"]
+    )
     total = samples * epochs
     steps = math.ceil(total / batch_size)
     seconds = steps * step_time_s

@@ -29,7 +29,7 @@ from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import DDP_BUCKET_BYTES
-from recnotebooks.perf.plan import PLACEMENTS, Plan, TableShard
+from recnotebooks.perf.plan import MAX_RANKS, PLACEMENTS, Plan, TableShard
 
 __all__ = ["STRATEGIES", "placement_seconds", "plan_tables", "table_bytes"]
 
@@ -93,7 +93,7 @@ def plan_tables(
         hardware(hw) if isinstance(hw, str) else check_type("hw", hw, Hardware, "a Hardware or a preset name")
     )
     check_choice("strategy", strategy, STRATEGIES)
-    world_size = check_int("world_size", world_size, lo=1)
+    world_size = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
     check_choice("placement", placement, PLACEMENTS)
     batch_size = check_int("batch_size", batch_size, lo=1)
     check_choice("dtype", dtype, list(DTYPE_BYTES))

@@ -29,6 +29,7 @@ from ..checks import check_choice, check_int, check_int_list
 from ..config import DLRMConfig
 from .cost import COMMUNICATION, CostResult, estimate
 from .hardware import Hardware, hardware
+from .plan import MAX_RANKS
 from .planner import STRATEGIES, plan_tables
 
 __all__ = ["LINKS", "link_hardware", "scale_out"]
@@ -101,7 +102,7 @@ def scale_out(
             f"hw must be a GPU preset (scale-out over GPU links), got {base.name!r} ({base.kind})"
         )
     b = check_int("batch_per_device", batch_per_device, lo=1, hi=2**24)
-    counts = check_int_list("devices", list(devices), lo=1, hi=4096, min_len=1)
+    counts = check_int_list("devices", list(devices), lo=1, hi=MAX_RANKS, min_len=1)
     chosen = [check_choice("link", x, LINKS) for x in links]
     if not chosen:
         raise ValueError("links must name at least one of " + ", ".join(LINKS))
@@ -134,7 +135,7 @@ def compare_strategies(
     the step, whether the plan fits, and the load imbalance of its embedding work (slowest rank's
     embedding seconds over the mean rank's)."""
     base = hardware(hw)
-    n = check_int("devices", devices, lo=1, hi=4096)
+    n = check_int("devices", devices, lo=1, hi=MAX_RANKS)
     b = check_int("batch_per_device", batch_per_device, lo=1, hi=2**24)
     gpus, nodes = _layout(n, base.devices, "nvlink")
     rows = []
@@ -179,7 +180,7 @@ def two_d(
     from .components import all_reduce, nic_per_device
 
     base = hardware(hw)
-    n = check_int("devices", devices, lo=1, hi=4096)
+    n = check_int("devices", devices, lo=1, hi=MAX_RANKS)
     b = check_int("batch_per_device", batch_per_device, lo=1, hi=2**24)
     check_choice("sync", sync, ("touched", "dense"))
     sizes = check_int_list("group_sizes", list(group_sizes), lo=1, hi=n, min_len=1)

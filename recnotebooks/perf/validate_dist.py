@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from recnotebooks.checks import check_bool, check_int, check_int_list, show
+from recnotebooks.checks import check_bool, check_int, check_int_list, check_steps, show
 from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.perf.calibrate import at_speed, probe
 from recnotebooks.perf.hardware import Hardware
@@ -199,7 +199,7 @@ def validate_distributed(
     t0 = time.perf_counter()
     worlds_ = check_int_list("worlds", worlds, lo=2, hi=8, min_len=1)
     quick, saved = check_bool("quick", quick), check_bool("saved", saved)
-    n_steps = check_int("steps", steps if steps is not None else (_QUICK_STEPS if quick else _STEPS), lo=2)
+    n_steps = check_steps("steps", steps if steps is not None else (_QUICK_STEPS if quick else _STEPS), lo=2)
     if hw is not None and not isinstance(hw, Hardware):
         raise TypeError(f"hw must be a Hardware or None, got {show(hw)}")
     ref = None
