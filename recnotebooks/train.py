@@ -43,13 +43,53 @@ from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.nn.optim import SparseOptimizer, make_sparse_optimizer
 from recnotebooks.timing import PhaseTimer, phase_rows
 
-__all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "config_to_dict", "config_from_dict"]
+__all__ = ["TRAIN_REPORT_KEYS", "TrainConfig", "TrainResult", "Trainer", "config_from_dict", "config_to_dict",
+           "metric_lines", "resolve_device", "train_report"]  # fmt: skip
 
 DENSE_OPTIMIZERS = ("sgd", "adagrad", "adam")
 SPARSE_OPTIMIZERS = ("sgd", "rowwise_adagrad")
 #: ``TrainConfig.dtype``: fp32, or bf16 autocast around the forward (fp32 master weights and
 #: optimizer state; no loss scaling needed). fp16 is refused: it needs loss scaling.
 TRAIN_DTYPES = ("fp32", "bf16", "fp16")
+
+
+#: The keys of ``recnb train --json``, in order: one schema for one process and for
+#: ``--world-size N`` / ``--distributed`` (where a key does not apply it is ``None``, or an empty list).
+#: ``world_size``, ``backend`` (``None`` for one process), ``rank``, ``sharding`` and ``plan`` (``None``)
+#: and ``comm`` (the collectives' records, ``[]``) say how the run was spread; ``losses`` is every
+#: step's loss (its whole batch's mean, before its update); ``auc``, ``logloss`` and ``ne`` are
+#: measured on the same held-out batches either way (``None`` when evaluation was skipped).
+TRAIN_REPORT_KEYS = (
+    "command", "source", "preset", "config", "device", "threads", "world_size", "backend", "rank", "sharding",
+    "plan", "steps", "batch_size", "dtype", "samples_per_s", "seconds_per_step", "auc", "logloss", "ne",
+    "losses", "phases", "comm", "data", "resumed_from", "resumed_at_step", "checkpoint",
+)  # fmt: skip
+
+
+def train_report(**fields: Any) -> dict[str, Any]:
+    """``recnb train``'s report with the keys of :data:`TRAIN_REPORT_KEYS`, in that order; a
+    missing or unknown key is a ``TypeError`` naming it (both paths build their report here)."""
+    missing = [k for k in TRAIN_REPORT_KEYS if k not in fields]
+    unknown = sorted(set(fields) - set(TRAIN_REPORT_KEYS))
+    if missing or unknown:
+        raise TypeError(f"train_report: missing keys {missing}, unknown keys {unknown}")
+    return {k: fields[k] for k in TRAIN_REPORT_KEYS}
+
+
+def metric_lines(report: dict[str, Any]) -> list[str]:
+    """The loss and held-out metric lines ``recnb train`` prints, one process or several."""
+    losses = report["losses"]
+    lines = []
+    if losses:
+        first, last = losses[0], losses[-1]
+        what = "each step's batch mean, before its update"
+        lines.append(f"  loss        first {first:.4f}   last {last:.4f}   ({what})")
+    if report["auc"] is None:
+        lines.append("  eval        skipped (see the warning above)")
+    else:
+        lines.append(f"  eval        AUC {report['auc']:.4f}   log loss {report['logloss']:.4f}   "
+                     f"NE {report['ne']:.4f}   (held-out batches)")  # fmt: skip
+    return lines
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -104,6 +144,9 @@ class TrainResult:
     device: str
     history: list[dict[str, float]] = field(default_factory=list)
     source: str = "measured"
+    #: the loss of every step this :meth:`Trainer.fit` trained (its batch's mean, before the
+    #: step's update), in order; a resumed run's start after the checkpoint's steps
+    losses: list[float] = field(default_factory=list)
 
     def phase_table(self, **extra: object) -> list[dict[str, object]]:
         """Tidy rows ``{phase, seconds_per_step, share, source, device, **extra}`` for charts."""
@@ -262,6 +305,7 @@ class Trainer:
 
         bar = tqdm(total=todo, disable=not c.progress, desc="train", leave=False)
         train_seconds, samples, measured = 0.0, 0, 0
+        losses: list[float] = []
         try:
             for i in range(todo):
                 if i == warm:
@@ -270,6 +314,7 @@ class Trainer:
                 t0 = time.perf_counter()
                 loss, bsz = self.train_step(timer)
                 train_seconds += time.perf_counter() - t0
+                losses.append(loss)
                 samples += bsz
                 measured += 1
                 bar.update(1)
@@ -302,6 +347,7 @@ class Trainer:
             ne=metrics.get("ne"),
             device=str(self.device),
             history=list(self.history),
+            losses=losses,
         )
 
     def _record(self, rec: dict[str, float]) -> None:

@@ -9,6 +9,13 @@ the **global** batch ``i`` (``batch_size`` samples, exactly the batch the single
 the single-process run's (up to rounding; row-wise Adagrad on column-wise tables keeps an
 accumulator per shard, see :mod:`recnotebooks.dist.sharded`).
 
+With ``eval_batches`` the trained model is evaluated on the held-out batches the single-process
+``recnb train`` evaluates (:class:`~recnotebooks.data.SyntheticCriteo` ``split="eval"``, batches
+``0 .. eval_batches - 1`` of ``batch_size`` samples): every rank predicts its slice of each batch,
+the predictions are all-gathered in rank (that is, sample) order, and every rank computes log
+loss, AUC and NE (:func:`~recnotebooks.metrics.click_metrics`) over the whole of them, so they equal
+the single-process run's up to the rounding of the training itself.
+
 * :func:`run_rank` is the worker :func:`~recnotebooks.dist.launch.launch` runs on each rank;
 * :func:`train_local` launches it on N local CPU ranks (gloo) and returns a :class:`DistTrainResult`;
 * :func:`train_torchrun` runs it in a process started by ``torchrun`` (``RANK``, ``WORLD_SIZE``,
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -30,6 +38,7 @@ import torch.distributed as dist
 from ..checks import check_choice, check_float, check_int, check_type
 from ..config import DLRMConfig
 from ..data.synthetic import SyntheticConfig, SyntheticCriteo
+from ..metrics import click_metrics
 from ..plan import Plan, TableShard
 from ..timing import PhaseTimer
 from ..train import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
@@ -83,7 +92,8 @@ def dense_optimizer_for(name: str, params: Iterable[torch.nn.Parameter], lr: flo
 
 @dataclass
 class DistTrainResult:
-    """What a distributed run measured (rank 0's timings; losses are global-batch means)."""
+    """What a distributed run measured (rank 0's timings; losses are global-batch means; the
+    held-out metrics are over whole eval batches)."""
 
     world_size: int
     backend: str
@@ -102,6 +112,11 @@ class DistTrainResult:
     #: rank 0's process CPU seconds per measured step (all its threads; less sensitive than
     #: wall time to other processes sharing the cores)
     cpu_seconds_per_step: float = 0.0
+    #: held-out AUC, log loss and NE over ``eval_batches`` batches (the same on every rank; ``None``
+    #: without evaluation, or when it was skipped: a warning says why)
+    auc: float | None = None
+    logloss: float | None = None
+    ne: float | None = None
 
     def rows(self) -> list[dict[str, Any]]:
         """Tidy rows: one per step (``kind="loss"``), per phase (``kind="phase"``) and per
@@ -139,18 +154,23 @@ def _check(config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: i
 def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch_size: int, seed: int = 0,
              sparse_optimizer: str = "rowwise_adagrad", sparse_lr: float = 0.05,
              dense_optimizer: str = "adagrad", dense_lr: float = 0.02, zipf: float | None = None,
-             overlap: bool = True) -> dict[str, Any]:  # fmt: skip
+             overlap: bool = True, eval_batches: int = 0) -> dict[str, Any]:  # fmt: skip
     """Train ``steps`` steps on this rank (see the module docstring); every rank must call it.
 
     Returns ``losses`` (global-batch mean of each step, before its update, the same on every
     rank), ``samples_per_s`` (global samples per second after the first warm-up steps),
     ``seconds_per_step``, ``phases`` (this rank's mean seconds per step, including
-    ``all_to_all`` and ``all_reduce``), ``comm`` (this rank's comm-log rows), ``threads``
-    (``torch.get_num_threads()``) and ``cpu_seconds_per_step`` (this process's CPU time).
+    ``all_to_all`` and ``all_reduce``), ``comm`` (this rank's comm-log rows of the training
+    steps), ``threads`` (``torch.get_num_threads()``), ``cpu_seconds_per_step`` (this process's
+    CPU time) and ``metrics``: with ``eval_batches``, the held-out ``logloss``, ``auc`` and ``ne``
+    of :func:`~recnotebooks.metrics.click_metrics` over the whole of each eval batch (the same on
+    every rank; ``{"error": why}`` when they cannot be computed), else ``{}``. Evaluation runs
+    after the timed steps; its collectives are in no phase and no comm row.
     """
     world, rank = ctx.world_size, ctx.rank
     _check(config, plan, world, steps, batch_size, seed, sparse_optimizer, dense_optimizer, sparse_lr,
            dense_lr)  # fmt: skip
+    eval_batches = check_int("eval_batches", eval_batches, lo=0)
     device = ctx.device
     model = HybridParallelDLRM(config, plan, rank, world, seed=seed, log=ctx.log, device=device,
                                overlap=overlap)  # fmt: skip
@@ -189,15 +209,48 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
     losses = torch.stack(local_losses).to(torch.float64)
     dist.all_reduce(losses, group=None)
     measured = steps - warm
+    comm = ctx.log.rows()  # the training steps' collectives (evaluation's are not theirs)
+    metrics = {}
+    if eval_batches:
+        eval_data = SyntheticCriteo(config, batch_size, data_cfg, seed=seed, split="eval")
+        metrics = _evaluate(model, eval_data, eval_batches, lo, hi, world, device)
     return {
         "losses": (losses / world).tolist(),
         "samples_per_s": measured * batch_size / seconds if seconds > 0 else 0.0,
         "seconds_per_step": seconds / measured,
         "phases": timer.per_step(),
-        "comm": ctx.log.rows(),
+        "comm": comm,
         "threads": torch.get_num_threads(),
         "cpu_seconds_per_step": cpu / measured,
+        "metrics": metrics,
     }
+
+
+@torch.no_grad()
+def _evaluate(model: HybridParallelDLRM, data: SyntheticCriteo, batches: int, lo: int, hi: int, world: int,
+              device: torch.device) -> dict[str, Any]:  # fmt: skip
+    """Held-out log loss, AUC and NE over eval batches ``0 .. batches - 1``, as the single-process
+    :meth:`~recnotebooks.train.Trainer.evaluate` computes them: this rank predicts samples
+    ``lo .. hi - 1`` of each batch, and an all-gather (rank order is sample order) gives every rank
+    every prediction. ``{"error": why}`` when the metrics cannot be computed (one class only)."""
+    model.eval()
+    probs, labels = [], []
+    try:
+        for i in range(batches):
+            batch = data.batch(i)
+            dense, sparse = batch.dense[lo:hi].to(device), local_samples(batch.sparse, lo, hi).to(device)
+            mine = torch.sigmoid(model(dense, sparse).float()).contiguous()
+            parts = [torch.empty_like(mine) for _ in range(world)]
+            dist.all_gather(parts, mine)
+            probs.append(torch.cat(parts).cpu())
+            labels.append(batch.labels.cpu())
+    finally:
+        model.train()
+    try:
+        m = click_metrics(torch.cat(probs), torch.cat(labels))
+    except ValueError as e:  # e.g. a held-out set with one class only: reported, as Trainer does
+        return {"error": str(e)}
+    return {"logloss": m["logloss"], "auc": m["auc"], "ne": m["ne"]}
 
 
 def _result(
@@ -205,27 +258,33 @@ def _result(
 ) -> DistTrainResult:
     first = values[0]
     comm = [row for v in values for row in v["comm"]]
+    metrics = first.get("metrics", {})
+    if "error" in metrics:  # as the single-process Trainer does: a warning, and no metrics
+        warnings.warn(f"evaluation skipped: {metrics['error']}", RuntimeWarning, stacklevel=3)
     return DistTrainResult(world, backend, steps, batch, first["losses"], first["samples_per_s"],
                            first["seconds_per_step"], first["phases"], comm,
                            threads=first.get("threads", 0),
                            rank_samples_per_s=[v["samples_per_s"] for v in values],
-                           cpu_seconds_per_step=first.get("cpu_seconds_per_step", 0.0))  # fmt: skip
+                           cpu_seconds_per_step=first.get("cpu_seconds_per_step", 0.0),
+                           auc=metrics.get("auc"), logloss=metrics.get("logloss"),
+                           ne=metrics.get("ne"))  # fmt: skip
 
 
 def train_local(config: DLRMConfig, plan: Plan, world_size: int, steps: int, batch_size: int, seed: int = 0,
                 *, timeout_s: float = 600.0, **options: Any) -> DistTrainResult:  # fmt: skip
     """Train on ``world_size`` local CPU ranks (gloo, via :func:`~recnotebooks.dist.launch.launch`).
 
-    ``options`` are :func:`run_rank`'s (optimizers, learning rates, ``zipf``, ``overlap``). Bad
-    input (a world size over :func:`~recnotebooks.dist.launch.max_world_size`, a batch not
-    divisible by it, a plan for another world or that cannot be executed) raises before any
-    process starts.
+    ``options`` are :func:`run_rank`'s (optimizers, learning rates, ``zipf``, ``overlap``,
+    ``eval_batches``: held-out batches to evaluate after training, 0 by default). Bad input (a
+    world size over :func:`~recnotebooks.dist.launch.max_world_size`, a batch not divisible by it,
+    a plan for another world or that cannot be executed) raises before any process starts.
     """
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
     opts = {"sparse_optimizer": "rowwise_adagrad", "sparse_lr": 0.05, "dense_optimizer": "adagrad",
             "dense_lr": 0.02, **options}  # fmt: skip
     _check(config, plan, world, steps, batch_size, seed, opts["sparse_optimizer"], opts["dense_optimizer"],
            opts["sparse_lr"], opts["dense_lr"])  # fmt: skip
+    check_int("eval_batches", opts.get("eval_batches", 0), lo=0)
     res = launch(run_rank, world, config, plan, steps, batch_size, seed, timeout_s=timeout_s, **opts)
     return _result(res.values, world, "gloo", steps, batch_size)
 
