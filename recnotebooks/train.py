@@ -57,8 +57,9 @@ TRAIN_DTYPES = ("fp32", "bf16", "fp16")
 #: ``--world-size N`` / ``--distributed`` (where a key does not apply it is ``None``, or an empty list).
 #: ``world_size``, ``backend`` (``None`` for one process), ``rank``, ``sharding`` and ``plan`` (``None``)
 #: and ``comm`` (the collectives' records, ``[]``) say how the run was spread; ``losses`` is every
-#: step's loss (its whole batch's mean, before its update); ``auc``, ``logloss`` and ``ne`` are
-#: measured on the same held-out batches either way (``None`` when evaluation was skipped).
+#: step's loss (its whole batch's mean, before its update; a resumed run's from ``resumed_at_step``
+#: on); ``auc``, ``logloss`` and ``ne`` are measured on the same held-out batches either way
+#: (``None`` when evaluation was skipped).
 TRAIN_REPORT_KEYS = (
     "command", "source", "preset", "config", "device", "threads", "world_size", "backend", "rank", "sharding",
     "plan", "steps", "batch_size", "dtype", "samples_per_s", "seconds_per_step", "auc", "logloss", "ne",

@@ -4,8 +4,10 @@ plans explained with the nearest feasible setting, no NaN anywhere, bad input na
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
+import vl_convert as vlc
 
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, job_cost, job_from_estimate
@@ -135,6 +137,9 @@ def test_a_terabyte_on_one_h200_says_where_the_tables_live() -> None:
     )
     assert [(x["placement"], x["share"]) for x in small.tables["placement"]] == [("hbm", 1.0)]
     assert app.controls["placement"].description == "placement"
+    svg = vlc.vegalite_to_svg(app.altair_chart.to_dict())  # what Vega draws: the whole app's charts
+    assert float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1)) <= 850  # type: ignore[union-attr]
+    assert "Where the tables live" in svg
 
 
 def test_best_lever_reports_the_biggest_gain() -> None:

@@ -8,7 +8,7 @@ optimizer state) in HBM, in host DRAM behind a device cache (with the cache's hi
 host DRAM read over PCIe (UVM) and on parameter servers, counted from the plan's shards by
 :func:`recnotebooks.perf.memory.memory_report`. A planner asked for ``placement="hbm"`` moves
 what does not fit in device memory elsewhere; :meth:`CostResult.table_placement_text` says so
-in words ("you chose hbm; the cost planner kept 21.6 GB (2%) in HBM and moved what does not fit
+in words ("you chose hbm; the cost planner kept 21.6 GB (2.0%) in HBM and moved what does not fit
 there: 1,032 GB (98%) to 5 parameter servers").
 """
 
@@ -163,13 +163,14 @@ def _size(b: float) -> str:
     return f"{b:,.0f} B"
 
 
-def _share(f: float) -> str:
-    """A share as a whole percent; a sliver that would round to 0% (or a rest to 100%) says so."""
-    if 0 < f < 0.005:
-        return "<1%"
-    if 0.995 <= f < 1:
-        return ">99%"
-    return f"{f:.0%}"
+def _percent(fraction: float) -> str:
+    """``0.0036 -> '0.36%'``, ``0.041 -> '4.1%'``, ``0.9 -> '90%'``: two significant digits below
+    10%, whole percent above (the charts' labels, :func:`recnotebooks.viz.controls.percent`; perf
+    never imports viz, so the rule is written out here too)."""
+    pct = fraction * 100
+    if pct == 0 or abs(pct) >= 9.95:
+        return f"{pct:.0f}%"
+    return f"{pct:#.2g}%"
 
 
 def _home(r: Mapping[str, object], to: bool) -> str:
@@ -199,14 +200,14 @@ def describe_table_placement(
     """One sentence of where the tables live, from :meth:`CostResult.table_placement` rows (a JSON
     report's ``table_placement`` too): "all 105 GB of tables (weights and optimizer state) live in
     HBM"; when a planner (``strategy``) asked for ``requested`` put bytes elsewhere, "you chose hbm;
-    the cost planner kept 21.6 GB (2%) in HBM and moved what does not fit there: 1,032 GB (98%) to 5
-    parameter servers"."""
+    the cost planner kept 21.6 GB (2.0%) in HBM and moved what does not fit there: 1,032 GB (98%) to 5
+    parameter servers" (shares as the charts print them)."""
     total = sum(float(r["bytes"]) for r in rows)  # type: ignore[arg-type]
     held = [r for r in rows if float(r["bytes"]) > 0]  # type: ignore[arg-type]
     what = "of tables (weights and optimizer state)"
     if not held:
-        return f"no table bytes {what}"
-    amount = {id(r): f"{_size(float(r['bytes']))} ({_share(float(r['share']))})" for r in held}  # type: ignore[arg-type]
+        return "the plan holds no table bytes"
+    amount = {id(r): f"{_size(float(r['bytes']))} ({_percent(float(r['share']))})" for r in held}  # type: ignore[arg-type]
     if requested is None or all(r["placement"] == requested for r in held):
         if len(held) == 1:
             return f"all {_size(total)} {what} live {_home(held[0], False)}"

@@ -125,7 +125,7 @@ def part_bars(
     segment per ``part`` (in ``parts`` order, coloured by ``colors`` in the same order; the legend
     lists every one of ``parts``, a part with no row included), ``value`` along an x axis titled
     ``value_title``, ``width`` px wide. ``text`` names a column shown in each segment's tooltip
-    (e.g. "21.6 GB (2%)")."""
+    (e.g. "21.6 GB (2.0%)")."""
     data = check_rows(rows, "part_bars", numeric=[value], fields=[by, part] + ([text] if text else []))
     order = list(parts) if parts else list(dict.fromkeys(str(r[part]) for r in data))
     if colors is not None and len(colors) != len(order):

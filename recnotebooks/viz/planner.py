@@ -93,6 +93,9 @@ _ORDERED = ("nodes", "gpus", "batch_size", "cache_fraction", "hardware")
 MEASURE_BATCH = 2048
 MEASURE_STEPS = 12
 _MEASURED: dict[tuple[object, ...], dict[str, Any]] = {}
+#: Width budget (px) of the planner's small multiples: with Vega's padding the app's charts stay within
+#: ~850 px.
+_WIDTH = 780
 
 
 def job_model(name: str) -> DLRMConfig:
@@ -410,16 +413,17 @@ def _render(history: list[HistoryEntry]) -> object:
                            title="One step on the slowest rank", detail="this setting, and the nearest "
                            "feasible one when this one is impossible")  # fmt: skip
     totals = metric_bars(history_rows(history, "totals"), highlight=history[0].label, columns=3,
-                         title="The whole job", source="modeled",
+                         total_width=_WIDTH, title="The whole job", source="modeled",
                          detail="one bar per setting in the trail, the current one solid")  # fmt: skip
-    chosen = history[0].values["placement"]
+    chosen = f"you chose placement {history[0].values['placement']}; the bars: the plan modeled"
     where = part_bars(now["placement"], value="gb", part="where", parts=list(TABLE_HOMES.values()),
                       colors=[PLACEMENT_COLORS[p] for p in TABLE_HOMES], text="display",
                       value_title="GB of tables (weights and optimizer state)", title="Where the tables live",
-                      source="modeled", detail=f"placement chosen: {chosen}; the plan modeled")  # fmt: skip
+                      source="modeled", detail=chosen)  # fmt: skip
     charts = [steps, where, totals]
     if now["levers"]:
-        charts.append(metric_bars(now["levers"], title="Each lever one notch away", source="modeled",
+        charts.append(metric_bars(now["levers"], total_width=_WIDTH, title="Each lever one notch away",
+                                  source="modeled",
                                   detail="speed-up of the time to train; 1.0 = no gain",
                                   rule_at=1.0))  # fmt: skip
     if now["measured"]:
