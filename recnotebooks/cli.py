@@ -102,7 +102,9 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     o.add_argument("--sparse-lr", type=_float_arg("--sparse-lr"), default=0.05)
     o.add_argument("--dense-optimizer", choices=["adagrad", "sgd", "adam"], default="adagrad")
     o.add_argument("--dense-lr", type=_float_arg("--dense-lr"), default=0.02)
-    o.add_argument("--eval-batches", type=_int_arg("--eval-batches", hi=MAX_STEPS), default=10)
+    o.add_argument("--eval-batches", type=_int_arg("--eval-batches", hi=MAX_STEPS), default=10,
+                   help="held-out batches evaluated after training (AUC, log loss, NE); the same batches "
+                   "with --world-size/--distributed")  # fmt: skip
     o.add_argument(
         "--zipf", type=_float_arg("--zipf"), help="Zipf exponent of id popularity (synthetic data)"
     )
@@ -315,9 +317,8 @@ def _skipped_lines(reader) -> str:  # type: ignore[no-untyped-def]
 
 def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
     """``recnb train``: train, evaluate, report measured throughput and phases (a dict)."""
-    import torch
 
-    from recnotebooks.train import resolve_device
+    from recnotebooks.train import resolve_device, train_report
 
     _check_train_options(args)
     cfg = config_from_args(args)
@@ -338,27 +339,36 @@ def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
     if reader is not None:  # counts of the train reader's current pass over the files
         st = reader.stats
         info |= {"lines_read": st.lines_read, "lines_skipped": st.skipped, "first_skips": st.first_skips}
-    return {
-        "command": "train",
-        "source": "measured",
-        "preset": _preset_name(args),
-        "config": cfg.summary(),
-        "device": res.device,
-        "threads": torch.get_num_threads(),
-        "steps": res.steps,
-        "batch_size": res.batch_size,
-        "dtype": args.dtype,
-        "samples_per_s": res.samples_per_s,
-        "seconds_per_step": res.seconds_per_step,
-        "auc": res.auc,
-        "logloss": res.logloss,
-        "ne": res.ne,
-        "phases": res.phases,
-        "data": info,
-        "resumed_from": args.resume,
-        "resumed_at_step": start if args.resume else None,
-        "checkpoint": args.checkpoint,
-    }
+    return train_report(
+        command="train",
+        source="measured",
+        preset=_preset_name(args),
+        config=cfg.summary(),
+        device=res.device,
+        threads=res.threads,
+        busy=res.busy,
+        reliability=res.reliability,
+        world_size=1,
+        backend=None,
+        rank=0,
+        sharding=None,
+        plan=None,
+        steps=res.steps,
+        batch_size=res.batch_size,
+        dtype=args.dtype,
+        samples_per_s=res.samples_per_s,
+        seconds_per_step=res.seconds_per_step,
+        auc=res.auc,
+        logloss=res.logloss,
+        ne=res.ne,
+        losses=res.losses,
+        phases=res.phases,
+        comm=[],
+        data=info,
+        resumed_from=args.resume,
+        resumed_at_step=start if args.resume else None,
+        checkpoint=args.checkpoint,
+    )
 
 
 def _print_train(r: dict[str, Any]) -> None:
@@ -377,10 +387,10 @@ def _print_train(r: dict[str, Any]) -> None:
     if r["checkpoint"]:
         print(f"  checkpoint  saved to {r['checkpoint']}")
     print(f"  throughput  {r['samples_per_s']:,.0f} samples/s  ({r['seconds_per_step'] * 1e3:.2f} ms/step)")
-    if r["auc"] is None:
-        print("  eval        skipped (see the warning above)")
-    else:
-        print(f"  eval        AUC {r['auc']:.4f}   log loss {r['logloss']:.4f}   NE {r['ne']:.4f}")
+    from recnotebooks.train import metric_lines
+
+    for line in metric_lines(r):
+        print(line)
     total = sum(r["phases"].values()) or 1.0
     print("  phase breakdown (ms/step):")
     for k, v in r["phases"].items():

@@ -224,9 +224,16 @@ class Plan:
     shards: tuple[TableShard, ...]
     strategy: str = "manual"
     notes: tuple[str, ...] = ()
+    #: the placement the plan was asked for (one of :data:`PLACEMENTS`; ``None`` for a plan made
+    #: by hand). A planner may move tables it cannot fit there elsewhere: each shard's own
+    #: ``placement`` says where its rows live (the cost model's ``CostResult.table_placement``
+    #: counts the bytes in each place)
+    requested_placement: str | None = None
 
     def __post_init__(self) -> None:
         check_int("world_size", self.world_size, lo=1, hi=MAX_RANKS)
+        if self.requested_placement is not None:
+            check_choice("requested_placement", self.requested_placement, PLACEMENTS)
         object.__setattr__(self, "shards", tuple(self.shards))
         object.__setattr__(self, "notes", tuple(self.notes))
         for s in self.shards:
@@ -368,7 +375,8 @@ def single_device_plan(config: DLRMConfig, placement: str | Sequence[str] = "hbm
                               cache_rows=slots[t] if p == "cache" else None, cache_policy=cache_policy,
                               cache_ways=cache_ways)
                    for t, p in zip(config.table_names, places, strict=True))  # fmt: skip
-    return Plan(1, shards, "single_device")
+    asked = placement if isinstance(placement, str) else None
+    return Plan(1, shards, "single_device", requested_placement=asked)
 
 
 def _cache_rows_per_table(config: DLRMConfig, cache_rows: object) -> dict[str, int | None]:

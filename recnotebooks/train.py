@@ -45,7 +45,8 @@ from recnotebooks.nn.optim import SparseOptimizer, make_sparse_optimizer
 from recnotebooks.threads import choose_threads, load_monitor, use_threads
 from recnotebooks.timing import PhaseTimer, phase_rows, reliability, spread
 
-__all__ = ["TrainConfig", "TrainResult", "Trainer", "resolve_device", "config_to_dict", "config_from_dict"]
+__all__ = ["TRAIN_REPORT_KEYS", "TrainConfig", "TrainResult", "Trainer", "config_from_dict", "config_to_dict",
+           "metric_lines", "resolve_device", "train_report"]  # fmt: skip
 
 DENSE_OPTIMIZERS = ("sgd", "adagrad", "adam")
 SPARSE_OPTIMIZERS = ("sgd", "rowwise_adagrad")
@@ -54,6 +55,54 @@ SPARSE_OPTIMIZERS = ("sgd", "rowwise_adagrad")
 TRAIN_DTYPES = ("fp32", "bf16", "fp16")
 #: Seconds of training between two looks at the machine's load (the thread count follows it).
 RECHECK_S = 2.0
+
+
+#: The keys of ``recnb train --json``, in order: one schema for one process and for
+#: ``--world-size N`` / ``--distributed`` (where a key does not apply it is ``None``, or an empty list).
+#: ``world_size``, ``backend`` (``None`` for one process), ``rank``, ``sharding`` and ``plan`` (``None``)
+#: and ``comm`` (the collectives' records, ``[]``) say how the run was spread; ``losses`` is every
+#: step's loss (its whole batch's mean, before its update; a resumed run's from ``resumed_at_step``
+#: on); ``auc``, ``logloss`` and ``ne`` are measured on the same held-out batches either way
+#: (``None`` when evaluation was skipped). ``threads`` is what the timed steps ran on, ``busy`` why
+#: the thread policy lowered it (``""``: it did not) and ``reliability`` why the measured throughput
+#: and phases cannot be trusted (``""``: they can; :func:`recnotebooks.timing.reliability`).
+TRAIN_REPORT_KEYS = (
+    "command", "source", "preset", "config", "device", "threads", "busy", "reliability", "world_size",
+    "backend", "rank", "sharding", "plan", "steps", "batch_size", "dtype", "samples_per_s",
+    "seconds_per_step", "auc", "logloss", "ne", "losses", "phases", "comm", "data", "resumed_from",
+    "resumed_at_step", "checkpoint",
+)  # fmt: skip
+
+
+def train_report(**fields: Any) -> dict[str, Any]:
+    """``recnb train``'s report with the keys of :data:`TRAIN_REPORT_KEYS`, in that order; a
+    missing or unknown key is a ``TypeError`` naming it (both paths build their report here)."""
+    missing = [k for k in TRAIN_REPORT_KEYS if k not in fields]
+    unknown = sorted(set(fields) - set(TRAIN_REPORT_KEYS))
+    if missing or unknown:
+        raise TypeError(f"train_report: missing keys {missing}, unknown keys {unknown}")
+    return {k: fields[k] for k in TRAIN_REPORT_KEYS}
+
+
+def metric_lines(report: dict[str, Any]) -> list[str]:
+    """The measurement, loss and held-out metric lines ``recnb train`` prints, one process or
+    several: a busy machine and an unreliable measurement are said first."""
+    losses = report["losses"]
+    lines = []
+    if report["busy"]:
+        lines.append(f"  threads     {report['threads']}: {report['busy']}")
+    if report["reliability"]:
+        lines.append(f"  NOT RELIABLE: {report['reliability']} (the throughput and phases below may be off)")
+    if losses:
+        first, last = losses[0], losses[-1]
+        what = "each step's batch mean, before its update"
+        lines.append(f"  loss        first {first:.4f}   last {last:.4f}   ({what})")
+    if report["auc"] is None:
+        lines.append("  eval        skipped (see the warning above)")
+    else:
+        lines.append(f"  eval        AUC {report['auc']:.4f}   log loss {report['logloss']:.4f}   "
+                     f"NE {report['ne']:.4f}   (held-out batches)")  # fmt: skip
+    return lines
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -112,6 +161,9 @@ class TrainResult:
     device: str
     history: list[dict[str, float]] = field(default_factory=list)
     source: str = "measured"
+    #: the loss of every step this :meth:`Trainer.fit` trained (its batch's mean, before the
+    #: step's update), in order; a resumed run's start after the checkpoint's steps
+    losses: list[float] = field(default_factory=list)
     #: CPU threads the timed steps ran on (the last count, if the load changed it)
     threads: int = 0
     #: why the thread policy lowered the threads, in words (``""``: it did not)
@@ -288,6 +340,7 @@ class Trainer:
         bar = tqdm(total=todo, disable=not c.progress, desc="train", leave=False)
         train_seconds, samples, measured = 0.0, 0, 0
         step_seconds: list[float] = []
+        losses: list[float] = []
         choice = choose_threads(c.threads)
         requested, threads, busy = choice.requested, choice.threads, choice.describe() if choice.busy else ""
         loads: list[tuple[float, float]] = []  # (seconds, other programs' busy cores) of each look
@@ -304,6 +357,7 @@ class Trainer:
                     loss, bsz = self.train_step(timer)
                     step_seconds.append(time.perf_counter() - t0)
                     train_seconds += step_seconds[-1]
+                    losses.append(loss)
                     samples += bsz
                     measured += 1
                     if c.threads is None and t0 - checked > RECHECK_S:  # the load may have changed
@@ -349,6 +403,7 @@ class Trainer:
             other_load=other,
             step_spread=spread(step_seconds),
             reliability=reliability(measured, spread(step_seconds), other),
+            losses=losses,
         )
 
     @staticmethod

@@ -4,8 +4,10 @@ plans explained with the nearest feasible setting, no NaN anywhere, bad input na
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
+import vl_convert as vlc
 
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, job_cost, job_from_estimate
@@ -103,6 +105,41 @@ def test_an_impossible_plan_says_why_and_shows_the_nearest_feasible() -> None:
     assert near is not None and near.feasible and "nearest feasible" in sentence
     app = job_planner(hardware="cpu_cluster", gpus=8)
     assert app.error is None and app.chart_data()
+
+
+def test_a_terabyte_on_one_h200_says_where_the_tables_live() -> None:
+    """1 TB of tables, one H200, placement hbm: the note says, right under the verdict, how many GB
+    stayed in HBM and where the rest went; the chart shows it; the placement control keeps the
+    choice and its label says what was modeled. A small model: all in HBM, the label its own."""
+    app = job_planner(model="mlperf_v1_x10", hardware="h200_node", nodes=1, gpus=1, placement="hbm")
+    r = app.result
+    cfg = job_model("mlperf_v1_x10")
+    total_gb = sum(t.num_rows * (cfg.embedding_dim * 4 + 4) for t in cfg.tables) / 1e9
+    rows = r.tables["placement"]
+    assert {x["setting"] for x in rows} == {"this setting"} and {x["source"] for x in rows} == {"modeled"}
+    assert sum(float(x["gb"]) for x in rows) == pytest.approx(total_gb, rel=1e-12)  # type: ignore[arg-type]
+    hbm = sum(float(x["gb"]) for x in rows if x["placement"] == "hbm")  # type: ignore[arg-type]
+    assert hbm < 141 and hbm / total_gb < 0.15
+    assert r.notes[0].startswith("MODELED: fits")
+    assert r.notes[1].startswith("Where the tables live (MODELED): you chose hbm; the cost planner kept ")
+    assert f"{hbm:.1f} GB" in r.notes[1] and "moved what does not fit there: " in r.notes[1]
+    label = app.controls["placement"].description
+    assert app.controls["placement"].value == "hbm"  # the choice stays (it is the planner's input)
+    assert label.startswith("placement (modeled: ") and "hbm" in label and label.count("%") >= 2
+    drawn = [d for d in app.chart_data() if d and "where" in d[0]]
+    assert drawn and {x["where"] for x in drawn[0]} == {x["where"] for x in rows}
+    assert sum(float(x["gb"]) for x in drawn[0]) == pytest.approx(total_gb, rel=1e-12)
+
+    small = app.set(model="criteo_kaggle")
+    assert (
+        small.notes[1]
+        == "Where the tables live (MODELED): all 2.3 GB of tables (weights and optimizer state) live in HBM."
+    )
+    assert [(x["placement"], x["share"]) for x in small.tables["placement"]] == [("hbm", 1.0)]
+    assert app.controls["placement"].description == "placement"
+    svg = vlc.vegalite_to_svg(app.altair_chart.to_dict())  # what Vega draws: the whole app's charts
+    assert float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1)) <= 850  # type: ignore[union-attr]
+    assert "Where the tables live" in svg
 
 
 def test_best_lever_reports_the_biggest_gain() -> None:

@@ -53,6 +53,31 @@ def test_cost_that_does_not_fit_says_so(capsys: pytest.CaptureFixture[str]) -> N
     assert "DOES NOT FIT" in capsys.readouterr().out
 
 
+def test_cost_says_where_the_tables_live(capsys: pytest.CaptureFixture[str]) -> None:
+    """More table bytes than one device holds: the JSON and the text say how many GB stayed in
+    HBM and where the cost planner moved the rest (and the bytes add up to the model's)."""
+    from recnotebooks.config import preset
+
+    argv = ("cost", "--preset", "criteo_terabyte", "--hardware", "big_basin", "--strategy", "cost")
+    out = run_json(capsys, *argv)
+    rows = {r["placement"]: r for r in out["table_placement"]}  # type: ignore[union-attr,index]
+    cfg = preset("criteo_terabyte")
+    total = sum(t.num_rows * (cfg.embedding_dim * 4 + 4) for t in cfg.tables)
+    assert sum(r["bytes"] for r in rows.values()) == pytest.approx(total, rel=1e-12)
+    assert sum(r["gb"] for r in rows.values()) == pytest.approx(total / 1e9, rel=1e-12)
+    assert 0 < rows["hbm"]["bytes"] < 16e9 and rows["cache"]["bytes"] > 0
+    assert rows["cache"]["hit_rate"] == pytest.approx(0.9)  # the cost planner's fallback caches
+    assert out["requested_placement"] == "hbm"
+    assert str(out["table_placement_note"]).startswith("you chose hbm; the cost planner kept ")
+    assert main(list(argv)) == 0
+    text = capsys.readouterr().out
+    assert "where the tables live" in text and "host DRAM behind a device cache" in text
+    assert "- you chose hbm; the cost planner kept " in text and "hit rate 90.0%" in text
+    small = run_json(capsys, "cost", "--preset", "tiny", "--hardware", "dgx_a100")
+    assert [r["share"] for r in small["table_placement"]] == [1.0, 0.0, 0.0, 0.0]  # type: ignore[union-attr,index]
+    assert small["table_placement_note"] == "all 6.0 MB of tables (weights and optimizer state) live in HBM"
+
+
 def test_cost_with_cache_rows_models_the_policys_hit_rate(capsys: pytest.CaptureFixture[str]) -> None:
     """--cache-rows: the hit rate is the policy's modeled one, per table, at that many slots."""
     from recnotebooks.config import preset

@@ -290,6 +290,117 @@ def test_memory_report_single_device_placements() -> None:
         memory_report(cfg, A100, single_device_plan(cfg), 4096, sparse_optimizer="adam")
 
 
+# ----- where the tables live ---------------------------------------------------------------------
+def _table_bytes(cfg: DLRMConfig, state_per_row: int = 4) -> float:
+    """The model's table bytes from its config: fp32 weights plus row-wise Adagrad's one float a row."""
+    return sum(t.num_rows * (cfg.embedding_dim * 4 + state_per_row) for t in cfg.tables)
+
+
+def _homes(r: object) -> dict[str, float]:
+    return {str(x["placement"]): float(x["bytes"]) for x in r.table_placement()}  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "plan_of",
+    [
+        lambda c: single_device_plan(c, "hbm"),
+        lambda c: single_device_plan(c, "host"),
+        lambda c: single_device_plan(c, "cache", cache_hit_rate=0.8),
+        lambda c: single_device_plan(c, ["hbm", "cache", "host", "remote"], cache_hit_rate=0.5),
+        lambda c: Plan(4, tuple(TableShard(t, r, "row_wise", "hbm", row_fraction=0.25) for t in c.table_names
+                                for r in range(4))),  # fmt: skip
+        lambda c: Plan(4, tuple(TableShard(t, r, "data_parallel", "hbm") for t in c.table_names
+                                for r in range(4))),
+        lambda c: Plan(2, (TableShard("T0", 0, placement="remote"), TableShard("T1", 1),
+                           *(TableShard(t, r, "data_parallel") for t in ("T2", "T3") for r in range(2)))),
+    ],
+    ids=["hbm", "host", "cache", "one_each", "row_wise", "data_parallel", "mixed"],
+)  # fmt: skip
+def test_table_placement_adds_up_to_the_models_table_bytes(plan_of) -> None:  # type: ignore[no-untyped-def]
+    """Weights and optimizer state, each table once (a data-parallel table's replicas once),
+    wherever the plan puts them; one row per placement, in the chart's order."""
+    cfg = small_config()
+    plan = plan_of(cfg)
+    for opt, state in (("rowwise_adagrad", 4), ("sgd", 0)):
+        r = estimate(cfg, A100, batch_size=4096, gpus=plan.world_size, plan=plan, sparse_optimizer=opt)
+        rows = r.table_placement()
+        assert [x["placement"] for x in rows] == ["hbm", "cache", "host", "remote"]
+        assert sum(float(x["bytes"]) for x in rows) == pytest.approx(_table_bytes(cfg, state), rel=1e-12)
+        assert sum(float(x["share"]) for x in rows) == pytest.approx(1.0)
+        for s in plan.shards:  # a place holds bytes exactly when some shard lives there
+            assert _homes(r)[s.placement] > 0
+        assert all(x["source"] == "modeled" for x in rows)
+
+
+def test_table_placement_by_hand() -> None:
+    """One table in each place: its bytes there, the cache's device slots and hit rate, the servers."""
+    cfg = small_config()
+    plan = single_device_plan(cfg, ["hbm", "cache", "host", "remote"], cache_hit_rate=0.7)
+    r = estimate(cfg, A100, batch_size=4096, plan=plan)
+    per_table = {t.name: t.num_rows * (cfg.embedding_dim * 4 + 4) for t in cfg.tables}
+    assert _homes(r) == pytest.approx({"hbm": per_table["T0"], "cache": per_table["T1"],
+                                       "host": per_table["T2"], "remote": per_table["T3"]})  # fmt: skip
+    cache, remote = r.table_placement()[1], r.table_placement()[3]
+    assert cache["hit_rate"] == pytest.approx(0.7) and r.device_cache_hit_rate == pytest.approx(0.7)
+    assert (
+        cache["device_cache_bytes"] == pytest.approx(r.memory.device[0]["cache"])
+        and cache["device_cache_bytes"] > 0
+    )
+    assert remote["parameter_servers"] == 1 and r.table_placement()[0]["hit_rate"] is None
+    text = r.table_placement_text()
+    assert text.startswith("the 14.0 MB of tables (weights and optimizer state) live 3.4 MB (24%) in HBM, ")
+    assert "in host DRAM behind a device cache (" in text and " of HBM, hit rate 70%), " in text
+    assert text.endswith(" (25%) in host DRAM read over PCIe (UVM) and 3.6 MB (26%) on 1 parameter server")
+
+
+def test_device_cache_hit_rate_weighs_each_table_by_its_lookups() -> None:
+    """Tables of different pooling behind caches of different sizes: the cache row's hit rate is
+    the lookup-weighted mean of the per-table rates (``cache_hit_rates``)."""
+    cfg = small_config()
+    rows = {t.name: 500 * (k + 1) for k, t in enumerate(cfg.tables)}
+    r = estimate(cfg, A100, batch_size=4096, placement="cache", cache_rows=rows, cache_policy="lfu")
+    looks = {t.name: t.pooling_factor for t in cfg.tables}
+    want = sum(looks[t] * h for t, h in r.cache_hit_rates.items()) / sum(looks.values())
+    assert len(set(r.cache_hit_rates.values())) == len(rows)  # the rates do differ
+    assert r.table_placement()[1]["hit_rate"] == pytest.approx(want, rel=1e-9)
+
+
+def test_a_terabyte_on_one_h200_mostly_leaves_hbm_and_says_so() -> None:
+    """~1 TB of tables, one H200, placement hbm, the cost planner: most bytes are not in HBM (it
+    holds 141 GB), the result says where they went, and against what was chosen."""
+    from recnotebooks.perf.planner import plan_tables
+
+    cfg = preset("mlperf_v1").with_rows_scale(10)
+    total = _table_bytes(cfg)
+    assert 0.9e12 < total < 1.2e12
+    plan = plan_tables(cfg, "h200_node", 1, strategy="cost", placement="hbm", batch_size=65536)
+    assert plan.requested_placement == "hbm"
+    r = estimate(cfg, "h200_node", batch_size=65536, plan=plan)
+    homes = _homes(r)
+    assert sum(homes.values()) == pytest.approx(total, rel=1e-12)
+    assert homes["hbm"] < 141e9 and homes["hbm"] / total < 0.15
+    assert homes["cache"] + homes["host"] + homes["remote"] > 0.85 * total
+    text = r.table_placement_text()
+    assert (
+        text.startswith("you chose hbm; the cost planner kept ") and "moved what does not fit there" in text
+    )
+    s = r.summary()
+    assert s["requested_placement"] == "hbm" and s["table_placement_note"] == text
+    assert s["table_placement"] == r.table_placement()
+
+
+def test_a_small_model_lives_all_in_hbm() -> None:
+    r = estimate(preset("criteo_kaggle"), "h200_node", batch_size=8192)
+    assert _homes(r)["hbm"] == pytest.approx(_table_bytes(preset("criteo_kaggle")), rel=1e-12)
+    assert r.table_placement()[0]["share"] == 1.0
+    assert r.table_placement_text() == "all 2.3 GB of tables (weights and optimizer state) live in HBM"
+    several = estimate(preset("criteo_kaggle"), "h200_node", batch_size=8192, gpus=8)  # the greedy plan
+    assert several.plan is not None and several.plan.requested_placement == "hbm"
+    assert several.table_placement_text() == r.table_placement_text()
+    with pytest.raises(ValueError, match="requested_placement"):
+        Plan(1, (), requested_placement="ssd")
+
+
 # ----- tidy table ------------------------------------------------------------------------------
 @pytest.mark.parametrize("gpus", [1, 4])
 def test_table_rows_add_up_to_each_rank(gpus: int) -> None:

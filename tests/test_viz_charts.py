@@ -14,6 +14,7 @@ from recnotebooks.viz import (
     hit_rate_curve,
     metric_bars,
     metric_lines,
+    part_bars,
     rank_bars,
     ratio_bars,
     roofline,
@@ -81,6 +82,18 @@ def _all_charts() -> dict[str, alt.TopLevelMixin]:
             source="measured",
         ),
         "training_curves": training_curves([{"step": 1, "loss": 0.6}, {"step": 2, "loss": 0.5, "auc": 0.7}]),
+        "part_bars": part_bars(
+            [
+                {"setting": "now", "where": w, "gb": g, "display": f"{g} GB"}
+                for w, g in (("HBM", 20.0), ("far", 9.0))
+            ],
+            value="gb",
+            part="where",
+            parts=["HBM", "near", "far"],
+            colors=["#000001", "#000002", "#000003"],
+            text="display",
+            source="modeled",
+        ),
     }
 
 
@@ -224,6 +237,34 @@ def test_metric_bars_fit_their_width_budget(columns: int, label_chars: int, budg
     svg = vlc.vegalite_to_svg(spec)
     drawn = float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1))  # type: ignore[union-attr]
     assert drawn <= budget + 40  # Vega's padding and rounding; the old fixed widths overflowed by 100s of px
+
+
+def test_part_bars_stack_the_parts_in_order_with_their_colours_and_fit_850_px() -> None:
+    import re
+
+    import vl_convert as vlc
+
+    parts = ["HBM", "host DRAM behind a device cache", "host DRAM read over PCIe (UVM)", "parameter servers"]
+    colors = ["#4c78a8", "#f58518", "#e45756", "#9d755d"]
+    rows = [{"setting": s, "where": w, "gb": 100.0 * (k + 1), "display": "x"}
+            for s in TRAIL[:2] for k, w in enumerate(parts) if k != 1]  # fmt: skip
+    spec = part_bars(rows, value="gb", part="where", parts=parts, colors=colors, text="display").to_dict()
+    color = spec["encoding"]["color"]
+    assert color["scale"] == {
+        "domain": parts,
+        "range": colors,
+    }  # every part in the legend, a part with no row too
+    assert [r["_order"] for r in chart_rows(spec)] == [0, 2, 3, 0, 2, 3]
+    assert spec["encoding"]["x"]["stack"] == "zero"
+    svg = vlc.vegalite_to_svg(spec)
+    drawn = float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1))  # type: ignore[union-attr]
+    assert drawn <= 850
+    texts = _svg_texts(part_bars(rows, value="gb", part="where", parts=parts, colors=colors))
+    assert all(p in texts for p in parts) and "now: num_tables 16→8" in texts
+    with pytest.raises(ValueError, match="one colour per part"):
+        part_bars(rows, value="gb", part="where", parts=parts, colors=colors[:2])
+    with pytest.raises(ValueError, match="gb"):
+        part_bars([{**rows[0], "gb": float("nan")}], value="gb", part="where")
 
 
 def test_metric_lines_put_few_x_ticks_on_the_data_and_none_crowd() -> None:

@@ -20,7 +20,10 @@ from the second, ``29500`` a free port there, ``--rdzv-id`` any id the two share
         --rdzv-endpoint HOST0:29500 --rdzv-id job42 -m recnotebooks train --distributed --preset tiny
 
 Every rank prints its report (add ``--local-ranks-filter 0`` to torchrun to see one per node);
-the losses are the global batch's and the same on every rank, the timings are the rank's own.
+the losses and the held-out metrics (AUC, log loss, NE over ``--eval-batches`` batches, the ones
+the single-process run evaluates) are the global batch's and the same on every rank, the timings
+are the rank's own. ``--json`` prints the single-process run's keys
+(:data:`recnotebooks.train.TRAIN_REPORT_KEYS`), one schema for both.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import DLRMConfig
+from ..data.synthetic import SyntheticConfig
+from ..train import metric_lines, train_report
 from .launch import max_world_size
 from .training import DistTrainResult, round_robin_plan, torchrun_env, train_local, train_torchrun
 
@@ -91,7 +96,7 @@ def run(
     sharding = args.sharding or "table_wise"
     options = {"sparse_optimizer": args.sparse_optimizer, "sparse_lr": args.sparse_lr,
                "dense_optimizer": args.dense_optimizer, "dense_lr": args.dense_lr,
-               "zipf": args.zipf}  # fmt: skip
+               "zipf": args.zipf, "eval_batches": args.eval_batches}  # fmt: skip
     try:
         plan = round_robin_plan(config, size, sharding)
         if world is not None:
@@ -108,18 +113,18 @@ def _report(
 ) -> dict[str, Any]:
     import os
 
-    import torch
-
-    return {
-        "command": "train", "source": "measured", "preset": args.preset or "tiny", "config": config.summary(),
-        "device": "cuda" if res.backend == "nccl" else "cpu", "threads": torch.get_num_threads(),
-        "world_size": res.world_size, "backend": res.backend, "rank": int(os.environ.get("RANK", "0")),
-        "sharding": sharding, "plan": plan.table(), "steps": res.steps, "batch_size": res.batch_size,
-        "samples_per_s": res.samples_per_s, "seconds_per_step": res.seconds_per_step,
-        "auc": None, "logloss": None, "ne": None, "losses": res.losses, "phases": res.phases,
-        "comm": res.comm,
-        "data": {"source": "synthetic", "zipf_exponent": args.zipf},
-    }  # fmt: skip
+    zipf = (SyntheticConfig(zipf_exponent=args.zipf) if args.zipf else SyntheticConfig()).zipf_exponent
+    return train_report(
+        command="train", source="measured", preset=args.preset or "tiny", config=config.summary(),
+        device="cuda" if res.backend == "nccl" else "cpu", threads=res.threads,
+        busy=res.busy, reliability=res.reliability,
+        world_size=res.world_size, backend=res.backend, rank=int(os.environ.get("RANK", "0")),
+        sharding=sharding, plan=plan.table(), steps=res.steps, batch_size=res.batch_size, dtype="fp32",
+        samples_per_s=res.samples_per_s, seconds_per_step=res.seconds_per_step,
+        auc=res.auc, logloss=res.logloss, ne=res.ne, losses=res.losses, phases=res.phases, comm=res.comm,
+        data={"source": "synthetic", "zipf_exponent": zipf}, resumed_from=None, resumed_at_step=None,
+        checkpoint=None,
+    )  # fmt: skip
 
 
 def _print(r: dict[str, Any]) -> None:
@@ -129,8 +134,8 @@ def _print(r: dict[str, Any]) -> None:
     print(f"measured on {r['world_size']} rank(s) ({r['backend']}, {r['sharding']} embeddings, this is rank "
           f"{r['rank']}): {r['steps']} steps of {r['batch_size']} (global batch)")  # fmt: skip
     print(f"  throughput  {r['samples_per_s']:,.0f} samples/s  ({r['seconds_per_step'] * 1e3:.2f} ms/step)")
-    losses = r["losses"]
-    print(f"  loss        first {losses[0]:.4f}   last {losses[-1]:.4f}   (global-batch mean)")
+    for line in metric_lines(r):
+        print(line)
     total = sum(r["phases"].values()) or 1.0
     print("  phase breakdown (ms/step, this rank):")
     for k, v in r["phases"].items():

@@ -9,6 +9,13 @@ the **global** batch ``i`` (``batch_size`` samples, exactly the batch the single
 the single-process run's (up to rounding; row-wise Adagrad on column-wise tables keeps an
 accumulator per shard, see :mod:`recnotebooks.dist.sharded`).
 
+With ``eval_batches`` the trained model is evaluated on the held-out batches the single-process
+``recnb train`` evaluates (:class:`~recnotebooks.data.SyntheticCriteo` ``split="eval"``, batches
+``0 .. eval_batches - 1`` of ``batch_size`` samples): every rank predicts its slice of each batch,
+the predictions are all-gathered in rank (that is, sample) order, and every rank computes log
+loss, AUC and NE (:func:`~recnotebooks.metrics.click_metrics`) over the whole of them, so they equal
+the single-process run's up to the rounding of the training itself.
+
 * :func:`run_rank` is the worker :func:`~recnotebooks.dist.launch.launch` runs on each rank;
 * :func:`train_local` launches it on N local CPU ranks (gloo) and returns a :class:`DistTrainResult`;
 * :func:`train_torchrun` runs it in a process started by ``torchrun`` (``RANK``, ``WORLD_SIZE``,
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -30,8 +38,10 @@ import torch.distributed as dist
 from ..checks import check_choice, check_float, check_int, check_steps, check_type, parse_int
 from ..config import DLRMConfig
 from ..data.synthetic import SyntheticConfig, SyntheticCriteo
+from ..metrics import click_metrics
 from ..plan import MAX_RANKS, Plan, TableShard
-from ..timing import PhaseTimer
+from ..threads import choose_threads, usable_cores, use_threads
+from ..timing import PhaseTimer, reliability, spread
 from ..train import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
 from .comm import CommLog
 from .hybrid import HybridParallelDLRM, local_samples
@@ -84,7 +94,8 @@ def dense_optimizer_for(name: str, params: Iterable[torch.nn.Parameter], lr: flo
 
 @dataclass
 class DistTrainResult:
-    """What a distributed run measured (rank 0's timings; losses are global-batch means)."""
+    """What a distributed run measured (rank 0's timings; losses are global-batch means; the
+    held-out metrics are over whole eval batches)."""
 
     world_size: int
     backend: str
@@ -110,6 +121,22 @@ class DistTrainResult:
     phase_cpu: dict[str, float] = field(default_factory=dict)
     #: rank 0's main-thread CPU seconds per measured step (the phases' and the work between them)
     thread_cpu_seconds_per_step: float = 0.0
+    #: held-out AUC, log loss and NE over ``eval_batches`` batches (the same on every rank; ``None``
+    #: without evaluation, or when it was skipped: a warning says why)
+    auc: float | None = None
+    logloss: float | None = None
+    ne: float | None = None
+    #: why the thread policy lowered the ranks' threads, in words (``""``: it did not)
+    busy: str = ""
+    #: how much rank 0's timed steps varied (:func:`recnotebooks.timing.spread`)
+    step_spread: float = 1.0
+    #: why the timings cannot be trusted (:func:`recnotebooks.timing.reliability`; ``""``: they can)
+    reliability: str = ""
+
+    @property
+    def reliable(self) -> bool:
+        """Whether the measured throughput and phases can be trusted."""
+        return not self.reliability
 
     def rows(self) -> list[dict[str, Any]]:
         """Tidy rows: one per step (``kind="loss"``), per phase (``kind="phase"``) and per
@@ -147,21 +174,26 @@ def _check(config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: i
 def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch_size: int, seed: int = 0,
              sparse_optimizer: str = "rowwise_adagrad", sparse_lr: float = 0.05,
              dense_optimizer: str = "adagrad", dense_lr: float = 0.02, zipf: float | None = None,
-             overlap: bool = True) -> dict[str, Any]:  # fmt: skip
+             overlap: bool = True, eval_batches: int = 0) -> dict[str, Any]:  # fmt: skip
     """Train ``steps`` steps on this rank (see the module docstring); every rank must call it.
 
     Returns ``losses`` (global-batch mean of each step, before its update, the same on every
     rank), ``samples_per_s`` (global samples per second after the first warm-up steps),
     ``seconds_per_step``, ``phases`` (this rank's mean seconds per step, including
-    ``all_to_all`` and ``all_reduce``), ``comm`` (this rank's comm-log rows), ``threads``
-    (``torch.get_num_threads()``), ``cpu_seconds_per_step`` (this process's CPU time),
-    ``timed_comm`` (the comm-log rows of the steps after the warm-up only), ``phase_cpu``
-    (this rank's main-thread CPU seconds per step in each phase) and ``thread_cpu_seconds_per_step``
-    (the main thread's CPU per step, phases and the work between them).
+    ``all_to_all`` and ``all_reduce``), ``comm`` (this rank's comm-log rows of the training
+    steps), ``threads`` (``torch.get_num_threads()``), ``cpu_seconds_per_step`` (this process's
+    CPU time), ``timed_comm`` (the comm-log rows of the steps after the warm-up only),
+    ``phase_cpu`` (this rank's main-thread CPU seconds per step in each phase),
+    ``thread_cpu_seconds_per_step`` (the main thread's CPU per step, phases and the work between
+    them) and ``metrics``: with ``eval_batches``, the held-out ``logloss``, ``auc`` and ``ne``
+    of :func:`~recnotebooks.metrics.click_metrics` over the whole of each eval batch (the same on
+    every rank; ``{"error": why}`` when they cannot be computed), else ``{}``. Evaluation runs
+    after the timed steps; its collectives are in no phase and no comm row.
     """
     world, rank = ctx.world_size, ctx.rank
     _check(config, plan, world, steps, batch_size, seed, sparse_optimizer, dense_optimizer, sparse_lr,
            dense_lr)  # fmt: skip
+    eval_batches = check_int("eval_batches", eval_batches, lo=0)
     device = ctx.device
     model = HybridParallelDLRM(config, plan, rank, world, seed=seed, log=ctx.log, device=device,
                                overlap=overlap)  # fmt: skip
@@ -175,12 +207,14 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
     lo, hi = rank * b, (rank + 1) * b
     warm = min(WARMUP_STEPS, steps - 1)
     local_losses, seconds, cpu, thread_cpu = [], 0.0, 0.0, 0.0
+    step_seconds: list[float] = []
     timed_from = ctx.log.snapshot()
     model.train()  # once: nothing in the loop switches it to eval (the call walks every module)
     for step in range(steps):
         if step == warm:
             timer.reset()
             seconds = cpu = thread_cpu = 0.0
+            step_seconds = []
             timed_from = ctx.log.snapshot()
         t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
         with timer.phase("data"):
@@ -196,33 +230,73 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
             dense_opt.zero_grad(set_to_none=True)
         timer.steps += 1
         local_losses.append(loss.detach())
-        seconds += time.perf_counter() - t0
+        step_seconds.append(time.perf_counter() - t0)
+        seconds += step_seconds[-1]
         cpu += time.process_time() - c0
         thread_cpu += time.thread_time() - m0
     # the global-batch mean of every step's loss: one all-reduce at the end (not logged)
     losses = torch.stack(local_losses).to(torch.float64)
     dist.all_reduce(losses, group=None)
     measured = steps - warm
+    comm = ctx.log.rows()  # the training steps' collectives (evaluation's are not theirs)
+    metrics = {}
+    if eval_batches:
+        eval_data = SyntheticCriteo(config, batch_size, data_cfg, seed=seed, split="eval")
+        metrics = _evaluate(model, eval_data, eval_batches, lo, hi, world, device)
     return {
         "losses": (losses / world).tolist(),
         "samples_per_s": measured * batch_size / seconds if seconds > 0 else 0.0,
         "seconds_per_step": seconds / measured,
         "phases": timer.per_step(),
-        "comm": ctx.log.rows(),
+        "comm": comm,
         "threads": torch.get_num_threads(),
         "cpu_seconds_per_step": cpu / measured,
         "timed_comm": ctx.log.since(timed_from).rows(),
         "phase_cpu": timer.per_step_cpu(),
         "thread_cpu_seconds_per_step": thread_cpu / measured,
+        "metrics": metrics,
+        # the other ranks are other programs to a load monitor here: the launch judged the load
+        "step_spread": spread(step_seconds),
+        "reliability": reliability(measured, spread(step_seconds), None),
     }
 
 
+@torch.no_grad()
+def _evaluate(model: HybridParallelDLRM, data: SyntheticCriteo, batches: int, lo: int, hi: int, world: int,
+              device: torch.device) -> dict[str, Any]:  # fmt: skip
+    """Held-out log loss, AUC and NE over eval batches ``0 .. batches - 1``, as the single-process
+    :meth:`~recnotebooks.train.Trainer.evaluate` computes them: this rank predicts samples
+    ``lo .. hi - 1`` of each batch, and an all-gather (rank order is sample order) gives every rank
+    every prediction. ``{"error": why}`` when the metrics cannot be computed (one class only)."""
+    model.eval()
+    probs, labels = [], []
+    try:
+        for i in range(batches):
+            batch = data.batch(i)
+            dense, sparse = batch.dense[lo:hi].to(device), local_samples(batch.sparse, lo, hi).to(device)
+            mine = torch.sigmoid(model(dense, sparse).float()).contiguous()
+            parts = [torch.empty_like(mine) for _ in range(world)]
+            dist.all_gather(parts, mine)
+            probs.append(torch.cat(parts).cpu())
+            labels.append(batch.labels.cpu())
+    finally:
+        model.train()
+    try:
+        m = click_metrics(torch.cat(probs), torch.cat(labels))
+    except ValueError as e:  # e.g. a held-out set with one class only: reported, as Trainer does
+        return {"error": str(e)}
+    return {"logloss": m["logloss"], "auc": m["auc"], "ne": m["ne"]}
+
+
 def _result(
-    values: list[dict[str, Any]], world: int, backend: str, steps: int, batch: int
+    values: list[dict[str, Any]], world: int, backend: str, steps: int, batch: int, busy: str = ""
 ) -> DistTrainResult:
     first = values[0]
     comm = [row for v in values for row in v["comm"]]
     thread_cpu = first.get("thread_cpu_seconds_per_step", 0.0)
+    metrics = first.get("metrics", {})
+    if "error" in metrics:  # as the single-process Trainer does: a warning, and no metrics
+        warnings.warn(f"evaluation skipped: {metrics['error']}", RuntimeWarning, stacklevel=3)
     return DistTrainResult(world, backend, steps, batch, first["losses"], first["samples_per_s"],
                            first["seconds_per_step"], first["phases"], comm,
                            threads=first.get("threads", 0),
@@ -230,25 +304,29 @@ def _result(
                            cpu_seconds_per_step=first.get("cpu_seconds_per_step", 0.0),
                            timed_comm=first.get("timed_comm", []),
                            phase_cpu=first.get("phase_cpu", {}),
-                           thread_cpu_seconds_per_step=thread_cpu)  # fmt: skip
+                           thread_cpu_seconds_per_step=thread_cpu,
+                           auc=metrics.get("auc"), logloss=metrics.get("logloss"),
+                           ne=metrics.get("ne"), busy=busy, step_spread=first.get("step_spread", 1.0),
+                           reliability=first.get("reliability", ""))  # fmt: skip
 
 
 def train_local(config: DLRMConfig, plan: Plan, world_size: int, steps: int, batch_size: int, seed: int = 0,
                 *, timeout_s: float = 600.0, **options: Any) -> DistTrainResult:  # fmt: skip
     """Train on ``world_size`` local CPU ranks (gloo, via :func:`~recnotebooks.dist.launch.launch`).
 
-    ``options`` are :func:`run_rank`'s (optimizers, learning rates, ``zipf``, ``overlap``). Bad
-    input (a world size over :func:`~recnotebooks.dist.launch.max_world_size`, a batch not
-    divisible by it, a plan for another world or that cannot be executed) raises before any
-    process starts.
+    ``options`` are :func:`run_rank`'s (optimizers, learning rates, ``zipf``, ``overlap``,
+    ``eval_batches``: held-out batches to evaluate after training, 0 by default). Bad input (a
+    world size over :func:`~recnotebooks.dist.launch.max_world_size`, a batch not divisible by it,
+    a plan for another world or that cannot be executed) raises before any process starts.
     """
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
     opts = {"sparse_optimizer": "rowwise_adagrad", "sparse_lr": 0.05, "dense_optimizer": "adagrad",
             "dense_lr": 0.02, **options}  # fmt: skip
     _check(config, plan, world, steps, batch_size, seed, opts["sparse_optimizer"], opts["dense_optimizer"],
            opts["sparse_lr"], opts["dense_lr"])  # fmt: skip
+    check_int("eval_batches", opts.get("eval_batches", 0), lo=0)
     res = launch(run_rank, world, config, plan, steps, batch_size, seed, timeout_s=timeout_s, **opts)
-    return _result(res.values, world, "gloo", steps, batch_size)
+    return _result(res.values, world, "gloo", steps, batch_size, res.busy)
 
 
 def torchrun_env() -> tuple[int, int, int]:
@@ -279,12 +357,19 @@ def train_torchrun(config: DLRMConfig, plan: Plan, steps: int, batch_size: int, 
         torch.cuda.set_device(device)
     kwargs = {"device_id": device} if backend == "nccl" else {}
     dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s), **kwargs)
+    # torch's threads as set (OMP_NUM_THREADS, which torchrun sets with several ranks per node),
+    # else the thread policy's share of this node's free cores for each of its ranks
+    local_world = parse_int("LOCAL_WORLD_SIZE", os.environ.get("LOCAL_WORLD_SIZE", "1"), lo=1, hi=world)
+    fixed = "OMP_NUM_THREADS" in os.environ or backend == "nccl"
+    choice = choose_threads(torch.get_num_threads() if fixed else None,
+                            requested=max(1, usable_cores() // local_world))  # fmt: skip
     try:
         ctx = RankContext(rank, world, backend, device, CommLog(rank))
-        value = run_rank(ctx, config, plan, steps, batch_size, seed, **options)
+        with use_threads(choice.threads):
+            value = run_rank(ctx, config, plan, steps, batch_size, seed, **options)
     finally:
         dist.destroy_process_group()
-    return _result([value], world, backend, steps, batch_size)
+    return _result([value], world, backend, steps, batch_size, choice.describe() if choice.busy else "")
 
 
 def run_plans(ctx: RankContext, config: DLRMConfig, plans: list[Plan], steps: int, batch_size: int,

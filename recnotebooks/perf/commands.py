@@ -213,7 +213,20 @@ def _print_cost(r: dict[str, Any]) -> None:
     print(f"  memory per device (GB): {mem}")
     for note in r["memory_notes"]:
         print(f"  - {note}")
+    _print_table_placement(r)
     print("  fits: yes" if r["fits"] else "  DOES NOT FIT: " + "; ".join(r["reasons"]))
+
+
+def _print_table_placement(r: dict[str, Any]) -> None:
+    """Where the tables live (the places that hold bytes), and the plan's sentence about it."""
+    print("  where the tables live (weights and optimizer state, GB):")
+    for row in r["table_placement"]:
+        if row["bytes"] > 0:
+            extra = "" if row["hit_rate"] is None else f"   hit rate {row['hit_rate']:.1%}"
+            if row["parameter_servers"]:
+                extra = f"   {row['parameter_servers']:,} server(s)"
+            print(f"    {row['where']:<32} {row['gb']:11,.2f}  {row['share']:6.1%}{extra}")
+    print(f"  - {r['table_placement_note']}")
 
 
 def _print_hit_rates(rates: dict[str, float]) -> None:

@@ -169,6 +169,14 @@ def estimate(
     result.cache_hit_rates = {
         a.shard.table: a.cache_hit_rate for a in accesses if a.shard.placement == "cache"
     }
+    cached = [a for a in accesses if a.shard.placement == "cache" and not a.update_only]
+    looked = sum(a.lookups for a in cached)
+    if cached:  # the lookup-weighted hit rate of every device cache (the plain mean without lookups)
+        result.device_cache_hit_rate = (
+            sum(a.lookups * a.cache_hit_rate for a in cached) / looked
+            if looked > 0
+            else sum(a.cache_hit_rate for a in cached) / len(cached)
+        )
     return result
 
 

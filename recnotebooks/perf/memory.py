@@ -4,12 +4,15 @@ For each rank: embedding weights and optimizer state by placement (device memory
 ``hbm``; host DRAM for ``host`` and ``cache``, plus the cache's rows in device memory;
 nothing local for ``remote``), replicated MLP weights and their optimizer state,
 activations kept for backward at the local batch size, and communication buffers.
-:func:`memory_report` says which table does not fit where, and why.
+:func:`memory_report` says which table does not fit where, and why, and how many bytes of
+tables each placement holds (:attr:`MemoryReport.table_bytes`, what
+:meth:`recnotebooks.perf.result.CostResult.table_placement` reports).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 from recnotebooks.checks import check_choice, check_int
@@ -17,7 +20,7 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware
-from recnotebooks.perf.plan import Plan, TableShard
+from recnotebooks.perf.plan import PLACEMENTS, Plan, TableShard
 from recnotebooks.perf.precision import precision
 
 __all__ = ["MemoryReport", "memory_report", "cache_slots", "DDP_BUCKET_BYTES"]
@@ -45,6 +48,18 @@ class MemoryReport:
     remote_bytes: float = 0.0
     parameter_servers: int = 0
     notes: list[str] = field(default_factory=list)
+    #: Bytes of the model's tables by the placement of the shard that holds them (every key of
+    #: :data:`~recnotebooks.plan.PLACEMENTS`): each shard's weights and its row-wise optimizer
+    #: state, as this report counts them per rank, with a data-parallel table's replicas counted
+    #: once. For table-wise, row-wise and data-parallel shards they add up to the model's table
+    #: bytes; a column-wise shard keeps its own row state, so a table split k ways by columns
+    #: holds its state k times.
+    table_bytes: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def device_cache_bytes(self) -> float:
+        """Device memory of every rank's software caches (rows and their tags) in all."""
+        return sum(d.get("cache", 0.0) for d in self.device)
 
     def table(self) -> list[dict[str, object]]:
         """Tidy rows ``{rank, kind, bytes, where}`` for charts."""
@@ -95,6 +110,8 @@ def memory_report(
     remote = 0.0
     reasons: list[str] = []
     per_table_dev: dict[int, list[tuple[str, float]]] = {}
+    table_bytes = dict.fromkeys(PLACEMENTS, 0.0)
+    replicas = Counter(s.table for s in plan.shards if s.sharding == "data_parallel")
     for r in range(world):
         d = {"embedding_weights": 0.0, "embedding_optimizer_state": 0.0, "cache": 0.0,
              "dense_weights": float(dense_w), "dense_optimizer_state": float(dense_state),
@@ -109,6 +126,7 @@ def memory_report(
             st = rows * 4 * _STATE_PER_ROW[sparse_optimizer]
             served = local_b if s.sharding == "data_parallel" else batch_size
             pooled_out += served * dim * eb
+            table_bytes[s.placement] += (w + st) / (replicas[s.table] if s.sharding == "data_parallel" else 1)
             if s.placement == "hbm" or hw.kind == "cpu" and s.placement != "remote":
                 d["embedding_weights"] += w
                 d["embedding_optimizer_state"] += st
@@ -142,7 +160,16 @@ def memory_report(
                            f"memory, but has {hw.host_mem_bytes / 1e9:.0f} GB")  # fmt: skip
     servers, notes = _parameter_servers(remote)
     return MemoryReport(
-        device, host_rows, dev_cap, hw.host_mem_bytes, not reasons, reasons, remote, servers, notes
+        device,
+        host_rows,
+        dev_cap,
+        hw.host_mem_bytes,
+        not reasons,
+        reasons,
+        remote,
+        servers,
+        notes,
+        table_bytes,
     )
 
 

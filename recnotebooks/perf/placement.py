@@ -13,22 +13,13 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import Hardware
 from recnotebooks.perf.plan import PLACEMENTS
+from recnotebooks.perf.result import _percent
 
 __all__ = ["PLACEMENT_NAMES", "break_even_hit_rate", "placement_costs", "placement_summary"]
 
 #: How each placement (of :data:`~recnotebooks.perf.plan.PLACEMENTS`) is named in the rows, in chart
 #: order; the cache's name also carries its hit rate.
 PLACEMENT_NAMES = {"hbm": "HBM", "cache": "cache", "host": "host DRAM (UVM)", "remote": "parameter servers"}
-
-
-def _percent(fraction: float) -> str:
-    """``0.0036 -> '0.36%'``, ``0.041 -> '4.1%'``, ``0.9 -> '90%'``: two significant digits below
-    10%, whole percent above (the charts' labels, :func:`recnotebooks.viz.controls.percent`; perf
-    never imports viz, so the rule is written out here too)."""
-    pct = fraction * 100
-    if pct == 0 or abs(pct) >= 9.95:
-        return f"{pct:.0f}%"
-    return f"{pct:#.2g}%"
 
 
 def _check(config: object, hw: object, batch_size: object, gpus: object) -> tuple[int, int]:

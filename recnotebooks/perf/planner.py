@@ -15,7 +15,9 @@ Three strategies, as the field does it:
   and to a parameter server when host DRAM is full too.
 
 Plans are plain data (:class:`~recnotebooks.perf.plan.Plan`) with notes explaining each
-decision; the sharding code of a later issue executes them.
+decision and the placement they were asked for (``requested_placement``: a shard the cost
+strategy moved out of device memory says where it went in its own ``placement``);
+:mod:`recnotebooks.dist` executes them.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def plan_tables(
             for n, r in zip(names, ranks, strict=True)
         ]
         notes.append("contiguous blocks of tables per rank, in config order: " + ", ".join(map(str, counts)))
-        return Plan(world_size, tuple(shards), "naive", tuple(notes))
+        return Plan(world_size, tuple(shards), "naive", tuple(notes), placement)
     if strategy == "greedy":
         load = [0.0] * world_size
         shards = []
@@ -131,7 +133,7 @@ def plan_tables(
             shards.append(TableShard(n, r, "table_wise", placement, cache_hit_rate=hit))
         notes.append("largest table first, each to the rank with the fewest bytes: "
                      + ", ".join(f"rank {r} {b / 1e9:.2f} GB" for r, b in enumerate(load)))  # fmt: skip
-        return Plan(world_size, tuple(shards), "greedy", tuple(notes))
+        return Plan(world_size, tuple(shards), "greedy", tuple(notes), placement)
     return _cost_plan(config, hw, world_size, placement, hit, fallback_hit, batch_size, dtype, sizes)
 
 
@@ -249,4 +251,4 @@ def _cost_plan(
     else:
         per_rank = f"{min(time) * 1e3:.2f} to {max(time) * 1e3:.2f} ms per rank over {world} ranks"
     notes.append("longest modeled table first, each to the rank whose time grows least: " + per_rank)
-    return Plan(world, tuple(shards), "cost", tuple(notes))
+    return Plan(world, tuple(shards), "cost", tuple(notes), placement)

@@ -1,15 +1,31 @@
 """What :func:`recnotebooks.perf.cost.estimate` returns: :class:`CostResult`, one modeled
 training step per rank by component, and the components' names (:data:`COMPONENTS`; the
-compute and communication groups the overlapped step time uses)."""
+compute and communication groups the overlapped step time uses).
+
+A result also says **where the tables live** in the plan it modeled
+(:meth:`CostResult.table_placement`): the bytes of the model's tables (weights and row-wise
+optimizer state) in HBM, in host DRAM behind a device cache (with the cache's hit rate), in
+host DRAM read over PCIe (UVM) and on parameter servers, counted from the plan's shards by
+:func:`recnotebooks.perf.memory.memory_report`. A planner asked for ``placement="hbm"`` moves
+what does not fit in device memory elsewhere; :meth:`CostResult.table_placement_text` says so
+in words ("you chose hbm; the cost planner kept 21.6 GB (2.0%) in HBM and moved what does not fit
+there: 1,032 GB (98%) to 5 parameter servers").
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from recnotebooks.perf.memory import MemoryReport
 from recnotebooks.perf.plan import Plan
 
-__all__ = ["COMMUNICATION", "COMPONENTS", "COMPUTE", "CostResult"]
+__all__ = ["COMMUNICATION", "COMPONENTS", "COMPUTE", "TABLE_HOMES", "CostResult", "describe_table_placement"]
+
+#: Where a shard's rows live, for each placement (fastest first: the order of
+#: :meth:`CostResult.table_placement` and of its charts).
+TABLE_HOMES = {"hbm": "HBM", "cache": "host DRAM behind a device cache",
+               "host": "host DRAM read over PCIe (UVM)", "remote": "parameter servers"}  # fmt: skip
 
 #: The components of one step, in the order charts stack them.
 COMPONENTS = ("data_loading", "host_to_device", "embedding_forward", "embedding_backward", "bottom_mlp",
@@ -57,6 +73,9 @@ class CostResult:
     #: device-cache hit rate of each cached shard's table (typed in or modeled; the last
     #: shard's, for a table split over ranks)
     cache_hit_rates: dict[str, float] = field(default_factory=dict)
+    #: share of the lookups of all ``"cache"`` shards that their device caches serve (the
+    #: lookup-weighted mean of their hit rates); ``None`` when no shard is behind a cache
+    device_cache_hit_rate: float | None = None
 
     @property
     def fits(self) -> bool:
@@ -79,6 +98,44 @@ class CostResult:
                       "hardware": self.hardware, **extra} for c, v in comp.items()]  # fmt: skip
         return rows
 
+    def table_placement(self) -> list[dict[str, object]]:
+        """Where the model's tables live in the modeled plan: one row per placement of
+        :data:`TABLE_HOMES` (in that order, zeros included), **modeled**.
+
+        Each row: ``placement`` (the plan's name: ``hbm``, ``cache``, ``host``, ``remote``),
+        ``where`` (in words), ``bytes`` and ``gb`` (weights and row-wise optimizer state of the
+        shards there, a data-parallel table counted once: :attr:`MemoryReport.table_bytes`),
+        ``share`` of all table bytes, ``hit_rate`` (the ``cache`` row's
+        :attr:`device_cache_hit_rate` when it holds bytes, else ``None``),
+        ``device_cache_bytes`` (the ``cache`` row: device memory its caches take, a copy of hot
+        rows besides the bytes in host DRAM), ``parameter_servers`` (the ``remote`` row: nodes
+        its bytes need) and ``source="modeled"``. The rows' bytes add up to the model's table
+        bytes (:attr:`MemoryReport.table_bytes` says when a column-wise split adds state)."""
+        held = self.memory.table_bytes
+        total = sum(held.values())
+        rows = []
+        for p, where in TABLE_HOMES.items():
+            b = float(held.get(p, 0.0))
+            rows.append({
+                "placement": p, "where": where, "bytes": b, "gb": b / 1e9,
+                "share": b / total if total else 0.0,
+                "hit_rate": self.device_cache_hit_rate if p == "cache" and b > 0 else None,
+                "device_cache_bytes": self.memory.device_cache_bytes if p == "cache" else 0.0,
+                "parameter_servers": self.memory.parameter_servers if p == "remote" else 0,
+                "source": self.source,
+            })  # fmt: skip
+        return rows
+
+    def table_placement_text(self) -> str:
+        """:meth:`table_placement` in one sentence, against the placement the plan was asked for
+        (:func:`describe_table_placement`)."""
+        plan = self.plan
+        return describe_table_placement(
+            self.table_placement(),
+            plan.requested_placement if plan is not None else None,
+            plan.strategy if plan is not None else None,
+        )
+
     def summary(self) -> dict[str, object]:
         """Headline numbers as plain data (JSON-ready)."""
         return {
@@ -92,4 +149,73 @@ class CostResult:
             "parameter_servers": self.parameter_servers, "power_w": self.power_w, "fits": self.fits,
             "reasons": list(self.memory.reasons), "breakdown_s": self.breakdown(),
             "memory_per_device_bytes": [d["total"] for d in self.memory.device], "notes": list(self.notes),
+            "requested_placement": self.plan.requested_placement if self.plan is not None else None,
+            "table_placement": self.table_placement(), "table_placement_note": self.table_placement_text(),
         }  # fmt: skip
+
+
+def _size(b: float) -> str:
+    """``1.032e12 -> '1,032 GB'``, ``2.11e10 -> '21.1 GB'``, ``6.0e6 -> '6.0 MB'``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= scale:
+            v = b / scale
+            return f"{v:,.0f} {unit}" if v >= 100 else f"{v:.1f} {unit}"
+    return f"{b:,.0f} B"
+
+
+def _percent(fraction: float) -> str:
+    """``0.0036 -> '0.36%'``, ``0.041 -> '4.1%'``, ``0.9 -> '90%'``: two significant digits below
+    10%, whole percent above (the charts' labels, :func:`recnotebooks.viz.controls.percent`; perf
+    never imports viz, so the rule is written out here too)."""
+    pct = fraction * 100
+    if pct == 0 or abs(pct) >= 9.95:
+        return f"{pct:.0f}%"
+    return f"{pct:#.2g}%"
+
+
+def _home(r: Mapping[str, object], to: bool) -> str:
+    """Where row ``r`` of :meth:`CostResult.table_placement` lives: "in HBM" (``to``: "to HBM")."""
+    p = r["placement"]
+    if p == "hbm":
+        return "to HBM" if to else "in HBM"
+    if p == "remote":
+        n = int(r["parameter_servers"] or 0)  # type: ignore[call-overload]
+        return f"{'to' if to else 'on'} {n:,} parameter server{'s' if n != 1 else ''}"
+    place = f"{'to' if to else 'in'} host DRAM"
+    if p == "host":
+        return place + " read over PCIe (UVM)"
+    hit = r["hit_rate"]
+    rate = "" if hit is None else f", hit rate {float(hit):.0%}"  # type: ignore[arg-type]
+    return place + f" behind a device cache ({_size(float(r['device_cache_bytes']))} of HBM{rate})"  # type: ignore[arg-type]
+
+
+def _and(parts: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def describe_table_placement(
+    rows: Sequence[Mapping[str, object]], requested: str | None = None, strategy: str | None = None
+) -> str:
+    """One sentence of where the tables live, from :meth:`CostResult.table_placement` rows (a JSON
+    report's ``table_placement`` too): "all 105 GB of tables (weights and optimizer state) live in
+    HBM"; when a planner (``strategy``) asked for ``requested`` put bytes elsewhere, "you chose hbm;
+    the cost planner kept 21.6 GB (2.0%) in HBM and moved what does not fit there: 1,032 GB (98%) to 5
+    parameter servers" (shares as the charts print them)."""
+    total = sum(float(r["bytes"]) for r in rows)  # type: ignore[arg-type]
+    held = [r for r in rows if float(r["bytes"]) > 0]  # type: ignore[arg-type]
+    what = "of tables (weights and optimizer state)"
+    if not held:
+        return "the plan holds no table bytes"
+    amount = {id(r): f"{_size(float(r['bytes']))} ({_percent(float(r['share']))})" for r in held}  # type: ignore[arg-type]
+    if requested is None or all(r["placement"] == requested for r in held):
+        if len(held) == 1:
+            return f"all {_size(total)} {what} live {_home(held[0], False)}"
+        return f"the {_size(total)} {what} live " + _and([f"{amount[id(r)]} {_home(r, False)}" for r in held])
+    who = f"the {strategy} planner" if strategy and strategy != "manual" else "the plan"
+    kept = [r for r in held if r["placement"] == requested]
+    moved = _and([f"{amount[id(r)]} {_home(r, True)}" for r in held if r["placement"] != requested])
+    if not kept:
+        return f"you chose {requested}; {who} moved all {_size(total)} {what}: {moved}"
+    keep = f"{amount[id(kept[0])]} {_home(kept[0], False)}"
+    return f"you chose {requested}; {who} kept {keep} and moved what does not fit there: {moved}"

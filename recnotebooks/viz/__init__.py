@@ -9,6 +9,7 @@ from recnotebooks.viz.charts import (
     hit_rate_curve,
     metric_bars,
     metric_lines,
+    part_bars,
     rank_bars,
     ratio_bars,
     roofline,
@@ -17,15 +18,17 @@ from recnotebooks.viz.charts import (
     time_breakdown,
     training_curves,
 )
-from recnotebooks.viz.theme import PHASE_COLORS, SOURCES, enable_offline, source_label
+from recnotebooks.viz.theme import PHASE_COLORS, PLACEMENT_COLORS, SOURCES, enable_offline, source_label
 
 __all__ = [
     "PHASE_COLORS",
+    "PLACEMENT_COLORS",
     "SOURCES",
     "enable_offline",
     "hit_rate_curve",
     "metric_bars",
     "metric_lines",
+    "part_bars",
     "rank_bars",
     "ratio_bars",
     "roofline",

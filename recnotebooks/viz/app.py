@@ -3,7 +3,8 @@
     widgets ──► compute(values) ──► Result (tidy tables + notes) ──► render(history) ──► chart
 
 * ``compute`` is one **pure function** of the widget values; it returns a :class:`Result`
-  (tidy rows per table, plus notes for the learner). It knows nothing about widgets, so
+  (tidy rows per table, plus notes for the learner, and labels for controls whose choice the
+  result changed, shown while it is). It knows nothing about widgets, so
   notebooks, tests and benchmarks call it directly too.
 * ``render`` draws the **history trail**: the last few settings (newest first, labelled
   ``now``, ``-1``, ``-2``... with the whole change, "-1: num_tables 16→8, pooling 20→40",
@@ -48,10 +49,14 @@ class AppError(RuntimeError):
 
 @dataclass
 class Result:
-    """Output of an app's pure function: tidy tables by name, and notes for the learner."""
+    """Output of an app's pure function: tidy tables by name, notes for the learner and control labels."""
 
     tables: dict[str, list[dict[str, object]]]
     notes: list[str] = field(default_factory=list)
+    #: labels to show on controls (by parameter name) while this result is shown, e.g. what a
+    #: choice became once modeled ("placement (modeled: 2% hbm · 98% remote)"); a control not
+    #: named keeps its own label
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -134,6 +139,7 @@ class App:
         if not isinstance(debounce_s, (int, float)) or isinstance(debounce_s, bool) or debounce_s < 0:
             raise ValueError(f"debounce_s must be a number >= 0, got {debounce_s!r}")
         self.title, self.controls, self.compute, self.render = title, dict(controls), compute, render
+        self._descriptions = {k: w.description for k, w in self.controls.items()}
         self.max_history, self.debounce_s = history, float(debounce_s)
         self.history: list[HistoryEntry] = []
         self.error: str | None = None
@@ -147,6 +153,7 @@ class App:
         self.altair_chart: alt.TopLevelMixin = self.render(self.history)
         self.chart = ChartWidget(self.altair_chart)  # SVG, ids unique on the page
         self.message = W.HTML(self._notes_html(result.notes))
+        self._show_labels(result)
         head = W.HTML(
             f"<b style='font-size:1.1em'>{html.escape(title)}</b>"
             + (f"<div style='color:#555'>{html.escape(description)}</div>" if description else "")
@@ -219,11 +226,19 @@ class App:
         self.history = trail
         self.error = None
         self.message.value = self._notes_html(result.notes)
+        self._show_labels(result)
         self.updates += 1
         self.last_update_s = time.perf_counter() - t0
         return True
 
     # ----- internals ------------------------------------------------------------------
+    def _show_labels(self, result: Result) -> None:
+        """Each control's label: the result's for it (:attr:`Result.labels`), else its own."""
+        for k, w in self.controls.items():
+            text = result.labels.get(k, self._descriptions[k])
+            if w.description != text:
+                w.description = text
+
     def _entry(self, result: Result, values: dict[str, object]) -> HistoryEntry:
         prev = self.history[0].values if self.history else None
         return HistoryEntry(

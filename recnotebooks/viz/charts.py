@@ -40,6 +40,7 @@ __all__ = [
     "time_breakdown",
     "metric_lines",
     "metric_bars",
+    "part_bars",
     "ratio_bars",
     "roofline",
     "rank_bars",
@@ -101,6 +102,61 @@ def time_breakdown(
             ],
         )
         .properties(title=chart_title(title, data, source, detail), height=alt.Step(step)),
+        data,
+    )
+
+
+def part_bars(
+    rows: Rows,
+    *,
+    value: str,
+    part: str,
+    by: str = "setting",
+    parts: Sequence[str] | None = None,
+    colors: Sequence[str] | None = None,
+    text: str | None = None,
+    value_title: str | None = None,
+    title: str = "Parts of a whole",
+    source: str | None = None,
+    detail: str | None = None,
+    width: int = 380,
+) -> alt.Chart:
+    """Stacked horizontal bars of a whole split into parts: one bar per ``by`` value, one
+    segment per ``part`` (in ``parts`` order, coloured by ``colors`` in the same order; the legend
+    lists every one of ``parts``, a part with no row included), ``value`` along an x axis titled
+    ``value_title``, ``width`` px wide. ``text`` names a column shown in each segment's tooltip
+    (e.g. "21.6 GB (2.0%)")."""
+    data = check_rows(rows, "part_bars", numeric=[value], fields=[by, part] + ([text] if text else []))
+    order = list(parts) if parts else list(dict.fromkeys(str(r[part]) for r in data))
+    if colors is not None and len(colors) != len(order):
+        raise ValueError(f"part_bars: colors must give one colour per part ({len(order)}), got {len(colors)}")
+    bars = list(dict.fromkeys(str(r[by]) for r in data))
+    for r in data:
+        r[by], r[part] = str(r[by]), str(r[part])
+        r["_order"] = order.index(r[part]) if r[part] in order else len(order)
+    scale = alt.Scale(domain=order, range=list(colors)) if colors is not None else phase_scale(order)
+    y_axis, step, _ = band_axis(bars, None)
+    return with_data(
+        alt.Chart()
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{value}:Q", stack="zero", title=value_title or value.replace("_", " ")),
+            y=alt.Y(f"{by}:N", sort=bars, axis=y_axis),
+            color=alt.Color(
+                f"{part}:N",
+                scale=scale,
+                sort=order,
+                title=None,
+                legend=alt.Legend(orient="bottom", columns=2, labelLimit=360),
+            ),
+            order=alt.Order("_order:Q"),
+            tooltip=[
+                tooltip(by, "N"),
+                tooltip(part, "N"),
+                tooltip(text, "N") if text else tooltip(value, "Q", ",.4~g"),
+            ],
+        )
+        .properties(title=chart_title(title, data, source, detail), width=width, height=alt.Step(step)),
         data,
     )
 

@@ -9,6 +9,13 @@ policy, global batch, precision) it gives, **modeled** (:func:`recnotebooks.perf
   the deadline and the budget;
 * ``breakdown``: the step by component on the slowest rank (and on the nearest feasible setting
   when this one is not);
+* ``placement``: where the tables live in the plan that was modeled
+  (:meth:`~recnotebooks.perf.result.CostResult.table_placement`: GB in HBM, in host DRAM behind a
+  device cache with its hit rate, in host DRAM over PCIe, on parameter servers), also said in the
+  note under the verdict. With placement ``hbm`` the cost planner moves what fits in no device's
+  memory elsewhere; the placement control keeps the choice (it is the planner's input: a mixed plan
+  is no one control value, and setting the control to one would ask the planner for another plan),
+  and its label says what was modeled ("placement (modeled: 2.0% hbm · 98% remote)");
 * ``totals``: samples/s, time to train, device-hours, cost, energy and samples per joule;
 * ``levers``: each lever moved one notch (:func:`best_lever`) and the speed-up it gives;
 * ``measured``: for the tiny model on at most 4 ranks, once :func:`measure_job` has run it, the
@@ -38,10 +45,12 @@ from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate
 from recnotebooks.perf.planner import STRATEGIES, plan_tables
+from recnotebooks.perf.result import TABLE_HOMES
 from recnotebooks.plan import PLACEMENTS, Plan
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, time_breakdown
-from recnotebooks.viz.controls import build_controls, human, option_values
+from recnotebooks.viz.charts import metric_bars, part_bars, time_breakdown
+from recnotebooks.viz.controls import build_controls, human, option_values, percent
+from recnotebooks.viz.theme import PLACEMENT_COLORS
 from recnotebooks.viz.tidy import stack
 
 __all__ = ["LEVERS", "MEASURE_BATCH", "Outcome", "PLANNER_CONTROLS", "best_lever", "evaluate", "job_model",
@@ -84,6 +93,9 @@ _ORDERED = ("nodes", "gpus", "batch_size", "cache_fraction", "hardware")
 MEASURE_BATCH = 2048
 MEASURE_STEPS = 12
 _MEASURED: dict[tuple[object, ...], dict[str, Any]] = {}
+#: Width budget (px) of the planner's small multiples: with Vega's padding the app's charts stay within
+#: ~850 px.
+_WIDTH = 780
 
 
 def job_model(name: str) -> DLRMConfig:
@@ -282,11 +294,17 @@ def plan_job(**values: object) -> Result:
         shown = near
     j, r = shown.job, shown.result
     assert j is not None and r is not None
+    where = f"Where the tables {'' if shown is now else 'of the setting shown '}live (MODELED): "
+    where += r.table_placement_text() + "."
+    if shown is now:  # right under the verdict: "fits" may mean "fits, once most bytes left HBM"
+        notes.insert(1, where)
     price = hardware(str(shown.values["hardware"])).price_per_hour
     notes.append(f"{'This setting' if shown is now else 'The setting shown'}: {human(j.samples_per_s)} "
                  f"samples/s, {j.hours:,.3g} h to train, {j.device_hours:,.4g} device-hours, "
                  f"${j.cost_usd:,.0f} at ${price:g}/device-hour, {j.energy_kwh:,.3g} kWh, "
                  f"bound by {_bound(shown)}.")  # fmt: skip
+    if shown is not now:
+        notes.append(where)
     if r.cache_hit_rates:
         hits = sorted(r.cache_hit_rates.values())
         policy = shown.values["cache_policy"]
@@ -299,11 +317,14 @@ def plan_job(**values: object) -> Result:
     kind = "nearest feasible" if near is not None and near.feasible else "fastest that fits"
     other = "" if near is None else f"{kind}, {_change(v, near.values)}"  # drawn one change per line
     breakdown = _breakdown(shown, "this setting" if shown is now else other)
+    placement = _placement(shown, "this setting" if shown is now else other)
     if near is not None and shown is now:
         breakdown += _breakdown(near, other)
+        placement += _placement(near, other)
     tables = {
         "verdict": [{"verdict": verdict, "fits": now.fits, "reasons": "; ".join(why), "source": "modeled"}],
         "breakdown": breakdown,
+        "placement": placement,
         "totals": _totals(shown, "" if shown is now else " (nearest)"),
         "levers": [{**x, "metric": "speed-up one notch away (x)", "setting": x["change"],
                     "value": x["speedup"], "display": f"{float(x['speedup']):.2f}x",  # type: ignore[arg-type]
@@ -312,7 +333,29 @@ def plan_job(**values: object) -> Result:
     }  # fmt: skip
     if not tables["measured"] and _measurable(v):
         notes.append("Not measured here yet: run measure_job(**app.values) (a few seconds), move a control.")
-    return Result(tables=tables, notes=notes)
+    return Result(tables=tables, notes=notes, labels=_placement_label(now))
+
+
+def _placement(o: Outcome, label: str) -> list[dict[str, object]]:
+    """Where the setting's tables live (:meth:`~recnotebooks.perf.result.CostResult.table_placement`),
+    one row per place that holds bytes, for the chart."""
+    return [{"setting": label, "placement": x["placement"], "where": x["where"], "gb": x["gb"],
+             "share": x["share"], "hit_rate": x["hit_rate"],
+             "display": f"{human(float(x['bytes']), 'B')} ({percent(float(x['share']))})",  # type: ignore[arg-type]
+             "source": "modeled"}
+            for x in o.result.table_placement() if float(x["bytes"]) > 0]  # type: ignore[union-attr,arg-type]  # fmt: skip
+
+
+def _placement_label(o: Outcome) -> dict[str, str]:
+    """The placement control's label when the modeled plan put table bytes elsewhere than the
+    placement chosen: "placement (modeled: 2.0% hbm · 98% remote)"; no label otherwise."""
+    if o.result is None:
+        return {}
+    held = [x for x in o.result.table_placement() if float(x["bytes"]) > 0]  # type: ignore[arg-type]
+    if all(x["placement"] == o.values["placement"] for x in held):
+        return {}
+    shares = " · ".join(f"{percent(float(x['share']))} {x['placement']}" for x in held)  # type: ignore[arg-type]
+    return {"placement": f"{PLANNER_CONTROLS['placement']['label']} (modeled: {shares})"}
 
 
 # ----- measured beside the model: the tiny model on local CPU ranks -----------------------
@@ -370,11 +413,17 @@ def _render(history: list[HistoryEntry]) -> object:
                            title="One step on the slowest rank", detail="this setting, and the nearest "
                            "feasible one when this one is impossible")  # fmt: skip
     totals = metric_bars(history_rows(history, "totals"), highlight=history[0].label, columns=3,
-                         title="The whole job", source="modeled",
+                         total_width=_WIDTH, title="The whole job", source="modeled",
                          detail="one bar per setting in the trail, the current one solid")  # fmt: skip
-    charts = [steps, totals]
+    chosen = f"you chose placement {history[0].values['placement']}; the bars: the plan modeled"
+    where = part_bars(now["placement"], value="gb", part="where", parts=list(TABLE_HOMES.values()),
+                      colors=[PLACEMENT_COLORS[p] for p in TABLE_HOMES], text="display",
+                      value_title="GB of tables (weights and optimizer state)", title="Where the tables live",
+                      source="modeled", detail=chosen)  # fmt: skip
+    charts = [steps, where, totals]
     if now["levers"]:
-        charts.append(metric_bars(now["levers"], title="Each lever one notch away", source="modeled",
+        charts.append(metric_bars(now["levers"], total_width=_WIDTH, title="Each lever one notch away",
+                                  source="modeled",
                                   detail="speed-up of the time to train; 1.0 = no gain",
                                   rule_at=1.0))  # fmt: skip
     if now["measured"]:

@@ -16,6 +16,7 @@ import altair as alt
 __all__ = [
     "THEME",
     "PHASE_COLORS",
+    "PLACEMENT_COLORS",
     "SOURCES",
     "EMBED_OPTIONS",
     "ChartWidget",
@@ -43,6 +44,16 @@ PHASE_COLORS: dict[str, str] = {
     "all_reduce": "#8c6d31",
     "host_to_device": "#bab0ac",
     "overhead": "#d6d6d6",
+}
+
+#: Colour of each place a table's rows can live (the plan's placements,
+#: :data:`recnotebooks.perf.result.TABLE_HOMES`): device memory blue, a device cache over host DRAM
+#: orange, host DRAM over PCIe red, parameter servers across the network brown.
+PLACEMENT_COLORS: dict[str, str] = {
+    "hbm": "#4c78a8",
+    "cache": "#f58518",
+    "host": "#e45756",
+    "remote": "#9d755d",
 }
 
 #: What each ``source`` value means, as printed on charts.
