@@ -36,10 +36,10 @@ import altair as alt
 import ipywidgets as W
 from altair.utils.schemapi import debug_mode
 
-from recnotebooks.viz.controls import check_control_value
+from recnotebooks.viz.controls import check_control_value, control_width
 from recnotebooks.viz.theme import ChartWidget, enable_offline
 
-__all__ = ["App", "AppError", "HistoryEntry", "Result", "history_rows"]
+__all__ = ["App", "AppError", "HistoryEntry", "Result", "controls_grid", "history_rows"]
 
 
 class AppError(RuntimeError):
@@ -105,6 +105,28 @@ def _describe_change(old: Mapping[str, object] | None, new: Mapping[str, object]
     return ", ".join(diff) if diff else "same"
 
 
+#: px between two columns of an app's controls
+CONTROL_GAP_PX = 16
+
+
+def controls_grid(widgets: Sequence[W.Widget]) -> W.GridBox:
+    """``widgets`` in a grid of equal cells that reflows to the width there is: as many columns
+    as cells of the widest control's :func:`~recnotebooks.viz.controls.control_width` fit (one
+    on a narrow screen, two in a laptop's notebook, three or more in a wide one), each widget as
+    wide as its cell, so rows line up and a slider's track grows with the room it has."""
+    cell = max((control_width(w) for w in widgets), default=200)
+    for w in widgets:
+        w.layout.width = "auto"  # stretched to its cell (a widget's own default is a fixed 300 px)
+    return W.GridBox(
+        list(widgets),
+        layout=W.Layout(
+            grid_template_columns=f"repeat(auto-fill, minmax(min({cell}px, 100%), 1fr))",
+            grid_gap=f"2px {CONTROL_GAP_PX}px",
+            width="100%",
+        ),
+    )
+
+
 class App:
     """A widget app: controls → pure ``compute`` → ``render`` of the history → chart.
 
@@ -151,8 +173,7 @@ class App:
             f"<b style='font-size:1.1em'>{html.escape(title)}</b>"
             + (f"<div style='color:#555'>{html.escape(description)}</div>" if description else "")
         )
-        boxes = [W.HBox(list(self.controls.values())[i : i + 3]) for i in range(0, len(self.controls), 3)]
-        self.view = W.VBox([head, *boxes, self.message, self.chart])
+        self.view = W.VBox([head, controls_grid(list(self.controls.values())), self.message, self.chart])
         self.view.add_class("recnb-app")
         for w in self.controls.values():
             w.observe(self._on_change, names="value")

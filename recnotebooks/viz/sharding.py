@@ -43,7 +43,7 @@ from recnotebooks.plan import Plan
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
-from recnotebooks.viz.tidy import stack
+from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["PLANS", "SHARDING_CONTROLS", "STEPS", "explore_sharding", "measure_sharding", "sharding_explorer",
            "sharding_model", "sharding_plan"]  # fmt: skip
@@ -191,7 +191,7 @@ def _summary(tables: dict[str, list[dict[str, object]]]) -> list[dict[str, objec
         (v for k, v in steps.items() if "NVLink" in k), next(v for k, v in steps.items() if "network" in k)
     )
     return [
-        {"metric": "all-to-all bytes per step, all ranks", "value": sent, "display": human(sent, "B"),
+        {"metric": "all-to-all bytes per step: all ranks", "value": sent, "display": human(sent, "B"),
          "source": "modeled"},
         {"metric": "step here, ms", "value": here * 1e3, "display": f"{here * 1e3:.3g} ms",
          "source": "modeled"},
@@ -260,26 +260,35 @@ def _time_note(tables: dict[str, list[dict[str, object]]]) -> str:
 
 
 def _render(history: list[HistoryEntry]) -> object:
-    now = history[0].result.tables
-    trail = metric_bars(history_rows(history, "summary"), highlight=history[0].label, columns=3,
-                        total_width=900, title="This setting and the last ones", source="modeled",
-                        detail="one bar per setting, the current one solid")  # fmt: skip
-    detail = "here: this machine shared by the ranks; GPUs: as many of the chosen server"
-    charts = [time_breakdown(now["modeled"], by="where", phases=list(COMPONENTS), source="modeled",
-                             title="One step of this plan, slowest rank", detail=detail)]  # fmt: skip
-    rows = [{**r, "metric": f"{r['collective']} (bytes sent per step)", "value": r["bytes"],
+    now, trail = history[0].result.tables, [e.label for e in history]
+    rows = [{**r, "metric": f"{r['collective']}: bytes sent per step", "value": r["bytes"],
              "setting": f"{r['source']} · rank {r['rank']}", "display": human(float(r["bytes"]), "B")}  # type: ignore[arg-type]
             for r in now["bytes"]]  # fmt: skip
+    senders = list(dict.fromkeys(str(r["setting"]) for r in rows))
+    wheres = list(dict.fromkeys(str(r["where"]) for r in now["modeled"]))
+    ranks = list(dict.fromkeys(str(r["rank"]) for r in now["measured"]))
+    # the charts line up their plots at the widest left band: the room right of it is theirs
+    room = stack_room(band_px(trail, titled=False), band_px(wheres), band_px(senders, titled=False),
+                      band_px(ranks) if ranks else 0)  # fmt: skip
+    trail_bars = metric_bars(history_rows(history, "summary"), highlight=history[0].label, columns=3,
+                             title="This setting and the last ones", source="modeled",
+                             detail="one bar per setting, the current one solid",
+                             total_width=band_px(trail, titled=False) + room)  # fmt: skip
+    detail = "here: this machine shared by the ranks; GPUs: as many of the chosen server"
+    charts = [time_breakdown(now["modeled"], by="where", phases=list(COMPONENTS), source="modeled",
+                             title="One step of this plan, slowest rank", detail=detail,
+                             width=min(480, room))]  # fmt: skip
     if rows:
         logs = "modeled: perf.traffic; measured: the ranks' comm logs"
         src = None if now["measured"] else "modeled"
-        charts.append(metric_bars(rows, columns=2, total_width=860, source=src, detail=logs,
-                                  title="Bytes each rank sends, modeled and measured"))  # fmt: skip
+        charts.append(metric_bars(rows, columns=2, source=src, detail=logs,
+                                  title="Bytes each rank sends, modeled and measured",
+                                  total_width=band_px(senders, titled=False) + room))  # fmt: skip
     if now["measured"]:
         where = "CPU processes on this machine, gloo on 127.0.0.1"
         charts.append(time_breakdown(now["measured"], by="rank", title="Measured step of each rank, here",
-                                     source="measured", detail=where))  # fmt: skip
-    return stack(trail, *charts)
+                                     source="measured", detail=where, width=min(480, room)))  # fmt: skip
+    return stack(trail_bars, *charts)
 
 
 def sharding_explorer(*, history: int = 4, **values: object) -> App:
