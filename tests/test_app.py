@@ -196,3 +196,23 @@ def test_history_labels_keep_the_whole_change() -> None:
     ]
     shown = {r["setting"] for d in app.chart_data() for r in d}
     assert "-1: num_tables 1→16, pooling 1→20, batch_size 1→64" in shown  # what the chart draws, uncut
+
+
+def test_settle_runs_an_update_that_is_due_and_pending_says_so() -> None:
+    """A widget moved inside a running event loop is debounced; ``settle`` runs that update now (what
+    the exercise checker calls before it judges an app), and says False when the setting fails."""
+
+    async def scenario() -> None:
+        app, calls = _toy(debounce_s=5.0)  # long enough that only settle() can run it in this test
+        assert not app.pending and app.settle()
+        app.controls["a"].value = 4  # as a slider would: an update is scheduled, not run
+        assert app.pending and _values(app)[0] == 2.0
+        assert app.settle() and not app.pending and _values(app)[0] == 8.0
+        n = len(calls)
+        assert app.settle() and len(calls) == n  # nothing due: nothing recomputed
+        app.controls["b"].value = 10  # a*b = 40 fits; then one that does not
+        app.controls["a"].value = 6
+        assert app.pending and not app.settle() and app.error and app.pending  # the chart keeps 4*2
+        assert _values(app)[0] == 8.0
+
+    asyncio.run(scenario())

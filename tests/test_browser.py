@@ -3,7 +3,8 @@
 Each notebook in ``notebooks/`` is opened in JupyterLab, all its cells run (smoke mode), and
 the page must show: no error output, no warning on stderr, no element id twice inside the
 outputs (two charts sharing a clip path id clip each other), no output, chart or app control
-wider than its area, no chart text cut short (Vega ends a label past its limit with "…"), every
+wider than its area, no chart text cut short (Vega ends a label past its limit with "…") nor a
+control's words (a button, a label or a readout narrower than its text), every
 slider with a visible track, no text of an output typeset as math (a "$50 > $30" stays as
 written), and bars of every step-time breakdown drawn at a length proportional to their value,
 up to their end (the SVG geometry against the value each bar carries). In the notebooks with an
@@ -111,6 +112,11 @@ PAGE_FAULTS = f"""() => {{
         controls.push({{overflow_px: Math.round(w.getBoundingClientRect().right - edge),
                         text: (w.innerText || '').slice(0, 60)}});
   }}
+  // a control's words cut short (a button, a label or a readout narrower than its text)
+  const cutControls = [...root.querySelectorAll('.jp-OutputArea .recnb-app :is(button, .widget-label, '
+                                                + '.widget-readout)')]
+    .filter(e => e.getBoundingClientRect().width > 0 && e.scrollWidth > e.clientWidth + 1)
+    .map(e => e.innerText || e.title || '');
   // chart text Vega cut short: it ends a text past its limit with an ellipsis
   const cut = [...root.querySelectorAll('.jp-OutputArea svg.marks text')]
     .map(t => t.textContent).filter(t => t.includes('…'));
@@ -124,7 +130,8 @@ PAGE_FAULTS = f"""() => {{
   const math = [...root.querySelectorAll('.jp-OutputArea-output :is(mjx-container, .MathJax)')]
     .map(m => (m.closest('.jp-OutputArea-output').innerText || '').slice(0, 80));
   return {{duplicate_ids: dup, too_wide: wide, area_width: Math.max(0, ...widths),
-           controls_too_wide: controls, cut_text: [...new Set(cut)], short_tracks: tracks, math: math}};
+           controls_too_wide: controls, cut_text: [...new Set(cut)], cut_controls: cutControls,
+           short_tracks: tracks, math: math}};
 }}"""
 BREAKDOWN_SVGS = f"""() => [...{PANEL}.node.querySelectorAll('.jp-OutputArea svg.marks')]
   .map((s, i) => [i, s.querySelectorAll('path[aria-label^="milliseconds per step: "]').length])
@@ -320,6 +327,7 @@ def _page_faults(page: object) -> list[str]:
         + [f"output wider than its {area} px area: {w}" for w in found["too_wide"]]
         + [f"app control past the right edge of its {area} px area: {w}" for w in found["controls_too_wide"]]
         + [f"chart text cut short: {t!r}" for t in found["cut_text"]]
+        + [f"control text cut short: {t!r}" for t in found["cut_controls"]]
         + [f"slider track shorter than {MIN_TRACK_PX} px: {t}" for t in found["short_tracks"]]
         + [f"output text typeset as math: {t!r}" for t in found["math"]]
     )

@@ -37,7 +37,7 @@ import ipywidgets as W
 from altair.utils.schemapi import debug_mode
 
 from recnotebooks.viz.controls import check_control_value, control_width
-from recnotebooks.viz.theme import ChartWidget, enable_offline
+from recnotebooks.viz.theme import NO_MATH, ChartWidget, enable_offline
 
 __all__ = ["App", "AppError", "HistoryEntry", "Result", "controls_grid", "history_rows"]
 
@@ -217,6 +217,19 @@ class App:
             raise AppError(self.error or "update failed")
         return self.result
 
+    @property
+    def pending(self) -> bool:
+        """True while the widgets hold a setting the chart does not show yet: a debounced update
+        is due, or the last one failed (the chart keeps the last setting that worked)."""
+        return self._handle is not None or (bool(self.history) and self.values != self.history[0].values)
+
+    def settle(self) -> bool:
+        """Run an update that is due now (see :attr:`pending`), so that what the chart shows is the
+        widgets' setting; True when it does, False (the message shown) when that setting fails."""
+        if self.pending:
+            return self.update()
+        return self.error is None
+
     def update(self) -> bool:
         """Recompute from the widget values and redraw; False (message shown) on error."""
         self._cancel()
@@ -274,12 +287,14 @@ class App:
 
     @staticmethod
     def _notes_html(notes: Sequence[str]) -> str:
-        return "".join(f"<div class='recnb-note' style='color:#555'>{html.escape(n)}</div>" for n in notes)
+        return "".join(
+            f"<div class='recnb-note {NO_MATH}' style='color:#555'>{html.escape(n)}</div>" for n in notes
+        )
 
     @staticmethod
     def _error_html(msg: str) -> str:
         return (
-            "<div class='recnb-error' style='color:#a61b1b;background:#fdecea;padding:6px 10px;"
+            f"<div class='recnb-error {NO_MATH}' style='color:#a61b1b;background:#fdecea;padding:6px 10px;"
             f"border-left:4px solid #d93025'>⚠ {html.escape(msg)}<br><span style='color:#555'>"
             "The chart still shows the last setting that worked.</span></div>"
         )

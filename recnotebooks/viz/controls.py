@@ -22,6 +22,8 @@ __all__ = ["build_controls", "check_control_value", "control_width", "human", "o
 UI_CHAR_PX = 7.2
 #: A slider's track is at least this long (px) in the width :func:`control_width` asks for.
 SLIDER_TRACK_PX = 100
+#: px a toggle button adds to its words: 10 px of padding each side, and room to spare
+BUTTON_PAD_PX = 28
 
 
 def human(v: float, unit: str = "") -> str:
@@ -88,9 +90,8 @@ def control_width(widget: W.Widget) -> int:
     the slider handle's margins, a readout of at least 70 px, 2 px around a toggle button)."""
     label = _text_px(getattr(widget, "description", "")) + 8 if getattr(widget, "description", "") else 0
     widest = max((_text_px(x) for x in _labels(widget)), default=0.0)
-    if isinstance(widget, W.ToggleButtons):
-        button = float(str(widget.style.button_width).removesuffix("px") or widest + 16)
-        need = label + len(widget.options) * (button + 4)
+    if isinstance(widget, W.ToggleButtons):  # each button its words, 10 px padding each side, 2 px margins
+        need = label + sum(_text_px(x) + BUTTON_PAD_PX + 4 for x in _labels(widget))
     elif isinstance(widget, W.Dropdown):
         need = label + widest + 40  # the arrow and the padding
     elif isinstance(widget, W.SelectionSlider | W.IntSlider | W.FloatSlider | W.FloatLogSlider):
@@ -109,9 +110,9 @@ def _widget(spec: Mapping[str, object], value: object) -> W.ValueWidget:
     if spec.get("dropdown"):
         return W.Dropdown(options=spec["options"], value=value, description=label, style=style, layout=layout)
     if "options" in spec and all(isinstance(o, str) for o in spec["options"]):  # type: ignore[union-attr]
-        button = max(_text_px(o) for o in spec["options"]) + 16  # type: ignore[union-attr]
+        # each button as wide as its words (ipywidgets' default is 148 px each: a row of four wraps)
         return W.ToggleButtons(options=spec["options"], value=value, description=label, layout=layout,
-                               style={**style, "button_width": f"{button:.0f}px"})  # fmt: skip
+                               style={**style, "button_width": "auto"})  # fmt: skip
     if "options" in spec:
         return W.SelectionSlider(
             options=spec["options"],

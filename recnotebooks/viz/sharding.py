@@ -69,6 +69,10 @@ SHARDING_CONTROLS: dict[str, dict[str, object]] = {
         "dropdown": True,
     },  # fmt: skip
 }
+#: The forward all-to-alls the "all_to_all forward" bars add up, in words: a rank sends the bag
+#: lengths and the ids of its samples to each table's owner, and its tables' pooled vectors back.
+FORWARD_PARTS = {"lengths_all_to_all": "bag lengths", "ids_all_to_all": "ids",
+                 "pooled_all_to_all": "pooled vectors"}  # fmt: skip
 #: (model, ranks, plan, batch) -> per-rank results of :func:`recnotebooks.dist.training.run_rank`
 _MEASURED: dict[tuple[str, int, str, int], list[dict[str, Any]]] = {}
 
@@ -140,6 +144,7 @@ def _bytes(config: DLRMConfig, plan: Plan, ranks: int, batch: int, measured: lis
         key = (int(r["rank"]), f"{r['component']} {r['direction']}")
         sums[key] = sums.get(key, 0.0) + float(r["bytes_sent"])
     rows += [{"rank": k[0], "collective": k[1], "bytes": v, "source": "modeled"} for k, v in sums.items()]
+
     for rank, res in enumerate(measured or []):
         for c in res["comm"]:
             if c["component"] == "all_to_all":  # the embeddings' collectives (all_reduce mixes in DDP's)
@@ -160,7 +165,8 @@ def _balance(config: DLRMConfig, plan: Plan, ranks: int, batch: int) -> list[dic
 
 def explore_sharding(*, model: str = "tiny", ranks: int = 2, plan: str = "planner", batch_size: int = 512,
                      gpu: str = "dgx_h100") -> Result:  # fmt: skip
-    """Tables ``modeled``, ``bytes``, ``measured`` and ``balance`` of one setting (module docstring)."""
+    """Tables ``modeled``, ``bytes``, ``measured``, ``balance`` and ``forward_parts`` (the forward
+    all-to-alls of each rank apart: bag lengths, ids, pooled vectors) of one setting (module docstring)."""
     config = sharding_model(model)
     ranks = check_choice("ranks", ranks, option_values(SHARDING_CONTROLS["ranks"]))
     batch = check_choice("batch_size", batch_size, option_values(SHARDING_CONTROLS["batch_size"]))
@@ -171,6 +177,10 @@ def explore_sharding(*, model: str = "tiny", ranks: int = 2, plan: str = "planne
         "modeled": _modeled(config, p, ranks, batch, gpu),
         "bytes": _bytes(config, p, ranks, batch, measured, STEPS),
         "balance": _balance(config, p, ranks, batch),
+        "forward_parts": [{"rank": int(r["rank"]), "collective": r["collective"],
+                           "bytes": float(r["bytes_sent"]), "source": "modeled"}
+                          for r in collective_bytes(config, p, batch // ranks, ranks)
+                          if r["collective"] in FORWARD_PARTS],  # the forward all-to-alls apart
         "measured": [{"rank": f"rank {r}", "phase": k, "seconds_per_step": v, "source": "measured"}
                      for r, res in enumerate(measured or []) for k, v in res["phases"].items() if v > 0],
     }  # fmt: skip
@@ -213,6 +223,11 @@ def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, m
             key = (str(r["source"]), int(r["rank"]))  # type: ignore[arg-type]
             a2a[key] = a2a.get(key, 0.0) + float(r["bytes"])  # type: ignore[arg-type]
     model_b = sum(v for (s, _), v in a2a.items() if s == "modeled")
+    if ranks > 1:
+        parts = {c: sum(float(r["bytes"]) for r in tables["forward_parts"]  # type: ignore[arg-type]
+                        if r["rank"] == 0 and r["collective"] == c) for c in FORWARD_PARTS}  # fmt: skip
+        said = ", ".join(f"{human(v, 'B')} of {FORWARD_PARTS[c]}" for c, v in parts.items())
+        notes.append(f"MODELED: rank 0's 'all_to_all forward' bar adds three all-to-alls: {said}.")
     if measured:
         meas_b = sum(v for (s, _), v in a2a.items() if s == "measured")
         same = ("modeled: equal to the byte" if round(meas_b) == round(model_b)

@@ -15,6 +15,7 @@ import altair as alt
 
 __all__ = [
     "LAYOUT_WIDTH",
+    "NO_MATH",
     "THEME",
     "PHASE_COLORS",
     "SOURCES",
@@ -27,6 +28,10 @@ __all__ = [
 ]
 
 THEME = "recnotebooks"
+
+#: Classes that keep MathJax (3's name, and 2's) from typesetting an element's text: JupyterLab
+#: typesets TeX in HTML outputs, so a "$50 > $30" in a note or a feedback would become math.
+NO_MATH = "mathjax_ignore tex2jax_ignore"
 
 #: The width (px) every chart and app is laid out for. A 1280-px window with JupyterLab's file
 #: browser open leaves an output area of about 848 px; a chart this wide fits it with room for
