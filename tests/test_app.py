@@ -216,3 +216,25 @@ def test_settle_runs_an_update_that_is_due_and_pending_says_so() -> None:
         assert _values(app)[0] == 8.0
 
     asyncio.run(scenario())
+
+
+def test_controls_sit_in_a_grid_of_cells_as_wide_as_the_widest_control() -> None:
+    """Every control gets a cell wide enough for its whole label, its options and a slider's track;
+    the grid reflows (auto-fill) instead of cutting a row of fixed-width widgets."""
+    from recnotebooks.viz.app import controls_grid
+    from recnotebooks.viz.controls import SLIDER_TRACK_PX, UI_CHAR_PX, control_width
+
+    short = W.IntSlider(value=1, min=1, max=10, description="a")
+    long = W.IntSlider(value=1, min=1, max=10, description="a much longer label for this slider")
+    toggles = W.ToggleButtons(options=["lru", "lfu", "static", "setassoc"], description="policy")
+    assert control_width(long) - control_width(short) == pytest.approx(
+        (len(long.description) - 1) * UI_CHAR_PX, abs=1
+    )
+    assert control_width(short) >= SLIDER_TRACK_PX + 70  # a track and a readout besides the label
+    assert (
+        control_width(toggles) > sum(len(o) for o in toggles.options) * UI_CHAR_PX + 4 * 20
+    )  # words + padding
+    grid = controls_grid([short, long, toggles])
+    cell = max(control_width(w) for w in (short, long, toggles))
+    assert grid.layout.grid_template_columns == f"repeat(auto-fill, minmax(min({cell}px, 100%), 1fr))"
+    assert all(w.layout.width == "auto" for w in (short, long, toggles))
