@@ -17,7 +17,8 @@ a 1280-px laptop window with JupyterLab's file browser open (an output area of a
 Needs Debian's ``chromium`` (``apt-get install chromium``) and the ``playwright`` Python
 package, which drives that browser through ``executable_path`` (no browser download). In
 CI (``CI`` set) a missing browser is a failure; elsewhere the test skips with the reason.
-Set ``RECNB_SHOTS=/some/dir`` to keep screenshots of each app before and after the slider.
+Set ``RECNB_SHOTS=/some/dir`` to keep screenshots of every chart output, and of each app before and
+after the slider, in ``/some/dir/wide`` and ``/some/dir/laptop``.
 """
 
 from __future__ import annotations
