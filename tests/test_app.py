@@ -196,3 +196,45 @@ def test_history_labels_keep_the_whole_change() -> None:
     ]
     shown = {r["setting"] for d in app.chart_data() for r in d}
     assert "-1: num_tables 1→16, pooling 1→20, batch_size 1→64" in shown  # what the chart draws, uncut
+
+
+def test_settle_runs_an_update_that_is_due_and_pending_says_so() -> None:
+    """A widget moved inside a running event loop is debounced; ``settle`` runs that update now (what
+    the exercise checker calls before it judges an app), and says False when the setting fails."""
+
+    async def scenario() -> None:
+        app, calls = _toy(debounce_s=5.0)  # long enough that only settle() can run it in this test
+        assert not app.pending and app.settle()
+        app.controls["a"].value = 4  # as a slider would: an update is scheduled, not run
+        assert app.pending and _values(app)[0] == 2.0
+        assert app.settle() and not app.pending and _values(app)[0] == 8.0
+        n = len(calls)
+        assert app.settle() and len(calls) == n  # nothing due: nothing recomputed
+        app.controls["b"].value = 10  # a*b = 40 fits; then one that does not
+        app.controls["a"].value = 6
+        assert app.pending and not app.settle() and app.error and app.pending  # the chart keeps 4*2
+        assert _values(app)[0] == 8.0
+
+    asyncio.run(scenario())
+
+
+def test_controls_sit_in_a_grid_of_cells_as_wide_as_the_widest_control() -> None:
+    """Every control gets a cell wide enough for its whole label, its options and a slider's track;
+    the grid reflows (auto-fill) instead of cutting a row of fixed-width widgets."""
+    from recnotebooks.viz.app import controls_grid
+    from recnotebooks.viz.controls import SLIDER_TRACK_PX, UI_CHAR_PX, control_width
+
+    short = W.IntSlider(value=1, min=1, max=10, description="a")
+    long = W.IntSlider(value=1, min=1, max=10, description="a much longer label for this slider")
+    toggles = W.ToggleButtons(options=["lru", "lfu", "static", "setassoc"], description="policy")
+    assert control_width(long) - control_width(short) == pytest.approx(
+        (len(long.description) - 1) * UI_CHAR_PX, abs=1
+    )
+    assert control_width(short) >= SLIDER_TRACK_PX + 70  # a track and a readout besides the label
+    assert (
+        control_width(toggles) > sum(len(o) for o in toggles.options) * UI_CHAR_PX + 4 * 20
+    )  # words + padding
+    grid = controls_grid([short, long, toggles])
+    cell = max(control_width(w) for w in (short, long, toggles))
+    assert grid.layout.grid_template_columns == f"repeat(auto-fill, minmax(min({cell}px, 100%), 1fr))"
+    assert all(w.layout.width == "auto" for w in (short, long, toggles))

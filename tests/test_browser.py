@@ -2,16 +2,23 @@
 
 Each notebook in ``notebooks/`` is opened in JupyterLab, all its cells run (smoke mode), and
 the page must show: no error output, no warning on stderr, no element id twice inside the
-outputs (two charts sharing a clip path id clip each other), no output wider than its area
-(about 1000 px here), and bars of every step-time breakdown drawn at a length proportional to
-their value, up to their end (the SVG geometry against the value each bar carries). In the
-notebooks with an app, a slider is then moved with the keyboard: the chart must redraw, name
-the change in its history trail, and pass the same checks.
+outputs (two charts sharing a clip path id clip each other), no output, chart or app control
+wider than its area, no chart text cut short (Vega ends a label past its limit with "…") nor a
+control's words (a button, a label or a readout narrower than its text), every
+slider with a visible track, no text of an output typeset as math (a "$50 > $30" stays as
+written), and bars of every step-time breakdown drawn at a length proportional to their value,
+up to their end (the SVG geometry against the value each bar carries). In the notebooks with an
+app, a slider is then moved with the keyboard: the chart must redraw, name the change in its
+history trail, and pass the same checks.
+
+Every notebook runs in two windows (:data:`LAYOUTS`): one whose output area is 1000 px wide, and
+a 1280-px laptop window with JupyterLab's file browser open (an output area of about 850 px).
 
 Needs Debian's ``chromium`` (``apt-get install chromium``) and the ``playwright`` Python
 package, which drives that browser through ``executable_path`` (no browser download). In
 CI (``CI`` set) a missing browser is a failure; elsewhere the test skips with the reason.
-Set ``RECNB_SHOTS=/some/dir`` to keep screenshots of each app before and after the slider.
+Set ``RECNB_SHOTS=/some/dir`` to keep screenshots of every chart output, and of each app before and
+after the slider, in ``/some/dir/wide`` and ``/some/dir/laptop``.
 """
 
 from __future__ import annotations
@@ -42,7 +49,11 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-OUTPUT_WIDTH = 1000  # px: the width of an output area the notebooks are laid out for
+#: The windows every notebook is checked in: "wide" is resized until an output area is 1000 px;
+#: "laptop" is a 1280-px window with the file browser open (an output area of about 850 px).
+LAYOUTS = {"wide": {"window": 1400, "output": 1000}, "laptop": {"window": 1280, "output": None}}
+LAPTOP_MAX_OUTPUT = 870  # px: the laptop window's output area must be this narrow or narrower
+MIN_TRACK_PX = 80  # px: a slider's track must be at least this long to be read and dragged
 #: notebook -> (slider label, text the history trail must show after one step right, source label)
 SLIDERS = {
     "00_start_here.ipynb": ("pooling factor", "pooling 20→40", "COMPUTED"),  # lookup traffic
@@ -92,7 +103,36 @@ PAGE_FAULTS = f"""() => {{
                  text: area.innerText.slice(0, 60)}});
   }}
   const widths = [...root.querySelectorAll('.jp-OutputArea-output')].map(a => a.clientWidth);
-  return {{duplicate_ids: dup, too_wide: wide, area_width: Math.max(0, ...widths)}};
+  // a control of an app past its area's right edge (a row of widgets too wide for the window)
+  const controls = [];
+  for (const area of root.querySelectorAll('.jp-OutputArea-output')) {{
+    const edge = area.getBoundingClientRect().right + 1;
+    for (const w of area.querySelectorAll('.recnb-app .widget-inline-hbox, .recnb-app .widget-toggle-button, '
+                                          + '.recnb-app .widget-html, .recnb-app .widget-button'))
+      if (w.getBoundingClientRect().width > 0 && w.getBoundingClientRect().right > edge)
+        controls.push({{overflow_px: Math.round(w.getBoundingClientRect().right - edge),
+                        text: (w.innerText || '').slice(0, 60)}});
+  }}
+  // a control's words cut short (a button, a label or a readout narrower than its text)
+  const cutControls = [...root.querySelectorAll('.jp-OutputArea .recnb-app :is(button, .widget-label, '
+                                                + '.widget-readout)')]
+    .filter(e => e.getBoundingClientRect().width > 0 && e.scrollWidth > e.clientWidth + 1)
+    .map(e => e.innerText || e.title || '');
+  // chart text Vega cut short: it ends a text past its limit with an ellipsis
+  const cut = [...root.querySelectorAll('.jp-OutputArea svg.marks text')]
+    .map(t => t.textContent).filter(t => t.includes('…'));
+  // every slider's track, long enough to read and drag
+  const tracks = [...root.querySelectorAll('.jp-OutputArea .widget-slider')].map(s => {{
+    const track = s.querySelector('.slider-container, .noUi-target');
+    return {{label: (s.querySelector('.widget-label') || s).innerText.slice(0, 40),
+             track_px: track ? Math.round(track.getBoundingClientRect().width) : 0}};
+  }}).filter(t => t.track_px < {MIN_TRACK_PX});
+  // output text typeset as math ("$50 > $30" read as TeX)
+  const math = [...root.querySelectorAll('.jp-OutputArea-output :is(mjx-container, .MathJax)')]
+    .map(m => (m.closest('.jp-OutputArea-output').innerText || '').slice(0, 80));
+  return {{duplicate_ids: dup, too_wide: wide, area_width: Math.max(0, ...widths),
+           controls_too_wide: controls, cut_text: [...new Set(cut)], cut_controls: cutControls,
+           short_tracks: tracks, math: math}};
 }}"""
 BREAKDOWN_SVGS = f"""() => [...{PANEL}.node.querySelectorAll('.jp-OutputArea svg.marks')]
   .map((s, i) => [i, s.querySelectorAll('path[aria-label^="milliseconds per step: "]').length])
@@ -243,12 +283,20 @@ def _run_all(page: object, url: str) -> None:
     )
 
 
-def _fit_viewport(page: object) -> None:
-    """Resize the window so that an output area is OUTPUT_WIDTH px wide."""
+def _fit_viewport(page: object, layout: str) -> None:
+    """Size the window for ``layout``: resize it until an output area is as wide as the layout
+    says, or keep the laptop window (file browser open) and check its output area is narrow."""
+    want = LAYOUTS[layout]["output"]
+    if want is None:  # the laptop: the window stays 1280 px, with the file browser open beside it
+        page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")  # type: ignore[attr-defined]
+        time.sleep(0.5)
+        width = page.evaluate(PAGE_FAULTS)["area_width"]  # type: ignore[attr-defined]
+        assert 0 < width <= LAPTOP_MAX_OUTPUT, f"the laptop window's output area is {width} px wide"
+        return
     width = page.evaluate(PAGE_FAULTS)["area_width"]  # type: ignore[attr-defined]
-    if width and abs(width - OUTPUT_WIDTH) > 2:
+    if width and abs(width - want) > 2:
         size = page.viewport_size  # type: ignore[attr-defined]
-        page.set_viewport_size({"width": size["width"] + OUTPUT_WIDTH - width, "height": size["height"]})  # type: ignore[attr-defined]
+        page.set_viewport_size({"width": size["width"] + want - width, "height": size["height"]})  # type: ignore[attr-defined]
         time.sleep(0.5)
 
 
@@ -274,9 +322,16 @@ def _bar_faults(page: object, must_have: bool) -> list[str]:
 
 def _page_faults(page: object) -> list[str]:
     found = page.evaluate(PAGE_FAULTS)  # type: ignore[attr-defined]
-    return [f"element id used twice in the outputs: {i!r}" for i in found["duplicate_ids"]] + [
-        f"output wider than its {found['area_width']} px area: {w}" for w in found["too_wide"]
-    ]
+    area = found["area_width"]
+    return (
+        [f"element id used twice in the outputs: {i!r}" for i in found["duplicate_ids"]]
+        + [f"output wider than its {area} px area: {w}" for w in found["too_wide"]]
+        + [f"app control past the right edge of its {area} px area: {w}" for w in found["controls_too_wide"]]
+        + [f"chart text cut short: {t!r}" for t in found["cut_text"]]
+        + [f"control text cut short: {t!r}" for t in found["cut_controls"]]
+        + [f"slider track shorter than {MIN_TRACK_PX} px: {t}" for t in found["short_tracks"]]
+        + [f"output text typeset as math: {t!r}" for t in found["math"]]
+    )
 
 
 def _shoot(page: object, shots: str | None, name: str) -> None:
@@ -315,14 +370,18 @@ def _move_slider(page: object, notebook: str, shots: str | None) -> None:
         app.screenshot(path=f"{shots}/{Path(notebook).stem}_after.png")
 
 
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("notebook", NOTEBOOK_FILES)
-def test_notebook_runs_clean_in_jupyterlab(jupyterlab: str, browser: object, notebook: str) -> None:
-    page = browser.new_page(viewport={"width": 1400, "height": 2000})  # type: ignore[attr-defined]
+def test_notebook_runs_clean_in_jupyterlab(
+    jupyterlab: str, browser: object, notebook: str, layout: str
+) -> None:
+    page = browser.new_page(viewport={"width": LAYOUTS[layout]["window"], "height": 2000})  # type: ignore[attr-defined]
     shots, stem = os.environ.get("RECNB_SHOTS"), Path(notebook).stem
     if shots:
+        shots = f"{shots}/{layout}"
         Path(shots).mkdir(parents=True, exist_ok=True)
     try:
-        _run_all(page, jupyterlab.format(notebook=notebook, workspace=stem.replace("_", "-")))
+        _run_all(page, jupyterlab.format(notebook=notebook, workspace=f"{stem.replace('_', '-')}-{layout}"))
         outputs = page.evaluate(OUTPUTS)
         errors = [
             f"cell {o['cell']}: {o['ename']}: {o['evalue']}" for o in outputs if o["output_type"] == "error"
@@ -335,14 +394,14 @@ def test_notebook_runs_clean_in_jupyterlab(jupyterlab: str, browser: object, not
         ]
         widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
         _wait_for_charts(page, expected=len(widgets))
-        _fit_viewport(page)
+        _fit_viewport(page, layout)
         _shoot(page, shots, stem)
         faults += _page_faults(page) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
         if notebook in SLIDERS:
             _move_slider(page, notebook, shots)
             again = _page_faults(page) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
             faults += [f"after the slider: {f}" for f in again]
-        assert faults == [], f"{notebook}: what a learner would see wrong"
+        assert faults == [], f"{notebook} ({layout}): what a learner would see wrong:\n" + "\n".join(faults)
     finally:
         try:  # the kernel, which closing the page leaves running
             page.evaluate(f"() => {PANEL} && {PANEL}.sessionContext.shutdown()")

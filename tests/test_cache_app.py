@@ -322,3 +322,27 @@ def _overhead(trace: object = None, **kw: object) -> object:
     ids = cache_trace(1_000, 1.05, 10_000) if trace is None else trace
     args: dict[str, object] = {"capacity": 100, "policy": "lru", **kw}
     return measure_overhead(ids, 1_000, **args)  # type: ignore[arg-type]
+
+
+def test_the_note_gives_opt_with_as_many_slots_as_the_cache() -> None:
+    """The note's OPT is Belady's rule with exactly the cache's slots (a set-associative cache rounds
+    its size to whole sets, off the curves' sizes), not the curve's point at a smaller size."""
+    import re
+
+    from recnotebooks.cache.simulate import simulate
+    from recnotebooks.viz.cache import cache_capacity, opt_hit_rate
+    from recnotebooks.viz.controls import percent
+
+    rows, fraction = 10_000, 0.002  # 20 rows asked for; 32-way sets round it up to 32 slots
+    cap = cache_capacity(fraction, rows, "setassoc", 32)
+    assert cap == 32
+    r = explore_cache(measure=False, num_ids=IDS, policy="setassoc", cache_fraction=fraction, num_rows=rows)
+    assert all(x["capacity"] != cap for x in r.tables["curves"] if x["policy"] == "OPT")  # off the curve
+    ref = simulate(cache_trace(rows, 1.05, IDS), "opt", cap, num_rows=rows).hit_rate  # independent replay
+    assert opt_hit_rate(rows, 1.05, cap, IDS) == pytest.approx(ref)
+    said = re.search(r"OPT with as many slots: ([\d.]+%)", r.notes[0])
+    assert said and said.group(1) == percent(ref)
+    hit = next(x for x in r.tables["metrics"] if x["metric"].startswith("hit rate"))["value"]
+    assert hit <= ref + 1e-12  # no policy beats OPT with the same slots
+    smaller = max(x["hit_rate"] for x in r.tables["curves"] if x["policy"] == "OPT" and x["capacity"] < cap)
+    assert ref > smaller  # the old note's number (the curve below the size) was too low

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recnotebooks import lab
 from recnotebooks.config import preset
@@ -54,8 +58,150 @@ def test_wrong_answers_get_escalating_hints_not_the_answer(exercise_id: str) -> 
 def test_a_malformed_answer_is_feedback_not_an_exception() -> None:
     fb = lab.check("01.parameters", "many")
     assert not fb and "as a number" in fb.message
-    with pytest.raises(KeyError, match="not an exercise"):
-        lab.check("99.nope", 1)
+
+
+def test_an_unknown_exercise_is_feedback_naming_the_known_ones() -> None:
+    fb = lab.check("99.nope", 1)
+    assert isinstance(fb, lab.Feedback) and not fb
+    assert "not an exercise" in fb.message and "01.parameters" in fb.message
+    huge = lab.check("9" * 100_000, 1)  # a huge id is named, cut short
+    assert not huge and len(huge.message) < 2_000 and len(huge.exercise) <= 40
+
+
+@pytest.mark.parametrize("exercise_id", [3, None, 1.5, ("01", "x"), b"01.parameters", ["00.threads"]])
+def test_an_id_that_is_not_a_string_is_feedback(exercise_id: object) -> None:
+    fb = lab.check(exercise_id, 1)  # type: ignore[arg-type]
+    assert isinstance(fb, lab.Feedback) and not fb
+    assert "must be a string" in fb.message and type(exercise_id).__name__ in fb.message
+    assert str(fb) and fb._repr_html_()
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (10**400, "far too large"),
+        (-(10**400), "far too large"),
+        (float("inf"), "finite"),
+        (float("nan"), "finite"),
+    ],  # fmt: skip
+)
+def test_huge_and_non_finite_numbers_are_feedback(answer: object, words: str) -> None:
+    for exercise_id in ("01.parameters", "04.bytes", "05.outgrow", "06.largest"):
+        fb = lab.check(exercise_id, answer)
+        assert not fb and words in fb.message, (exercise_id, fb.message)
+        assert len(fb.message) < 2_000  # a 400-digit number is not printed whole
+
+
+class _Unreadable:
+    """An app-like object whose result cannot be read (it raises, as a half-built app might)."""
+
+    values = {"embedding_dim": 32}
+    error = None
+
+    @property
+    def result(self) -> object:
+        raise RuntimeError("still drawing")
+
+
+class _WrongTables:
+    """An app-like object whose tables are not the app's."""
+
+    values = "not a dict"
+    error = None
+    result = type("R", (), {"tables": {k: "rows?" for k in ("traffic", "metrics", "phases")}})()
+
+
+class _BadSettle:
+    """An app-like object whose update fails in an unexpected way."""
+
+    def settle(self) -> bool:
+        raise ZeroDivisionError("no room")
+
+
+def _odd_answers() -> list[object]:
+    import numpy as np
+    import torch
+
+    return [10**400, float("inf"), float("nan"), 1e308, -1.0, "1e400", "", "x" * 100_000, [1, 2], {"a": 1},
+            None, object(), b"\x00", np.array([1.0, 2.0]), np.float64("nan"), torch.tensor([1.0, 2.0]),
+            (1, 2, 3), ("a", "b"), {"nodes": 99}, {"model": "nope"}, _Unreadable(), _WrongTables(),
+            _BadSettle()]  # fmt: skip
+
+
+@pytest.mark.parametrize("exercise_id", sorted(lab.EXERCISES))
+def test_the_checker_never_raises_whatever_it_is_given(exercise_id: str) -> None:
+    """Huge numbers, app-like objects it cannot read, wrong kinds: a Feedback that says what is
+    wrong, never an exception (nor an answer that passes by accident)."""
+    for answer in _odd_answers():
+        fb = lab.check(exercise_id, answer)
+        assert isinstance(fb, lab.Feedback) and not fb.passed, (exercise_id, answer)
+        assert fb.message and len(fb.message) < 2_000, (exercise_id, fb.message[:200])
+        assert str(fb) and fb._repr_html_()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    exercise_id=st.sampled_from(sorted(lab.EXERCISES)),
+    answer=st.one_of(st.integers(), st.floats(), st.text(max_size=50), st.none(),
+                     st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(),
+                                                                          max_size=3)),
+)  # fmt: skip
+def test_any_plain_answer_gets_feedback(exercise_id: str, answer: object) -> None:
+    fb = lab.check(exercise_id, answer)
+    assert isinstance(fb, lab.Feedback) and fb.message
+
+
+def test_feedback_shows_dollars_as_written_not_as_math() -> None:
+    """JupyterLab typesets TeX in HTML outputs: "$50 > $30" would become math; the box carries the
+    classes that tell MathJax to leave it alone."""
+    html = lab.Feedback("06.fastest", False, "over budget: $50 > $30")._repr_html_()
+    assert "mathjax_ignore" in html and "tex2jax_ignore" in html
+    assert "$50 &gt; $30" in html
+    app = lookup_traffic_app()
+    assert "mathjax_ignore" in app.message.value  # the apps' notes too
+
+
+def test_check_judges_the_app_as_its_widgets_set_it_not_a_stale_chart() -> None:
+    """A slider moved a moment ago: the app's debounced update has not run yet when the check cell
+    runs. check() brings the app up to date first, so it judges what the learner set."""
+
+    async def scenario() -> None:
+        app = lookup_traffic_app()  # 0.2 s debounce inside a running event loop, as in a notebook
+        for name, value in {"embedding_dim": 32, "pooling": 80, "batch_size": 4096}.items():
+            app.controls[name].value = value  # as a learner's sliders move
+        assert app.pending and app.history[0].values["pooling"] == 1  # the chart shows the old setting
+        fb = lab.check("00.traffic", app)  # 4096*26*80*(32*4+8) bytes = 1.16 GB: in range
+        assert fb, fb.message
+        assert not app.pending and app.history[0].values == app.values
+
+    asyncio.run(scenario())
+
+
+def test_an_app_whose_new_setting_fails_is_reported_not_judged_on_its_old_chart() -> None:
+    import ipywidgets as W
+
+    from recnotebooks.viz.app import App, Result, history_rows
+    from recnotebooks.viz.charts import metric_bars
+
+    def compute(embedding_dim: int, pooling: int) -> Result:
+        if pooling > 5:
+            raise ValueError(f"pooling {pooling} does not fit")
+        return Result({"traffic": [{"metric": "MB", "value": 1500.0, "display": "1.5 GB", "current": True,
+                                    "MB_per_step": 1500.0}]})  # fmt: skip
+
+    def render(history):  # type: ignore[no-untyped-def]
+        return metric_bars(history_rows(history, "traffic"), source="analytic")
+
+    async def scenario() -> None:
+        controls = {"embedding_dim": W.IntSlider(value=32, min=16, max=64), "pooling": W.IntSlider(1, 1, 10)}
+        app = App("toy traffic", controls, compute, render, debounce_s=0.2)
+        assert lab.check("00.traffic", app)  # 1.5 GB as shown
+        lab.reset()
+        app.controls["pooling"].value = 9  # this setting fails once the update runs
+        fb = lab.check("00.traffic", app)
+        assert not fb and "shows an error" in fb.message  # not judged on the chart it still shows
+
+    asyncio.run(scenario())
 
 
 def test_app_exercises_read_the_apps_current_result() -> None:

@@ -62,3 +62,21 @@ def test_notebook_runs_headless_in_smoke_mode(path: Path, monkeypatch: pytest.Mo
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     assert os.environ["RECNB_SMOKE"] == "1"
+    walls = [(i, len(t)) for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs
+             if len(t := _shown_text(o)) > MAX_OUTPUT_CHARS]  # fmt: skip
+    assert walls == [], (
+        f"{path.name}: (cell, characters) of outputs too long to read; print what a learner needs"
+    )
+
+
+#: The most characters one output may show as text: about a page (a printed Result, 9,400 characters
+#: of nested rows, is a wall no learner reads).
+MAX_OUTPUT_CHARS = 5000
+
+
+def _shown_text(output: dict) -> str:
+    """The text an output shows: a stream's, or a result's plain text when it has nothing richer."""
+    if output.get("output_type") == "stream":
+        return str(output.get("text", ""))
+    data = output.get("data", {})
+    return str(data.get("text/plain", "")) if set(data) <= {"text/plain"} else ""

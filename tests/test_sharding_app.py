@@ -87,3 +87,25 @@ def test_the_app_moves_and_says_what_is_measured(measured: None) -> None:
 def test_bad_settings_are_named(kwargs: dict, err: type) -> None:
     with pytest.raises(err, match=next(iter(kwargs))):
         S.explore_sharding(**kwargs)
+
+
+def test_the_forward_bar_adds_three_all_to_alls_and_the_exercise_asks_for_it(measured: None) -> None:
+    """Exercise 04.bytes asks for what the explorer's "all_to_all forward" bar of rank 0 shows: the
+    bag lengths, the ids and the pooled vectors together; the notes give the three apart."""
+    from recnotebooks import lab
+    from recnotebooks.lab.sharding import BYTES_BATCH, BYTES_RANKS, forward_bytes
+
+    S.measure_sharding("tiny", BYTES_RANKS, ("table_wise",), batch_size=BYTES_BATCH)
+    res = S.explore_sharding(model="tiny", ranks=BYTES_RANKS, plan="table_wise", batch_size=BYTES_BATCH)
+    bar = {r["source"]: float(r["bytes"]) for r in res.tables["bytes"]
+           if r["rank"] == 0 and r["collective"] == "all_to_all forward"}  # fmt: skip
+    parts = forward_bytes()
+    assert bar["measured"] == bar["modeled"] == sum(parts.values())  # the comm logs, to the byte
+    assert set(parts) == set(S.FORWARD_PARTS) and all(v > 0 for v in parts.values())
+    lab.reset()
+    assert lab.check("04.bytes", bar["measured"])  # the number on the bar is the answer
+    wrong = lab.check("04.bytes", parts["pooled_all_to_all"])  # the pooled vectors alone are not
+    assert not wrong and "pooled vectors alone" in wrong.message
+    note = next(n for n in res.notes if "adds three all-to-alls" in n)
+    for c, words in S.FORWARD_PARTS.items():
+        assert f"{S.human(parts[c], 'B')} of {words}" in note

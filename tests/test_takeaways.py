@@ -138,6 +138,40 @@ def test_02_when_tables_outgrow_the_gpu_embedding_heavy_models_lose_the_advantag
     assert places["rm1"] == places["rm2"] == "remote"
 
 
+def test_02_finding_a_is_stated_beside_the_explorer_with_what_the_model_shows() -> None:
+    """The app's last note (and 02 §4's text beside it) states the seed paper's finding (a) in words,
+    with what the model shows for the setting: similar gains per GPU while every table is in HBM,
+    the gap once the embedding-heavy models' tables are not; no published ratio is quoted."""
+    import json
+    import re
+    from pathlib import Path
+
+    from recnotebooks.viz.advantage import finding_a
+
+    fit = gpu_advantage(hardware_name="big_basin", rows_scale=1)
+    note, r = fit.notes[-1], ratios(hardware_name="big_basin", rows_scale=1)
+    assert note == finding_a(fit.tables["advantage"])
+    assert "large for MLP-heavy models and small for embedding-heavy ones" in note
+    assert "no published ratio is shown" in note
+    assert {x["gpu_placement"] for x in fit.tables["advantage"] if x["name"] != "explorer"} == {"hbm"}
+    assert "every table in HBM: similar gains per GPU" in note
+    assert all(f"{m} {r[m]:.1f}x" in note for m in ("rm1", "rm2", "rm3"))
+    rms = [r["rm1"], r["rm2"], r["rm3"]]
+    assert f"the largest {max(rms) / min(rms):.1f}x the smallest" in note and max(rms) / min(rms) < 1.6
+    out = gpu_advantage(hardware_name="big_basin", rows_scale=10)
+    note, r = out.notes[-1], ratios(hardware_name="big_basin", rows_scale=10)
+    gap = r["rm3"] / max(r["rm1"], r["rm2"])
+    assert "tables out of HBM (rm1 in remote, rm2 in remote)" in note
+    assert f"rm3 gains {gap:.1f}x what the embedding-heavy models do" in note and gap > 2.5
+    nb = Path(__file__).parents[1] / "notebooks" / "02_gpu_efficiency.ipynb"
+    sources = ["".join(c["source"]) for c in json.loads(nb.read_text())["cells"]]
+    text = next(t for t in sources if "Finding (a), beside the explorer" in t)
+    said = text.split("**Finding (a), beside the explorer.**")[1].split("\n\n")[0]
+    assert "*similar* gains per GPU while every table lives in HBM" in said and "no published ratio" in said
+    assert not re.search(r"\d×", said)  # the paragraph quotes no ratio as published
+    assert "DeepRecSys" not in text  # its ratios could not be checked against its text: none is quoted
+
+
 def test_02_zion_keeps_most_of_it_by_pooling_rows_in_its_own_dram() -> None:
     zion, bb = ratios(hardware_name="zion", rows_scale=10), ratios(hardware_name="big_basin", rows_scale=10)
     assert zion["rm1"] == pytest.approx(1.8, abs=0.15) and zion["rm2"] == pytest.approx(2.4, abs=0.2)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .core import number, register
+from .core import amount, number, register
 
 #: Exercise 03.size: a table of EX03_ROWS rows, dim 64, fp32 plus row-wise Adagrad's 4 bytes per row,
 #: whose cache gets EX03_BUDGET bytes of HBM (Zipf exponent 1.05).
@@ -59,7 +59,7 @@ def _size(answer: object) -> tuple[bool, str]:
     rows, hit = number(answer[0], "the rows"), number(answer[1], "the hit rate")
     want, ref = _size_key()
     if abs(rows - want) > 0.01 * want:
-        return False, f"{rows:,.0f} rows is not what 256 MB holds."
+        return False, f"{amount(rows)} rows is not what 256 MB holds."
     ok = abs(hit - ref) <= 0.02
     return ok, (
         f"Right: {want:,.0f} rows ({want / EX03_ROWS:.1%} of the table) serve about {ref:.0%} of lookups."

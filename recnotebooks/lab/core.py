@@ -10,10 +10,13 @@ use tiny sizes so CI can run every notebook top to bottom in seconds.
 from __future__ import annotations
 
 import html
+import math
 import numbers
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from recnotebooks.checks import show
 
 __all__ = ["AppSetting", "EXERCISES", "Exercise", "Feedback", "answer_key", "check", "exercises", "reset",
            "smoke_mode"]  # fmt: skip
@@ -36,10 +39,13 @@ class Feedback:
         return self.passed
 
     def _repr_html_(self) -> str:
+        from recnotebooks.viz.theme import NO_MATH  # JupyterLab typesets TeX in HTML: "$50 > $30" stays
+
         color, mark = ("#1e7e34", "✔") if self.passed else ("#9a6700", "✘")
+        box = f"class='recnb-feedback {NO_MATH}' style='border-left:4px solid {color};padding:4px 10px'"
         return (
-            f"<div style='border-left:4px solid {color};padding:4px 10px'><b style='color:{color}'>{mark} "
-            f"{html.escape(self.exercise)}</b> {html.escape(self.message)}</div>"
+            f"<div {box}><b style='color:{color}'>{mark} {html.escape(self.exercise)}</b> "
+            f"{html.escape(self.message)}</div>"
         )
 
     def __str__(self) -> str:
@@ -105,14 +111,27 @@ def reset(exercise_id: str | None = None) -> None:
 
 
 def check(exercise_id: str, answer: object) -> Feedback:
-    """Check ``answer`` for ``exercise_id``; a wrong answer gets the next hint, not the answer."""
+    """Check ``answer`` for ``exercise_id``; a wrong answer gets the next hint, not the answer.
+
+    Never raises: an id that is not an exercise (or not a string), and an answer the checker
+    cannot read (a huge or non-finite number, an object that is not the app asked for, an app
+    showing an error) get a :class:`Feedback` that says what is wrong. An app is judged as it is
+    on screen: an update still due (a slider just moved) is run first (:meth:`App.settle`).
+    """
+    if not isinstance(exercise_id, str):
+        said = f"{type(exercise_id).__name__} {show(exercise_id, 40)}"
+        why = f"exercise_id must be a string such as '01.parameters', got {said}; exercises() lists them."
+        return Feedback(show(exercise_id, 40), False, why)
     if exercise_id not in EXERCISES:
-        raise KeyError(f"exercise_id {exercise_id!r} is not an exercise; known: {sorted(EXERCISES)}")
+        why = f"{show(exercise_id, 40)} is not an exercise; known: {', '.join(sorted(EXERCISES))}."
+        return Feedback(exercise_id[:40], False, why)
     ex = EXERCISES[exercise_id]
     try:
         passed, feedback = ex.checker(answer)
-    except (TypeError, ValueError, KeyError, AttributeError) as e:
-        passed, feedback = False, f"could not check this answer ({e})."
+    except (TypeError, ValueError, KeyError) as e:  # the checkers' own words for an unusable answer
+        passed, feedback = False, f"could not check this answer ({_words(e)})."
+    except Exception as e:  # anything else an odd answer provokes: said, never raised
+        passed, feedback = False, f"could not check this answer ({type(e).__name__}: {_words(e)})."
     if passed:
         _ATTEMPTS.pop(exercise_id, None)
         return Feedback(exercise_id, True, feedback or "Right.")
@@ -121,6 +140,12 @@ def check(exercise_id: str, answer: object) -> Feedback:
     return Feedback(
         exercise_id, False, f"{feedback} Hint {min(n, len(ex.hints))}/{len(ex.hints)}: {hint}".strip()
     )
+
+
+def _words(e: BaseException) -> str:
+    """An exception's message for a learner (a KeyError's without its quotes), at most 300 characters."""
+    text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def answer_key(exercise_id: str) -> object:
@@ -136,22 +161,50 @@ def answer_key(exercise_id: str) -> object:
 
 # ----- helpers for checkers ------------------------------------------------------------
 def number(answer: object, what: str) -> float:
+    """``answer`` as a finite float (NumPy and torch scalars too); a ``TypeError``/``ValueError``
+    in a learner's words otherwise (a string, an array, a huge integer, inf or NaN)."""
     if isinstance(answer, bool) or not isinstance(answer, numbers.Real):  # NumPy and torch scalars are fine
         item = getattr(answer, "item", None)
         if not callable(item) or getattr(answer, "ndim", 1) != 0:
             raise TypeError(f"pass {what} as a number, got {type(answer).__name__}")
         answer = item()
-    return float(answer)  # type: ignore[arg-type]
+    try:
+        x = float(answer)  # type: ignore[arg-type]
+    except OverflowError:
+        raise ValueError(f"{what} {show(answer, 30)} is far too large to be right") from None
+    if not math.isfinite(x):
+        raise ValueError(f"pass {what} as a finite number, got {x}")
+    return x
+
+
+def amount(x: float) -> str:
+    """A number for feedback: ``12,345`` (whole, with separators), or ``1.23e+20`` when huge."""
+    return f"{x:,.0f}" if abs(x) < 1e15 else f"{x:.3g}"
+
+
+def settled(answer: object) -> object:
+    """``answer``, an app brought up to the setting its widgets hold (an update still due after a
+    slider moved is run now), so a checker judges what the learner sees; anything else as is."""
+    settle = getattr(answer, "settle", None)
+    if callable(settle):
+        settle()
+    return answer
 
 
 def app_result(answer: object, table: str) -> list[dict[str, object]]:
+    """The rows of ``table`` the app ``answer`` shows now (brought up to date first); a
+    ``TypeError`` for something that is not such an app, a ``ValueError`` if it shows an error."""
+    settled(answer)
     result = getattr(answer, "result", None)
     tables = getattr(result, "tables", None)
     if not isinstance(tables, dict) or table not in tables:
         raise TypeError(f"pass the app itself (the object you displayed), which must show {table!r}")
     if getattr(answer, "error", None):
         raise ValueError("the app shows an error; move it back to a setting that works")
-    return tables[table]
+    rows = tables[table]
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise TypeError(f"pass the app itself: its {table!r} table is not the app's")
+    return rows
 
 
 def phase_share(rows: list[dict[str, object]], phases: tuple[str, ...]) -> float:

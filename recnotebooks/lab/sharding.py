@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
-from .core import number, register
+from .core import amount, number, register
+
+#: 04.bytes: the tiny model on this many ranks, table-wise, at this global batch (the Sharding
+#: Explorer's setting whose "all_to_all forward" bar of rank 0 the exercise asks about).
+BYTES_RANKS, BYTES_BATCH = 2, 512
+#: The forward all-to-alls of the sharded embeddings, as ``collective_bytes`` names them: the bag
+#: lengths and the ids a rank sends to the owners of the tables, and the pooled vectors back.
+FORWARD = ("lengths_all_to_all", "ids_all_to_all", "pooled_all_to_all")
 
 
-def _bytes_key() -> int:
+def forward_bytes() -> dict[str, int]:
+    """Bytes rank 0 sends per step in each forward all-to-all of the 04.bytes setting (modeled by
+    :func:`recnotebooks.perf.traffic.collective_bytes`, which the ranks' comm logs equal to the byte)."""
     from recnotebooks.perf.traffic import collective_bytes
     from recnotebooks.viz.sharding import sharding_model, sharding_plan
 
     config = sharding_model("tiny")
-    rows = collective_bytes(config, sharding_plan(config, "table_wise", 2), 256, 2)
-    return int(
-        sum(r["bytes_sent"] for r in rows if r["rank"] == 0 and r["collective"] == "pooled_all_to_all")
-    )
+    plan = sharding_plan(config, "table_wise", BYTES_RANKS)
+    rows = collective_bytes(config, plan, BYTES_BATCH // BYTES_RANKS, BYTES_RANKS)
+    return {c: int(sum(r["bytes_sent"] for r in rows if r["rank"] == 0 and r["collective"] == c))
+            for c in FORWARD}  # fmt: skip
+
+
+def _bytes_key() -> int:
+    return sum(forward_bytes().values())
 
 
 def _cliff_key() -> int:
@@ -26,19 +39,30 @@ def _cliff_key() -> int:
 
 @register(
     "04.bytes",
-    "The tiny model on 2 ranks, table-wise, global batch 512: how many bytes does rank 0 send per step in "
-    "the forward all-to-all of pooled embeddings?",
-    "Rank 0 owns some tables; every sample of the other rank needs one pooled vector of each of them.",
-    "Bytes = samples of the other rank x (embedding dims of rank 0's tables) x 4 bytes (fp32).",
-    "recnotebooks.perf.traffic.collective_bytes(config, plan, 256, 2) lists it: collective "
-    "'pooled_all_to_all', rank 0, bytes_sent.",
+    f"The tiny model on {BYTES_RANKS} ranks, table-wise, global batch {BYTES_BATCH} (the Sharding Explorer's "
+    "'all_to_all forward' bar of rank 0): how many bytes does rank 0 send per step in the forward "
+    "all-to-alls? They carry the bag lengths and the ids of rank 0's samples to the owner of each "
+    "table, and rank 0's pooled vectors back to the other rank's samples.",
+    "Three all-to-alls run forward: bag lengths (one int64 per sample and table), ids (one int64 per "
+    "lookup) and pooled vectors (one fp32 vector of the embedding dim per sample and table).",
+    "Rank 0 sends lengths and ids of its 256 samples for the tables rank 1 owns, and one pooled vector "
+    "of each table it owns for each of rank 1's 256 samples.",
+    "recnotebooks.perf.traffic.collective_bytes(config, plan, 256, 2) lists each: rank 0's bytes_sent of "
+    "'lengths_all_to_all', 'ids_all_to_all' and 'pooled_all_to_all'.",
     answer=_bytes_key,
 )
 def _bytes(answer: object) -> tuple[bool, str]:
-    got, want = number(answer, "the bytes"), _bytes_key()
-    ok = got == want
-    return ok, (f"Right: {want:,} bytes, and the ranks' comm logs measure exactly that." if ok
-                else f"{got:,.0f} bytes is not what rank 0 sends.")  # fmt: skip
+    got, parts = number(answer, "the bytes"), forward_bytes()
+    want = sum(parts.values())
+    split = (f"{parts['lengths_all_to_all']:,} of bag lengths, {parts['ids_all_to_all']:,} of ids and "
+             f"{parts['pooled_all_to_all']:,} of pooled vectors")  # fmt: skip
+    if got == want:
+        return True, f"Right: {want:,} bytes, {split}; the ranks' comm logs measure exactly that."
+    if got == parts["pooled_all_to_all"]:
+        return False, "Those are the pooled vectors alone; the bar counts every forward all-to-all."
+    if got == parts["lengths_all_to_all"] + parts["ids_all_to_all"]:
+        return False, "Those are the lengths and ids alone; the bar counts the pooled vectors too."
+    return False, f"{amount(got)} bytes is not what rank 0 sends."
 
 
 @register(

@@ -6,7 +6,10 @@ preset, how many of its GPUs, the batch per device and a scale on the tables' ro
 RM1 and RM2 (embedding-heavy), RM3 (MLP-heavy) and the Efficiency Explorer's own
 architecture, the throughput of the GPUs over one CPU training node
 (:func:`recnotebooks.perf.explore.gpu_over_cpu`), each at its fastest placement that fits.
-Every number is **modeled**.
+Every number is **modeled**. Its notes set the finding beside what the model shows for the
+setting (:func:`finding_a`): similar gains per GPU while every table lives in HBM, and the gap
+of the finding once the embedding-heavy models' tables do not. No published ratio is drawn:
+the seed paper's own ratios could not be checked against its text here, so none is quoted.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, option_values
-from recnotebooks.viz.tidy import stack
+from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = [
     "ADVANTAGE_CONTROLS",
@@ -30,6 +33,7 @@ __all__ = [
     "advantage_models",
     "gpu_advantage",
     "advantage_explorer",
+    "finding_a",
 ]
 
 #: The models compared, with what kind of model each is.
@@ -37,8 +41,13 @@ ADVANTAGE_MODELS = {
     "rm1": "embedding-heavy",
     "rm2": "embedding-heavy",
     "rm3": "MLP-heavy",
-    "explorer": "the Efficiency Explorer's architecture",
+    "explorer": "the Efficiency Explorer's model",
 }
+#: The seed paper's finding (a), in its words' substance (Acun et al., HPCA 2021,
+#: https://arxiv.org/abs/2011.05497; :data:`recnotebooks.perf.sources.DOCUMENTS` ``"seed"``).
+FINDING_A = ("the seed paper's finding (a): a GPU's advantage over a CPU node is large for MLP-heavy models "
+             "and small for embedding-heavy ones")  # fmt: skip
+_EMBEDDING_HEAVY = ("rm1", "rm2")
 ADVANTAGE_CONTROLS: dict[str, dict[str, object]] = {
     "hardware": {
         "options": [h for h, hw in HARDWARE.items() if hw.kind == "gpu"],
@@ -92,7 +101,7 @@ def gpu_advantage(
     advantage, steps = [], []
     for name, cfg in advantage_models(rows_scale, **arch).items():
         row, g, c = gpu_over_cpu(cfg, hw, gpus=gpus, batch_per_device=batch_per_device)
-        label = f"{name} ({ADVANTAGE_MODELS[name]})"
+        label = f"{name}: {ADVANTAGE_MODELS[name]}"  # a panel header on two lines
         advantage.append(
             {
                 **row,
@@ -126,11 +135,42 @@ def _notes(advantage: list[dict[str, object]], hw: str, gpus: int) -> list[str]:
         f"MODELED: {gpus} GPU{'s' if gpus > 1 else ''} of a {hw} over one {CPU_NODE} node, "
         f"throughput: {ratios}.",
         f"Largest advantage: {big['name']}; smallest: {small['name']}. Tables live in: {where}.",
+        finding_a(advantage),
     ]
 
 
+def finding_a(advantage: list[dict[str, object]]) -> str:
+    """The seed paper's finding (a) beside what the model shows for one setting (rows of
+    :func:`gpu_advantage`'s ``advantage`` table): while RM1, RM2 and RM3 all keep their tables in
+    HBM their gains are similar; once the embedding-heavy ones' tables leave HBM, the gap opens.
+    No published ratio is quoted (none could be checked against the paper's text)."""
+    rm = {str(r["name"]): r for r in advantage if r["name"] in ("rm1", "rm2", "rm3")}
+    if set(rm) != {"rm1", "rm2", "rm3"}:
+        raise ValueError(f"finding_a needs the rows of rm1, rm2 and rm3, got {sorted(rm)}")
+    x = {k: float(r["ratio"]) for k, r in rm.items()}  # type: ignore[arg-type]
+    gains = ", ".join(f"{k} {x[k]:.1f}x" for k in ("rm1", "rm2", "rm3"))
+    out = [k for k in _EMBEDDING_HEAVY if rm[k]["gpu_placement"] != "hbm"]
+    head = FINDING_A[0].upper() + FINDING_A[1:] + " (stated in words: no published ratio is shown)."
+    if not out and rm["rm3"]["gpu_placement"] == "hbm":
+        lo, hi = min(x.values()), max(x.values())
+        return (
+            f"{head} MODELED here, every table in HBM: similar gains per GPU ({gains}; the largest "
+            f"{hi / lo:.1f}x the smallest): row traffic and GEMMs speed up alike. The gap of the finding "
+            "appears when the embedding-heavy models' tables no longer fit (raise 'table rows x')."
+        )
+    places = ", ".join(f"{k} in {rm[k]['gpu_placement']}" for k in out) or "rm3's tables left HBM"
+    gap = x["rm3"] / max(x[k] for k in _EMBEDDING_HEAVY)
+    return (
+        f"{head} MODELED here, tables out of HBM ({places}): {gains}; rm3 gains {gap:.1f}x what the "
+        "embedding-heavy models do: the gap of the finding comes from where the tables live."
+    )
+
+
 def _render(history: list[HistoryEntry]) -> object:
-    now = history[0].label
+    now, trail = history[0].label, [e.label for e in history]
+    steps_rows = history[0].result.tables["steps"]
+    devices = list(dict.fromkeys(str(r["model_and_device"]) for r in steps_rows))
+    room = stack_room(band_px(trail, titled=False), band_px(devices))  # plots line up at the wider band
     bars = metric_bars(
         history_rows(history, "advantage"),
         highlight=now,
@@ -141,14 +181,16 @@ def _render(history: list[HistoryEntry]) -> object:
         "dashed line 1.0 = as fast as one CPU node",
         shared_scale=True,
         rule_at=1.0,
+        total_width=band_px(trail, titled=False) + room,
     )
     steps = time_breakdown(
-        history[0].result.tables["steps"],
+        steps_rows,
         by="model_and_device",
         phases=list(COMPONENTS),
         title="Step time per device batch, GPU and CPU node",
         source="modeled",
         detail="same samples per device; placement in brackets",
+        width=min(460, room),
     )
     return stack(bars, steps)
 

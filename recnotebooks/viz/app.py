@@ -37,10 +37,10 @@ import altair as alt
 import ipywidgets as W
 from altair.utils.schemapi import debug_mode
 
-from recnotebooks.viz.controls import check_control_value
-from recnotebooks.viz.theme import ChartWidget, enable_offline
+from recnotebooks.viz.controls import check_control_value, control_width
+from recnotebooks.viz.theme import NO_MATH, ChartWidget, enable_offline
 
-__all__ = ["App", "AppError", "HistoryEntry", "Result", "history_rows"]
+__all__ = ["App", "AppError", "HistoryEntry", "Result", "controls_grid", "history_rows"]
 
 
 class AppError(RuntimeError):
@@ -110,6 +110,28 @@ def _describe_change(old: Mapping[str, object] | None, new: Mapping[str, object]
     return ", ".join(diff) if diff else "same"
 
 
+#: px between two columns of an app's controls
+CONTROL_GAP_PX = 16
+
+
+def controls_grid(widgets: Sequence[W.Widget]) -> W.GridBox:
+    """``widgets`` in a grid of equal cells that reflows to the width there is: as many columns
+    as cells of the widest control's :func:`~recnotebooks.viz.controls.control_width` fit (one
+    on a narrow screen, two in a laptop's notebook, three or more in a wide one), each widget as
+    wide as its cell, so rows line up and a slider's track grows with the room it has."""
+    cell = max((control_width(w) for w in widgets), default=200)
+    for w in widgets:
+        w.layout.width = "auto"  # stretched to its cell (a widget's own default is a fixed 300 px)
+    return W.GridBox(
+        list(widgets),
+        layout=W.Layout(
+            grid_template_columns=f"repeat(auto-fill, minmax(min({cell}px, 100%), 1fr))",
+            grid_gap=f"2px {CONTROL_GAP_PX}px",
+            width="100%",
+        ),
+    )
+
+
 class App:
     """A widget app: controls → pure ``compute`` → ``render`` of the history → chart.
 
@@ -158,8 +180,7 @@ class App:
             f"<b style='font-size:1.1em'>{html.escape(title)}</b>"
             + (f"<div style='color:#555'>{html.escape(description)}</div>" if description else "")
         )
-        boxes = [W.HBox(list(self.controls.values())[i : i + 3]) for i in range(0, len(self.controls), 3)]
-        self.view = W.VBox([head, *boxes, self.message, self.chart])
+        self.view = W.VBox([head, controls_grid(list(self.controls.values())), self.message, self.chart])
         self.view.add_class("recnb-app")
         for w in self.controls.values():
             w.observe(self._on_change, names="value")
@@ -202,6 +223,19 @@ class App:
         if not self.update():
             raise AppError(self.error or "update failed")
         return self.result
+
+    @property
+    def pending(self) -> bool:
+        """True while the widgets hold a setting the chart does not show yet: a debounced update
+        is due, or the last one failed (the chart keeps the last setting that worked)."""
+        return self._handle is not None or (bool(self.history) and self.values != self.history[0].values)
+
+    def settle(self) -> bool:
+        """Run an update that is due now (see :attr:`pending`), so that what the chart shows is the
+        widgets' setting; True when it does, False (the message shown) when that setting fails."""
+        if self.pending:
+            return self.update()
+        return self.error is None
 
     def update(self) -> bool:
         """Recompute from the widget values and redraw; False (message shown) on error."""
@@ -268,12 +302,14 @@ class App:
 
     @staticmethod
     def _notes_html(notes: Sequence[str]) -> str:
-        return "".join(f"<div class='recnb-note' style='color:#555'>{html.escape(n)}</div>" for n in notes)
+        return "".join(
+            f"<div class='recnb-note {NO_MATH}' style='color:#555'>{html.escape(n)}</div>" for n in notes
+        )
 
     @staticmethod
     def _error_html(msg: str) -> str:
         return (
-            "<div class='recnb-error' style='color:#a61b1b;background:#fdecea;padding:6px 10px;"
+            f"<div class='recnb-error {NO_MATH}' style='color:#a61b1b;background:#fdecea;padding:6px 10px;"
             f"border-left:4px solid #d93025'>⚠ {html.escape(msg)}<br><span style='color:#555'>"
             "The chart still shows the last setting that worked.</span></div>"
         )

@@ -22,7 +22,7 @@ from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human
-from recnotebooks.viz.tidy import stack
+from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = [
     "ARCHITECTURE_CONTROLS",
@@ -167,16 +167,19 @@ def explore_architecture(
 
 
 def _render(history: list[HistoryEntry], measure: bool) -> object:
-    now = history[0].label
-    bars = metric_bars(history_rows(history, "metrics"), highlight=now, title="Sizes and work",
-                       source="analytic", columns=3)  # fmt: skip
+    now, trail = history[0].label, [e.label for e in history]
     if not measure:
-        return bars
+        return metric_bars(history_rows(history, "metrics"), highlight=now, title="Sizes and work",
+                           source="analytic", columns=3)  # fmt: skip
+    room = stack_room(band_px(trail))  # the two charts line up their plots beside the trail's labels
+    bars = metric_bars(history_rows(history, "metrics"), highlight=now, title="Sizes and work", columns=3,
+                       source="analytic", total_width=band_px(trail, titled=False) + room)  # fmt: skip
     rows = history_rows(history, "phases")
     dev = rows[0].get("device", "cpu")
     steps = time_breakdown(rows, highlight=now, phases=list(PHASES), title="Training step time by phase",
-                           source="measured", detail=f"{dev}, tables capped")  # fmt: skip
-    return stack(steps.properties(width=420), bars)
+                           source="measured", detail=f"{dev}, tables capped",
+                           width=min(420, room))  # fmt: skip
+    return stack(steps, bars)
 
 
 def architecture_explorer(
@@ -219,6 +222,6 @@ def table_batching_chart(rows: list[dict[str, object]]) -> object:
     times = metric_lines(ms, x="num_tables", y="ms_per_step", color="implementation", x_log=True, y_log=True,
                          title=f"One embedding-layer training step ({first['what']})", source="measured",
                          detail=detail, y_format=".3~f")  # fmt: skip
-    return (ratio.properties(width=520, height=220) & times.properties(width=520, height=220)).resolve_scale(
+    return (ratio.properties(width=440, height=220) & times.properties(width=440, height=220)).resolve_scale(
         color="independent"
     )

@@ -40,7 +40,7 @@ from recnotebooks.perf.hardware import hardware
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values, percent
-from recnotebooks.viz.tidy import stack
+from recnotebooks.viz.tidy import band_px, legend_px, stack, stack_room
 
 __all__ = [
     "CACHE_CONTROLS",
@@ -58,6 +58,7 @@ __all__ = [
     "hit_rate_chart",
     "hit_rate_curves",
     "measure_cache_overhead",
+    "opt_hit_rate",
 ]
 
 #: Cache sizes (fractions of the table's rows) the LRU, OPT and static curves are simulated at.
@@ -93,6 +94,8 @@ CACHE_CONTROLS: dict[str, dict[str, object]] = {
     },
     "hardware": {"options": GPUS, "value": "dgx_a100", "label": "GPU (modeled)", "dropdown": True},
 }
+#: px left of a hit-rate chart's plot: its percent labels and its axis title
+LINES_BAND_PX = 64
 #: How each policy is named on the charts.
 POLICY_NAMES = {
     "lru": "LRU",
@@ -323,7 +326,8 @@ def explore_cache(*, alpha: float = 1.05, cache_fraction: float = 0.2, policy: s
     notes = [
         f"SIMULATED: {human(num_ids)} lookups of one table of {human(num_rows)} rows, Zipf({alpha}); "
         f"{POLICY_NAMES[policy]} with {cap:,} slots ({percent(cap / num_rows)} of rows) serves "
-        f"{percent(hit)} of lookups (OPT at that size: {percent(_curve_at(curves, 'opt', cap))}); "
+        f"{percent(hit)} of lookups (OPT with as many slots: "
+        f"{percent(opt_hit_rate(num_rows, alpha, cap, num_ids))}); "  # type: ignore[arg-type]
         f"{percent(first_touches(trace))} of lookups are first touches of a row, which no cache avoids."
     ]
     tables: dict[str, list[dict[str, object]]] = {"curves": curves}
@@ -347,13 +351,15 @@ def explore_cache(*, alpha: float = 1.05, cache_fraction: float = 0.2, policy: s
     return Result(tables=tables, notes=notes)
 
 
-def _curve_at(curves: list[dict[str, object]], policy: str, capacity: int) -> float:
-    """A curve's hit rate at ``capacity`` (the largest simulated size not above it)."""
-    pts = sorted(
-        (int(r["capacity"]), float(r["hit_rate"])) for r in curves if r["policy"] == POLICY_NAMES[policy]
-    )  # type: ignore[call-overload]
-    below = [h for c, h in pts if c <= capacity]
-    return below[-1] if below else 0.0
+@functools.lru_cache(maxsize=64)
+def opt_hit_rate(num_rows: int, alpha: float, capacity: int, num_ids: int = TRACE_IDS) -> float:
+    """Belady's OPT with exactly ``capacity`` slots on this explorer's trace (:func:`cache_trace`):
+    the most any policy with as many slots can serve. **Simulated**, kept per setting."""
+    from recnotebooks.cache.simulate import opt_mrc
+
+    trace = cache_trace(num_rows, alpha, num_ids)
+    capacity = check_int("capacity", capacity, lo=1)
+    return 1.0 - float(opt_mrc(trace, [capacity], num_rows=num_rows).at(capacity))
 
 
 def hit_rate_chart(curves: list[dict[str, object]] | tuple[dict, ...], detail: str, width: int = 560,
@@ -376,12 +382,17 @@ def hit_rate_chart(curves: list[dict[str, object]] | tuple[dict, ...], detail: s
 
 
 def _render(history: list[HistoryEntry]) -> object:
-    now = history[0]
+    now, trail = history[0], [e.label for e in history]
+    places = now.result.tables["placements"]
+    where = list(dict.fromkeys(str(r["placement"]) for r in places))
+    # the three charts line up their plots at the widest left band: the room right of it is theirs
+    room = stack_room(band_px(where), band_px(trail, titled=False), LINES_BAND_PX)
+    policies = list(POLICY_NAMES.values())
     lines = hit_rate_chart(
         now.result.tables["curves"],
         f"{human(int(now.values['num_rows']))} rows, Zipf({now.values['alpha']}); ringed: now",  # type: ignore[call-overload]
+        width=min(560, room - legend_px(policies)),
     )
-    places = now.result.tables["placements"]
     steps = time_breakdown(
         places,
         by="placement",
@@ -389,7 +400,8 @@ def _render(history: list[HistoryEntry]) -> object:
         title="Step time by where the tables live",
         source="modeled",
         detail=f"one {now.values['hardware']} GPU, {MODEL_TABLES} tables, batch {MODEL_BATCH}",
-    ).properties(width=560)
+        width=min(560, room),
+    )
     bars = metric_bars(
         history_rows(history, "metrics"),
         highlight=now.label,
@@ -397,6 +409,7 @@ def _render(history: list[HistoryEntry]) -> object:
         columns=3,
         shared_scale="unit",
         detail=None,
+        total_width=band_px(trail, titled=False) + room,
     )
     return stack(lines, steps, bars)
 

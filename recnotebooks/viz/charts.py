@@ -16,9 +16,10 @@ from collections.abc import Sequence
 
 import altair as alt
 
+from recnotebooks.checks import check_int
 from recnotebooks.viz.export import save_png, save_svg
 from recnotebooks.viz.reference import ratio_bars, roofline
-from recnotebooks.viz.theme import phase_scale, source_label
+from recnotebooks.viz.theme import LAYOUT_WIDTH, phase_scale, source_label
 from recnotebooks.viz.tidy import (
     CHAR_PX,
     MAX_ROWS,
@@ -30,6 +31,7 @@ from recnotebooks.viz.tidy import (
     chart_title,
     check_rows,
     label_lines,
+    legend_px,
     row_sources,
     tooltip,
     with_data,
@@ -63,9 +65,12 @@ def time_breakdown(
     detail: str | None = None,
     highlight: object | None = None,
     phases: Sequence[str] | None = None,
+    width: int | None = None,
 ) -> alt.Chart:
     """Stacked horizontal bars: one bar per ``by`` value (setting, rank, config), one
-    segment per phase, in milliseconds. ``highlight`` draws that bar solid, others faded."""
+    segment per phase, in milliseconds. ``highlight`` draws that bar solid, others faded.
+    ``width`` sets the plot's width (px; default the theme's) and lays the phase legend under
+    it out in as many columns as fit that width."""
     data = check_rows(rows, "time_breakdown", numeric=[value], fields=[by, phase])
     order = list(phases) if phases else list(dict.fromkeys(str(r[phase]) for r in data))
     bars = list(dict.fromkeys(str(r[by]) for r in data))
@@ -79,6 +84,8 @@ def time_breakdown(
     for r in data:
         r["step_ms"] = total[str(r[by])]
     y_axis, step, _ = band_axis(bars, by.replace("_", " "))
+    columns = 4 if width is None else max(1, min(4, check_int("width", width, lo=1) // legend_px(order)))
+    size = {"height": alt.Step(step)} if width is None else {"height": alt.Step(step), "width": width}
     return with_data(
         alt.Chart()
         .mark_bar()
@@ -90,7 +97,7 @@ def time_breakdown(
                 scale=phase_scale(order),
                 sort=order,
                 title=phase,
-                legend=alt.Legend(orient="bottom", columns=4),
+                legend=alt.Legend(orient="bottom", columns=columns),
             ),
             order=alt.Order("_order:Q"),
             opacity=OPACITY,
@@ -101,7 +108,7 @@ def time_breakdown(
                 tooltip("step_ms", "Q", ".2f", "whole step (ms)"),
             ],
         )
-        .properties(title=chart_title(title, data, source, detail), height=alt.Step(step)),
+        .properties(title=chart_title(title, data, source, detail), **size),
         data,
     )
 
@@ -260,7 +267,7 @@ def metric_bars(
     detail: str | None = None,
     columns: int = 1,
     width: int | None = None,
-    total_width: int = 960,
+    total_width: int | None = None,
     value_title: str | None = None,
     shared_scale: bool | str = False,
     rule_at: float | None = None,
@@ -271,19 +278,28 @@ def metric_bars(
     panel's scale leaves room for it). ``metric`` values are the panel headers: give them in
     words ("samples per joule"); "zion: samples per joule" is drawn on two lines. Panels are
     ``width`` px wide, or, by default, as wide as fits ``columns`` of them, the bar labels and
-    the gaps in ``total_width`` px. ``value_title`` titles each panel's x axis (shown with
-    ticks when there is no ``text``). ``shared_scale=True`` draws every panel on one x scale
-    (comparable bar lengths across panels); a column name shares one scale between the panels
-    whose rows hold the same value there (e.g. a unit). ``rule_at`` draws a dashed reference
-    line at that value in every panel (1.0 for a ratio)."""
+    the gaps in ``total_width`` px (default: :data:`~recnotebooks.viz.theme.LAYOUT_WIDTH`, a
+    laptop's notebook); ``columns`` is then the most per row, and the panels reflow into fewer
+    columns when one would be too narrow for its header, a bar and its value. ``value_title``
+    titles each panel's x axis (shown with ticks when there is no ``text``).
+    ``shared_scale=True`` draws every panel on one x scale (comparable bar lengths across
+    panels); a column name shares one scale between the panels whose rows hold the same value
+    there (e.g. a unit). ``rule_at`` draws a dashed reference line at that value in every panel
+    (1.0 for a ratio)."""
     group_col = shared_scale if isinstance(shared_scale, str) else None
     fields = [metric, by] + ([text] if text else []) + ([group_col] if group_col else [])
     data = check_rows(rows, "metric_bars", numeric=[value], fields=fields)
+    columns = check_int("columns", columns, lo=1)
     bars = list(dict.fromkeys(str(r[by]) for r in data))
     y_axis, step, label_px = band_axis(bars, None)
-    if width is None:
-        width = max(60, (total_width - label_px - 20 * (columns - 1)) // columns - 4)
     text_px = max((len(str(r[text])) for r in data), default=0) * 6.2 + 8 if text else 0
+    if width is None:
+        total = LAYOUT_WIDTH if total_width is None else check_int("total_width", total_width, lo=1)
+        header_px = max(len(line) for r in data for line in str(r[metric]).split(": ")) * CHAR_PX + 8
+        need = max(MIN_PANEL_PX, header_px, text_px + MIN_PANEL_PX / 2)  # a header, a bar and its value
+        while columns > 1 and _panel_width(total, label_px, columns) < need:
+            columns -= 1  # reflow: fewer panels per row, never narrower text
+        width = _panel_width(total, label_px, columns)
     room = width / max(width - text_px, width / 3)  # the scale reaches past the longest bar by this factor
 
     def scale_of(r: dict[str, object]) -> str:  # panels with the same key share one x scale
@@ -332,6 +348,16 @@ def metric_bars(
         title=chart_title(title, data, source, detail),
     )
     return with_data(facets, data)
+
+
+#: A metric_bars panel is never laid out narrower than this (px), unless asked with ``width``.
+MIN_PANEL_PX = 150
+_FACET_SPACING = 20  # px between two panels (Vega-Lite's default)
+
+
+def _panel_width(total: int, label_px: int, columns: int) -> int:
+    """The width of each of ``columns`` panels beside bar labels ``label_px`` wide in ``total`` px."""
+    return max(60, (total - label_px - _FACET_SPACING * (columns - 1)) // columns - 4)
 
 
 def rank_bars(

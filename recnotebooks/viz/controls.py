@@ -15,7 +15,15 @@ import ipywidgets as W
 
 from recnotebooks.checks import check_bool, check_choice, check_float, check_int
 
-__all__ = ["build_controls", "check_control_value", "human", "option_values", "percent"]
+__all__ = ["build_controls", "check_control_value", "control_width", "human", "option_values", "percent"]
+
+#: px of one character of a control's label or option at JupyterLab's 13 px UI font (a wide
+#: font, rounded up: a label is never cut because its width was guessed short).
+UI_CHAR_PX = 7.2
+#: A slider's track is at least this long (px) in the width :func:`control_width` asks for.
+SLIDER_TRACK_PX = 100
+#: px a toggle button adds to its words: 10 px of padding each side, and room to spare
+BUTTON_PAD_PX = 28
 
 
 def human(v: float, unit: str = "") -> str:
@@ -62,14 +70,49 @@ def check_control_value(name: str, widget: W.ValueWidget, value: object) -> obje
     return value
 
 
+def _text_px(text: object) -> float:
+    return len(str(text)) * UI_CHAR_PX
+
+
+def _labels(widget: W.Widget) -> list[str]:
+    """What a control shows for its options (or its value's range), to size it."""
+    labels = getattr(widget, "_options_labels", None)
+    if labels:
+        return [str(x) for x in labels]
+    if isinstance(widget, W.IntSlider | W.FloatSlider | W.BoundedIntText | W.BoundedFloatText):
+        return [str(widget.min), str(widget.max)]
+    return [str(getattr(widget, "value", ""))]
+
+
+def control_width(widget: W.Widget) -> int:
+    """The px ``widget`` needs to show its whole label, its longest option or readout and, for a
+    slider, a track of :data:`SLIDER_TRACK_PX` (JupyterLab's widget CSS: a label's 8 px margin,
+    the slider handle's margins, a readout of at least 70 px, 2 px around a toggle button)."""
+    label = _text_px(getattr(widget, "description", "")) + 8 if getattr(widget, "description", "") else 0
+    widest = max((_text_px(x) for x in _labels(widget)), default=0.0)
+    if isinstance(widget, W.ToggleButtons):  # each button its words, 10 px padding each side, 2 px margins
+        need = label + sum(_text_px(x) + BUTTON_PAD_PX + 4 for x in _labels(widget))
+    elif isinstance(widget, W.Dropdown):
+        need = label + widest + 40  # the arrow and the padding
+    elif isinstance(widget, W.SelectionSlider | W.IntSlider | W.FloatSlider | W.FloatLogSlider):
+        need = label + 16 + SLIDER_TRACK_PX + max(70.0, widest + 12)
+    else:
+        need = label + max(150.0, widest + 24)
+    return round(need)
+
+
 def _widget(spec: Mapping[str, object], value: object) -> W.ValueWidget:
+    """A control of ``spec``: as wide as its place in the app's grid (``App`` sizes the grid's
+    cells with :func:`control_width`), its label whole."""
     style = {"description_width": "initial"}
-    layout = W.Layout(width="300px")
+    layout = W.Layout(width="auto")
     label = str(spec["label"])
     if spec.get("dropdown"):
-        return W.Dropdown(options=spec["options"], value=value, description=label, style=style)
+        return W.Dropdown(options=spec["options"], value=value, description=label, style=style, layout=layout)
     if "options" in spec and all(isinstance(o, str) for o in spec["options"]):  # type: ignore[union-attr]
-        return W.ToggleButtons(options=spec["options"], value=value, description=label, style=style)
+        # each button as wide as its words (ipywidgets' default is 148 px each: a row of four wraps)
+        return W.ToggleButtons(options=spec["options"], value=value, description=label, layout=layout,
+                               style={**style, "button_width": "auto"})  # fmt: skip
     if "options" in spec:
         return W.SelectionSlider(
             options=spec["options"],

@@ -20,7 +20,7 @@ from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, measure_here
 from recnotebooks.viz.charts import metric_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, percent
-from recnotebooks.viz.tidy import stack
+from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["EFFICIENCY_CONTROLS", "explore_efficiency", "efficiency_explorer"]
 
@@ -37,7 +37,7 @@ EFFICIENCY_CONTROLS: dict[str, dict[str, object]] = {
         "label": "hardware",
         "dropdown": True,
     },
-    "gpus": {"options": [1, 2, 4, 8], "value": 1, "label": "devices (GPUs; a CPU node has 1)"},
+    "gpus": {"options": [1, 2, 4, 8], "value": 1, "label": "devices (1 for a CPU node)"},
     "placement": {
         "options": [
             ("device memory (HBM or DRAM)", "hbm"),  # a GPU's HBM, a CPU node's DRAM
@@ -134,8 +134,9 @@ def explore_efficiency(
 
 
 def _render(history: list[HistoryEntry], measure: bool) -> object:
-    now = history[0].label
+    now, trail = history[0].label, [e.label for e in history]
     hw = history[0].values["hardware"]
+    room = stack_room(band_px(trail))  # the charts line up their plots beside the trail's labels
     modeled = time_breakdown(
         history_rows(history, "modeled"),
         highlight=now,
@@ -143,13 +144,19 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
         title="Step time by component",
         source="modeled",
         detail=f"{hw}, slowest rank",
+        width=min(460, room),
     )
     bars = metric_bars(
-        history_rows(history, "metrics"), highlight=now, title="Efficiency", source="modeled", columns=3
+        history_rows(history, "metrics"),
+        highlight=now,
+        title="Efficiency",
+        source="modeled",
+        columns=3,
+        total_width=band_px(trail, titled=False) + room,
     )
     rows = history_rows(history, "measured")
     if not measure or not rows:
-        return stack(modeled.properties(width=460), bars)
+        return stack(modeled, bars)
     measured = time_breakdown(
         rows,
         highlight=now,
@@ -157,8 +164,9 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
         title="Training step here",
         source="measured",
         detail="row-capped copy",
+        width=min(460, room),
     )
-    return stack(modeled.properties(width=460), measured.properties(width=460), bars)
+    return stack(modeled, measured, bars)
 
 
 def efficiency_explorer(

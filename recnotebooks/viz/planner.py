@@ -51,7 +51,7 @@ from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, part_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values, percent
 from recnotebooks.viz.theme import PLACEMENT_COLORS
-from recnotebooks.viz.tidy import stack
+from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["LEVERS", "MEASURE_BATCH", "Outcome", "PLANNER_CONTROLS", "best_lever", "evaluate", "job_model",
            "job_planner", "measure_job", "nearest_feasible", "plan_job"]  # fmt: skip
@@ -93,9 +93,6 @@ _ORDERED = ("nodes", "gpus", "batch_size", "cache_fraction", "hardware")
 MEASURE_BATCH = 2048
 MEASURE_STEPS = 12
 _MEASURED: dict[tuple[object, ...], dict[str, Any]] = {}
-#: Width budget (px) of the planner's small multiples: with Vega's padding the app's charts stay within
-#: ~850 px.
-_WIDTH = 780
 
 
 def job_model(name: str) -> DLRMConfig:
@@ -408,28 +405,38 @@ def _measured_rows(v: dict[str, object]) -> list[dict[str, object]]:
 
 
 def _render(history: list[HistoryEntry]) -> object:
-    now = history[0].result.tables
+    now, trail = history[0].result.tables, [e.label for e in history]
+
+    def labels(table: str, col: str) -> list[str]:
+        return list(dict.fromkeys(str(r[col]) for r in now[table]))
+
+    # the charts line up their plots at the widest left band: the room right of it is theirs (layout)
+    room = stack_room(band_px(labels("breakdown", "setting")), band_px(trail, titled=False),
+                      band_px(labels("placement", "setting")),
+                      band_px(labels("levers", "setting"), titled=False) if now["levers"] else 0,
+                      band_px(labels("measured", "where")) if now["measured"] else 0)  # fmt: skip
     steps = time_breakdown(now["breakdown"], by="setting", phases=list(COMPONENTS), source="modeled",
                            title="One step on the slowest rank", detail="this setting, and the nearest "
-                           "feasible one when this one is impossible")  # fmt: skip
+                           "feasible one when this one is impossible", width=min(480, room))  # fmt: skip
     totals = metric_bars(history_rows(history, "totals"), highlight=history[0].label, columns=3,
-                         total_width=_WIDTH, title="The whole job", source="modeled",
-                         detail="one bar per setting in the trail, the current one solid")  # fmt: skip
+                         title="The whole job", source="modeled",
+                         detail="one bar per setting in the trail, the current one solid",
+                         total_width=band_px(trail, titled=False) + room)  # fmt: skip
     chosen = f"you chose placement {history[0].values['placement']}; the bars: the plan modeled"
     where = part_bars(now["placement"], value="gb", part="where", parts=list(TABLE_HOMES.values()),
                       colors=[PLACEMENT_COLORS[p] for p in TABLE_HOMES], text="display",
                       value_title="GB of tables (weights and optimizer state)", title="Where the tables live",
-                      source="modeled", detail=chosen)  # fmt: skip
+                      source="modeled", detail=chosen, width=min(480, room))  # fmt: skip
     charts = [steps, where, totals]
     if now["levers"]:
-        charts.append(metric_bars(now["levers"], total_width=_WIDTH, title="Each lever one notch away",
-                                  source="modeled",
-                                  detail="speed-up of the time to train; 1.0 = no gain",
-                                  rule_at=1.0))  # fmt: skip
+        levers = band_px(labels("levers", "setting"), titled=False)
+        charts.append(metric_bars(now["levers"], title="Each lever one notch away", source="modeled",
+                                  detail="speed-up of the time to train; 1.0 = no gain", rule_at=1.0,
+                                  total_width=levers + room))  # fmt: skip
     if now["measured"]:
         charts.append(time_breakdown(now["measured"], by="where", title="The same plan on CPU processes here",
-                                     detail=f"global batch {MEASURE_BATCH}; placements not executed"),
-                      )  # fmt: skip
+                                     detail=f"global batch {MEASURE_BATCH}; placements not executed",
+                                     width=min(480, room)))  # fmt: skip
     return stack(*charts)
 
 

@@ -18,7 +18,7 @@ from recnotebooks.perf.explore import SERVERS, compare_servers
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
-from recnotebooks.viz.tidy import stack
+from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["SERVERS", "SERVER_CONTROLS", "scaled_model", "explore_servers", "server_explorer", "server_bars"]
 
@@ -107,13 +107,17 @@ def explore_servers(
 
 
 def _render(history: list[HistoryEntry]) -> object:
-    now = history[0].label
+    now, trail = history[0].label, [e.label for e in history]
+    breakdown = history[0].result.tables["breakdown"]
+    servers = list(dict.fromkeys(str(r["server"]) for r in breakdown))  # "zion (hbm+cache+remote)"
+    room = stack_room(band_px(servers), band_px(trail, titled=False))  # plots line up at the wider band
     steps = time_breakdown(
-        history[0].result.tables["breakdown"],
+        breakdown,
         by="server",
         title="Step time by component",
         source="modeled",
         detail="slowest rank of one node; placement in brackets",
+        width=min(480, room),
     )
     # one faceted chart for both metrics (a row of servers each): composing fewer charts keeps updates fast
     rows = [
@@ -126,13 +130,13 @@ def _render(history: list[HistoryEntry]) -> object:
         highlight=now,
         title="Samples per second and per joule, one node",
         source="modeled",
-        columns=len(SERVERS),
-        detail="one bar per setting, the current one solid; one scale per row; "
+        columns=len(SERVERS),  # a row per quantity where it fits; fewer per row on a laptop
+        detail="one bar per setting, the current one solid; one scale per quantity; "
         "power of the node and its parameter servers",
         shared_scale="unit",
-        total_width=920,  # room for the widest value label ("1.04 M") after the last bar
+        total_width=band_px(trail, titled=False) + room,
     )
-    return stack(steps.properties(width=480), bars)  # beside labels such as "zion (hbm+cache+remote)"
+    return stack(steps, bars)
 
 
 def server_explorer(*, history: int = 4, **values: object) -> App:

@@ -43,7 +43,7 @@ from recnotebooks.plan import Plan
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
-from recnotebooks.viz.tidy import stack
+from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["PLANS", "SHARDING_CONTROLS", "STEPS", "explore_sharding", "measure_sharding", "sharding_explorer",
            "sharding_model", "sharding_plan"]  # fmt: skip
@@ -69,6 +69,10 @@ SHARDING_CONTROLS: dict[str, dict[str, object]] = {
         "dropdown": True,
     },  # fmt: skip
 }
+#: The forward all-to-alls the "all_to_all forward" bars add up, in words: a rank sends the bag
+#: lengths and the ids of its samples to each table's owner, and its tables' pooled vectors back.
+FORWARD_PARTS = {"lengths_all_to_all": "bag lengths", "ids_all_to_all": "ids",
+                 "pooled_all_to_all": "pooled vectors"}  # fmt: skip
 #: (model, ranks, plan, batch) -> per-rank results of :func:`recnotebooks.dist.training.run_rank`
 _MEASURED: dict[tuple[str, int, str, int], list[dict[str, Any]]] = {}
 
@@ -140,6 +144,7 @@ def _bytes(config: DLRMConfig, plan: Plan, ranks: int, batch: int, measured: lis
         key = (int(r["rank"]), f"{r['component']} {r['direction']}")
         sums[key] = sums.get(key, 0.0) + float(r["bytes_sent"])
     rows += [{"rank": k[0], "collective": k[1], "bytes": v, "source": "modeled"} for k, v in sums.items()]
+
     for rank, res in enumerate(measured or []):
         for c in res["comm"]:
             if c["component"] == "all_to_all":  # the embeddings' collectives (all_reduce mixes in DDP's)
@@ -160,7 +165,8 @@ def _balance(config: DLRMConfig, plan: Plan, ranks: int, batch: int) -> list[dic
 
 def explore_sharding(*, model: str = "tiny", ranks: int = 2, plan: str = "planner", batch_size: int = 512,
                      gpu: str = "dgx_h100") -> Result:  # fmt: skip
-    """Tables ``modeled``, ``bytes``, ``measured`` and ``balance`` of one setting (module docstring)."""
+    """Tables ``modeled``, ``bytes``, ``measured``, ``balance`` and ``forward_parts`` (the forward
+    all-to-alls of each rank apart: bag lengths, ids, pooled vectors) of one setting (module docstring)."""
     config = sharding_model(model)
     ranks = check_choice("ranks", ranks, option_values(SHARDING_CONTROLS["ranks"]))
     batch = check_choice("batch_size", batch_size, option_values(SHARDING_CONTROLS["batch_size"]))
@@ -171,6 +177,10 @@ def explore_sharding(*, model: str = "tiny", ranks: int = 2, plan: str = "planne
         "modeled": _modeled(config, p, ranks, batch, gpu),
         "bytes": _bytes(config, p, ranks, batch, measured, STEPS),
         "balance": _balance(config, p, ranks, batch),
+        "forward_parts": [{"rank": int(r["rank"]), "collective": r["collective"],
+                           "bytes": float(r["bytes_sent"]), "source": "modeled"}
+                          for r in collective_bytes(config, p, batch // ranks, ranks)
+                          if r["collective"] in FORWARD_PARTS],  # the forward all-to-alls apart
         "measured": [{"rank": f"rank {r}", "phase": k, "seconds_per_step": v, "source": "measured"}
                      for r, res in enumerate(measured or []) for k, v in res["phases"].items() if v > 0],
     }  # fmt: skip
@@ -191,7 +201,7 @@ def _summary(tables: dict[str, list[dict[str, object]]]) -> list[dict[str, objec
         (v for k, v in steps.items() if "NVLink" in k), next(v for k, v in steps.items() if "network" in k)
     )
     return [
-        {"metric": "all-to-all bytes per step, all ranks", "value": sent, "display": human(sent, "B"),
+        {"metric": "all-to-all bytes per step: all ranks", "value": sent, "display": human(sent, "B"),
          "source": "modeled"},
         {"metric": "step here, ms", "value": here * 1e3, "display": f"{here * 1e3:.3g} ms",
          "source": "modeled"},
@@ -213,6 +223,11 @@ def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, m
             key = (str(r["source"]), int(r["rank"]))  # type: ignore[arg-type]
             a2a[key] = a2a.get(key, 0.0) + float(r["bytes"])  # type: ignore[arg-type]
     model_b = sum(v for (s, _), v in a2a.items() if s == "modeled")
+    if ranks > 1:
+        parts = {c: sum(float(r["bytes"]) for r in tables["forward_parts"]  # type: ignore[arg-type]
+                        if r["rank"] == 0 and r["collective"] == c) for c in FORWARD_PARTS}  # fmt: skip
+        said = ", ".join(f"{human(v, 'B')} of {FORWARD_PARTS[c]}" for c, v in parts.items())
+        notes.append(f"MODELED: rank 0's 'all_to_all forward' bar adds three all-to-alls: {said}.")
     if measured:
         meas_b = sum(v for (s, _), v in a2a.items() if s == "measured")
         same = ("modeled: equal to the byte" if round(meas_b) == round(model_b)
@@ -260,26 +275,35 @@ def _time_note(tables: dict[str, list[dict[str, object]]]) -> str:
 
 
 def _render(history: list[HistoryEntry]) -> object:
-    now = history[0].result.tables
-    trail = metric_bars(history_rows(history, "summary"), highlight=history[0].label, columns=3,
-                        total_width=900, title="This setting and the last ones", source="modeled",
-                        detail="one bar per setting, the current one solid")  # fmt: skip
-    detail = "here: this machine shared by the ranks; GPUs: as many of the chosen server"
-    charts = [time_breakdown(now["modeled"], by="where", phases=list(COMPONENTS), source="modeled",
-                             title="One step of this plan, slowest rank", detail=detail)]  # fmt: skip
-    rows = [{**r, "metric": f"{r['collective']} (bytes sent per step)", "value": r["bytes"],
+    now, trail = history[0].result.tables, [e.label for e in history]
+    rows = [{**r, "metric": f"{r['collective']}: bytes sent per step", "value": r["bytes"],
              "setting": f"{r['source']} · rank {r['rank']}", "display": human(float(r["bytes"]), "B")}  # type: ignore[arg-type]
             for r in now["bytes"]]  # fmt: skip
+    senders = list(dict.fromkeys(str(r["setting"]) for r in rows))
+    wheres = list(dict.fromkeys(str(r["where"]) for r in now["modeled"]))
+    ranks = list(dict.fromkeys(str(r["rank"]) for r in now["measured"]))
+    # the charts line up their plots at the widest left band: the room right of it is theirs
+    room = stack_room(band_px(trail, titled=False), band_px(wheres), band_px(senders, titled=False),
+                      band_px(ranks) if ranks else 0)  # fmt: skip
+    trail_bars = metric_bars(history_rows(history, "summary"), highlight=history[0].label, columns=3,
+                             title="This setting and the last ones", source="modeled",
+                             detail="one bar per setting, the current one solid",
+                             total_width=band_px(trail, titled=False) + room)  # fmt: skip
+    detail = "here: this machine shared by the ranks; GPUs: as many of the chosen server"
+    charts = [time_breakdown(now["modeled"], by="where", phases=list(COMPONENTS), source="modeled",
+                             title="One step of this plan, slowest rank", detail=detail,
+                             width=min(480, room))]  # fmt: skip
     if rows:
         logs = "modeled: perf.traffic; measured: the ranks' comm logs"
         src = None if now["measured"] else "modeled"
-        charts.append(metric_bars(rows, columns=2, total_width=860, source=src, detail=logs,
-                                  title="Bytes each rank sends, modeled and measured"))  # fmt: skip
+        charts.append(metric_bars(rows, columns=2, source=src, detail=logs,
+                                  title="Bytes each rank sends, modeled and measured",
+                                  total_width=band_px(senders, titled=False) + room))  # fmt: skip
     if now["measured"]:
         where = "CPU processes on this machine, gloo on 127.0.0.1"
         charts.append(time_breakdown(now["measured"], by="rank", title="Measured step of each rank, here",
-                                     source="measured", detail=where))  # fmt: skip
-    return stack(trail, *charts)
+                                     source="measured", detail=where, width=min(480, room)))  # fmt: skip
+    return stack(trail_bars, *charts)
 
 
 def sharding_explorer(*, history: int = 4, **values: object) -> App:

@@ -14,6 +14,8 @@ import warnings
 import altair as alt
 
 __all__ = [
+    "LAYOUT_WIDTH",
+    "NO_MATH",
     "THEME",
     "PHASE_COLORS",
     "PLACEMENT_COLORS",
@@ -27,6 +29,16 @@ __all__ = [
 ]
 
 THEME = "recnotebooks"
+
+#: Classes that keep MathJax (3's name, and 2's) from typesetting an element's text: JupyterLab
+#: typesets TeX in HTML outputs, so a "$50 > $30" in a note or a feedback would become math.
+NO_MATH = "mathjax_ignore tex2jax_ignore"
+
+#: The width (px) every chart and app is laid out for. A 1280-px window with JupyterLab's file
+#: browser open leaves an output area of about 848 px; a chart this wide fits it with room for
+#: Vega's padding. Charts compute their widths from it (fewer panels per row, not smaller text),
+#: and the apps' controls reflow to the width there is (:class:`recnotebooks.viz.app.App`).
+LAYOUT_WIDTH = 800
 
 #: Colour of each step phase, fixed so that a phase looks the same in every chart.
 #: Embedding work in oranges, MLPs in blues, communication in greens/purples, overheads grey.

@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 
 import altair as alt
 
-from recnotebooks.viz.theme import source_label
+from recnotebooks.viz.theme import LAYOUT_WIDTH, source_label
 
 __all__ = [
+    "AXIS_TITLE_PX",
     "CHAR_PX",
     "LINE_PX",
     "MAX_ROWS",
@@ -24,14 +25,18 @@ __all__ = [
     "OPACITY",
     "Rows",
     "band_axis",
+    "band_px",
     "chart_rows",
     "chart_title",
     "check_rows",
     "label_lines",
+    "legend_px",
     "row_sources",
     "stack",
+    "stack_room",
     "tooltip",
     "with_data",
+    "wrap_line",
 ]
 
 MAX_ROWS = 5000
@@ -120,12 +125,33 @@ def row_sources(rows: list[dict[str, object]], default: str) -> list[str]:
     return sorted({str(r.get("source", default)) for r in rows})
 
 
+#: A subtitle line longer than this many characters is broken in two (at "; " or " · " or a
+#: space): 12 px text this long fits a laptop's notebook beside a chart's left band.
+SUBTITLE_CHARS = 90
+
+
+def wrap_line(line: str, limit: int = SUBTITLE_CHARS) -> list[str]:
+    """``line`` broken into lines of at most ``limit`` characters, after a "; ", a " · ", a ", "
+    or a space (a word longer than ``limit`` stays whole)."""
+    out = []
+    while len(line) > limit:
+        cut = max(line.rfind(sep, 0, limit) for sep in ("; ", " · ", ", ", " "))
+        if cut <= 0:
+            break
+        sep = next(x for x in ("; ", " · ", ", ", " ") if line.startswith(x, cut))
+        out.append(line[: cut + len(sep)].rstrip())
+        line = line[cut + len(sep) :]
+    return [*out, line]
+
+
 def chart_title(
     title: str, rows: list[dict[str, object]], source: str | None, detail: str | None
 ) -> alt.TitleParams:
-    """``title`` with one subtitle line per source: MEASURED, MODELED... (``detail`` appended)."""
+    """``title`` with one subtitle line per source: MEASURED, MODELED... (``detail`` appended);
+    a long line is broken so that it fits a laptop's notebook (:func:`wrap_line`)."""
     srcs = [source] if source else row_sources(rows, "measured")
-    return alt.TitleParams(title, subtitle=[source_label(s, detail) for s in srcs])
+    lines = [part for s in srcs for part in wrap_line(source_label(s, detail))]
+    return alt.TitleParams(title, subtitle=lines)
 
 
 def tooltip(field: str, kind: str, fmt: str | None = None, title: str | None = None) -> alt.Tooltip:
@@ -145,6 +171,34 @@ def label_lines(labels: Sequence[str]) -> tuple[int, int]:
     """(lines, characters of the longest line) of ``labels`` drawn one change per line."""
     lines = [line for label in labels for line in str(label).split(", ")]
     return max(1 + str(label).count(", ") for label in labels), max(len(line) for line in lines)
+
+
+#: px a y axis's title takes beside its labels (12 px text on its side, and its padding)
+AXIS_TITLE_PX = 24
+#: px of a legend entry besides its label: the symbol, its gap and the column padding
+LEGEND_ENTRY_PX = 34
+
+
+def band_px(labels: Sequence[str], titled: bool = True) -> int:
+    """The px a band axis of ``labels`` (trail labels one change per line) takes left of its
+    plot: the labels, their padding and, when ``titled``, the axis title.
+
+    Charts stacked one above the other (:func:`stack`) line up their plots at the widest such
+    band, so an app sizes every chart of its stack from the widest band of them all."""
+    return band_axis(labels, None)[2] + 8 + (AXIS_TITLE_PX if titled else 0)
+
+
+def stack_room(*bands: int) -> int:
+    """The px right of the widest left band of a stack (``bands``: each chart's
+    :func:`band_px`) within :data:`~recnotebooks.viz.theme.LAYOUT_WIDTH`: what every chart of the
+    stack may use for its plot, panels and right-hand legend."""
+    return LAYOUT_WIDTH - max(bands, default=0)
+
+
+def legend_px(labels: Sequence[str]) -> int:
+    """The px of one column of a legend of ``labels`` (symbol, label, padding)."""
+    _, chars = label_lines(labels)
+    return min(280, round(chars * CHAR_PX) + 8) + LEGEND_ENTRY_PX
 
 
 def band_axis(labels: Sequence[str], title: str | None) -> tuple[alt.Axis, int, int]:
