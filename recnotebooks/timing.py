@@ -46,19 +46,22 @@ PHASES = (
 
 #: Timed steps a measurement needs before it can tell an outlier from the others.
 MIN_RELIABLE_STEPS = 3
-#: Step times that differ by more than this ratio (slowest over fastest of the timed steps; for a
-#: long run, the 90th percentile over the 10th) make a measurement unreliable.
+#: Step times that differ by more than this ratio (:func:`spread`: the second slowest over the
+#: fastest of a few timed steps; for a long run, the 90th percentile over the 10th) make a
+#: measurement unreliable.
 SPREAD_LIMIT = 2.0
 
 
 def spread(step_seconds: list[float] | tuple[float, ...]) -> float:
-    """How much step times vary: slowest over fastest for up to 10 steps, the 90th percentile
-    over the 10th for more (a long run's rare slow steps are not its spread); 1.0 for < 2."""
+    """How much step times vary: for up to 10 steps the second slowest over the fastest (one slow
+    step is an outlier the median already rejects; two are not), the slowest for 2 steps; the
+    90th percentile over the 10th for more (a long run's rare slow steps are not its spread);
+    1.0 for fewer than 2."""
     s = sorted(t for t in step_seconds if t > 0)
     if len(s) < 2:
         return 1.0
     if len(s) <= 10:
-        return s[-1] / s[0]
+        return s[-2 if len(s) > 2 else -1] / s[0]
     return s[int(0.9 * (len(s) - 1))] / s[int(0.1 * (len(s) - 1))]
 
 

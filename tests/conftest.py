@@ -42,6 +42,20 @@ def _fixed_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECNB_THREADS", str(torch.get_num_threads()))
 
 
+@pytest.fixture
+def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every measurement counts as reliable (:func:`recnotebooks.timing.reliability` says ``""``),
+    for tests of what is done with a reliable one (reuse, an exercise judged): whether the steps of
+    a test's measurement varied depends on what else the machine runs. The reliability rule and
+    what follows from an unreliable measurement are tested with scripted loads and spreads."""
+    import recnotebooks.cache.overhead as overhead
+    import recnotebooks.measure as measure
+    import recnotebooks.train as train
+
+    for module in (measure, overhead, train):
+        monkeypatch.setattr(module, "reliability", lambda *a: "")
+
+
 @pytest.fixture(params=["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
 def device(request: pytest.FixtureRequest) -> torch.device:
     return torch.device(request.param)

@@ -137,7 +137,7 @@ def efficiency():  # type: ignore[no-untyped-def]
     return efficiency_explorer(measure=False)
 
 
-def test_efficiency_explorer_measures_beside_the_model() -> None:
+def test_efficiency_explorer_measures_beside_the_model(quiet_machine: None) -> None:
     from recnotebooks.viz.efficiency import efficiency_explorer
 
     app = efficiency_explorer(time_budget_s=0.0, batch_size=1024)
@@ -148,7 +148,8 @@ def test_efficiency_explorer_measures_beside_the_model() -> None:
         assert {x["source"] for x in r.tables["modeled"]} == {"modeled"}
     # 131072 on one device is measured as a smaller copy (the per-device batch capped), and says so;
     # the same architecture at that batch was measured for the first setting, so it is reused
-    assert any("batch 1,024 of 131,072 per device: a smaller copy" in n and "reused" in n for n in r.notes)
+    said = "batch 1,024 of 131,072 per device: a smaller copy"
+    assert any(said in n and "reused" in n for n in r.notes), r.notes
     assert {x["source"] for e in app.history[1:] for x in e.result.tables["measured"]} == {"measured"}
     app.altair_chart.to_dict()
 

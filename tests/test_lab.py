@@ -253,3 +253,34 @@ def test_server_explorer_exercise_matches_the_memory_model() -> None:
     import numpy as np
 
     assert lab.check("05.outgrow", np.float64(first))  # NumPy scalars are numbers too
+
+
+def _phases_app(reliable: bool) -> object:
+    import ipywidgets as W
+
+    from recnotebooks.viz.app import App, Result, history_rows
+    from recnotebooks.viz.charts import time_breakdown
+
+    why = "" if reliable else "other programs kept 1.0 cores busy while it ran"
+
+    def compute(pooling: int) -> Result:  # embedding work 30% of the step: not embedding-bound
+        parts = {"embedding_forward": 0.002, "sparse_optimizer": 0.001, "bottom_mlp": 0.004, "top_mlp": 0.003}
+        base = {"source": "measured", "setting": "now", "reliable": reliable, "reliability": why}
+        return Result({"phases": [{**base, "phase": k, "seconds_per_step": v} for k, v in parts.items()]})
+
+    def render(history):  # type: ignore[no-untyped-def]
+        return time_breakdown(history_rows(history, "phases"), source="measured")
+
+    return App("toy explorer", {"pooling": W.IntSlider(value=20, min=1, max=40)}, compute, render)
+
+
+def test_a_measurement_that_cannot_be_trusted_is_neither_passed_nor_failed() -> None:
+    """01.embedding_bound judges a measured step; one taken on a busy machine is not judged (no hint
+    used up, the reason said), the same numbers taken reliably are judged."""
+    lab.reset()
+    fb = lab.check("01.embedding_bound", _phases_app(reliable=False))
+    assert not fb and not fb.judged, fb
+    assert "cannot judge" in fb.message and "1.0 cores busy" in fb.message and "Hint" not in fb.message
+    assert str(fb).startswith("CANNOT JUDGE") and "?" in fb._repr_html_()
+    fb = lab.check("01.embedding_bound", _phases_app(reliable=True))
+    assert not fb and fb.judged and "30%" in fb.message and "Hint 1/3" in fb.message  # the first hint

@@ -10,7 +10,7 @@ from recnotebooks.lab import EXERCISES, AppSetting, answer_key, check
 
 
 @pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
-def test_the_answer_key_passes_the_checker(exercise_id: str) -> None:
+def test_the_answer_key_passes_the_checker(exercise_id: str, quiet_machine: None) -> None:
     key = answer_key(exercise_id)
     answer = key.app() if isinstance(key, AppSetting) else key
     feedback = check(exercise_id, answer)

@@ -184,7 +184,9 @@ def test_reliability_names_each_reason() -> None:
 
 
 def test_spread_ignores_a_long_runs_rare_slow_steps() -> None:
-    assert spread([1.0]) == 1.0 and spread([1.0, 2.0, 1.5]) == 2.0
+    assert spread([1.0]) == 1.0 and spread([1.0, 2.5]) == 2.5
+    assert spread([1.0, 9.0, 1.5]) == 1.5  # one slow step: an outlier the median rejects
+    assert spread([1.0, 9.0, 2.5, 1.1]) == 2.5  # two are not
     assert spread([1.0] * 95 + [9.0] * 5) == pytest.approx(1.0)  # 5% slow steps: p90/p10 = 1
     assert spread([1.0] * 50 + [3.0] * 50) == pytest.approx(3.0)
 

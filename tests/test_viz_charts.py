@@ -345,3 +345,30 @@ def test_stack_draws_what_altair_composition_draws() -> None:
     shared = alt.Chart(alt.Data(values=[{"a": 1}])).mark_point().encode(x="a:Q")
     with pytest.raises(ValueError, match="alt.vconcat"):
         stack(shared, shared)  # one data object: Altair lifts it, stack does not
+
+
+def test_an_unreliable_measured_bar_is_drawn_pale_and_says_so() -> None:
+    """A bar whose rows say ``reliable: False`` is pale, carries "⚠ NOT RELIABLE" on it and its
+    fastest..slowest whisker; the subtitle gives the reason. A reliable chart is plain bars."""
+    import json
+
+    why = "its steps varied 3.1-fold"
+
+    def rows(reliable: bool) -> list[dict[str, object]]:
+        return [{"setting": s, "phase": p, "seconds_per_step": v, "source": "measured",
+                 "reliable": reliable or s == "-1", "reliability": "" if reliable or s == "-1" else why,
+                 "step_min": 0.004, "step_max": 0.0124}
+                for s in ("now", "-1") for p, v in (("top_mlp", 0.003), ("embedding_forward", 0.002))
+                ]  # fmt: skip
+
+    plain = time_breakdown(rows(True), source="measured").to_dict()
+    assert plain["mark"]["type"] == "bar" and "layer" not in plain
+    shaky = time_breakdown(rows(False), source="measured").to_dict()
+    marks = [layer["mark"]["type"] for layer in shaky["layer"]]
+    assert marks == ["bar", "text", "rule"]
+    assert any("NOT RELIABLE" in line and why in line for line in shaky["title"]["subtitle"])
+    data = json.loads(shaky["data"]["values"])
+    pale = {r["setting"]: r["_opacity"] for r in data}
+    assert pale["now"] < 0.5 and pale["-1"] == 1.0  # the reliable bar keeps its full colour
+    warned = [r for r in data if r.get("_warn")]
+    assert [r["setting"] for r in warned] == ["now"] and warned[0]["max_ms"] == pytest.approx(12.4)

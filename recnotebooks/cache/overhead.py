@@ -12,12 +12,14 @@ the simulator gives for the trace replayed in batches. Everything here is **meas
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
 from recnotebooks.cache.policies import POLICIES, check_ids
 from recnotebooks.checks import check_choice, check_device, check_int, check_steps
-from recnotebooks.threads import choose_threads, use_threads
+from recnotebooks.threads import choose_threads, load_monitor, use_threads
+from recnotebooks.timing import reliability, spread
 
 __all__ = ["measure_overhead"]
 
@@ -50,7 +52,7 @@ def measure_overhead(
     dim: int = 32,
     fill: int | None = None,
     device: str = "cpu",
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """A training step (forward, backward, row-wise Adagrad) of a one-table cached collection
     against the same step uncached, on consecutive batches of ``trace``, on this machine.
 
@@ -74,7 +76,9 @@ def measure_overhead(
         ``uncached_ms`` and ``cached_ms`` (medians over the timed steps), ``hit_rate`` (of the
         timed steps: the simulator's convention), ``misses`` (over every step from a cold cache),
         ``rows``, ``capacity``, ``steps_total`` (fill + warm-up + timed), ``threads`` (the thread
-        policy's: :func:`recnotebooks.threads.choose_threads`). Raises ``ValueError``
+        policy's: :func:`recnotebooks.threads.choose_threads`) and ``reliability`` (why the two
+        timings cannot be trusted, ``""`` when they can: :func:`recnotebooks.timing.reliability`
+        of the shakier of the two). Raises ``ValueError``
         when the trace is too short for that many steps or a step needs more slots than the cache has.
     """
     import torch
@@ -123,6 +127,7 @@ def measure_overhead(
             cached(b)
     warm = cached.stats.total()
     with use_threads(threads):
+        load_monitor().mark()
         for i, b in enumerate(batches[fill:]):  # the two step by step, so a busy moment slows both alike
             if i == warmup:
                 warm = cached.stats.total()
@@ -134,7 +139,11 @@ def measure_overhead(
                     torch.cuda.synchronize(dev)
                 if i >= warmup:
                     times[name].append(time.perf_counter() - t0)
-    out = {f"{k}_ms": float(np.median(v)) * 1e3 for k, v in times.items()}
+    load = load_monitor().since_mark()
+    out: dict[str, Any] = {f"{k}_ms": float(np.median(v)) * 1e3 for k, v in times.items()}
+    # the ratio is as trustworthy as the shakier of its two steps
+    shakier = max(spread(times["uncached"]), spread(times["cached"]))
+    out["reliability"] = reliability(steps, shakier, load.others)
     total = cached.stats.total()
     out["misses"] = float(total["misses"])  # over every step, from a cold cache
     timed = total["misses"] - warm["misses"], total["requested"] - warm["requested"]

@@ -20,10 +20,21 @@ from __future__ import annotations
 
 from . import basics, caches, capstone, efficiency, servers, sharding  # noqa: F401  (registers the exercises)
 from .caches import EX03_BUDGET, EX03_ROW_BYTES, EX03_ROWS
-from .core import EXERCISES, AppSetting, Exercise, Feedback, answer_key, check, exercises, reset, smoke_mode
+from .core import (
+    EXERCISES,
+    AppSetting,
+    CannotJudge,
+    Exercise,
+    Feedback,
+    answer_key,
+    check,
+    exercises,
+    reset,
+    smoke_mode,
+)
 from .efficiency import EX02_START
 from .servers import production_model
 
-__all__ = ["EX02_START", "EX03_BUDGET", "EX03_ROWS", "EX03_ROW_BYTES", "EXERCISES", "AppSetting", "Exercise",
-           "Feedback", "answer_key", "check", "exercises", "production_model", "reset",
-           "smoke_mode"]  # fmt: skip
+__all__ = ["EX02_START", "EX03_BUDGET", "EX03_ROWS", "EX03_ROW_BYTES", "EXERCISES", "AppSetting",
+           "CannotJudge", "Exercise", "Feedback", "answer_key", "check", "exercises", "production_model",
+           "reset", "smoke_mode"]  # fmt: skip

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .core import AppSetting, app_result, number, phase_share, register
+from .core import AppSetting, app_result, number, phase_share, register, trusted
 
 
 def _threads_key() -> int:
@@ -103,7 +103,7 @@ def _interaction(answer: object) -> tuple[bool, str]:
     ),
 )
 def _embedding_bound(answer: object) -> tuple[bool, str]:
-    share = phase_share(app_result(answer, "phases"), ("embedding_forward", "sparse_optimizer"))
+    share = phase_share(trusted(app_result(answer, "phases")), ("embedding_forward", "sparse_optimizer"))
     ok = share > 0.5
     return ok, (
         f"Right: embeddings take {share:.0%} of the step here: an embedding-bound model (like RM1/RM2)."

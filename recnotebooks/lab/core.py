@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from recnotebooks.checks import show
 
-__all__ = ["AppSetting", "EXERCISES", "Exercise", "Feedback", "answer_key", "check", "exercises", "reset",
-           "smoke_mode"]  # fmt: skip
+__all__ = ["AppSetting", "CannotJudge", "EXERCISES", "Exercise", "Feedback", "answer_key", "check",
+           "exercises", "reset", "smoke_mode"]  # fmt: skip
 
 
 def smoke_mode() -> bool:
@@ -27,13 +27,21 @@ def smoke_mode() -> bool:
     return os.environ.get("RECNB_SMOKE", "").strip().lower() in ("1", "true", "yes")
 
 
+class CannotJudge(Exception):
+    """Raised by a checker that is handed a measured quantity it cannot trust (taken on a busy
+    machine, or from steps too erratic): :func:`check` says so instead of failing the learner."""
+
+
 @dataclass
 class Feedback:
-    """Outcome of :func:`check`; shows as a coloured box in a notebook."""
+    """Outcome of :func:`check`; shows as a coloured box in a notebook. ``judged`` is False when
+    the answer rests on a measurement that cannot be trusted: neither passed nor failed, and no
+    hint used up."""
 
     exercise: str
     passed: bool
     message: str
+    judged: bool = True
 
     def __bool__(self) -> bool:
         return self.passed
@@ -41,7 +49,10 @@ class Feedback:
     def _repr_html_(self) -> str:
         from recnotebooks.viz.theme import NO_MATH  # JupyterLab typesets TeX in HTML: "$50 > $30" stays
 
-        color, mark = ("#1e7e34", "✔") if self.passed else ("#9a6700", "✘")
+        if not self.judged:
+            color, mark = "#57606a", "?"
+        else:
+            color, mark = ("#1e7e34", "✔") if self.passed else ("#9a6700", "✘")
         box = f"class='recnb-feedback {NO_MATH}' style='border-left:4px solid {color};padding:4px 10px'"
         return (
             f"<div {box}><b style='color:{color}'>{mark} {html.escape(self.exercise)}</b> "
@@ -49,7 +60,8 @@ class Feedback:
         )
 
     def __str__(self) -> str:
-        return f"{'PASS' if self.passed else 'NOT YET'} {self.exercise}: {self.message}"
+        verdict = "CANNOT JUDGE" if not self.judged else "PASS" if self.passed else "NOT YET"
+        return f"{verdict} {self.exercise}: {self.message}"
 
 
 @dataclass(frozen=True)
@@ -116,7 +128,9 @@ def check(exercise_id: str, answer: object) -> Feedback:
     Never raises: an id that is not an exercise (or not a string), and an answer the checker
     cannot read (a huge or non-finite number, an object that is not the app asked for, an app
     showing an error) get a :class:`Feedback` that says what is wrong. An app is judged as it is
-    on screen: an update still due (a slider just moved) is run first (:meth:`App.settle`).
+    on screen: an update still due (a slider just moved) is run first (:meth:`App.settle`). A
+    measured quantity that cannot be trusted (:class:`CannotJudge`: a busy machine, erratic steps)
+    is neither passed nor failed: the feedback says why (``judged=False``), and no hint is used up.
     """
     if not isinstance(exercise_id, str):
         said = f"{type(exercise_id).__name__} {show(exercise_id, 40)}"
@@ -128,6 +142,11 @@ def check(exercise_id: str, answer: object) -> Feedback:
     ex = EXERCISES[exercise_id]
     try:
         passed, feedback = ex.checker(answer)
+    except CannotJudge as e:
+        why = (f"cannot judge this measurement: {_words(e)}. It does not count against you. Measure "
+               "again (move a slider away and back: a measurement that cannot be trusted is taken "
+               "again), with other programs closed, then check again.")  # fmt: skip
+        return Feedback(exercise_id, False, why, judged=False)
     except (TypeError, ValueError, KeyError) as e:  # the checkers' own words for an unusable answer
         passed, feedback = False, f"could not check this answer ({_words(e)})."
     except Exception as e:  # anything else an odd answer provokes: said, never raised
@@ -204,6 +223,15 @@ def app_result(answer: object, table: str) -> list[dict[str, object]]:
     rows = tables[table]
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise TypeError(f"pass the app itself: its {table!r} table is not the app's")
+    return rows
+
+
+def trusted(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """``rows`` of a measurement, if it can be trusted; :class:`CannotJudge` naming why not when
+    any row says ``reliable: False`` (its ``reliability`` gives the reason)."""
+    for r in rows:
+        if r.get("reliable", True) is False:
+            raise CannotJudge(str(r.get("reliability") or "the measurement is marked not reliable"))
     return rows
 
 

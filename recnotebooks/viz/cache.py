@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
 
@@ -216,17 +217,18 @@ MEASURED_WARMUP = 4  #: untimed training steps first (kernels compiled, caches o
 
 
 def measure_cache_overhead(num_rows: int, alpha: float, policy: str, capacity_fraction: float, ways: int = 32,
-                           steps: int = 9, num_ids: int = TRACE_IDS) -> dict[str, float]:  # fmt: skip
+                           steps: int = 9, num_ids: int = TRACE_IDS) -> dict[str, Any]:  # fmt: skip
     """:func:`recnotebooks.cache.overhead.measure_overhead` on this explorer's trace
     (:func:`cache_trace`; ``"static"``: hot rows from :func:`cache_profile`): a one-table cached
     training step against the same step uncached, the median ms of each over ``steps`` steps after
     :data:`MEASURED_WARMUP` untimed ones, and the hit rate training saw. **Measured** once per
-    setting, then reused (``reused`` is 1.0). Tables above :data:`MEASURED_ROWS_CAP` rows are
+    setting, then reused (``reused`` is 1.0) unless it was not reliable (``reliability`` says why:
+    then it is measured again). Tables above :data:`MEASURED_ROWS_CAP` rows are
     measured on a capped copy (ids folded into its rows)."""
     from recnotebooks.cache.overhead import measure_overhead
 
     key = (num_rows, alpha, policy, capacity_fraction, ways, steps, num_ids)
-    if key in _MEASURED:
+    if key in _MEASURED and not _MEASURED[key].get("reliability"):  # an unreliable one is taken again
         return {**_MEASURED[key], "reused": 1.0}
     rows = min(check_int("num_rows", num_rows, lo=1), MEASURED_ROWS_CAP)
     profile = cache_profile(num_rows, alpha, num_ids) % rows if policy == "static" else None
@@ -291,12 +293,21 @@ def _measured(tables: dict[str, list[dict[str, object]]], metrics: list[tuple], 
         m = measure_cache_overhead(num_rows, alpha, policy, fraction, ways, num_ids=num_ids)
     except ValueError as e:  # a training step needs more slots than this cache has
         return f"Not measured here: {e}"
-    tables["measured"] = [{"metric": k, "ms_per_step": m[f"{k}_ms"], "source": "measured"}
+    shaky = str(m.get("reliability", ""))
+    tables["measured"] = [{"metric": k, "ms_per_step": m[f"{k}_ms"], "source": "measured",
+                           "reliable": not shaky, "reliability": shaky}
                           for k in ("uncached", "cached")]  # fmt: skip
     ratio = m["cached_ms"] / m["uncached_ms"]
-    metrics.append(("cached ÷ uncached step here: measured", ratio, f"{ratio:.3g}x", "ratio"))
+    metrics.append(("cached ÷ uncached step here: measured", ratio,
+                    f"{ratio:.3g}x" + (" ⚠ NOT RELIABLE" if shaky else ""), "ratio"))  # fmt: skip
     return (
-        f"MEASURED here: one table of {int(m['rows']):,} rows (dim {MEASURED_DIM}, batch {MEASURED_BATCH}, "
+        (
+            f"NOT RELIABLE ({shaky}): the measured ratio may be off; move a slider away and back to "
+            "measure again. "
+            if shaky
+            else ""
+        )
+        + f"MEASURED here: one table of {int(m['rows']):,} rows (dim {MEASURED_DIM}, batch {MEASURED_BATCH}, "
         f"{int(m['capacity']):,} slots), {m['uncached_ms']:.2f} ms per step uncached, "
         f"{m['cached_ms']:.2f} ms cached ({ratio:.2f}x); its timed steps, after the cache was filled, "
         f"saw a {percent(m['hit_rate'])} hit rate" + (" (measured earlier, reused)." if m["reused"] else ".")

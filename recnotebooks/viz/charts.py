@@ -35,6 +35,7 @@ from recnotebooks.viz.tidy import (
     row_sources,
     tooltip,
     with_data,
+    wrap_line,
 )
 
 __all__ = [
@@ -70,23 +71,37 @@ def time_breakdown(
     """Stacked horizontal bars: one bar per ``by`` value (setting, rank, config), one
     segment per phase, in milliseconds. ``highlight`` draws that bar solid, others faded.
     ``width`` sets the plot's width (px; default the theme's) and lays the phase legend under
-    it out in as many columns as fit that width."""
+    it out in as many columns as fit that width.
+
+    A measured bar whose rows say ``reliable: False`` (a busy machine, erratic steps: see
+    :func:`recnotebooks.timing.reliability`) is drawn pale with "⚠ NOT RELIABLE" written on it,
+    the reason in its tooltip and a subtitle line; rows with ``step_min``/``step_max`` (seconds)
+    add a whisker from the fastest to the slowest timed step."""
     data = check_rows(rows, "time_breakdown", numeric=[value], fields=[by, phase])
     order = list(phases) if phases else list(dict.fromkeys(str(r[phase]) for r in data))
     bars = list(dict.fromkeys(str(r[by]) for r in data))
+    shaky = {str(r[by]): str(r.get("reliability") or "marked not reliable") for r in data
+             if r.get("reliable", True) is False}  # fmt: skip
     for r in data:
         r["ms"] = float(r[value]) * 1e3  # type: ignore[arg-type]
         r["_order"] = order.index(str(r[phase])) if str(r[phase]) in order else len(order)
         r["_now"] = highlight is None or r[by] == highlight
-        r["_opacity"] = 1.0 if r["_now"] else 0.4
+        r["_opacity"] = (1.0 if r["_now"] else 0.4) * (0.35 if str(r[by]) in shaky else 1.0)
         r[by] = str(r[by])
+        r["trust"] = f"NOT RELIABLE: {shaky[r[by]]}" if r[by] in shaky else "reliable"
     total = {b: sum(float(r["ms"]) for r in data if r[by] == b) for b in bars}
     for r in data:
         r["step_ms"] = total[str(r[by])]
     y_axis, step, _ = band_axis(bars, by.replace("_", " "))
     columns = 4 if width is None else max(1, min(4, check_int("width", width, lo=1) // legend_px(order)))
     size = {"height": alt.Step(step)} if width is None else {"height": alt.Step(step), "width": width}
-    return with_data(
+    title = chart_title(title, data, source, detail)
+    if shaky:
+        said = "; ".join(dict.fromkeys(shaky.values()))
+        title = alt.TitleParams(
+            title.text, subtitle=[*title.subtitle, *wrap_line(f"⚠ pale bars: NOT RELIABLE ({said})")]
+        )
+    bars_chart = (
         alt.Chart()
         .mark_bar()
         .encode(
@@ -106,11 +121,38 @@ def time_breakdown(
                 tooltip(phase, "N"),
                 tooltip("ms", "Q", ".2f", "ms per step"),
                 tooltip("step_ms", "Q", ".2f", "whole step (ms)"),
+                *([tooltip("trust", "N", title="measurement")] if shaky else []),
             ],
         )
-        .properties(title=chart_title(title, data, source, detail), **size),
-        data,
     )
+    if not shaky:
+        return with_data(bars_chart.properties(title=title, **size), data)
+    # one mark per unreliable bar: the warning written on it, and its fastest..slowest step
+    first = [
+        r for r in data if r[by] in shaky and r["_order"] == min(q["_order"] for q in data if q[by] == r[by])
+    ]
+    for r in first:
+        r["_warn"] = True
+        if "step_min" in r and "step_max" in r:
+            r["min_ms"], r["max_ms"] = float(r["step_min"]) * 1e3, float(r["step_max"]) * 1e3  # type: ignore[arg-type]
+    warn = (
+        alt.Chart()
+        .transform_filter("datum._warn")
+        .mark_text(align="left", baseline="middle", dx=4, fontWeight="bold", color="#9a6700")
+        .encode(x=alt.datum(0), y=alt.Y(f"{by}:N", sort=bars), text=alt.value("⚠ NOT RELIABLE"),
+                tooltip=[tooltip(by, "N"), tooltip("trust", "N", title="measurement")])
+    )  # fmt: skip
+    layers = [bars_chart, warn]
+    if any("min_ms" in r for r in first):
+        layers.append(
+            alt.Chart()
+            .transform_filter("isValid(datum.min_ms)")
+            .mark_rule(color="#24292f", strokeWidth=1.5)
+            .encode(x="min_ms:Q", x2="max_ms:Q", y=alt.Y(f"{by}:N", sort=bars),
+                    tooltip=[tooltip(by, "N"), tooltip("min_ms", "Q", ".2f", "fastest step (ms)"),
+                             tooltip("max_ms", "Q", ".2f", "slowest step (ms)")])
+        )  # fmt: skip
+    return with_data(alt.layer(*layers).properties(title=title, **size), data)
 
 
 def part_bars(

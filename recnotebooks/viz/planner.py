@@ -383,7 +383,7 @@ def measure_job(**values: object) -> float:
                        batch_size=MEASURE_BATCH)  # fmt: skip
     res = train_local(config, plan, world, MEASURE_STEPS, MEASURE_BATCH, sparse_optimizer="sgd",
                       dense_optimizer="sgd", timeout_s=300.0)  # fmt: skip
-    _MEASURED[key] = {"phases": res.phases, "plan": plan, "world": world}
+    _MEASURED[key] = {"phases": res.phases, "plan": plan, "world": world, "reliability": res.reliability}
     return time.perf_counter() - t0
 
 
@@ -398,8 +398,9 @@ def _measured_rows(v: dict[str, object]) -> list[dict[str, object]]:
     b = r.breakdown()
     rows = [{"where": f"modeled here: {world} CPU process(es)", "phase": c, "seconds_per_step": b[c],
              "source": "modeled"} for c in COMPONENTS if b[c] > 0]  # fmt: skip
+    shaky = str(m.get("reliability", ""))
     rows += [{"where": f"measured here: rank 0 of {world}", "phase": k, "seconds_per_step": s,
-              "source": "measured"}
+              "source": "measured", "reliable": not shaky, "reliability": shaky}
              for k, s in m["phases"].items() if s > 0 and math.isfinite(s)]  # fmt: skip
     return rows
 
