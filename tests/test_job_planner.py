@@ -175,3 +175,15 @@ def test_measured_run_sits_beside_the_model() -> None:
     rows = plan_job(model="tiny", gpus=2).tables["measured"]
     assert {r["source"] for r in rows} == {"measured", "modeled"}
     _finite({"measured": rows})
+
+
+def test_one_cache_hit_rate_is_said_once() -> None:
+    """1 TB on one H200 node, cost planner: the tables it puts behind a cache all hit 87%; the note
+    gives that figure once (it read '87%–87%')."""
+    from recnotebooks.viz.planner import plan_job
+
+    r = plan_job(model="mlperf_v1_x10", placement="hbm", hardware="h200_node", strategy="cost")
+    said = [n for n in r.notes if n.startswith("Cache hit")]
+    assert said == ["Cache hit rate (modeled from the skew, lru): 87%."], said
+    r = plan_job(model="mlperf_v1", placement="cache", hardware="dgx_a100")
+    assert any(n.startswith("Cache hit rates (modeled from the skew, lru): ") and "–" in n for n in r.notes)

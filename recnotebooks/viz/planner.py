@@ -305,7 +305,10 @@ def plan_job(**values: object) -> Result:
     if r.cache_hit_rates:
         hits = sorted(r.cache_hit_rates.values())
         policy = shown.values["cache_policy"]
-        notes.append(f"Cache hit rates (modeled from the skew, {policy}): {hits[0]:.0%}–{hits[-1]:.0%}.")
+        lo, hi = f"{hits[0]:.0%}", f"{hits[-1]:.0%}"
+        span = lo if lo == hi else f"{lo}–{hi}"  # one figure when every table rounds to the same rate
+        what = "rate" if lo == hi else "rates"
+        notes.append(f"Cache hit {what} (modeled from the skew, {policy}): {span}.")
     lever, lever_rows = best_lever(**shown.values)
     if lever:
         gain, cost = float(lever["speedup"]), float(lever["cost_ratio"])  # type: ignore[arg-type]
