@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import nullcontext as _no_raise
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -255,6 +256,21 @@ def test_calibration_fields_are_finite_and_positive(
     probe = raw["probe"]
     assert isinstance(probe, dict) and probe["gflops"] > 0 and probe["copy_bw"] > 0
     assert all(str(hw.sources.get(f, "")).startswith("calibrated here") for f in ("peak_flops", "hbm_bw"))
+    assert math.isfinite(hw.bag_seconds_per_byte) and hw.bag_seconds_per_byte >= 0
+    assert raw["bag_seconds_per_byte"] == hw.bag_seconds_per_byte
+    assert str(hw.sources["bag_seconds_per_byte"]).startswith("calibrated here")
+
+
+def test_the_per_bag_cost_is_the_time_bags_of_one_add_over_long_bags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bags of 1 took 3 s, the same lookups in bags of LONG_BAG 1 s: the 2 s over the bags they
+    differ by, per byte of a 256 B row; never negative."""
+    import recnotebooks.perf.calibrate as cal
+
+    times = iter([3.0, 1.0, 1.0, 3.0])
+    monkeypatch.setattr(cal, "_best", lambda *a, **k: next(times))
+    n = 2**18  # quick
+    assert cal._bag_cost(1, True) == pytest.approx(2.0 / (n - n / cal.LONG_BAG) / 256)
+    assert cal._bag_cost(1, True) == 0.0  # long bags slower: no per-bag cost, not a negative one
 
 
 def test_save_and_load_round_trip(calibrated: tuple[Hardware, dict[str, object], Path], tmp_path: Path,
@@ -317,6 +333,10 @@ def test_validate_mechanics(calibrated: tuple[Hardware, dict[str, object], Path]
         assert math.isfinite(c["measured_s"]) and c["measured_s"] > 0
         assert math.isfinite(c["modeled_s"]) and c["modeled_s"] > 0
         assert c["error"] == pytest.approx((c["modeled_s"] - c["measured_s"]) / c["measured_s"])
+        assert isinstance(c["reliable"], bool) and c["reliable"] == (not c["reliability"])
+    # the model is scaled to the run's speed: the median of every probe taken in it
+    every = [c["probe"] for c in rows]  # one probe per config here (repeats=1)
+    assert r["run_probe"] == {k: pytest.approx(float(np.median([p[k] for p in every]))) for k in every[0]}
     assert r["mape"] >= 0  # type: ignore[operator]
     assert -1 <= r["spearman"] <= 1  # type: ignore[operator]
     assert r["pass"] is None and r["calibrated"] is True  # fewer than 10 configs: no verdict

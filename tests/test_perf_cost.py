@@ -445,3 +445,18 @@ def test_the_all_reduce_counts_refuse_bad_input() -> None:
         all_reduce_calls([], 0)
     with pytest.raises(ValueError, match="calls"):
         all_reduce(1e6, 2, 2, A100, A100.nic_bw, calls=0)
+
+
+def test_each_bag_adds_its_row_bytes_times_the_per_byte_cost_forward() -> None:
+    """A CPU's short bags are slower per row (``bag_seconds_per_byte``): the forward grows by
+    bags x row bytes x that figure, one bag per sample and table; backward is unchanged."""
+    cfg = preset("criteo_kaggle")  # 26 tables, pooling 1: one lookup per bag
+    base = HARDWARE["this_machine"].replace(bag_seconds_per_byte=0.0)
+    per_byte = 4e-10  # ~100 ns per bag of 256 B rows
+    a = estimate(cfg, base, batch_size=2048).breakdown()
+    b = estimate(cfg, base.replace(bag_seconds_per_byte=per_byte), batch_size=2048).breakdown()
+    bags = 2048 * len(cfg.tables)
+    added = bags * cfg.embedding_dim * 4 * per_byte
+    assert b["embedding_forward"] - a["embedding_forward"] == pytest.approx(added)
+    assert b["embedding_backward"] == pytest.approx(a["embedding_backward"])
+    assert HARDWARE["dgx_a100"].bag_seconds_per_byte == 0.0  # GPUs pool bags in parallel

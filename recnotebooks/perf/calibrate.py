@@ -72,6 +72,7 @@ def at_speed(hw: Hardware, now: dict[str, float], ref: dict[str, float]) -> Hard
         sort_rate=hw.sort_rate * f,
         op_overhead_s=hw.op_overhead_s / f,
         step_overhead_s=hw.step_overhead_s / f,
+        bag_seconds_per_byte=hw.bag_seconds_per_byte / f,
     )
 
 
@@ -163,13 +164,15 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     probes.append(probe(device=dev))
     peak, half = _fit_gemm(gemm, op)
     raw["gemm"] = [{"m": m, "n": n, "k": k, "gflops": 2 * m * n * k / t / 1e9} for m, n, k, t in gemm]
+    per_byte = 0.0 if cuda else _bag_cost(reps, quick, dev)
+    raw["bag_seconds_per_byte"] = per_byte
     gathers = []
     for dim in (8, 32, 128):
         rows = GATHER_TABLE_BYTES // (dim * 4)
         w = torch.randn(rows, dim, device=dev)
         n = 2**20 if not quick else 2**18
         ids = torch.randint(0, rows, (n,), device=dev)
-        offs = torch.arange(0, n, 8, device=dev)
+        offs = torch.arange(0, n, LONG_BAG, device=dev)  # long bags: the rows' time (bags: _bag_cost)
         t = _best(
             lambda w=w, ids=ids, offs=offs: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"),
             reps,
@@ -219,6 +222,7 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
         gather_half_row_bytes=gather_half,
         op_overhead_s=op,
         sort_rate=sort_rate,
+        bag_seconds_per_byte=per_byte,
         host_mem_bytes=_host_bytes(),
         description="this machine, calibrated by microbenchmarks (recnb calibrate)",
         **fields,
@@ -232,7 +236,8 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
     fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes",
-              "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes", *llc)  # fmt: skip
+              "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes", "bag_seconds_per_byte",
+              *llc)  # fmt: skip
     base = base.replace(sources={**HARDWARE["this_machine"].sources, **dict.fromkeys(fitted, src)})
     return (base if cuda else _with_saved_collectives(base)), raw
 
@@ -258,8 +263,29 @@ def _grouping_rate(dev: str, reps: int) -> tuple[float, str]:
     return n / _best(lambda: group_by_row(ids, bags), reps, True, dev), "group_by_row sort"
 
 
-#: bytes of the table the calibration's row gathers read (uniform random rows, bags of 8)
+#: bytes of the table the calibration's row gathers read (uniform random rows, bags of LONG_BAG)
 GATHER_TABLE_BYTES = 64 * 2**20
+#: Bag length the per-bag cost is measured against (bags of 1 vs bags of this many).
+LONG_BAG = 128
+
+
+def _bag_cost(reps: int, quick: bool, dev: str = "cpu") -> float:
+    """Seconds per bag per byte of its pooled vector, beyond its rows
+    (:attr:`Hardware.bag_seconds_per_byte`): the same uniform random lookups of 256 B rows from
+    the calibration's table, pooled in bags of 1 and of :data:`LONG_BAG`; the time they differ
+    by, over the bags they differ by, over 256 (0 if none)."""
+    dim = 64
+    rows = GATHER_TABLE_BYTES // (dim * 4)
+    w = torch.randn(rows, dim, device=dev)
+    n = 2**20 if not quick else 2**18
+    ids = torch.randint(0, rows, (n,), device=dev)
+    t = {}
+    for bag in (1, LONG_BAG):
+        offs = torch.arange(0, n, bag, device=dev)
+        t[bag] = _best(
+            lambda offs=offs: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps, True, dev
+        )
+    return max(0.0, (t[1] - t[LONG_BAG]) / (n - n / LONG_BAG) / (dim * 4))
 
 
 def _cache_levels() -> dict[int, tuple[float, float]]:
@@ -300,7 +326,7 @@ def _last_level_cache(reps: int, quick: bool) -> dict[str, float]:
 
     def gather_bw(table_bytes: float, cold: bool) -> float:
         w = torch.randn(max(1, int(table_bytes // 128)), 32)
-        ids, offs = torch.randint(0, w.shape[0], (n,)), torch.arange(0, n, 8)
+        ids, offs = torch.randint(0, w.shape[0], (n,)), torch.arange(0, n, LONG_BAG)
         seconds = _best(lambda: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps, cold)
         return n * 128 / seconds
 

@@ -359,8 +359,9 @@ def _print_validate(r: dict[str, Any]) -> None:
     print("MEASURED here vs MODELED for 'this_machine' (step time of a row-capped copy):")
     for c in r["configs"]:
         measured, modeled = c["measured_s"] * 1e3, c["modeled_s"] * 1e3
+        shaky = f"   NOT RELIABLE: {c['reliability']}" if c.get("reliability") else ""
         print(f"  {c['config']:<26} measured {measured:9.2f} ms   modeled {modeled:9.2f} ms"
-              f"   error {c['error'] * 100:+6.1f}%")  # fmt: skip
+              f"   error {c['error'] * 100:+6.1f}%{shaky}")  # fmt: skip
     verdict = {True: "PASS", False: "FAIL", None: "n/a (fewer than 10 configs)"}[r["pass"]]
     print(f"  MAPE {r['mape']:.1%} (target <= 15%), Spearman {r['spearman']:.3f} (target >= 0.9): {verdict}")
 

@@ -62,7 +62,7 @@ FIELD_RANGES: dict[str, tuple[float, float, bool]] = {
     "power_w": (0.0, 1e9, True), "host_power_w": (0.0, 1e9, False), "price_per_hour": (0.0, 1e9, False),
     "gemm_max_efficiency": (1e-6, 1.0, False), "gemm_half_dim": (0.0, 1e9, True),
     "gather_efficiency": (1e-6, 4.0, False), "gather_half_row_bytes": (0.0, 1e12, True),
-    "llc_speedup": (1.0, 100.0, False),
+    "llc_speedup": (1.0, 100.0, False), "bag_seconds_per_byte": (0.0, 1.0, False),
 }  # fmt: skip
 #: Most devices in one node: the most ranks a plan may have (:data:`recnotebooks.plan.MAX_RANKS`).
 MAX_DEVICES = MAX_RANKS
@@ -100,6 +100,13 @@ class Hardware:
         llc_bytes / llc_speedup: last-level cache (GPU L2, CPU L3) of one device; the hottest
             rows of Zipf-skewed tables stay there and are gathered ``llc_speedup`` times
             faster than from memory (0 / 1: no cache effect).
+        bag_seconds_per_byte: what one device's forward lookup spends per bag (per pooled
+            vector: one per sample and table) beyond its rows, per byte of the vector (a bag
+            of ``r``-byte rows costs ``r`` times this): on a CPU, short bags gather several
+            times slower per row than long ones (bags of 1 of 256 B rows: ~100 ns each more
+            than in bags of 128, measured here in 2026-12). 0 for GPUs, whose warps pool bags
+            in parallel (what is left of that cost is in ``gather_efficiency``); calibrated
+            on a CPU.
         host_pools_embeddings: the host's CPUs serve lookups of tables in host DRAM
             themselves (pooling rows at ``host_mem_bw`` and sending pooled vectors to the
             devices over PCIe), as Zion is built to; otherwise devices read host rows via UVM.
@@ -140,6 +147,7 @@ class Hardware:
     sort_rate: float = 3e9
     llc_bytes: float = 0.0
     llc_speedup: float = 1.0
+    bag_seconds_per_byte: float = 0.0
     host_pools_embeddings: bool = False
     description: str = ""
     price_per_hour: float = 0.0

@@ -11,6 +11,7 @@ speed :func:`~recnotebooks.perf.calibrate.probe`, so a shared VM's drift can be 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.calibrate import at_speed, probe
@@ -67,9 +68,10 @@ def validate(
     Each config is measured ``repeats`` times (``time_budget_s`` each), each right after a
     speed :func:`probe` (recorded with the result); the median step time is compared with
     the model for ``hw``. With ``drift_correction`` the model is first scaled to the
-    median probe (:func:`at_speed`, relative to ``ref_probe``, the calibration's probe);
-    this corrects for a machine whose speed drifts (a shared VM) at the price of the
-    probe's own noise.
+    machine's speed over the run, the median of all its probes (:func:`at_speed`, relative
+    to ``ref_probe``, the calibration's probe; ``run_probe`` in the result): this corrects
+    for a machine whose speed drifted since the calibration (a shared VM), and not for one
+    probe's own noise. Each row says whether its measurement was ``reliable``.
     """
     from recnotebooks.measure import default_max_rows, measure_step
     from recnotebooks.perf.cost import estimate
@@ -77,8 +79,11 @@ def validate(
     if hw is None:
         hw, ref_probe = load_calibration() or HARDWARE["this_machine"], ref_probe or load_probe()
     dev = device or ("cuda" if hw.kind == "gpu" else "cpu")  # where hw was calibrated
-    rows = []
     sweep = _sweep()[:5] if quick else _sweep()
+    # the threads the calibration ran on: the model is of the machine on those (a busy machine
+    # makes a measurement unreliable, and each row says so, rather than one on fewer threads)
+    threads = torch.get_num_threads()
+    taken = []
     for name, cfg, bsz in sweep:
         cap = default_max_rows(cfg)
         probes, ms = [], []
@@ -93,11 +98,19 @@ def validate(
                     min_steps=2,
                     max_steps=200,
                     device=dev,
+                    threads=threads,
                 )
             )
         m = sorted(ms, key=lambda x: x.seconds_per_step)[len(ms) // 2]
+        taken.append((name, cfg, bsz, cap, m, probes))
+    # the machine's speed over the whole run: the median of every probe taken in it (one probe
+    # reads 20-30% off on a shared VM; scaling each config by its own would add that noise)
+    every = [p for *_, probes in taken for p in probes]
+    run_speed = {k: float(np.median([p[k] for p in every])) for k in ("gflops", "copy_bw")}
+    hw_now = at_speed(hw, run_speed, ref_probe) if drift_correction and ref_probe else hw
+    rows = []
+    for name, cfg, bsz, cap, m, probes in taken:
         now = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
-        hw_now = at_speed(hw, now, ref_probe) if drift_correction and ref_probe else hw
         pred = estimate(cfg.with_max_rows(cap), hw_now, batch_size=bsz)
         err = (pred.step_time - m.seconds_per_step) / m.seconds_per_step
         rows.append(
@@ -110,6 +123,8 @@ def validate(
                 "steps": m.steps,
                 "max_rows": cap,
                 "probe": now,
+                "reliable": m.reliable,
+                "reliability": m.reliability(),
                 "measured_phases": m.phases,
                 "modeled_breakdown": pred.breakdown(),
             }
@@ -126,5 +141,6 @@ def validate(
         "pass": (mape <= 0.15 and rho >= 0.9) if len(rows) >= 10 else None,
         "calibrated": "calibrated" in hw.description,
         "reference_probe": ref_probe,
+        "run_probe": run_speed,
         "drift_correction": bool(drift_correction and ref_probe),
     }

@@ -65,8 +65,10 @@ def _row_traffic(a: ShardAccess, state_bytes: float) -> tuple[float, float]:
 
 def _pooling_work(a: ShardAccess, hw: Hardware, sort: float) -> Embedding:
     """What any placement adds on the device: ids in and pooled vectors out forward; pooled
-    gradients and a gradient per lookup backward, and grouping the lookups by row (``sort``)."""
-    forward = (a.served * a.row_bytes + a.lookups * INDEX_BYTES) / hw.hbm_bw
+    gradients and a gradient per lookup backward, and grouping the lookups by row (``sort``).
+    Forward, each bag (one per served sample) costs its row bytes x ``hw.bag_seconds_per_byte``."""
+    bags = a.served * a.row_bytes * hw.bag_seconds_per_byte
+    forward = (a.served * a.row_bytes + a.lookups * INDEX_BYTES) / hw.hbm_bw + bags
     backward = (a.served * a.row_bytes + a.lookups * a.row_bytes) / hw.hbm_bw + sort
     moved = a.served * a.row_bytes * 2 + a.lookups * INDEX_BYTES + a.lookups * a.row_bytes
     return Embedding(forward, backward, moved)
