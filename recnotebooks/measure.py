@@ -109,6 +109,8 @@ class StepMeasurement:
     threads: int = 0
     busy: str = ""
     other_load: float | None = None
+    #: cores this process could use that the measurement's threads left free
+    spare_cores: float = 0.0
 
     @property
     def samples_per_s(self) -> float:
@@ -122,7 +124,7 @@ class StepMeasurement:
     def reliability(self) -> str:
         """Why this measurement cannot be trusted, in words (``""``: it can; the rule is
         :func:`recnotebooks.timing.reliability`)."""
-        return reliability(self.steps, self.spread, self.other_load)
+        return reliability(self.steps, self.spread, self.other_load, self.spare_cores)
 
     @property
     def reliable(self) -> bool:
@@ -371,6 +373,7 @@ def measure_step(
         threads=used,
         busy=choice.describe() if choice.busy else "",
         other_load=None if choice.fixed else during.others,
+        spare_cores=float(max(0, choice.cores - used)),
     )
 
 

@@ -65,18 +65,21 @@ def spread(step_seconds: list[float] | tuple[float, ...]) -> float:
     return s[int(0.9 * (len(s) - 1))] / s[int(0.1 * (len(s) - 1))]
 
 
-def reliability(steps: int, step_spread: float, other_load: float | None) -> str:
+def reliability(steps: int, step_spread: float, other_load: float | None, spare_cores: float = 0.0) -> str:
     """Why a measured step time cannot be trusted, in words (``""``: it can): fewer than
     :data:`MIN_RELIABLE_STEPS` timed steps, a :func:`spread` over :data:`SPREAD_LIMIT`, or other
-    programs keeping more than :data:`~recnotebooks.threads.SLACK` cores busy (``other_load``,
-    ``None``: unknown) while it ran."""
+    programs keeping busy (``other_load``, ``None``: unknown) more than the ``spare_cores`` its
+    threads left free, by over :data:`~recnotebooks.threads.SLACK` core, while it ran (then its
+    threads waited for cores). A measurement the thread policy moved to the free cores is
+    reliable: it is this machine's step on those threads (the note says how many)."""
     why = []
     if steps < MIN_RELIABLE_STEPS:
         why.append(f"only {steps} timed step{'s' if steps != 1 else ''}, too few to tell an outlier")
     if step_spread > SPREAD_LIMIT:
         why.append(f"its steps varied {step_spread:.1f}-fold")
-    if other_load is not None and other_load > SLACK:
-        why.append(f"other programs kept {other_load:.1f} cores busy while it ran")
+    if other_load is not None and other_load > spare_cores + SLACK:
+        left = f", more than the {spare_cores:.0f} its threads left free" if spare_cores >= 1 else ""
+        why.append(f"other programs kept {other_load:.1f} cores busy while it ran{left}")
     return "; ".join(why)
 
 

@@ -42,7 +42,7 @@ from recnotebooks.data.batch import Batch
 from recnotebooks.metrics import click_metrics
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.nn.optim import SparseOptimizer, make_sparse_optimizer
-from recnotebooks.threads import choose_threads, load_monitor, use_threads
+from recnotebooks.threads import choose_threads, load_monitor, usable_cores, use_threads
 from recnotebooks.timing import PhaseTimer, phase_rows, reliability, spread
 
 __all__ = ["TRAIN_REPORT_KEYS", "TrainConfig", "TrainResult", "Trainer", "config_from_dict", "config_to_dict",
@@ -402,7 +402,7 @@ class Trainer:
             busy=busy,
             other_load=other,
             step_spread=spread(step_seconds),
-            reliability=reliability(measured, spread(step_seconds), other),
+            reliability=reliability(measured, spread(step_seconds), other, max(0, usable_cores() - threads)),
             losses=losses,
         )
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from recnotebooks.cache.policies import POLICIES, check_ids
 from recnotebooks.checks import check_choice, check_device, check_int, check_steps
-from recnotebooks.threads import choose_threads, load_monitor, use_threads
+from recnotebooks.threads import choose_threads, load_monitor, usable_cores, use_threads
 from recnotebooks.timing import reliability, spread
 
 __all__ = ["measure_overhead"]
@@ -143,7 +143,7 @@ def measure_overhead(
     out: dict[str, Any] = {f"{k}_ms": float(np.median(v)) * 1e3 for k, v in times.items()}
     # the ratio is as trustworthy as the shakier of its two steps
     shakier = max(spread(times["uncached"]), spread(times["cached"]))
-    out["reliability"] = reliability(steps, shakier, load.others)
+    out["reliability"] = reliability(steps, shakier, load.others, max(0, usable_cores() - threads))
     total = cached.stats.total()
     out["misses"] = float(total["misses"])  # over every step, from a cold cache
     timed = total["misses"] - warm["misses"], total["requested"] - warm["requested"]
