@@ -371,11 +371,14 @@ def _overheads(hw: Hardware, reps: int, device: str = "cpu") -> tuple[float, flo
         return architecture_config(num_dense=1, num_tables=1, rows_per_table=1000, embedding_dim=4, **sizes)
 
     def t(c: DLRMConfig) -> float:
-        steps = [measure_step(c, 2, time_budget_s=0.1, max_steps=100, device=device) for _ in range(reps)]
-        return float(np.median([m.seconds_per_step for m in steps]))
+        return measure_step(c, 2, time_budget_s=0.1, max_steps=100, device=device).seconds_per_step
 
     shallow, deep = cfg(1), cfg(5)
-    ts, td = t(shallow), t(deep)
-    op = max(hw.op_overhead_s, (td - ts) / (op_count(deep) - op_count(shallow)))
+    # the two back to back, ``reps`` times: a slow moment of the VM slows a pair, and the median
+    # pair's difference is the operators' cost (measured apart, one slow spell inflated it 5x)
+    pairs = [(t(shallow), t(deep)) for _ in range(reps)]
+    ts = float(np.median([a for a, _ in pairs]))
+    per_op = float(np.median([(b - a) for a, b in pairs])) / (op_count(deep) - op_count(shallow))
+    op = max(hw.op_overhead_s, per_op)
     modeled = estimate(shallow, hw.replace(op_overhead_s=op, step_overhead_s=0.0), batch_size=2).step_time
     return op, max(0.0, ts - modeled)
