@@ -206,14 +206,14 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
     b = batch_size // world
     lo, hi = rank * b, (rank + 1) * b
     warm = min(WARMUP_STEPS, steps - 1)
-    local_losses, seconds, cpu, thread_cpu = [], 0.0, 0.0, 0.0
+    local_losses, cpu, thread_cpu = [], 0.0, 0.0
     step_seconds: list[float] = []
     timed_from = ctx.log.snapshot()
     model.train()  # once: nothing in the loop switches it to eval (the call walks every module)
     for step in range(steps):
         if step == warm:
             timer.reset()
-            seconds = cpu = thread_cpu = 0.0
+            cpu = thread_cpu = 0.0
             step_seconds = []
             timed_from = ctx.log.snapshot()
         t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
@@ -231,13 +231,12 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
         timer.steps += 1
         local_losses.append(loss.detach())
         step_seconds.append(time.perf_counter() - t0)
-        seconds += step_seconds[-1]
         cpu += time.process_time() - c0
         thread_cpu += time.thread_time() - m0
     # the global-batch mean of every step's loss: one all-reduce at the end (not logged)
     losses = torch.stack(local_losses).to(torch.float64)
     dist.all_reduce(losses, group=None)
-    measured = steps - warm
+    measured, seconds = steps - warm, sum(step_seconds)
     comm = ctx.log.rows()  # the training steps' collectives (evaluation's are not theirs)
     metrics = {}
     if eval_batches:

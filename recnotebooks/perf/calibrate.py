@@ -166,20 +166,10 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     raw["gemm"] = [{"m": m, "n": n, "k": k, "gflops": 2 * m * n * k / t / 1e9} for m, n, k, t in gemm]
     per_byte = 0.0 if cuda else _bag_cost(reps, quick, dev)
     raw["bag_seconds_per_byte"] = per_byte
-    gathers = []
-    for dim in (8, 32, 128):
-        rows = GATHER_TABLE_BYTES // (dim * 4)
-        w = torch.randn(rows, dim, device=dev)
-        n = 2**20 if not quick else 2**18
-        ids = torch.randint(0, rows, (n,), device=dev)
-        offs = torch.arange(0, n, LONG_BAG, device=dev)  # long bags: the rows' time (bags: _bag_cost)
-        t = _best(
-            lambda w=w, ids=ids, offs=offs: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"),
-            reps,
-            True,
-            dev,
-        )
-        gathers.append((dim * 4, n * dim * 4 / t))
+    gathers = []  # in long bags: the rows' own time (the bags' is _bag_cost's)
+    for row_bytes in (32, 128, 512):
+        t = _gather_seconds(GATHER_TABLE_BYTES, row_bytes, LONG_BAG, reps, quick, True, dev)
+        gathers.append((row_bytes, _lookups(quick) * row_bytes / t))
     raw["gather_bw"] = {f"{rb} B rows": bw for rb, bw in gathers}
     best = (float("inf"), 0.5, 64.0)
     for hb in np.geomspace(1, 1024, 60):
@@ -269,23 +259,32 @@ GATHER_TABLE_BYTES = 64 * 2**20
 LONG_BAG = 128
 
 
+def _lookups(quick: bool) -> int:
+    """Lookups of one timed gather call."""
+    return 2**20 if not quick else 2**18
+
+
+def _gather_seconds(table_bytes: float, row_bytes: int, bag: int, reps: int, quick: bool, cold: bool,
+                    dev: str = "cpu") -> float:  # fmt: skip
+    """Seconds of one ``embedding_bag`` call (what our forward calls; :func:`_best`): uniform
+    random :func:`_lookups` of ``row_bytes`` fp32 rows from a table of ``table_bytes``, summed in
+    bags of ``bag`` (caches flushed before each call when ``cold``)."""
+    w = torch.randn(max(1, int(table_bytes // row_bytes)), row_bytes // 4, device=dev)
+    n = _lookups(quick)
+    ids, offs = torch.randint(0, w.shape[0], (n,), device=dev), torch.arange(0, n, bag, device=dev)
+    return _best(lambda: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps, cold, dev)
+
+
 def _bag_cost(reps: int, quick: bool, dev: str = "cpu") -> float:
     """Seconds per bag per byte of its pooled vector, beyond its rows
-    (:attr:`Hardware.bag_seconds_per_byte`): the same uniform random lookups of 256 B rows from
-    the calibration's table, pooled in bags of 1 and of :data:`LONG_BAG`; the time they differ
-    by, over the bags they differ by, over 256 (0 if none)."""
-    dim = 64
-    rows = GATHER_TABLE_BYTES // (dim * 4)
-    w = torch.randn(rows, dim, device=dev)
-    n = 2**20 if not quick else 2**18
-    ids = torch.randint(0, rows, (n,), device=dev)
-    t = {}
-    for bag in (1, LONG_BAG):
-        offs = torch.arange(0, n, bag, device=dev)
-        t[bag] = _best(
-            lambda offs=offs: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps, True, dev
-        )
-    return max(0.0, (t[1] - t[LONG_BAG]) / (n - n / LONG_BAG) / (dim * 4))
+    (:attr:`Hardware.bag_seconds_per_byte`): uniform random lookups of 256 B rows from the
+    calibration's table, pooled in bags of 1 and of :data:`LONG_BAG`; the time they differ by,
+    over the bags they differ by, over 256 (0 if none)."""
+    short, long = (
+        _gather_seconds(GATHER_TABLE_BYTES, 256, bag, reps, quick, True, dev) for bag in (1, LONG_BAG)
+    )
+    n = _lookups(quick)
+    return max(0.0, (short - long) / (n - n / LONG_BAG) / 256)
 
 
 def _cache_levels() -> dict[int, tuple[float, float]]:
@@ -322,15 +321,8 @@ def _last_level_cache(reps: int, quick: bool) -> dict[str, float]:
     if not below:
         return {}
     one, llc = max(below)
-    n = 2**20 if not quick else 2**18
-
-    def gather_bw(table_bytes: float, cold: bool) -> float:
-        w = torch.randn(max(1, int(table_bytes // 128)), 32)
-        ids, offs = torch.randint(0, w.shape[0], (n,)), torch.arange(0, n, LONG_BAG)
-        seconds = _best(lambda: torch.nn.functional.embedding_bag(ids, w, offs, mode="sum"), reps, cold)
-        return n * 128 / seconds
-
-    speedup = gather_bw(one / 2, False) / gather_bw(GATHER_TABLE_BYTES, True)
+    warm = _gather_seconds(one / 2, 128, LONG_BAG, reps, quick, False)
+    speedup = _gather_seconds(GATHER_TABLE_BYTES, 128, LONG_BAG, reps, quick, True) / warm
     return {"llc_bytes": llc, "llc_speedup": float(min(100.0, max(1.0, speedup)))}
 
 
