@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .core import AppSetting, app_result, number, phase_share, register, trusted
+from .core import AppSetting, app_result, number, phase_share, register, reliable_rows
 
 
 def _threads_key() -> int:
@@ -103,7 +103,8 @@ def _interaction(answer: object) -> tuple[bool, str]:
     ),
 )
 def _embedding_bound(answer: object) -> tuple[bool, str]:
-    share = phase_share(trusted(app_result(answer, "phases")), ("embedding_forward", "sparse_optimizer"))
+    rows = reliable_rows(app_result(answer, "phases"))  # CannotJudge when the step is not reliable
+    share = phase_share(rows, ("embedding_forward", "sparse_optimizer"))
     ok = share > 0.5
     return ok, (
         f"Right: embeddings take {share:.0%} of the step here: an embedding-bound model (like RM1/RM2)."

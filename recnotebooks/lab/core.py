@@ -226,7 +226,7 @@ def app_result(answer: object, table: str) -> list[dict[str, object]]:
     return rows
 
 
-def trusted(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+def reliable_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
     """``rows`` of a measurement, if it can be trusted; :class:`CannotJudge` naming why not when
     any row says ``reliable: False`` (its ``reliability`` gives the reason)."""
     for r in rows:
