@@ -1,6 +1,6 @@
 """TorchRec's side of ``benchmarks/distributed.py``: its DLRM in ``DistributedModelParallel``, gloo CPU ranks.
 
-:func:`torchrec_train` runs on every rank of :func:`recnotebooks.dist.launch` (this module is
+:func:`torchrec_train` runs on every rank of :func:`recnotebooks.distributed.launch` (this module is
 imported by name in the spawned ranks: ``benchmarks/`` is on ``sys.path`` when the benchmark
 runs as a script, and spawn hands the parent's ``sys.path`` to its children). It builds
 ``torchrec.models.dlrm.DLRM`` for a ``recnotebooks`` config (one ``EmbeddingBagConfig`` per
@@ -14,7 +14,7 @@ dense part in DDP), and trains with SGD: the tables' optimizer fused into the ba
 optimizer), the dense parameters with ``torch.optim.SGD`` through ``KeyedOptimizerWrapper``.
 Each step's global batch is ``SyntheticCriteo``'s, sliced per rank
 and converted to a ``KeyedJaggedTensor`` with ``JaggedBatch.to_kjt`` inside the timed step (as
-``recnotebooks.dist.training.run_rank`` draws and slices its batches inside its steps).
+``recnotebooks.distributed.training.run_rank`` draws and slices its batches inside its steps).
 
 The APIs are those of torchrec 1.8, as its own multi-process tests use them:
 https://github.com/pytorch/torchrec/blob/main/torchrec/distributed/test_utils/test_sharding.py
@@ -32,7 +32,7 @@ import torch
 
 from recnotebooks.config import DLRMConfig
 from recnotebooks.data import SyntheticCriteo
-from recnotebooks.dist import RankContext
+from recnotebooks.distributed import RankContext
 from recnotebooks.sparse import JaggedBatch
 
 __all__ = ["TORCHREC_PHASES", "local_slice", "torchrec_runs", "torchrec_train"]
@@ -274,7 +274,7 @@ def torchrec_train(
     Returns ``seconds`` (the timed steps' wall time on this rank, after a barrier), ``losses``
     (this rank's local losses of the timed steps), ``samples_per_s`` (global samples over this
     rank's seconds; the caller takes the slowest rank), the plan's sharding per table and
-    ``threads`` (``torch.get_num_threads()`` on this rank: :func:`recnotebooks.dist.launch` gives
+    ``threads`` (``torch.get_num_threads()`` on this rank: :func:`recnotebooks.distributed.launch` gives
     every rank ``cpu_count // world_size``, on both sides of the benchmark) and
     ``cpu_seconds_per_step`` (this process's CPU time per timed step, all its threads),
     ``phases`` (seconds per timed step of each of :data:`TORCHREC_PHASES`, see :class:`_Phases`),
@@ -304,7 +304,7 @@ def torchrec_train(
             t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
             clock.on = True
         ta = clock.now()
-        b = data.batch(i)  # timed, as in recnotebooks.dist.training.run_rank (its "data" phase)
+        b = data.batch(i)  # timed, as in recnotebooks.distributed.training.run_rank (its "data" phase)
         dense, kjt, labels = b.dense[lo:hi], local_slice(b.sparse, lo, hi).to_kjt(), b.labels[lo:hi].float()
         tb = clock.now()
         clock.add("data", ta, tb)

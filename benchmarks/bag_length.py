@@ -5,7 +5,7 @@ Uniform random rows of a 64 MB table, 2^20 lookups per call, ``torch.nn.function
 call (median of 9 after a warm-up), and a least-squares fit ``lookups x g + bags x c`` (the rows'
 bandwidth and a per-bag cost; the residual says how far one line is from the data). The cost
 model's ``Hardware.bag_seconds_per_byte`` is the per-bag cost of bags of 1 against bags of 128 of
-256 B rows (``recnotebooks.perf.calibrate._bag_cost``), per byte of the row.
+256 B rows (``recnotebooks.measure.calibrate._bag_cost``), per byte of the row.
 
 Run: ``python benchmarks/bag_length.py``.
 """

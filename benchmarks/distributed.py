@@ -6,7 +6,7 @@ For each config (``tiny``, and Criteo Kaggle's architecture with every table cap
 * **TorchRec**: ``torchrec.models.dlrm.DLRM`` sharded table-wise by TorchRec's planner, in
   ``DistributedModelParallel`` (fused exact-SGD FBGEMM tables, dense part in DDP), trained on
   ``SyntheticCriteo``'s global batches sliced per rank (``benchmarks/_torchrec_workers.py``);
-* **ours**: ``recnotebooks.dist.training.train_local(config, plan, world_size, steps,
+* **ours**: ``recnotebooks.distributed.training.train_local(config, plan, world_size, steps,
   batch_size, seed)`` with the same table-wise assignment of tables to ranks as TorchRec's
   plan (see :func:`ours`; printed as "pending" until that function exists).
 
@@ -40,7 +40,7 @@ from typing import Any
 import _torchrec_workers as T  # benchmarks/_torchrec_workers.py (spawned ranks import it by name)
 
 from recnotebooks.config import DLRMConfig, TableConfig, preset
-from recnotebooks.dist import launch
+from recnotebooks.distributed import launch
 from recnotebooks.plan import Plan, TableShard
 
 TARGET = 1.2
@@ -94,7 +94,7 @@ def plan_like(torchrec_plan: dict[str, tuple], world: int) -> Plan:
                 strategy="torchrec's table-wise plan")  # fmt: skip
 
 
-# ----- HOOK: ours (helper HB's recnotebooks.dist.training.train_local) -------------------------
+# ----- HOOK: ours (helper HB's recnotebooks.distributed.training.train_local) -------------------------
 def ours(config: DLRMConfig, plan: Plan, world_size: int, steps: int, batch_size: int, seed: int,
          lr: float = LR) -> dict[str, Any] | None:  # fmt: skip
     """Our hybrid-parallel training on ``world_size`` local ranks, or None while it does not exist.
@@ -104,9 +104,9 @@ def ours(config: DLRMConfig, plan: Plan, world_size: int, steps: int, batch_size
     (``training.WARMUP_STEPS``, untimed). Its ``samples_per_s`` is the slowest rank's (as
     TorchRec's); ``comm_rows`` holds every rank's CommLog rows, ``threads`` torch's threads per rank.
     """
-    if importlib.util.find_spec("recnotebooks.dist.training") is None:
+    if importlib.util.find_spec("recnotebooks.distributed.training") is None:
         return None
-    training = importlib.import_module("recnotebooks.dist.training")
+    training = importlib.import_module("recnotebooks.distributed.training")
     if not hasattr(training, "train_local"):
         return None
     r = training.train_local(config, plan, world_size, steps, batch_size, seed, sparse_optimizer="sgd",
@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"FAILED: {e}")
     at2 = [r for r in rows if r["world_size"] == 2]
     if not any(r["ratio"] for r in at2):
-        print("ours: pending (recnotebooks.dist.training.train_local does not exist yet)")
+        print("ours: pending (recnotebooks.distributed.training.train_local does not exist yet)")
     for r in at2:
         if r["ratio"]:
             verdict = "meets" if r["ratio"] >= TARGET else "misses"

@@ -23,7 +23,7 @@ Steps (``{device}`` is ``cuda`` on a GPU machine, ``cpu`` in the self-test):
    step time over a sweep of architectures: MAPE and Spearman on this device).
 5. ``train``: ``recnb train --device {device}`` on the ``criteo_kaggle`` preset capped to 100k
    rows per table (measured samples/s and phases; the self-test trains ``tiny``).
-6. ``cached_step``: :func:`recnotebooks.cache.overhead.measure_overhead` on the device (a step
+6. ``cached_step``: :func:`recnotebooks.measure.cache_overhead.measure_overhead` on the device (a step
    through the GPU embedding cache against the same step uncached).
 7. ``nccl_sharding``: ``torchrun --nproc-per-node 1 -m recnotebooks train --distributed`` (NCCL on
    CUDA, gloo in the self-test): the sharded training entry on one GPU.
@@ -60,7 +60,7 @@ print(json.dumps(info))
 
 CACHED_STEP = r"""
 import json, sys
-from recnotebooks.cache.overhead import measure_overhead
+from recnotebooks.measure.cache_overhead import measure_overhead
 from recnotebooks.cache.simulate import zipf_trace
 rows, quick = int(sys.argv[1]), sys.argv[2] == "1"
 trace = zipf_trace(rows, 200_000 if quick else 4_000_000, 1.05, seed=0)

@@ -1,11 +1,11 @@
 """Operators our sharded training step adds, counted per scheme (CPU, gloo): ``op_count``'s constants.
 
 The cost model (:func:`recnotebooks.perf.cost.op_count`) prices the step of **our**
-implementation: :class:`recnotebooks.dist.HybridParallelDLRM` trained as
-:func:`recnotebooks.dist.training.run_rank` does (row-wise Adagrad on the shards, dense
+implementation: :class:`recnotebooks.distributed.HybridParallelDLRM` trained as
+:func:`recnotebooks.distributed.training.run_rank` does (row-wise Adagrad on the shards, dense
 Adagrad under DDP). This script counts the top-level operators of one such step on rank 0
-with ``torch.profiler`` (:func:`recnotebooks.dist._train_workers.count_step_ops`; a "top-level"
-operator has no operator among its profiler ancestors, as benchmarks/sharded_step_ops.py counts
+with ``torch.profiler`` (``count_step_ops`` of ``tests/_train_workers.py``, the tests' counter;
+a "top-level" operator has no operator among its profiler ancestors, as benchmarks/sharded_step_ops.py counts
 TorchRec's) for table-wise, row-wise, column-wise, data-parallel and a mixed plan, on 2 and 4
 ranks, 4, 8 and 16 tables and MLPs of 4 and 8 layers; subtracts the single-process step
 counted the same way; and fits the terms of
@@ -21,16 +21,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from recnotebooks.config import DLRMConfig, architecture_config
-from recnotebooks.dist._train_workers import count_step_ops, single_step_ops
-from recnotebooks.dist.launch import launch
-from recnotebooks.dist.training import round_robin_plan
+from recnotebooks.distributed.launch import launch
+from recnotebooks.distributed.training import round_robin_plan
+from recnotebooks.measure.validate_dist import mixed_plan
 from recnotebooks.perf import components as C
-from recnotebooks.perf.validate_dist import mixed_plan
+
+# the tests' op counter (tests/_train_workers.py); spawned ranks find it on the same path
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from _train_workers import count_step_ops, single_step_ops  # noqa: E402
 
 SCHEMES = ("table_wise", "row_wise", "column_wise", "data_parallel", "mixed")
 BATCH = 256

@@ -37,8 +37,8 @@ import torch.nn.functional as F
 from numba import carray, cfunc, njit, prange, types
 
 from recnotebooks.config import DLRMConfig
-from recnotebooks.nn.omp import address, call_int, f32_ptr, i64_ptr, launch, torch_openmp
-from recnotebooks.nn.rows import advise_huge_pages
+from recnotebooks.kernels.omp import address, call_int, f32_ptr, i64_ptr, launch, torch_openmp
+from recnotebooks.kernels.rows import advise_huge_pages
 
 __all__ = ["BoundProbe", "EmbeddingTraffic", "MLPAlone", "StepBound", "gemm_calls", "traffic_of"]
 
@@ -54,7 +54,7 @@ def _subtract_rows(table, rows, delta):  # pragma: no cover - compiled
 
 @cfunc(types.void(types.voidptr), cache=True)
 def _subtract_rows_omp(data):  # pragma: no cover - compiled
-    """:func:`_subtract_rows` as one thread of PyTorch's OpenMP team (``recnotebooks.nn.omp``,
+    """:func:`_subtract_rows` as one thread of PyTorch's OpenMP team (``recnotebooks.kernels.omp``,
     as our SGD kernel runs): thread ``t`` of ``n`` takes the ``t``-th of ``n`` equal runs."""
     a = carray(data, (8,), np.int64)
     table = carray(f32_ptr(a[0]), (a[1], a[2]))

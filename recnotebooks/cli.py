@@ -147,9 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_parser(sub)
     d = sub.add_parser("doctor", help="versions, devices, threads, and whether the notebooks will work")
     d.add_argument("--json", action="store_true", help="print one JSON object")
-    from recnotebooks.perf.commands import add_parsers
+    from recnotebooks.measure import commands as measure_commands
+    from recnotebooks.perf import commands as model_commands
 
-    add_parsers(sub, _int_arg, _float_arg)
+    model_commands.add_parsers(sub, _int_arg, _float_arg)
+    measure_commands.add_parsers(sub)
     from recnotebooks.cache.commands import add_cache_sim_parser
 
     add_cache_sim_parser(sub)
@@ -402,7 +404,7 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         if args.dtype != "fp32":
             raise CLIError(f"--dtype {args.dtype} applies to single-process training, not --world-size/"
                            "--distributed/--sharding runs (they train in fp32)")  # fmt: skip
-        from recnotebooks.dist.commands import run as run_distributed
+        from recnotebooks.distributed.commands import run as run_distributed
 
         return run_distributed(args, config_from_args(args), CLIError)
     if args.command == "train":
@@ -411,8 +413,12 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
         from recnotebooks.cache.commands import run
 
         return run(args, CLIError)
-    if args.command in ("cost", "plan", "calibrate", "validate"):
+    if args.command in ("cost", "plan"):
         from recnotebooks.perf.commands import run
+
+        return run(args, CLIError)
+    if args.command in ("calibrate", "validate"):
+        from recnotebooks.measure.commands import run
 
         return run(args, CLIError)
     from recnotebooks.doctor import doctor_report, print_doctor

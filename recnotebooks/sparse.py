@@ -5,6 +5,22 @@ one flat ``values`` tensor of ids, ``lengths`` giving the bag size of every (key
 pair in **key-major** order (all samples of key 0, then key 1, ...), optional per-id
 ``weights`` and an explicit ``batch_size``. ``offsets`` are the running sums of ``lengths``
 (``len(lengths) + 1`` entries, starting at 0).
+
+A worked example: two tables (``"user"``, ``"ad"``), a batch of 3 samples::
+
+    sample              0        1      2
+    user ids          [7, 2]    []     [5]
+    ad ids            [1]      [4, 4]  [9, 3, 3]
+
+    keys    = ("user", "ad")
+    lengths = [2, 0, 1,   1, 2, 3]            all samples of "user", then all of "ad"
+    values  = [7, 2, 5,   1, 4, 4, 9, 3, 3]   the ids, bag after bag
+    offsets = [0, 2, 2, 3, 4, 6, 9]          bag i is values[offsets[i]:offsets[i + 1]]
+
+Sample 1 has an empty "user" bag (length 0): it pools to a zero vector. The same ``4`` twice
+in one bag is two lookups of one row (summed twice, and its gradient counted twice).
+``JaggedBatch.from_lists({"user": [[7, 2], [], [5]], "ad": [[1], [4, 4], [9, 3, 3]]})``
+builds exactly this batch.
 """
 
 from __future__ import annotations

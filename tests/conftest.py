@@ -48,8 +48,8 @@ def quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     for tests of what is done with a reliable one (reuse, an exercise judged): whether the steps of
     a test's measurement varied depends on what else the machine runs. The reliability rule and
     what follows from an unreliable measurement are tested with scripted loads and spreads."""
-    import recnotebooks.cache.overhead as overhead
-    import recnotebooks.measure as measure
+    import recnotebooks.measure.cache_overhead as overhead
+    import recnotebooks.measure.step as measure
     import recnotebooks.train as train
 
     for module in (measure, overhead, train):

@@ -22,11 +22,11 @@ from recnotebooks.cli import main
 from recnotebooks.config import DLRMConfig, TableConfig, parse_mlp, preset
 from recnotebooks.data import SyntheticConfig, SyntheticCriteo
 from recnotebooks.data.split import HeldOutSplit, is_held_out
-from recnotebooks.dist.launch import launch
-from recnotebooks.dist.training import round_robin_plan, train_local
-from recnotebooks.dist.twod import two_d_groups
+from recnotebooks.distributed.launch import launch
+from recnotebooks.distributed.training import round_robin_plan, train_local
+from recnotebooks.distributed.twod import two_d_groups
 from recnotebooks.measure import measure_step
-from recnotebooks.mixed_precision import compare_precision
+from recnotebooks.measure.mixed_precision import compare_precision
 from recnotebooks.nn import DLRM, EmbeddingBagCollection, RowWiseAdagrad, SparseSGD
 from recnotebooks.nn.interaction import DotInteraction
 from recnotebooks.nn.mlp import MLP
@@ -536,7 +536,7 @@ def test_save_calibration_names_a_path_under_a_file(tmp_path):
 @pytest.mark.parametrize("command", [["calibrate", "--quick"], ["validate", "--quick"]])
 @pytest.mark.parametrize("where", ["under_a_file", "a_directory"])
 def test_a_bad_calibration_path_is_refused_before_measuring(capsys, tmp_path, monkeypatch, command, where):
-    import recnotebooks.perf.calibrate as cal
+    import recnotebooks.measure.calibrate as cal
 
     monkeypatch.setattr(cal, "calibrate", lambda *a, **k: pytest.fail("calibrated before checking the path"))
     blocker = tmp_path / "a_file"

@@ -220,7 +220,7 @@ def test_measured_overhead_sees_the_simulators_misses(quiet_machine: None) -> No
 def test_an_unreliable_overhead_is_marked_and_measured_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """The two steps taken while other programs were busy: the app's note and the ratio's text say
     NOT RELIABLE, and the same setting is measured again rather than reused."""
-    import recnotebooks.cache.overhead as overhead
+    import recnotebooks.measure.cache_overhead as overhead
 
     why = "other programs kept 1.2 cores busy while it ran"
     monkeypatch.setattr(overhead, "reliability", lambda *a: why)
@@ -290,7 +290,7 @@ def test_placement_labels_match_the_charts_percent() -> None:
 
 
 def test_overhead_measures_rows_given_directly() -> None:
-    from recnotebooks.cache.overhead import measure_overhead
+    from recnotebooks.measure.cache_overhead import measure_overhead
 
     trace = cache_trace(10_000, 1.05, IDS)
     m = measure_overhead(trace, 10_000, 2_048, "setassoc", ways=32, steps=2, warmup=1, batch_size=256)
@@ -334,7 +334,7 @@ def _break_even(*args: object) -> object:
 
 
 def _overhead(trace: object = None, **kw: object) -> object:
-    from recnotebooks.cache.overhead import measure_overhead
+    from recnotebooks.measure.cache_overhead import measure_overhead
 
     ids = cache_trace(1_000, 1.05, 10_000) if trace is None else trace
     args: dict[str, object] = {"capacity": 100, "policy": "lru", **kw}

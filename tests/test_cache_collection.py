@@ -15,7 +15,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import recnotebooks.nn.fused as fused
+import recnotebooks.kernels.fused as fused
 from recnotebooks.cache.cached import CachedEmbeddingBagCollection
 from recnotebooks.cache.config import CacheConfig
 from recnotebooks.cache.policies import POLICIES

@@ -1,4 +1,4 @@
-"""recnotebooks.perf.calibrate_comm: the latency/bandwidth fit, a real 2-rank calibration over gloo,
+"""recnotebooks.measure.calibrate_comm: the latency/bandwidth fit, a real 2-rank calibration over gloo,
 the saved calibration's round trip, and bad input."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from recnotebooks.perf import calibrate_comm as CC
+from recnotebooks.measure import calibrate_comm as CC
 from recnotebooks.perf.hardware import HARDWARE, load_calibration, save_calibration
 
 
@@ -141,8 +141,8 @@ def test_bad_fit_input_raises_value_error(args: tuple, match: str) -> None:
 def test_the_in_step_pattern_times_each_call_after_a_burst_and_takes_the_mean() -> None:
     """Real 2-rank runs: the worker returns one time per call (warm-up calls dropped) on every
     rank, and a row's seconds is the mean over calls and ranks, between its per-call extremes."""
-    from recnotebooks.dist import launch
-    from recnotebooks.dist._calibrate_workers import time_collectives_in_step
+    from recnotebooks.distributed import launch
+    from recnotebooks.measure.collective_timing import time_collectives_in_step
 
     res = launch(time_collectives_in_step, 2, [4096, 65536], 4, 1, ["all_reduce"], timeout_s=60)
     for v in res.values:
@@ -164,7 +164,7 @@ def test_each_pattern_aggregates_its_timings_as_documented(monkeypatch) -> None:
     slowest rank."""
     import types
 
-    import recnotebooks.dist as D
+    import recnotebooks.distributed as D
 
     per_rank = [[[1.0, 2.0, 9.0]], [[3.0, 2.0, 1.0]]]  # rank -> size -> call (or repeat) seconds
     fake = types.SimpleNamespace(values=[{"bytes": [4096], "all_reduce": t} for t in per_rank])
@@ -198,7 +198,7 @@ def test_bad_measure_input_raises_before_any_process_starts() -> None:
 
 def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """The wiring of ``recnb calibrate --collectives`` (microbenchmarks stubbed: fast)."""
-    import recnotebooks.perf.calibrate as cal
+    import recnotebooks.measure.calibrate as cal
     from recnotebooks.cli import build_parser
     from recnotebooks.perf import commands
 
@@ -227,7 +227,7 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypa
 def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_keeps(  # type: ignore[no-untyped-def]
     tmp_path, monkeypatch, capsys
 ) -> None:
-    import recnotebooks.perf.calibrate as cal
+    import recnotebooks.measure.calibrate as cal
     from recnotebooks.cli import build_parser
     from recnotebooks.perf import commands
     from recnotebooks.perf.hardware import COLLECTIVES_SOURCE

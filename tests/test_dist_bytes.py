@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import _shard_workers as W
 import pytest
 
 from recnotebooks.config import DLRMConfig, TableConfig
-from recnotebooks.dist import _shard_workers as W
-from recnotebooks.dist import launch
+from recnotebooks.distributed import launch
 from recnotebooks.perf.traffic import collective_bytes, volumes
 from recnotebooks.plan import Plan, TableShard
 from recnotebooks.sparse import JaggedBatch

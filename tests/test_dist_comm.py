@@ -1,15 +1,15 @@
-"""recnotebooks.dist.comm on real gloo ranks: each collective forward and backward against a
+"""recnotebooks.distributed.comm on real gloo ranks: each collective forward and backward against a
 single-process reference built from every rank's inputs; exact logged bytes; async == sync."""
 
 from __future__ import annotations
 
 import pickle
 
+import _workers as W
 import pytest
 import torch
 
-from recnotebooks.dist import CommLog, all_gather, all_reduce, all_to_all, launch, reduce_scatter
-from recnotebooks.dist import _workers as W
+from recnotebooks.distributed import CommLog, all_gather, all_reduce, all_to_all, launch, reduce_scatter
 
 # Nothing deprecated, here or (checked through the launch results' warnings) on the ranks.
 pytestmark = pytest.mark.filterwarnings(

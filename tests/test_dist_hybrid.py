@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import _train_workers as W
 import pytest
 import torch
 
 from recnotebooks.config import DLRMConfig, TableConfig
-from recnotebooks.dist import _train_workers as W
-from recnotebooks.dist import launch
-from recnotebooks.dist.hybrid import local_samples
+from recnotebooks.distributed import launch
+from recnotebooks.distributed.hybrid import local_samples
 from recnotebooks.nn import DLRM
 from recnotebooks.nn.optim import make_sparse_optimizer
 from recnotebooks.plan import Plan, TableShard

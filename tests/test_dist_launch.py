@@ -1,4 +1,4 @@
-"""recnotebooks.dist.launch: results gathered from local ranks; faults end in bounded time,
+"""recnotebooks.distributed.launch: results gathered from local ranks; faults end in bounded time,
 naming the failing rank, with no process left behind; bad settings refused before any start."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ import time
 import types
 from pathlib import Path
 
+import _workers as W
 import pytest
 import torch.multiprocessing as mp
 
-from recnotebooks.dist import LaunchError, launch, max_world_size
-from recnotebooks.dist import _workers as W
+from recnotebooks.distributed import LaunchError, launch, max_world_size
 
-launch_module = importlib.import_module("recnotebooks.dist.launch")  # the package's `launch` is the function
+# the package's `launch` is the function
+launch_module = importlib.import_module("recnotebooks.distributed.launch")
 
 # Nothing deprecated, here or (checked through the launch results' warnings) on the ranks.
 pytestmark = pytest.mark.filterwarnings(

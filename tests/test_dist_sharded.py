@@ -1,4 +1,4 @@
-"""recnotebooks.dist.sharded on real gloo ranks: table-wise, row-wise, column-wise, data-parallel
+"""recnotebooks.distributed.sharded on real gloo ranks: table-wise, row-wise, column-wise, data-parallel
 and mixed plans give the single-process EmbeddingBagCollection's outputs and, after sparse
 optimizer steps, its weights; the comm log records the bytes; bad plans are refused up front."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import _shard_workers as W
 import pytest
 import torch
 
 from recnotebooks.config import DLRMConfig, TableConfig
-from recnotebooks.dist import _shard_workers as W
-from recnotebooks.dist import launch
-from recnotebooks.dist.sharded import ShardedEmbeddingBagCollection
+from recnotebooks.distributed import launch
+from recnotebooks.distributed.sharded import ShardedEmbeddingBagCollection
 from recnotebooks.nn import embedding as embedding_module
 from recnotebooks.nn.embedding import EmbeddingBagCollection
 from recnotebooks.nn.optim import make_sparse_optimizer

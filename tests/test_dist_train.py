@@ -20,8 +20,8 @@ import torch
 
 from recnotebooks import cli
 from recnotebooks.config import preset
-from recnotebooks.dist import commands as dist_commands
-from recnotebooks.dist.training import WARMUP_STEPS, DistTrainResult, round_robin_plan, train_local
+from recnotebooks.distributed import commands as dist_commands
+from recnotebooks.distributed.training import WARMUP_STEPS, DistTrainResult, round_robin_plan, train_local
 from recnotebooks.timing import PHASES
 from recnotebooks.train import TRAIN_REPORT_KEYS, train_report
 

@@ -1,4 +1,4 @@
-"""recnotebooks.dist.twod on real gloo ranks: 2D sparse parallelism (tables sharded inside groups,
+"""recnotebooks.distributed.twod on real gloo ranks: 2D sparse parallelism (tables sharded inside groups,
 groups replicated, gradients summed over the replicas) gives the single-process collection's
 outputs and, after SGD steps, its weights on every replica; bad arguments are refused up front."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import _shard_workers as W
 import pytest
 import torch
 
 from recnotebooks.config import DLRMConfig, TableConfig
-from recnotebooks.dist import _shard_workers as W
-from recnotebooks.dist import launch
-from recnotebooks.dist.twod import TwoDShardedEmbeddingBagCollection
+from recnotebooks.distributed import launch
+from recnotebooks.distributed.twod import TwoDShardedEmbeddingBagCollection
 from recnotebooks.nn.embedding import EmbeddingBagCollection
 from recnotebooks.nn.optim import make_sparse_optimizer
 from recnotebooks.plan import Plan, TableShard

@@ -91,10 +91,8 @@ def test_forward_and_gradients_match_per_table_reference(rows, batch_size, max_l
 @pytest.fixture(params=["fused", "unfused"])
 def kernel_path(request, monkeypatch):
     """Run a test through the fused Numba kernel and through the plain torch path."""
-    import recnotebooks.nn.fused as fused
+    import recnotebooks.kernels.fused as fused
 
-    if request.param == "fused" and fused.numba is None:
-        pytest.skip("numba not installed")
     monkeypatch.setattr(fused, "ENABLED", request.param == "fused")
     return request.param
 
@@ -133,10 +131,8 @@ def test_weights_after_optimizer_steps_match_reference(opt_name, mode, kernel_pa
 
 @pytest.mark.parametrize("opt_name", ["sgd", "rowwise_adagrad"])
 def test_fused_and_unfused_paths_agree_with_weights_and_accumulation(opt_name, monkeypatch):
-    import recnotebooks.nn.fused as fused
+    import recnotebooks.kernels.fused as fused
 
-    if fused.numba is None:
-        pytest.skip("numba not installed")
     results = []
     for enabled in (True, False):
         monkeypatch.setattr(fused, "ENABLED", enabled)
@@ -270,11 +266,8 @@ def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weigh
     lookup), hot rows repeated, empty bags, against a float64 scatter-add reference;
     identical on 1 and 2 threads, on PyTorch's OpenMP threads and on Numba's (a few ulps
     apart between the two), int64 and int32 ids; SGD's scratch bit map left all zero."""
-    import recnotebooks.nn.fused as fused
-
-    if fused.numba is None:
-        pytest.skip("numba not installed")
-    import recnotebooks.nn.fused_adagrad as fused_adagrad
+    import recnotebooks.kernels.fused as fused
+    import recnotebooks.kernels.fused_adagrad as fused_adagrad
 
     gen = torch.Generator().manual_seed(seed)
     pool = torch.randint(0, rows, (hot,), generator=gen)  # few distinct rows, many repeats
@@ -334,10 +327,8 @@ def test_sgd_kernel_over_many_tables_and_bag_blocks_matches_reference(
     rows, blocks that straddle a chunk boundary), hot rows repeated, a row count that does
     not split evenly; its scratch bit map is left all zero. On PyTorch's OpenMP threads and
     on Numba's, int64 and int32 ids."""
-    import recnotebooks.nn.fused as fused
+    import recnotebooks.kernels.fused as fused
 
-    if fused.numba is None:
-        pytest.skip("numba not installed")
     if team == "numba":
         monkeypatch.setattr(fused, "torch_openmp", lambda: None)
     elif fused.torch_openmp() is None:
@@ -368,7 +359,7 @@ def test_sgd_kernel_over_many_tables_and_bag_blocks_matches_reference(
 
 
 def test_fused_step_declines_what_it_cannot_run():
-    import recnotebooks.nn.fused as fused
+    import recnotebooks.kernels.fused as fused
 
     ids, offsets, grad = torch.tensor([0]), torch.tensor([0, 1]), torch.ones(1, 2)
     assert fused.fused_step(torch.zeros(3, 2, dtype=torch.float64), ids, offsets, None, grad, 0.1) is None

@@ -68,7 +68,7 @@ def test_bad_input(kw: dict, match: str) -> None:
 # ----- a learner can trust the number: median, outliers measured again, deadline, reuse --------
 def _scripted(monkeypatch: pytest.MonkeyPatch, totals: list[float]) -> list[float]:
     """Make every timed step report the next of ``totals`` (all in the top MLP phase)."""
-    import recnotebooks.measure as measure
+    import recnotebooks.measure.step as measure
 
     script = iter(totals)
     served: list[float] = []
@@ -124,7 +124,7 @@ def test_deadline_bounds_the_call_and_says_so(monkeypatch: pytest.MonkeyPatch) -
     outlier, may end past it (0.4) but not past twice the deadline; a fourth does not start."""
     import types
 
-    import recnotebooks.measure as measure
+    import recnotebooks.measure.step as measure
 
     clock = [0.0]
     monkeypatch.setattr(measure, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
@@ -147,7 +147,7 @@ def test_deadline_bounds_the_call_and_says_so(monkeypatch: pytest.MonkeyPatch) -
 
 def _recording(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     """Make measure_step return a reliable fake measurement and record each call's arguments."""
-    import recnotebooks.measure as measure
+    import recnotebooks.measure.step as measure
 
     measure.clear_measurements()
     calls: list[dict] = []
@@ -162,7 +162,7 @@ def _recording(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
 
 
 def test_a_setting_measured_before_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
-    import recnotebooks.measure as measure
+    import recnotebooks.measure.step as measure
 
     calls = _recording(monkeypatch)
     cfg = preset("tiny")
@@ -183,7 +183,7 @@ def test_a_setting_measured_before_is_reused(monkeypatch: pytest.MonkeyPatch) ->
 def test_a_real_measurement_is_reused_when_reliable() -> None:
     """Without fakes: the second call returns the first measurement if it was reliable, and
     measures again (saying why) if it was not."""
-    import recnotebooks.measure as measure
+    import recnotebooks.measure.step as measure
 
     measure.clear_measurements()
     first = measure.measure_step_cached(preset("tiny"), 64, time_budget_s=0.0, min_steps=3, max_steps=3)
@@ -198,7 +198,7 @@ def test_a_fresh_measurement_far_from_the_last_is_measured_a_third_time(
 ) -> None:
     import dataclasses
 
-    import recnotebooks.measure as measure
+    import recnotebooks.measure.step as measure
 
     measure.clear_measurements()
     seconds = iter([0.010, 0.030, 0.012, 0.011])
@@ -220,7 +220,7 @@ def test_a_fresh_measurement_far_from_the_last_is_measured_a_third_time(
 
 
 def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import recnotebooks.measure as measure
+    import recnotebooks.measure.step as measure
 
     measure.clear_measurements()
     fake = StepMeasurement("tiny", 64, "cpu", 10, 3, {"top_mlp": 0.01}, 0.01)
@@ -257,7 +257,7 @@ def test_threads_are_set_for_the_measurement_and_restored() -> None:
 
 def test_a_measurement_on_another_thread_count_is_reused_by_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     """The reuse cache keys on the setting, not on the threads the load allowed at the time."""
-    import recnotebooks.measure as measure
+    import recnotebooks.measure.step as measure
 
     calls = _recording(monkeypatch)
     measure.measure_step_cached(preset("tiny"), 64, threads=1)
@@ -267,7 +267,7 @@ def test_a_measurement_on_another_thread_count_is_reused_by_setting(monkeypatch:
 
 
 def test_an_unreliable_measurement_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    import recnotebooks.measure as measure
+    import recnotebooks.measure.step as measure
 
     measure.clear_measurements()
     shaky = StepMeasurement("tiny", 64, "cpu", 10, 1, {"top_mlp": 0.01}, 0.01, step_seconds=(0.01,))

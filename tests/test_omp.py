@@ -1,4 +1,4 @@
-"""``recnotebooks.nn.omp``: a Numba kernel run on PyTorch's own OpenMP threads."""
+"""``recnotebooks.kernels.omp``: a Numba kernel run on PyTorch's own OpenMP threads."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 
 numba = pytest.importorskip("numba")
 
-from recnotebooks.nn import omp  # noqa: E402
+from recnotebooks.kernels import omp  # noqa: E402
 
 needs_runtime = pytest.mark.skipif(
     not sys.platform.startswith("linux")
@@ -36,7 +36,7 @@ def _record_team(data):  # pragma: no cover - compiled
 def test_the_runtime_found_is_the_one_pytorch_has_loaded() -> None:
     rt = omp.torch_openmp()
     assert rt is not None
-    probe = "import torch; from recnotebooks.nn.omp import _mapped_libgomp; print(_mapped_libgomp())"
+    probe = "import torch; from recnotebooks.kernels.omp import _mapped_libgomp; print(_mapped_libgomp())"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     loaded_by_torch = ast.literal_eval(out.stdout.strip().splitlines()[-1])  # before anything of ours ran
@@ -49,23 +49,23 @@ def test_the_runtime_found_is_the_one_pytorch_has_loaded() -> None:
 
 @needs_runtime
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_launch_runs_the_kernel_once_on_each_thread_of_the_team(threads: int) -> None:
+def test_run_on_openmp_runs_the_kernel_once_on_each_thread_of_the_team(threads: int) -> None:
     rt = omp.torch_openmp()
     assert rt is not None
     out = np.full(threads, -1, np.int64)
     args = np.array([omp.address(out), threads, rt.thread_num, rt.num_threads], np.int64)
     before = torch.get_num_threads()
-    omp.launch(rt, _record_team.address, args, threads)
+    omp.run_on_openmp(rt, _record_team.address, args, threads)
     assert out.tolist() == [threads] * threads  # every thread ran, each saw the whole team
     assert torch.get_num_threads() == before
 
 
 @needs_runtime
-def test_launch_refuses_an_argument_block_that_is_not_int64() -> None:
+def test_run_on_openmp_refuses_an_argument_block_that_is_not_int64() -> None:
     rt = omp.torch_openmp()
     assert rt is not None
     with pytest.raises(TypeError, match="int64"):
-        omp.launch(rt, _record_team.address, np.zeros(4, np.int32), 1)
+        omp.run_on_openmp(rt, _record_team.address, np.zeros(4, np.int32), 1)
 
 
 def test_the_switch_turns_it_off(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,13 +9,13 @@ constants can be checked whenever the step changes.
 from __future__ import annotations
 
 import pytest
+from _train_workers import count_step_ops, single_step_ops
 
 from recnotebooks.config import architecture_config, preset
-from recnotebooks.dist import launch
-from recnotebooks.dist._train_workers import count_step_ops, single_step_ops
-from recnotebooks.dist.training import round_robin_plan
+from recnotebooks.distributed import launch
+from recnotebooks.distributed.training import round_robin_plan
+from recnotebooks.measure.validate_dist import mixed_plan
 from recnotebooks.perf.components import A2A_CALLS_PER_STEP, op_count, sharded_op_terms
-from recnotebooks.perf.validate_dist import mixed_plan
 from recnotebooks.plan import Plan, TableShard
 
 OURS = "recnotebooks"

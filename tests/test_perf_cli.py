@@ -15,15 +15,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recnotebooks.cli import main
-from recnotebooks.perf.calibrate import (
+from recnotebooks.measure.calibrate import (
     at_speed,
     calibrate,
     load_calibration,
     load_probe,
     save_calibration,
 )
+from recnotebooks.measure.validate import VALIDATION_SWEEP, spearman, validate
 from recnotebooks.perf.hardware import COLLECTIVES_SOURCE, HARDWARE, Hardware, hardware
-from recnotebooks.perf.validate import VALIDATION_SWEEP, spearman, validate
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
@@ -191,7 +191,7 @@ def test_a_plain_calibration_keeps_the_collective_figures(
     """A memory copy is not gloo between processes: a plain calibration keeps the saved
     ``--collectives`` figures (the fixture saved some first), or else the preset's measured
     ones, never the copy bandwidth; a saved file with bad sources keeps nothing."""
-    from recnotebooks.perf import calibrate as cal
+    from recnotebooks.measure import calibrate as cal
 
     hw, _, _ = calibrated
     assert (hw.collective_latency_s, hw.intra_node_bw, hw.sharded_op_overhead_s) == (7e-4, 0.9e9, 3e-6)
@@ -220,8 +220,8 @@ def test_calibration_reads_the_last_level_cache_and_times_the_grouping_the_step_
     AMD a whole multiple of one); the cache modeled for hot rows is the largest level
     below the gather table, its speed-up a measured ratio in range; the grouping rate is
     the fused kernel's where that runs."""
-    from recnotebooks.nn.fused import fused_available
-    from recnotebooks.perf import calibrate as cal
+    from recnotebooks.kernels.fused import fused_available
+    from recnotebooks.measure import calibrate as cal
 
     hw, raw, _ = calibrated
     if raw.get("llc_bytes") is None:
@@ -264,7 +264,7 @@ def test_calibration_fields_are_finite_and_positive(
 def test_the_per_bag_cost_is_the_time_bags_of_one_add_over_long_bags(monkeypatch: pytest.MonkeyPatch) -> None:
     """Bags of 1 took 3 s, the same lookups in bags of LONG_BAG 1 s: the 2 s over the bags they
     differ by, per byte of a 256 B row; never negative."""
-    import recnotebooks.perf.calibrate as cal
+    import recnotebooks.measure.calibrate as cal
 
     times = iter([3.0, 1.0, 1.0, 3.0])
     monkeypatch.setattr(cal, "_best", lambda *a, **k: next(times))
@@ -367,8 +367,8 @@ def test_spearman_by_hand() -> None:
 @pytest.mark.gpu
 def test_cuda_calibration_and_validation(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a CUDA machine: calibrate one GPU and validate the model against it."""
-    from recnotebooks.perf.calibrate import calibrate
-    from recnotebooks.perf.validate import validate
+    from recnotebooks.measure.calibrate import calibrate
+    from recnotebooks.measure.validate import validate
 
     monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "gpu.json"))
     hw, raw = calibrate(device="cuda", quick=True)

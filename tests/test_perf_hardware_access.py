@@ -113,7 +113,7 @@ def test_this_machine_loads_without_importing_the_microbenchmarks(tmp_path: Path
     save_calibration(HARDWARE["this_machine"].replace(power_w=42.0), {"gflops": 1.0, "copy_bw": 1.0}, saved)
     code = (
         "import sys; from recnotebooks.perf.hardware import hardware; hw = hardware('this_machine'); "
-        "print(hw.power_w, 'recnotebooks.perf.calibrate' in sys.modules)"
+        "print(hw.power_w, 'recnotebooks.measure.calibrate' in sys.modules)"
     )
     env = {**os.environ, "RECNB_CALIBRATION": str(saved)}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -121,7 +121,7 @@ def test_this_machine_loads_without_importing_the_microbenchmarks(tmp_path: Path
 
 
 def test_calibrate_reexports_the_storage_functions() -> None:
-    calibrate = importlib.import_module("recnotebooks.perf.calibrate")
+    calibrate = importlib.import_module("recnotebooks.measure.calibrate")
     hardware_module = importlib.import_module("recnotebooks.perf.hardware")
     for name in ("calibration_path", "save_calibration", "load_calibration", "load_probe"):
         assert getattr(calibrate, name) is getattr(hardware_module, name)

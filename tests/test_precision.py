@@ -13,7 +13,7 @@ import torch
 from recnotebooks.cli import main
 from recnotebooks.config import preset
 from recnotebooks.data.synthetic import SyntheticCriteo
-from recnotebooks.mixed_precision import compare_precision
+from recnotebooks.measure.mixed_precision import compare_precision
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.perf import components as C
 from recnotebooks.perf.cost import estimate

@@ -114,7 +114,7 @@ FILES = repo_files()
 
 def exists_here(token: str, where: str, files: set[str]) -> bool:
     """Whether ``token`` (named in file ``where``) is a file of the repository: from the root,
-    from ``where``'s folder, or as the tail of a path (``nn/fused.py``)."""
+    from ``where``'s folder, or as the tail of a path (``kernels/fused.py``)."""
     folder = PurePosixPath(where).parent
     candidates = {token, str(folder / token), str(PurePosixPath(*(folder / token).parts))}
     if candidates & files or any(f.endswith("/" + token) for f in files):
@@ -192,7 +192,7 @@ def test_the_scan_reads_what_it_should() -> None:
         ("vendor spec sheet (REFERENCE.md §1)", ["REFERENCE.md", "REFERENCE.md §"]),
         ("see ../shared/DESIGN.md for the plan", ["../shared/DESIGN.md"]),
         ("figures from REFERENCE §5", ["REFERENCE §"]),
-        ("the kernel in nn/fused.py and recnotebooks/perf/cost.py", []),
+        ("the kernel in kernels/fused.py and recnotebooks/perf/cost.py", []),
         (
             "TorchRec, https://github.com/pytorch/torchrec/blob/main/torchrec/distributed/planner/constants.py",
             [],

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recnotebooks.table_batching import (
+from recnotebooks.measure.table_batching import (
     FUSED,
     LOOP,
     NOTEBOOK_TABLES,
@@ -133,7 +133,7 @@ def test_bad_input_names_the_parameter(kw: dict, error: type, match: str) -> Non
 
 
 def test_takeaway_quotes_the_measured_numbers(measured: list[dict[str, object]]) -> None:
-    from recnotebooks.table_batching import table_batching_takeaway
+    from recnotebooks.measure.table_batching import table_batching_takeaway
 
     s = table_batching_summary(measured)
     text = table_batching_takeaway(s)
@@ -162,7 +162,7 @@ def test_a_fused_update_keeps_the_thread_count_it_was_given() -> None:
 
     code = (
         "import torch; torch.set_num_threads(1)\n"
-        "from recnotebooks.table_batching import build_pair, fused_step\n"
+        "from recnotebooks.measure.table_batching import build_pair, fused_step\n"
         "p = build_pair(2, batch_size=8, pooling=1, embedding_dim=4, rows_per_table=10,\n"
         "               device=torch.device('cpu'))\n"
         "fused_step(p, 0); print(torch.get_num_threads())"

@@ -1,4 +1,4 @@
-"""recnotebooks.perf.validate_dist and the sharing rule ``local_ranks_hardware``: the rule as a pure
+"""recnotebooks.measure.validate_dist and the sharing rule ``local_ranks_hardware``: the rule as a pure
 function, the sweep's plans, one quick real run on 2 local ranks, the CLI wiring, and bad input."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 import pytest
 
 from recnotebooks.config import preset
-from recnotebooks.perf import calibrate_comm as CC
-from recnotebooks.perf import validate_dist as VD
+from recnotebooks.measure import calibrate_comm as CC
+from recnotebooks.measure import validate_dist as VD
 from recnotebooks.perf.hardware import HARDWARE
 
 HW = HARDWARE["this_machine"]

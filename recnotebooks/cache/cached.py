@@ -39,8 +39,8 @@ from recnotebooks.cache.policies import CachePolicy
 from recnotebooks.cache.stats import CacheStats
 from recnotebooks.checks import check_fits_memory, check_module_device, check_type
 from recnotebooks.config import DLRMConfig, TableConfig
+from recnotebooks.kernels.rows import advise_huge_pages
 from recnotebooks.nn.embedding import EmbeddingBagCollection
-from recnotebooks.nn.rows import advise_huge_pages
 from recnotebooks.sparse import JaggedBatch
 
 __all__ = ["CachedEmbeddingBagCollection"]

@@ -112,6 +112,21 @@ class DLRM(nn.Module):
     def forward(
         self, dense: torch.Tensor, sparse: JaggedBatch, timer: PhaseTimer = NULL_TIMER
     ) -> torch.Tensor:
+        """Click logits ``(B,)`` of a batch: ``dense`` ``(B, num_dense)``, ``sparse`` the ids of
+        ``B`` samples per table (``timer`` records each phase's time)."""
+        self._check_inputs(dense, sparse)
+        with timer.phase("embedding_forward"):
+            pooled = self.embeddings(sparse)  # (B, T, D): one pooled vector per table
+        with timer.phase("bottom_mlp"):
+            x = self.bottom_mlp(dense)  # (B, num_dense) -> (B, bottom_mlp[-1]); = D for "dot"
+        with timer.phase("interaction"):
+            z = self.interaction(x, pooled)  # -> (B, interaction_output_dim): pairwise dots or concat
+        with timer.phase("top_mlp"):
+            out = self.top_mlp(z)  # (B, 1)
+        return out.squeeze(1)  # (B,)
+
+    def _check_inputs(self, dense: torch.Tensor, sparse: JaggedBatch) -> None:
+        """Refuse a batch the model cannot take, naming what is wrong."""
         if not isinstance(dense, torch.Tensor):
             raise TypeError(f"dense must be a torch.Tensor, got {type(dense).__name__}")
         if not isinstance(sparse, JaggedBatch):
@@ -127,12 +142,3 @@ class DLRM(nn.Module):
             )
         if dense.shape[0] != sparse.batch_size:
             raise ValueError(f"dense has {dense.shape[0]} rows but sparse.batch_size is {sparse.batch_size}")
-        with timer.phase("embedding_forward"):
-            pooled = self.embeddings(sparse)
-        with timer.phase("bottom_mlp"):
-            x = self.bottom_mlp(dense)
-        with timer.phase("interaction"):
-            z = self.interaction(x, pooled)
-        with timer.phase("top_mlp"):
-            out = self.top_mlp(z)
-        return out.squeeze(1)

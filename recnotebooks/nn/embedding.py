@@ -5,6 +5,25 @@ so the whole batch is pooled by a single ``embedding_bag`` call — the "table-b
 embedding of FBGEMM/TorchRec, here in plain PyTorch. There is no Python loop over tables
 on the hot path.
 
+The fused row space, worked through for two tables of 4 and 3 rows (dim 2)::
+
+    tables            user (4 rows)        ad (3 rows)
+    row_offsets       0                    4
+    weight rows       0  1  2  3           4  5  6        one (7, 2) tensor
+                      └ user's rows ┘      └ ad's ┘
+
+    batch (2 samples) user: [[3, 0], [1]]   ad: [[2], [0, 2]]
+    values (local)    3 0 1                 2 0 2
+    + row offset      +0                    +4
+    ids (fused)       3 0 1                 6 4 6
+    offsets           0 2 3 4 6             one bag per (table, sample), key-major
+
+    embedding_bag(ids, weight, offsets) -> 4 pooled rows, reshaped to (batch=2, tables=2, dim=2):
+        out[s, t] = sum of weight[ids of bag (t, s)]     e.g. out[1, 1] = weight[4] + weight[6]
+
+One kernel call pools every bag of every table. The optimizer then sees fused ids: row 6 is
+row 2 of ``ad``.
+
 Backward does not build a dense (or per-lookup sparse) weight gradient. It records the
 gradient of the pooled outputs; :meth:`EmbeddingBagCollection.row_gradients` reduces it to
 one gradient row per *distinct* looked-up row, which the sparse row-wise optimizers in
@@ -23,7 +42,8 @@ from torch import nn
 
 from recnotebooks.checks import check_choice, check_fits_memory, check_int, check_module_device, show
 from recnotebooks.config import POOLINGS, TableConfig
-from recnotebooks.nn.rows import advise_huge_pages, group_by_row, segment_ids, shift_ids
+from recnotebooks.kernels.rows import advise_huge_pages, shift_ids
+from recnotebooks.nn.rows import group_by_row, segment_ids
 from recnotebooks.sparse import JaggedBatch
 
 __all__ = ["EmbeddingBagCollection", "LookupGroups", "PendingLookups", "RowGradients", "initial_rows"]

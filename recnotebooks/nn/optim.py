@@ -16,9 +16,8 @@ from typing import Any
 import torch
 
 from recnotebooks.checks import check_bool, check_float
+from recnotebooks.kernels.fused import fused_available, fused_step
 from recnotebooks.nn.embedding import EmbeddingBagCollection, PendingLookups
-from recnotebooks.nn.fused import fused_step
-from recnotebooks.nn.rows import gather_rows, scatter_rows
 
 __all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "make_sparse_optimizer"]
 
@@ -41,16 +40,22 @@ class SparseOptimizer:
         """Apply the gradients recorded since the last step; returns the rows updated, or
         None with ``count_rows=False``.
 
-        Uses the fused kernel of :mod:`recnotebooks.nn.fused` when it can run, else reduces
-        the gradient rows (``row_gradients``) and updates them with torch ops. Counting the
-        rows costs fused SGD a second pass over the ids (about a sixth of its time at
-        pooling 20), so the trainer passes ``count_rows=False``.
+        The update itself is :meth:`_update` (plain torch, the formula above). On a CPU the
+        same update runs as one fused kernel (:mod:`recnotebooks.kernels`) when it can; the
+        results agree up to float rounding. Counting the rows costs fused SGD a second pass
+        over the ids (about a sixth of its time at pooling 20), so the trainer passes
+        ``count_rows=False``.
         """
         count_rows = check_bool("count_rows", count_rows)
         lookups = self.collection.pending_lookups()
-        rows = 0 if lookups is None else self._fused(lookups, count_rows)
-        if rows is None:
-            rg = self.collection.row_gradients()
+        if lookups is None:  # nothing was looked up (with a gradient) since the last step
+            rows: int | None = 0
+        elif fused_available():  # the fast path: one pass over the lookups, no row gradients
+            rows = self._fused(lookups, count_rows)  # None where it cannot run (GPU, fp16, ...)
+        else:
+            rows = None
+        if rows is None:  # the readable path: the distinct rows touched and their summed gradient
+            rg = self.collection.row_gradients()  # rg.rows (R,), rg.grads (R, D)
             self._update(rg.rows, rg.grads)
             rows = int(rg.rows.numel())
         self.collection.clear_gradients()
@@ -84,8 +89,8 @@ class SparseSGD(SparseOptimizer):
     kind = "sgd"
 
     def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
-        w = self.collection.weight
-        scatter_rows(w, rows, gather_rows(w, rows).add_(grads.to(w.dtype), alpha=-self.lr))
+        w = self.collection.weight  # (all rows of all tables, D)
+        w[rows] -= self.lr * grads.to(w.dtype)  # the touched rows only
 
 
 class RowWiseAdagrad(SparseOptimizer):
@@ -113,12 +118,11 @@ class RowWiseAdagrad(SparseOptimizer):
         return fused_step(w, p.ids, p.offsets, p.coef, p.grad, self.lr, self.momentum, self.eps)
 
     def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
-        g = grads.float()
-        acc = gather_rows(self.momentum.unsqueeze(1), rows).squeeze(1) + g.square().mean(1)
-        scatter_rows(self.momentum.unsqueeze(1), rows, acc.unsqueeze(1))
-        scale = (self.lr / (acc.sqrt() + self.eps)).unsqueeze(1)
-        w = self.collection.weight
-        scatter_rows(w, rows, gather_rows(w, rows).sub_((g * scale).to(w.dtype)))
+        g = grads.float()  # (R, D): each touched row's summed gradient
+        s = self.momentum  # (all rows,): one accumulator per row
+        s[rows] += g.square().mean(1)  # s[r] += mean(g[r]**2)
+        w = self.collection.weight  # (all rows, D)
+        w[rows] -= (self.lr * g / (s[rows].sqrt() + self.eps).unsqueeze(1)).to(w.dtype)
 
     def state_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "lr": self.lr, "eps": self.eps, "momentum": self.momentum}

@@ -1,7 +1,7 @@
 """The GPU efficiency model: hardware presets, per-step cost and memory, planner, calibration.
 
 Every number this package returns is **modeled** (``source="modeled"``), except what
-:mod:`recnotebooks.perf.calibrate` measures to fit ``this_machine``.
+:mod:`recnotebooks.measure.calibrate` measures to fit ``this_machine``.
 """
 
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate

@@ -1,4 +1,5 @@
-"""``recnb cost``, ``recnb plan``, ``recnb calibrate`` and ``recnb validate``."""
+"""``recnb cost`` and ``recnb plan``: the model's commands (``recnb calibrate`` and ``recnb validate``
+measure, and live in :mod:`recnotebooks.measure.commands`)."""
 
 from __future__ import annotations
 
@@ -9,18 +10,17 @@ from typing import Any
 
 __all__ = ["add_parsers", "run"]
 
-COMMANDS = ("cost", "plan", "calibrate", "validate")
+COMMANDS = ("cost", "plan")
 
 
 #: Most devices (``--gpus`` x ``--nodes``) a plan or estimate is made for: a plan has a row
 #: per table and rank and the model is evaluated rank by rank, so 1,024 ranks (128 eight-GPU
 #: nodes) answer within seconds to a few tens of seconds here; larger clusters are refused.
 MAX_WORLD_SIZE = 1024
-DEVICES = "cpu, cuda or cuda:N"
 
 
 def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Callable) -> None:  # type: ignore[type-arg]
-    """Add ``cost``, ``plan``, ``calibrate`` and ``validate`` to ``sub`` (argparse types given)."""
+    """Add ``cost`` and ``plan`` to ``sub`` (argparse types given)."""
     from recnotebooks.config import preset_names
     from recnotebooks.perf.access import CACHE_POLICIES
     from recnotebooks.perf.hardware import hardware_names
@@ -77,36 +77,6 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Call
     pl = sub.add_parser("plan", help="assign tables to devices and placements; explain the plan")
     common(pl)
     pl.add_argument("--strategy", default="cost", choices=STRATEGIES, help="planner strategy (default cost)")
-    cal = sub.add_parser("calibrate", help="microbenchmark this machine and save the fitted 'this_machine'")
-    cal.add_argument("--quick", action="store_true", help="fewer repetitions")
-    cal.add_argument("--device", default="cpu", help=f"{DEVICES} (default cpu)")
-    cal.add_argument("--collectives", action="store_true",
-                     help="also time all-to-all and all-reduce over gloo on 2 and 4 local ranks "
-                     "(~20-40 s) and fit collective_latency_s and intra_node_bw, and our sharded "
-                     "step's host cost per operator on one rank (sharded_op_overhead_s)")  # fmt: skip
-    cal.add_argument("--json", action="store_true", help="print one JSON object")
-    v = sub.add_parser("validate", help="modeled vs measured step time over a sweep of architectures here")
-    v.add_argument("--quick", action="store_true", help="5 configs instead of the full sweep")
-    v.add_argument(
-        "--saved", action="store_true", help="use the saved calibration instead of calibrating now"
-    )
-    v.add_argument("--device", default="cpu", help=f"{DEVICES} (default cpu)")
-    v.add_argument("--distributed", action="store_true",
-                   help="sharded training on 2 and 4 local gloo ranks vs the model (step and collective "
-                   "time, >= 8 plans; ~90 s, --quick ~40 s); calibrates the collectives now")  # fmt: skip
-    v.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _device(text: str) -> str:
-    """``--device`` checked: ``tpu``, ``gpu`` or a missing CUDA device are refused, not run on CPU."""
-    from recnotebooks.train import resolve_device
-
-    if text == "auto":
-        raise ValueError(f"--device must be one of {DEVICES} (it names the device measured), got 'auto'")
-    try:
-        return str(resolve_device(text))
-    except ValueError as e:
-        raise ValueError(f"--device: {e}") from None
 
 
 def run(
@@ -269,101 +239,4 @@ def _print_plan(r: dict[str, Any]) -> None:
     print("  fits: yes" if r["fits"] else "  DOES NOT FIT: " + "; ".join(r["reasons"]))
 
 
-def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
-    from recnotebooks.perf.calibrate import calibrate, save_calibration
-    from recnotebooks.perf.hardware import COLLECTIVE_FIELDS, check_calibration_path
-
-    dev = _device(args.device)
-    check_calibration_path(kind="gpu" if dev.startswith("cuda") else "cpu")  # before minutes of measuring
-    hw, raw = calibrate(device=dev, quick=args.quick)
-    if getattr(args, "collectives", False):
-        from recnotebooks.perf.calibrate_comm import calibrate_collectives
-
-        hw, raw["collectives"] = calibrate_collectives(hw, quick=args.quick)
-    path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
-    out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw,
-           "collectives_sources": [str(hw.sources.get(f, "")) for f in COLLECTIVE_FIELDS]}  # fmt: skip
-    return out, _print_calibrate
-
-
-def _print_calibrate(r: dict[str, Any]) -> None:
-    from recnotebooks.perf.hardware import COLLECTIVES_SOURCE
-
-    h = r["hardware"]
-    print(f"MEASURED microbenchmarks, fitted into 'this_machine' (saved to {r['saved_to']}):")
-    gflops = h["peak_flops"]["fp32"] / 1e9
-    print(f"  GEMM: peak {gflops:,.0f} GFLOP/s, half-efficiency dimension {h['gemm_half_dim']:.1f}")
-    print(f"  copy bandwidth {h['hbm_bw'] / 1e9:.1f} GB/s (read + write); row gathers at "
-          f"{h['gather_efficiency']:.2f} of it for large rows "
-          f"(half at {h['gather_half_row_bytes']:.0f} B rows)")  # fmt: skip
-    print(f"  sort {h['sort_rate'] / 1e6:.0f} M pairs/s; per operator {h['op_overhead_s'] * 1e6:.1f} us; "
-          f"per step {h['step_overhead_s'] * 1e3:.2f} ms")  # fmt: skip
-    comm = r["microbenchmarks"].get("collectives")
-    if not comm and h["kind"] == "cpu":  # a GPU's link figures come from its own copy benchmark
-        kept = any(s.startswith(COLLECTIVES_SOURCE) for s in r.get("collectives_sources", []))
-        print(f"  collectives: latency {h['collective_latency_s'] * 1e6:.0f} us per step, bandwidth "
-              f"{h['intra_node_bw'] / 1e9:.2f} GB/s, "
-              + ("kept from the saved --collectives calibration" if kept else
-                 "the preset's (--collectives measures them here)"))  # fmt: skip
-    if comm:
-        how = {"in_step": "each call after compute, as in a step", "back_to_back": "back to back"}
-        print(f"  collectives (gloo, local ranks, {how.get(comm.get('pattern', ''), 'timed')}): latency "
-              f"{h['collective_latency_s'] * 1e6:.0f} us per step, bandwidth "
-              f"{h['intra_node_bw'] / 1e9:.2f} GB/s (fit error {comm['mape']:.0%})")  # fmt: skip
-        for f in comm["fits"]:
-            print(f"    {f['collective']:<10} {f['world_size']} ranks: {f['latency_s'] * 1e6:7.0f} us + "
-                  f"bytes / {f['bandwidth'] / 1e9:.2f} GB/s")  # fmt: skip
-        ops = comm.get("sharded_op")
-        if ops:
-            print(f"  our sharded step on one rank: {ops['sharded_s'] * 1e3:.1f} ms vs "
-                  f"{ops['single_s'] * 1e3:.1f} ms single-process (batch {ops['batch_size']}; collectives "
-                  f"{ops['collectives_s'] * 1e3:.1f} ms): {ops['sharded_op_overhead_s'] * 1e6:.1f} us per "
-                  f"operator it adds ({ops['extra_ops']:.0f} counted)")  # fmt: skip
-
-
-def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
-    from recnotebooks.perf.calibrate import (
-        calibrate,
-        calibration_path,
-        load_calibration,
-        load_probe,
-        save_calibration,
-    )
-    from recnotebooks.perf.hardware import check_calibration_path
-    from recnotebooks.perf.validate import validate
-
-    dev = _device(args.device)
-    if getattr(args, "distributed", False):
-        from recnotebooks.perf.validate_dist import print_report, validate_distributed
-
-        if dev != "cpu":
-            raise ValueError(f"--distributed runs local CPU ranks (gloo): --device must be cpu, got {dev!r}")
-        return validate_distributed(quick=args.quick, saved=args.saved), print_report
-    kind = "gpu" if dev.startswith("cuda") else "cpu"
-    if args.saved:
-        hw, ref = load_calibration(kind=kind), load_probe(kind=kind)
-        if hw is None or ref is None:
-            path = calibration_path(kind)
-            state = "is unreadable or invalid (corrupt?)" if path.exists() else "does not exist"
-            raise ValueError(f"--saved: the saved {kind} calibration {str(path)!r} {state}; "
-                             "run `recnb calibrate` first, or drop --saved to calibrate now")  # fmt: skip
-    else:
-        check_calibration_path(kind=kind)  # before minutes of measuring
-        hw, raw = calibrate(device=dev, quick=args.quick)
-        ref = raw["probe"]  # type: ignore[assignment]
-        save_calibration(hw, ref)
-    return validate(hw, ref, quick=args.quick, device=dev), _print_validate
-
-
-def _print_validate(r: dict[str, Any]) -> None:
-    print("MEASURED here vs MODELED for 'this_machine' (step time of a row-capped copy):")
-    for c in r["configs"]:
-        measured, modeled = c["measured_s"] * 1e3, c["modeled_s"] * 1e3
-        shaky = f"   NOT RELIABLE: {c['reliability']}" if c.get("reliability") else ""
-        print(f"  {c['config']:<26} measured {measured:9.2f} ms   modeled {modeled:9.2f} ms"
-              f"   error {c['error'] * 100:+6.1f}%{shaky}")  # fmt: skip
-    verdict = {True: "PASS", False: "FAIL", None: "n/a (fewer than 10 configs)"}[r["pass"]]
-    print(f"  MAPE {r['mape']:.1%} (target <= 15%), Spearman {r['spearman']:.3f} (target >= 0.9): {verdict}")
-
-
-_COMMANDS = {"cost": cmd_cost, "plan": cmd_plan, "calibrate": cmd_calibrate, "validate": cmd_validate}
+_COMMANDS = {"cost": cmd_cost, "plan": cmd_plan}

@@ -92,7 +92,7 @@ def estimate(
     ``implementation`` is whose sharded step is priced on several ranks (its operators and
     all-to-all calls, :func:`~recnotebooks.perf.components.op_count`): ``"torchrec"``
     (DistributedModelParallel with fused kernels, what the published runs and the paper's
-    clusters ran) or ``"recnotebooks"`` (our :class:`recnotebooks.dist.HybridParallelDLRM`, what
+    clusters ran) or ``"recnotebooks"`` (our :class:`recnotebooks.distributed.HybridParallelDLRM`, what
     ``recnb train --world-size``/``--distributed`` runs and ``recnb validate --distributed``
     measures). One process runs our single-process step either way.
     """

@@ -7,7 +7,7 @@ NVLink between devices, the node's NICs), latencies and power. Sources are in
 datasheets and whitepapers, the talks and papers that describe Big Basin, Zion and ZionEX),
 *measured* where a number was measured, or marked *approximate* / *modeling assumption*
 where no spec gives the number (efficiency curves, per-op overheads). ``this_machine`` is
-filled by :mod:`recnotebooks.perf.calibrate`.
+filled by :mod:`recnotebooks.measure.calibrate`.
 
 Copy and edit a preset in a notebook with ``hardware("dgx_a100").replace(hbm_bytes=80e9)``.
 """
@@ -110,7 +110,7 @@ class Hardware:
         host_pools_embeddings: the host's CPUs serve lookups of tables in host DRAM
             themselves (pooling rows at ``host_mem_bw`` and sending pooled vectors to the
             devices over PCIe), as Zion is built to; otherwise devices read host rows via UVM.
-        sharded_op_overhead_s: host cost of one operator of recnotebooks.dist's sharded step
+        sharded_op_overhead_s: host cost of one operator of recnotebooks.distributed's sharded step
             beyond the single-process step (its Python loops over shards and host syncs cost
             more than an MLP's operator); ``None``: ``op_overhead_s``. Calibrated by
             ``recnb calibrate --collectives`` on this machine.
@@ -428,7 +428,7 @@ def hardware(name: str | Hardware, **overrides: object) -> Hardware:
     return hw.replace(**overrides) if overrides else hw
 
 
-# ----- the saved calibration of this machine (written by recnotebooks.perf.calibrate) -----
+# ----- the saved calibration of this machine (written by recnotebooks.measure.calibrate) -----
 #: The fields ``recnb calibrate --collectives`` fits (a plain calibration keeps a saved fit of
 #: them), and how each one's source begins once it has measured them here.
 COLLECTIVE_FIELDS = ("collective_latency_s", "intra_node_bw", "sharded_op_overhead_s")
@@ -521,7 +521,7 @@ def load_calibration(path: str | Path | None = None, kind: str = "cpu") -> Hardw
 
 
 def load_probe(path: str | Path | None = None, kind: str = "cpu") -> dict[str, float] | None:
-    """The speed probe saved with the calibration (see :func:`recnotebooks.perf.calibrate.probe`),
+    """The speed probe saved with the calibration (see :func:`recnotebooks.measure.calibrate.probe`),
     or None when there is none or its speeds are not finite positive numbers."""
     p = _load(path, kind).get("probe")
     speeds = [p.get("gflops"), p.get("copy_bw")] if isinstance(p, dict) else [None]

@@ -17,7 +17,7 @@ Three strategies, as the field does it:
 Plans are plain data (:class:`~recnotebooks.perf.plan.Plan`) with notes explaining each
 decision and the placement they were asked for (``requested_placement``: a shard the cost
 strategy moved out of device memory says where it went in its own ``placement``);
-:mod:`recnotebooks.dist` executes them.
+:mod:`recnotebooks.distributed` executes them.
 """
 
 from __future__ import annotations

@@ -171,7 +171,7 @@ def two_d(
     embedding gradients with its ``G - 1`` replicas over the network once a step. ``sync``:
     ``"touched"`` sends the rows the group's batch touched (expected distinct rows of a Zipf(1.05)
     stream, :func:`recnotebooks.perf.access.expected_unique`, each row's fp32 values and its id);
-    ``"dense"`` every row of every shard, as :mod:`recnotebooks.dist.twod` does on local processes
+    ``"dense"`` every row of every shard, as :mod:`recnotebooks.distributed.twod` does on local processes
     (exact and simple, affordable only for small tables). ``M = devices`` is plain model
     parallelism over every GPU. Rows: ``group_size``, ``groups``, ``all_to_all_ms``,
     ``replica_sync_ms``, ``rest_ms`` (the rest of the group's slowest step), ``step_ms``,

@@ -3,8 +3,8 @@
 :func:`collective_bytes` is the one place the model says how many bytes each rank sends to and
 receives from **other** ranks in one training step, per collective, for a
 :class:`~recnotebooks.plan.Plan` (every number **modeled**). It counts what our own sharded
-step (:class:`recnotebooks.dist.ShardedEmbeddingBagCollection` and the 2D collection of
-:mod:`recnotebooks.dist.twod`) sends, in the units its :class:`~recnotebooks.dist.CommLog`
+step (:class:`recnotebooks.distributed.ShardedEmbeddingBagCollection` and the 2D collection of
+:mod:`recnotebooks.distributed.twod`) sends, in the units its :class:`~recnotebooks.distributed.CommLog`
 records, so ``tests/test_dist_bytes.py`` can check model and measurement agree to the byte.
 With ``b`` samples per rank, ``mp[j]`` the model-parallel shards of rank ``j`` and ``w[j]``
 their summed widths (columns), rank ``r`` of ``M`` ranks:
@@ -92,7 +92,7 @@ def _tidy(x: float) -> int | float:
 
 def _ring_chunks(n: int, world: int, rank: int) -> int:
     """Elements rank ``rank`` sends (and receives) all-reducing ``n`` elements as a
-    reduce-scatter then an all-gather over ``world`` chunks (``recnotebooks.dist.comm``'s count)."""
+    reduce-scatter then an all-gather over ``world`` chunks (``recnotebooks.distributed.comm``'s count)."""
     mine = n // world + (1 if rank < n % world else 0)
     return n - mine + (world - 1) * mine
 
@@ -140,7 +140,7 @@ def collective_bytes(
         dense: include ``dense_all_reduce`` (DDP of the MLPs, not part of the embedding collection).
 
     Each row: ``source`` ("modeled"), ``rank``, ``collective`` (a name of :data:`COLLECTIVES`),
-    ``comm`` (the ``recnotebooks.dist.comm`` collective), ``component``, ``direction``, ``calls``
+    ``comm`` (the ``recnotebooks.distributed.comm`` collective), ``component``, ``direction``, ``calls``
     (1; :func:`ddp_buckets` for ``dense_all_reduce``), ``bytes_sent``, ``bytes_received`` (ints
     where whole).
     """

@@ -209,8 +209,8 @@ def architecture_explorer(
 def table_batching_chart(rows: list[dict[str, object]]) -> object:
     """Notebook 01's finding (c): the fused lookup's speedup over a per-table loop against the
     number of tables (measured here, beside TorchRec's published GPU figures), above the two
-    step times. ``rows``: :func:`recnotebooks.table_batching.measure_table_batching`'s."""
-    from recnotebooks.table_batching import published_speedups, speedups
+    step times. ``rows``: :func:`recnotebooks.measure.table_batching.measure_table_batching`'s."""
+    from recnotebooks.measure.table_batching import published_speedups, speedups
 
     first = rows[0]
     detail = f"{first['device']}, {first['threads']} thread(s), fastest of {first['repeats']} runs"

@@ -19,7 +19,7 @@
   **modeled**.
 * ``measured``: a small :class:`~recnotebooks.cache.CachedEmbeddingBagCollection` training step
   on this machine against the same step uncached, fed this trace's ids (so the hit rate training
-  sees is the simulator's; :func:`recnotebooks.cache.overhead.measure_overhead`): **measured**, once
+  sees is the simulator's; :func:`recnotebooks.measure.cache_overhead.measure_overhead`): **measured**, once
   per setting and reused.
 
 Traces, curves and measurements are kept between calls (keyed by what they depend on), so
@@ -218,14 +218,14 @@ MEASURED_WARMUP = 4  #: untimed training steps first (kernels compiled, caches o
 
 def measure_cache_overhead(num_rows: int, alpha: float, policy: str, capacity_fraction: float, ways: int = 32,
                            steps: int = 9, num_ids: int = TRACE_IDS) -> dict[str, Any]:  # fmt: skip
-    """:func:`recnotebooks.cache.overhead.measure_overhead` on this explorer's trace
+    """:func:`recnotebooks.measure.cache_overhead.measure_overhead` on this explorer's trace
     (:func:`cache_trace`; ``"static"``: hot rows from :func:`cache_profile`): a one-table cached
     training step against the same step uncached, the median ms of each over ``steps`` steps after
     :data:`MEASURED_WARMUP` untimed ones, and the hit rate training saw. **Measured** once per
     setting, then reused (``reused`` is 1.0) unless it was not reliable (``reliability`` says why:
     then it is measured again). Tables above :data:`MEASURED_ROWS_CAP` rows are
     measured on a capped copy (ids folded into its rows)."""
-    from recnotebooks.cache.overhead import measure_overhead
+    from recnotebooks.measure.cache_overhead import measure_overhead
 
     key = (num_rows, alpha, policy, capacity_fraction, ways, steps, num_ids)
     if key in _MEASURED and not _MEASURED[key].get("reliability"):  # an unreliable one is taken again

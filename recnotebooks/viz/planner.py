@@ -19,7 +19,7 @@ policy, global batch, precision) it gives, **modeled** (:func:`recnotebooks.perf
 * ``totals``: samples/s, time to train, device-hours, cost, energy and samples per joule;
 * ``levers``: each lever moved one notch (:func:`best_lever`) and the speed-up it gives;
 * ``measured``: for the tiny model on at most 4 ranks, once :func:`measure_job` has run it, the
-  same plan trained on this machine's CPU processes (:func:`recnotebooks.dist.training.train_local`)
+  same plan trained on this machine's CPU processes (:func:`recnotebooks.distributed.training.train_local`)
   beside the model of those processes. Ranks start only from :func:`measure_job`, never on a
   slider move.
 
@@ -38,9 +38,9 @@ from typing import Any
 
 from recnotebooks.checks import check_choice
 from recnotebooks.config import DLRMConfig, preset
-from recnotebooks.dist.training import train_local
+from recnotebooks.distributed.training import train_local
+from recnotebooks.measure.calibrate_comm import local_ranks_hardware
 from recnotebooks.perf.access import CACHE_POLICIES
-from recnotebooks.perf.calibrate_comm import local_ranks_hardware
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate

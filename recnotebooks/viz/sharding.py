@@ -5,13 +5,13 @@ planner's, its naive baseline, or every table sharded one way) it gives:
 
 * ``bytes``: per rank and collective, the bytes sent to other ranks in one step — **modeled**
   (:func:`recnotebooks.perf.traffic.collective_bytes`) and, once the setting has been run here,
-  **measured** (the ranks' :class:`~recnotebooks.dist.CommLog`). For the embeddings' all-to-alls
+  **measured** (the ranks' :class:`~recnotebooks.distributed.CommLog`). For the embeddings' all-to-alls
   the two agree to the byte: the model counts what the implementation sends.
 * ``measured``: the step of each rank, by phase (``all_to_all`` and ``all_reduce`` included), from
-  :func:`recnotebooks.dist.training.train_local` on this machine's CPU processes (gloo on
+  :func:`recnotebooks.distributed.training.train_local` on this machine's CPU processes (gloo on
   127.0.0.1): **measured**, once per setting and reused.
 * ``modeled``: the same plan's step by component, **modeled** for these processes here
-  (:func:`recnotebooks.perf.calibrate_comm.local_ranks_hardware`: this machine shared by the
+  (:func:`recnotebooks.measure.calibrate_comm.local_ranks_hardware`: this machine shared by the
   ranks; our step's own operators, ``implementation="recnotebooks"``) and for as many GPUs of a
   server over NVLink, over PCIe, and one GPU per node over the network
   (:func:`recnotebooks.perf.scaleout.link_hardware`; TorchRec's step, as the model's GPU figures).
@@ -31,9 +31,9 @@ from typing import Any
 
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, preset
-from recnotebooks.dist.launch import launch
-from recnotebooks.dist.training import round_robin_plan, run_plans
-from recnotebooks.perf.calibrate_comm import local_ranks_hardware
+from recnotebooks.distributed.launch import launch
+from recnotebooks.distributed.training import round_robin_plan, run_plans
+from recnotebooks.measure.calibrate_comm import local_ranks_hardware
 from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.planner import plan_tables
@@ -73,7 +73,7 @@ SHARDING_CONTROLS: dict[str, dict[str, object]] = {
 #: lengths and the ids of its samples to each table's owner, and its tables' pooled vectors back.
 FORWARD_PARTS = {"lengths_all_to_all": "bag lengths", "ids_all_to_all": "ids",
                  "pooled_all_to_all": "pooled vectors"}  # fmt: skip
-#: (model, ranks, plan, batch) -> per-rank results of :func:`recnotebooks.dist.training.run_rank`
+#: (model, ranks, plan, batch) -> per-rank results of :func:`recnotebooks.distributed.training.run_rank`
 _MEASURED: dict[tuple[str, int, str, int], list[dict[str, Any]]] = {}
 
 

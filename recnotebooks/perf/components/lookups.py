@@ -86,7 +86,7 @@ def shard_access(
 
 
 def _every_row_update(accesses: list[ShardAccess], world: int) -> list[ShardAccess]:
-    """What our data-parallel tables add on ``world > 1`` ranks (recnotebooks.dist's
+    """What our data-parallel tables add on ``world > 1`` ranks (recnotebooks.distributed's
     ``ShardedEmbeddingBagCollection.sync_data_parallel_gradients``): the replica's dense gradient
     is all-reduced (the ``all_reduce`` component), then recorded as every row's gradient (each
     row a bag of its own, no lookup: ``EmbeddingBagCollection.record_dense_gradient``), and the

@@ -19,8 +19,8 @@ __all__ = ["IMPLEMENTATIONS", "SHARDED_OPS", "SHARD_OPS", "op_count", "overhead"
 #: Operators of one training step of our DLRM (torch profiler, top-level aten ops, CPU):
 #: 115 + 25 per MLP layer (forward, backward, Adagrad) + 15 for the dot interaction.
 _OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
-#: What OUR sharded step (recnotebooks.dist's HybridParallelDLRM, as
-#: recnotebooks.dist.training.run_rank trains it: row-wise Adagrad, dense Adagrad) adds to the
+#: What OUR sharded step (recnotebooks.distributed's HybridParallelDLRM, as
+#: recnotebooks.distributed.training.run_rank trains it: row-wise Adagrad, dense Adagrad) adds to the
 #: single-process step: top-level operators on rank 0, counted with torch.profiler over gloo on
 #: 2 and 4 ranks, 4, 8 and 16 tables, MLPs of 4 and 8 layers, every scheme and a mixed plan, minus
 #: the single-process step counted the same way, fitted by least squares (residuals <= 8 of
@@ -86,7 +86,7 @@ def op_count(config: DLRMConfig, world_size: int = 1, model_parallel: bool = Fal
     """Operators launched by one training step of our DLRM (independent of table count on one
     process), and on ``world_size > 1`` ranks what the sharded step of ``implementation`` adds.
 
-    * ``"recnotebooks"``: **our** step (:class:`recnotebooks.dist.HybridParallelDLRM`, what
+    * ``"recnotebooks"``: **our** step (:class:`recnotebooks.distributed.HybridParallelDLRM`, what
       ``recnb train --world-size``/``--distributed`` runs, on CPUs or GPUs), counted on our
       implementation: :func:`sharded_op_terms` of ``plan`` priced by :data:`SHARDED_OPS` and
       :data:`SHARD_OPS`, the slowest rank's count (it grows with the shards: a Python loop each);

@@ -11,7 +11,7 @@ or ``$RECNB_CALIBRATION``) and ``hardware("this_machine")`` loads it from then o
 stored file belongs to :mod:`recnotebooks.perf.hardware` (which loads it and must not
 import this module); its functions are re-exported here.
 
-:mod:`recnotebooks.perf.validate` checks the calibrated model against real steps; its
+:mod:`recnotebooks.measure.validate` checks the calibrated model against real steps; its
 speed :func:`probe` and :func:`at_speed` live here, beside what they correct.
 """
 
@@ -234,14 +234,14 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
 
 def _grouping_rate(dev: str, reps: int) -> tuple[float, str]:
     """Lookups per second grouped by row as a training step here groups them: the fused
-    kernel's counting sort (:mod:`recnotebooks.nn.fused_adagrad`) where it runs (CPU, Numba),
+    kernel's counting sort (:mod:`recnotebooks.kernels.fused_adagrad`) where it runs (CPU, Numba),
     else ``group_by_row``'s sort; 2**20 lookups into 2**20 rows, 8 per bag."""
-    from recnotebooks.nn.fused import fused_available
+    from recnotebooks.kernels.fused import fused_available
 
     n = 2**20
     ids = torch.randint(0, 2**20, (n,), device=dev)
     if dev == "cpu" and fused_available():
-        from recnotebooks.nn.fused_adagrad import group_lookups
+        from recnotebooks.kernels.fused_adagrad import group_lookups
 
         ids_np, offs = ids.numpy(), np.arange(0, n + 1, 8, dtype=np.int64)
         threads = torch.get_num_threads()

@@ -3,7 +3,7 @@
 ``launch(fn, 2, ...)`` starts two processes (``torch.multiprocessing``, the ``spawn`` start
 method), joins them in a process group (gloo on CPU; NCCL when asked and CUDA has a GPU per
 rank), calls ``fn(ctx, *args, **kwargs)`` on each with a :class:`RankContext`, and gathers
-every rank's return value, :class:`~recnotebooks.dist.comm.CommLog` and warnings into a
+every rank's return value, :class:`~recnotebooks.distributed.comm.CommLog` and warnings into a
 :class:`LaunchResult`.
 
 The rendezvous is a ``TCPStore`` served by this process on a socket bound to 127.0.0.1 only
@@ -13,7 +13,8 @@ use the loopback interface.
 
 ``fn`` must be a module-level function of an importable module: spawned processes import it
 by name, and a notebook cannot pickle its own functions (put workers in a ``.py`` file next
-to the notebook, or use those of :mod:`recnotebooks.dist._workers`).
+to the notebook, or call a runner of the library such as
+:func:`recnotebooks.distributed.training.train_local`).
 
 Faults end the launch within ``timeout_s`` (startup included) with a :class:`LaunchError`
 naming the failing rank: a rank that raises (its traceback text), exits or is killed (its exit

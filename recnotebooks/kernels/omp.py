@@ -4,13 +4,13 @@ PyTorch runs its CPU operators on an OpenMP thread team. After each parallel ope
 worker threads keep spinning for a few milliseconds, waiting for the next one (libgomp's
 default ``GOMP_SPINCOUNT``). A Numba kernel that runs on Numba's own thread pool right
 after a PyTorch operator shares the cores with those spinning workers. Measured here (2
-cores), the SGD kernel of :mod:`recnotebooks.nn.fused` took 11.3 ms after a GEMM and
+cores), the SGD kernel of :mod:`recnotebooks.kernels.fused` took 11.3 ms after a GEMM and
 7.4 ms after a pause, on the same lookups.
 
 The fix is to hand the kernel to PyTorch's OpenMP runtime itself, through
 ``GOMP_parallel``, the call that compilers emit for ``#pragma omp parallel``. The
 kernel then runs on those same workers, so there is no second pool to compete with. A
-kernel for :func:`launch` is a Numba ``cfunc`` of signature ``void(voidptr)``, whose
+kernel for :func:`run_on_openmp` is a Numba ``cfunc`` of signature ``void(voidptr)``, whose
 argument points at an int64 block of array addresses and sizes. Inside it,
 :func:`call_int` and :func:`call_void` call the runtime's ``omp_get_thread_num``,
 ``omp_get_num_threads`` and ``GOMP_barrier`` by address, and the ``*_ptr`` intrinsics
@@ -34,14 +34,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["OpenMPRuntime", "torch_openmp", "launch", "address"]
+__all__ = ["OpenMPRuntime", "torch_openmp", "run_on_openmp", "address"]
 
-try:
-    from llvmlite import ir
-    from numba import types
-    from numba.extending import intrinsic
-except ImportError:  # pragma: no cover - exercised when numba is absent
-    intrinsic = None
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 
 @dataclass(frozen=True)
@@ -97,7 +94,7 @@ def address(a: np.ndarray | None) -> int:
     return 0 if a is None else int(a.ctypes.data)
 
 
-def launch(rt: OpenMPRuntime, kernel_address: int, args: np.ndarray, num_threads: int) -> None:
+def run_on_openmp(rt: OpenMPRuntime, kernel_address: int, args: np.ndarray, num_threads: int) -> None:
     """Run ``kernel(args)`` on ``num_threads`` threads of PyTorch's OpenMP team (the calling
     thread is thread 0); returns when every thread has finished. ``args`` (int64) and the
     arrays it points to must stay alive for the call, which releases the GIL."""
@@ -106,41 +103,42 @@ def launch(rt: OpenMPRuntime, kernel_address: int, args: np.ndarray, num_threads
     rt.parallel(ctypes.c_void_p(kernel_address), ctypes.c_void_p(args.ctypes.data), num_threads, 0)
 
 
-if intrinsic is not None:
+@intrinsic
+def call_int(typingctx, fn_address):  # pragma: no cover - compiled
+    """Call ``int f(void)`` at ``fn_address`` (an int64); returns its value as int64."""
 
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        fnty = ir.FunctionType(ir.IntType(32), [])
+        value = builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [])
+        return builder.sext(value, ir.IntType(64))
+
+    return types.int64(types.int64), codegen
+
+
+@intrinsic
+def call_void(typingctx, fn_address):  # pragma: no cover - compiled
+    """Call ``void f(void)`` at ``fn_address`` (an int64)."""
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        fnty = ir.FunctionType(ir.VoidType(), [])
+        builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [])
+        return context.get_dummy_value()
+
+    return types.void(types.int64), codegen
+
+
+def _pointer_intrinsic(nbtype, irtype):  # type: ignore[no-untyped-def]
     @intrinsic
-    def call_int(typingctx, fn_address):  # pragma: no cover - compiled
-        """Call ``int f(void)`` at ``fn_address`` (an int64); returns its value as int64."""
-
+    def as_pointer(typingctx, addr):  # pragma: no cover - compiled
         def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            fnty = ir.FunctionType(ir.IntType(32), [])
-            value = builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [])
-            return builder.sext(value, ir.IntType(64))
+            return builder.inttoptr(args[0], irtype.as_pointer())
 
-        return types.int64(types.int64), codegen
+        return types.CPointer(nbtype)(types.int64), codegen
 
-    @intrinsic
-    def call_void(typingctx, fn_address):  # pragma: no cover - compiled
-        """Call ``void f(void)`` at ``fn_address`` (an int64)."""
+    return as_pointer
 
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            fnty = ir.FunctionType(ir.VoidType(), [])
-            builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [])
-            return context.get_dummy_value()
 
-        return types.void(types.int64), codegen
-
-    def _pointer_intrinsic(nbtype, irtype):  # type: ignore[no-untyped-def]
-        @intrinsic
-        def as_pointer(typingctx, addr):  # pragma: no cover - compiled
-            def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-                return builder.inttoptr(args[0], irtype.as_pointer())
-
-            return types.CPointer(nbtype)(types.int64), codegen
-
-        return as_pointer
-
-    f32_ptr = _pointer_intrinsic(types.float32, ir.FloatType())
-    i32_ptr = _pointer_intrinsic(types.int32, ir.IntType(32))
-    i64_ptr = _pointer_intrinsic(types.int64, ir.IntType(64))
-    u8_ptr = _pointer_intrinsic(types.uint8, ir.IntType(8))
+f32_ptr = _pointer_intrinsic(types.float32, ir.FloatType())
+i32_ptr = _pointer_intrinsic(types.int32, ir.IntType(32))
+i64_ptr = _pointer_intrinsic(types.int64, ir.IntType(64))
+u8_ptr = _pointer_intrinsic(types.uint8, ir.IntType(8))

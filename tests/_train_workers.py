@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from _shard_workers import global_batch
 
-from ..config import DLRMConfig
-from ..plan import Plan
-from ..sparse import JaggedBatch
-from ._shard_workers import global_batch
-from .comm import CommLog
-from .hybrid import HybridParallelDLRM, local_samples
-from .launch import RankContext
+from recnotebooks.config import DLRMConfig
+from recnotebooks.distributed.comm import CommLog
+from recnotebooks.distributed.hybrid import HybridParallelDLRM, local_samples
+from recnotebooks.distributed.launch import RankContext
+from recnotebooks.plan import Plan
+from recnotebooks.sparse import JaggedBatch
 
 
 def global_step_data(
@@ -106,8 +106,8 @@ def single_step_ops(config: DLRMConfig, batch_size: int, seed: int = 0) -> dict[
     """Top-level operators of one single-process training step of ``recnotebooks.nn.DLRM`` (row-wise
     Adagrad on the tables, ``torch.optim.Adagrad`` on the MLPs, as :func:`count_step_ops` trains;
     batches of :func:`global_step_data`)."""
-    from ..nn.dlrm import DLRM
-    from ..nn.optim import make_sparse_optimizer
+    from recnotebooks.nn.dlrm import DLRM
+    from recnotebooks.nn.optim import make_sparse_optimizer
 
     model = DLRM(config, seed=seed)
     sparse_opt = make_sparse_optimizer("rowwise_adagrad", model.embeddings, 0.05)
@@ -152,5 +152,5 @@ def count_step_ops(ctx: RankContext, cases: list[dict[str, Any]], seed: int = 0)
     """Worker (every rank): per case (``{"config", "plan", "batch_size"}``, global batch) the
     top-level operators (``ops``) and ``aten::item`` host syncs (``host_syncs``) of one training
     step of :class:`HybridParallelDLRM` on this rank, trained as
-    :func:`recnotebooks.dist.training.run_rank` does (row-wise Adagrad, dense Adagrad)."""
+    :func:`recnotebooks.distributed.training.run_rank` does (row-wise Adagrad, dense Adagrad)."""
     return [_hybrid_step_ops(ctx, c["config"], c["plan"], c["batch_size"], seed) for c in cases]

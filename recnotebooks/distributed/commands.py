@@ -1,7 +1,7 @@
 """``recnb train --world-size N`` and ``recnb train --distributed``: hybrid-parallel training.
 
 ``recnb train --world-size 2 --preset tiny`` trains on two local CPU ranks (gloo, rendezvous on
-127.0.0.1) started by :func:`~recnotebooks.dist.launch.launch`; the losses equal those of the
+127.0.0.1) started by :func:`~recnotebooks.distributed.launch.launch`; the losses equal those of the
 single-process ``recnb train --preset tiny`` with the same seed and batch size. ``--sharding``
 picks how every table is split (``table_wise`` round-robin by default, ``row_wise``,
 ``column_wise``, ``data_parallel``).

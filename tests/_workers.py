@@ -1,6 +1,6 @@
-"""Worker functions for :func:`recnotebooks.dist.launch` (importable, so spawned ranks find them).
+"""Worker functions for :func:`recnotebooks.distributed.launch` (importable, so spawned ranks find them).
 
-Used by the tests and as examples: each takes the :class:`~recnotebooks.dist.launch.RankContext`
+Used by the tests and as examples: each takes the :class:`~recnotebooks.distributed.launch.RankContext`
 first. ``inputs`` builds any rank's inputs from a shared seed, so a single process can compute
 the reference result of a collective from every rank's inputs.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from .comm import CommLog, all_gather, all_reduce, all_to_all, reduce_scatter
-from .launch import RankContext
+from recnotebooks.distributed.comm import CommLog, all_gather, all_reduce, all_to_all, reduce_scatter
+from recnotebooks.distributed.launch import RankContext
 
 #: Columns of every tensor the collectives exercise moves.
 DIM = 3

@@ -2,14 +2,14 @@
 
 :func:`validate_distributed` trains a sweep of plans (table-wise, row-wise, column-wise,
 data-parallel and a mixed plan; the ``tiny`` preset and a mid-sized architecture) on 2 and 4
-local gloo ranks (:func:`recnotebooks.dist.training.run_rank`, every config of one world size
-inside one :func:`~recnotebooks.dist.launch.launch`, so the process start is paid once per world
+local gloo ranks (:func:`recnotebooks.distributed.training.run_rank`, every config of one world size
+inside one :func:`~recnotebooks.distributed.launch.launch`, so the process start is paid once per world
 size) and compares each with :func:`recnotebooks.perf.estimate` for the **same** ``Plan`` and
 **our** implementation (``implementation="recnotebooks"``: the operators and all-to-alls our
 sharded step launches, counted by benchmarks/our_step_ops.py) on this machine as ``W`` ranks
-share it (:func:`recnotebooks.perf.calibrate_comm.local_ranks_hardware`), with this machine's
+share it (:func:`recnotebooks.measure.calibrate_comm.local_ranks_hardware`), with this machine's
 collectives calibrated over gloo
-(:func:`~recnotebooks.perf.calibrate_comm.calibrate_collectives`).
+(:func:`~recnotebooks.measure.calibrate_comm.calibrate_collectives`).
 
 What is compared, per config:
 
@@ -35,9 +35,9 @@ import numpy as np
 
 from recnotebooks.checks import check_bool, check_int, check_int_list, check_steps, show
 from recnotebooks.config import DLRMConfig, architecture_config, preset
-from recnotebooks.perf.calibrate import at_speed, probe
+from recnotebooks.measure.calibrate import at_speed, probe
+from recnotebooks.measure.validate import spearman
 from recnotebooks.perf.hardware import Hardware
-from recnotebooks.perf.validate import spearman
 from recnotebooks.plan import Plan, TableShard
 
 __all__ = ["TARGETS", "COLLECTIVES", "mixed_plan", "sweep", "run_sweep_rank", "validate_distributed"]
@@ -82,7 +82,7 @@ def sweep(worlds: Sequence[int] = (2, 4), quick: bool = False) -> list[dict[str,
     data-parallel and mixed, and a mid-sized architecture table-wise and mixed (7 per world).
     Quick: ``tiny`` table-wise, row-wise and data-parallel, mid table-wise (4 per world).
     """
-    from recnotebooks.dist.training import round_robin_plan
+    from recnotebooks.distributed.training import round_robin_plan
 
     worlds = check_int_list("worlds", worlds, lo=2, hi=8, min_len=1)
     quick = check_bool("quick", quick)
@@ -107,14 +107,14 @@ def sweep(worlds: Sequence[int] = (2, 4), quick: bool = False) -> list[dict[str,
 
 
 def run_sweep_rank(ctx: Any, items: list[dict[str, Any]], steps: int, seed: int = 0) -> list[dict[str, Any]]:
-    """Worker (every rank): train each item with :func:`recnotebooks.dist.training.run_rank`, the
+    """Worker (every rank): train each item with :func:`recnotebooks.distributed.training.run_rank`, the
     comm log cleared between items; per item the measurements and a speed probe (rank 0)."""
     import os
 
     import torch
     import torch.distributed as dist
 
-    from recnotebooks.dist.training import run_rank
+    from recnotebooks.distributed.training import run_rank
 
     if items:  # warm-up: gloo's first collectives and torch's first steps are slow; not reported
         run_rank(ctx, items[0]["config"], items[0]["plan"], 2, items[0]["batch_size"], seed)
@@ -147,8 +147,8 @@ def _calibration(
     saved: bool, quick: bool, worlds: list[int]
 ) -> tuple[Hardware, Any, list[dict[str, Any]], str]:
     """This machine (with collectives), its reference probe, the collective rows, and how obtained."""
-    from recnotebooks.perf.calibrate import calibrate, calibration_path, load_calibration, load_probe
-    from recnotebooks.perf.calibrate_comm import calibrate_collectives
+    from recnotebooks.measure.calibrate import calibrate, calibration_path, load_calibration, load_probe
+    from recnotebooks.measure.calibrate_comm import calibrate_collectives
 
     if saved:
         hw, ref = load_calibration(kind="cpu"), load_probe(kind="cpu")
@@ -186,14 +186,14 @@ def validate_distributed(
 
     This machine is calibrated now (quick; nothing is saved), or loaded when ``saved``, and its
     collectives are then measured on ``worlds``; a given ``hw`` (with ``collective_rows`` from
-    :func:`~recnotebooks.perf.calibrate_comm.measure_collectives`, optional) skips both.
+    :func:`~recnotebooks.measure.calibrate_comm.measure_collectives`, optional) skips both.
     ``names`` keeps only those configs of :func:`sweep`. With ``drift_correction`` (and a
     reference probe: not with a given ``hw``) the model is scaled to a speed probe taken before
-    each config (:func:`~recnotebooks.perf.calibrate.at_speed`); ``mape_without_drift_correction``
+    each config (:func:`~recnotebooks.measure.calibrate.at_speed`); ``mape_without_drift_correction``
     is reported too. Raises ValueError/TypeError for bad input before any process starts.
     """
-    from recnotebooks.dist.launch import launch
-    from recnotebooks.perf.calibrate_comm import local_ranks_hardware
+    from recnotebooks.distributed.launch import launch
+    from recnotebooks.measure.calibrate_comm import local_ranks_hardware
     from recnotebooks.perf.cost import estimate
 
     t0 = time.perf_counter()

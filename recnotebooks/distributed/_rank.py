@@ -1,5 +1,5 @@
-"""One spawned rank of :func:`recnotebooks.dist.launch.launch`: join the group, run the function,
-send back its value or its exception (the parent's side is in :mod:`recnotebooks.dist.launch`)."""
+"""One spawned rank of :func:`recnotebooks.distributed.launch.launch`: join the group, run the function,
+send back its value or its exception (the parent's side is in :mod:`recnotebooks.distributed.launch`)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ sharders:
 2. **Local lookup.** The owner pools the ids of **all** ranks' samples, in rank order (the
    local batch is ``world_size * batch_size`` samples), in one fused lookup per collection.
 3. **Output distribution.** One all-to-all sends each sample's pooled vectors back to the
-   sample's rank (the autograd-aware :func:`~recnotebooks.dist.comm.all_to_all`, so backward
+   sample's rank (the autograd-aware :func:`~recnotebooks.distributed.comm.all_to_all`, so backward
    carries the gradients to the owners' pending gradients). Column-wise pieces are
    concatenated in column order; row-wise pieces are partial sums and are added (an
    all-to-all followed by a sum, which moves the same bytes as TorchRec's reduce-scatter).
@@ -53,9 +53,9 @@ from torch import nn
 
 from ..checks import check_choice, check_float, check_int, check_type
 from ..config import POOLINGS, DLRMConfig, TableConfig
+from ..kernels.rows import first_out_of_range
 from ..nn.embedding import EmbeddingBagCollection, initial_rows
 from ..nn.optim import SparseOptimizer, make_sparse_optimizer
-from ..nn.rows import first_out_of_range
 from ..plan import MAX_RANKS, Plan, ShardGeometry
 from ..sparse import JaggedBatch
 from .comm import CommHandle, CommLog, all_reduce, all_to_all

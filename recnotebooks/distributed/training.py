@@ -1,13 +1,13 @@
 """Distributed DLRM training: one entry for local ranks (:func:`train_local`) and for torchrun.
 
-Every rank builds a :class:`~recnotebooks.dist.hybrid.HybridParallelDLRM` and trains it on
+Every rank builds a :class:`~recnotebooks.distributed.hybrid.HybridParallelDLRM` and trains it on
 synthetic data (:class:`~recnotebooks.data.SyntheticCriteo`): at step ``i`` every rank draws
 the **global** batch ``i`` (``batch_size`` samples, exactly the batch the single-process
 ``recnb train`` draws) and keeps its contiguous slice (rank ``r``: samples ``r b .. (r+1) b - 1``,
 ``b = batch_size / world_size``). The dense and sparse optimizers are the
 :class:`~recnotebooks.train.Trainer`'s (same names, same learning rates), so the losses equal
 the single-process run's (up to rounding; row-wise Adagrad on column-wise tables keeps an
-accumulator per shard, see :mod:`recnotebooks.dist.sharded`).
+accumulator per shard, see :mod:`recnotebooks.distributed.sharded`).
 
 With ``eval_batches`` the trained model is evaluated on the held-out batches the single-process
 ``recnb train`` evaluates (:class:`~recnotebooks.data.SyntheticCriteo` ``split="eval"``, batches
@@ -16,7 +16,7 @@ the predictions are all-gathered in rank (that is, sample) order, and every rank
 loss, AUC and NE (:func:`~recnotebooks.metrics.click_metrics`) over the whole of them, so they equal
 the single-process run's up to the rounding of the training itself.
 
-* :func:`run_rank` is the worker :func:`~recnotebooks.dist.launch.launch` runs on each rank;
+* :func:`run_rank` is the worker :func:`~recnotebooks.distributed.launch.launch` runs on each rank;
 * :func:`train_local` launches it on N local CPU ranks (gloo) and returns a :class:`DistTrainResult`;
 * :func:`train_torchrun` runs it in a process started by ``torchrun`` (``RANK``, ``WORLD_SIZE``,
   ``MASTER_ADDR``, ``MASTER_PORT``; NCCL when CUDA is present, else gloo).
@@ -311,11 +311,11 @@ def _result(
 
 def train_local(config: DLRMConfig, plan: Plan, world_size: int, steps: int, batch_size: int, seed: int = 0,
                 *, timeout_s: float = 600.0, **options: Any) -> DistTrainResult:  # fmt: skip
-    """Train on ``world_size`` local CPU ranks (gloo, via :func:`~recnotebooks.dist.launch.launch`).
+    """Train on ``world_size`` local CPU ranks (gloo, via :func:`~recnotebooks.distributed.launch.launch`).
 
     ``options`` are :func:`run_rank`'s (optimizers, learning rates, ``zipf``, ``overlap``,
     ``eval_batches``: held-out batches to evaluate after training, 0 by default). Bad input (a
-    world size over :func:`~recnotebooks.dist.launch.max_world_size`, a batch not divisible by it,
+    world size over :func:`~recnotebooks.distributed.launch.max_world_size`, a batch not divisible by it,
     a plan for another world or that cannot be executed) raises before any process starts.
     """
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())

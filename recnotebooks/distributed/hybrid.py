@@ -11,7 +11,7 @@ MLP, interaction, top MLP) wrapped in ``torch.nn.parallel.DistributedDataParalle
 3. ``all_to_all``: the exposed wait; then ``interaction`` and ``top_mlp``;
 4. backward: the pooled gradients go back to the owners by the reverse all-to-all, DDP
    all-reduces the dense gradients (a communication hook that calls
-   :func:`~recnotebooks.dist.comm.all_reduce`, so the bytes are logged as ``all_reduce``).
+   :func:`~recnotebooks.distributed.comm.all_reduce`, so the bytes are logged as ``all_reduce``).
 
 **Initialisation.** Every rank builds the single-process ``recnotebooks.nn.DLRM(config,
 seed=seed)``'s dense modules (:func:`~recnotebooks.nn.dlrm.dense_modules`: the same modules and

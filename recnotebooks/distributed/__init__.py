@@ -1,22 +1,22 @@
 """Distributed training over ``torch.distributed``: logged collectives and a local launcher.
 
-* :mod:`recnotebooks.dist.comm` — autograd-aware all-to-all (uneven splits), reduce-scatter,
+* :mod:`recnotebooks.distributed.comm` — autograd-aware all-to-all (uneven splits), reduce-scatter,
   all-gather and all-reduce, sync or async, each recording calls, exact bytes and seconds into
   a per-rank :class:`CommLog` (tidy rows named as the cost model's components).
-* :mod:`recnotebooks.dist.launch` — :func:`launch` runs a module-level function on N ranks of
+* :mod:`recnotebooks.distributed.launch` — :func:`launch` runs a module-level function on N ranks of
   this machine (gloo on CPU, NCCL on GPUs), rendezvous on 127.0.0.1, and gathers return values,
   comm logs and failures.
-* :mod:`recnotebooks.dist.sharded` — :class:`ShardedEmbeddingBagCollection` executes a
+* :mod:`recnotebooks.distributed.sharded` — :class:`ShardedEmbeddingBagCollection` executes a
   :class:`~recnotebooks.plan.Plan` (table-, row-, column-wise, data-parallel, mixed) on the
   ranks: input all-to-all of ids, local fused lookups, output all-to-all of pooled vectors;
   :class:`ShardedSparseOptimizer` updates every shard (data-parallel replicas all-reduced);
   ``start(batch)`` issues the output all-to-all asynchronously (:class:`ShardedLookup`).
-* :mod:`recnotebooks.dist.hybrid` — :class:`HybridParallelDLRM`: sharded embeddings plus the MLPs
+* :mod:`recnotebooks.distributed.hybrid` — :class:`HybridParallelDLRM`: sharded embeddings plus the MLPs
   in ``DistributedDataParallel``, the all-to-all overlapped with the bottom MLP.
-* :mod:`recnotebooks.dist.twod` — 2D sparse parallelism: the plan shards tables inside groups of
+* :mod:`recnotebooks.distributed.twod` — 2D sparse parallelism: the plan shards tables inside groups of
   ranks, groups replicate, embedding gradients are summed over replicas.
-* :mod:`recnotebooks.dist.training` — distributed training on local ranks (``train_local``) or
-  under torchrun (``train_torchrun``); :mod:`recnotebooks.dist.commands` — ``recnb train
+* :mod:`recnotebooks.distributed.training` — distributed training on local ranks (``train_local``) or
+  under torchrun (``train_torchrun``); :mod:`recnotebooks.distributed.commands` — ``recnb train
   --world-size N`` / ``--distributed``. Not imported here: they build on ``train`` and ``data``.
 """
 

@@ -1,6 +1,6 @@
-"""The worker :func:`recnotebooks.perf.calibrate_comm` runs on every rank (importable by name).
+"""The worker :func:`recnotebooks.measure.calibrate_comm` runs on every rank (importable by name).
 
-``time_collectives`` times the logged collectives of :mod:`recnotebooks.dist.comm` (the ones the
+``time_collectives`` times the logged collectives of :mod:`recnotebooks.distributed.comm` (the ones the
 sharded step uses) on float32 buffers of the given sizes and returns each repeat's seconds;
 the caller takes, per repeat, the slowest rank (a collective ends when its last rank does).
 ``time_collectives_in_step`` times them as a training step issues them: each call after the
@@ -15,8 +15,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .comm import all_reduce, all_to_all
-from .launch import RankContext
+from recnotebooks.distributed.comm import all_reduce, all_to_all
+from recnotebooks.distributed.launch import RankContext
 
 #: The collectives :func:`time_collectives` can time.
 TIMED = ("all_to_all", "all_reduce")
@@ -114,7 +114,7 @@ def _random_batch(
     config: Any, batch_size: int, gen: torch.Generator
 ) -> tuple[torch.Tensor, Any, torch.Tensor]:
     """Dense features, a ``JaggedBatch`` (each bag ``round(pooling)`` ids, at least one) and labels."""
-    from ..sparse import JaggedBatch
+    from recnotebooks.sparse import JaggedBatch
 
     values, lengths = [], []
     for t in config.tables:
@@ -129,15 +129,15 @@ def _random_batch(
 def time_sharded_step(
     ctx: RankContext, config: Any, plan: Any, batch_size: int, steps: int, rounds: int, seed: int = 0
 ) -> dict[str, list[float]]:
-    """Seconds per step of our sharded step (:class:`~recnotebooks.dist.HybridParallelDLRM` of
+    """Seconds per step of our sharded step (:class:`~recnotebooks.distributed.HybridParallelDLRM` of
     ``plan``) and of the single-process :class:`~recnotebooks.nn.DLRM`, on the same small batches
     (row-wise Adagrad tables, Adagrad MLPs), in ``rounds`` interleaved rounds of ``steps`` steps:
     ``{"single": [...], "sharded": [...], "collectives": [...]}``, one figure per round
     (``collectives``: the seconds per step the sharded step's logged collectives took, which the
     cost model charges separately). On one rank the two do the same arithmetic; the difference
     is the host work the sharded step adds."""
-    from ..nn import DLRM, RowWiseAdagrad
-    from .hybrid import HybridParallelDLRM
+    from recnotebooks.distributed.hybrid import HybridParallelDLRM
+    from recnotebooks.nn import DLRM, RowWiseAdagrad
 
     gen = torch.Generator().manual_seed(seed)
     batches = [_random_batch(config, batch_size, gen) for _ in range(4)]

@@ -7,10 +7,10 @@ The cost model charges a collective (``perf.components._collective``) as
 where, for ``W`` ranks inside one node and a buffer of ``S`` bytes per rank,
 
 * all-to-all (pairwise): ``steps = W - 1`` per call, ``volume = S (W - 1) / W`` (the bytes sent
-  to other ranks, as :class:`recnotebooks.dist.CommLog` counts them);
+  to other ranks, as :class:`recnotebooks.distributed.CommLog` counts them);
 * all-reduce (ring): ``steps = 2 (W - 1)``, ``volume = 2 S (W - 1) / W``.
 
-:func:`measure_collectives` times :mod:`recnotebooks.dist.comm`'s collectives (the ones the
+:func:`measure_collectives` times :mod:`recnotebooks.distributed.comm`'s collectives (the ones the
 sharded step runs) on 2 and 4 local gloo ranks over a sweep of buffer sizes, in one of two
 patterns:
 
@@ -137,8 +137,8 @@ def measure_collectives(
     after a burst of compute, ``seconds`` the mean over calls and ranks, min and max over calls
     (of the ranks' mean).
     """
-    from recnotebooks.dist import launch
-    from recnotebooks.dist._calibrate_workers import time_collectives, time_collectives_in_step
+    from recnotebooks.distributed import launch
+    from recnotebooks.measure.collective_timing import time_collectives, time_collectives_in_step
 
     worlds = check_int_list("world_sizes", world_sizes, lo=2, min_len=1)
     sizes_ = check_int_list("sizes", sizes, lo=4, min_len=2)
@@ -209,7 +209,7 @@ def measure_sharded_op_cost(
     One local rank trains the ``tiny`` preset both ways on the same small batches (table ``k``
     table-, row- or column-wise, whole on the one rank; not data-parallel, whose every-row
     update the model prices by its rows;
-    :func:`recnotebooks.dist._calibrate_workers.time_sharded_step`): the arithmetic is the same,
+    :func:`recnotebooks.measure.collective_timing.time_sharded_step`): the arithmetic is the same,
     so the step-time difference (each side's fastest round: contention only adds time), less
     the time its logged collectives took (median over rounds; the model charges those
     separately, at the calibrated latency), is the sharded step's own host work (its Python
@@ -221,8 +221,8 @@ def measure_sharded_op_cost(
     not slower (noise).
     """
     from recnotebooks.config import preset
-    from recnotebooks.dist import launch
-    from recnotebooks.dist._calibrate_workers import time_sharded_step
+    from recnotebooks.distributed import launch
+    from recnotebooks.measure.collective_timing import time_sharded_step
     from recnotebooks.perf.components.ops import sharded_extra_ops
     from recnotebooks.plan import Plan, TableShard
 
@@ -299,7 +299,7 @@ def local_ranks_hardware(
     """``hw`` (this machine, calibrated as one process) as seen by each of ``world`` local ranks.
 
     The sharing rule (``W = world`` ranks on ``C = cores`` cores, default ``os.cpu_count()``;
-    each rank runs ``max(1, C // W)`` threads, :mod:`recnotebooks.dist.launch`):
+    each rank runs ``max(1, C // W)`` threads, :mod:`recnotebooks.distributed.launch`):
 
     * ``devices = W`` (one "device" per rank, so ``estimate(..., gpus=W)`` is allowed) and
       ``hbm_bytes``, ``host_mem_bytes`` divided by ``W`` (memory is shared);

@@ -1,16 +1,16 @@
 """Row-wise Adagrad's fused kernel: lookups bucketed by row, each row's gradient summed
 once, then its accumulator and weights updated (the picture is in
-:mod:`recnotebooks.nn.fused`).
+:mod:`recnotebooks.kernels.fused`).
 
 Four phases, each split into ``nchunk`` chunks: count the lookups of each bucket per
 chunk of bags, turn the counts into start positions (serial, small), scatter the lookups
 into bucket order (a stable counting sort), and update each chunk of buckets. The phases
-run on PyTorch's OpenMP threads (:mod:`recnotebooks.nn.omp`) with a barrier between them,
+run on PyTorch's OpenMP threads (:mod:`recnotebooks.kernels.omp`) with a barrier between them,
 or on Numba's with ``prange``. Both run the same chunk functions in the same order, so no
 result depends on the thread count; the two compiled versions may round their fast-math
 multiply-adds apart (a few float32 ulps, tested).
 
-Needs Numba: imported by :mod:`recnotebooks.nn.fused` only when Numba is installed.
+Needs Numba: imported by :mod:`recnotebooks.kernels.fused` only when Numba is installed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,16 @@ import numba
 import numpy as np
 from numba import carray, cfunc, njit, prange, types
 
-from recnotebooks.nn.omp import address, call_int, call_void, f32_ptr, i32_ptr, i64_ptr, launch, torch_openmp
+from recnotebooks.kernels.omp import (
+    address,
+    call_int,
+    call_void,
+    f32_ptr,
+    i32_ptr,
+    i64_ptr,
+    run_on_openmp,
+    torch_openmp,
+)
 
 __all__ = ["bucket_shift", "group_lookups", "rowwise_adagrad"]
 
@@ -184,7 +193,7 @@ try:  # compiled at import: where Numba cannot build it, only Numba's own pool i
 
     @cfunc(types.void(types.voidptr), cache=True)
     def _adagrad_omp(data):  # pragma: no cover - compiled
-        """Entry point for :func:`recnotebooks.nn.omp.launch`: unpacks the argument block
+        """Entry point for :func:`recnotebooks.kernels.omp.run_on_openmp`: unpacks the argument block
         written by :func:`rowwise_adagrad` and runs :func:`_adagrad_team` (int32 or int64 ids)."""
         a = carray(data, (_NARGS,), np.int64)
         nids, nbags, dim, nchunk, nb = a[6], a[4], a[2], a[13], a[14]
@@ -252,7 +261,7 @@ def rowwise_adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threa
         address(row), address(bag), address(cf), address(touched), rt.thread_num, rt.num_threads, rt.barrier,
     ], np.int64)  # fmt: skip
     assert args.shape[0] == _NARGS
-    launch(rt, _adagrad_omp.address, args, threads)
+    run_on_openmp(rt, _adagrad_omp.address, args, threads)
     return int(touched.sum())
 
 

@@ -3,9 +3,9 @@
 :func:`validate` trains real steps of our DLRM over a sweep from MLP-heavy to
 embedding-heavy architectures (:data:`VALIDATION_SWEEP`, measured by
 :func:`recnotebooks.measure.measure_step`) and compares each with the model's
-prediction for the same architecture on the machine :mod:`recnotebooks.perf.calibrate`
+prediction for the same architecture on the machine :mod:`recnotebooks.measure.calibrate`
 fitted: per-config error, MAPE and Spearman rank correlation. Each measurement follows a
-speed :func:`~recnotebooks.perf.calibrate.probe`, so a shared VM's drift can be corrected.
+speed :func:`~recnotebooks.measure.calibrate.probe`, so a shared VM's drift can be corrected.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from recnotebooks.config import DLRMConfig, preset
-from recnotebooks.perf.calibrate import at_speed, probe
+from recnotebooks.measure.calibrate import at_speed, probe
 from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration, load_probe
 
 __all__ = ["validate", "VALIDATION_SWEEP", "spearman"]

@@ -152,8 +152,8 @@ class _Spec:
 def _world_rank(group: Any) -> tuple[int, int]:
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError(
-            "recnotebooks.dist.comm needs an initialised process group: run the function with "
-            "recnotebooks.dist.launch(...) or under torchrun (torch.distributed.init_process_group)"
+            "recnotebooks.distributed.comm needs an initialised process group: run the function with "
+            "recnotebooks.distributed.launch(...) or under torchrun (torch.distributed.init_process_group)"
         )
     return dist.get_world_size(group), dist.get_rank(group)
 

@@ -8,7 +8,7 @@ world holds replicas). Here the ``world = G * M`` ranks form ``G`` groups of ``M
 ranks (group ``g`` is ranks ``g M .. g M + M - 1``; DMPCollection strides its groups instead,
 ``[0, 2, 4, 6]`` and ``[1, 3, 5, 7]`` on 2 nodes of 4, so that replicas share a node and the
 replica all-reduce runs over NVLink). Inside each group a :class:`~recnotebooks.plan.Plan`
-over ``M`` ranks shards the tables (a :class:`~recnotebooks.dist.ShardedEmbeddingBagCollection`
+over ``M`` ranks shards the tables (a :class:`~recnotebooks.distributed.ShardedEmbeddingBagCollection`
 on the group's process group, ranks numbered inside the group), so every all-to-all stays
 inside a group of ``M`` ranks instead of spanning the world; the groups are replicas.
 
@@ -69,7 +69,8 @@ class TwoDShardedEmbeddingBagCollection(nn.Module):
     """This rank's part of an embedding collection under 2D sparse parallelism (module docstring).
 
     Args:
-        tables, embedding_dim, pooling, seed: as :class:`~recnotebooks.dist.ShardedEmbeddingBagCollection`.
+        tables, embedding_dim, pooling, seed: as
+            :class:`~recnotebooks.distributed.ShardedEmbeddingBagCollection`.
         plan: a plan over ``group_size`` ranks: how each group shards the tables.
         rank, world_size: this process and the number of ranks (the default process group's).
         group_size: ranks per sharding group (``world_size`` must be a multiple of it; equal

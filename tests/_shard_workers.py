@@ -10,13 +10,13 @@ from typing import Any
 
 import torch
 
-from ..config import TableConfig
-from ..plan import Plan
-from ..sparse import JaggedBatch
-from .comm import CommLog
-from .launch import RankContext
-from .sharded import ShardedEmbeddingBagCollection, ShardedSparseOptimizer
-from .twod import TwoDShardedEmbeddingBagCollection, TwoDShardedSparseOptimizer
+from recnotebooks.config import TableConfig
+from recnotebooks.distributed.comm import CommLog
+from recnotebooks.distributed.launch import RankContext
+from recnotebooks.distributed.sharded import ShardedEmbeddingBagCollection, ShardedSparseOptimizer
+from recnotebooks.distributed.twod import TwoDShardedEmbeddingBagCollection, TwoDShardedSparseOptimizer
+from recnotebooks.plan import Plan
+from recnotebooks.sparse import JaggedBatch
 
 
 def global_batch(tables: tuple[TableConfig, ...], batch_size: int, seed: int, step: int) -> JaggedBatch:
