@@ -131,3 +131,59 @@ def test_links_arrive_at_a_file_and_a_heading(name: str) -> None:
             if anchor not in {slug(h) for h in headings}:
                 broken.append(target)
     assert broken == []
+
+
+# ----- ARCHITECTURE.md's reading path ------------------------------------------------------
+ARCHITECTURE = (ROOT / "ARCHITECTURE.md").read_text()
+#: What the speed machinery looks like in code: none of it belongs on the reading path.
+MACHINERY = re.compile(r"\bnumba\b|\bnjit\b|\bprange\b|\bcfunc\b|GOMP|omp_get|openmp", re.I)
+
+
+def reading_path() -> list[tuple[str, int]]:
+    """``(file, lines)`` of ARCHITECTURE.md's "Read it in this order" table, in order."""
+    section = ARCHITECTURE.split("## Read it in this order", 1)[1].split("\n## ", 1)[0]
+    return [(row[1].strip("`"), int(row[2])) for row in table_rows(section)[1:]]
+
+
+def code_of(source: str) -> str:
+    """``source`` without its docstrings and comments (what runs)."""
+    import ast
+    import tokenize
+
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                for i in range(body[0].lineno - 1, body[0].end_lineno):
+                    lines[i] = ""
+    text = "\n".join(lines)
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    comments = {(t.start[0], t.start[1]) for t in tokens if t.type == tokenize.COMMENT}
+    out = text.splitlines()
+    for row, col in comments:
+        out[row - 1] = out[row - 1][:col]
+    return "\n".join(out)
+
+
+def test_the_reading_path_starts_at_config_and_ends_at_train() -> None:
+    files = [f for f, _ in reading_path()]
+    core = ["config.py", "sparse.py", "nn/embedding.py", "nn/dlrm.py", "nn/optim.py", "train.py"]
+    positions = [next(i for i, f in enumerate(files) if f.endswith("recnotebooks/" + c)) for c in core]
+    assert positions == sorted(positions), files
+
+
+@pytest.mark.parametrize(("name", "lines"), reading_path())
+def test_the_reading_path_counts_its_lines_and_holds_no_speed_machinery(name: str, lines: int) -> None:
+    source = (ROOT / name).read_text()
+    actual = len(source.splitlines())
+    assert abs(actual - lines) <= 0.1 * actual, f"{name}: ARCHITECTURE.md says {lines} lines, it has {actual}"
+    found = MACHINERY.findall(code_of(source))
+    assert not found, f"{name} holds speed machinery: {found}"
+
+
+def test_the_machinery_check_can_fail() -> None:
+    assert MACHINERY.findall(code_of("from numba import njit\n\n@njit\ndef f(): pass\n"))
+    assert not MACHINERY.findall(code_of('"""Numba kernels live elsewhere."""\nx = 1  # numba\n'))
