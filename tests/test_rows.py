@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recnotebooks.kernels.rows import advise_huge_pages, first_out_of_range, shift_ids
-from recnotebooks.nn.rows import gather_rows, group_by_row, scatter_rows, segment_ids
+from recnotebooks.nn.rows import group_by_row, segment_ids
 
 
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=30))
@@ -38,25 +38,6 @@ def test_group_by_row_large_ids_take_the_torch_path():
     ids = torch.tensor([2**40, 5, 2**40, 7])
     rows, counts, order = group_by_row(ids, torch.arange(4))
     assert rows.tolist() == [5, 7, 2**40] and counts.tolist() == [1, 1, 2]
-
-
-def test_gather_scatter_match_index_ops_for_each_dtype():
-    for dtype in (torch.float32, torch.float64, torch.bfloat16):
-        w = torch.randn(50, 3).to(dtype)
-        rows = torch.tensor([1, 7, 49])
-        torch.testing.assert_close(gather_rows(w, rows), w.index_select(0, rows))
-        ref = w.clone()
-        vals = torch.randn(3, 3).to(dtype)
-        ref.index_copy_(0, rows, vals)
-        scatter_rows(w, rows, vals)
-        torch.testing.assert_close(w, ref)
-
-
-def test_gather_returns_a_copy():
-    w = torch.zeros(4, 2)
-    g = gather_rows(w, torch.tensor([1]))
-    g += 1
-    assert w.sum() == 0
 
 
 def test_advise_huge_pages_is_safe():

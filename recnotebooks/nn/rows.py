@@ -1,5 +1,5 @@
-"""Row helpers of the embeddings: segment ids, grouping lookups by row, gathering and
-scattering embedding rows (the plain torch path of the optimizers).
+"""Row helpers of the embeddings: segment ids and grouping lookups by row (the plain torch
+path of the backward).
 
 Grouping has a CPU fast path: one NumPy SIMD sort of packed (row, position) keys is several
 times faster than ``torch.sort`` with indices on CPU. The compiled one-pass kernels (shifting
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["segment_ids", "group_by_row", "gather_rows", "scatter_rows"]
+__all__ = ["segment_ids", "group_by_row"]
 
 
 def segment_ids(offsets: torch.Tensor, n: int) -> torch.Tensor:
@@ -46,13 +46,3 @@ def group_by_row(ids: torch.Tensor, bags: torch.Tensor) -> tuple[torch.Tensor, t
         sorted_ids, order = torch.sort(ids.to(torch.int64))
     rows, counts = torch.unique_consecutive(sorted_ids, return_counts=True)
     return rows, counts, order
-
-
-def gather_rows(weight: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``weight[rows]`` for int64 ``rows`` (a new tensor)."""
-    return weight.detach().index_select(0, rows)
-
-
-def scatter_rows(weight: torch.Tensor, rows: torch.Tensor, values: torch.Tensor) -> None:
-    """``weight[rows] = values`` in place, for distinct int64 ``rows``."""
-    weight.detach().index_copy_(0, rows, values.to(weight.dtype))
