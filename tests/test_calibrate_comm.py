@@ -200,7 +200,7 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypa
     """The wiring of ``recnb calibrate --collectives`` (microbenchmarks stubbed: fast)."""
     import recnotebooks.measure.calibrate as cal
     from recnotebooks.cli import build_parser
-    from recnotebooks.perf import commands
+    from recnotebooks.measure import commands
 
     base = HARDWARE["this_machine"]
     fits = [{"collective": "all_to_all", "world_size": 2, "latency_s": 1e-4, "bandwidth": 1e9}]
@@ -229,7 +229,7 @@ def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_ke
 ) -> None:
     import recnotebooks.measure.calibrate as cal
     from recnotebooks.cli import build_parser
-    from recnotebooks.perf import commands
+    from recnotebooks.measure import commands
     from recnotebooks.perf.hardware import COLLECTIVES_SOURCE
 
     monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "cal.json"))

@@ -274,7 +274,7 @@ def calibrate_collectives(
     src = (f"{COLLECTIVES_SOURCE} on {time.strftime('%Y-%m-%d')}: gloo on "
            f"{'/'.join(map(str, world_sizes))} local ranks, all-to-all and all-reduce ({how}), "
            "seconds = steps * latency + volume / bandwidth")  # fmt: skip
-    ops = measure_sharded_op_cost(rounds=9 if quick else 15, timeout_s=max(timeout_s, 120.0))
+    ops = _sharded_op_cost(quick, timeout_s)
     src_ops = (f"{COLLECTIVES_SOURCE} on {time.strftime('%Y-%m-%d')}: our "
                "sharded step on one rank minus the single-process step, per operator counted")  # fmt: skip
     out = hw.replace(collective_latency_s=alpha, intra_node_bw=bw,
@@ -283,6 +283,20 @@ def calibrate_collectives(
                               "sharded_op_overhead_s": src_ops})  # fmt: skip
     raw = {"rows": rows, **fit, "pattern": pattern, "sharded_op": ops, "seconds": time.perf_counter() - t0}
     return out, raw
+
+
+def _sharded_op_cost(quick: bool, timeout_s: float, tries: int = 3) -> dict[str, Any]:
+    """:func:`measure_sharded_op_cost`, measured again (up to ``tries`` times) when another
+    program's work made the sharded step read no slower than the single-process one: that is
+    noise, not a figure, and a busy moment passes."""
+    for attempt in range(tries):
+        try:
+            return measure_sharded_op_cost(rounds=9 if quick else 15, timeout_s=max(timeout_s, 120.0))
+        except RuntimeError as e:
+            if attempt == tries - 1:
+                raise RuntimeError(f"{e} in {tries} tries: the machine is too busy to measure it; "
+                                   "run the calibration again when it is quieter") from None  # fmt: skip
+    raise AssertionError("unreachable")
 
 
 # ----- local ranks sharing this machine --------------------------------------------------------

@@ -6,13 +6,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from recnotebooks.measure.calibrate import (
-    calibrate,
-    calibration_path,
-    load_calibration,
-    load_probe,
-    save_calibration,
-)
+from recnotebooks.measure import calibrate as calibration
 from recnotebooks.perf.hardware import COLLECTIVE_FIELDS, COLLECTIVES_SOURCE, check_calibration_path
 from recnotebooks.train import resolve_device
 
@@ -66,12 +60,12 @@ def run(
 def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
     dev = _device(args.device)
     check_calibration_path(kind="gpu" if dev.startswith("cuda") else "cpu")  # before minutes of measuring
-    hw, raw = calibrate(device=dev, quick=args.quick)
+    hw, raw = calibration.calibrate(device=dev, quick=args.quick)
     if getattr(args, "collectives", False):
         from recnotebooks.measure.calibrate_comm import calibrate_collectives
 
         hw, raw["collectives"] = calibrate_collectives(hw, quick=args.quick)
-    path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
+    path = calibration.save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
     out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw,
            "collectives_sources": [str(hw.sources.get(f, "")) for f in COLLECTIVE_FIELDS]}  # fmt: skip
     return out, _print_calibrate
@@ -122,17 +116,17 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  
         return validate_distributed(quick=args.quick, saved=args.saved), print_report
     kind = "gpu" if dev.startswith("cuda") else "cpu"
     if args.saved:
-        hw, ref = load_calibration(kind=kind), load_probe(kind=kind)
+        hw, ref = calibration.load_calibration(kind=kind), calibration.load_probe(kind=kind)
         if hw is None or ref is None:
-            path = calibration_path(kind)
+            path = calibration.calibration_path(kind)
             state = "is unreadable or invalid (corrupt?)" if path.exists() else "does not exist"
             raise ValueError(f"--saved: the saved {kind} calibration {str(path)!r} {state}; "
                              "run `recnb calibrate` first, or drop --saved to calibrate now")  # fmt: skip
     else:
         check_calibration_path(kind=kind)  # before minutes of measuring
-        hw, raw = calibrate(device=dev, quick=args.quick)
+        hw, raw = calibration.calibrate(device=dev, quick=args.quick)
         ref = raw["probe"]  # type: ignore[assignment]
-        save_calibration(hw, ref)
+        calibration.save_calibration(hw, ref)
     return validate(hw, ref, quick=args.quick, device=dev), _print_validate
 
 
