@@ -28,9 +28,8 @@ import numpy as np
 from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.dist._train_workers import count_step_ops, single_step_ops
 from recnotebooks.dist.launch import launch
-from recnotebooks.dist.training import round_robin_plan
 from recnotebooks.perf import components as C
-from recnotebooks.perf.validate_dist import mixed_plan
+from recnotebooks.plan import named_plan
 
 SCHEMES = ("table_wise", "row_wise", "column_wise", "data_parallel", "mixed")
 BATCH = 256
@@ -46,7 +45,7 @@ def small_config(tables: int, depth: int = 2) -> DLRMConfig:
 
 def plan_for(config: DLRMConfig, world: int, scheme: str) -> Any:
     """The plan counted for ``scheme`` (the validation's mixed plan, or round-robin)."""
-    return mixed_plan(config, world) if scheme == "mixed" else round_robin_plan(config, world, scheme)
+    return named_plan(config, scheme, world)
 
 
 def count(worlds: tuple[int, ...] = (2, 4), tables: tuple[int, ...] = (4, 8, 16)) -> list[dict[str, Any]]:
