@@ -29,9 +29,8 @@ import numpy as np
 
 from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.distributed.launch import launch
-from recnotebooks.distributed.training import round_robin_plan
-from recnotebooks.measure.validate_dist import mixed_plan
 from recnotebooks.perf import components as C
+from recnotebooks.plan import named_plan
 
 # the tests' op counter (tests/_train_workers.py); spawned ranks find it on the same path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -51,7 +50,7 @@ def small_config(tables: int, depth: int = 2) -> DLRMConfig:
 
 def plan_for(config: DLRMConfig, world: int, scheme: str) -> Any:
     """The plan counted for ``scheme`` (the validation's mixed plan, or round-robin)."""
-    return mixed_plan(config, world) if scheme == "mixed" else round_robin_plan(config, world, scheme)
+    return named_plan(config, scheme, world)
 
 
 def count(worlds: tuple[int, ...] = (2, 4), tables: tuple[int, ...] = (4, 8, 16)) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from recnotebooks.config import DLRMConfig, TableConfig, parse_mlp, preset
 from recnotebooks.data import SyntheticConfig, SyntheticCriteo
 from recnotebooks.data.split import HeldOutSplit, is_held_out
 from recnotebooks.distributed.launch import launch
-from recnotebooks.distributed.training import round_robin_plan, train_local
+from recnotebooks.distributed.training import train_local
 from recnotebooks.distributed.twod import two_d_groups
 from recnotebooks.measure import measure_step
 from recnotebooks.measure.mixed_precision import compare_precision
@@ -36,7 +36,7 @@ from recnotebooks.perf.job import job_cost
 from recnotebooks.perf.memory import memory_report
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.scaleout import scale_out
-from recnotebooks.plan import Plan
+from recnotebooks.plan import Plan, round_robin
 from recnotebooks.sparse import JaggedBatch
 from recnotebooks.train import TrainConfig, Trainer
 
@@ -444,7 +444,7 @@ def raises_naming(exc: type[Exception], make, *words: str) -> str:
 
 
 def tiny_plan(world: int = 2):
-    return round_robin_plan(preset("tiny"), world)
+    return round_robin(preset("tiny"), world)
 
 
 def cached(device=None, staging_rows: int = 0, dim: int = 4) -> CachedEmbeddingBagCollection:
@@ -753,7 +753,7 @@ def test_job_totals_that_would_overflow_are_refused(name, value):
         (lambda: plan_tables(preset("rm1"), "dgx_h100", BIG_WORLD), "world_size"),
         (lambda: Plan(BIG_WORLD, ()), "world_size"),
         (lambda: scale_out(preset("rm1"), devices=[1, BIG_WORLD]), "devices[1]"),
-        (lambda: round_robin_plan(preset("tiny"), BIG_WORLD, "data_parallel"), "world_size"),
+        (lambda: round_robin(preset("tiny"), BIG_WORLD, "data_parallel"), "world_size"),
         (lambda: launch(os.getpid, BIG_WORLD), "world_size"),
         (lambda: train_local(preset("tiny"), tiny_plan(), BIG_WORLD, 1, 8), "world_size"),
         (lambda: two_d_groups(BIG_WORLD, 1), "world_size"),

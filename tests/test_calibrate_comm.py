@@ -92,10 +92,10 @@ def _one_rank_case():  # type: ignore[no-untyped-def]
 def test_the_sharded_operator_cost_prices_only_what_the_sharded_step_adds() -> None:
     from recnotebooks.config import preset
     from recnotebooks.perf.components import op_count, overhead
-    from recnotebooks.plan import Plan, TableShard
+    from recnotebooks.plan import table_wise
 
     cfg = preset("tiny")
-    plan = Plan(2, tuple(TableShard(t.name, k % 2) for k, t in enumerate(cfg.tables)))
+    plan = table_wise(cfg, 2)
     base = HARDWARE["this_machine"]
     assert base.sharded_op_overhead_s is None and base.sharded_op_cost_s == base.op_overhead_s
     slow = base.replace(sharded_op_overhead_s=50e-6)

@@ -16,7 +16,7 @@ import pytest
 from recnotebooks.config import DLRMConfig, TableConfig
 from recnotebooks.distributed import launch
 from recnotebooks.perf.traffic import collective_bytes, volumes
-from recnotebooks.plan import Plan, TableShard
+from recnotebooks.plan import Plan, column_wise, combine, data_parallel, row_wise, table_wise
 from recnotebooks.sparse import JaggedBatch
 
 pytestmark = pytest.mark.filterwarnings(
@@ -28,31 +28,16 @@ TABLES = tuple(TableConfig(f"t{k}", n, pooling_factor=POOL) for k, n in enumerat
 DIM, STEPS, SEED, LOCAL = 4, 2, 3, 3
 
 
-def rw(t: str, ranks: list[int]) -> list[TableShard]:
-    return [TableShard(t, r, "row_wise", row_fraction=1 / len(ranks)) for r in ranks]
-
-
-def cw(t: str, parts: dict[int, float]) -> list[TableShard]:
-    return [TableShard(t, r, "column_wise", col_fraction=f) for r, f in parts.items()]
-
-
-def dp(t: str, world: int) -> list[TableShard]:
-    return [TableShard(t, r, "data_parallel") for r in range(world)]
-
-
 def plans(world: int) -> dict[str, Plan]:
     names = [t.name for t in TABLES]
-    ranks = list(range(world))
-    shards = {
-        "table_wise": [TableShard(t, k % world) for k, t in enumerate(names)],
-        "row_wise": [s for t in names for s in rw(t, ranks)],
-        "column_wise": [s for t in names for s in cw(t, {0: 0.75, 1: 0.25} if world == 2
-                                                     else {r: 1 / world for r in ranks})],
-        "data_parallel": [s for t in names for s in dp(t, world)],
-        "mixed": [*rw("t0", ranks), *cw("t1", {0: 0.5, world - 1: 0.5}), *dp("t2", world),
-                  TableShard("t3", world - 1)],
+    return {
+        "table_wise": table_wise(names, world),
+        "row_wise": row_wise(names, world),
+        "column_wise": column_wise(names, world, fractions=[0.75, 0.25] if world == 2 else None),
+        "data_parallel": data_parallel(names, world),
+        "mixed": combine(row_wise(["t0"], world), column_wise(["t1"], world, ranks=sorted({0, world - 1})),
+                         data_parallel(["t2"], world), table_wise(["t3"], world, ranks=world - 1)),
     }  # fmt: skip
-    return {k: Plan(world, tuple(v)) for k, v in shards.items()}
 
 
 #: an odd width: all-reduced buffers that do not split evenly over the ranks (uneven ring chunks)
@@ -71,9 +56,9 @@ def cases(world: int) -> list[tuple[str, tuple[TableConfig, ...], int, Plan, int
     two_d = plans(m)["mixed" if m > 1 else "table_wise"]
     out.append(("2d_mixed" if m > 1 else "2d_table_wise", TABLES, DIM, two_d, m, POOL))
     out.append(("2d_random_bags", TABLES, DIM, two_d, m, None))
-    odd = [TableShard("t0", 0), *dp("u", world)]
-    out.append(("odd_width_dp", ODD_TABLES, ODD_DIM, Plan(world, tuple(odd)), None, None))
-    odd_2d = Plan(m, (TableShard("t0", m - 1), *dp("u", m)))
+    odd = combine(table_wise(["t0"], world, ranks=0), data_parallel(["u"], world))
+    out.append(("odd_width_dp", ODD_TABLES, ODD_DIM, odd, None, None))
+    odd_2d = combine(table_wise(["t0"], m, ranks=m - 1), data_parallel(["u"], m))
     out.append(("odd_width_2d", ODD_TABLES, ODD_DIM, odd_2d, m, None))
     return out
 

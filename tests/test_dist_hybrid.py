@@ -16,7 +16,7 @@ from recnotebooks.distributed import launch
 from recnotebooks.distributed.hybrid import local_samples
 from recnotebooks.nn import DLRM
 from recnotebooks.nn.optim import make_sparse_optimizer
-from recnotebooks.plan import Plan, TableShard
+from recnotebooks.plan import Plan, column_wise, combine, data_parallel, row_wise, table_wise
 from recnotebooks.sparse import JaggedBatch
 
 pytestmark = pytest.mark.filterwarnings(
@@ -28,34 +28,20 @@ DIM, BATCH, STEPS, SEED, DENSE_LR, SPARSE_LR = 4, 8, 3, 3, 0.3, 0.5
 CONFIG = DLRMConfig(num_dense=3, tables=TABLES, embedding_dim=DIM, bottom_mlp=(8, DIM), top_mlp=(8, 1))
 
 
-def tw(table: str, rank: int) -> TableShard:
-    return TableShard(table, rank)
-
-
-def rw(table: str, ranks: list[int]) -> list[TableShard]:
-    return [TableShard(table, r, "row_wise", row_fraction=1 / len(ranks)) for r in ranks]
-
-
-def cw(table: str, parts: dict[int, float]) -> list[TableShard]:
-    return [TableShard(table, r, "column_wise", col_fraction=f) for r, f in parts.items()]
-
-
-def dp(table: str, world: int) -> list[TableShard]:
-    return [TableShard(table, r, "data_parallel") for r in range(world)]
-
-
 PLANS_2 = {
-    "table_wise": [tw("t0", 0), tw("t1", 1), tw("t2", 1), tw("t3", 0)],
-    "row_wise": [s for t in TABLES for s in rw(t.name, [0, 1])],
-    "column_wise": [s for t in TABLES for s in cw(t.name, {0: 0.5, 1: 0.5})],
-    "data_parallel": [s for t in TABLES for s in dp(t.name, 2)],
-    "mixed": [*rw("t0", [0, 1]), *cw("t1", {0: 0.5, 1: 0.5}), *dp("t2", 2), tw("t3", 1)],
-}
-PLAN_4 = [*rw("t0", [0, 1, 2, 3]), *cw("t1", {1: 0.5, 3: 0.5}), *dp("t2", 4), tw("t3", 2)]
+    "table_wise": table_wise(TABLES, 2, ranks=[0, 1, 1, 0]),
+    "row_wise": row_wise(TABLES, 2),
+    "column_wise": column_wise(TABLES, 2),
+    "data_parallel": data_parallel(TABLES, 2),
+    "mixed": combine(row_wise(["t0"], 2), column_wise(["t1"], 2), data_parallel(["t2"], 2),
+                     table_wise(["t3"], 2, ranks=1)),
+}  # fmt: skip
+PLAN_4 = combine(row_wise(["t0"], 4), column_wise(["t1"], 4, ranks=[1, 3]), data_parallel(["t2"], 4),
+                 table_wise(["t3"], 4, ranks=2))  # fmt: skip
 
 
-def case(shards: list[TableShard], world: int, overlap: bool = True) -> dict[str, Any]:
-    return {"config": CONFIG, "plan": Plan(world, tuple(shards)), "batch_size": BATCH, "steps": STEPS,
+def case(plan: Plan, overlap: bool = True) -> dict[str, Any]:
+    return {"config": CONFIG, "plan": plan, "batch_size": BATCH, "steps": STEPS,
             "seed": SEED, "dense_lr": DENSE_LR, "sparse_lr": SPARSE_LR, "overlap": overlap}  # fmt: skip
 
 
@@ -98,7 +84,7 @@ def check_equal(plan: Plan, per_rank: list[dict[str, Any]], ref: dict[str, Any])
 
 def test_two_ranks_every_plan_equals_single_process_and_overlap_changes_nothing() -> None:
     ref = reference()
-    cases = [case(shards, 2) for shards in PLANS_2.values()] + [case(PLANS_2["mixed"], 2, overlap=False)]
+    cases = [case(plan) for plan in PLANS_2.values()] + [case(PLANS_2["mixed"], overlap=False)]
     res = launch(W.train_hybrid_cases, 2, cases, timeout_s=120)
     assert res.warnings == [[], []]  # no deprecation or other warning on the ranks
     for k, c in enumerate(cases):
@@ -113,7 +99,7 @@ def test_two_ranks_every_plan_equals_single_process_and_overlap_changes_nothing(
 
 def test_four_ranks_mixed_plan_equals_single_process() -> None:
     ref = reference()
-    c = case(PLAN_4, 4)
+    c = case(PLAN_4)
     res = launch(W.train_hybrid_cases, 4, [c], timeout_s=120)
     check_equal(c["plan"], [v[0] for v in res.values], ref)
 
@@ -140,9 +126,8 @@ def test_the_model_counts_the_all_reduce_calls_ddp_and_the_replicas_make() -> No
         DLRMConfig(num_dense=3, tables=small, embedding_dim=DIM, bottom_mlp=(2048, 3200, 3200, DIM),
                    top_mlp=(8, 1)),
     ]  # fmt: skip
-    replicated = (TableShard("t1", 0, "data_parallel"), TableShard("t1", 1, "data_parallel"))
-    plans = [Plan(2, (tw("t0", 0), tw("t1", 1))), Plan(2, (tw("t0", 0), *replicated))]
-    cases = [case(p.shards, 2) | {"config": cfg, "plan": p, "steps": n}
+    plans = [table_wise(["t0", "t1"], 2), combine(table_wise(["t0"], 2), data_parallel(["t1"], 2))]
+    cases = [case(p) | {"config": cfg, "plan": p, "steps": n}
              for cfg in configs for p in plans for n in (1, 3)]  # fmt: skip
     assert [ddp_buckets(c["config"]) for c in cases[::4]] == [1, 2, 3]
     res = launch(W.train_hybrid_cases, 2, cases, timeout_s=120)

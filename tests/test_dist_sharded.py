@@ -16,7 +16,7 @@ from recnotebooks.distributed.sharded import ShardedEmbeddingBagCollection
 from recnotebooks.nn import embedding as embedding_module
 from recnotebooks.nn.embedding import EmbeddingBagCollection
 from recnotebooks.nn.optim import make_sparse_optimizer
-from recnotebooks.plan import Plan, TableShard
+from recnotebooks.plan import Plan, TableShard, column_wise, combine, data_parallel, row_wise, table_wise
 from recnotebooks.sparse import JaggedBatch
 
 pytestmark = pytest.mark.filterwarnings(
@@ -29,36 +29,23 @@ DIM, BATCH, STEPS, SEED, LR = 4, 8, 3, 5, 0.5
 CONFIG = DLRMConfig(num_dense=1, tables=TABLES, embedding_dim=DIM, bottom_mlp=(DIM,), top_mlp=(1,))
 
 
-def tw(table: str, rank: int) -> TableShard:
-    return TableShard(table, rank)
-
-
-def rw(table: str, ranks: list[int]) -> list[TableShard]:
-    return [TableShard(table, r, "row_wise", row_fraction=1 / len(ranks)) for r in ranks]
-
-
-def cw(table: str, parts: dict[int, float]) -> list[TableShard]:
-    return [TableShard(table, r, "column_wise", col_fraction=f) for r, f in parts.items()]
-
-
-def dp(table: str, world: int) -> list[TableShard]:
-    return [TableShard(table, r, "data_parallel") for r in range(world)]
-
-
 PLANS_2 = {
-    "table_wise": [tw("t0", 0), tw("t1", 1), tw("t2", 1), tw("t3", 0)],
-    "table_wise_one_rank": [tw(t.name, 0) for t in TABLES],  # rank 1 holds nothing
-    "row_wise": [s for t in TABLES for s in rw(t.name, [0, 1])],
-    "column_wise": [
-        s for t in TABLES for s in cw(t.name, {0: 0.75, 1: 0.25} if t.name != "t1" else {1: 0.5, 0: 0.5})
-    ],
-    "data_parallel": [s for t in TABLES for s in dp(t.name, 2)],
-    "mixed": [*rw("t0", [0, 1]), *cw("t1", {0: 0.5, 1: 0.5}), *dp("t2", 2), tw("t3", 1)],
+    "table_wise": table_wise(TABLES, 2, ranks=[0, 1, 1, 0]),
+    "table_wise_one_rank": table_wise(TABLES, 2, ranks=0),  # rank 1 holds nothing
+    "row_wise": row_wise(TABLES, 2),
+    "column_wise": combine(column_wise(["t0"], 2, fractions=[0.75, 0.25]),
+                           column_wise(["t1"], 2, ranks=[1, 0]),
+                           column_wise(["t2", "t3"], 2, fractions=[0.75, 0.25])),
+    "data_parallel": data_parallel(TABLES, 2),
+    "mixed": combine(row_wise(["t0"], 2), column_wise(["t1"], 2), data_parallel(["t2"], 2),
+                     table_wise(["t3"], 2, ranks=1)),
     # no column-wise table: row-wise Adagrad's accumulator is the mean over a row's columns, which
     # a column-wise shard takes over its own columns only (as in TorchRec), so it differs there
-    "mixed_no_cw": [*rw("t0", [0, 1]), tw("t1", 0), *dp("t2", 2), tw("t3", 1)],
-}
-PLAN_4 = [*rw("t0", [0, 1, 2, 3]), *cw("t1", {1: 0.5, 3: 0.5}), *dp("t2", 4), tw("t3", 2)]
+    "mixed_no_cw": combine(row_wise(["t0"], 2), table_wise(["t1"], 2, ranks=0), data_parallel(["t2"], 2),
+                           table_wise(["t3"], 2, ranks=1)),
+}  # fmt: skip
+PLAN_4 = combine(row_wise(["t0"], 4), column_wise(["t1"], 4, ranks=[1, 3]), data_parallel(["t2"], 4),
+                 table_wise(["t3"], 4, ranks=2))  # fmt: skip
 #: (plan name, pooling, optimizer) of the 2-rank launch
 CASES_2 = [(name, "sum", "sgd") for name in PLANS_2 if name != "mixed_no_cw"] + [
     ("mixed", "mean", "sgd"),
@@ -66,8 +53,8 @@ CASES_2 = [(name, "sum", "sgd") for name in PLANS_2 if name != "mixed_no_cw"] + 
 ]
 
 
-def case(shards: list[TableShard], world: int, pooling: str, optimizer: str) -> dict[str, Any]:
-    return {"tables": TABLES, "dim": DIM, "plan": Plan(world, tuple(shards)), "batch_size": BATCH,
+def case(plan: Plan, pooling: str, optimizer: str) -> dict[str, Any]:
+    return {"tables": TABLES, "dim": DIM, "plan": plan, "batch_size": BATCH,
             "steps": STEPS, "seed": SEED, "lr": LR, "pooling": pooling, "optimizer": optimizer}  # fmt: skip
 
 
@@ -90,12 +77,12 @@ def reference(pooling: str, optimizer: str) -> dict[str, Any]:
 def runs() -> dict[tuple[int, str, str, str], tuple[Plan, list[dict[str, Any]]]]:
     """One 2-rank launch for every 2-rank case, one 4-rank launch: per case, plan and rank values."""
     out = {}
-    cases = [case(PLANS_2[n], 2, p, o) for n, p, o in CASES_2]
+    cases = [case(PLANS_2[n], p, o) for n, p, o in CASES_2]
     result = launch(W.train_cases, 2, cases, timeout_s=120)
     assert result.warnings == [[], []]
     for k, (key, c) in enumerate(zip(CASES_2, cases, strict=True)):
         out[(2, *key)] = (c["plan"], [result.values[r][k] for r in range(2)])
-    c4 = case(PLAN_4, 4, "sum", "sgd")
+    c4 = case(PLAN_4, "sum", "sgd")
     result = launch(W.train_cases, 4, [c4], timeout_s=120)
     assert result.warnings == [[]] * 4
     out[(4, "mixed", "sum", "sgd")] = (c4["plan"], [v[0] for v in result.values])
@@ -175,7 +162,7 @@ def test_shards_equal_the_single_process_weights_drawn_chunk_by_chunk(monkeypatc
     full = EmbeddingBagCollection(TABLES, DIM, seed=SEED)
     seen = 0
     for rank in (0, 1):
-        model = ShardedEmbeddingBagCollection(TABLES, DIM, Plan(2, tuple(PLANS_2[name])), rank, 2, seed=SEED)
+        model = ShardedEmbeddingBagCollection(TABLES, DIM, PLANS_2[name], rank, 2, seed=SEED)
         for shard, weight in model.shard_weights():
             g = shard.geometry
             assert torch.equal(weight, full.table_weight(shard.table)[g.row_slice, g.col_slice])
@@ -184,12 +171,12 @@ def test_shards_equal_the_single_process_weights_drawn_chunk_by_chunk(monkeypatc
 
 
 def test_bad_plans_and_inputs_are_refused_before_any_communication() -> None:
-    good = Plan(2, tuple(PLANS_2["table_wise"]))
+    good = PLANS_2["table_wise"]
     with pytest.raises(ValueError, match="t3.*not in the plan"):
-        ShardedEmbeddingBagCollection(TABLES, DIM, Plan(2, (tw("t0", 0), tw("t1", 1), tw("t2", 0))), 0, 2)
+        ShardedEmbeddingBagCollection(TABLES, DIM, table_wise(["t0", "t1", "t2"], 2, ranks=[0, 1, 0]), 0, 2)
     with pytest.raises(ValueError, match="must add up to 1"):
-        bad = Plan(2, (*rw("t0", [0]), TableShard("t0", 1, "row_wise", row_fraction=0.5), tw("t1", 0),
-                       tw("t2", 0), tw("t3", 0)))  # fmt: skip
+        bad = Plan(2, (TableShard("t0", 0, "row_wise"), TableShard("t0", 1, "row_wise", row_fraction=0.5),
+                       *table_wise(["t1", "t2", "t3"], 2, ranks=0).shards))  # fmt: skip
         ShardedEmbeddingBagCollection(TABLES, DIM, bad, 0, 2)
     with pytest.raises(ValueError, match="world_size"):
         ShardedEmbeddingBagCollection(TABLES, DIM, good, 0, 4)

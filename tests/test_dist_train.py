@@ -21,7 +21,8 @@ import torch
 from recnotebooks import cli
 from recnotebooks.config import preset
 from recnotebooks.distributed import commands as dist_commands
-from recnotebooks.distributed.training import WARMUP_STEPS, DistTrainResult, round_robin_plan, train_local
+from recnotebooks.distributed.training import WARMUP_STEPS, DistTrainResult, train_local
+from recnotebooks.plan import round_robin
 from recnotebooks.timing import PHASES
 from recnotebooks.train import TRAIN_REPORT_KEYS, train_report
 
@@ -79,13 +80,13 @@ def test_row_wise_ranks_evaluate_the_same_held_out_batches(single_process_report
     single-process metrics; no eval batches, no metrics."""
     args = cli.build_parser().parse_args(["train", *COMMON])
     cfg = cli.config_from_args(args)
-    res = train_local(cfg, round_robin_plan(cfg, 2, "row_wise"), 2, STEPS, BATCH, 1, eval_batches=10,
+    res = train_local(cfg, round_robin(cfg, 2, "row_wise"), 2, STEPS, BATCH, 1, eval_batches=10,
                       timeout_s=300.0)  # fmt: skip
     for key in ("auc", "logloss", "ne"):
         assert getattr(res, key) == pytest.approx(single_process_report[key], abs=1e-4), key
     assert res.losses == pytest.approx(single_process_report["losses"], abs=1e-4)
     with pytest.raises(ValueError, match="eval_batches"):
-        train_local(cfg, round_robin_plan(cfg, 2), 2, STEPS, BATCH, eval_batches=-1)
+        train_local(cfg, round_robin(cfg, 2), 2, STEPS, BATCH, eval_batches=-1)
 
 
 def test_train_report_names_a_missing_or_unknown_key() -> None:
@@ -216,11 +217,11 @@ def test_bad_options_are_refused_before_any_process_starts(argv, message, capsys
 
 def test_round_robin_plans_and_result_rows() -> None:
     cfg = cli.config_from_args(cli.build_parser().parse_args(["train", "--preset", "tiny"]))
-    plan = round_robin_plan(cfg, 3)
+    plan = round_robin(cfg, 3)
     assert [s.rank for s in plan.shards] == [k % 3 for k in range(cfg.num_tables)]
-    assert len(round_robin_plan(cfg, 2, "row_wise").shards) == 2 * cfg.num_tables
+    assert len(round_robin(cfg, 2, "row_wise").shards) == 2 * cfg.num_tables
     with pytest.raises(ValueError, match="sharding"):
-        round_robin_plan(cfg, 2, "diagonal")
+        round_robin(cfg, 2, "diagonal")
     res = DistTrainResult(2, "gloo", 2, 8, [0.7, 0.6], 100.0, 0.01, {"all_to_all": 0.001},
                           [{"rank": 0, "component": "all_to_all", "bytes_sent": 8}])  # fmt: skip
     assert (res.auc, res.logloss, res.ne) == (None, None, None)  # not evaluated
@@ -231,7 +232,7 @@ def test_round_robin_plans_and_result_rows() -> None:
 
 def test_train_local_reports_the_timed_steps_collectives_and_cpu_per_phase() -> None:
     cfg, steps = preset("tiny"), WARMUP_STEPS + 2
-    r = train_local(cfg, round_robin_plan(cfg, 2), 2, steps, 64, sparse_optimizer="sgd")
+    r = train_local(cfg, round_robin(cfg, 2), 2, steps, 64, sparse_optimizer="sgd")
     calls = {(row["collective"], row["direction"]): row["calls"] for row in r.timed_comm}
     # per step: lengths, ids and pooled vectors forward, their gradients back; DDP's one bucket
     assert calls == {("all_to_all", "forward"): 3 * 2, ("all_to_all", "backward"): 2,

@@ -15,7 +15,7 @@ from recnotebooks.distributed import launch
 from recnotebooks.distributed.twod import TwoDShardedEmbeddingBagCollection
 from recnotebooks.nn.embedding import EmbeddingBagCollection
 from recnotebooks.nn.optim import make_sparse_optimizer
-from recnotebooks.plan import Plan, TableShard
+from recnotebooks.plan import Plan, column_wise, combine, data_parallel, row_wise, table_wise
 
 pytestmark = pytest.mark.filterwarnings(
     "error::DeprecationWarning", "error::FutureWarning", "error::UserWarning"
@@ -25,25 +25,21 @@ TABLES = (TableConfig("t0", 10), TableConfig("t1", 7), TableConfig("t2", 5), Tab
 DIM, BATCH, STEPS, SEED, LR = 4, 8, 3, 7, 0.5
 CONFIG = DLRMConfig(num_dense=1, tables=TABLES, embedding_dim=DIM, bottom_mlp=(DIM,), top_mlp=(1,))
 
-#: plans over one group: (name, group size, shards)
+#: plans over one group (of plan.world_size ranks)
 PLANS = {
-    "table_wise": (2, [TableShard("t0", 0), TableShard("t1", 1), TableShard("t2", 1), TableShard("t3", 0)]),
-    "row_wise": (2, [TableShard(t.name, r, "row_wise", row_fraction=0.5) for t in TABLES for r in (0, 1)]),
-    "mixed": (2, [TableShard("t0", 0, "row_wise", row_fraction=0.5),
-                  TableShard("t0", 1, "row_wise", row_fraction=0.5),
-                  TableShard("t1", 0, "column_wise", col_fraction=0.5),
-                  TableShard("t1", 1, "column_wise", col_fraction=0.5),
-                  TableShard("t2", 0, "data_parallel"), TableShard("t2", 1, "data_parallel"),
-                  TableShard("t3", 1)]),
-    "one_rank_groups": (1, [TableShard(t.name, 0) for t in TABLES]),
+    "table_wise": table_wise(TABLES, 2, ranks=[0, 1, 1, 0]),
+    "row_wise": row_wise(TABLES, 2),
+    "mixed": combine(row_wise(["t0"], 2), column_wise(["t1"], 2), data_parallel(["t2"], 2),
+                     table_wise(["t3"], 2, ranks=1)),
+    "one_rank_groups": table_wise(TABLES, 1),
 }  # fmt: skip
 #: (plan, world)
 CASES = [("table_wise", 4), ("row_wise", 4), ("mixed", 4), ("one_rank_groups", 2)]
 
 
 def case(name: str) -> dict[str, Any]:
-    m, shards = PLANS[name]
-    return {"tables": TABLES, "dim": DIM, "plan": Plan(m, tuple(shards)), "group_size": m,
+    plan = PLANS[name]
+    return {"tables": TABLES, "dim": DIM, "plan": plan, "group_size": plan.world_size,
             "batch_size": BATCH, "steps": STEPS, "seed": SEED, "lr": LR}  # fmt: skip
 
 
@@ -79,8 +75,8 @@ def test_every_replica_equals_the_single_process_collection(runs: dict, name: st
     for step in range(STEPS):
         got = torch.cat([v["outputs"][step] for v in values])  # ranks in order: the global batch
         torch.testing.assert_close(got, ref["outputs"][step], atol=1e-5, rtol=1e-5)
-    m, _ = PLANS[name]
-    plan = case(name)["plan"]
+    plan = PLANS[name]
+    m = plan.world_size
     for r, v in enumerate(values):  # rank g*M + m holds in-group rank m's shards, updated by all samples
         for i, g in enumerate(plan.geometry_table(CONFIG)):
             if g["rank"] != r % m:
@@ -95,7 +91,6 @@ def test_every_replica_equals_the_single_process_collection(runs: dict, name: st
 
 @pytest.mark.parametrize(("name", "world"), CASES)
 def test_replica_sync_is_logged_as_all_reduce(runs: dict, name: str, world: int) -> None:
-    m, _ = PLANS[name]
     for v in runs[(name, world)]:
         rows = [x for x in v["log"] if x["collective"] == "all_reduce"]
         assert rows and all(x["component"] == "all_reduce" for x in rows)
@@ -104,8 +99,7 @@ def test_replica_sync_is_logged_as_all_reduce(runs: dict, name: str, world: int)
 
 
 def test_bad_arguments_are_refused_before_any_collective() -> None:
-    m, shards = PLANS["table_wise"]
-    plan = Plan(m, tuple(shards))
+    plan = PLANS["table_wise"]
     with pytest.raises(ValueError, match="world_size=3 must be divisible by group_size"):
         TwoDShardedEmbeddingBagCollection(TABLES, DIM, plan, 0, 3, 2)
     with pytest.raises(ValueError, match="plan.world_size must equal group_size=4"):
@@ -115,7 +109,7 @@ def test_bad_arguments_are_refused_before_any_collective() -> None:
     with pytest.raises(ValueError, match="rank"):
         TwoDShardedEmbeddingBagCollection(TABLES, DIM, plan, 4, 4, 2)
     with pytest.raises(ValueError, match="t3.*not in the plan"):
-        TwoDShardedEmbeddingBagCollection(TABLES, DIM, Plan(2, tuple(shards[:3])), 0, 4, 2)
+        TwoDShardedEmbeddingBagCollection(TABLES, DIM, Plan(2, plan.shards[:3]), 0, 4, 2)
     with pytest.raises(ValueError, match="pooling"):
         TwoDShardedEmbeddingBagCollection(TABLES, DIM, plan, 0, 4, 2, pooling="max")
     with pytest.raises(TypeError, match="plan"):

@@ -13,10 +13,8 @@ from _train_workers import count_step_ops, single_step_ops
 
 from recnotebooks.config import architecture_config, preset
 from recnotebooks.distributed import launch
-from recnotebooks.distributed.training import round_robin_plan
-from recnotebooks.measure.validate_dist import mixed_plan
 from recnotebooks.perf.components import A2A_CALLS_PER_STEP, op_count, sharded_op_terms
-from recnotebooks.plan import Plan, TableShard
+from recnotebooks.plan import Plan, named_plan, round_robin, table_wise
 
 OURS = "recnotebooks"
 SCHEMES = ("table_wise", "row_wise", "column_wise", "data_parallel", "mixed")
@@ -25,7 +23,7 @@ CONFIG = architecture_config(num_tables=4, rows_per_table=1000, embedding_dim=16
 
 
 def _plan(scheme: str, world: int = 2) -> Plan:
-    return mixed_plan(CONFIG, world) if scheme == "mixed" else round_robin_plan(CONFIG, world, scheme)
+    return named_plan(CONFIG, scheme, world)
 
 
 def test_op_count_matches_the_counted_step_of_each_scheme() -> None:
@@ -39,8 +37,8 @@ def test_op_count_matches_the_counted_step_of_each_scheme() -> None:
 
 
 def test_op_count_without_a_plan_and_on_one_process() -> None:
-    tw = Plan(2, tuple(TableShard(t.name, k % 2) for k, t in enumerate(CONFIG.tables)))
-    dp = round_robin_plan(CONFIG, 2, "data_parallel")
+    tw = table_wise(CONFIG, 2)
+    dp = round_robin(CONFIG, 2, "data_parallel")
     for impl in ("recnotebooks", "torchrec"):
         assert op_count(CONFIG, 2, True, implementation=impl) == op_count(
             CONFIG, 2, plan=tw, implementation=impl
@@ -64,6 +62,6 @@ def test_op_count_without_a_plan_and_on_one_process() -> None:
 
 def test_op_count_rejects_a_plan_of_another_world_size_and_unknown_implementations() -> None:
     with pytest.raises(ValueError, match="plan is for 2 ranks but world_size=4"):
-        op_count(preset("tiny"), 4, plan=round_robin_plan(preset("tiny"), 2))
+        op_count(preset("tiny"), 4, plan=round_robin(preset("tiny"), 2))
     with pytest.raises(ValueError, match="implementation"):
         op_count(preset("tiny"), 2, implementation="fbgemm")

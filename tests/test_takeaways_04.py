@@ -57,3 +57,27 @@ def test_2d_keeps_the_all_to_all_inside_a_node_and_pays_a_replica_sync() -> None
     for m in (32, 16, 8):  # syncing every row costs more than syncing the touched rows
         assert dense[m]["replica_sync_ms"] > touched[m]["replica_sync_ms"]
     assert dense[8]["samples_per_s"] < touched[8]["samples_per_s"] / 5
+
+
+def test_a_hand_written_plan_runs_and_every_rank_gets_all_tables_for_its_samples() -> None:
+    """The "write a plan and run it" section: the hand-written shards equal the constructors', and
+    each rank gets back (its samples, every table, dim), equal to one process's collection."""
+    from recnotebooks.config import TableConfig
+    from recnotebooks.distributed import run_plan
+    from recnotebooks.plan import Plan, TableShard, combine, data_parallel, row_wise, table_wise
+
+    tables = [TableConfig("users", 12), TableConfig("items", 8), TableConfig("ads", 6)]
+    users = [TableShard("users", r, "row_wise", row_fraction=0.5) for r in (0, 1)]
+    ads = [TableShard("ads", r, "data_parallel") for r in (0, 1)]
+    by_hand = Plan(2, (*users, TableShard("items", 1), *ads))
+    built = combine(row_wise(["users"], 2), table_wise(["items"], 2, ranks=1), data_parallel(["ads"], 2))
+    assert built.shards == by_hand.shards
+    run = run_plan(tables, 4, by_hand, batch_size=8)
+    assert run.shapes == ((4, 3, 4), (4, 3, 4)) and run.matches
+    # rank 0 holds no table-wise table: it receives pooled vectors for items from rank 1, and
+    # both ranks all-reduce the replicated table's gradient
+    assert {(r["collective"], r["direction"]) for r in run.bytes_by_collective() if r["rank"] == 0} == {
+        ("all_to_all", "forward"),
+        ("all_to_all", "backward"),
+        ("all_reduce", "forward"),
+    }

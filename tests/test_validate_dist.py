@@ -11,6 +11,7 @@ from recnotebooks.config import preset
 from recnotebooks.measure import calibrate_comm as CC
 from recnotebooks.measure import validate_dist as VD
 from recnotebooks.perf.hardware import HARDWARE
+from recnotebooks.plan import mixed_plan
 
 HW = HARDWARE["this_machine"]
 
@@ -81,7 +82,7 @@ def test_sweep_has_every_scheme_and_valid_plans() -> None:
     for it in full:
         it["plan"].validate(it["config"])
         assert it["batch_size"] % it["plan"].world_size == 0
-    kinds = {sh.sharding for sh in VD.mixed_plan(preset("tiny"), 2).shards}
+    kinds = {sh.sharding for sh in mixed_plan(preset("tiny"), 2).shards}
     assert kinds == {"table_wise", "row_wise", "column_wise", "data_parallel"}
 
 

@@ -34,9 +34,10 @@ from typing import Any
 
 from ..config import DLRMConfig
 from ..data.synthetic import SyntheticConfig
+from ..plan import round_robin
 from ..train import metric_lines, train_report
 from .launch import max_world_size
-from .training import DistTrainResult, round_robin_plan, torchrun_env, train_local, train_torchrun
+from .training import DistTrainResult, torchrun_env, train_local, train_torchrun
 
 __all__ = ["run"]
 
@@ -98,7 +99,7 @@ def run(
                "dense_optimizer": args.dense_optimizer, "dense_lr": args.dense_lr,
                "zipf": args.zipf, "eval_batches": args.eval_batches}  # fmt: skip
     try:
-        plan = round_robin_plan(config, size, sharding)
+        plan = round_robin(config, size, sharding)
         if world is not None:
             res = train_local(config, plan, world, args.steps, args.batch_size, args.seed, **options)
         else:

@@ -39,7 +39,7 @@ from ..checks import check_choice, check_float, check_int, check_steps, check_ty
 from ..config import DLRMConfig
 from ..data.synthetic import SyntheticConfig, SyntheticCriteo
 from ..metrics import click_metrics
-from ..plan import MAX_RANKS, Plan, TableShard
+from ..plan import MAX_RANKS, Plan
 from ..threads import choose_threads, usable_cores, use_threads
 from ..timing import PhaseTimer, reliability, spread
 from ..train import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
@@ -50,7 +50,6 @@ from .launch import MAX_TIMEOUT_S, RankContext, launch, max_world_size
 __all__ = [
     "DistTrainResult",
     "dense_optimizer_for",
-    "round_robin_plan",
     "run_plans",
     "run_rank",
     "train_local",
@@ -59,29 +58,6 @@ __all__ = [
 ]
 
 WARMUP_STEPS = 5
-
-
-def round_robin_plan(config: DLRMConfig, world_size: int, sharding: str = "table_wise") -> Plan:
-    """Every table sharded the same way over ``world_size`` ranks: ``table_wise`` (table ``k`` on
-    rank ``k % world_size``), ``row_wise`` / ``column_wise`` (equal parts on every rank) or
-    ``data_parallel`` (a replica on every rank). A table with fewer rows (columns) than ranks is
-    split over as many ranks as it has rows (columns)."""
-    check_type("config", config, DLRMConfig, "a DLRMConfig")
-    world = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
-    check_choice("sharding", sharding, ("table_wise", "row_wise", "column_wise", "data_parallel"))
-    shards: list[TableShard] = []
-    for k, t in enumerate(config.tables):
-        if sharding == "table_wise":
-            shards.append(TableShard(t.name, k % world))
-        else:
-            frac = {"row_wise": "row_fraction", "column_wise": "col_fraction"}.get(sharding)
-            size = {"row_wise": t.num_rows, "column_wise": config.embedding_dim}.get(sharding, world)
-            parts = min(world, size)  # a 3-row table is split over at most 3 ranks
-            extra = {frac: 1 / parts} if frac else {}
-            shards += [TableShard(t.name, r, sharding, **extra) for r in range(parts)]
-    plan = Plan(world, tuple(shards), strategy=f"round_robin_{sharding}")
-    plan.validate(config)
-    return plan
 
 
 def dense_optimizer_for(name: str, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:

@@ -33,40 +33,19 @@ from typing import Any
 
 import numpy as np
 
-from recnotebooks.checks import check_bool, check_int, check_int_list, check_steps, show
+from recnotebooks.checks import check_bool, check_int_list, check_steps, show
 from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.measure.calibrate import at_speed, probe
 from recnotebooks.measure.validate import spearman
 from recnotebooks.perf.hardware import Hardware
-from recnotebooks.plan import Plan, TableShard
+from recnotebooks.plan import mixed_plan, round_robin
 
-__all__ = ["TARGETS", "COLLECTIVES", "mixed_plan", "sweep", "run_sweep_rank", "validate_distributed"]
+__all__ = ["TARGETS", "COLLECTIVES", "sweep", "run_sweep_rank", "validate_distributed"]
 
 #: Targets of issue 11: step-time MAPE and Spearman over at least 8 configs.
 TARGETS = {"mape": 0.20, "spearman": 0.9, "configs": 8}
 COLLECTIVES = ("all_to_all", "all_reduce")
 _STEPS, _QUICK_STEPS = 20, 10
-
-
-def mixed_plan(config: DLRMConfig, world: int) -> Plan:
-    """One plan mixing every scheme: table ``k`` is row-wise (``k % 4 == 1``), column-wise
-    (``k % 4 == 2``; when the dimension splits evenly), data-parallel (``k % 4 == 3``) or
-    table-wise on rank ``k % world``."""
-    world = check_int("world", world, lo=1)
-    shards: list[TableShard] = []
-    for k, t in enumerate(config.tables):
-        kind = k % 4
-        if kind == 1:
-            shards += [TableShard(t.name, r, "row_wise", row_fraction=1 / world) for r in range(world)]
-        elif kind == 2 and config.embedding_dim % world == 0:
-            shards += [TableShard(t.name, r, "column_wise", col_fraction=1 / world) for r in range(world)]
-        elif kind == 3:
-            shards += [TableShard(t.name, r, "data_parallel") for r in range(world)]
-        else:
-            shards.append(TableShard(t.name, k % world))
-    plan = Plan(world, tuple(shards), strategy="mixed")
-    plan.validate(config)
-    return plan
 
 
 def _mid() -> DLRMConfig:
@@ -82,8 +61,6 @@ def sweep(worlds: Sequence[int] = (2, 4), quick: bool = False) -> list[dict[str,
     data-parallel and mixed, and a mid-sized architecture table-wise and mixed (7 per world).
     Quick: ``tiny`` table-wise, row-wise and data-parallel, mid table-wise (4 per world).
     """
-    from recnotebooks.distributed.training import round_robin_plan
-
     worlds = check_int_list("worlds", worlds, lo=2, hi=8, min_len=1)
     quick = check_bool("quick", quick)
     tiny, mid = preset("tiny"), _mid()
@@ -101,7 +78,7 @@ def sweep(worlds: Sequence[int] = (2, 4), quick: bool = False) -> list[dict[str,
     out = []
     for w in worlds:
         for arch, cfg, kind, b in items:
-            plan = mixed_plan(cfg, w) if kind == "mixed" else round_robin_plan(cfg, w, kind)
+            plan = mixed_plan(cfg, w) if kind == "mixed" else round_robin(cfg, w, kind)
             out.append({"name": f"{arch} {kind} x{w}", "config": cfg, "plan": plan, "batch_size": b})
     return out
 

@@ -32,14 +32,14 @@ from typing import Any
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.distributed.launch import launch
-from recnotebooks.distributed.training import round_robin_plan, run_plans
+from recnotebooks.distributed.training import run_plans
 from recnotebooks.measure.calibrate_comm import local_ranks_hardware
 from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.scaleout import link_hardware
 from recnotebooks.perf.traffic import collective_bytes
-from recnotebooks.plan import Plan
+from recnotebooks.plan import NAMED_PLANS, Plan, named_plan
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
@@ -48,8 +48,9 @@ from recnotebooks.viz.tidy import band_px, stack, stack_room
 __all__ = ["PLANS", "SHARDING_CONTROLS", "STEPS", "explore_sharding", "measure_sharding", "sharding_explorer",
            "sharding_model", "sharding_plan"]  # fmt: skip
 
-#: Plans offered: the cost planner's, its naive baseline (the dlrm repo's), and uniform ones.
-PLANS = ("planner", "naive", "table_wise", "row_wise", "column_wise", "data_parallel")
+#: Plans offered: the cost planner's, its naive baseline (the dlrm repo's), and every table sharded
+#: one way (:data:`recnotebooks.plan.NAMED_PLANS`, built by :func:`recnotebooks.plan.named_plan`).
+PLANS = ("planner", "naive", *(p for p in NAMED_PLANS if p != "mixed"))
 #: Training steps of a measured run (the first few are warm-up, not timed).
 STEPS = 12
 SHARDING_CONTROLS: dict[str, dict[str, object]] = {
@@ -84,12 +85,13 @@ def sharding_model(name: str) -> DLRMConfig:
 
 
 def sharding_plan(config: DLRMConfig, name: str, ranks: int, gpu: str = "dgx_h100") -> Plan:
-    """Plan ``name`` of :data:`PLANS` for ``ranks`` ranks (the planner plans for ``gpu`` devices)."""
+    """Plan ``name`` of :data:`PLANS` for ``ranks`` ranks (the planner plans for ``gpu`` devices; the
+    others are :func:`recnotebooks.plan.named_plan`'s)."""
     check_choice("plan", name, PLANS)
     ranks = check_int("ranks", ranks, lo=1)
     if name in ("planner", "naive"):
         return plan_tables(config, gpu, ranks, strategy="cost" if name == "planner" else "naive")
-    return round_robin_plan(config, ranks, name)
+    return named_plan(config, name, ranks)
 
 
 def measure_sharding(model: str = "tiny", ranks: int = 2, plans: Sequence[str] = PLANS, batch_size: int = 512,

@@ -11,7 +11,8 @@ from __future__ import annotations
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.hardware import Hardware
-from recnotebooks.perf.plan import Plan, TableShard
+from recnotebooks.perf.plan import Plan, TableShard  # noqa: F401 (TableShard: re-exported by components)
+from recnotebooks.plan import data_parallel, table_wise
 
 __all__ = ["IMPLEMENTATIONS", "SHARDED_OPS", "SHARD_OPS", "op_count", "overhead", "overhead_of_remote_rows",
            "sharded_extra_ops", "sharded_op_terms"]  # fmt: skip
@@ -103,12 +104,8 @@ def op_count(config: DLRMConfig, world_size: int = 1, model_parallel: bool = Fal
     if world_size == 1:
         return ops
     if plan is None:
-        shards = tuple(
-            TableShard(t.name, k % world_size) if model_parallel else TableShard(t.name, r, "data_parallel")
-            for k, t in enumerate(config.tables)
-            for r in (range(1) if model_parallel else range(world_size))
-        )
-        plan = Plan(world_size, shards)
+        build = table_wise if model_parallel else data_parallel
+        plan = build(config.table_names, world_size)
     elif plan.world_size != world_size:
         raise ValueError(f"plan is for {plan.world_size} ranks but world_size={world_size}")
     if implementation == "torchrec":
