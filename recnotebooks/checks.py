@@ -23,7 +23,10 @@ import numbers
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar, overload
+
+if TYPE_CHECKING:  # annotations only: this module imports torch where a check needs it
+    import torch
 
 __all__ = [
     "MAX_STEPS",
@@ -187,6 +190,13 @@ def check_choice(name: str, value: T, allowed: Iterable[T]) -> T:
     raise ValueError(f"{name} must be one of {options}, got {show(value)}")
 
 
+_V = TypeVar("_V")
+
+
+@overload
+def check_type(name: str, value: object, types: type[_V], what: str) -> _V: ...
+@overload
+def check_type(name: str, value: object, types: tuple[type, ...], what: str) -> object: ...
 def check_type(name: str, value: object, types: type | tuple[type, ...], what: str) -> object:
     """``value`` if it is an instance of ``types``; ``what`` says it in words (``"a DLRMConfig"``)."""
     if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
@@ -215,7 +225,7 @@ def check_int_list(
     return [check_int(f"{name}[{i}]", v, lo=lo, hi=hi) for i, v in enumerate(values)]
 
 
-def check_device(name: str, value: object) -> object:
+def check_device(name: str, value: object) -> torch.device:
     """A ``torch.device`` from ``"auto"``/``None`` (CUDA when present, else CPU), ``"cpu"``,
     ``"cuda"`` or ``"cuda:N"``; a CUDA device this machine lacks is refused, never run on CPU."""
     import torch
@@ -363,7 +373,7 @@ def check_fits_memory(what: str, need: int, device: object = "cpu", *, hint: str
         )
 
 
-def check_module_device(name: str, value: object) -> object:
+def check_module_device(name: str, value: object) -> torch.device | None:
     """A module's ``device`` argument: ``None`` stays ``None`` (torch's default device, as
     ``torch.nn`` modules take it), anything else as :func:`check_device` (``"cudaa"`` or CUDA on a
     machine without it is refused naming ``name``, before torch allocates or raises)."""
