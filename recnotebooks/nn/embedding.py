@@ -205,7 +205,9 @@ class EmbeddingBagCollection(nn.Module):
         advise_huge_pages(weight)  # before the first touch, so the kernel can use 2 MiB pages
         self.weight = nn.Parameter(weight)
         self._min_rows = int(rows.min())
-        self.reset_parameters(seed)
+        EmbeddingBagCollection.reset_parameters(
+            self, seed
+        )  # this class's: a subclass's rows may live elsewhere
         self._pending: list[_PendingGrad] = []
 
     @torch.no_grad()
