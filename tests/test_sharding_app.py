@@ -166,7 +166,8 @@ def test_the_app_puts_a_table_behind_a_cache(measured_cache: None) -> None:
     assert app.error is None and app.result.tables["cache"] == []
     app.set(cache="lru 25%")  # not run at this setting: modeled only, the cache named
     assert app.error is None and app.result.tables["cache"] == []
-    assert any("behind a lru cache" in n for n in app.result.notes)
+    assert any("behind an LRU cache" in n for n in app.result.notes)
+    assert any("measure_sharding(" in n and "cache='lru 25%'" in n for n in app.result.notes)
 
 
 def test_a_data_parallel_table_keeps_its_replicas_in_memory() -> None:

@@ -35,7 +35,7 @@ from typing import Any
 
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, preset
-from recnotebooks.distributed.training import round_robin_plan, run_plans_local
+from recnotebooks.distributed.training import PROFILE_BATCHES, round_robin_plan, run_plans_local
 from recnotebooks.measure.calibrate_comm import local_ranks_hardware
 from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
@@ -243,7 +243,7 @@ def explore_sharding(*, model: str = "tiny", ranks: int = 2, plan: str = "planne
         "cache": _cache_rows(measured, STEPS),
     }  # fmt: skip
     tables["summary"] = _summary(tables)
-    notes = _notes(tables, p, ranks, measured is not None, model, plan, batch)
+    notes = _notes(tables, p, ranks, measured is not None, model, plan, batch, cache)
     return Result(
         tables=tables, notes=notes + _cache_notes(config, p, cache, tables["cache"], measured is not None)
     )
@@ -267,6 +267,13 @@ def _cache_rows(measured: list[dict[str, Any]] | None, steps: int) -> list[dict[
     return rows
 
 
+#: the policies of :data:`CACHES`, in words
+_POLICY_WORDS = {
+    "static": f"a static hot-set cache (FAE: the hottest rows of the first {PROFILE_BATCHES} batches pinned)",
+    "lru": "an LRU cache",
+}
+
+
 def _cache_notes(
     config: DLRMConfig, plan: Plan, cache: str, rows: list[dict[str, object]], measured: bool
 ) -> list[str]:
@@ -284,7 +291,7 @@ def _cache_notes(
     slots = ", ".join(f"rank {s.rank}: {s.cache_rows:,} slots" for s in shards)
     rows_of = next(t.num_rows for t in config.tables if t.name == table)
     notes = [
-        f"Table {table!r} ({rows_of:,} rows) is in host memory behind a {choice[0]} cache ({slots}); "
+        f"Table {table!r} ({rows_of:,} rows) is in host memory behind {_POLICY_WORDS[choice[0]]} ({slots}); "
         "training is exact, as without it."
     ]
     if not measured:
@@ -326,7 +333,7 @@ def _summary(tables: dict[str, list[dict[str, object]]]) -> list[dict[str, objec
 
 
 def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, measured: bool, model: str,
-           name: str, batch: int) -> list[str]:  # fmt: skip
+           name: str, batch: int, cache: str = "none") -> list[str]:  # fmt: skip
     kinds = sorted({s.sharding for s in plan.shards})
     lookups = [float(r["lookups"]) for r in tables["balance"]]  # type: ignore[arg-type]
     mean = sum(lookups) / len(lookups)
@@ -352,8 +359,10 @@ def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, m
         )
         notes.append(_time_note(tables))
     else:
+        with_cache = f", cache={cache!r}" if cache != "none" else ""
         notes.append(f"Not measured at this setting yet: modeled only. Run measure_sharding(model={model!r}, "
-                     f"ranks={ranks}, batch_size={batch}) (a few seconds) and move a control.")  # fmt: skip
+                     f"ranks={ranks}, batch_size={batch}{with_cache}) (a few seconds) and move a "
+                     "control.")  # fmt: skip
     steps: dict[str, float] = {}
     for r in tables["modeled"]:
         steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
