@@ -52,15 +52,18 @@ def train_sharded(
     lr: float,
     pooling: str = "sum",
     optimizer: str = "sgd",
+    profile_steps: int = 0,
 ) -> dict[str, Any]:
     """``steps`` steps on this rank's share of each global batch (``batch_size`` samples in all).
 
-    Returns the per-step outputs (forward, before the update), the final shard weights by plan
-    index, and the comm log rows.
+    Returns the per-step outputs (forward, before the update), the final shard weights and
+    row-wise Adagrad accumulators by plan index, the comm log rows and what each cache did.
+    ``profile_steps``: the global batches a static cache's hot set is counted over.
     """
     log = CommLog(ctx.rank)
+    profile = [global_batch(tables, batch_size, seed, step) for step in range(profile_steps)] or None
     model = ShardedEmbeddingBagCollection(
-        tables, dim, plan, ctx.rank, ctx.world_size, pooling=pooling, seed=seed, log=log
+        tables, dim, plan, ctx.rank, ctx.world_size, pooling=pooling, seed=seed, log=log, profile=profile
     )
     opt = ShardedSparseOptimizer(model, optimizer, lr)
     b = batch_size // ctx.world_size
@@ -78,8 +81,10 @@ def train_sharded(
         "outputs": outputs,
         "after": plain,
         "weights": {s.index: w.clone() for s, w in model.shard_weights()},
+        "momentum": {s.index: m for s, m in opt.shard_momentum()},
         "log": log.rows(),
         "collections": len(model.collections),
+        "cache": model.cache_stats(),
     }
 
 

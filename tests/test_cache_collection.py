@@ -53,7 +53,7 @@ class WritebackAudit:
     def __init__(self, coll: CachedEmbeddingBagCollection) -> None:
         self.dirty: set[int] = set()
         self.writes = 0
-        inner = coll._to_host
+        inner = coll.store._to_host
 
         def to_host(slots: np.ndarray, rows: np.ndarray) -> None:
             for r in rows.tolist():
@@ -62,7 +62,7 @@ class WritebackAudit:
             self.writes += len(rows)
             inner(slots, rows)
 
-        coll._to_host = to_host  # type: ignore[method-assign]
+        coll.store._to_host = to_host  # type: ignore[method-assign]
         self.coll = coll
 
     def looked_up(self, batch: JaggedBatch) -> None:
@@ -316,7 +316,7 @@ def test_cuda_cached_equals_uncached() -> None:
     batches = make_batches(s["rows"], 8, 20, 1, True)
     ref = EmbeddingBagCollection(tables, 4, seed=1, device="cuda")
     c = CachedEmbeddingBagCollection(tables, 4, s["cache"], seed=1, device="cuda")
-    assert c._host.is_pinned() and c.weight.device.type == "cuda"
+    assert c.store._host.is_pinned() and c.weight.device.type == "cuda"
     o1, o2 = RowWiseAdagrad(ref, 0.2), RowWiseAdagrad(c, 0.2)
     for i, b in enumerate(batches[:-1]):
         b = b.to("cuda")

@@ -14,7 +14,7 @@ from recnotebooks.viz import sharding as S
 @pytest.mark.parametrize("ranks", [1, 2, 4])
 def test_modeled_setting_needs_no_processes(plan: str, ranks: int) -> None:
     res = S.explore_sharding(model="kaggle_20k", ranks=ranks, plan=plan)
-    assert res.tables["measured"] == [] or S._MEASURED.get(("kaggle_20k", ranks, plan, 512))
+    assert res.tables["measured"] == [] or S._MEASURED.get(("kaggle_20k", ranks, plan, 512, "none"))
     assert {r["source"] for r in res.tables["modeled"]} == {"modeled"}
     assert all(math.isfinite(float(r["seconds_per_step"])) for r in res.tables["modeled"])
     lookups = [float(r["lookups"]) for r in res.tables["balance"]]
@@ -82,7 +82,8 @@ def test_the_app_moves_and_says_what_is_measured(measured: None) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "err"),
     [({"ranks": 3}, ValueError), ({"plan": "diagonal"}, ValueError), ({"model": "huge"}, ValueError),
-     ({"batch_size": 100}, ValueError), ({"gpu": "cpu_cluster"}, ValueError)],
+     ({"batch_size": 100}, ValueError), ({"gpu": "cpu_cluster"}, ValueError),
+     ({"cache": "lru 99%"}, ValueError)],
 )  # fmt: skip
 def test_bad_settings_are_named(kwargs: dict, err: type) -> None:
     with pytest.raises(err, match=next(iter(kwargs))):
@@ -109,3 +110,66 @@ def test_the_forward_bar_adds_three_all_to_alls_and_the_exercise_asks_for_it(mea
     note = next(n for n in res.notes if "adds three all-to-alls" in n)
     for c, words in S.FORWARD_PARTS.items():
         assert f"{S.human(parts[c], 'B')} of {words}" in note
+
+
+# ----- a table behind a device cache on the ranks ----------------------------------------------
+CACHE = "static 5%"
+
+
+@pytest.fixture(scope="module")
+def measured_cache(measured: None) -> None:
+    S.measure_sharding("tiny", 2, ("table_wise", "row_wise"), batch_size=256, cache=CACHE)
+
+
+@pytest.mark.parametrize("plan", ["table_wise", "row_wise"])
+def test_a_cached_table_trains_as_without_and_its_cache_is_measured(measured_cache: None, plan: str) -> None:
+    """The largest table behind a static cache on the ranks that hold it: the losses equal the run
+    with every row in memory (the cache is exact), the all-to-alls send the same bytes, and each
+    cache's hit rate and bytes moved are shown, labelled measured."""
+    config = S.sharding_model("tiny")
+    table = S.cached_table(config)
+    assert table == max(config.tables, key=lambda t: t.num_rows).name
+    p = S.sharding_plan(config, plan, 2, cache=CACHE)
+    cached = [s for s in p.shards if s.table == table]
+    assert cached and all(s.placement == "cache" and s.cache_policy == "static" for s in cached)
+    assert all(s.placement == "hbm" for s in p.shards if s.table != table)
+    with_cache = S._MEASURED[("tiny", 2, plan, 256, CACHE)]
+    without = S._MEASURED[("tiny", 2, plan, 256, "none")]
+    for rank, (a, b) in enumerate(zip(with_cache, without, strict=True)):
+        assert a["losses"] == pytest.approx(b["losses"], abs=1e-5)
+        assert b["cache"] == [] and len(a["cache"]) == sum(s.rank == rank for s in cached)
+    res = S.explore_sharding(model="tiny", ranks=2, plan=plan, batch_size=256, cache=CACHE)
+    rows = res.tables["cache"]
+    assert {r["source"] for r in rows} == {"measured"}
+    assert {r["rank"] for r in rows} == {s.rank for s in cached}
+    geo = p.geometry(config)
+    for r in rows:
+        if r["metric"] == "hit rate (distinct rows)":
+            assert 0.0 < float(r["value"]) <= 1.0  # a skewed table's hot rows do hit
+        else:  # whole rows moved (SGD: no optimizer state travels with them); cold rows did move
+            moved = round(float(r["value"]) * S.STEPS)
+            assert moved % (config.embedding_dim * 4) == 0
+            assert moved > 0 or r["metric"] == "device -> host bytes per step"
+        i = next(k for k, s in enumerate(p.shards) if s.table == table and s.rank == r["rank"])
+        assert int(r["slots"]) == round(0.05 * geo[i].row_count)
+    notes = [n for n in res.notes if n.startswith("MEASURED here, rank")]
+    assert len(notes) == len({r["rank"] for r in rows}) and all(
+        "of the distinct rows hit" in n for n in notes
+    )
+    assert any("equal to the byte" in n for n in res.notes) or plan == "row_wise"
+
+
+def test_the_app_puts_a_table_behind_a_cache(measured_cache: None) -> None:
+    app = S.sharding_explorer(ranks=2, batch_size=256, plan="table_wise", cache=CACHE)
+    assert app.error is None and app.result.tables["cache"]
+    app.set(cache="none")
+    assert app.error is None and app.result.tables["cache"] == []
+    app.set(cache="lru 25%")  # not run at this setting: modeled only, the cache named
+    assert app.error is None and app.result.tables["cache"] == []
+    assert any("behind an LRU cache" in n for n in app.result.notes)
+    assert any("measure_sharding(" in n and "cache='lru 25%'" in n for n in app.result.notes)
+
+
+def test_a_data_parallel_table_keeps_its_replicas_in_memory() -> None:
+    res = S.explore_sharding(model="tiny", ranks=2, plan="data_parallel", cache=CACHE)
+    assert any("not applied" in n and "data_parallel" in n for n in res.notes)

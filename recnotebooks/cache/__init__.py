@@ -3,7 +3,11 @@ memory, exact for training, and a trace simulator that runs the same policies.
 
 * :class:`CacheConfig` — policy, capacity (rows or a fraction per table, or one shared
   budget), ways, prefetch depth.
+* :func:`embedding_collection` — the one factory of a collection's storage: every row on the
+  device, or the tables on the host behind a device cache (used by ``DLRM``'s callers and the
+  sharded engine for a plan's ``"hbm"`` and ``"cache"`` placements).
 * :class:`CachedEmbeddingBagCollection` — the :class:`~recnotebooks.nn.EmbeddingBagCollection`
+  holding a :class:`CacheStore` (host tables, device slots), with its
   contract (``forward(JaggedBatch)``, the sparse optimizers, the fused kernel, ``DLRM``,
   ``Trainer``) over a cache; :class:`PrefetchingIterator` brings the next batches in early;
   :class:`CacheStats` counts what moved (``source="measured"``).
@@ -24,7 +28,7 @@ Example::
     model = DLRM(cfg, embeddings=emb)      # trains exactly like DLRM(cfg), 5% of rows on the device
 """
 
-from recnotebooks.cache.cached import CachedEmbeddingBagCollection
+from recnotebooks.cache.cached import CachedEmbeddingBagCollection, embedding_collection
 from recnotebooks.cache.config import CacheConfig
 from recnotebooks.cache.policies import POLICIES, Admission, CachePolicy
 from recnotebooks.cache.prefetch import PrefetchingIterator
@@ -39,6 +43,7 @@ from recnotebooks.cache.simulate import (
     zipf_trace,
 )
 from recnotebooks.cache.stats import CacheStats
+from recnotebooks.cache.store import CacheStore
 
 __all__ = [
     "POLICIES",
@@ -47,11 +52,13 @@ __all__ = [
     "CacheConfig",
     "CachePolicy",
     "CacheStats",
+    "CacheStore",
     "CachedEmbeddingBagCollection",
     "MissRatioCurve",
     "PrefetchingIterator",
     "SimResult",
     "lru_mrc",
+    "embedding_collection",
     "opt_mrc",
     "simulate",
     "trace_ids",

@@ -1,16 +1,18 @@
-"""Slot storage of :class:`~recnotebooks.cache.cached.CachedEmbeddingBagCollection` (private).
+"""Slot storage of :class:`~recnotebooks.cache.store.CacheStore` (private).
 
-:class:`SlotStore` is the half of the cached collection that moves rows and saves state:
+:class:`SlotStore` is the half of the cache store that moves rows and saves state:
 
 * the device slot buffer (``capacity`` slots, then staging slots for rows a policy does not
   keep) and the optimizer row states that travel with their rows (:class:`RowState`);
 * copies host -> slots (misses, staged rows) and slots -> host (dirty victims, staged rows
   at the end of their step, ``flush``), each counted in the statistics;
-* ``state_dict`` / ``load_state_dict`` (tensors only, so checkpoints load with
+* the collection's ``state_dict`` / ``load_state_dict`` (tensors only, so checkpoints load with
   ``weights_only=True``) and ``.to(device)`` / ``.double()``, which move the slots while the
-  full tables stay in host memory.
+  full tables stay in host memory (:meth:`SlotStore.save_state`, :meth:`SlotStore.load_state`,
+  :meth:`SlotStore.move`).
 
-It is a mixin: the collection defines the attributes listed in the class body.
+It is the base of :class:`~recnotebooks.cache.store.CacheStore`, whose constructor sets the
+attributes listed in the class body.
 """
 
 from __future__ import annotations
@@ -53,9 +55,9 @@ def _copy_rows(dst: torch.Tensor, dst_idx: np.ndarray, src: torch.Tensor, src_id
 
 
 class SlotStore:
-    """Slot buffer, row movement, state dict and device moves of a cached collection."""
+    """Slot buffer, row movement, state dict and device moves of a cache store."""
 
-    # defined by the collection's constructor
+    # defined by CacheStore's constructor
     weight: torch.nn.Parameter
     embedding_dim: int
     num_tables: int
@@ -179,7 +181,7 @@ class SlotStore:
             self._set_views(self.capacity)
 
     # ----- state dict -------------------------------------------------------------------
-    def _save_to_state_dict(self, destination, prefix, keep_vars):  # type: ignore[no-untyped-def]
+    def save_state(self, destination: dict[str, torch.Tensor], prefix: str) -> None:
         """Slots (``weight``), their dirty bits, the host tables, every row state (host and
         slots), the epoch and each policy's state: tensors only (``weights_only`` loads), a
         consistent snapshot (copied under the lock, so a prefetch thread cannot change it).
@@ -204,16 +206,20 @@ class SlotStore:
                     if isinstance(v, torch.Tensor):
                         destination[prefix + f"policy.{i}.{k}"] = v
 
-    def _load_from_state_dict(  # type: ignore[no-untyped-def]
-        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
-    ):
+    def load_state(
+        self, state_dict: dict[str, torch.Tensor], prefix: str, missing_keys: list[str],
+        unexpected_keys: list[str], error_msgs: list[str],
+    ) -> None:  # fmt: skip
+        """Restore what :meth:`save_state` wrote, all or nothing: keys and shapes are checked first
+        (reported in ``missing_keys``, ``unexpected_keys``, ``error_msgs``); the collection has
+        dropped its pending gradients."""
         for key in state_dict:  # row states of an optimizer not created yet: registered here
             if key.startswith(prefix + "row_state.") and key.endswith(".host"):
                 name = key[len(prefix + "row_state.") : -len(".host")]
                 if name not in self._states:
                     self.new_row_state(name, 0.0, state_dict[key].dtype)  # type: ignore[attr-defined]
         expected: dict[str, torch.Tensor] = {}
-        self._save_to_state_dict(expected, prefix, False)
+        self.save_state(expected, prefix)
         missing_keys.extend(k for k in expected if k not in state_dict)
         unexpected_keys.extend(k for k in state_dict if k.startswith(prefix) and k not in expected)
         bad = [
@@ -231,8 +237,7 @@ class SlotStore:
             self._load_tensors(state_dict, prefix)
 
     def _load_tensors(self, state_dict: dict[str, torch.Tensor], prefix: str) -> None:
-        """Restore a checked state dict (see :meth:`_save_to_state_dict`)."""
-        super().clear_gradients()  # type: ignore[misc]
+        """Restore a checked state dict (see :meth:`save_state`)."""
         self._live.clear()
         self._prefetched.clear()  # type: ignore[attr-defined]
         self._staged = np.zeros(0, np.int64)
@@ -255,11 +260,9 @@ class SlotStore:
             pol.load_state_dict(ps)
 
     # ----- device moves -----------------------------------------------------------------
-    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
-        """``.to(device)`` / ``.double()`` move the slots and their states; the tables stay on the host."""
-        super()._apply(fn, recurse)  # type: ignore[misc]
-        if not hasattr(self, "_wstore"):
-            return self
+    def move(self, fn) -> None:  # type: ignore[no-untyped-def]
+        """``.to(device)`` / ``.double()`` of the collection (``fn``, after the collection's own
+        parameters): the slots and their states move; the tables stay on the host."""
         w = self.weight
         if w.device != self._wstore.device or w.dtype != self._wstore.dtype:
             with self._lock:
@@ -273,4 +276,3 @@ class SlotStore:
                     st.view.data = st.store[: st.view.shape[0]]
                 self._stream = torch.cuda.Stream(dev) if dev.type == "cuda" else None
                 self._set_views(self.capacity + len(self._staged))
-        return self

@@ -1,87 +1,81 @@
-"""An exact software embedding cache: :class:`CachedEmbeddingBagCollection`.
+"""A collection whose rows live behind a device cache, and the one factory that chooses where rows live.
 
-The full tables live in host memory (pinned when CUDA is present); ``weight`` — the
-parameter the sparse optimizers and the fused kernel update — is a buffer of *slots* on the
-device. Per batch (the structure of FBGEMM's ``split_table_batched_embeddings`` UVM cache,
-its ``lxu_cache_populate`` / ``lxu_cache_lookup`` pair, in plain PyTorch and NumPy):
+:func:`embedding_collection` is where a collection's storage is chosen: ``cache=None`` gives the
+plain :class:`~recnotebooks.nn.EmbeddingBagCollection` (every row in ``weight`` on the device, a
+plan's ``"hbm"`` placement); a :class:`~recnotebooks.cache.config.CacheConfig` gives a
+:class:`CachedEmbeddingBagCollection`, the same collection holding a
+:class:`~recnotebooks.cache.store.CacheStore` (full tables on the host, hot rows in device slots:
+a plan's ``"cache"`` placement). ``DLRM(config, embeddings=...)`` takes what it builds, and the
+sharded engine (:mod:`recnotebooks.distributed.sharded`) builds each local shard with it.
 
-    ids -> global rows -> distinct rows -> CachePolicy.admit per table (or one shared policy)
-        -> dirty victims written back (slot -> host, with their optimizer state)
-        -> misses copied in (host -> slot, with their optimizer state)
-        -> rows the policy does not keep (static cold rows, full sets) staged for this batch
-    ids -> slots, then the parent's one fused embedding_bag over the slot buffer.
-
-The pending gradients therefore hold slot ids and the optimizer updates land in slots.
-Rows still needed are never evicted: every admission stamps its rows with an epoch and
-may only evict slots stamped before the oldest batch still in use (its forward done, its
-optimizer step not yet; or prefetched and not yet consumed — FBGEMM locks prefetched rows
-the same way). Staged rows are written back when the step that used them ends
-(``clear_gradients``, which every sparse optimizer step calls). A dirty bit per slot
-(set for every row looked up with gradients enabled) makes write-backs exact: a row is
-written back only if it may have changed since it was loaded. The slot buffer, the row
-copies, ``state_dict`` and device moves live in :mod:`recnotebooks.cache._cached_state`.
+:class:`CachedEmbeddingBagCollection` is the plain collection with its rows in a store: its
+constructor builds the plain collection on the host (the same seed gives the same tables), then
+hands those tables to the store, whose slots become ``weight``. Everything the collection does
+with rows goes through the store — lookups map global rows to slots, row states travel with
+their rows, ``clear_gradients`` ends the step, the state dict and device moves are the store's —
+and the cache's own API (``stats``, ``prefetch``, ``flush``, ``full_weight``...) is the store's.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
-import numpy as np
 import torch
-from torch import nn
 
-from recnotebooks.cache._cached_state import RowState, SlotStore
 from recnotebooks.cache.config import CacheConfig, hot_sets
 from recnotebooks.cache.policies import CachePolicy
 from recnotebooks.cache.stats import CacheStats
+from recnotebooks.cache.store import CacheStore
 from recnotebooks.checks import check_fits_memory, check_module_device, check_type
 from recnotebooks.config import DLRMConfig, TableConfig
-from recnotebooks.kernels.rows import advise_huge_pages
 from recnotebooks.nn.embedding import EmbeddingBagCollection
 from recnotebooks.sparse import JaggedBatch
 
-__all__ = ["CachedEmbeddingBagCollection"]
-
-_NONE = np.zeros(0, np.int64)
-_NP_INDEX = {torch.int32: np.int32, torch.int64: np.int64}
+__all__ = ["CachedEmbeddingBagCollection", "embedding_collection"]
 
 
-@dataclass
-class _Prefetched:
-    batch: JaggedBatch
-    epoch: int
+def embedding_collection(
+    tables: Sequence[TableConfig],
+    embedding_dim: int,
+    cache: CacheConfig | None = None,
+    pooling: str = "sum",
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+    seed: int | None = 0,
+    *,
+    hot_rows: Mapping[str, object] | None = None,
+    profile: object = None,
+) -> EmbeddingBagCollection:
+    """An embedding collection whose rows live where ``cache`` says: every row on ``device``
+    (``None``: :class:`~recnotebooks.nn.EmbeddingBagCollection`) or the tables on the host behind
+    a device cache (a :class:`~recnotebooks.cache.config.CacheConfig`:
+    :class:`CachedEmbeddingBagCollection`; ``hot_rows`` / ``profile`` as it takes them). Both
+    start from the same weights for the same ``seed`` and train identically.
+
+    Example::
+
+        from recnotebooks import preset
+        from recnotebooks.cache import CacheConfig, embedding_collection
+        from recnotebooks.nn import DLRM
+
+        cfg = preset("tiny")
+        emb = embedding_collection(cfg.tables, cfg.embedding_dim, CacheConfig("lru", capacity=0.05))
+        model = DLRM(cfg, embeddings=emb)      # trains exactly like DLRM(cfg)
+    """
+    if cache is None:
+        if hot_rows is not None or profile is not None:
+            raise ValueError(
+                "hot_rows and profile choose a static cache's rows: give them with cache=CacheConfig"
+            )
+        return EmbeddingBagCollection(tables, embedding_dim, pooling, device, dtype, seed)
+    return CachedEmbeddingBagCollection(tables, embedding_dim, cache, pooling, device, dtype, seed,
+                                        hot_rows=hot_rows, profile=profile)  # fmt: skip
 
 
-@dataclass
-class _Placed:
-    slots: np.ndarray  # slot of each distinct row
-    hit: np.ndarray
-    bypass: np.ndarray
-    misses: np.ndarray  # positions admitted on a miss
-    victims: np.ndarray  # global rows evicted (-1: free slot)
-
-
-def _distinct(ids: torch.Tensor, inverse: bool) -> tuple[np.ndarray, np.ndarray, torch.Tensor | None]:
-    """The sorted distinct rows of ``ids`` (int64, on the host) and, if ``inverse``, the
-    distinct row of each id: on the host, and on the ids' device when that is an accelerator
-    (else None). On the host NumPy's ``unique`` (single-threaded, about 2.5x faster than
-    ``torch.unique`` on a batch of 16k ids here); on a device ``torch.unique``."""
-    if ids.device.type == "cpu":
-        out = np.unique(ids.numpy(), return_inverse=inverse)
-        u, inv = out if inverse else (out, _NONE)
-        return u.astype(np.int64, copy=False), inv.reshape(-1), None
-    if not inverse:
-        return torch.unique(ids).cpu().numpy().astype(np.int64, copy=False), _NONE, None
-    u, inv_t = torch.unique(ids, sorted=True, return_inverse=True)
-    return u.cpu().numpy().astype(np.int64, copy=False), inv_t.view(-1).cpu().numpy(), inv_t.view(-1)
-
-
-class CachedEmbeddingBagCollection(SlotStore, EmbeddingBagCollection):
+class CachedEmbeddingBagCollection(EmbeddingBagCollection):
     """An :class:`~recnotebooks.nn.EmbeddingBagCollection` whose tables live on the host and
-    whose ``weight`` is a device cache of ``capacity`` slots (see the module docstring).
+    whose ``weight`` is a device cache of ``capacity`` slots, held in :attr:`store` (see the
+    module docstrings here and of :mod:`recnotebooks.cache.store`).
 
     Args:
         tables, embedding_dim, pooling, dtype, seed: as for the uncached collection (the
@@ -121,42 +115,18 @@ class CachedEmbeddingBagCollection(SlotStore, EmbeddingBagCollection):
                 dev,
                 hint="lower the capacity or staging_rows of the CacheConfig",
             )
-        super().__init__(tables, embedding_dim, pooling, device="cpu", dtype=dtype, seed=seed)
-        self.cache = cache
-        self._lock = threading.RLock()
-        offs = self.row_offsets.numpy().copy()
-        self._table_offsets = offs
-        self._row_base = np.array([0, self.total_rows]) if cache.shared else offs
-        self._slot_base = np.concatenate([[0], np.cumsum(caps)]).astype(np.int64)
-        self.capacity = int(self._slot_base[-1])
         if cache.policy != "static" and (hot_rows is not None or profile is not None):
             raise ValueError(f"hot_rows and profile are only used by policy 'static', got {cache.policy!r}")
+        # the plain collection, on the host: its weight is the full tables the store keeps
+        super().__init__(tables, embedding_dim, pooling, device="cpu", dtype=dtype, seed=seed)
+        offs = self.row_offsets.numpy().copy()
         hot = [None] * len(caps)
         if cache.policy == "static":
             hot = hot_sets(self.keys, offs, caps, cache.shared, hot_rows, profile, self.global_ids)
-        self.policies = [
-            CachePolicy(cache.policy, int(self._row_base[i + 1] - self._row_base[i]), c, ways=cache.ways,
-                        hot_rows=hot[i])
-            for i, c in enumerate(caps)
-        ]  # fmt: skip
-        host = self.weight.detach()
-        self._host = host.pin_memory() if dev.type == "cuda" else host
+        #: where the rows live: host tables, device slots, policies, statistics
+        self.store = CacheStore(self.weight.detach(), self.keys, offs, cache, caps, dev, hot)
+        self.weight = self.store.weight
         self.num_rows, self.row_offsets = self.num_rows.to(dev), self.row_offsets.to(dev)
-        self._wstore = torch.empty(self.capacity + cache.staging_rows, embedding_dim, device=dev, dtype=dtype)
-        advise_huge_pages(self._wstore)  # before the first touch, as the uncached weight does
-        self._wstore.zero_()
-        self.weight = nn.Parameter(self._wstore[: self.capacity])
-        self._dirty = np.zeros(self._wstore.shape[0], np.bool_)
-        self._staged = np.zeros(0, np.int64)  # global rows in the staging slots, in slot order
-        self._states: dict[str, RowState] = {}
-        self._epoch = 0
-        self._live: list[int] = []  # stamps of forwards whose optimizer step is still to come
-        self._prefetched: deque[_Prefetched] = deque()
-        self._hold_prefetch = False  # set by a state_dict snapshot until the next forward
-        self._stream = torch.cuda.Stream(dev) if dev.type == "cuda" else None
-        self.stats = CacheStats(self.keys, cache.policy)
-        self._state_bytes = 0
-        self._load_resident()
 
     @classmethod
     def for_model(
@@ -168,175 +138,84 @@ class CachedEmbeddingBagCollection(SlotStore, EmbeddingBagCollection):
         check_type("config", config, DLRMConfig, "a DLRMConfig")
         return cls(config.tables, config.embedding_dim, cache, config.pooling, device, dtype, seed, **kwargs)  # type: ignore[arg-type]
 
-    def new_row_state(self, name: str, fill: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """A per-row optimizer state over the slots whose host copy (one value per table row)
-        travels with its row; a new state of an existing name starts again from ``fill``."""
-        with self._lock:
-            host = torch.full((self.total_rows,), float(fill), dtype=dtype)
-            if self._wstore.device.type == "cuda":
-                host = host.pin_memory()
-            store = torch.full((self._wstore.shape[0],), float(fill), dtype=dtype, device=self._wstore.device)
-            view = torch.empty(0, dtype=dtype, device=store.device)
-            view.data = store[: self.weight.shape[0]]
-            self._states[name] = RowState(host, store, view)
-            self._state_bytes = sum(st.host.element_size() for st in self._states.values())
-            return view
-
-    # ----- admission -------------------------------------------------------------------
-    def _place(
-        self, uniq: np.ndarray, epoch: int, protect_from: int, prefetch: bool, resident_first: bool
-    ) -> _Placed:
-        """Admit the sorted distinct global rows ``uniq``; move rows; stage bypassed ones
-        (unless ``prefetch``: a prefetch leaves them to the forward). ``resident_first``: a
-        prefetched batch's resident rows are looked up, not admitted (and counted) again."""
-        n = len(uniq)
-        pl = _Placed(np.full(n, -1, np.int64), np.zeros(n, np.bool_), np.zeros(n, np.bool_), _NONE, _NONE)
-        todo = self._find_staged(uniq, pl)
-        bounds = np.searchsorted(uniq, self._row_base)
-        miss_pos, miss_slots, victims = [], [], []
-        try:
-            for p, pol in enumerate(self.policies):
-                lo, hi = int(bounds[p]), int(bounds[p + 1])
-                idx = np.arange(lo, hi)[todo[lo:hi]] if lo < hi else _NONE
-                if len(idx):
-                    m, s, v = self._admit_table(p, pol, uniq, idx, epoch, protect_from, resident_first, pl)
-                    miss_pos.append(m)
-                    miss_slots.append(s)
-                    victims.append(v)
-        finally:  # even if a table's admission failed, the tables admitted so far are made consistent
-            pl.misses = np.concatenate(miss_pos) if miss_pos else _NONE
-            pl.victims = np.concatenate(victims) if victims else _NONE
-            slots = np.concatenate(miss_slots) if miss_slots else _NONE
-            self._fill_misses(uniq[pl.misses], slots, pl.victims)
-        if not prefetch and pl.bypass.any():
-            b = np.flatnonzero(pl.bypass)
-            pl.slots[b] = self._stage(uniq[b])
-        return pl
-
-    def _find_staged(self, uniq: np.ndarray, pl: _Placed) -> np.ndarray:
-        """Rows staged for a step still to come keep their staging slot (a hit); returns the
-        mask of rows still to admit."""
-        todo = np.ones(len(uniq), np.bool_)
-        if len(self._staged):
-            order = np.argsort(self._staged)
-            pos = np.minimum(np.searchsorted(self._staged, uniq, sorter=order), len(order) - 1)
-            found = self._staged[order[pos]] == uniq
-            pl.slots[found] = self.capacity + order[pos[found]]
-            pl.hit[found], todo[found] = True, False
-        return todo
-
-    def _admit_table(
-        self, p: int, pol: CachePolicy, uniq: np.ndarray, idx: np.ndarray, epoch: int, protect_from: int,
-        resident_first: bool, pl: _Placed,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-        """Admit the rows ``uniq[idx]`` of policy ``p``, filling ``pl``; returns the positions
-        admitted on a miss, their slots and the global rows they evict (-1: a free slot)."""
-        local = uniq[idx] - self._row_base[p]
-        sbase = self._slot_base[p]
-        if resident_first:
-            s = pol.slot_of[local]
-            res = s >= 0
-            pl.slots[idx[res]], pl.hit[idx[res]] = s[res] + sbase, True
-            idx, local = idx[~res], local[~res]
-            if not len(idx):
-                return _NONE, _NONE, _NONE
-        a = pol.admit(local, epoch, protect_from)
-        got = a.slots >= 0
-        pl.slots[idx[got]] = a.slots[got] + sbase
-        pl.hit[idx] = a.hit
-        pl.bypass[idx[a.bypass_idx]] = True
-        victims = np.where(a.victims >= 0, a.victims + self._row_base[p], -1)
-        return idx[a.miss_idx], a.slots[a.miss_idx] + sbase, victims
-
-    def _protect_from(self, epoch: int) -> int:
-        return min([epoch, *self._live, *(e.epoch for e in self._prefetched)])
-
-    # ----- forward and prefetch -----------------------------------------------------------
+    # ----- what the collection does with rows, through the store ------------------------
     def lookup_ids(self, batch: JaggedBatch) -> torch.Tensor:
-        """Slot ids of the batch's ids, after making every row resident (or staged)."""
+        """Slot ids of the batch's ids, after the store made every row resident (or staged)."""
         ids = self.global_ids(batch)
-        if ids.numel() == 0:
-            return ids
-        uniq, inv, inverse = _distinct(ids, inverse=True)
         grad = torch.is_grad_enabled() and self.weight.requires_grad
-        with self._lock:
-            if self._stream is not None:
-                torch.cuda.current_stream(self._wstore.device).wait_stream(self._stream)
-            self._live = [
-                p.tag for p in self._pending if p.tag is not None and (p.grad is not None or p.alive())
-            ]
-            if not self._live:
-                self._release_staging()
-            self._hold_prefetch = False
-            entry = self._take_prefetched(batch)
-            self._epoch += 1
-            stamp = entry.epoch if entry is not None else self._epoch
-            pf = min(stamp, self._protect_from(self._epoch))
-            placed = self._place(uniq, self._epoch, pf, False, entry is not None)
-            if grad:
-                self._dirty[placed.slots] = True
-                self._live.append(stamp)
-            self._stamp = stamp if grad else None
-            tab = np.searchsorted(self._table_offsets, uniq, side="right") - 1
-            self.stats.count_call(batch, tab, placed.hit, placed.bypass, inv, self.cache.policy == "setassoc")
-        if inverse is None:  # on the host: one NumPy gather
-            return torch.from_numpy(placed.slots[inv].astype(_NP_INDEX[ids.dtype], copy=False))
-        slot_u = torch.from_numpy(placed.slots).to(ids.device)
-        return slot_u.index_select(0, inverse).to(ids.dtype)
+        live = [p.tag for p in self._pending if p.tag is not None and (p.grad is not None or p.alive())]
+        return self.store.lookup(ids, batch, grad, live)
 
     def forward(self, batch: JaggedBatch) -> torch.Tensor:
         before = self._pending[-1] if self._pending else None
-        self._stamp = None
         out = super().forward(batch)
-        with self._lock:
-            if self._pending and self._pending[-1] is not before and self._stamp is not None:
-                self._pending[-1].tag = self._stamp
-            elif not self._live:  # no step will update this batch's rows: free its staged rows now
-                self._release_staging()
+        if self._pending and self._pending[-1] is not before and self.store.stamp is not None:
+            self._pending[-1].tag = self.store.stamp  # its rows stay protected until its step
+        else:
+            self.store.forward_done()
         return out
 
-    def _take_prefetched(self, batch: JaggedBatch) -> _Prefetched | None:
-        for i, e in enumerate(self._prefetched):
-            if e.batch is batch or (e.batch.values is batch.values and e.batch.lengths is batch.lengths):
-                for _ in range(i):
-                    self._prefetched.popleft()  # prefetched batches that were skipped
-                return self._prefetched.popleft()
-        return None
+    def new_row_state(self, name: str, fill: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """A per-row optimizer state over the slots whose host copy travels with its row."""
+        return self.store.new_row_state(name, fill, dtype)
+
+    def clear_gradients(self) -> None:
+        super().clear_gradients()
+        self.store.step_done()
+
+    def table_weight(self, key: str) -> torch.Tensor:
+        """One table's rows from the host tables (after a flush)."""
+        return self.store.table_weight(self.keys.index(key))
+
+    def reset_parameters(self, seed: int | None = 0) -> None:
+        """Re-initialise the host tables as the uncached collection would, and reload the slots."""
+        self.store.reset(seed)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):  # type: ignore[no-untyped-def]
+        self.store.save_state(destination, prefix)
+
+    def _load_from_state_dict(  # type: ignore[no-untyped-def]
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        EmbeddingBagCollection.clear_gradients(self)  # the store restores its own step state
+        self.store.load_state(state_dict, prefix, missing_keys, unexpected_keys, error_msgs)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+        super()._apply(fn, recurse)
+        self.store.move(fn)
+        return self
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, {self.store.describe()}"
+
+    # ----- the cache's API --------------------------------------------------------------
+    @property
+    def cache(self) -> CacheConfig:
+        """The :class:`~recnotebooks.cache.config.CacheConfig`."""
+        return self.store.cache
+
+    @property
+    def stats(self) -> CacheStats:
+        """What the cache did (:class:`~recnotebooks.cache.stats.CacheStats`)."""
+        return self.store.stats
+
+    @property
+    def policies(self) -> list[CachePolicy]:
+        """One policy per table (or one shared)."""
+        return self.store.policies
+
+    @property
+    def capacity(self) -> int:
+        """Device slots kept by the policies (staging slots not counted)."""
+        return self.store.capacity
 
     def prefetch(self, batch: JaggedBatch) -> int:
-        """Admit a coming batch's rows now (without evicting any row still in use); its
-        forward then finds them resident. Returns the misses brought in (0 when the cache
-        cannot take the batch now, or a ``state_dict`` snapshot holds prefetches until the
-        next forward: that forward then admits it). Safe from a second thread."""
-        ids = self.global_ids(batch)
-        uniq = _distinct(ids, inverse=False)[0]
-        with self._lock:
-            if self._hold_prefetch:  # a checkpoint is being written: its forward admits the batch
-                return 0
-            self._epoch += 1
-            pf = self._protect_from(self._epoch)
-            ctx = torch.cuda.stream(self._stream) if self._stream is not None else None
-            if self._stream is not None:  # rows written by queued kernels are read after them
-                self._stream.wait_stream(torch.cuda.current_stream(self._wstore.device))
-            try:
-                if ctx is not None:
-                    with ctx:
-                        placed = self._place(uniq, self._epoch, pf, True, False)
-                else:
-                    placed = self._place(uniq, self._epoch, pf, True, False)
-            except ValueError:  # too few unprotected slots now: the forward will admit it
-                return 0
-            self._prefetched.append(_Prefetched(batch, self._epoch))
-            while len(self._prefetched) > 2 * self.cache.prefetch_depth + 4:
-                self._prefetched.popleft()
-            self.stats.add("prefetch_calls", 1)
-            self.stats.add("prefetched_misses", self._per_table(uniq[placed.misses]))
-            return int(len(placed.misses))
+        """Admit a coming batch's rows now (see :meth:`CacheStore.prefetch`); the misses brought in."""
+        return self.store.prefetch(self.global_ids(batch), batch)
 
     def cancel_prefetch(self) -> None:
         """Forget prefetched batches not yet looked up (their rows stay, unprotected)."""
-        with self._lock:
-            self._prefetched.clear()
+        self.store.cancel_prefetch()
 
     def prefetching(self, data: Iterable[object], depth: int | None = None):  # type: ignore[no-untyped-def]
         """``data`` wrapped in a :class:`~recnotebooks.cache.prefetch.PrefetchingIterator`
@@ -345,66 +224,14 @@ class CachedEmbeddingBagCollection(SlotStore, EmbeddingBagCollection):
 
         return PrefetchingIterator(data, self, self.cache.prefetch_depth if depth is None else depth)
 
-    def clear_gradients(self) -> None:
-        super().clear_gradients()
-        if hasattr(self, "_lock"):
-            with self._lock:
-                self._live.clear()
-                self._release_staging()
-
-    # ----- host tables ------------------------------------------------------------------
-    @torch.no_grad()
     def flush(self) -> int:
-        """Write every dirty slot back to the host tables; returns the rows written. Rows of a
-        forward whose optimizer step is still to come stay dirty (the step will change them)."""
-        with self._lock:
-            slots, rows = self._resident()
-            k = len(self._staged)
-            slots = np.concatenate([slots, np.arange(self.capacity, self.capacity + k)])
-            rows = np.concatenate([rows, self._staged])
-            d = self._dirty[slots]
-            if d.any():
-                self._to_host(slots[d], rows[d])
-            if not self._live:
-                self._dirty[slots] = False
-            return int(d.sum())
+        """Write every dirty slot back to the host tables; the rows written."""
+        return self.store.flush()
 
     def full_weight(self) -> torch.Tensor:
-        """All tables (``total_rows x dim``, on the host) after a :meth:`flush`."""
-        self.flush()
-        return self._host
+        """All tables (``total_rows x dim``, on the host) after a flush."""
+        return self.store.full_weight()
 
     def full_row_state(self, name: str) -> torch.Tensor:
         """The host copy of a row state (e.g. ``"momentum"``), one value per row, after a flush."""
-        if name not in self._states:
-            raise KeyError(f"no row state {name!r}; registered: {sorted(self._states)}")
-        self.flush()
-        return self._states[name].host
-
-    def table_weight(self, key: str) -> torch.Tensor:
-        """One table's rows from the host tables (after a flush)."""
-        k = self.keys.index(key)
-        w = self.full_weight()
-        return w[int(self._table_offsets[k]) : int(self._table_offsets[k + 1])]
-
-    @torch.no_grad()
-    def reset_parameters(self, seed: int | None = 0) -> None:
-        """Re-initialise the host tables as the uncached collection would, and reload the slots."""
-        if not hasattr(self, "_host"):  # the parent's constructor: weight is still the full table
-            super().reset_parameters(seed)
-            return
-        with self._lock:
-            slots = self.weight.data
-            self.weight.data = self._host
-            try:
-                super().reset_parameters(seed)
-            finally:
-                self.weight.data = slots
-            self._staged = np.zeros(0, np.int64)
-            self._set_views(self.capacity)
-            self._load_resident()
-
-    def extra_repr(self) -> str:
-        c = self.cache
-        size = f"shared_rows={c.shared_rows}" if c.shared else f"capacity={c.capacity}"
-        return f"{super().extra_repr()}, policy={c.policy!r}, {size}, slots={self.capacity}"
+        return self.store.full_row_state(name)

@@ -37,7 +37,7 @@ and DDP's all-reduce in ``backward``, the data-parallel tables' all-reduce in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -125,6 +125,8 @@ class HybridParallelDLRM(nn.Module):
         group: the ``torch.distributed`` process group (``None``: the default one).
         device: where the dense part and the batches live (``None``: CPU).
         overlap: run the bottom MLP while the pooled embeddings' all-to-all is in flight.
+        profile: global batches whose hottest rows a ``"static"`` cache of the plan pins
+            (:class:`ShardedEmbeddingBagCollection`'s ``profile``).
 
     ``forward(dense, sparse, timer)`` takes this rank's samples and returns their logits
     ``(b,)``. Use :meth:`backward` for the loss (it moves the collectives' time into their
@@ -143,6 +145,7 @@ class HybridParallelDLRM(nn.Module):
         group: Any = None,
         device: torch.device | str | None = None,
         overlap: bool = True,
+        profile: Sequence[JaggedBatch] | None = None,
     ) -> None:
         super().__init__()
         check_type("config", config, DLRMConfig, "a DLRMConfig")
@@ -159,7 +162,7 @@ class HybridParallelDLRM(nn.Module):
         #: this rank's embedding shards
         self.embeddings = ShardedEmbeddingBagCollection(
             config.tables, config.embedding_dim, plan, rank, world, pooling=config.pooling, seed=seed,
-            log=self.log, group=group,
+            log=self.log, group=group, profile=profile,
         ).to(self.device)  # fmt: skip
         dense = _DenseArch(config, seed).to(self.device)
         ids = (

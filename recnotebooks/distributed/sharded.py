@@ -38,6 +38,18 @@ stays identical. :class:`ShardedSparseOptimizer` does both in one ``step()``. Wi
 the mean of the squared gradient over **its** columns (as TorchRec's column-wise sharding
 does), so column-wise tables then differ from the single-process collection; SGD is exact.
 
+**Placements.** Each local shard is built by its :attr:`~recnotebooks.plan.TableShard.placement`
+through :func:`recnotebooks.cache.embedding_collection`: ``"hbm"`` shards share plain collections
+(every row in device memory); a ``"cache"`` shard gets a collection of its own whose rows live in
+host memory behind a device cache of ``cache_rows`` slots run by ``cache_policy`` (``cache_ways``
+per set for ``"setassoc"``; a ``"static"`` cache pins the hottest rows of a ``profile`` of global
+batches). The cache is exact, so the plan trains as if every row were in device memory, and
+:meth:`ShardedEmbeddingBagCollection.cache_stats` says what each cache did (measured).
+``"host"`` (rows read over PCIe in place, as UVM does) and ``"remote"`` (a parameter server) are
+modeled by :mod:`recnotebooks.perf` but not executed: :func:`check_placements` refuses them
+before anything runs, as it refuses a cache the engine cannot size (a typed-in hit rate without
+``cache_rows``) or a cached data-parallel replica (its gradient is all-reduced densely).
+
 **Pooling.** ``"sum"`` and ``"mean"`` (row-wise: the summed partial sums divided by the bag's
 full size on the sample's rank). Per-id weights (``batch.weights``) are not supported yet.
 """
@@ -51,19 +63,93 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..cache import CacheConfig, CachedEmbeddingBagCollection, embedding_collection
+from ..cache.config import hot_rows_from_counts
 from ..checks import check_choice, check_float, check_int, check_type, show
 from ..config import POOLINGS, DLRMConfig, TableConfig
 from ..kernels.rows import first_out_of_range
 from ..nn.embedding import EmbeddingBagCollection, initial_rows
-from ..nn.optim import SparseOptimizer, make_sparse_optimizer
-from ..plan import MAX_RANKS, Plan, ShardGeometry
+from ..nn.optim import RowWiseAdagrad, SparseOptimizer, make_sparse_optimizer
+from ..plan import MAX_RANKS, PLACEMENTS, Plan, ShardGeometry, TableShard
 from ..sparse import JaggedBatch
 from .comm import CommHandle, CommLog, all_reduce, all_to_all
 from .launch import launch
 
-__all__ = ["LocalShard", "MAX_RUN_PLAN_BATCH", "MAX_RUN_PLAN_ELEMENTS", "PlanRun",
-           "ShardedEmbeddingBagCollection",
-           "ShardedLookup", "ShardedSparseOptimizer", "run_plan", "run_plan_rank"]  # fmt: skip
+__all__ = [
+    "EXECUTED_PLACEMENTS",
+    "LocalShard",
+    "MAX_RUN_PLAN_BATCH",
+    "MAX_RUN_PLAN_ELEMENTS",
+    "PlanRun",
+    "ShardedEmbeddingBagCollection",
+    "ShardedLookup",
+    "ShardedSparseOptimizer",
+    "check_placements",
+    "run_plan",
+    "run_plan_rank",
+    "shard_cache_config",
+]
+
+#: Placements the engine executes on this device (``"host"`` and ``"remote"`` are modeled only).
+EXECUTED_PLACEMENTS = ("hbm", "cache")
+#: Why the other placements are not executed, in words (the refusal says it).
+_NOT_EXECUTED = {
+    "host": "rows read in place from host memory over PCIe (UVM) need unified memory, which the "
+    "engine does not use; the cost model prices it (recnotebooks.perf)",
+    "remote": "rows on parameter servers across the network are modeled only (recnotebooks.perf)",
+}
+
+
+def shard_cache_config(shard: TableShard, rows: int) -> CacheConfig:
+    """The :class:`~recnotebooks.cache.CacheConfig` of a ``"cache"`` shard holding ``rows`` rows:
+    ``cache_rows`` slots (at most ``rows``; a set-associative cache rounds down to whole sets of
+    ``cache_ways``) run by ``cache_policy``. ``ValueError`` naming the table when the shard cannot
+    be run (see :func:`check_placements`)."""
+    what = f"table {shard.table!r} on rank {shard.rank} (placement 'cache')"
+    if shard.cache_rows is None:
+        raise ValueError(
+            f"{what}: the engine needs cache_rows (device slots) to run a cache, got only a typed-in "
+            f"cache_hit_rate={shard.cache_hit_rate!r}; give cache_rows (and cache_policy), or placement 'hbm'"
+        )
+    slots = min(shard.cache_rows, rows)
+    ways = min(shard.cache_ways, rows)
+    if shard.cache_policy == "setassoc":
+        slots = slots // ways * ways
+    if slots < 1:
+        raise ValueError(
+            f"{what}: cache_rows={shard.cache_rows} leaves no slot to run (at least 1"
+            + (
+                f", and whole sets of cache_ways={ways} for 'setassoc'"
+                if shard.cache_policy == "setassoc"
+                else ""
+            )
+            + ")"
+        )
+    return CacheConfig(shard.cache_policy, capacity=slots, ways=ways)
+
+
+def check_placements(plan: Plan, geometry: dict[int, ShardGeometry] | None = None) -> None:
+    """Refuse, before any process starts, a plan with a placement the engine cannot run here:
+    ``ValueError`` naming the table, its placement and what is allowed (:data:`EXECUTED_PLACEMENTS`;
+    a ``"cache"`` shard needs ``cache_rows`` and cannot be a data-parallel replica). With the
+    plan's ``geometry`` the caches are also sized against their shards' rows."""
+    check_type("plan", plan, Plan, "a Plan")
+    for i, s in enumerate(plan.shards):
+        if s.placement not in EXECUTED_PLACEMENTS:
+            raise ValueError(
+                f"table {s.table!r} on rank {s.rank} has placement {s.placement!r}, which the sharded "
+                f"engine cannot execute on this device ({_NOT_EXECUTED.get(s.placement, 'unknown')}); "
+                f"allowed: {list(EXECUTED_PLACEMENTS)} of {list(PLACEMENTS)}"
+            )
+        if s.placement != "cache":
+            continue
+        if s.sharding == "data_parallel":
+            raise ValueError(
+                f"table {s.table!r} is data_parallel with placement 'cache': a replica's gradient is "
+                "all-reduced for every row, so the engine keeps replicas in 'hbm'; allowed for a cached "
+                "table: table_wise, row_wise, column_wise"
+            )
+        shard_cache_config(s, geometry[i].row_count if geometry is not None else s.cache_rows or 1)
 
 
 @dataclass(frozen=True)
@@ -100,6 +186,24 @@ def _blocks(t: torch.Tensor, sizes: list[int], picks: list[int]) -> torch.Tensor
     return torch.cat([parts[p] for p in picks])
 
 
+def _hot_rows(
+    shard: TableShard, g: ShardGeometry, cache: CacheConfig, profile: Sequence[JaggedBatch] | None
+) -> Any:
+    """A static cache's pinned rows (shard-local): the most frequent of its rows in ``profile``."""
+    if profile is None:
+        raise ValueError(
+            f"table {shard.table!r} on rank {shard.rank}: cache_policy 'static' pins the hottest rows of a "
+            "profile; pass profile=<global batches> (or use cache_policy 'lru', 'lfu' or 'setassoc')"
+        )
+    counts = torch.zeros(g.row_count, dtype=torch.int64)
+    for batch in profile:
+        check_type("profile", batch, JaggedBatch, "a sequence of JaggedBatch")
+        ids = batch[shard.table][0].to(torch.int64).cpu()
+        ids = ids[(ids >= g.row_offset) & (ids < g.row_end)] - g.row_offset
+        counts += torch.bincount(ids, minlength=g.row_count)
+    return hot_rows_from_counts(counts.numpy(), int(cache.capacity))  # type: ignore[arg-type]
+
+
 class ShardedEmbeddingBagCollection(nn.Module):
     """This rank's part of an embedding collection sharded by ``plan`` (see the module docstring).
 
@@ -113,6 +217,8 @@ class ShardedEmbeddingBagCollection(nn.Module):
         seed: the single-process collection's seed (the shards are copied out of it).
         log: where the collectives record calls and bytes (``None``: not recorded).
         group: the ``torch.distributed`` process group (``None``: the default one).
+        profile: global batches (``JaggedBatch``, every table) whose most frequent rows a
+            ``"static"`` cache pins (FAE's profile of a data sample); needed only by those.
 
     ``forward(batch)`` takes this rank's samples (keys: every table, in ``tables`` order) and
     returns pooled embeddings ``(batch.batch_size, num_tables, embedding_dim)``.
@@ -129,6 +235,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
         seed: int = 0,
         log: CommLog | None = None,
         group: Any = None,
+        profile: Sequence[JaggedBatch] | None = None,
     ) -> None:
         super().__init__()
         tables = tuple(tables)
@@ -145,6 +252,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
         if plan.world_size != world:
             raise ValueError(f"plan.world_size must equal world_size={world}, got {plan.world_size}")
         geometry = plan.geometry(_config(tables, dim, pooling))  # validates the plan
+        check_placements(plan, geometry)
         self.tables, self.keys, self.embedding_dim = tables, tuple(t.name for t in tables), dim
         self.plan, self.rank, self.world_size, self.pooling = plan, rank, world, pooling
         self.log, self.group = log, group
@@ -158,23 +266,35 @@ class ShardedEmbeddingBagCollection(nn.Module):
             if s.sharding != "data_parallel":
                 self._mp_by_rank[s.rank].append(i)
         self._geometry = geometry
-        # this rank's shards grouped into collections by (data parallel?, width, local pooling);
-        # row-wise partial sums are pooled by sum (a mean divides by the full bag size later)
-        groups: dict[tuple[bool, int, str], list[int]] = {}
+        # this rank's shards grouped into collections by (data parallel?, width, local pooling, and
+        # for a cached shard its own index: a cache of its own); row-wise partial sums are pooled by
+        # sum (a mean divides by the full bag size later)
+        groups: dict[tuple[bool, int, str, int], list[int]] = {}
         for i, s in enumerate(plan.shards):
             if s.rank == rank:
                 pool = "sum" if s.sharding == "row_wise" else pooling
-                groups.setdefault((s.sharding == "data_parallel", geometry[i].col_count, pool), []).append(i)
+                key = (
+                    s.sharding == "data_parallel",
+                    geometry[i].col_count,
+                    pool,
+                    i if s.placement == "cache" else -1,
+                )
+                groups.setdefault(key, []).append(i)
         collections, local = [], []
         self._dp: int | None = None
         blocks: list[tuple[torch.Tensor, int, slice]] = []  # (local rows, first full-weight row, columns)
         first = [0]
         for t in tables:
             first.append(first[-1] + t.num_rows)
-        for c, ((dp, width, pool), idx) in enumerate(groups.items()):
+        for c, ((dp, width, pool, cached), idx) in enumerate(groups.items()):
             names = [f"{plan.shards[i].table}.shard{i}" for i in idx]
             local_tables = [TableConfig(n, geometry[i].row_count) for n, i in zip(names, idx, strict=True)]
-            ebc = EmbeddingBagCollection(local_tables, width, pooling=pool, seed=seed)
+            cache, hot = None, None
+            if cached >= 0:  # placement "cache": the tables on the host behind a device cache
+                cache = shard_cache_config(plan.shards[cached], geometry[cached].row_count)
+                if cache.policy == "static":
+                    hot = {names[0]: _hot_rows(plan.shards[cached], geometry[cached], cache, profile)}
+            ebc = embedding_collection(local_tables, width, cache, pooling=pool, seed=seed, hot_rows=hot)
             for slot, i in enumerate(idx):
                 s, g = plan.shards[i], geometry[i]
                 w = ebc.table_weight(names[slot])
@@ -192,6 +312,9 @@ class ShardedEmbeddingBagCollection(nn.Module):
                     a, z = max(lo, start), min(hi, start + w.shape[0])
                     if a < z:
                         w[a - start : z - start].copy_(u[a - lo : z - lo, cols])
+        for ebc in collections:
+            if isinstance(ebc, CachedEmbeddingBagCollection):
+                ebc.store.reload()  # its host tables now hold the blocks: the slots load from them
         #: this rank's local collections (optimizers update these)
         self.collections = nn.ModuleList(collections)
         #: this rank's shards, in plan order
@@ -393,6 +516,22 @@ class ShardedEmbeddingBagCollection(nn.Module):
             grad = all_reduce(ebc.dense_weight_gradient(), log=self.log, group=self.group)
         ebc.record_dense_gradient(grad)  # every row, with its summed gradient
 
+    def cache_stats(self) -> list[dict[str, Any]]:
+        """What each cache of this rank did (``"cache"`` shards only), one row per shard: its
+        table, plan index, policy and slots, hits, misses, hit rate (distinct rows, and per id),
+        evictions, write-backs and the bytes moved host -> device and back (rows and their
+        optimizer state), ``source="measured"``."""
+        out = []
+        for s in self.local_shards:
+            ebc = self.collections[s.collection]
+            if isinstance(ebc, CachedEmbeddingBagCollection):
+                t = ebc.stats.rows()[0]
+                keep = ("policy", "requested", "unique", "hits", "misses", "evictions", "writebacks",
+                        "bytes_h2d", "bytes_d2h", "hit_rate", "lookup_hit_rate")  # fmt: skip
+                out.append({"rank": self.rank, "table": s.table, "shard": s.index, "slots": ebc.capacity,
+                            **{k: t[k] for k in keep}, "source": "measured"})  # fmt: skip
+        return out
+
     def shard_weights(self) -> list[tuple[LocalShard, torch.Tensor]]:
         """This rank's shards and their weight blocks (views), in plan order."""
         return [(s, self.collections[s.collection].table_weight(self.collections[s.collection].keys[s.slot]))
@@ -444,6 +583,23 @@ class ShardedSparseOptimizer:
         self.model.sync_gradients()
         rows = [o.step(count_rows) for o in self.optimizers]
         return sum(r for r in rows if r is not None) if count_rows else None
+
+    def shard_momentum(self) -> list[tuple[LocalShard, torch.Tensor]]:
+        """Row-wise Adagrad's accumulator of each local shard's rows, in plan order (a cached
+        shard's from the host copy its rows carry, after a flush); ``[]`` for SGD, which has none."""
+        out = []
+        for s in self.model.local_shards:
+            opt, ebc = self.optimizers[s.collection], self.model.collections[s.collection]
+            if not isinstance(opt, RowWiseAdagrad):
+                return []
+            lo, hi = int(ebc.row_offsets[s.slot]), int(ebc.row_offsets[s.slot + 1])
+            state = (
+                ebc.full_row_state("momentum")
+                if isinstance(ebc, CachedEmbeddingBagCollection)
+                else opt.momentum
+            )
+            out.append((s, state[lo:hi].detach().clone()))
+        return out
 
     def zero_grad(self) -> None:
         """Drop the recorded gradients."""
@@ -512,8 +668,18 @@ def run_plan_rank(ctx: Any, tables: tuple[TableConfig, ...], embedding_dim: int,
     """One rank of :func:`run_plan`: its share of the samples through the sharded collection,
     forward and backward (the loss is the sum of the outputs), then the data-parallel gradient
     sync; returns its pooled output."""
-    model = ShardedEmbeddingBagCollection(tables, embedding_dim, plan, ctx.rank, ctx.world_size,
-                                          pooling=pooling, seed=seed, log=ctx.log)  # fmt: skip
+    whole = JaggedBatch.from_lists(bags)  # the batch itself is a static cache's profile
+    model = ShardedEmbeddingBagCollection(
+        tables,
+        embedding_dim,
+        plan,
+        ctx.rank,
+        ctx.world_size,
+        pooling=pooling,
+        seed=seed,
+        log=ctx.log,
+        profile=[whole],
+    )
     b = len(next(iter(bags.values()))) // ctx.world_size
     lo = ctx.rank * b
     out = model(JaggedBatch.from_lists({k: v[lo : lo + b] for k, v in bags.items()}))
@@ -548,6 +714,7 @@ def run_plan(tables: Sequence[TableConfig], embedding_dim: int, plan: Plan, batc
     if batch_size % world:
         raise ValueError(f"batch_size must be a multiple of the plan's world_size={world}, got {batch_size}")
     plan.validate(_config(tables, dim, pooling))
+    check_placements(plan, plan.geometry(_config(tables, dim, pooling)))  # "host", "remote": refused here
     numel = sum(t.num_rows for t in tables) * dim
     if numel > MAX_RUN_PLAN_ELEMENTS:
         raise ValueError(

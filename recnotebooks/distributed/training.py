@@ -46,11 +46,13 @@ from ..train import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
 from .comm import CommLog
 from .hybrid import HybridParallelDLRM, local_samples
 from .launch import MAX_TIMEOUT_S, RankContext, launch, max_world_size
+from .sharded import check_placements
 
 __all__ = [
     "DistTrainResult",
     "dense_optimizer_for",
     "run_plans",
+    "run_plans_local",
     "run_rank",
     "train_local",
     "train_torchrun",
@@ -58,6 +60,8 @@ __all__ = [
 ]
 
 WARMUP_STEPS = 5
+#: Global training batches a ``"static"`` cache's hot set is counted over (FAE profiles a sample).
+PROFILE_BATCHES = 8
 
 
 def dense_optimizer_for(name: str, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
@@ -108,6 +112,10 @@ class DistTrainResult:
     step_spread: float = 1.0
     #: why the timings cannot be trusted (:func:`recnotebooks.timing.reliability`; ``""``: they can)
     reliability: str = ""
+    #: what each ``"cache"`` shard's device cache did over the whole run, one row per shard of every
+    #: rank (:meth:`~recnotebooks.distributed.sharded.ShardedEmbeddingBagCollection.cache_stats`:
+    #: hits, misses, hit rate, bytes moved; measured); ``[]`` when the plan has no cache
+    cache: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def reliable(self) -> bool:
@@ -115,13 +123,15 @@ class DistTrainResult:
         return not self.reliability
 
     def rows(self) -> list[dict[str, Any]]:
-        """Tidy rows: one per step (``kind="loss"``), per phase (``kind="phase"``) and per
-        collective record of every rank (``kind="comm"``), all ``source="measured"``."""
+        """Tidy rows: one per step (``kind="loss"``), per phase (``kind="phase"``), per
+        collective record of every rank (``kind="comm"``) and per cached shard (``kind="cache"``),
+        all ``source="measured"``."""
         base = {"source": self.source, "world_size": self.world_size, "backend": self.backend}
         out: list[dict[str, Any]] = [{**base, "kind": "loss", "step": i + 1, "loss": v}
                                      for i, v in enumerate(self.losses)]  # fmt: skip
         out += [{**base, "kind": "phase", "phase": k, "seconds_per_step": v} for k, v in self.phases.items()]
         out += [{**base, "kind": "comm", **r} for r in self.comm]
+        out += [{**base, "kind": "cache", **r} for r in self.cache]
         return out
 
 
@@ -140,7 +150,7 @@ def _check(config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: i
         )
     if plan.world_size != world:
         raise ValueError(f"plan.world_size must equal world_size={world}, got {plan.world_size}")
-    plan.validate(config)
+    check_placements(plan, plan.geometry(config))  # validates the plan; "host", "remote" refused
     check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)
     check_choice("dense_optimizer", dense_optimizer, DENSE_OPTIMIZERS)
     check_float("sparse_lr", sparse_lr, lo=0, lo_open=True)
@@ -171,12 +181,15 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
            dense_lr)  # fmt: skip
     eval_batches = check_int("eval_batches", eval_batches, lo=0)
     device = ctx.device
-    model = HybridParallelDLRM(config, plan, rank, world, seed=seed, log=ctx.log, device=device,
-                               overlap=overlap)  # fmt: skip
-    sparse_opt = model.sparse_optimizer(sparse_optimizer, sparse_lr)
-    dense_opt = dense_optimizer_for(dense_optimizer, model.dense_parameters(), dense_lr)
     data_cfg = SyntheticConfig(zipf_exponent=zipf) if zipf else SyntheticConfig()
     data = SyntheticCriteo(config, batch_size, data_cfg, seed=seed, split="train")
+    profile = None  # a static cache pins the hottest rows of the first global batches (every rank alike)
+    if any(s.placement == "cache" and s.cache_policy == "static" for s in plan.shards):
+        profile = [data.batch(i).sparse for i in range(min(steps, PROFILE_BATCHES))]
+    model = HybridParallelDLRM(config, plan, rank, world, seed=seed, log=ctx.log, device=device,
+                               overlap=overlap, profile=profile)  # fmt: skip
+    sparse_opt = model.sparse_optimizer(sparse_optimizer, sparse_lr)
+    dense_opt = dense_optimizer_for(dense_optimizer, model.dense_parameters(), dense_lr)
     loss_fn = torch.nn.BCEWithLogitsLoss()
     timer = PhaseTimer(device)
     b = batch_size // world
@@ -230,6 +243,7 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
         "phase_cpu": timer.per_step_cpu(),
         "thread_cpu_seconds_per_step": thread_cpu / measured,
         "metrics": metrics,
+        "cache": model.embeddings.cache_stats(),
         # the other ranks are other programs to a load monitor here: the launch judged the load
         "step_spread": spread(step_seconds),
         "reliability": reliability(measured, spread(step_seconds), None),
@@ -282,7 +296,8 @@ def _result(
                            thread_cpu_seconds_per_step=thread_cpu,
                            auc=metrics.get("auc"), logloss=metrics.get("logloss"),
                            ne=metrics.get("ne"), busy=busy, step_spread=first.get("step_spread", 1.0),
-                           reliability=first.get("reliability", ""))  # fmt: skip
+                           reliability=first.get("reliability", ""),
+                           cache=[row for v in values for row in v.get("cache", [])])  # fmt: skip
 
 
 def train_local(config: DLRMConfig, plan: Plan, world_size: int, steps: int, batch_size: int, seed: int = 0,
@@ -345,6 +360,25 @@ def train_torchrun(config: DLRMConfig, plan: Plan, steps: int, batch_size: int, 
     finally:
         dist.destroy_process_group()
     return _result([value], world, backend, steps, batch_size, choice.describe() if choice.busy else "")
+
+
+def run_plans_local(config: DLRMConfig, plans: list[Plan], world_size: int, steps: int, batch_size: int,
+                    seed: int = 0, *, timeout_s: float = 600.0,
+                    **options: Any) -> list[list[dict[str, Any]]]:  # fmt: skip
+    """:func:`run_plans` on ``world_size`` local CPU ranks (one launch): per plan, every rank's
+    :func:`run_rank` result, in rank order. Every plan is checked first, as :func:`train_local`
+    checks its one (a placement the engine cannot run, e.g. ``"remote"``, is refused naming its
+    table), before any process starts."""
+    world = check_int("world_size", world_size, lo=1, hi=max_world_size())
+    opts = {"sparse_optimizer": "rowwise_adagrad", "sparse_lr": 0.05, "dense_optimizer": "adagrad",
+            "dense_lr": 0.02, **options}  # fmt: skip
+    if not isinstance(plans, (list, tuple)) or not plans:
+        raise ValueError(f"plans must be a non-empty list of Plan, got {plans!r}")
+    for plan in plans:
+        _check(config, plan, world, steps, batch_size, seed, opts["sparse_optimizer"],
+               opts["dense_optimizer"], opts["sparse_lr"], opts["dense_lr"])  # fmt: skip
+    res = launch(run_plans, world, config, list(plans), steps, batch_size, seed, timeout_s=timeout_s, **opts)
+    return [[res.values[r][k] for r in range(world)] for k in range(len(plans))]
 
 
 def run_plans(ctx: RankContext, config: DLRMConfig, plans: list[Plan], steps: int, batch_size: int,

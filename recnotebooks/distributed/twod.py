@@ -113,6 +113,12 @@ class TwoDShardedEmbeddingBagCollection(nn.Module):
         if not tables or any(not isinstance(t, TableConfig) for t in tables):
             raise TypeError("tables must be a non-empty sequence of TableConfig")
         plan.validate(_config(tables, check_int("embedding_dim", embedding_dim, lo=1)))
+        cached = [s.table for s in plan.shards if s.placement == "cache"]
+        if cached:  # the replicas sum dense gradients of every row, which a cache's slots are not
+            raise ValueError(
+                f"2D sparse parallelism keeps every shard in 'hbm': table {cached[0]!r} has placement "
+                "'cache' (allowed here: 'hbm'; a cache runs with ShardedEmbeddingBagCollection)"
+            )
         self.rank, self.world_size, self.group_size = rank, world, m
         #: this rank's sharding group and (in-group) rank; its replica group index
         self.group_index, self.group_rank = divmod(rank, m)

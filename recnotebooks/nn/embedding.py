@@ -205,7 +205,8 @@ class EmbeddingBagCollection(nn.Module):
         advise_huge_pages(weight)  # before the first touch, so the kernel can use 2 MiB pages
         self.weight = nn.Parameter(weight)
         self._min_rows = int(rows.min())
-        self.reset_parameters(seed)
+        # this class's own initialisation, not a subclass's override (a subclass may keep its rows elsewhere)
+        EmbeddingBagCollection.reset_parameters(self, seed)
         self._pending: list[_PendingGrad] = []
 
     @torch.no_grad()

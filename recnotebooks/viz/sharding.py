@@ -17,6 +17,10 @@ planner's, its naive baseline, or every table sharded one way) it gives:
   (:func:`recnotebooks.perf.scaleout.link_hardware`; TorchRec's step, as the model's GPU figures).
 * ``balance``: the lookups each rank serves per step (computed from the plan), whose spread is
   the plan's load imbalance.
+* ``cache``: with the ``cache`` control, the model's largest table sits behind a device cache on
+  the ranks that hold it (placement ``"cache"``: host tables, ``cache_rows`` slots under a policy,
+  executed by the sharded engine, exact); once run, each cache's hit rate and the bytes it moved
+  host -> device and back per step, **measured** (the ranks' cache statistics).
 
 A setting that has not been measured yet is shown modeled only, with a note: running ranks
 takes seconds, so the explorer never starts them on a slider move. :func:`measure_sharding`
@@ -31,28 +35,35 @@ from typing import Any
 
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, preset
-from recnotebooks.distributed.launch import launch
-from recnotebooks.distributed.training import run_plans
+from recnotebooks.distributed.training import PROFILE_BATCHES, run_plans_local
 from recnotebooks.measure.calibrate_comm import local_ranks_hardware
 from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.scaleout import link_hardware
 from recnotebooks.perf.traffic import collective_bytes
-from recnotebooks.plan import NAMED_PLANS, Plan, named_plan
+from recnotebooks.plan import NAMED_PLANS, Plan, TableShard, named_plan
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
-__all__ = ["PLANS", "SHARDING_CONTROLS", "STEPS", "explore_sharding", "measure_sharding", "sharding_explorer",
-           "sharding_model", "sharding_plan"]  # fmt: skip
+__all__ = ["CACHES", "PLANS", "SHARDING_CONTROLS", "STEPS", "explore_sharding", "measure_sharding",
+           "sharding_explorer", "sharding_model", "sharding_plan"]  # fmt: skip
 
 #: Plans offered: the cost planner's, its naive baseline (the dlrm repo's), and every table sharded
 #: one way (:data:`recnotebooks.plan.NAMED_PLANS`, built by :func:`recnotebooks.plan.named_plan`).
 PLANS = ("planner", "naive", *(p for p in NAMED_PLANS if p != "mixed"))
 #: Training steps of a measured run (the first few are warm-up, not timed).
 STEPS = 12
+#: The ``cache`` control: the largest table behind a device cache (policy, share of each shard's
+#: rows as slots), or every row in its process's memory (``"none"``).
+CACHES: dict[str, tuple[str, float] | None] = {
+    "none": None,
+    "static 5%": ("static", 0.05),
+    "static 20%": ("static", 0.2),
+    "lru 25%": ("lru", 0.25),
+}
 SHARDING_CONTROLS: dict[str, dict[str, object]] = {
     "model": {
         "options": [("tiny (8 tables)", "tiny"), ("Criteo Kaggle, 26 tables, <= 20k rows", "kaggle_20k")],
@@ -63,6 +74,17 @@ SHARDING_CONTROLS: dict[str, dict[str, object]] = {
     "ranks": {"options": [1, 2, 4], "value": 2, "label": "processes (ranks)"},
     "plan": {"options": list(PLANS), "value": "planner", "label": "plan", "dropdown": True},
     "batch_size": {"options": [256, 512, 1024, 2048], "value": 512, "label": "global batch"},
+    "cache": {
+        "options": [
+            ("none: every row in memory", "none"),
+            ("largest table: static hot set, 5% of rows", "static 5%"),
+            ("largest table: static hot set, 20% of rows", "static 20%"),
+            ("largest table: LRU, 25% of rows", "lru 25%"),
+        ],
+        "value": "none",
+        "label": "device cache",
+        "dropdown": True,
+    },  # fmt: skip
     "gpu": {
         "options": [h for h, hw in HARDWARE.items() if hw.kind == "gpu"],
         "value": "dgx_h100",
@@ -74,8 +96,9 @@ SHARDING_CONTROLS: dict[str, dict[str, object]] = {
 #: lengths and the ids of its samples to each table's owner, and its tables' pooled vectors back.
 FORWARD_PARTS = {"lengths_all_to_all": "bag lengths", "ids_all_to_all": "ids",
                  "pooled_all_to_all": "pooled vectors"}  # fmt: skip
-#: (model, ranks, plan, batch) -> per-rank results of :func:`recnotebooks.distributed.training.run_rank`
-_MEASURED: dict[tuple[str, int, str, int], list[dict[str, Any]]] = {}
+#: (model, ranks, plan, batch, cache) -> per-rank results of
+#: :func:`recnotebooks.distributed.training.run_rank`
+_MEASURED: dict[tuple[str, int, str, int, str], list[dict[str, Any]]] = {}
 
 
 def sharding_model(name: str) -> DLRMConfig:
@@ -84,34 +107,65 @@ def sharding_model(name: str) -> DLRMConfig:
     return preset("tiny") if name == "tiny" else preset("criteo_kaggle").with_max_rows(20_000)
 
 
-def sharding_plan(config: DLRMConfig, name: str, ranks: int, gpu: str = "dgx_h100") -> Plan:
-    """Plan ``name`` of :data:`PLANS` for ``ranks`` ranks (the planner plans for ``gpu`` devices; the
-    others are :func:`recnotebooks.plan.named_plan`'s)."""
+def sharding_plan(
+    config: DLRMConfig, name: str, ranks: int, gpu: str = "dgx_h100", cache: str = "none"
+) -> Plan:
+    """Plan ``name`` of :data:`PLANS` for ``ranks`` ranks (the planner plans for ``gpu`` devices),
+    with the largest table behind the device cache ``cache`` of :data:`CACHES` (:func:`with_cache`)."""
     check_choice("plan", name, PLANS)
+    check_choice("cache", cache, CACHES)
     ranks = check_int("ranks", ranks, lo=1)
     if name in ("planner", "naive"):
-        return plan_tables(config, gpu, ranks, strategy="cost" if name == "planner" else "naive")
-    return named_plan(config, name, ranks)
+        plan = plan_tables(config, gpu, ranks, strategy="cost" if name == "planner" else "naive")
+    else:
+        plan = named_plan(config, name, ranks)
+    return with_cache(config, plan, cache)
+
+
+def cached_table(config: DLRMConfig) -> str:
+    """The table the ``cache`` control puts behind a cache: the largest (the first of equals)."""
+    return max(config.tables, key=lambda t: t.num_rows).name
+
+
+def with_cache(config: DLRMConfig, plan: Plan, cache: str) -> Plan:
+    """``plan`` with every shard of the largest table in placement ``"cache"``: ``cache_rows`` the
+    :data:`CACHES` share of the shard's rows, under its policy. Unchanged for ``"none"``, and for a
+    data-parallel table (its replicas stay in memory: the engine all-reduces their every row)."""
+    choice = CACHES[check_choice("cache", cache, CACHES)]
+    table = cached_table(config)
+    if choice is None or any(s.table == table and s.sharding == "data_parallel" for s in plan.shards):
+        return plan
+    policy, share = choice
+    geo = plan.geometry(config)
+    shards = tuple(
+        s if s.table != table
+        else TableShard(s.table, s.rank, s.sharding, "cache", s.row_fraction, s.col_fraction,
+                        cache_rows=max(1, round(share * geo[i].row_count)), cache_policy=policy)
+        for i, s in enumerate(plan.shards)
+    )  # fmt: skip
+    return Plan(plan.world_size, shards, plan.strategy, plan.notes, plan.requested_placement)
 
 
 def measure_sharding(model: str = "tiny", ranks: int = 2, plans: Sequence[str] = PLANS, batch_size: int = 512,
-                     gpu: str = "dgx_h100", steps: int = STEPS) -> float:  # fmt: skip
-    """Run every plan in ``plans`` for ``steps`` steps on ``ranks`` local processes (one launch)
-    and keep the results for the explorer; returns the seconds it took. **Measured.**"""
+                     gpu: str = "dgx_h100", steps: int = STEPS, cache: str = "none") -> float:  # fmt: skip
+    """Run every plan in ``plans`` (the largest table behind ``cache``, see :data:`CACHES`) for
+    ``steps`` steps on ``ranks`` local processes (one launch) and keep the results for the explorer;
+    returns the seconds it took. **Measured.**"""
     check_int("steps", steps, lo=2, hi=1000)
     batch_size = check_choice("batch_size", batch_size, option_values(SHARDING_CONTROLS["batch_size"]))
     ranks = check_choice("ranks", ranks, option_values(SHARDING_CONTROLS["ranks"]))
     names = [check_choice("plans", p, PLANS) for p in plans]
+    check_choice("cache", cache, CACHES)
     config = sharding_model(model)
-    todo = [p for p in names if (model, ranks, p, batch_size) not in _MEASURED]
+    todo = [p for p in names if (model, ranks, p, batch_size, cache) not in _MEASURED]
     if not todo:
         return 0.0
     t0 = time.perf_counter()
-    built = [sharding_plan(config, p, ranks, gpu) for p in todo]
+    built = [sharding_plan(config, p, ranks, gpu, cache) for p in todo]
     sgd = {"sparse_optimizer": "sgd", "dense_optimizer": "sgd"}
-    res = launch(run_plans, ranks, config, built, steps, batch_size, 0, timeout_s=300.0, **sgd)
-    for k, p in enumerate(todo):
-        _MEASURED[(model, ranks, p, batch_size)] = [res.values[r][k] for r in range(ranks)]
+    res = run_plans_local(config, built, ranks, steps, batch_size, 0, timeout_s=300.0, **sgd)
+    for p, values in zip(todo, res, strict=True):
+        _MEASURED[(model, ranks, p, batch_size, cache)] = values
     return time.perf_counter() - t0
 
 
@@ -166,15 +220,17 @@ def _balance(config: DLRMConfig, plan: Plan, ranks: int, batch: int) -> list[dic
 
 
 def explore_sharding(*, model: str = "tiny", ranks: int = 2, plan: str = "planner", batch_size: int = 512,
-                     gpu: str = "dgx_h100") -> Result:  # fmt: skip
-    """Tables ``modeled``, ``bytes``, ``measured``, ``balance`` and ``forward_parts`` (the forward
-    all-to-alls of each rank apart: bag lengths, ids, pooled vectors) of one setting (module docstring)."""
+                     gpu: str = "dgx_h100", cache: str = "none") -> Result:  # fmt: skip
+    """Tables ``modeled``, ``bytes``, ``measured``, ``balance``, ``forward_parts`` (the forward
+    all-to-alls of each rank apart: bag lengths, ids, pooled vectors) and ``cache`` (each device
+    cache's hit rate and bytes moved, measured) of one setting (module docstring)."""
     config = sharding_model(model)
     ranks = check_choice("ranks", ranks, option_values(SHARDING_CONTROLS["ranks"]))
     batch = check_choice("batch_size", batch_size, option_values(SHARDING_CONTROLS["batch_size"]))
     check_choice("gpu", gpu, option_values(SHARDING_CONTROLS["gpu"]))
-    p = sharding_plan(config, plan, ranks, gpu)
-    measured = _MEASURED.get((model, ranks, plan, batch))
+    check_choice("cache", cache, CACHES)
+    p = sharding_plan(config, plan, ranks, gpu, cache)
+    measured = _MEASURED.get((model, ranks, plan, batch, cache))
     tables: dict[str, list[dict[str, object]]] = {
         "modeled": _modeled(config, p, ranks, batch, gpu),
         "bytes": _bytes(config, p, ranks, batch, measured, STEPS),
@@ -185,9 +241,74 @@ def explore_sharding(*, model: str = "tiny", ranks: int = 2, plan: str = "planne
                           if r["collective"] in FORWARD_PARTS],  # the forward all-to-alls apart
         "measured": [{"rank": f"rank {r}", "phase": k, "seconds_per_step": v, "source": "measured"}
                      for r, res in enumerate(measured or []) for k, v in res["phases"].items() if v > 0],
+        "cache": _cache_rows(measured, STEPS),
     }  # fmt: skip
     tables["summary"] = _summary(tables)
-    return Result(tables=tables, notes=_notes(tables, p, ranks, measured is not None, model, plan, batch))
+    notes = _notes(tables, p, ranks, measured is not None, model, plan, batch, cache)
+    return Result(
+        tables=tables, notes=notes + _cache_notes(config, p, cache, tables["cache"], measured is not None)
+    )
+
+
+def _cache_rows(measured: list[dict[str, Any]] | None, steps: int) -> list[dict[str, object]]:
+    """Each cached shard's hit rate and bytes per step host -> device and back, **measured** (the
+    ranks' :meth:`~recnotebooks.distributed.sharded.ShardedEmbeddingBagCollection.cache_stats`, over
+    every step of the run, the cold start included)."""
+    rows: list[dict[str, object]] = []
+    for res in measured or []:
+        for c in res.get("cache", []):
+            base = {"rank": int(c["rank"]), "table": c["table"], "shard": int(c["shard"]),
+                    "policy": c["policy"], "slots": int(c["slots"]), "source": "measured"}  # fmt: skip
+            rows += [{**base, "metric": "hit rate (distinct rows)", "value": float(c["hit_rate"]),
+                      "display": f"{float(c['hit_rate']):.0%}"},
+                     {**base, "metric": "host -> device bytes per step", "value": c["bytes_h2d"] / steps,
+                      "display": human(c["bytes_h2d"] / steps, "B")},
+                     {**base, "metric": "device -> host bytes per step", "value": c["bytes_d2h"] / steps,
+                      "display": human(c["bytes_d2h"] / steps, "B")}]  # fmt: skip
+    return rows
+
+
+#: the policies of :data:`CACHES`, in words
+_POLICY_WORDS = {
+    "static": f"a static hot-set cache (FAE: the hottest rows of the first {PROFILE_BATCHES} batches pinned)",
+    "lru": "an LRU cache",
+}
+
+
+def _cache_notes(
+    config: DLRMConfig, plan: Plan, cache: str, rows: list[dict[str, object]], measured: bool
+) -> list[str]:
+    """What the cache control did to the plan, and (once run) what each cache measured."""
+    choice = CACHES[cache]
+    if choice is None:
+        return []
+    table = cached_table(config)
+    shards = [s for s in plan.shards if s.table == table]
+    if all(s.placement != "cache" for s in shards):
+        return [
+            f"Cache {cache!r} not applied: table {table!r} is data_parallel here, and its replicas stay "
+            "in each process's memory (the engine all-reduces every row of a replica)."
+        ]
+    slots = ", ".join(f"rank {s.rank}: {s.cache_rows:,} slots" for s in shards)
+    rows_of = next(t.num_rows for t in config.tables if t.name == table)
+    notes = [
+        f"Table {table!r} ({rows_of:,} rows) is in host memory behind {_POLICY_WORDS[choice[0]]} ({slots}); "
+        "training is exact, as without it."
+    ]
+    if not measured:
+        return notes
+    for r in rows:
+        if r["metric"] != "hit rate (distinct rows)":
+            continue
+        same = [x for x in rows if x["rank"] == r["rank"] and x["shard"] == r["shard"]]
+        moved = {str(x["metric"]): str(x["display"]) for x in same}
+        notes.append(
+            f"MEASURED here, rank {r['rank']}'s cache of {table!r}: {r['display']} of the distinct rows hit, "
+            f"{moved['host -> device bytes per step']} per step copied host -> device and "
+            f"{moved['device -> host bytes per step']} written back (rows and their optimizer state; "
+            f"over all {STEPS} steps, the cold start included)."
+        )
+    return notes
 
 
 def _summary(tables: dict[str, list[dict[str, object]]]) -> list[dict[str, object]]:
@@ -213,7 +334,7 @@ def _summary(tables: dict[str, list[dict[str, object]]]) -> list[dict[str, objec
 
 
 def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, measured: bool, model: str,
-           name: str, batch: int) -> list[str]:  # fmt: skip
+           name: str, batch: int, cache: str = "none") -> list[str]:  # fmt: skip
     kinds = sorted({s.sharding for s in plan.shards})
     lookups = [float(r["lookups"]) for r in tables["balance"]]  # type: ignore[arg-type]
     mean = sum(lookups) / len(lookups)
@@ -239,8 +360,10 @@ def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, m
         )
         notes.append(_time_note(tables))
     else:
+        with_cache = f", cache={cache!r}" if cache != "none" else ""
         notes.append(f"Not measured at this setting yet: modeled only. Run measure_sharding(model={model!r}, "
-                     f"ranks={ranks}, batch_size={batch}) (a few seconds) and move a control.")  # fmt: skip
+                     f"ranks={ranks}, batch_size={batch}{with_cache}) (a few seconds) and move a "
+                     "control.")  # fmt: skip
     steps: dict[str, float] = {}
     for r in tables["modeled"]:
         steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
@@ -284,9 +407,13 @@ def _render(history: list[HistoryEntry]) -> object:
     senders = list(dict.fromkeys(str(r["setting"]) for r in rows))
     wheres = list(dict.fromkeys(str(r["where"]) for r in now["modeled"]))
     ranks = list(dict.fromkeys(str(r["rank"]) for r in now["measured"]))
+    cache_bars = [{**r, "setting": f"rank {r['rank']} · {r['table']} ({r['policy']}, {r['slots']:,} slots)"}
+                  for r in now["cache"]]  # fmt: skip
+    cache_labels = [str(b["setting"]) for b in cache_bars]
     # the charts line up their plots at the widest left band: the room right of it is theirs
     room = stack_room(band_px(trail, titled=False), band_px(wheres), band_px(senders, titled=False),
-                      band_px(ranks) if ranks else 0)  # fmt: skip
+                      band_px(ranks) if ranks else 0,
+                      band_px(cache_labels, titled=False) if cache_labels else 0)  # fmt: skip
     trail_bars = metric_bars(history_rows(history, "summary"), highlight=history[0].label, columns=3,
                              title="This setting and the last ones", source="modeled",
                              detail="one bar per setting, the current one solid",
@@ -301,6 +428,11 @@ def _render(history: list[HistoryEntry]) -> object:
         charts.append(metric_bars(rows, columns=2, source=src, detail=logs,
                                   title="Bytes each rank sends, modeled and measured",
                                   total_width=band_px(senders, titled=False) + room))  # fmt: skip
+    if cache_bars:
+        charts.append(metric_bars(cache_bars, columns=3, source="measured",
+                                  title="The device cache on each rank",
+                                  detail="the ranks' cache statistics over every step of the run",
+                                  total_width=band_px(cache_labels, titled=False) + room))  # fmt: skip
     if now["measured"]:
         where = "CPU processes on this machine, gloo on 127.0.0.1"
         charts.append(time_breakdown(now["measured"], by="rank", title="Measured step of each rank, here",
@@ -311,7 +443,10 @@ def _render(history: list[HistoryEntry]) -> object:
 def sharding_explorer(*, history: int = 4, **values: object) -> App:
     """The Sharding Explorer app; ``values`` override the default settings."""
     controls = build_controls(SHARDING_CONTROLS, values, "the Sharding Explorer")
-    what = "MODELED steps and bytes of a sharding plan, beside the plan MEASURED on local processes once run"
+    what = (
+        "MODELED steps and bytes of a sharding plan, beside the plan MEASURED on local processes once run "
+        "(with a device cache: its hit rate and bytes, measured)"
+    )
     return App("Sharding Explorer", controls, lambda **kw: explore_sharding(**kw), _render, history=history,
                description=what)  # fmt: skip
 
