@@ -66,7 +66,7 @@ rows, quick = int(sys.argv[1]), sys.argv[2] == "1"
 trace = zipf_trace(rows, 200_000 if quick else 4_000_000, 1.05, seed=0)
 res = measure_overhead(trace, rows, rows // 10, "lru", steps=5 if quick else 15,
                        batch_size=256 if quick else 4096, device=sys.argv[3])
-print(json.dumps({"device": sys.argv[3], **res}))
+print(json.dumps({"device": sys.argv[3], **res.to_dict()}))
 """
 
 

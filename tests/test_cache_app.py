@@ -294,8 +294,13 @@ def test_overhead_measures_rows_given_directly() -> None:
 
     trace = cache_trace(10_000, 1.05, IDS)
     m = measure_overhead(trace, 10_000, 2_048, "setassoc", ways=32, steps=2, warmup=1, batch_size=256)
-    assert m["cached_ms"] > 0 and m["uncached_ms"] > 0 and 0.0 < m["hit_rate"] < 1.0
-    assert m["capacity"] == 2_048 and m["steps_total"] >= 3 and "reused" not in m
+    assert m.cached_ms > 0 and m.uncached_ms > 0 and 0.0 < m.hit_rate < 1.0
+    assert m.capacity == 2_048 and m.steps_total >= 3 and m.ratio == m.cached_ms / m.uncached_ms
+    assert 0 < m.misses <= m.steps_total * 256 * 5  # never more misses than lookups
+    d = m.to_dict()  # plain data, as the explorer keeps it (it adds "reused")
+    assert d["capacity"] == 2_048.0 and d["cached_ms"] == m.cached_ms and "reused" not in d
+    keys = "uncached_ms cached_ms reliability misses hit_rate rows capacity steps_total threads"
+    assert set(d) == set(keys.split()) and all(isinstance(d[k], float) for k in keys.split()[3:])
 
 
 @pytest.mark.parametrize(

@@ -198,7 +198,6 @@ def test_bad_measure_input_raises_before_any_process_starts() -> None:
 
 def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """The wiring of ``recnb calibrate --collectives`` (microbenchmarks stubbed: fast)."""
-    import recnotebooks.measure.calibrate as cal
     from recnotebooks.cli import build_parser
     from recnotebooks.measure import commands
 
@@ -206,9 +205,9 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypa
     fits = [{"collective": "all_to_all", "world_size": 2, "latency_s": 1e-4, "bandwidth": 1e9}]
     monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "cal.json"))
     monkeypatch.setattr(
-        cal, "calibrate", lambda device, quick: (base, {"probe": {"gflops": 1.0, "copy_bw": 1.0}})
+        commands, "calibrate", lambda device, quick: (base, {"probe": {"gflops": 1.0, "copy_bw": 1.0}})
     )
-    monkeypatch.setattr(CC, "calibrate_collectives",
+    monkeypatch.setattr(commands, "calibrate_collectives",
                         lambda hw, quick: (hw.replace(collective_latency_s=77e-6, intra_node_bw=0.5e9),
                                            {"fits": fits, "mape": 0.1, "pattern": "in_step"}))  # fmt: skip
     out, show_it = commands.run(
@@ -227,7 +226,6 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypa
 def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_keeps(  # type: ignore[no-untyped-def]
     tmp_path, monkeypatch, capsys
 ) -> None:
-    import recnotebooks.measure.calibrate as cal
     from recnotebooks.cli import build_parser
     from recnotebooks.measure import commands
     from recnotebooks.perf.hardware import COLLECTIVES_SOURCE
@@ -239,7 +237,9 @@ def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_ke
     )
     for hw, words in ((base, "the preset's (--collectives measures them here)"),
                       (measured, "kept from the saved --collectives calibration")):  # fmt: skip
-        monkeypatch.setattr(cal, "calibrate", lambda device, quick, hw=hw: (hw, {"probe": {"gflops": 1.0}}))
+        monkeypatch.setattr(
+            commands, "calibrate", lambda device, quick, hw=hw: (hw, {"probe": {"gflops": 1.0}})
+        )
         out, show_it = commands.run(build_parser().parse_args(["calibrate", "--quick"]), SystemExit)
         show_it(out)
         assert words in capsys.readouterr().out

@@ -327,19 +327,33 @@ def test_at_speed_scales_rates() -> None:
 def test_validate_mechanics(calibrated: tuple[Hardware, dict[str, object], Path]) -> None:
     hw, raw, _ = calibrated
     r = validate(hw, raw["probe"], time_budget_s=0.02, repeats=1, quick=True)  # type: ignore[arg-type]
-    rows = r["configs"]
-    assert isinstance(rows, list) and [c["config"] for c in rows] == VALIDATION_SWEEP[:5]
+    rows = r.configs
+    assert [c.config for c in rows] == VALIDATION_SWEEP[:5]
     for c in rows:
-        assert math.isfinite(c["measured_s"]) and c["measured_s"] > 0
-        assert math.isfinite(c["modeled_s"]) and c["modeled_s"] > 0
-        assert c["error"] == pytest.approx((c["modeled_s"] - c["measured_s"]) / c["measured_s"])
-        assert isinstance(c["reliable"], bool) and c["reliable"] == (not c["reliability"])
+        assert math.isfinite(c.measured_s) and c.measured_s > 0
+        assert math.isfinite(c.modeled_s) and c.modeled_s > 0
+        assert c.error == pytest.approx((c.modeled_s - c.measured_s) / c.measured_s)
+        assert isinstance(c.reliable, bool) and c.reliable == (not c.reliability)
     # the model is scaled to the run's speed: the median of every probe taken in it
-    every = [c["probe"] for c in rows]  # one probe per config here (repeats=1)
-    assert r["run_probe"] == {k: pytest.approx(float(np.median([p[k] for p in every]))) for k in every[0]}
-    assert r["mape"] >= 0  # type: ignore[operator]
-    assert -1 <= r["spearman"] <= 1  # type: ignore[operator]
-    assert r["pass"] is None and r["calibrated"] is True  # fewer than 10 configs: no verdict
+    every = [c.probe for c in rows]  # one probe per config here (repeats=1)
+    assert r.run_probe == {k: pytest.approx(float(np.median([p[k] for p in every]))) for k in every[0]}
+    assert r.mape == pytest.approx(float(np.mean([abs(c.error) for c in rows])))
+    assert -1 <= r.spearman <= 1
+    assert r.passed is None and r.calibrated is True  # fewer than 10 configs: no verdict
+    # tidy rows: a measured and a modeled row per config, the seconds of the config's fields
+    tidy = r.rows()
+    assert [(t["config"], t["source"]) for t in tidy] == [
+        (c.config, s) for c in rows for s in ("measured", "modeled")
+    ]
+    assert [t["seconds"] for t in tidy] == [s for c in rows for s in (c.measured_s, c.modeled_s)]
+    # the JSON of `recnb validate --json`: the schema it had as a dict
+    d = json.loads(json.dumps(r.to_dict()))
+    keys = "command hardware configs mape spearman targets pass calibrated reference_probe run_probe"
+    assert set(d) == {*keys.split(), "drift_correction"}
+    assert d["command"] == "validate" and d["pass"] is None and d["mape"] == pytest.approx(r.mape)
+    row = "config batch_size measured_s modeled_s error steps max_rows probe reliable reliability"
+    assert set(d["configs"][0]) == {*row.split(), "measured_phases", "modeled_breakdown"}
+    assert d["targets"] == {"mape": 0.15, "spearman": 0.9, "configs": 10}
 
 
 def naive_spearman(a: list[float], b: list[float]) -> float:
@@ -376,7 +390,7 @@ def test_cuda_calibration_and_validation(tmp_path, monkeypatch: pytest.MonkeyPat
     for v in (hw.flops("fp32"), hw.hbm_bw, hw.host_link_bw, hw.hbm_bytes, hw.op_overhead_s):
         assert math.isfinite(v) and v > 0
     r = validate(hw, raw["probe"], time_budget_s=0.05, repeats=1, quick=True)  # type: ignore[arg-type]
-    assert len(r["configs"]) == 5 and all(math.isfinite(c["modeled_s"]) for c in r["configs"])  # type: ignore[union-attr]
+    assert len(r.configs) == 5 and all(math.isfinite(c.modeled_s) for c in r.configs)
 
 
 def test_a_cache_hit_rate_the_cost_plan_does_not_use_is_noted(capsys: pytest.CaptureFixture[str]) -> None:

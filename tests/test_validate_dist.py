@@ -3,6 +3,7 @@ function, the sweep's plans, one quick real run on 2 local ranks, the CLI wiring
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -89,20 +90,75 @@ def test_sweep_has_every_scheme_and_valid_plans() -> None:
 def test_quick_real_run_on_two_ranks_reports_step_and_collectives() -> None:
     names = ["tiny table_wise x2", "tiny row_wise x2"]
     r = VD.validate_distributed((2,), quick=True, hw=HW, steps=3, names=names)
-    assert [c["config"] for c in r["configs"]] == names
-    for c in r["configs"]:
-        assert c["measured_s"] > 0 and c["modeled_s"] > 0 and math.isfinite(c["error"])
-        assert c["measured_all_to_all_s"] > 0 and c["modeled_all_to_all_s"] > 0
-        assert c["measured_all_reduce_s"] > 0 and c["modeled_all_reduce_s"] > 0
-    kinds = {(row["source"], row["kind"], row.get("collective")) for row in r["rows"]}
+    assert [c.config for c in r.configs] == names
+    for c in r.configs:
+        assert c.measured_s > 0 and c.modeled_s > 0 and math.isfinite(c.error)
+        for coll in VD.COLLECTIVES:
+            assert c.measured_collectives[coll] > 0 and c.modeled_breakdown[coll] > 0
+    kinds = {(row["source"], row["kind"], row.get("collective")) for row in r.rows()}
     for src in ("measured", "modeled"):
         assert {
             (src, "step", None),
             (src, "collective", "all_to_all"),
             (src, "collective", "all_reduce"),
         } <= kinds
-    assert r["pass"] is None  # fewer than 8 configs: no verdict
-    assert math.isfinite(r["mape"])
+    assert r.passed is None  # fewer than 8 configs: no verdict
+    assert math.isfinite(r.mape)
+    # the JSON of `recnb validate --distributed --json`: the schema it had as a dict
+    d = json.loads(json.dumps(r.to_dict(), default=str))
+    assert d["distributed"] is True and d["pass"] is None and d["mape"] == pytest.approx(r.mape)
+    assert d["rows"] == r.rows() and d["worlds"] == [2] and d["calibration"] == "given"
+    for c, row in zip(r.configs, d["configs"], strict=True):
+        assert row["measured_all_to_all_s"] == c.measured_collectives["all_to_all"]
+        assert row["modeled_all_reduce_s"] == c.modeled_breakdown["all_reduce"]
+        assert row["error"] == pytest.approx((row["modeled_s"] - row["measured_s"]) / row["measured_s"])
+
+
+def _row(name: str, measured: float, modeled: float) -> VD.DistValidationRow:
+    """A made-up row: step times and collectives (all_to_all 1 ms measured, 2 ms modeled)."""
+    return VD.DistValidationRow(
+        config=name,
+        world_size=2,
+        batch_size=512,
+        strategy="table_wise",
+        measured_s=measured,
+        modeled_s=modeled,
+        error=modeled / measured - 1,
+        modeled_without_drift_correction_s=2 * modeled,
+        measured_data_s=0.0,
+        measured_collectives={"all_to_all": 1e-3, "all_reduce": 0.0},
+        measured_phases={},
+        modeled_breakdown={"all_to_all": 2e-3, "all_reduce": 0.0},
+    )
+
+
+def _result(*rows: VD.DistValidationRow) -> VD.DistValidationResult:
+    return VD.DistValidationResult(
+        hardware=HW,
+        calibration="given",
+        collective_rows=(),
+        worlds=(2,),
+        steps=3,
+        configs=rows,
+        drift_correction=False,
+        calibration_seconds=0.0,
+        seconds=1.0,
+    )
+
+
+def test_result_totals_and_tidy_rows_by_hand() -> None:
+    r = _result(_row("a", 1.0, 1.1), _row("b", 2.0, 0.9), _row("c", 3.0, 3.3))
+    assert r.mape == pytest.approx((0.1 + 0.55 + 0.1) / 3)
+    assert r.mape_without_drift_correction == pytest.approx((1.2 + 0.1 + 1.2) / 3)
+    assert r.spearman == pytest.approx(0.5)  # ranks (0, 1, 2) against (1, 0, 2): 1 - 6 * 2 / (3 * 8)
+    assert r.passed is None  # 3 configs, fewer than the 8 a verdict needs
+    tidy = r.rows()
+    assert len(tidy) == 3 * 2 * (1 + len(VD.COLLECTIVES))
+    assert tidy[0] == {"config": "a", "world_size": 2, "source": "measured", "kind": "step", "seconds": 1.0}
+    a2a = [t["seconds"] for t in tidy if t["config"] == "a" and t.get("collective") == "all_to_all"]
+    assert a2a == [1e-3, 2e-3]  # measured, then modeled
+    eight = _result(*[_row(f"c{k}", 1.0 + k, 1.05 * (1.0 + k)) for k in range(8)])
+    assert eight.passed is True and eight.spearman == pytest.approx(1.0)
 
 
 def test_bad_input_is_refused_before_any_process_starts(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -128,11 +184,14 @@ def test_cli_validate_distributed_dispatches(monkeypatch, capsys) -> None:  # ty
 
     seen = {}
 
-    def fake(quick: bool = False, saved: bool = False) -> dict[str, object]:
+    def fake(quick: bool = False, saved: bool = False) -> VD.DistValidationResult:
         seen.update(quick=quick, saved=saved)
-        return {"command": "validate", "distributed": True, "configs": [], "mape": 0.0, "spearman": 1.0}
+        return _result(_row("a", 1.0, 1.1), _row("b", 2.0, 2.1))
 
     monkeypatch.setattr(VD, "validate_distributed", fake)
     assert cli.main(["validate", "--distributed", "--quick", "--saved", "--json"]) in (0, None)
     assert seen == {"quick": True, "saved": True}
     assert '"distributed": true' in capsys.readouterr().out
+    assert cli.main(["validate", "--distributed"]) in (0, None)  # the table printed from the result
+    out = capsys.readouterr().out
+    assert "a " in out and "+10.0%" in out and "1.00/2.00" in out and "n/a (fewer than 8 configs)" in out

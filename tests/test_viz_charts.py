@@ -122,6 +122,45 @@ def test_mixed_sources_are_distinguished() -> None:
     assert any("strokeDash" in m.get("encoding", {}) for m in _marks(spec))
 
 
+def test_metric_lines_and_bars_draw_the_one_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both build their channels with :func:`~recnotebooks.viz.charts.encoding`: the axes, colour,
+    dash by source and tooltips their marks carry are the ones it returned."""
+    from recnotebooks.viz import charts
+
+    built: list[charts.Encoding] = []
+    real = charts.encoding
+
+    def spy(*args: object, **kw: object) -> charts.Encoding:
+        built.append(real(*args, **kw))  # type: ignore[arg-type]
+        return built[-1]
+
+    monkeypatch.setattr(charts, "encoding", spy)
+    mixed = [{"p": p, "b": 2.0 * p, "s": s, "source": s} for p in (1, 2) for s in ("measured", "modeled")]
+    lines = charts.metric_lines(mixed, x="p", y="b", color="s")
+    bars = charts.metric_bars(
+        [
+            {**r, "metric": "m", "value": r["b"], "setting": f"{r['p']} {r['s']}", "display": "x"}
+            for r in mixed
+        ]
+    )
+    assert len(built) == 2
+    for chart, enc in zip((lines, bars), built, strict=True):
+        want = {k: v.to_dict() for k, v in enc.channels().items() if k != "tooltip"}
+        tips = [t.to_dict() for t in enc.tooltip]
+        for mark in _marks(chart.to_dict()):
+            if mark["mark"]["type"] == "rule":
+                continue
+            got = mark["encoding"]
+            assert got["tooltip"] == tips and got["y"] == want["y"]
+            assert got.get("color") == want.get("color") and got.get("strokeDash") == want.get("strokeDash")
+    # one order of tooltips: colour, labels, key, value, source (the rows mix two sources)
+    assert [t.to_dict()["field"] for t in built[0].tooltip] == ["s", "p", "b", "source"] and built[
+        0
+    ].stroke_dash
+    assert [t.to_dict()["field"] for t in built[1].tooltip] == ["metric", "setting", "display", "source"]
+    assert built[1].stroke_dash is None  # a bar has no line to dash
+
+
 def test_time_breakdown_converts_to_ms_and_keeps_phase_colours() -> None:
     spec = time_breakdown(PHASE_ROWS).to_dict()
     values = chart_rows(spec)

@@ -6,30 +6,64 @@
 step by step side by side (forward, backward, row-wise Adagrad), and reports the median
 milliseconds of each and the hit rate the cached one saw. Because the cache runs the same
 policies as the trace simulator (:mod:`recnotebooks.cache.simulate`), that hit rate is the one
-the simulator gives for the trace replayed in batches. Everything here is **measured**.
+the simulator gives for the trace replayed in batches. Everything here is **measured**; the
+result is an :class:`OverheadResult`.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import asdict, dataclass
 
 import numpy as np
+import torch
 
+from recnotebooks.cache.cached import CachedEmbeddingBagCollection
+from recnotebooks.cache.config import CacheConfig, hot_rows_from_counts
 from recnotebooks.cache.policies import POLICIES, check_ids
 from recnotebooks.checks import check_choice, check_device, check_int, check_steps
+from recnotebooks.config import TableConfig
+from recnotebooks.nn import EmbeddingBagCollection, RowWiseAdagrad
+from recnotebooks.sparse import JaggedBatch
 from recnotebooks.threads import choose_threads, load_monitor, usable_cores, use_threads
 from recnotebooks.timing import reliability, spread
 
-__all__ = ["measure_overhead"]
+__all__ = ["OverheadResult", "measure_overhead"]
 
 
-def _batches(ids: np.ndarray, n_steps: int, batch_size: int, pooling: int) -> list[object]:
+@dataclass(frozen=True)
+class OverheadResult:
+    """What :func:`measure_overhead` measured: a cached step against the same step uncached."""
+
+    #: medians over the timed steps (milliseconds)
+    uncached_ms: float
+    cached_ms: float
+    #: why the two timings cannot be trusted, ``""`` when they can
+    #: (:func:`recnotebooks.timing.reliability` of the shakier of the two)
+    reliability: str
+    #: the cache's misses over every step, from a cold cache
+    misses: int
+    #: hit rate of the timed steps (the simulator's convention)
+    hit_rate: float
+    rows: int
+    capacity: int
+    #: fill + warm-up + timed steps
+    steps_total: int
+    #: the thread policy's threads (:func:`recnotebooks.threads.choose_threads`)
+    threads: int
+
+    @property
+    def ratio(self) -> float:
+        """Cached over uncached step time."""
+        return self.cached_ms / self.uncached_ms
+
+    def to_dict(self) -> dict[str, float | str]:
+        """Plain data: every field, numbers as floats."""
+        return {k: float(v) if isinstance(v, int) else v for k, v in asdict(self).items()}
+
+
+def _batches(ids: np.ndarray, n_steps: int, batch_size: int, pooling: int) -> list[JaggedBatch]:
     """``n_steps`` one-table batches of ``batch_size`` bags of ``pooling`` ids, cut from ``ids``."""
-    import torch
-
-    from recnotebooks.sparse import JaggedBatch
-
     per_step = batch_size * pooling
     flat = torch.from_numpy(np.array(ids[: per_step * n_steps], dtype=np.int64))  # a writable copy
     lengths = torch.full((batch_size,), pooling, dtype=torch.int64)
@@ -52,7 +86,7 @@ def measure_overhead(
     dim: int = 32,
     fill: int | None = None,
     device: str = "cpu",
-) -> dict[str, Any]:
+) -> OverheadResult:
     """A training step (forward, backward, row-wise Adagrad) of a one-table cached collection
     against the same step uncached, on consecutive batches of ``trace``, on this machine.
 
@@ -73,21 +107,9 @@ def measure_overhead(
             the cached table's full rows stay in host memory, pinned under CUDA).
 
     Returns:
-        ``uncached_ms`` and ``cached_ms`` (medians over the timed steps), ``hit_rate`` (of the
-        timed steps: the simulator's convention), ``misses`` (over every step from a cold cache),
-        ``rows``, ``capacity``, ``steps_total`` (fill + warm-up + timed), ``threads`` (the thread
-        policy's: :func:`recnotebooks.threads.choose_threads`) and ``reliability`` (why the two
-        timings cannot be trusted, ``""`` when they can: :func:`recnotebooks.timing.reliability`
-        of the shakier of the two). Raises ``ValueError``
-        when the trace is too short for that many steps or a step needs more slots than the cache has.
+        An :class:`OverheadResult` (``to_dict()`` for plain data). Raises ``ValueError`` when the
+        trace is too short for that many steps or a step needs more slots than the cache has.
     """
-    import torch
-
-    from recnotebooks.cache.cached import CachedEmbeddingBagCollection
-    from recnotebooks.cache.config import CacheConfig, hot_rows_from_counts
-    from recnotebooks.config import TableConfig
-    from recnotebooks.nn import EmbeddingBagCollection, RowWiseAdagrad
-
     num_rows = check_int("num_rows", num_rows, lo=1)
     trace = check_ids("trace", trace, num_rows)
     capacity = check_int("capacity", capacity, lo=1, hi=num_rows)
@@ -97,57 +119,86 @@ def measure_overhead(
     batch_size, pooling = check_int("batch_size", batch_size, lo=1), check_int("pooling", pooling, lo=1)
     dim = check_int("dim", dim, lo=1)
     dev = check_device("device", device)
-    if policy == "static" and profile is None:
-        raise ValueError("policy 'static' needs profile= (ids whose most frequent rows are pinned)")
-    per_step = batch_size * pooling
-    if fill is None:
-        fill = max(0, min(max(1, 3 * capacity // per_step), len(trace) // per_step - warmup - steps))
-    fill = check_int("fill", fill, lo=0)
+    hot = _hot_rows(policy, profile, num_rows, capacity)
+    fill = _fill(len(trace), capacity, batch_size * pooling, warmup, steps, fill)
     n_steps = fill + warmup + steps
-    if len(trace) < per_step * n_steps:
-        raise ValueError(f"trace must hold at least {per_step * n_steps:,} ids to measure this cache "
-                         f"({n_steps} steps of {per_step:,}), got {len(trace):,}")  # fmt: skip
-    extra: dict[str, object] = {}
-    if policy == "static":  # FAE's hot set: the most frequent rows of the profile sample
-        counts = np.bincount(check_ids("profile", profile, num_rows), minlength=num_rows)
-        extra["hot_rows"] = {"t0": hot_rows_from_counts(counts, capacity)}
     tables = (TableConfig("t0", num_rows, pooling),)
     config = CacheConfig(policy=policy, capacity=capacity, ways=ways if policy == "setassoc" else 32)
     plain = EmbeddingBagCollection(tables, dim, device=dev)
-    cached = CachedEmbeddingBagCollection(tables, dim, config, device=dev, **extra)  # type: ignore[arg-type]
+    cached = CachedEmbeddingBagCollection(tables, dim, config, device=dev, **hot)  # type: ignore[arg-type]
+    batches = [b.to(dev) for b in _batches(trace, n_steps, batch_size, pooling)]
+    threads = choose_threads().threads if dev.type == "cpu" else torch.get_num_threads()
+    with use_threads(threads), torch.no_grad():
+        for b in batches[:fill]:  # forwards only: the cache fills, nothing to write back
+            cached(b)
+    with use_threads(threads):
+        times, warm, others = _time_side_by_side(plain, cached, batches[fill:], warmup, dev)
+    total = cached.stats.total()
+    # the ratio is as trustworthy as the shakier of its two steps
+    shakier = max(spread(times["uncached"]), spread(times["cached"]))
+    timed_misses, timed_requested = total["misses"] - warm["misses"], total["requested"] - warm["requested"]
+    return OverheadResult(
+        uncached_ms=float(np.median(times["uncached"])) * 1e3,
+        cached_ms=float(np.median(times["cached"])) * 1e3,
+        reliability=reliability(steps, shakier, others, max(0, usable_cores() - threads)),
+        misses=int(total["misses"]),
+        hit_rate=1.0 - timed_misses / max(1, timed_requested),
+        rows=num_rows,
+        capacity=capacity,
+        steps_total=n_steps,
+        threads=threads,
+    )
+
+
+def _fill(n_ids: int, capacity: int, per_step: int, warmup: int, steps: int, fill: int | None) -> int:
+    """The fill forwards (default: about three times the cache's slots of ids, as many as the trace
+    leaves room for), checked against the trace's length."""
+    if fill is None:
+        fill = max(0, min(max(1, 3 * capacity // per_step), n_ids // per_step - warmup - steps))
+    fill = check_int("fill", fill, lo=0)
+    n_steps = fill + warmup + steps
+    if n_ids < per_step * n_steps:
+        raise ValueError(f"trace must hold at least {per_step * n_steps:,} ids to measure this cache "
+                         f"({n_steps} steps of {per_step:,}), got {n_ids:,}")  # fmt: skip
+    return fill
+
+
+def _hot_rows(policy: str, profile: np.ndarray | None, num_rows: int, capacity: int) -> dict[str, object]:
+    """``"static"``: FAE's hot set, the ``capacity`` most frequent rows of the profile sample."""
+    if policy != "static":
+        return {}
+    if profile is None:
+        raise ValueError("policy 'static' needs profile= (ids whose most frequent rows are pinned)")
+    counts = np.bincount(check_ids("profile", profile, num_rows), minlength=num_rows)
+    return {"hot_rows": {"t0": hot_rows_from_counts(counts, capacity)}}
+
+
+def _time_side_by_side(
+    plain: EmbeddingBagCollection,
+    cached: CachedEmbeddingBagCollection,
+    batches: list[JaggedBatch],
+    warmup: int,
+    dev: torch.device,
+) -> tuple[dict[str, list[float]], dict[str, int], float | None]:
+    """Train both on each batch in turn (so a busy moment slows both alike), timing the steps after
+    ``warmup``; the seconds of each, the cache's counters when timing began and the other
+    programs' load meanwhile."""
     runs = {
         "uncached": (plain, RowWiseAdagrad(plain, lr=0.05)),
         "cached": (cached, RowWiseAdagrad(cached, lr=0.05)),
     }
     times: dict[str, list[float]] = {"uncached": [], "cached": []}
-    batches = [b.to(dev) for b in _batches(trace, n_steps, batch_size, pooling)]
-    threads = choose_threads().threads if dev.type == "cpu" else torch.get_num_threads()
-    with use_threads(threads), torch.no_grad():
-        for b in batches[:fill]:
-            cached(b)
     warm = cached.stats.total()
-    with use_threads(threads):
-        load_monitor().mark()
-        for i, b in enumerate(batches[fill:]):  # the two step by step, so a busy moment slows both alike
-            if i == warmup:
-                warm = cached.stats.total()
-            for name, (ebc, opt) in runs.items():
-                t0 = time.perf_counter()
-                ebc(b).sum().backward()
-                opt.step()
-                if dev.type == "cuda":
-                    torch.cuda.synchronize(dev)
-                if i >= warmup:
-                    times[name].append(time.perf_counter() - t0)
-    load = load_monitor().since_mark()
-    out: dict[str, Any] = {f"{k}_ms": float(np.median(v)) * 1e3 for k, v in times.items()}
-    # the ratio is as trustworthy as the shakier of its two steps
-    shakier = max(spread(times["uncached"]), spread(times["cached"]))
-    out["reliability"] = reliability(steps, shakier, load.others, max(0, usable_cores() - threads))
-    total = cached.stats.total()
-    out["misses"] = float(total["misses"])  # over every step, from a cold cache
-    timed = total["misses"] - warm["misses"], total["requested"] - warm["requested"]
-    out["hit_rate"] = 1.0 - timed[0] / max(1, timed[1])
-    out.update(rows=float(num_rows), capacity=float(capacity), steps_total=float(n_steps),
-               threads=float(threads))  # fmt: skip
-    return out
+    load_monitor().mark()
+    for i, b in enumerate(batches):
+        if i == warmup:
+            warm = cached.stats.total()
+        for name, (ebc, opt) in runs.items():
+            t0 = time.perf_counter()
+            ebc(b).sum().backward()
+            opt.step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            if i >= warmup:
+                times[name].append(time.perf_counter() - t0)
+    return times, warm, load_monitor().since_mark().others

@@ -23,7 +23,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from recnotebooks.config import DLRMConfig
+from recnotebooks.checks import available_memory_bytes
+from recnotebooks.config import DLRMConfig, architecture_config
+from recnotebooks.kernels.fused import fused_available
+from recnotebooks.kernels.fused_adagrad import group_lookups
+from recnotebooks.measure import measure_step
+from recnotebooks.nn.rows import group_by_row
+from recnotebooks.perf.components.ops import op_count
+from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import (
     COLLECTIVE_FIELDS,
     COLLECTIVES_SOURCE,
@@ -34,6 +41,7 @@ from recnotebooks.perf.hardware import (
     load_probe,
     save_calibration,
 )
+from recnotebooks.train import resolve_device
 
 __all__ = [
     "calibrate",
@@ -130,8 +138,6 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     ``device`` is ``"cpu"`` or ``"cuda"``/``"cuda:N"`` (then ``this_machine`` describes one
     GPU of this machine: kind ``gpu``, its memory, bandwidths and PCIe link as measured).
     """
-    from recnotebooks.train import resolve_device
-
     dev = str(resolve_device(device))
     cuda = dev.startswith("cuda")
     if cuda and ":" not in dev:
@@ -236,19 +242,13 @@ def _grouping_rate(dev: str, reps: int) -> tuple[float, str]:
     """Lookups per second grouped by row as a training step here groups them: the fused
     kernel's counting sort (:mod:`recnotebooks.kernels.fused_adagrad`) where it runs (CPU, Numba),
     else ``group_by_row``'s sort; 2**20 lookups into 2**20 rows, 8 per bag."""
-    from recnotebooks.kernels.fused import fused_available
-
     n = 2**20
     ids = torch.randint(0, 2**20, (n,), device=dev)
     if dev == "cpu" and fused_available():
-        from recnotebooks.kernels.fused_adagrad import group_lookups
-
         ids_np, offs = ids.numpy(), np.arange(0, n + 1, 8, dtype=np.int64)
         threads = torch.get_num_threads()
         t = _best(lambda: group_lookups(ids_np, offs, n, threads), reps, True, dev)
         return n / t, "fused counting sort"
-    from recnotebooks.nn.rows import group_by_row
-
     bags = torch.arange(n, device=dev) // 8
     return n / _best(lambda: group_by_row(ids, bags), reps, True, dev), "group_by_row sort"
 
@@ -341,8 +341,6 @@ def _with_saved_collectives(hw: Hardware) -> Hardware:
 
 
 def _host_bytes() -> float:
-    from recnotebooks.doctor import available_memory_bytes
-
     return float(available_memory_bytes() or 8e9)
 
 
@@ -354,9 +352,6 @@ def _overheads(hw: Hardware, reps: int, device: str = "cpu") -> tuple[float, flo
     gives the cost per operator (autograd and optimizer bookkeeping included), and what the
     shallow one's step has beyond its modeled work is the fixed per-step cost.
     """
-    from recnotebooks.config import architecture_config
-    from recnotebooks.measure import measure_step
-    from recnotebooks.perf.cost import estimate, op_count
 
     def cfg(depth: int) -> DLRMConfig:
         sizes = {"bottom_width": 16, "top_width": 16, "bottom_depth": depth, "top_depth": depth}

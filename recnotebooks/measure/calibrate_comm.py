@@ -39,14 +39,24 @@ running that many ranks).
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from recnotebooks import distributed
 from recnotebooks.checks import check_choice, check_float, check_int, check_int_list, show
+from recnotebooks.config import preset
+from recnotebooks.measure.collective_timing import (
+    time_collectives,
+    time_collectives_in_step,
+    time_sharded_step,
+)
+from recnotebooks.perf.components.ops import sharded_extra_ops
 from recnotebooks.perf.hardware import COLLECTIVES_SOURCE, Hardware, hardware
+from recnotebooks.plan import Plan, TableShard
 
 __all__ = ["COLLECTIVES", "PATTERNS", "DEFAULT_SIZES", "QUICK_SIZES", "model_steps", "model_volume",
            "fit_latency_bandwidth", "measure_collectives", "fit_collectives", "measure_sharded_op_cost",
@@ -137,9 +147,6 @@ def measure_collectives(
     after a burst of compute, ``seconds`` the mean over calls and ranks, min and max over calls
     (of the ranks' mean).
     """
-    from recnotebooks.distributed import launch
-    from recnotebooks.measure.collective_timing import time_collectives, time_collectives_in_step
-
     worlds = check_int_list("world_sizes", world_sizes, lo=2, min_len=1)
     sizes_ = check_int_list("sizes", sizes, lo=4, min_len=2)
     repeats = check_int("repeats", repeats, lo=1, hi=1000)
@@ -153,7 +160,7 @@ def measure_collectives(
     worker = time_collectives_in_step if pattern == "in_step" else time_collectives
     rows = []
     for world in worlds:
-        result = launch(worker, world, sizes_, repeats, warmup, names, timeout_s=timeout_s)
+        result = distributed.launch(worker, world, sizes_, repeats, warmup, names, timeout_s=timeout_s)
         used = result.values[0]["bytes"]
         for name in names:
             for k, nbytes in enumerate(used):
@@ -220,18 +227,13 @@ def measure_sharded_op_cost(
     ``collectives_s`` and the per-round figures. Raises RuntimeError when the sharded step was
     not slower (noise).
     """
-    from recnotebooks.config import preset
-    from recnotebooks.distributed import launch
-    from recnotebooks.measure.collective_timing import time_sharded_step
-    from recnotebooks.perf.components.ops import sharded_extra_ops
-    from recnotebooks.plan import Plan, TableShard
-
     batch_size = check_int("batch_size", batch_size, lo=1, hi=1 << 16)
     steps = check_int("steps", steps, lo=1, hi=1000)
     rounds = check_int("rounds", rounds, lo=1, hi=1000)
     config = preset("tiny")
     plan = Plan(1, tuple(TableShard(t.name, 0, _SCHEMES[k % 3]) for k, t in enumerate(config.tables)))
-    res = launch(time_sharded_step, 1, config, plan, batch_size, steps, rounds, timeout_s=timeout_s)
+    args = (config, plan, batch_size, steps, rounds)
+    res = distributed.launch(time_sharded_step, 1, *args, timeout_s=timeout_s)
     times = res.values[0]
     coll_s = float(np.median(times["collectives"]))
     extra_s = min(times["sharded"]) - min(times["single"]) - coll_s
@@ -328,8 +330,6 @@ def local_ranks_hardware(
 
     Raises ValueError for ``world`` or ``cores`` < 1, TypeError for a ``hw`` that is not a Hardware.
     """
-    import os
-
     if not isinstance(hw, Hardware):
         raise TypeError(f"hw must be a Hardware, got {show(hw)}")
     w = check_int("world", world, lo=1)

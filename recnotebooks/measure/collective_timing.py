@@ -16,7 +16,10 @@ import torch
 import torch.distributed as dist
 
 from recnotebooks.distributed.comm import all_reduce, all_to_all
+from recnotebooks.distributed.hybrid import HybridParallelDLRM
 from recnotebooks.distributed.launch import RankContext
+from recnotebooks.nn import DLRM, RowWiseAdagrad
+from recnotebooks.sparse import JaggedBatch
 
 #: The collectives :func:`time_collectives` can time.
 TIMED = ("all_to_all", "all_reduce")
@@ -114,8 +117,6 @@ def _random_batch(
     config: Any, batch_size: int, gen: torch.Generator
 ) -> tuple[torch.Tensor, Any, torch.Tensor]:
     """Dense features, a ``JaggedBatch`` (each bag ``round(pooling)`` ids, at least one) and labels."""
-    from recnotebooks.sparse import JaggedBatch
-
     values, lengths = [], []
     for t in config.tables:
         n = max(1, round(t.pooling_factor))
@@ -136,9 +137,6 @@ def time_sharded_step(
     (``collectives``: the seconds per step the sharded step's logged collectives took, which the
     cost model charges separately). On one rank the two do the same arithmetic; the difference
     is the host work the sharded step adds."""
-    from recnotebooks.distributed.hybrid import HybridParallelDLRM
-    from recnotebooks.nn import DLRM, RowWiseAdagrad
-
     gen = torch.Generator().manual_seed(seed)
     batches = [_random_batch(config, batch_size, gen) for _ in range(4)]
     loss_fn = torch.nn.BCEWithLogitsLoss()

@@ -6,11 +6,20 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from recnotebooks.measure import calibrate as calibration
+from recnotebooks.measure import validate_dist
+from recnotebooks.measure.calibrate import (
+    calibrate,
+    calibration_path,
+    load_calibration,
+    load_probe,
+    save_calibration,
+)
+from recnotebooks.measure.calibrate_comm import calibrate_collectives
+from recnotebooks.measure.validate import TARGETS, ValidationResult, validate
 from recnotebooks.perf.hardware import COLLECTIVE_FIELDS, COLLECTIVES_SOURCE, check_calibration_path
 from recnotebooks.train import resolve_device
 
-__all__ = ["add_parsers", "run"]
+__all__ = ["add_parsers", "print_validation", "run"]
 
 COMMANDS = ("calibrate", "validate")
 DEVICES = "cpu, cuda or cuda:N"
@@ -60,12 +69,10 @@ def run(
 def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
     dev = _device(args.device)
     check_calibration_path(kind="gpu" if dev.startswith("cuda") else "cpu")  # before minutes of measuring
-    hw, raw = calibration.calibrate(device=dev, quick=args.quick)
+    hw, raw = calibrate(device=dev, quick=args.quick)
     if getattr(args, "collectives", False):
-        from recnotebooks.measure.calibrate_comm import calibrate_collectives
-
         hw, raw["collectives"] = calibrate_collectives(hw, quick=args.quick)
-    path = calibration.save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
+    path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
     out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw,
            "collectives_sources": [str(hw.sources.get(f, "")) for f in COLLECTIVE_FIELDS]}  # fmt: skip
     return out, _print_calibrate
@@ -105,40 +112,40 @@ def _print_calibrate(r: dict[str, Any]) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
-    from recnotebooks.measure.validate import validate
-
     dev = _device(args.device)
     if getattr(args, "distributed", False):
-        from recnotebooks.measure.validate_dist import print_report, validate_distributed
-
         if dev != "cpu":
             raise ValueError(f"--distributed runs local CPU ranks (gloo): --device must be cpu, got {dev!r}")
-        return validate_distributed(quick=args.quick, saved=args.saved), print_report
+        dist = validate_dist.validate_distributed(quick=args.quick, saved=args.saved)
+        return dist.to_dict(), lambda _: validate_dist.print_report(dist)
     kind = "gpu" if dev.startswith("cuda") else "cpu"
     if args.saved:
-        hw, ref = calibration.load_calibration(kind=kind), calibration.load_probe(kind=kind)
+        hw, ref = load_calibration(kind=kind), load_probe(kind=kind)
         if hw is None or ref is None:
-            path = calibration.calibration_path(kind)
+            path = calibration_path(kind)
             state = "is unreadable or invalid (corrupt?)" if path.exists() else "does not exist"
             raise ValueError(f"--saved: the saved {kind} calibration {str(path)!r} {state}; "
                              "run `recnb calibrate` first, or drop --saved to calibrate now")  # fmt: skip
     else:
         check_calibration_path(kind=kind)  # before minutes of measuring
-        hw, raw = calibration.calibrate(device=dev, quick=args.quick)
+        hw, raw = calibrate(device=dev, quick=args.quick)
         ref = raw["probe"]  # type: ignore[assignment]
-        calibration.save_calibration(hw, ref)
-    return validate(hw, ref, quick=args.quick, device=dev), _print_validate
+        save_calibration(hw, ref)
+    result = validate(hw, ref, quick=args.quick, device=dev)
+    return result.to_dict(), lambda _: print_validation(result)
 
 
-def _print_validate(r: dict[str, Any]) -> None:
+def print_validation(r: ValidationResult) -> None:
+    """The CLI's table of :func:`~recnotebooks.measure.validate.validate`'s result."""
     print("MEASURED here vs MODELED for 'this_machine' (step time of a row-capped copy):")
-    for c in r["configs"]:
-        measured, modeled = c["measured_s"] * 1e3, c["modeled_s"] * 1e3
-        shaky = f"   NOT RELIABLE: {c['reliability']}" if c.get("reliability") else ""
-        print(f"  {c['config']:<26} measured {measured:9.2f} ms   modeled {modeled:9.2f} ms"
-              f"   error {c['error'] * 100:+6.1f}%{shaky}")  # fmt: skip
-    verdict = {True: "PASS", False: "FAIL", None: "n/a (fewer than 10 configs)"}[r["pass"]]
-    print(f"  MAPE {r['mape']:.1%} (target <= 15%), Spearman {r['spearman']:.3f} (target >= 0.9): {verdict}")
+    for c in r.configs:
+        shaky = f"   NOT RELIABLE: {c.reliability}" if c.reliability else ""
+        print(
+            f"  {c.config:<26} measured {c.measured_s * 1e3:9.2f} ms   modeled {c.modeled_s * 1e3:9.2f} ms"
+            f"   error {c.error * 100:+6.1f}%{shaky}"
+        )
+    verdict = {True: "PASS", False: "FAIL", None: f"n/a (fewer than {TARGETS['configs']} configs)"}[r.passed]
+    print(f"  MAPE {r.mape:.1%} (target <= 15%), Spearman {r.spearman:.3f} (target >= 0.9): {verdict}")
 
 
 _COMMANDS = {"calibrate": cmd_calibrate, "validate": cmd_validate}

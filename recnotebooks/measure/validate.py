@@ -6,23 +6,32 @@ embedding-heavy architectures (:data:`VALIDATION_SWEEP`, measured by
 prediction for the same architecture on the machine :mod:`recnotebooks.measure.calibrate`
 fitted: per-config error, MAPE and Spearman rank correlation. Each measurement follows a
 speed :func:`~recnotebooks.measure.calibrate.probe`, so a shared VM's drift can be corrected.
+The result is a :class:`ValidationResult`: one :class:`ValidationRow` per config,
+:meth:`ValidationResult.rows` as tidy rows (``source`` ``"measured"`` / ``"modeled"``) and
+:meth:`ValidationResult.to_dict` as ``recnb validate --json`` prints it.
 """
 
 from __future__ import annotations
+
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
 from recnotebooks.config import DLRMConfig, preset
+from recnotebooks.config import architecture_config as ac
+from recnotebooks.measure import StepMeasurement, default_max_rows, measure_step
 from recnotebooks.measure.calibrate import at_speed, probe
+from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration, load_probe
 
-__all__ = ["validate", "VALIDATION_SWEEP", "spearman"]
+__all__ = ["validate", "ValidationResult", "ValidationRow", "VALIDATION_SWEEP", "TARGETS", "spearman"]
+
+#: What the validation asks of the model: MAPE and Spearman over at least this many configs.
+TARGETS = {"mape": 0.15, "spearman": 0.9, "configs": 10}
 
 
 def _sweep() -> list[tuple[str, DLRMConfig, int]]:
-    from recnotebooks.config import architecture_config as ac
-
     return [
         ("tiny", preset("tiny"), 1024),
         ("criteo_kaggle", preset("criteo_kaggle"), 2048),
@@ -54,6 +63,96 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+@dataclass(frozen=True)
+class ValidationRow:
+    """One config of :func:`validate`: its measured and modeled step time."""
+
+    config: str
+    batch_size: int
+    #: seconds per step, measured here (the median of the repeats) and modeled
+    measured_s: float
+    modeled_s: float
+    #: ``(modeled - measured) / measured``
+    error: float
+    steps: int
+    #: the rows each table was capped to (:func:`~recnotebooks.measure.default_max_rows`)
+    max_rows: int
+    #: the speed probes' median around this config's measurements
+    probe: dict[str, float]
+    reliable: bool
+    #: why the measurement cannot be trusted, ``""`` when it can
+    reliability: str
+    measured_phases: dict[str, float]
+    modeled_breakdown: dict[str, float]
+
+    def to_dict(self) -> dict[str, object]:
+        """The row as plain data, one key per field (``recnb validate --json``'s ``configs``)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """What :func:`validate` returns: measured vs modeled step time per config, and the totals."""
+
+    hardware: str
+    configs: tuple[ValidationRow, ...]
+    #: whether ``hardware`` came from a calibration (not the preset's figures)
+    calibrated: bool
+    #: the calibration's probe, and the median of every probe of this run
+    reference_probe: dict[str, float] | None
+    run_probe: dict[str, float]
+    drift_correction: bool
+
+    @property
+    def mape(self) -> float:
+        """Mean absolute relative error of the modeled step times."""
+        return float(np.mean([abs(c.error) for c in self.configs]))
+
+    @property
+    def spearman(self) -> float:
+        """Rank correlation of measured and modeled step times."""
+        return spearman([c.measured_s for c in self.configs], [c.modeled_s for c in self.configs])
+
+    @property
+    def passed(self) -> bool | None:
+        """Whether :data:`TARGETS` are met; ``None`` with fewer configs than they ask for."""
+        if len(self.configs) < TARGETS["configs"]:
+            return None
+        return self.mape <= TARGETS["mape"] and self.spearman >= TARGETS["spearman"]
+
+    def rows(self) -> list[dict[str, object]]:
+        """Tidy rows: per config, one ``source="measured"`` and one ``"modeled"`` row
+        ``{config, batch_size, source, seconds, reliable}``."""
+        return [
+            {
+                "config": c.config,
+                "batch_size": c.batch_size,
+                "source": src,
+                "seconds": s,
+                "reliable": c.reliable,
+            }
+            for c in self.configs
+            for src, s in (("measured", c.measured_s), ("modeled", c.modeled_s))
+        ]
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data (``recnb validate --json``): the fields, ``mape``, ``spearman``, ``targets``
+        and ``pass``."""
+        return {
+            "command": "validate",
+            "hardware": self.hardware,
+            "configs": [c.to_dict() for c in self.configs],
+            "mape": self.mape,
+            "spearman": self.spearman,
+            "targets": dict(TARGETS),
+            "pass": self.passed,
+            "calibrated": self.calibrated,
+            "reference_probe": self.reference_probe,
+            "run_probe": self.run_probe,
+            "drift_correction": self.drift_correction,
+        }
+
+
 def validate(
     hw: Hardware | None = None,
     ref_probe: dict[str, float] | None = None,
@@ -62,7 +161,7 @@ def validate(
     quick: bool = False,
     drift_correction: bool = True,
     device: str | None = None,
-) -> dict[str, object]:
+) -> ValidationResult:
     """Measured vs modeled step time over :data:`VALIDATION_SWEEP` on this machine.
 
     Each config is measured ``repeats`` times (``time_budget_s`` each), each right after a
@@ -73,9 +172,6 @@ def validate(
     for a machine whose speed drifted since the calibration (a shared VM), and not for one
     probe's own noise. Each row says whether its measurement was ``reliable``.
     """
-    from recnotebooks.measure import default_max_rows, measure_step
-    from recnotebooks.perf.cost import estimate
-
     if hw is None:
         hw, ref_probe = load_calibration() or HARDWARE["this_machine"], ref_probe or load_probe()
     dev = device or ("cuda" if hw.kind == "gpu" else "cpu")  # where hw was calibrated
@@ -83,64 +179,70 @@ def validate(
     # the threads the calibration ran on: the model is of the machine on those (a busy machine
     # makes a measurement unreliable, and each row says so, rather than one on fewer threads)
     threads = torch.get_num_threads()
-    taken = []
-    for name, cfg, bsz in sweep:
-        cap = default_max_rows(cfg)
-        probes, ms = [], []
-        for _ in range(repeats):
-            probes.append(probe(3, dev))
-            ms.append(
-                measure_step(
-                    cfg,
-                    bsz,
-                    max_rows=cap,
-                    time_budget_s=time_budget_s,
-                    min_steps=2,
-                    max_steps=200,
-                    device=dev,
-                    threads=threads,
-                )
-            )
-        m = sorted(ms, key=lambda x: x.seconds_per_step)[len(ms) // 2]
-        taken.append((name, cfg, bsz, cap, m, probes))
+    taken = [_measure(cfg, bsz, repeats, time_budget_s, dev, threads) for _, cfg, bsz in sweep]
     # the machine's speed over the whole run: the median of every probe taken in it (one probe
     # reads 20-30% off on a shared VM; scaling each config by its own would add that noise)
-    every = [p for *_, probes in taken for p in probes]
-    run_speed = {k: float(np.median([p[k] for p in every])) for k in ("gflops", "copy_bw")}
-    hw_now = at_speed(hw, run_speed, ref_probe) if drift_correction and ref_probe else hw
-    rows = []
-    for name, cfg, bsz, cap, m, probes in taken:
-        now = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
-        pred = estimate(cfg.with_max_rows(cap), hw_now, batch_size=bsz)
-        err = (pred.step_time - m.seconds_per_step) / m.seconds_per_step
-        rows.append(
-            {
-                "config": name,
-                "batch_size": bsz,
-                "measured_s": m.seconds_per_step,
-                "modeled_s": pred.step_time,
-                "error": err,
-                "steps": m.steps,
-                "max_rows": cap,
-                "probe": now,
-                "reliable": m.reliable,
-                "reliability": m.reliability(),
-                "measured_phases": m.phases,
-                "modeled_breakdown": pred.breakdown(),
-            }
+    run_speed = _median_probe([p for _, probes in taken for p in probes])
+    correct = bool(drift_correction and ref_probe)
+    hw_now = at_speed(hw, run_speed, ref_probe) if correct and ref_probe else hw
+    rows = [
+        _compare(name, cfg, bsz, m, probes, hw_now)
+        for (name, cfg, bsz), (m, probes) in zip(sweep, taken, strict=True)
+    ]
+    return ValidationResult(
+        hardware=hw.name,
+        configs=tuple(rows),
+        calibrated="calibrated" in hw.description,
+        reference_probe=ref_probe,
+        run_probe=run_speed,
+        drift_correction=correct,
+    )
+
+
+def _median_probe(probes: list[dict[str, float]]) -> dict[str, float]:
+    """The median of each figure of ``probes``."""
+    return {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
+
+
+def _measure(
+    cfg: DLRMConfig, bsz: int, repeats: int, time_budget_s: float, dev: str, threads: int
+) -> tuple[StepMeasurement, list[dict[str, float]]]:
+    """The median of ``repeats`` measured steps of ``cfg`` (row-capped), each after a speed probe."""
+    probes, ms = [], []
+    for _ in range(repeats):
+        probes.append(probe(3, dev))
+        ms.append(
+            measure_step(
+                cfg,
+                bsz,
+                max_rows=default_max_rows(cfg),
+                time_budget_s=time_budget_s,
+                min_steps=2,
+                max_steps=200,
+                device=dev,
+                threads=threads,
+            )
         )
-    mape = float(np.mean([abs(r["error"]) for r in rows]))
-    rho = spearman([r["measured_s"] for r in rows], [r["modeled_s"] for r in rows])
-    return {
-        "command": "validate",
-        "hardware": hw.name,
-        "configs": rows,
-        "mape": mape,
-        "spearman": rho,
-        "targets": {"mape": 0.15, "spearman": 0.9, "configs": 10},
-        "pass": (mape <= 0.15 and rho >= 0.9) if len(rows) >= 10 else None,
-        "calibrated": "calibrated" in hw.description,
-        "reference_probe": ref_probe,
-        "run_probe": run_speed,
-        "drift_correction": bool(drift_correction and ref_probe),
-    }
+    return sorted(ms, key=lambda x: x.seconds_per_step)[len(ms) // 2], probes
+
+
+def _compare(
+    name: str, cfg: DLRMConfig, bsz: int, m: StepMeasurement, probes: list[dict[str, float]], hw: Hardware
+) -> ValidationRow:
+    """The measured step ``m`` of ``cfg`` against the model of the same row-capped copy on ``hw``."""
+    cap = default_max_rows(cfg)
+    pred = estimate(cfg.with_max_rows(cap), hw, batch_size=bsz)
+    return ValidationRow(
+        config=name,
+        batch_size=bsz,
+        measured_s=m.seconds_per_step,
+        modeled_s=pred.step_time,
+        error=(pred.step_time - m.seconds_per_step) / m.seconds_per_step,
+        steps=m.steps,
+        max_rows=cap,
+        probe=_median_probe(probes),
+        reliable=m.reliable,
+        reliability=m.reliability(),
+        measured_phases=m.phases,
+        modeled_breakdown=pred.breakdown(),
+    )

@@ -21,26 +21,51 @@ What is compared, per config:
 * **per collective** (``all_to_all``, ``all_reduce``): the seconds the comm log recorded per step
   (mean over ranks, every step) vs the model's component.
 
-Reports MAPE and Spearman rank correlation of the step time (targets: MAPE <= 20 %,
-Spearman >= 0.9) and tidy rows (``source`` ``"measured"`` / ``"modeled"``).
+Returns a :class:`DistValidationResult` (one :class:`DistValidationRow` per config): MAPE and
+Spearman rank correlation of the step time (targets: MAPE <= 20 %, Spearman >= 0.9), tidy rows
+(:meth:`~DistValidationResult.rows`, ``source`` ``"measured"`` / ``"modeled"``) and
+:meth:`~DistValidationResult.to_dict`, what ``recnb validate --distributed --json`` prints.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
+import torch.distributed as dist
 
 from recnotebooks.checks import check_bool, check_int_list, check_steps, show
 from recnotebooks.config import DLRMConfig, architecture_config, preset
-from recnotebooks.measure.calibrate import at_speed, probe
+from recnotebooks.distributed.launch import launch
+from recnotebooks.distributed.training import run_rank
+from recnotebooks.measure.calibrate import (
+    at_speed,
+    calibrate,
+    calibration_path,
+    load_calibration,
+    load_probe,
+    probe,
+)
+from recnotebooks.measure.calibrate_comm import calibrate_collectives, local_ranks_hardware
 from recnotebooks.measure.validate import spearman
+from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import Hardware
 from recnotebooks.plan import mixed_plan, round_robin
 
-__all__ = ["TARGETS", "COLLECTIVES", "sweep", "run_sweep_rank", "validate_distributed"]
+__all__ = [
+    "TARGETS",
+    "COLLECTIVES",
+    "DistValidationResult",
+    "DistValidationRow",
+    "sweep",
+    "run_sweep_rank",
+    "validate_distributed",
+]
 
 #: Targets of issue 11: step-time MAPE and Spearman over at least 8 configs.
 TARGETS = {"mape": 0.20, "spearman": 0.9, "configs": 8}
@@ -86,13 +111,6 @@ def sweep(worlds: Sequence[int] = (2, 4), quick: bool = False) -> list[dict[str,
 def run_sweep_rank(ctx: Any, items: list[dict[str, Any]], steps: int, seed: int = 0) -> list[dict[str, Any]]:
     """Worker (every rank): train each item with :func:`recnotebooks.distributed.training.run_rank`, the
     comm log cleared between items; per item the measurements and a speed probe (rank 0)."""
-    import os
-
-    import torch
-    import torch.distributed as dist
-
-    from recnotebooks.distributed.training import run_rank
-
     if items:  # warm-up: gloo's first collectives and torch's first steps are slow; not reported
         run_rank(ctx, items[0]["config"], items[0]["plan"], 2, items[0]["batch_size"], seed)
     out = []
@@ -120,13 +138,136 @@ def _comm_per_step(values: list[dict[str, Any]], steps: int) -> dict[str, float]
     return {c: float(np.mean([p[c] for p in per_rank])) for c in COLLECTIVES}
 
 
-def _calibration(
-    saved: bool, quick: bool, worlds: list[int]
-) -> tuple[Hardware, Any, list[dict[str, Any]], str]:
-    """This machine (with collectives), its reference probe, the collective rows, and how obtained."""
-    from recnotebooks.measure.calibrate import calibrate, calibration_path, load_calibration, load_probe
-    from recnotebooks.measure.calibrate_comm import calibrate_collectives
+@dataclass(frozen=True)
+class DistValidationRow:
+    """One config of :func:`validate_distributed`: rank 0's step and the collectives, measured
+    and modeled."""
 
+    config: str
+    world_size: int
+    batch_size: int
+    strategy: str
+    #: rank 0's seconds per step less its ``data`` phase, and the model's serial step time
+    measured_s: float
+    modeled_s: float
+    #: ``(modeled - measured) / measured``
+    error: float
+    modeled_without_drift_correction_s: float
+    measured_data_s: float
+    #: seconds per step of each of :data:`COLLECTIVES`, the comm log's mean over ranks
+    measured_collectives: dict[str, float]
+    measured_phases: dict[str, float]
+    #: the model's components of rank 0 (its collectives among them)
+    modeled_breakdown: dict[str, float]
+
+    def to_dict(self) -> dict[str, object]:
+        """The row as ``recnb validate --distributed --json`` prints it (collectives flattened
+        into ``measured_<c>_s`` / ``modeled_<c>_s``)."""
+        return {
+            "config": self.config,
+            "world_size": self.world_size,
+            "batch_size": self.batch_size,
+            "strategy": self.strategy,
+            "measured_s": self.measured_s,
+            "modeled_s": self.modeled_s,
+            "error": self.error,
+            "modeled_without_drift_correction_s": self.modeled_without_drift_correction_s,
+            "measured_data_s": self.measured_data_s,
+            **{f"measured_{c}_s": self.measured_collectives[c] for c in COLLECTIVES},
+            **{f"modeled_{c}_s": self.modeled_breakdown[c] for c in COLLECTIVES},
+            "measured_phases": dict(self.measured_phases),
+            "modeled_breakdown": dict(self.modeled_breakdown),
+        }
+
+    def rows(self) -> list[dict[str, object]]:
+        """Tidy rows ``{config, world_size, source, kind ("step" or "collective"), [collective],
+        seconds}``, measured then modeled."""
+        base = {"config": self.config, "world_size": self.world_size}
+        out: list[dict[str, object]] = []
+        for src, step, coll in (
+            ("measured", self.measured_s, self.measured_collectives),
+            ("modeled", self.modeled_s, self.modeled_breakdown),
+        ):
+            out.append({**base, "source": src, "kind": "step", "seconds": step})
+            out += [
+                {**base, "source": src, "kind": "collective", "collective": c, "seconds": coll[c]}
+                for c in COLLECTIVES
+            ]
+        return out
+
+
+@dataclass(frozen=True)
+class DistValidationResult:
+    """What :func:`validate_distributed` returns: the configs and how the machine was calibrated."""
+
+    hardware: Hardware
+    #: how the hardware was obtained ("saved", "calibrated now", "given", with the collectives')
+    calibration: str
+    collective_rows: tuple[dict[str, Any], ...]
+    worlds: tuple[int, ...]
+    steps: int
+    configs: tuple[DistValidationRow, ...]
+    drift_correction: bool
+    calibration_seconds: float
+    seconds: float
+
+    @property
+    def mape(self) -> float:
+        """Mean absolute relative error of the modeled step times."""
+        return float(np.mean([abs(c.error) for c in self.configs]))
+
+    @property
+    def spearman(self) -> float:
+        """Rank correlation of measured and modeled step times."""
+        return spearman([c.measured_s for c in self.configs], [c.modeled_s for c in self.configs])
+
+    @property
+    def mape_without_drift_correction(self) -> float:
+        """:attr:`mape` of the model not scaled to the probes."""
+        return float(
+            np.mean([abs(c.modeled_without_drift_correction_s / c.measured_s - 1) for c in self.configs])
+        )
+
+    @property
+    def passed(self) -> bool | None:
+        """Whether :data:`TARGETS` are met; ``None`` with fewer configs than they ask for."""
+        if len(self.configs) < TARGETS["configs"]:
+            return None
+        return self.mape <= TARGETS["mape"] and self.spearman >= TARGETS["spearman"]
+
+    def rows(self) -> list[dict[str, object]]:
+        """Tidy rows of every config (:meth:`DistValidationRow.rows`)."""
+        return [r for c in self.configs for r in c.rows()]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, as ``recnb validate --distributed --json`` prints it."""
+        hw = self.hardware
+        return {
+            "command": "validate",
+            "distributed": True,
+            "hardware": hw.name,
+            "calibration": self.calibration,
+            "collective_latency_s": hw.collective_latency_s,
+            "intra_node_bw": hw.intra_node_bw,
+            "hardware_figures": hw.summary(),
+            "collective_rows": list(self.collective_rows),
+            "worlds": list(self.worlds),
+            "steps": self.steps,
+            "configs": [c.to_dict() for c in self.configs],
+            "rows": self.rows(),
+            "mape": self.mape,
+            "spearman": self.spearman,
+            "mape_without_drift_correction": self.mape_without_drift_correction,
+            "targets": dict(TARGETS),
+            "pass": self.passed,
+            "drift_correction": self.drift_correction,
+            "calibration_seconds": self.calibration_seconds,
+            "seconds": self.seconds,
+        }
+
+
+def _calibration(saved: bool, worlds: list[int]) -> tuple[Hardware, Any, list[dict[str, Any]], str]:
+    """This machine (with collectives), its reference probe, the collective rows, and how obtained."""
     if saved:
         hw, ref = load_calibration(kind="cpu"), load_probe(kind="cpu")
         if hw is None or ref is None:
@@ -158,7 +299,7 @@ def validate_distributed(
     names: Sequence[str] | None = None,
     drift_correction: bool = True,
     timeout_s: float = 300.0,
-) -> dict[str, Any]:
+) -> DistValidationResult:
     """Measured vs modeled step and collective time over :func:`sweep` on local gloo ranks.
 
     This machine is calibrated now (quick; nothing is saved), or loaded when ``saved``, and its
@@ -169,22 +310,54 @@ def validate_distributed(
     each config (:func:`~recnotebooks.measure.calibrate.at_speed`); ``mape_without_drift_correction``
     is reported too. Raises ValueError/TypeError for bad input before any process starts.
     """
-    from recnotebooks.distributed.launch import launch
-    from recnotebooks.measure.calibrate_comm import local_ranks_hardware
-    from recnotebooks.perf.cost import estimate
-
     t0 = time.perf_counter()
+    worlds_, saved, n_steps, items = _check(worlds, quick, saved, hw, steps, names)
+    ref = None
+    if hw is None:
+        hw, ref, collective_rows, how = _calibration(saved, worlds_)
+    else:
+        how = "given"
+    t_cal = time.perf_counter() - t0
+    correct = bool(drift_correction and ref)
+    configs: list[DistValidationRow] = []
+    for w in worlds_:
+        mine = [it for it in items if it["plan"].world_size == w]
+        if not mine:
+            continue
+        hw_w = local_ranks_hardware(hw, w, collective_rows=collective_rows)
+        per_item = _run_ranks(w, mine, n_steps, timeout_s)
+        configs += [
+            _compare(it, values, hw_w, ref if correct else None, n_steps)
+            for it, values in zip(mine, per_item, strict=True)
+        ]
+    return DistValidationResult(
+        hardware=hw,
+        calibration=how,
+        collective_rows=tuple(collective_rows or ()),
+        worlds=tuple(worlds_),
+        steps=n_steps,
+        configs=tuple(configs),
+        drift_correction=correct,
+        calibration_seconds=t_cal,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def _check(
+    worlds: Sequence[int],
+    quick: bool,
+    saved: bool,
+    hw: Hardware | None,
+    steps: int | None,
+    names: Sequence[str] | None,
+) -> tuple[list[int], bool, int, list[dict[str, Any]]]:
+    """:func:`validate_distributed`'s arguments checked: the worlds, ``saved``, the steps and the
+    configs of :func:`sweep` kept by ``names``."""
     worlds_ = check_int_list("worlds", worlds, lo=2, hi=8, min_len=1)
     quick, saved = check_bool("quick", quick), check_bool("saved", saved)
     n_steps = check_steps("steps", steps if steps is not None else (_QUICK_STEPS if quick else _STEPS), lo=2)
     if hw is not None and not isinstance(hw, Hardware):
         raise TypeError(f"hw must be a Hardware or None, got {show(hw)}")
-    ref = None
-    if hw is None:
-        hw, ref, collective_rows, how = _calibration(saved, quick, worlds_)
-    else:
-        how = "given"
-    t_cal = time.perf_counter() - t0
     items = sweep(worlds_, quick)
     if names is not None:
         known = [it["name"] for it in items]
@@ -193,99 +366,64 @@ def validate_distributed(
                 f"names must be a non-empty list of config names from {known}, got {show(names)}"
             )
         items = [it for it in items if it["name"] in names]
-    configs, rows = [], []
-    for w in worlds_:
-        mine = [it for it in items if it["plan"].world_size == w]
-        if not mine:
-            continue
-        res = launch(run_sweep_rank, w, mine, n_steps, timeout_s=timeout_s)
-        hw_w = local_ranks_hardware(hw, w, collective_rows=collective_rows)
-        for k, it in enumerate(mine):
-            values = [v[k] for v in res.values]
-            first = values[0]
-            measured = first["seconds_per_step"] - first["phases"].get("data", 0.0)
-            hw_now = at_speed(hw_w, first["probe"], ref) if drift_correction and ref else hw_w
-            ours = {
-                "batch_size": it["batch_size"],
-                "gpus": w,
-                "plan": it["plan"],
-                "implementation": "recnotebooks",
-            }
-            pred = estimate(it["config"], hw_now, **ours)
-            plain = estimate(it["config"], hw_w, **ours).step_time
-            comp = pred.per_rank[0]
-            comm = _comm_per_step(values, n_steps)
-            err = (pred.step_time - measured) / measured
-            configs.append(
-                {
-                    "config": it["name"],
-                    "world_size": w,
-                    "batch_size": it["batch_size"],
-                    "strategy": it["plan"].strategy,
-                    "measured_s": measured,
-                    "modeled_s": pred.step_time,
-                    "error": err,
-                    "modeled_without_drift_correction_s": plain,
-                    "measured_data_s": first["phases"].get("data", 0.0),
-                    **{f"measured_{c}_s": comm[c] for c in COLLECTIVES},
-                    **{f"modeled_{c}_s": comp[c] for c in COLLECTIVES},
-                    "measured_phases": first["phases"],
-                    "modeled_breakdown": comp,
-                }
-            )
-            base = {"config": it["name"], "world_size": w}
-            for src, step, coll in (("measured", measured, comm), ("modeled", pred.step_time, comp)):
-                rows.append({**base, "source": src, "kind": "step", "seconds": step})
-                rows += [
-                    {**base, "source": src, "kind": "collective", "collective": c, "seconds": coll[c]}
-                    for c in COLLECTIVES
-                ]
-    mape = float(np.mean([abs(c["error"]) for c in configs]))
-    rho = spearman([c["measured_s"] for c in configs], [c["modeled_s"] for c in configs])
-    mape_plain = float(
-        np.mean([abs(c["modeled_without_drift_correction_s"] / c["measured_s"] - 1) for c in configs])
-    )
-    enough = len(configs) >= TARGETS["configs"]
-    return {
-        "command": "validate",
-        "distributed": True,
-        "hardware": hw.name,
-        "calibration": how,
-        "collective_latency_s": hw.collective_latency_s,
-        "intra_node_bw": hw.intra_node_bw,
-        "hardware_figures": hw.summary(),
-        "collective_rows": collective_rows or [],
-        "worlds": worlds_,
-        "steps": n_steps,
-        "configs": configs,
-        "rows": rows,
-        "mape": mape,
-        "spearman": rho,
-        "mape_without_drift_correction": mape_plain,
-        "targets": TARGETS,
-        "pass": (mape <= TARGETS["mape"] and rho >= TARGETS["spearman"]) if enough else None,
-        "drift_correction": bool(drift_correction and ref),
-        "calibration_seconds": t_cal,
-        "seconds": time.perf_counter() - t0,
+    return worlds_, saved, n_steps, items
+
+
+def _run_ranks(
+    world: int, items: list[dict[str, Any]], steps: int, timeout_s: float
+) -> list[list[dict[str, Any]]]:
+    """Train ``items`` on ``world`` local ranks in one launch; per item, every rank's measurements."""
+    res = launch(run_sweep_rank, world, items, steps, timeout_s=timeout_s)
+    return [[v[k] for v in res.values] for k in range(len(items))]
+
+
+def _compare(
+    it: dict[str, Any], values: list[dict[str, Any]], hw: Hardware, ref: Any, steps: int
+) -> DistValidationRow:
+    """One config's measurements on every rank against the model on ``hw`` (scaled to rank 0's
+    probe against the reference probe ``ref`` when one is given)."""
+    first = values[0]
+    data_s = first["phases"].get("data", 0.0)
+    measured = first["seconds_per_step"] - data_s
+    ours = {
+        "batch_size": it["batch_size"],
+        "gpus": it["plan"].world_size,
+        "plan": it["plan"],
+        "implementation": "recnotebooks",
     }
+    pred = estimate(it["config"], at_speed(hw, first["probe"], ref) if ref else hw, **ours)
+    return DistValidationRow(
+        config=it["name"],
+        world_size=it["plan"].world_size,
+        batch_size=it["batch_size"],
+        strategy=it["plan"].strategy,
+        measured_s=measured,
+        modeled_s=pred.step_time,
+        error=(pred.step_time - measured) / measured,
+        modeled_without_drift_correction_s=estimate(it["config"], hw, **ours).step_time,
+        measured_data_s=data_s,
+        measured_collectives=_comm_per_step(values, steps),
+        measured_phases=first["phases"],
+        modeled_breakdown=pred.per_rank[0],
+    )
 
 
-def print_report(r: dict[str, Any]) -> None:
+def print_report(r: DistValidationResult) -> None:
     """The CLI's table of :func:`validate_distributed`'s result."""
-    print(f"MEASURED on local gloo ranks vs MODELED for 'this_machine' shared by them ({r['calibration']}):")
+    print(f"MEASURED on local gloo ranks vs MODELED for 'this_machine' shared by them ({r.calibration}):")
     print(
         f"  {'config':<26} {'measured':>9} {'modeled':>9} {'error':>7}   a2a meas/model   "
         "all_reduce meas/model (ms per step)"
     )
-    for c in r["configs"]:
+    for c in r.configs:
+        meas, model = c.measured_collectives, c.modeled_breakdown
         print(
-            f"  {c['config']:<26} {c['measured_s'] * 1e3:9.2f} {c['modeled_s'] * 1e3:9.2f} "
-            f"{c['error'] * 100:+6.1f}%   {c['measured_all_to_all_s'] * 1e3:6.2f}/"
-            f"{c['modeled_all_to_all_s'] * 1e3:<6.2f}"
-            f"    {c['measured_all_reduce_s'] * 1e3:6.2f}/{c['modeled_all_reduce_s'] * 1e3:<6.2f}"
+            f"  {c.config:<26} {c.measured_s * 1e3:9.2f} {c.modeled_s * 1e3:9.2f} "
+            f"{c.error * 100:+6.1f}%   {meas['all_to_all'] * 1e3:6.2f}/{model['all_to_all'] * 1e3:<6.2f}"
+            f"    {meas['all_reduce'] * 1e3:6.2f}/{model['all_reduce'] * 1e3:<6.2f}"
         )
-    verdict = {True: "PASS", False: "FAIL", None: f"n/a (fewer than {TARGETS['configs']} configs)"}[r["pass"]]
+    verdict = {True: "PASS", False: "FAIL", None: f"n/a (fewer than {TARGETS['configs']} configs)"}[r.passed]
     print(
-        f"  MAPE {r['mape']:.1%} (target <= 20%), Spearman {r['spearman']:.3f} (target >= 0.9): {verdict}"
-        f"   [{r['seconds']:.0f} s]"
+        f"  MAPE {r.mape:.1%} (target <= 20%), Spearman {r.spearman:.3f} (target >= 0.9): {verdict}"
+        f"   [{r.seconds:.0f} s]"
     )

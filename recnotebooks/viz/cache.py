@@ -235,7 +235,7 @@ def measure_cache_overhead(num_rows: int, alpha: float, policy: str, capacity_fr
     out = measure_overhead(cache_trace(num_rows, alpha, num_ids) % rows, rows,
                            cache_capacity(capacity_fraction, rows, policy, ways), policy, ways=ways,
                            profile=profile, steps=steps, warmup=MEASURED_WARMUP, batch_size=MEASURED_BATCH,
-                           pooling=MEASURED_POOLING, dim=MEASURED_DIM)  # fmt: skip
+                           pooling=MEASURED_POOLING, dim=MEASURED_DIM).to_dict()  # fmt: skip
     out["reused"] = 0.0
     _MEASURED[key] = out
     return dict(out)

@@ -13,6 +13,8 @@ expected pre-aggregated (at most :data:`MAX_ROWS` rows), so no chart hits Altair
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import altair as alt
 
@@ -210,6 +212,96 @@ def part_bars(
     )
 
 
+_C = TypeVar("_C", alt.X, alt.Y, alt.Color)
+
+
+def words(column: str) -> str:
+    """A column name in words: ``"all_to_all_share"`` -> ``"all to all share"``."""
+    return column.replace("_", " ")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column drawn on a channel of :func:`encoding`: its Vega-Lite type (``"Q"``, ``"N"``),
+    title (``None``: none), and the axis, scale, sort and legend it is drawn with (unset: Vega-Lite's
+    defaults); ``tip`` is its tooltip (default: the column titled in words, numbers as ``,.4~g``)."""
+
+    column: str
+    type: str = "Q"
+    title: str | None = None
+    axis: object = alt.Undefined
+    scale: object = alt.Undefined
+    sort: object = alt.Undefined
+    legend: object = alt.Undefined
+    tip: alt.Tooltip | None = None
+
+    def channel(self, kind: type[_C]) -> _C:
+        """This column on channel ``kind`` (:class:`altair.X`, :class:`altair.Y`, :class:`altair.Color`)."""
+        kw = {"axis": self.axis, "scale": self.scale, "sort": self.sort, "legend": self.legend}
+        kw = {k: v for k, v in kw.items() if v is not alt.Undefined}  # only what this field sets
+        return kind(f"{self.column}:{self.type}", title=self.title, **kw)
+
+    def tooltip(self) -> alt.Tooltip:
+        """The tooltip of this column."""
+        if self.tip is not None:
+            return self.tip
+        return tooltip(self.column, self.type, ",.4~g" if self.type == "Q" else None)
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """The channels every mark of a :func:`metric_lines` or :func:`metric_bars` chart shares."""
+
+    x: alt.X
+    y: alt.Y
+    tooltip: list[alt.Tooltip]
+    color: alt.Color | None = None
+    stroke_dash: alt.StrokeDash | None = None
+
+    def channels(self, **more: object) -> dict[str, object]:
+        """Keyword arguments for ``Chart.encode``: these channels and ``more``."""
+        out: dict[str, object] = {"x": self.x, "y": self.y}
+        if self.color is not None:
+            out["color"] = self.color
+        if self.stroke_dash is not None:
+            out["strokeDash"] = self.stroke_dash
+        return {**out, **more, "tooltip": self.tooltip}
+
+
+def encoding(
+    data: list[dict[str, object]],
+    key: Field,
+    value: Field,
+    *,
+    horizontal: bool = False,
+    color: Field | None = None,
+    labels: Sequence[str] = (),
+    dash_sources: bool = False,
+) -> Encoding:
+    """The one encoding of :func:`metric_lines` and :func:`metric_bars`: ``key`` (what the rows are
+    laid out by: a line chart's parameter, a bar chart's bars) and ``value`` (the quantity) on the
+    two axes (``horizontal``: the value along x), ``color`` by a column, and tooltips in one order:
+    ``color``, ``labels`` (more nominal columns), ``key``, ``value`` and, when the rows mix
+    sources (measured, modeled...), ``source``, also drawn as the line's dash (``dash_sources``)."""
+    x, y = (value, key) if horizontal else (key, value)
+    tips = [
+        *([color.tooltip()] if color else []),
+        *(tooltip(c, "N") for c in labels),
+        key.tooltip(),
+        value.tooltip(),
+    ]
+    mixed = "source" in data[0] and len(row_sources(data, "measured")) > 1
+    if mixed:
+        tips.append(tooltip("source", "N"))
+    return Encoding(
+        x=x.channel(alt.X),
+        y=y.channel(alt.Y),
+        tooltip=tips,
+        color=color.channel(alt.Color) if color else None,
+        stroke_dash=alt.StrokeDash("source:N", title="source") if mixed and dash_sources else None,
+    )
+
+
 def metric_lines(
     rows: Rows,
     *,
@@ -258,29 +350,25 @@ def metric_lines(
         if few
         else alt.Axis(format="~s")
     )
-    xs = alt.X(
-        f"{x}:Q",
-        scale=alt.Scale(type="log" if x_log else "linear", nice=not x_log),
-        title=x_title or x.replace("_", " "),
+    key = Field(
+        x,
+        title=x_title or words(x),
         axis=x_axis,
+        scale=alt.Scale(type="log" if x_log else "linear", nice=not x_log),
     )
-    ys = alt.Y(
-        f"{y}:Q",
-        scale=alt.Scale(type="log" if y_log else "linear"),
-        title=y_title or y.replace("_", " "),
+    metric = Field(
+        y,
+        title=y_title or words(y),
         axis=alt.Axis(format=y_format),
+        scale=alt.Scale(type="log" if y_log else "linear"),
     )
-    enc: dict[str, object] = {"x": xs, "y": ys, "opacity": OPACITY}
-    tips = [tooltip(x, "Q", ",.4~g"), tooltip(y, "Q", ",.4~g")]
+    series = None
     if color:
         _, chars = label_lines(names)
         legend = alt.Legend(labelExpr=ONE_CHANGE_PER_LINE, labelLimit=min(280, round(chars * CHAR_PX) + 8))
-        enc["color"] = alt.Color(f"{color}:N", title=color.replace("_", " "), sort=names, legend=legend)
-        tips.insert(0, tooltip(color, "N"))
-    if "source" in data[0] and len(row_sources(data, "measured")) > 1:
-        enc["strokeDash"] = alt.StrokeDash("source:N", title="source")
-        tips.append(tooltip("source", "N"))
-    base = alt.Chart().encode(**enc, tooltip=tips)
+        series = Field(color, "N", title=words(color), sort=names, legend=legend)
+    enc = encoding(data, key, metric, color=series, dash_sources=True)
+    base = alt.Chart().encode(**enc.channels(opacity=OPACITY))
     now = base.transform_filter("datum._now && datum._hl")
     layers = [
         base.mark_line(),
@@ -362,16 +450,15 @@ def metric_bars(
             if value_title
             else None
         )
-    base = alt.Chart().encode(
-        y=alt.Y(f"{by}:N", sort=bars, title=None, axis=y_axis),
-        tooltip=[tooltip(metric, "N"), tooltip(by, "N"), tooltip(text or value, "N" if text else "Q")],
-    )
-    x = alt.X(f"{value}:Q", title=value_title, axis=axis)
-    layers = [base.mark_bar(color="#4c78a8").encode(x=x, opacity=OPACITY)]
+    tip = tooltip(text, "N") if text else tooltip(value, "Q")
+    amount = Field(value, title=value_title, axis=axis, tip=tip)
+    bar = Field(by, "N", title=None, axis=y_axis, sort=bars)
+    base = alt.Chart().encode(**encoding(data, bar, amount, horizontal=True, labels=[metric]).channels())
+    layers = [base.mark_bar(color="#4c78a8").encode(opacity=OPACITY)]
     if text:
-        layers.append(base.mark_text(align="left", dx=3, fontSize=11).encode(x=x, text=f"{text}:N"))
+        layers.append(base.mark_text(align="left", dx=3, fontSize=11).encode(text=f"{text}:N"))
     if text or shared_scale:  # an invisible point at each panel's reach sets its scale's end
-        layers.append(base.mark_point(opacity=0).encode(x=alt.X("_reach:Q", title=value_title, axis=axis)))
+        layers.append(base.mark_point(opacity=0).encode(x=replace(amount, column="_reach").channel(alt.X)))
     if rule_at is not None:
         rule = alt.Chart().mark_rule(color="#555", strokeDash=[4, 3])
         layers.append(rule.encode(x=alt.datum(rule_at, type="quantitative")))
