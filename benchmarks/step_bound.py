@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from numba import carray, cfunc, njit, prange, types
 
 from recnotebooks.config import DLRMConfig
-from recnotebooks.kernels.omp import address, call_int, f32_ptr, i64_ptr, launch, torch_openmp
+from recnotebooks.kernels.omp import address, call_int, f32_ptr, i64_ptr, run_on_openmp, torch_openmp
 from recnotebooks.kernels.rows import advise_huge_pages
 
 __all__ = ["BoundProbe", "EmbeddingTraffic", "MLPAlone", "StepBound", "gemm_calls", "traffic_of"]
@@ -210,7 +210,7 @@ class BoundProbe:
             return
         args = np.array([address(table), *table.shape, address(rows), rows.shape[0], address(delta),
                          rt.thread_num, rt.num_threads], np.int64)  # fmt: skip
-        launch(rt, _subtract_rows_omp.address, args, torch.get_num_threads())
+        run_on_openmp(rt, _subtract_rows_omp.address, args, torch.get_num_threads())
 
     def run(self, i: int) -> None:
         """One bound step for batch ``i``."""
