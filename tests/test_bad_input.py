@@ -19,7 +19,14 @@ from recnotebooks.cache import CacheConfig, CachedEmbeddingBagCollection
 from recnotebooks.checkpoint import add_checksum, read_checkpoint
 from recnotebooks.checks import MAX_STEPS, parse_float, parse_int
 from recnotebooks.cli import main
-from recnotebooks.config import DLRMConfig, TableConfig, parse_mlp, preset
+from recnotebooks.config import (
+    DLRMConfig,
+    TableConfig,
+    parse_mlp,
+    preset,
+    state_floats_per_parameter,
+    state_floats_per_row,
+)
 from recnotebooks.data import SyntheticConfig, SyntheticCriteo
 from recnotebooks.data.split import HeldOutSplit, is_held_out
 from recnotebooks.dist.launch import launch
@@ -30,13 +37,14 @@ from recnotebooks.mixed_precision import compare_precision
 from recnotebooks.nn import DLRM, EmbeddingBagCollection, RowWiseAdagrad, SparseSGD
 from recnotebooks.nn.interaction import DotInteraction
 from recnotebooks.nn.mlp import MLP
+from recnotebooks.nn.optim import make_sparse_optimizer
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import FIELD_RANGES, HARDWARE, hardware, save_calibration
 from recnotebooks.perf.job import job_cost
 from recnotebooks.perf.memory import memory_report
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.scaleout import scale_out
-from recnotebooks.plan import Plan
+from recnotebooks.plan import Plan, single_device_plan
 from recnotebooks.sparse import JaggedBatch
 from recnotebooks.train import TrainConfig, Trainer
 
@@ -353,6 +361,58 @@ def test_a_checkpoint_without_checksum_loads_with_a_warning(saved, tmp_path):
 def test_parameters_are_named(make, name, exc):
     with pytest.raises(exc, match=name):
         make()
+
+
+# ----- optimizer names: one list (recnotebooks.config), refused by name everywhere ---------------
+_TINY, _A100 = preset("tiny"), hardware("dgx_a100")
+
+
+def _tiny_collection() -> EmbeddingBagCollection:
+    return EmbeddingBagCollection([TableConfig("t0", 5)], 2)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda name: state_floats_per_row(name),
+        lambda name: preset("tiny").memory_footprint(sparse_optimizer=name),
+        lambda name: make_sparse_optimizer(name, _tiny_collection(), 0.1),
+        lambda name: TrainConfig(sparse_optimizer=name),
+        lambda name: memory_report(_TINY, _A100, single_device_plan(_TINY), 64, sparse_optimizer=name),
+        lambda name: estimate(_TINY, _A100, batch_size=64, sparse_optimizer=name),
+    ],
+    ids=["state_floats_per_row", "memory_footprint", "make_sparse_optimizer", "TrainConfig", "memory_report",
+         "estimate"],
+)  # fmt: skip
+@pytest.mark.parametrize("name", ["adagrad", "adam", "RowWise_Adagrad", None, 1])
+def test_an_unknown_sparse_optimizer_is_refused_everywhere(make, name):
+    """``adagrad`` (full, one float per parameter) is no sparse optimizer here: no class runs it."""
+    with pytest.raises(ValueError, match=r"must be one of \['sgd', 'rowwise_adagrad'\], got"):
+        make(name)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda name: state_floats_per_parameter(name),
+        lambda name: preset("tiny").memory_footprint(dense_optimizer=name),
+        lambda name: TrainConfig(dense_optimizer=name),
+        lambda name: memory_report(_TINY, _A100, single_device_plan(_TINY), 64, dense_optimizer=name),
+        lambda name: estimate(_TINY, _A100, batch_size=64, dense_optimizer=name),
+    ],
+    ids=["state_floats_per_parameter", "memory_footprint", "TrainConfig", "memory_report", "estimate"],
+)  # fmt: skip
+def test_an_unknown_dense_optimizer_is_refused_everywhere(make):
+    with pytest.raises(
+        ValueError, match=r"dense_optimizer must be one of \['sgd', 'adagrad', 'adam'\], got 'lamb'"
+    ):
+        make("lamb")
+
+
+def test_the_optimizer_choices_on_the_command_line_are_the_librarys(capsys):
+    refuses(
+        capsys, ["train", "--sparse-optimizer", "adagrad"], "--sparse-optimizer", "'sgd', 'rowwise_adagrad'"
+    )
 
 
 # ----- the held-out split -----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from recnotebooks.checks import check_choice, check_int
-from recnotebooks.config import DLRMConfig
+from recnotebooks.config import DLRMConfig, state_floats_per_parameter, state_floats_per_row
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware
@@ -27,7 +27,6 @@ __all__ = ["MemoryReport", "memory_report", "cache_slots", "DDP_BUCKET_BYTES"]
 
 #: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``); two are in flight.
 DDP_BUCKET_BYTES = 25 * 1024**2
-_STATE_PER_ROW = {"sgd": 0, "rowwise_adagrad": 1}
 #: Parameter-server nodes a plan may use before the report calls it out (approximate: a
 #: modeling bound, not a published limit).
 MAX_PARAMETER_SERVERS = 1024
@@ -90,8 +89,8 @@ def memory_report(
     zipf_exponent: float = 1.05,
 ) -> MemoryReport:
     """Memory per device and per node for ``plan`` at global ``batch_size``."""
-    check_choice("sparse_optimizer", sparse_optimizer, list(_STATE_PER_ROW))
-    check_choice("dense_optimizer", dense_optimizer, ("sgd", "adagrad", "adam"))
+    row_state = state_floats_per_row(sparse_optimizer)
+    dense_state_floats = state_floats_per_parameter(dense_optimizer)
     check_choice("dtype", dtype, list(DTYPE_BYTES))
     batch_size = check_int("batch_size", batch_size, lo=1)
     gpus = check_int("gpus", gpus, lo=1)
@@ -100,9 +99,7 @@ def memory_report(
     local_b = batch_size / world
     tables = {t.name: t for t in config.tables}
     dense_w = config.dense_parameters * eb
-    dense_state = (
-        config.dense_parameters * 4 * (dense_optimizer != "sgd") * (2 if dense_optimizer == "adam" else 1)
-    )
+    dense_state = config.dense_parameters * 4 * dense_state_floats  # fp32 optimizer state
     act_bytes = precision(dtype).activation_bytes  # AMP: half activations beside fp32 weights
     act = config.memory_footprint(batch_size=max(1, round(local_b)), dtype_bytes=act_bytes)["activations"]
     device: list[dict[str, float]] = []
@@ -123,7 +120,7 @@ def memory_report(
             rows = t.num_rows * (s.row_fraction if s.sharding == "row_wise" else 1.0)
             dim = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
             w = rows * dim * eb
-            st = rows * 4 * _STATE_PER_ROW[sparse_optimizer]
+            st = rows * 4 * row_state
             served = local_b if s.sharding == "data_parallel" else batch_size
             pooled_out += served * dim * eb
             table_bytes[s.placement] += (w + st) / (replicas[s.table] if s.sharding == "data_parallel" else 1)
