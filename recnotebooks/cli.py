@@ -239,8 +239,9 @@ def _check_memory(cfg, device, args: argparse.Namespace) -> None:  # type: ignor
     """Refuse a run whose weights, optimizer state, interaction buffers and one batch's
     activations (twice: values and gradients) would not fit in 80% of free memory."""
     from recnotebooks.doctor import available_memory_bytes
+    from recnotebooks.perf.memory import memory_footprint
 
-    fp = cfg.memory_footprint(args.sparse_optimizer, args.dense_optimizer, batch_size=args.batch_size)
+    fp = memory_footprint(cfg, args.sparse_optimizer, args.dense_optimizer, batch_size=args.batch_size)
     parts = {k: v for k, v in fp.items() if k != "total"}
     parts["activations"] *= 2
     parts["dense_weights"] *= 2  # and their gradients

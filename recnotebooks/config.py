@@ -4,7 +4,8 @@ A ``DLRMConfig`` describes a DLRM (Naumov et al. 2019) the way the seed paper (A
 HPCA 2021) varies it: number of dense features, embedding tables (rows and pooling factor,
 i.e. lookups per sample), embedding dimension, bottom and top MLP widths, the feature
 interaction and the batch-independent quantities the efficiency model needs (parameter
-counts, FLOPs per sample, embedding bytes per sample, memory footprint).
+counts, FLOPs per sample, embedding bytes per sample). Its memory is the model's
+(:func:`recnotebooks.perf.memory.memory_footprint`).
 
 MLP widths list layer *outputs* after the input width, as the papers' model tables do, so
 ``bottom_mlp=(512, 256, 64)`` with 13 dense features is the dlrm repo's ``13-512-256-64``
@@ -281,51 +282,6 @@ class DLRMConfig:
         """Total FLOPs per embedding byte per sample (low = memory bound)."""
         b = self.embedding_bytes_per_sample()
         return self.total_flops_per_sample() / max(b["forward"] + b["backward"], 1.0)
-
-    def memory_footprint(
-        self,
-        sparse_optimizer: str = "rowwise_adagrad",
-        dense_optimizer: str = "sgd",
-        dtype_bytes: int = 4,
-        batch_size: int | None = None,
-    ) -> dict[str, int]:
-        """Bytes for weights, optimizer state, the interaction's buffers and (if ``batch_size``)
-        one batch's inputs and activations.
-
-        Optimizer state as :func:`state_floats_per_row` and :func:`state_floats_per_parameter`
-        count it (``rowwise_adagrad`` one float per row; dense ``adagrad`` one per parameter,
-        ``adam`` two; ``sgd`` none). ``interaction_buffers`` are the dot interaction's pair
-        indices (three int64 per pair, ``P = F(F-1)/2`` pairs for ``F = num_tables + 1``), plus
-        the ``(batch, F^2)`` product ``X X^T`` the pairs are gathered from (forward) or its
-        gradient (backward; one of the two is alive at a time). ``batch_inputs`` are the ids
-        (int64), bag lengths, dense features and labels of a batch; ``activations`` the tensors
-        kept for backward (MLP layer outputs, pooled embeddings, interaction output).
-        """
-        row_state = state_floats_per_row(sparse_optimizer)
-        dense_state = state_floats_per_parameter(dense_optimizer)
-        dtype_bytes = check_int("dtype_bytes", dtype_bytes, lo=1, hi=16)
-        f = self.num_interaction_features
-        pairs = self.interaction_output_dim - self.embedding_dim if self.interaction == "dot" else 0
-        out = {
-            "embedding_weights": self.sparse_parameters * dtype_bytes,
-            "embedding_optimizer_state": self.total_rows * row_state * dtype_bytes,
-            "dense_weights": self.dense_parameters * dtype_bytes,
-            "dense_optimizer_state": self.dense_parameters * dense_state * dtype_bytes,
-            "interaction_buffers": 3 * pairs * 8,
-            "batch_inputs": 0,
-            "activations": 0,
-        }
-        if batch_size is not None:
-            batch_size = check_int("batch_size", batch_size, lo=1)
-            widths = sum(o for w in ("bottom", "top") for _, o in self.mlp_layers(w))
-            widths += self.num_interaction_features * self.embedding_dim + self.interaction_output_dim
-            out["activations"] = batch_size * widths * dtype_bytes
-            if pairs:
-                out["interaction_buffers"] += batch_size * f * f * dtype_bytes
-            per_sample = 8 * (self.lookups_per_sample + self.num_tables) + 4 * (self.num_dense + 1)
-            out["batch_inputs"] = round(batch_size * per_sample)
-        out["total"] = sum(out.values())
-        return out
 
     # ----- variants -----------------------------------------------------------------
     def replace(self, **changes: object) -> DLRMConfig:

@@ -40,7 +40,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "cache": {"config", "sparse", "nn"},
         "cache.commands": {"cache"},
         "train": {"data", "nn", "metrics", "checkpoint"},
-        "measure": {"train", "doctor"},
+        "measure": {"train", "doctor", "perf"},
         "mixed_precision": {"train"},
         "table_batching": {"nn"},
         "plan": {"config"},

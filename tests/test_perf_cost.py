@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from recnotebooks.config import DLRMConfig, TableConfig, preset
 from recnotebooks.perf.cost import COMPONENTS, estimate, gemm_time, op_count
 from recnotebooks.perf.hardware import HARDWARE, Hardware
-from recnotebooks.perf.memory import memory_report
+from recnotebooks.perf.memory import memory_footprint, memory_report
 from recnotebooks.perf.plan import Plan, TableShard, single_device_plan
 
 A100 = HARDWARE["dgx_a100"]
@@ -266,6 +266,24 @@ def test_impossible_config_says_why_without_nan() -> None:
 
 
 # ----- memory -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("sparse", "dense"), [("rowwise_adagrad", "adagrad"), ("sgd", "adam"), ("sgd", "sgd")]
+)
+def test_one_device_report_is_the_footprint(sparse: str, dense: str) -> None:
+    """One memory model: a one-device fp32 plan in device memory holds exactly the footprint's
+    weights, optimizer state and activations (the report adds caches and all-to-all buffers,
+    none here)."""
+    cfg = preset("criteo_kaggle")
+    fp = memory_footprint(cfg, sparse, dense, batch_size=4096)
+    d = memory_report(
+        cfg, A100, single_device_plan(cfg), 4096, sparse_optimizer=sparse, dense_optimizer=dense
+    )
+    for kind in ("embedding_weights", "embedding_optimizer_state", "dense_weights", "dense_optimizer_state",
+                 "activations"):  # fmt: skip
+        assert d.device[0][kind] == fp[kind], kind
+    assert d.device[0]["cache"] == d.device[0]["comm_buffers"] == 0
+
+
 def test_memory_report_single_device_placements() -> None:
     cfg = preset("criteo_kaggle")
     weights = sum(t.num_rows * cfg.embedding_dim * 4 for t in cfg.tables)
