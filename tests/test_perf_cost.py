@@ -450,7 +450,7 @@ def test_sweep_rejects_unknown_parameters_and_pointless_sweeps() -> None:
 
 
 def test_the_all_reduce_counts_refuse_bad_input() -> None:
-    from recnotebooks.perf.components import all_reduce
+    from recnotebooks.perf.components import all_reduce_seconds
     from recnotebooks.perf.traffic import all_reduce_calls, ddp_buckets
 
     with pytest.raises(TypeError, match="config must be a DLRMConfig"):
@@ -462,7 +462,7 @@ def test_the_all_reduce_counts_refuse_bad_input() -> None:
     with pytest.raises(ValueError, match="world"):
         all_reduce_calls([], 0)
     with pytest.raises(ValueError, match="calls"):
-        all_reduce(1e6, 2, 2, A100, A100.nic_bw, calls=0)
+        all_reduce_seconds(1e6, 2, 2, A100, A100.nic_bw, calls=0)
 
 
 def test_each_bag_adds_its_row_bytes_times_the_per_byte_cost_forward() -> None:

@@ -284,8 +284,9 @@ def _rank_components(
     if any(e.remote for e in parts):
         comp["overhead"] += C.overhead_of_remote_rows(hw)
     if world > 1:  # bytes from perf.traffic.collective_bytes (the estimate reads them per rank)
-        comp["all_to_all"] = C.all_to_all(volumes["all_to_all"][rank], world, gpus, hw, nic, a2a_calls)
-        comp["all_reduce"] = C.all_reduce(volumes["all_reduce"][rank], world, gpus, hw, nic, ar_calls)
+        a2a, ar = volumes["all_to_all"][rank], volumes["all_reduce"][rank]
+        comp["all_to_all"] = C.all_to_all_seconds(a2a, world, gpus, hw, nic, a2a_calls)
+        comp["all_reduce"] = C.all_reduce_seconds(ar, world, gpus, hw, nic, ar_calls)
     moved = sum(w.device_bytes for w in dense.values()) + sum(e.device_bytes for e in parts)
     return comp, moved
 

@@ -13,8 +13,8 @@ of bytes over a bandwidth or FLOPs over a throughput, with the :class:`Hardware`
   :func:`embedding_on_parameter_server` (a remote server pools rows and ships pooled vectors;
   :func:`parameter_servers` counts the servers a plan needs) and
   :func:`embedding_pooled_by_host` (the host's own CPUs do that, as on Zion);
-* the collectives (:mod:`.collectives`): :func:`all_to_all` (model-parallel pooled embeddings,
-  their gradients and the ids) and :func:`all_reduce` (data-parallel gradients).
+* the collectives (:mod:`.collectives`): :func:`all_to_all_seconds` (model-parallel pooled
+  embeddings, their gradients and the ids) and :func:`all_reduce_seconds` (data-parallel gradients).
 
 Memory bandwidths count bytes read plus bytes written, as the spec sheets do. What ``dtype``
 means (bytes of activations, weights and tables, the GEMM rate, the casts and loss scaling of
@@ -32,9 +32,9 @@ from recnotebooks.perf.components import collectives, dense, embeddings, lookups
 from recnotebooks.perf.components.collectives import (
     A2A_CALLS,
     A2A_CALLS_PER_STEP,
-    all_reduce,
-    all_to_all,
+    all_reduce_seconds,
     all_to_all_bytes,
+    all_to_all_seconds,
     nic_per_device,
 )
 from recnotebooks.perf.components.dense import (
@@ -76,8 +76,8 @@ from recnotebooks.perf.components.ops import (
 
 __all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "IMPLEMENTATIONS", "INDEX_BYTES", "PARAMETER_SERVER",
            "UVM_EFFICIENCY", "Embedding",
-           "SHARDED_OPS", "SHARD_OPS", "ShardAccess", "Work", "all_reduce", "cache_hit_rates",
-           "all_to_all", "all_to_all_bytes", "data_loading",
+           "SHARDED_OPS", "SHARD_OPS", "ShardAccess", "Work", "all_reduce_seconds", "cache_hit_rates",
+           "all_to_all_seconds", "all_to_all_bytes", "data_loading",
            "dense_optimizer",
            "embedding_in_cache", "embedding_in_hbm", "embedding_in_host", "embedding_on_parameter_server",
            "embedding_pooled_by_host", "embedding_shard", "gather_bandwidth", "gemm_time", "host_to_device",
