@@ -12,7 +12,7 @@ from recnotebooks.config import DLRMConfig, TableConfig, preset
 from recnotebooks.perf.cost import COMPONENTS, estimate, gemm_time, op_count
 from recnotebooks.perf.hardware import HARDWARE, Hardware
 from recnotebooks.perf.memory import memory_footprint, memory_report
-from recnotebooks.perf.plan import Plan, TableShard, single_device_plan
+from recnotebooks.plan import Plan, TableShard, single_device_plan
 
 A100 = HARDWARE["dgx_a100"]
 

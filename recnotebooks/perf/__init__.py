@@ -8,9 +8,9 @@ from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.explore import best_placement, compare_servers, sweep
 from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware, hardware_names
 from recnotebooks.perf.memory import MemoryReport, memory_footprint, memory_report
-from recnotebooks.perf.plan import Plan, TableShard
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.published import PUBLISHED_RUNS, compare_published
+from recnotebooks.plan import Plan, TableShard
 
 __all__ = [
     "COMPONENTS",

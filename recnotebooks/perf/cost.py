@@ -40,9 +40,9 @@ from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.components import A2A_CALLS_PER_STEP, UVM_EFFICIENCY, gemm_time, op_count
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.memory import MemoryReport, memory_report
-from recnotebooks.perf.plan import MAX_RANKS, PLACEMENTS, Plan, single_device_plan
 from recnotebooks.perf.precision import precision
 from recnotebooks.perf.result import COMMUNICATION, COMPONENTS, COMPUTE, CostResult
+from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, single_device_plan
 
 __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "CostResult", "estimate",
            "gemm_time", "op_count", "UVM_EFFICIENCY"]  # fmt: skip

@@ -24,8 +24,8 @@ from recnotebooks.config import DLRMConfig, state_floats_per_parameter, state_fl
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware
-from recnotebooks.perf.plan import PLACEMENTS, Plan, TableShard
 from recnotebooks.perf.precision import precision
+from recnotebooks.plan import PLACEMENTS, Plan, TableShard
 
 __all__ = ["MemoryReport", "memory_footprint", "memory_report", "cache_slots", "DDP_BUCKET_BYTES"]
 

@@ -14,7 +14,7 @@ Three strategies, as the field does it:
   behind a device cache placed where the cache fits (read over PCIe if no cache fits),
   and to a parameter server when host DRAM is full too.
 
-Plans are plain data (:class:`~recnotebooks.perf.plan.Plan`) with notes explaining each
+Plans are plain data (:class:`~recnotebooks.plan.Plan`) with notes explaining each
 decision and the placement they were asked for (``requested_placement``: a shard the cost
 strategy moved out of device memory says where it went in its own ``placement``);
 :mod:`recnotebooks.dist` executes them.
@@ -31,7 +31,7 @@ from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import DDP_BUCKET_BYTES, memory_footprint
-from recnotebooks.perf.plan import MAX_RANKS, PLACEMENTS, Plan, TableShard
+from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, TableShard
 
 __all__ = ["STRATEGIES", "placement_seconds", "plan_tables", "table_bytes"]
 

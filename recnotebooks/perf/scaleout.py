@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from recnotebooks.plan import MAX_RANKS
+
 from ..checks import check_choice, check_int, check_int_list
 from ..config import DLRMConfig
 from .cost import COMMUNICATION, CostResult, estimate
 from .hardware import Hardware, hardware
-from .plan import MAX_RANKS
 from .planner import STRATEGIES, plan_tables
 
 __all__ = ["LINKS", "link_hardware", "scale_out"]

@@ -11,7 +11,7 @@ from recnotebooks.checks import check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf import traffic
 from recnotebooks.perf.hardware import Hardware
-from recnotebooks.perf.plan import Plan
+from recnotebooks.plan import Plan
 
 __all__ = [
     "A2A_CALLS",
