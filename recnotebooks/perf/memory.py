@@ -2,13 +2,14 @@
 for a plan, and what fits. The project's one memory model.
 
 :func:`memory_footprint`: a model's weights, optimizer state, the interaction's buffers and
-one batch's inputs and activations, all on one device (what the trainer and the command line
-check against free memory before allocating).
-For each rank: embedding weights and optimizer state by placement (device memory for
-``hbm``; host DRAM for ``host`` and ``cache``, plus the cache's rows in device memory;
-nothing local for ``remote``), replicated MLP weights and their optimizer state,
-activations kept for backward at the local batch size, and communication buffers.
-:func:`memory_report` says which table does not fit where, and why, and how many bytes of
+one batch's inputs and activations, all on one device (what ``recnb train`` and the step
+measurement of :mod:`recnotebooks.measure` check against free memory before allocating).
+
+:func:`memory_report`, for each rank of a plan: embedding weights and optimizer state by
+placement (device memory for ``hbm``; host DRAM for ``host`` and ``cache``, plus the cache's
+rows in device memory; nothing local for ``remote``), replicated MLP weights and their
+optimizer state, activations kept for backward at the local batch size, and communication
+buffers. It says which table does not fit where, and why, and how many bytes of
 tables each placement holds (:attr:`MemoryReport.table_bytes`, what
 :meth:`recnotebooks.perf.result.CostResult.table_placement` reports).
 """
