@@ -63,7 +63,13 @@ def _float_arg(name: str, lo: float = 0.0, hi: float | None = None, lo_open: boo
 
 
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from recnotebooks.config import MAX_POOLING, MAX_TABLE_ROWS, preset_names
+    from recnotebooks.config import (
+        DENSE_OPTIMIZERS,
+        MAX_POOLING,
+        MAX_TABLE_ROWS,
+        SPARSE_OPTIMIZERS,
+        preset_names,
+    )
 
     t = sub.add_parser(
         "train", help="train a DLRM on synthetic Criteo-like data or Criteo files; report measurements"
@@ -98,9 +104,9 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "--max-rows", type=_int_arg("--max-rows", hi=MAX_TABLE_ROWS), help="cap every table's rows"
     )
     o = t.add_argument_group("optimisation")
-    o.add_argument("--sparse-optimizer", choices=["rowwise_adagrad", "sgd"], default="rowwise_adagrad")
+    o.add_argument("--sparse-optimizer", choices=SPARSE_OPTIMIZERS, default="rowwise_adagrad")
     o.add_argument("--sparse-lr", type=_float_arg("--sparse-lr"), default=0.05)
-    o.add_argument("--dense-optimizer", choices=["adagrad", "sgd", "adam"], default="adagrad")
+    o.add_argument("--dense-optimizer", choices=DENSE_OPTIMIZERS, default="adagrad")
     o.add_argument("--dense-lr", type=_float_arg("--dense-lr"), default=0.02)
     o.add_argument("--eval-batches", type=_int_arg("--eval-batches", hi=MAX_STEPS), default=10,
                    help="held-out batches evaluated after training (AUC, log loss, NE); the same batches "
@@ -235,8 +241,9 @@ def _check_memory(cfg, device, args: argparse.Namespace) -> None:  # type: ignor
     """Refuse a run whose weights, optimizer state, interaction buffers and one batch's
     activations (twice: values and gradients) would not fit in 80% of free memory."""
     from recnotebooks.doctor import available_memory_bytes
+    from recnotebooks.perf.memory import memory_footprint
 
-    fp = cfg.memory_footprint(args.sparse_optimizer, args.dense_optimizer, batch_size=args.batch_size)
+    fp = memory_footprint(cfg, args.sparse_optimizer, args.dense_optimizer, batch_size=args.batch_size)
     parts = {k: v for k, v in fp.items() if k != "total"}
     parts["activations"] *= 2
     parts["dense_weights"] *= 2  # and their gradients

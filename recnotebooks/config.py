@@ -4,7 +4,8 @@ A ``DLRMConfig`` describes a DLRM (Naumov et al. 2019) the way the seed paper (A
 HPCA 2021) varies it: number of dense features, embedding tables (rows and pooling factor,
 i.e. lookups per sample), embedding dimension, bottom and top MLP widths, the feature
 interaction and the batch-independent quantities the efficiency model needs (parameter
-counts, FLOPs per sample, embedding bytes per sample, memory footprint).
+counts, FLOPs per sample, embedding bytes per sample). Its memory is the model's
+(:func:`recnotebooks.perf.memory.memory_footprint`).
 
 MLP widths list layer *outputs* after the input width, as the papers' model tables do, so
 ``bottom_mlp=(512, 256, 64)`` with 13 dense features is the dlrm repo's ``13-512-256-64``
@@ -30,12 +31,27 @@ __all__ = [
     "parse_mlp",
     "CRITEO_KAGGLE_CARDINALITIES",
     "CRITEO_TERABYTE_CARDINALITIES",
+    "SPARSE_OPTIMIZERS",
+    "DENSE_OPTIMIZERS",
+    "state_floats_per_row",
+    "state_floats_per_parameter",
 ]
 
 INTERACTIONS = ("dot", "cat")
 POOLINGS = ("sum", "mean")
-SPARSE_OPTIMIZERS = ("sgd", "rowwise_adagrad", "adagrad")
-DENSE_OPTIMIZERS = ("sgd", "adagrad", "adam")
+#: Optimizer state of each sparse (embedding) optimizer, in floats per embedding row: plain SGD
+#: keeps none; row-wise Adagrad (FBGEMM's, :class:`recnotebooks.nn.optim.RowWiseAdagrad`) one
+#: sum of squared gradients per row. The one home of the sparse optimizers' names: ``nn.optim``
+#: implements them, ``train`` trains with them, ``perf`` prices their state (this module is
+#: the one all three may import).
+_SPARSE_STATE_FLOATS = {"sgd": 0, "rowwise_adagrad": 1}
+#: The sparse optimizers there are (:func:`recnotebooks.nn.optim.make_sparse_optimizer`).
+SPARSE_OPTIMIZERS = tuple(_SPARSE_STATE_FLOATS)
+#: Optimizer state of each dense (MLP) optimizer, in floats per parameter: Adagrad's sum of
+#: squares, Adam's two moments.
+_DENSE_STATE_FLOATS = {"sgd": 0, "adagrad": 1, "adam": 2}
+#: The dense optimizers there are (``torch.optim``'s, as the trainer builds them).
+DENSE_OPTIMIZERS = tuple(_DENSE_STATE_FLOATS)
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 #: Most rows a table may have: 2^48 (an id still fits an int64 index after the fused
 #: collection adds its table's row offset, and row counts stay exact as floats).
@@ -45,6 +61,18 @@ MAX_POOLING = 1e6
 #: Widest MLP layer, dense input or embedding dimension allowed (2^20: a 2^20 x 2^20
 #: layer is already 4 TiB of fp32 weights).
 MAX_WIDTH = 2**20
+
+
+def state_floats_per_row(sparse_optimizer: str) -> int:
+    """Floats of optimizer state ``sparse_optimizer`` keeps per embedding row (one of
+    :data:`SPARSE_OPTIMIZERS`; another name raises ``ValueError`` naming it)."""
+    return _SPARSE_STATE_FLOATS[check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)]
+
+
+def state_floats_per_parameter(dense_optimizer: str) -> int:
+    """Floats of optimizer state ``dense_optimizer`` keeps per dense parameter (one of
+    :data:`DENSE_OPTIMIZERS`; another name raises ``ValueError`` naming it)."""
+    return _DENSE_STATE_FLOATS[check_choice("dense_optimizer", dense_optimizer, DENSE_OPTIMIZERS)]
 
 
 @dataclass(frozen=True)
@@ -254,52 +282,6 @@ class DLRMConfig:
         """Total FLOPs per embedding byte per sample (low = memory bound)."""
         b = self.embedding_bytes_per_sample()
         return self.total_flops_per_sample() / max(b["forward"] + b["backward"], 1.0)
-
-    def memory_footprint(
-        self,
-        sparse_optimizer: str = "rowwise_adagrad",
-        dense_optimizer: str = "sgd",
-        dtype_bytes: int = 4,
-        batch_size: int | None = None,
-    ) -> dict[str, int]:
-        """Bytes for weights, optimizer state, the interaction's buffers and (if ``batch_size``)
-        one batch's inputs and activations.
-
-        ``rowwise_adagrad`` keeps one float per row; ``adagrad`` one per parameter; ``adam``
-        two per parameter; ``sgd`` none. ``interaction_buffers`` are the dot interaction's pair
-        indices (three int64 per pair, ``P = F(F-1)/2`` pairs for ``F = num_tables + 1``), plus
-        the ``(batch, F^2)`` product ``X X^T`` the pairs are gathered from (forward) or its
-        gradient (backward; one of the two is alive at a time). ``batch_inputs`` are the ids
-        (int64), bag lengths, dense features and labels of a batch; ``activations`` the tensors
-        kept for backward (MLP layer outputs, pooled embeddings, interaction output).
-        """
-        check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)
-        check_choice("dense_optimizer", dense_optimizer, DENSE_OPTIMIZERS)
-        dtype_bytes = check_int("dtype_bytes", dtype_bytes, lo=1, hi=16)
-        state_per_row = {"sgd": 0, "rowwise_adagrad": 1, "adagrad": self.embedding_dim}
-        state_per_dense = {"sgd": 0, "adagrad": 1, "adam": 2}
-        f = self.num_interaction_features
-        pairs = self.interaction_output_dim - self.embedding_dim if self.interaction == "dot" else 0
-        out = {
-            "embedding_weights": self.sparse_parameters * dtype_bytes,
-            "embedding_optimizer_state": self.total_rows * state_per_row[sparse_optimizer] * dtype_bytes,
-            "dense_weights": self.dense_parameters * dtype_bytes,
-            "dense_optimizer_state": self.dense_parameters * state_per_dense[dense_optimizer] * dtype_bytes,
-            "interaction_buffers": 3 * pairs * 8,
-            "batch_inputs": 0,
-            "activations": 0,
-        }
-        if batch_size is not None:
-            batch_size = check_int("batch_size", batch_size, lo=1)
-            widths = sum(o for w in ("bottom", "top") for _, o in self.mlp_layers(w))
-            widths += self.num_interaction_features * self.embedding_dim + self.interaction_output_dim
-            out["activations"] = batch_size * widths * dtype_bytes
-            if pairs:
-                out["interaction_buffers"] += batch_size * f * f * dtype_bytes
-            per_sample = 8 * (self.lookups_per_sample + self.num_tables) + 4 * (self.num_dense + 1)
-            out["batch_inputs"] = round(batch_size * per_sample)
-        out["total"] = sum(out.values())
-        return out
 
     # ----- variants -----------------------------------------------------------------
     def replace(self, **changes: object) -> DLRMConfig:

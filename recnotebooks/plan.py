@@ -2,8 +2,8 @@
 
 A :class:`Plan` is what the planner (:mod:`recnotebooks.perf.planner`) produces, the cost and
 memory models read, and the sharding code (``recnotebooks.distributed``) executes. It lives here, in
-a module of its own, so that ``dist`` can execute plans without importing the cost model;
-:mod:`recnotebooks.perf.plan` re-exports every public name. Each :class:`TableShard` names a
+a module of its own, so that ``distributed`` can execute plans without importing the cost
+model. Each :class:`TableShard` names a
 table, the rank that holds it, how the table is split (as TorchRec names the schemes) and
 where its rows live:
 

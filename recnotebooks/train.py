@@ -37,7 +37,7 @@ from recnotebooks.checks import (
     check_type,
     show,
 )
-from recnotebooks.config import DLRMConfig, TableConfig
+from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, DLRMConfig, TableConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.metrics import click_metrics
 from recnotebooks.nn.dlrm import DLRM
@@ -48,8 +48,6 @@ from recnotebooks.timing import PhaseTimer, phase_rows, reliability, spread
 __all__ = ["TRAIN_REPORT_KEYS", "TrainConfig", "TrainResult", "Trainer", "config_from_dict", "config_to_dict",
            "metric_lines", "resolve_device", "train_report"]  # fmt: skip
 
-DENSE_OPTIMIZERS = ("sgd", "adagrad", "adam")
-SPARSE_OPTIMIZERS = ("sgd", "rowwise_adagrad")
 #: ``TrainConfig.dtype``: fp32, or bf16 autocast around the forward (fp32 master weights and
 #: optimizer state; no loss scaling needed). fp16 is refused: it needs loss scaling.
 TRAIN_DTYPES = ("fp32", "bf16", "fp16")

@@ -19,7 +19,14 @@ from recnotebooks.cache import CacheConfig, CachedEmbeddingBagCollection
 from recnotebooks.checkpoint import add_checksum, read_checkpoint
 from recnotebooks.checks import MAX_STEPS, parse_float, parse_int
 from recnotebooks.cli import main
-from recnotebooks.config import DLRMConfig, TableConfig, parse_mlp, preset
+from recnotebooks.config import (
+    DLRMConfig,
+    TableConfig,
+    parse_mlp,
+    preset,
+    state_floats_per_parameter,
+    state_floats_per_row,
+)
 from recnotebooks.data import SyntheticConfig, SyntheticCriteo
 from recnotebooks.data.split import HeldOutSplit, is_held_out
 from recnotebooks.distributed.launch import launch
@@ -30,13 +37,14 @@ from recnotebooks.measure.mixed_precision import compare_precision
 from recnotebooks.nn import DLRM, EmbeddingBagCollection, RowWiseAdagrad, SparseSGD
 from recnotebooks.nn.interaction import DotInteraction
 from recnotebooks.nn.mlp import MLP
+from recnotebooks.nn.optim import make_sparse_optimizer
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import FIELD_RANGES, HARDWARE, hardware, save_calibration
 from recnotebooks.perf.job import job_cost
-from recnotebooks.perf.memory import memory_report
+from recnotebooks.perf.memory import memory_footprint, memory_report
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.scaleout import scale_out
-from recnotebooks.plan import Plan, round_robin
+from recnotebooks.plan import Plan, round_robin, single_device_plan
 from recnotebooks.sparse import JaggedBatch
 from recnotebooks.train import TrainConfig, Trainer
 
@@ -64,11 +72,11 @@ def refuses(capsys, argv: list[str], *words: str) -> str:
 def test_memory_estimate_counts_the_dot_interactions_buffers(tables):
     cfg = DLRMConfig(4, tuple(TableConfig(f"t{i}", 10) for i in range(tables)), 4, (8, 4), (8, 1))
     inter = DotInteraction(cfg.num_interaction_features)  # independent reference: the real buffers
-    fp = cfg.memory_footprint()
+    fp = memory_footprint(cfg)
     assert fp["interaction_buffers"] == sum(b.numel() * b.element_size() for b in inter.buffers())
     f = tables + 1
     assert fp["interaction_buffers"] == 3 * (f * (f - 1) // 2) * 8  # three int64 indices per pair
-    with_batch = cfg.memory_footprint(batch_size=16)
+    with_batch = memory_footprint(cfg, batch_size=16)
     assert with_batch["interaction_buffers"] == fp["interaction_buffers"] + 16 * f * f * 4  # X X^T
     assert with_batch["batch_inputs"] == 16 * (8 * (tables + tables) + 4 * (4 + 1))
     assert with_batch["total"] == sum(v for k, v in with_batch.items() if k != "total")
@@ -86,7 +94,7 @@ def test_a_thousand_table_dot_interaction_is_small_and_right():
 
 def test_cat_interaction_has_no_selection_matrix():
     cfg = preset("rm1")
-    assert cfg.memory_footprint()["interaction_buffers"] == 0
+    assert memory_footprint(cfg)["interaction_buffers"] == 0
 
 
 @pytest.mark.parametrize(
@@ -343,7 +351,8 @@ def test_a_checkpoint_without_checksum_loads_with_a_warning(saved, tmp_path):
         (lambda: SyntheticConfig(zipf_exponent=True), "zipf_exponent", TypeError),
         (lambda: SyntheticConfig(dense_log="yes"), "dense_log", TypeError),
         (lambda: preset("tiny").replace(interaction_self=1), "interaction_self", TypeError),
-        (lambda: preset("tiny").memory_footprint(dense_optimizer="lamb"), "dense_optimizer", ValueError),
+        (lambda: memory_footprint(preset("tiny"), dense_optimizer="lamb"), "dense_optimizer", ValueError),
+        (lambda: memory_footprint(preset("tiny").tables), "config", TypeError),
         (lambda: preset("nope"), "preset", ValueError),
         (lambda: small_trainer().fit(checkpoint_every=2), "checkpoint", ValueError),
         (lambda: HeldOutSplit([], 0.0), "eval_fraction", ValueError),
@@ -353,6 +362,58 @@ def test_a_checkpoint_without_checksum_loads_with_a_warning(saved, tmp_path):
 def test_parameters_are_named(make, name, exc):
     with pytest.raises(exc, match=name):
         make()
+
+
+# ----- optimizer names: one list (recnotebooks.config), refused by name everywhere ---------------
+_TINY, _A100 = preset("tiny"), hardware("dgx_a100")
+
+
+def _tiny_collection() -> EmbeddingBagCollection:
+    return EmbeddingBagCollection([TableConfig("t0", 5)], 2)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda name: state_floats_per_row(name),
+        lambda name: memory_footprint(_TINY, sparse_optimizer=name),
+        lambda name: make_sparse_optimizer(name, _tiny_collection(), 0.1),
+        lambda name: TrainConfig(sparse_optimizer=name),
+        lambda name: memory_report(_TINY, _A100, single_device_plan(_TINY), 64, sparse_optimizer=name),
+        lambda name: estimate(_TINY, _A100, batch_size=64, sparse_optimizer=name),
+    ],
+    ids=["state_floats_per_row", "memory_footprint", "make_sparse_optimizer", "TrainConfig", "memory_report",
+         "estimate"],
+)  # fmt: skip
+@pytest.mark.parametrize("name", ["adagrad", "adam", "RowWise_Adagrad", None, 1])
+def test_an_unknown_sparse_optimizer_is_refused_everywhere(make, name):
+    """``adagrad`` (full, one float per parameter) is no sparse optimizer here: no class runs it."""
+    with pytest.raises(ValueError, match=r"must be one of \['sgd', 'rowwise_adagrad'\], got"):
+        make(name)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda name: state_floats_per_parameter(name),
+        lambda name: memory_footprint(_TINY, dense_optimizer=name),
+        lambda name: TrainConfig(dense_optimizer=name),
+        lambda name: memory_report(_TINY, _A100, single_device_plan(_TINY), 64, dense_optimizer=name),
+        lambda name: estimate(_TINY, _A100, batch_size=64, dense_optimizer=name),
+    ],
+    ids=["state_floats_per_parameter", "memory_footprint", "TrainConfig", "memory_report", "estimate"],
+)  # fmt: skip
+def test_an_unknown_dense_optimizer_is_refused_everywhere(make):
+    with pytest.raises(
+        ValueError, match=r"dense_optimizer must be one of \['sgd', 'adagrad', 'adam'\], got 'lamb'"
+    ):
+        make("lamb")
+
+
+def test_the_optimizer_choices_on_the_command_line_are_the_librarys(capsys):
+    refuses(
+        capsys, ["train", "--sparse-optimizer", "adagrad"], "--sparse-optimizer", "'sgd', 'rowwise_adagrad'"
+    )
 
 
 # ----- the held-out split -----------------------------------------------------------------------

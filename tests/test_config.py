@@ -7,6 +7,7 @@ import torch
 
 from recnotebooks.config import PRESETS, DLRMConfig, TableConfig, parse_mlp, preset
 from recnotebooks.nn import DLRM
+from recnotebooks.perf.memory import memory_footprint
 
 
 def small(**kw) -> DLRMConfig:
@@ -81,7 +82,7 @@ def test_derived_sizes_by_hand():
     assert fl["interaction"]["forward"] == 2 * 3 * 3 * 4
     assert fl["embedding"]["forward"] == 3 * 4
     assert c.embedding_bytes_per_sample()["forward"] == 3 * 4 * 4 + 3 * 8
-    mem = c.memory_footprint("rowwise_adagrad", "adagrad", batch_size=2)
+    mem = memory_footprint(c, "rowwise_adagrad", "adagrad", batch_size=2)
     assert mem["embedding_optimizer_state"] == 15 * 4
     assert mem["dense_optimizer_state"] == c.dense_parameters * 4
     assert mem["total"] == sum(v for k, v in mem.items() if k != "total")

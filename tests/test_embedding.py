@@ -450,3 +450,18 @@ def test_initial_weight_is_the_dlrm_uniform_drawn_in_chunks(monkeypatch) -> None
     chunks = list(embedding_module.initial_rows(rows, dim, seed))
     assert [lo for lo, _ in chunks] == [0, 4, 8, 12, 16]
     assert torch.equal(torch.cat([u for _, u in chunks]), want)
+
+
+@pytest.mark.parametrize("name", ["sgd", "rowwise_adagrad"])
+def test_each_sparse_optimizer_keeps_the_state_per_row_the_model_prices(name):
+    """The names and state per row of ``recnotebooks.config`` (which ``perf`` prices) are what
+    ``nn.optim`` builds: counted from the optimizer's real state tensors."""
+    from recnotebooks.config import SPARSE_OPTIMIZERS, state_floats_per_row
+    from recnotebooks.nn.optim import make_sparse_optimizer
+
+    assert name in SPARSE_OPTIMIZERS
+    ebc = EmbeddingBagCollection([TableConfig("t0", 30), TableConfig("t1", 7)], 4)
+    opt = make_sparse_optimizer(name, ebc, 0.1)
+    assert opt.kind == name
+    state = [v for v in opt.state_dict().values() if isinstance(v, torch.Tensor)]
+    assert sum(v.numel() for v in state) == 37 * state_floats_per_row(name)

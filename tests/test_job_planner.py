@@ -11,17 +11,9 @@ import vl_convert as vlc
 
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, job_cost, job_from_estimate
+from recnotebooks.perf.job_planner import best_lever, evaluate, job_model, nearest_feasible
 from recnotebooks.viz.controls import option_values
-from recnotebooks.viz.planner import (
-    PLANNER_CONTROLS,
-    best_lever,
-    evaluate,
-    job_model,
-    job_planner,
-    measure_job,
-    nearest_feasible,
-    plan_job,
-)
+from recnotebooks.viz.planner import PLANNER_CONTROLS, explore_job, job_planner, measure_job
 
 
 def _finite(tables: dict[str, list[dict[str, object]]]) -> None:
@@ -88,7 +80,7 @@ def test_the_app_moves_over_every_control() -> None:
 
 
 def test_an_impossible_plan_says_why_and_shows_the_nearest_feasible() -> None:
-    r = plan_job(model="mlperf_v1_x30", hardware="this_machine", gpus=1, deadline_h=1, budget_usd=10)
+    r = explore_job(model="mlperf_v1_x30", hardware="this_machine", gpus=1, deadline_h=1, budget_usd=10)
     assert r.tables["verdict"][0]["verdict"] == "impossible"
     text = " ".join(r.notes)
     assert "impossible" in text and ("deadline" in text or "budget" in text or "fit" in text)
@@ -96,7 +88,7 @@ def test_an_impossible_plan_says_why_and_shows_the_nearest_feasible() -> None:
     assert r.tables["breakdown"] and r.tables["totals"]
     _finite(r.tables)
     # a setting that cannot be built: the chart shows the nearest feasible one instead, never nothing
-    r = plan_job(hardware="cpu_cluster", gpus=8)
+    r = explore_job(hardware="cpu_cluster", gpus=8)
     assert "1 device(s), not 8" in r.notes[0]
     assert {row["setting"] for row in r.tables["breakdown"]} == {
         "nearest feasible, hardware cpu_cluster→dgx_a100"
@@ -151,11 +143,11 @@ def test_best_lever_reports_the_biggest_gain() -> None:
 
 def test_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match="nodes"):
-        plan_job(nodes=3)
+        explore_job(nodes=3)
     with pytest.raises(ValueError, match="dtype"):
-        plan_job(dtype="fp8")
+        explore_job(dtype="fp8")
     with pytest.raises(KeyError, match="nodez"):
-        plan_job(nodez=1)
+        explore_job(nodez=1)
     with pytest.raises(ValueError, match="model"):
         job_model("rm9")
     with pytest.raises(ValueError, match="samples"):
@@ -169,10 +161,10 @@ def test_bad_input_is_named() -> None:
 
 
 def test_measured_run_sits_beside_the_model() -> None:
-    assert not plan_job(model="tiny", gpus=2).tables["measured"]  # never started by a setting
+    assert not explore_job(model="tiny", gpus=2).tables["measured"]  # never started by a setting
     assert measure_job(model="tiny", gpus=2) > 0
     assert measure_job(model="tiny", gpus=2) == 0.0  # reused
-    rows = plan_job(model="tiny", gpus=2).tables["measured"]
+    rows = explore_job(model="tiny", gpus=2).tables["measured"]
     assert {r["source"] for r in rows} == {"measured", "modeled"}
     _finite({"measured": rows})
 
@@ -180,10 +172,44 @@ def test_measured_run_sits_beside_the_model() -> None:
 def test_one_cache_hit_rate_is_said_once() -> None:
     """1 TB on one H200 node, cost planner: the tables it puts behind a cache all hit 87%; the note
     gives that figure once (it read '87%–87%')."""
-    from recnotebooks.viz.planner import plan_job
-
-    r = plan_job(model="mlperf_v1_x10", placement="hbm", hardware="h200_node", strategy="cost")
+    r = explore_job(model="mlperf_v1_x10", placement="hbm", hardware="h200_node", strategy="cost")
     said = [n for n in r.notes if n.startswith("Cache hit")]
     assert said == ["Cache hit rate (modeled from the skew, lru): 87%."], said
-    r = plan_job(model="mlperf_v1", placement="cache", hardware="dgx_a100")
+    r = explore_job(model="mlperf_v1", placement="cache", hardware="dgx_a100")
     assert any(n.startswith("Cache hit rates (modeled from the skew, lru): ") and "–" in n for n in r.notes)
+
+
+def test_the_planners_algorithms_need_no_chart_or_widget_library() -> None:
+    """``perf.job_planner`` plans a job (the search included) with neither Altair nor ipywidgets
+    imported: they belong to the app that draws it (``viz.planner``)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from recnotebooks.perf.job_planner import plan_job\n"
+        "job = plan_job(model='criteo_kaggle', hardware='dgx_a100', nodes=1, gpus=8)\n"
+        "assert job.now.job is not None\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('altair', 'ipywidgets')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_plan_job_is_the_verdict_the_app_draws() -> None:
+    """The perf plan (``plan_job``) and the app's tables (``explore_job``) tell the same story."""
+    from recnotebooks.perf.job_planner import plan_job
+
+    settings: dict[str, object] = dict(
+        model="mlperf_v1_x30", hardware="big_basin", epochs=3, deadline_h=1, budget_usd=300
+    )
+    job = plan_job(**settings)
+    assert not job.now.feasible and job.now.why_not()
+    near, sentence = nearest_feasible(**settings)
+    assert job.near == near and job.near_sentence == sentence
+    r = explore_job(**settings)
+    assert r.tables["verdict"][0]["reasons"] == "; ".join(job.now.why_not())
+    assert sentence[0].upper() + sentence[1:] + "." in r.notes
+    ok = plan_job(model="tiny", hardware="dgx_h100")
+    assert ok.now.feasible and ok.near is None and ok.near_sentence == "" and ok.shown is ok.now

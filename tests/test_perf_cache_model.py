@@ -13,7 +13,7 @@ from recnotebooks.perf.access import CACHE_POLICIES, cache_rows_for_hit_rate, hi
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.explore import SERVERS, best_placement, placements_for
 from recnotebooks.perf.hardware import hardware
-from recnotebooks.perf.plan import Plan, TableShard, single_device_plan
+from recnotebooks.plan import Plan, TableShard, single_device_plan
 
 # (Zipf exponent, table rows): one trace of independent draws per skew, shared by every size
 # and policy, long enough that its second half is past warm-up (hits are counted there).

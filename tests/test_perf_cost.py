@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from recnotebooks.config import DLRMConfig, TableConfig, preset
 from recnotebooks.perf.cost import COMPONENTS, estimate, gemm_time, op_count
 from recnotebooks.perf.hardware import HARDWARE, Hardware
-from recnotebooks.perf.memory import memory_report
-from recnotebooks.perf.plan import Plan, TableShard, single_device_plan
+from recnotebooks.perf.memory import memory_footprint, memory_report
+from recnotebooks.plan import Plan, TableShard, single_device_plan
 
 A100 = HARDWARE["dgx_a100"]
 
@@ -266,6 +266,24 @@ def test_impossible_config_says_why_without_nan() -> None:
 
 
 # ----- memory -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("sparse", "dense"), [("rowwise_adagrad", "adagrad"), ("sgd", "adam"), ("sgd", "sgd")]
+)
+def test_one_device_report_is_the_footprint(sparse: str, dense: str) -> None:
+    """One memory model: a one-device fp32 plan in device memory holds exactly the footprint's
+    weights, optimizer state and activations (the report adds caches and all-to-all buffers,
+    none here)."""
+    cfg = preset("criteo_kaggle")
+    fp = memory_footprint(cfg, sparse, dense, batch_size=4096)
+    d = memory_report(
+        cfg, A100, single_device_plan(cfg), 4096, sparse_optimizer=sparse, dense_optimizer=dense
+    )
+    for kind in ("embedding_weights", "embedding_optimizer_state", "dense_weights", "dense_optimizer_state",
+                 "activations"):  # fmt: skip
+        assert d.device[0][kind] == fp[kind], kind
+    assert d.device[0]["cache"] == d.device[0]["comm_buffers"] == 0
+
+
 def test_memory_report_single_device_placements() -> None:
     cfg = preset("criteo_kaggle")
     weights = sum(t.num_rows * cfg.embedding_dim * 4 for t in cfg.tables)
@@ -432,7 +450,7 @@ def test_sweep_rejects_unknown_parameters_and_pointless_sweeps() -> None:
 
 
 def test_the_all_reduce_counts_refuse_bad_input() -> None:
-    from recnotebooks.perf.components import all_reduce
+    from recnotebooks.perf.components import all_reduce_seconds
     from recnotebooks.perf.traffic import all_reduce_calls, ddp_buckets
 
     with pytest.raises(TypeError, match="config must be a DLRMConfig"):
@@ -444,7 +462,7 @@ def test_the_all_reduce_counts_refuse_bad_input() -> None:
     with pytest.raises(ValueError, match="world"):
         all_reduce_calls([], 0)
     with pytest.raises(ValueError, match="calls"):
-        all_reduce(1e6, 2, 2, A100, A100.nic_bw, calls=0)
+        all_reduce_seconds(1e6, 2, 2, A100, A100.nic_bw, calls=0)
 
 
 def test_each_bag_adds_its_row_bytes_times_the_per_byte_cost_forward() -> None:

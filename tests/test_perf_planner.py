@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from recnotebooks.config import DLRMConfig, TableConfig, preset
 from recnotebooks.perf.hardware import HARDWARE
-from recnotebooks.perf.plan import Plan, TableShard, single_device_plan
 from recnotebooks.perf.planner import RESERVE, plan_tables, table_bytes
+from recnotebooks.plan import Plan, TableShard, single_device_plan
 
 V100 = HARDWARE["big_basin"]
 CAP = V100.hbm_bytes * (1 - RESERVE)  # what the planner lets tables use on one device

@@ -24,7 +24,7 @@ from recnotebooks.viz import (
     time_breakdown,
     training_curves,
 )
-from recnotebooks.viz.charts import MAX_ROWS, chart_rows
+from recnotebooks.viz.charts import MAX_CHART_ROWS, chart_rows
 
 PHASE_ROWS = [
     {"setting": s, "phase": p, "seconds_per_step": 0.001 * (i + 1) * (j + 1), "source": "measured"}
@@ -192,7 +192,7 @@ def test_roofline_ceiling_is_min_of_compute_and_bandwidth(ai: float, peak: float
         ([{"setting": "a", "phase": "x"}], "no column 'seconds_per_step'"),
         ([{"setting": "a", "phase": "x", "seconds_per_step": float("nan")}], "finite number"),
         ([{"setting": "a", "phase": "x", "seconds_per_step": "1"}], "finite number"),
-        ([{"setting": "a", "phase": "x", "seconds_per_step": 1.0}] * (MAX_ROWS + 1), "aggregate"),
+        ([{"setting": "a", "phase": "x", "seconds_per_step": 1.0}] * (MAX_CHART_ROWS + 1), "aggregate"),
     ],
 )
 def test_bad_rows_give_clear_errors(rows: object, match: str) -> None:

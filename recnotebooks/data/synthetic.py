@@ -48,7 +48,6 @@ from recnotebooks.data.skew import (
     i32,
     scatter_params,
 )
-from recnotebooks.data.teacher import _LATENT as _LATENT  # the teacher's names, where they used to live
 from recnotebooks.data.teacher import Teacher
 from recnotebooks.sparse import JaggedBatch
 

@@ -66,7 +66,7 @@ from torch import nn
 from ..cache import CacheConfig, CachedEmbeddingBagCollection, embedding_collection
 from ..cache.config import hot_rows_from_counts
 from ..checks import check_choice, check_float, check_int, check_type, show
-from ..config import POOLINGS, DLRMConfig, TableConfig
+from ..config import POOLINGS, SPARSE_OPTIMIZERS, DLRMConfig, TableConfig
 from ..kernels.rows import first_out_of_range
 from ..nn.embedding import EmbeddingBagCollection, initial_rows
 from ..nn.optim import RowWiseAdagrad, SparseOptimizer, make_sparse_optimizer
@@ -570,7 +570,7 @@ class ShardedSparseOptimizer:
 
     def __init__(self, model: Any, name: str, lr: float) -> None:
         check_type("model", model, self.model_type, f"a {self.model_type.__name__}")
-        check_choice("name", name, ("sgd", "rowwise_adagrad"))
+        check_choice("name", name, SPARSE_OPTIMIZERS)
         check_float("lr", lr, lo=0.0, lo_open=True)  # also on a rank that holds no shard
         self.model = model
         self.optimizers: list[SparseOptimizer] = [

@@ -40,7 +40,7 @@ def _settings(answer: object) -> dict[str, object]:
 
 
 def _job(answer: object, deadline_h: float, budget_usd: float) -> object:
-    from recnotebooks.viz.planner import evaluate
+    from recnotebooks.perf.job_planner import evaluate
 
     v = _settings(answer)
     wrong = {k: v[k] for k in JOB if k in v and v[k] != JOB[k]}
@@ -50,7 +50,7 @@ def _job(answer: object, deadline_h: float, budget_usd: float) -> object:
 
 
 def _search(deadline_h: float, budget_usd: float) -> list[object]:
-    from recnotebooks.viz.planner import evaluate
+    from recnotebooks.perf.job_planner import evaluate
 
     keys = list(SEARCH)
     found = []
@@ -156,7 +156,7 @@ def _largest(answer: object) -> tuple[bool, str]:
 
 
 def _bound_setting() -> tuple[str, float]:
-    from recnotebooks.viz.planner import evaluate
+    from recnotebooks.perf.job_planner import evaluate
 
     b = evaluate(nodes=BOUND_NODES).result.breakdown()  # type: ignore[union-attr]
     top = max(b, key=lambda k: b[k])

@@ -1,6 +1,7 @@
 """Calibrate this machine's collectives: all-to-all and all-reduce over gloo on local ranks.
 
-The cost model charges a collective (``perf.components._collective``) as
+The cost model charges a collective (:func:`~recnotebooks.perf.components.collectives.all_to_all_seconds` and
+:func:`~recnotebooks.perf.components.collectives.all_reduce_seconds`) as
 
     seconds = steps * collective_latency_s + volume / intra_node_bw
 
@@ -54,6 +55,7 @@ from recnotebooks.measure.collective_timing import (
     time_collectives_in_step,
     time_sharded_step,
 )
+from recnotebooks.perf.components.collectives import COLLECTIVES
 from recnotebooks.perf.components.ops import sharded_extra_ops
 from recnotebooks.perf.hardware import COLLECTIVES_SOURCE, Hardware, hardware
 from recnotebooks.plan import Plan, TableShard
@@ -63,7 +65,6 @@ __all__ = ["COLLECTIVES", "PATTERNS", "DEFAULT_SIZES", "QUICK_SIZES", "model_ste
            "calibrate_collectives"]  # fmt: skip
 
 #: The collectives calibrated (those the cost model charges).
-COLLECTIVES = ("all_to_all", "all_reduce")
 #: Buffer bytes per rank swept by default (1 KB to 4 MB) and in quick mode.
 DEFAULT_SIZES = (1024, 8192, 65536, 262144, 1048576, 4194304)
 QUICK_SIZES = (4096, 65536, 1048576, 4194304)

@@ -43,6 +43,7 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.nn.dlrm import DLRM
+from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.threads import choose_threads, load_monitor, use_threads
 from recnotebooks.timing import MIN_RELIABLE_STEPS, NULL_TIMER, PhaseTimer, phase_rows, reliability, spread
 from recnotebooks.train import TrainConfig, Trainer, resolve_device
@@ -177,7 +178,7 @@ def measurement_bytes(config: DLRMConfig, batch_size: int, max_rows: int) -> int
     """
     capped = config.with_max_rows(max_rows)
     lookups = batch_size * config.lookups_per_sample
-    mem = capped.memory_footprint(batch_size=batch_size)
+    mem = memory_footprint(capped, batch_size=batch_size)
     tables = mem["embedding_weights"] + mem["embedding_optimizer_state"]
     dense = mem["dense_weights"] * 3
     ids = lookups * 8 * 4

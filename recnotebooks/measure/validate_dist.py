@@ -53,6 +53,7 @@ from recnotebooks.measure.calibrate import (
 )
 from recnotebooks.measure.calibrate_comm import calibrate_collectives, local_ranks_hardware
 from recnotebooks.measure.validate import spearman
+from recnotebooks.perf.components.collectives import COLLECTIVES
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import Hardware
 from recnotebooks.plan import mixed_plan, round_robin
@@ -69,7 +70,6 @@ __all__ = [
 
 #: Targets of issue 11: step-time MAPE and Spearman over at least 8 configs.
 TARGETS = {"mape": 0.20, "spearman": 0.9, "configs": 8}
-COLLECTIVES = ("all_to_all", "all_reduce")
 _STEPS, _QUICK_STEPS = 20, 10
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import torch
 
-from recnotebooks.checks import check_bool, check_float
+from recnotebooks.checks import check_bool, check_choice, check_float
+from recnotebooks.config import SPARSE_OPTIMIZERS
 from recnotebooks.kernels.fused import fused_available, fused_step
 from recnotebooks.nn.embedding import EmbeddingBagCollection, PendingLookups
 
@@ -142,10 +143,12 @@ class RowWiseAdagrad(SparseOptimizer):
 
 
 def make_sparse_optimizer(name: str, collection: EmbeddingBagCollection, lr: float) -> SparseOptimizer:
-    """``"sgd"`` -> :class:`SparseSGD`, ``"rowwise_adagrad"`` -> :class:`RowWiseAdagrad`."""
+    """``"sgd"`` -> :class:`SparseSGD`, ``"rowwise_adagrad"`` -> :class:`RowWiseAdagrad`: the
+    names of :data:`recnotebooks.config.SPARSE_OPTIMIZERS` (another raises ``ValueError``)."""
+    name = check_choice("name", name, SPARSE_OPTIMIZERS)
     _check_lr(lr)
-    if name == "sgd":
-        return SparseSGD(collection, lr)
-    if name == "rowwise_adagrad":
-        return RowWiseAdagrad(collection, lr)
-    raise ValueError(f"sparse optimizer must be 'sgd' or 'rowwise_adagrad', got {name!r}")
+    return _BY_NAME[name](collection, lr)
+
+
+#: Each name of :data:`~recnotebooks.config.SPARSE_OPTIMIZERS` -> its class (its ``kind``).
+_BY_NAME: dict[str, type[SparseOptimizer]] = {c.kind: c for c in (SparseSGD, RowWiseAdagrad)}

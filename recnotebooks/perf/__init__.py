@@ -7,10 +7,10 @@ Every number this package returns is **modeled** (``source="modeled"``), except 
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.explore import best_placement, compare_servers, sweep
 from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware, hardware_names
-from recnotebooks.perf.memory import MemoryReport, memory_report
-from recnotebooks.perf.plan import Plan, TableShard
+from recnotebooks.perf.memory import MemoryReport, memory_footprint, memory_report
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.published import PUBLISHED_RUNS, compare_published
+from recnotebooks.plan import Plan, TableShard
 
 __all__ = [
     "COMPONENTS",
@@ -27,6 +27,7 @@ __all__ = [
     "estimate",
     "hardware",
     "hardware_names",
+    "memory_footprint",
     "memory_report",
     "plan_tables",
     "sweep",

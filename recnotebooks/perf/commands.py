@@ -24,9 +24,9 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Call
     from recnotebooks.config import preset_names
     from recnotebooks.perf.access import CACHE_POLICIES
     from recnotebooks.perf.hardware import hardware_names
-    from recnotebooks.perf.plan import PLACEMENTS
     from recnotebooks.perf.planner import STRATEGIES
     from recnotebooks.perf.precision import precision_names
+    from recnotebooks.plan import PLACEMENTS
 
     rate = number("--cache-hit-rate", lo=0.0, hi=1.0, lo_open=False)
 
@@ -106,7 +106,7 @@ def _cache_rows_arg(text: str) -> float:
 
 def _cache_plan(args: argparse.Namespace, cfg):  # type: ignore[no-untyped-def]
     """``--cache-rows``: every table on one device behind a cache of that many slots."""
-    from recnotebooks.perf.plan import single_device_plan
+    from recnotebooks.plan import single_device_plan
 
     if args.placement != "cache" or args.gpus * args.nodes != 1 or args.cache_hit_rate is not None:
         raise ValueError("--cache-rows applies to --placement cache on one device (--gpus 1 --nodes 1), "

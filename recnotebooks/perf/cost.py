@@ -33,16 +33,16 @@ import math
 from collections.abc import Mapping
 
 from recnotebooks.checks import check_choice, check_float, check_fraction, check_int, show
-from recnotebooks.config import DLRMConfig
+from recnotebooks.config import DLRMConfig, state_floats_per_parameter, state_floats_per_row
 from recnotebooks.perf import components as C
 from recnotebooks.perf import traffic as T
 from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.components import A2A_CALLS_PER_STEP, UVM_EFFICIENCY, gemm_time, op_count
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.memory import MemoryReport, memory_report
-from recnotebooks.perf.plan import MAX_RANKS, PLACEMENTS, Plan, single_device_plan
 from recnotebooks.perf.precision import precision
 from recnotebooks.perf.result import COMMUNICATION, COMPONENTS, COMPUTE, CostResult
+from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, single_device_plan
 
 __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "CostResult", "estimate",
            "gemm_time", "op_count", "UVM_EFFICIENCY"]  # fmt: skip
@@ -50,8 +50,6 @@ __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "Cost
 #: Largest global batch the model is asked about: 2^40 samples a step (the command line's bound;
 #: a trillion samples, far beyond any published run), so every modeled figure stays finite.
 MAX_BATCH = 2**40
-#: Optimizer state per embedding row: row-wise Adagrad keeps one fp32 sum of squares per row.
-_ROW_STATE_BYTES = {"rowwise_adagrad": 4.0, "sgd": 0.0}
 
 
 def _pos_int(name: str, v: object, lo: int = 1) -> int:
@@ -97,6 +95,8 @@ def estimate(
     measures). One process runs our single-process step either way.
     """
     check_choice("implementation", implementation, C.IMPLEMENTATIONS)
+    state = 4.0 * state_floats_per_row(sparse_optimizer)  # fp32 optimizer state per embedding row
+    state_floats_per_parameter(dense_optimizer)  # checked here, before any work
     hw = _check_inputs(config, hw, batch_size, gpus, nodes, placement, cache_hit_rate, dtype, cache_rows)
     check_choice("cache_policy", cache_policy, CACHE_POLICIES)
     check_int("cache_ways", cache_ways, lo=1)
@@ -116,7 +116,6 @@ def estimate(
     if plan.world_size != world:
         raise ValueError(f"plan is for {plan.world_size} ranks but gpus x nodes = {world}")
     plan.check(config)
-    state = _ROW_STATE_BYTES.get(sparse_optimizer, 0.0)
     local_b = batch_size / world
     dense = _dense_components(config, hw, local_b, dtype, world, plan, implementation)
     accesses = C.shard_access(config, hw, plan, local_b, batch_size, zipf_exponent, dtype, state)
@@ -285,8 +284,9 @@ def _rank_components(
     if any(e.remote for e in parts):
         comp["overhead"] += C.overhead_of_remote_rows(hw)
     if world > 1:  # bytes from perf.traffic.collective_bytes (the estimate reads them per rank)
-        comp["all_to_all"] = C.all_to_all(volumes["all_to_all"][rank], world, gpus, hw, nic, a2a_calls)
-        comp["all_reduce"] = C.all_reduce(volumes["all_reduce"][rank], world, gpus, hw, nic, ar_calls)
+        a2a, ar = volumes["all_to_all"][rank], volumes["all_reduce"][rank]
+        comp["all_to_all"] = C.all_to_all_seconds(a2a, world, gpus, hw, nic, a2a_calls)
+        comp["all_reduce"] = C.all_reduce_seconds(ar, world, gpus, hw, nic, ar_calls)
     moved = sum(w.device_bytes for w in dense.values()) + sum(e.device_bytes for e in parts)
     return comp, moved
 

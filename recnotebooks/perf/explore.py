@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import Hardware, hardware
-from recnotebooks.perf.plan import Plan
 from recnotebooks.perf.planner import plan_tables
+from recnotebooks.plan import Plan
 
 __all__ = [
     "RUN_PARAMETERS",

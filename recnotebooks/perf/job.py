@@ -25,7 +25,7 @@ from recnotebooks.checks import check_float, check_int, check_type
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.cost import CostResult
 from recnotebooks.perf.hardware import Hardware
-from recnotebooks.perf.plan import MAX_RANKS
+from recnotebooks.plan import MAX_RANKS
 
 __all__ = ["CRITEO_TERABYTE_SAMPLES", "LIMITS", "JobCost", "job_cost", "job_from_estimate"]
 

@@ -1,10 +1,15 @@
-"""Memory model: bytes per device (and per node's host DRAM) for a plan, and what fits.
+"""Memory model: the bytes of a model on one device, per device (and per node's host DRAM)
+for a plan, and what fits. The project's one memory model.
 
-For each rank: embedding weights and optimizer state by placement (device memory for
-``hbm``; host DRAM for ``host`` and ``cache``, plus the cache's rows in device memory;
-nothing local for ``remote``), replicated MLP weights and their optimizer state,
-activations kept for backward at the local batch size, and communication buffers.
-:func:`memory_report` says which table does not fit where, and why, and how many bytes of
+:func:`memory_footprint`: a model's weights, optimizer state, the interaction's buffers and
+one batch's inputs and activations, all on one device (what ``recnb train`` and the step
+measurement of :mod:`recnotebooks.measure` check against free memory before allocating).
+
+:func:`memory_report`, for each rank of a plan: embedding weights and optimizer state by
+placement (device memory for ``hbm``; host DRAM for ``host`` and ``cache``, plus the cache's
+rows in device memory; nothing local for ``remote``), replicated MLP weights and their
+optimizer state, activations kept for backward at the local batch size, and communication
+buffers. It says which table does not fit where, and why, and how many bytes of
 tables each placement holds (:attr:`MemoryReport.table_bytes`, what
 :meth:`recnotebooks.perf.result.CostResult.table_placement` reports).
 """
@@ -15,22 +20,73 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from recnotebooks.checks import check_choice, check_int
-from recnotebooks.config import DLRMConfig
+from recnotebooks.checks import check_choice, check_int, check_type
+from recnotebooks.config import DLRMConfig, state_floats_per_parameter, state_floats_per_row
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware
-from recnotebooks.perf.plan import PLACEMENTS, Plan, TableShard
 from recnotebooks.perf.precision import precision
+from recnotebooks.plan import PLACEMENTS, Plan, TableShard
 
-__all__ = ["MemoryReport", "memory_report", "cache_slots", "DDP_BUCKET_BYTES"]
+__all__ = ["MemoryReport", "memory_footprint", "memory_report", "cache_slots", "DDP_BUCKET_BYTES"]
 
 #: PyTorch DDP's default gradient bucket (``bucket_cap_mb=25``); two are in flight.
 DDP_BUCKET_BYTES = 25 * 1024**2
-_STATE_PER_ROW = {"sgd": 0, "rowwise_adagrad": 1}
 #: Parameter-server nodes a plan may use before the report calls it out (approximate: a
 #: modeling bound, not a published limit).
 MAX_PARAMETER_SERVERS = 1024
+
+
+def memory_footprint(
+    config: DLRMConfig,
+    sparse_optimizer: str = "rowwise_adagrad",
+    dense_optimizer: str = "sgd",
+    dtype_bytes: int = 4,
+    batch_size: int | None = None,
+) -> dict[str, int]:
+    """Bytes of ``config`` on one device: weights, optimizer state, the interaction's buffers
+    and (if ``batch_size``) one batch's inputs and activations, by kind, and their ``total``.
+
+    Optimizer state as :func:`~recnotebooks.config.state_floats_per_row` and
+    :func:`~recnotebooks.config.state_floats_per_parameter` count it (``rowwise_adagrad`` one
+    float per row; dense ``adagrad`` one per parameter, ``adam`` two; ``sgd`` none).
+    ``interaction_buffers`` are the dot interaction's pair indices (three int64 per pair,
+    ``P = F(F-1)/2`` pairs for ``F = num_tables + 1``), plus the ``(batch, F^2)`` product
+    ``X X^T`` the pairs are gathered from (forward) or its gradient (backward; one of the two is
+    alive at a time). ``batch_inputs`` are the ids (int64), bag lengths, dense features and
+    labels of a batch; ``activations`` the tensors kept for backward (MLP layer outputs, pooled
+    embeddings, interaction output).
+
+    >>> from recnotebooks.config import preset
+    >>> memory_footprint(preset("tiny"))["embedding_optimizer_state"] == preset("tiny").total_rows * 4
+    True
+    """
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    row_state = state_floats_per_row(sparse_optimizer)
+    dense_state = state_floats_per_parameter(dense_optimizer)
+    dtype_bytes = check_int("dtype_bytes", dtype_bytes, lo=1, hi=16)
+    f = config.num_interaction_features
+    pairs = config.interaction_output_dim - config.embedding_dim if config.interaction == "dot" else 0
+    out = {
+        "embedding_weights": config.sparse_parameters * dtype_bytes,
+        "embedding_optimizer_state": config.total_rows * row_state * dtype_bytes,
+        "dense_weights": config.dense_parameters * dtype_bytes,
+        "dense_optimizer_state": config.dense_parameters * dense_state * dtype_bytes,
+        "interaction_buffers": 3 * pairs * 8,
+        "batch_inputs": 0,
+        "activations": 0,
+    }
+    if batch_size is not None:
+        batch_size = check_int("batch_size", batch_size, lo=1)
+        widths = sum(o for w in ("bottom", "top") for _, o in config.mlp_layers(w))
+        widths += config.num_interaction_features * config.embedding_dim + config.interaction_output_dim
+        out["activations"] = batch_size * widths * dtype_bytes
+        if pairs:
+            out["interaction_buffers"] += batch_size * f * f * dtype_bytes
+        per_sample = 8 * (config.lookups_per_sample + config.num_tables) + 4 * (config.num_dense + 1)
+        out["batch_inputs"] = round(batch_size * per_sample)
+    out["total"] = sum(out.values())
+    return out
 
 
 @dataclass
@@ -89,9 +145,11 @@ def memory_report(
     dense_optimizer: str = "adagrad",
     zipf_exponent: float = 1.05,
 ) -> MemoryReport:
-    """Memory per device and per node for ``plan`` at global ``batch_size``."""
-    check_choice("sparse_optimizer", sparse_optimizer, list(_STATE_PER_ROW))
-    check_choice("dense_optimizer", dense_optimizer, ("sgd", "adagrad", "adam"))
+    """Memory per device and per node for ``plan`` at global ``batch_size``: each rank's share
+    of :func:`memory_footprint`'s weights and state (by its shards and their placements, the
+    state in fp32), the activations of its local batch, caches and communication buffers."""
+    row_state = state_floats_per_row(sparse_optimizer)
+    state32 = memory_footprint(config, sparse_optimizer, dense_optimizer, dtype_bytes=4)  # fp32 state
     check_choice("dtype", dtype, list(DTYPE_BYTES))
     batch_size = check_int("batch_size", batch_size, lo=1)
     gpus = check_int("gpus", gpus, lo=1)
@@ -100,11 +158,9 @@ def memory_report(
     local_b = batch_size / world
     tables = {t.name: t for t in config.tables}
     dense_w = config.dense_parameters * eb
-    dense_state = (
-        config.dense_parameters * 4 * (dense_optimizer != "sgd") * (2 if dense_optimizer == "adam" else 1)
-    )
+    dense_state = state32["dense_optimizer_state"]
     act_bytes = precision(dtype).activation_bytes  # AMP: half activations beside fp32 weights
-    act = config.memory_footprint(batch_size=max(1, round(local_b)), dtype_bytes=act_bytes)["activations"]
+    act = memory_footprint(config, batch_size=max(1, round(local_b)), dtype_bytes=act_bytes)["activations"]
     device: list[dict[str, float]] = []
     host_per_rank: list[float] = []
     remote = 0.0
@@ -123,7 +179,7 @@ def memory_report(
             rows = t.num_rows * (s.row_fraction if s.sharding == "row_wise" else 1.0)
             dim = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
             w = rows * dim * eb
-            st = rows * 4 * _STATE_PER_ROW[sparse_optimizer]
+            st = rows * 4 * row_state
             served = local_b if s.sharding == "data_parallel" else batch_size
             pooled_out += served * dim * eb
             table_bytes[s.placement] += (w + st) / (replicas[s.table] if s.sharding == "data_parallel" else 1)

@@ -1,7 +1,7 @@
 """Where a model's tables live, priced by the cost model: HBM, a cache over host DRAM, UVM, parameter servers.
 
 :func:`placement_costs` models one training step of a model with all its tables in each place
-(:data:`recnotebooks.perf.plan.PLACEMENTS`), by component; :func:`placement_summary` keeps one row
+(:data:`recnotebooks.plan.PLACEMENTS`), by component; :func:`placement_summary` keeps one row
 per place; :func:`break_even_hit_rate` finds the hit rate from which a cache over host DRAM beats
 another placement. Every number is **modeled** (:func:`recnotebooks.perf.cost.estimate`).
 """
@@ -12,12 +12,12 @@ from recnotebooks.checks import check_choice, check_fraction, check_int, check_t
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import Hardware
-from recnotebooks.perf.plan import PLACEMENTS
 from recnotebooks.perf.result import _percent
+from recnotebooks.plan import PLACEMENTS
 
 __all__ = ["PLACEMENT_NAMES", "break_even_hit_rate", "placement_costs", "placement_summary"]
 
-#: How each placement (of :data:`~recnotebooks.perf.plan.PLACEMENTS`) is named in the rows, in chart
+#: How each placement (of :data:`~recnotebooks.plan.PLACEMENTS`) is named in the rows, in chart
 #: order; the cache's name also carries its hit rate.
 PLACEMENT_NAMES = {"hbm": "HBM", "cache": "cache", "host": "host DRAM (UVM)", "remote": "parameter servers"}
 

@@ -14,7 +14,7 @@ Three strategies, as the field does it:
   behind a device cache placed where the cache fits (read over PCIe if no cache fits),
   and to a parameter server when host DRAM is full too.
 
-Plans are plain data (:class:`~recnotebooks.perf.plan.Plan`) with notes explaining each
+Plans are plain data (:class:`~recnotebooks.plan.Plan`) with notes explaining each
 decision and the placement they were asked for (``requested_placement``: a shard the cost
 strategy moved out of device memory says where it went in its own ``placement``);
 :mod:`recnotebooks.distributed` executes them.
@@ -30,8 +30,8 @@ from recnotebooks.perf import components as C
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
-from recnotebooks.perf.memory import DDP_BUCKET_BYTES
-from recnotebooks.perf.plan import MAX_RANKS, PLACEMENTS, Plan, TableShard
+from recnotebooks.perf.memory import DDP_BUCKET_BYTES, memory_footprint
+from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, TableShard
 
 __all__ = ["STRATEGIES", "placement_seconds", "plan_tables", "table_bytes"]
 
@@ -142,7 +142,7 @@ def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str
     activations at the local batch, all-to-all buffers and DDP buckets."""
     eb = DTYPE_BYTES[dtype]
     local = max(1, batch_size // world)
-    fp = config.memory_footprint(batch_size=local, dtype_bytes=eb)
+    fp = memory_footprint(config, batch_size=local, dtype_bytes=eb)
     comm = 2 * batch_size * config.num_tables * config.embedding_dim * eb / world + 2 * DDP_BUCKET_BYTES
     return (
         fp["dense_weights"] + fp["dense_weights"] * 4 / eb + fp["activations"] + (comm if world > 1 else 0.0)

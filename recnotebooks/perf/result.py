@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from recnotebooks.perf.memory import MemoryReport
-from recnotebooks.perf.plan import Plan
+from recnotebooks.plan import Plan
 
 __all__ = ["COMMUNICATION", "COMPONENTS", "COMPUTE", "TABLE_HOMES", "CostResult", "describe_table_placement"]
 

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from recnotebooks.plan import MAX_RANKS
+
 from ..checks import check_choice, check_int, check_int_list
 from ..config import DLRMConfig
 from .cost import COMMUNICATION, CostResult, estimate
 from .hardware import Hardware, hardware
-from .plan import MAX_RANKS
 from .planner import STRATEGIES, plan_tables
 
 __all__ = ["LINKS", "link_hardware", "scale_out"]
@@ -177,7 +178,7 @@ def two_d(
     ``replica_sync_ms``, ``rest_ms`` (the rest of the group's slowest step), ``step_ms``,
     ``samples_per_s``, ``source="modeled"``."""
     from .access import expected_unique
-    from .components import all_reduce, nic_per_device
+    from .components import all_reduce_seconds, nic_per_device
 
     base = hardware(hw)
     n = check_int("devices", devices, lo=1, hi=MAX_RANKS)
@@ -200,7 +201,7 @@ def two_d(
             )
             per_rank += rows_sent * (config.embedding_dim * 4 + (8 if sync == "touched" else 0)) / m
         nic = nic_per_device(base, base.devices)  # every GPU of a node syncs at once
-        sync_s = all_reduce(2 * per_rank * (g - 1) / g, g, 1, base, nic) if g > 1 else 0.0
+        sync_s = all_reduce_seconds(2 * per_rank * (g - 1) / g, g, 1, base, nic) if g > 1 else 0.0
         step = sum(bd.values()) + sync_s
         rows.append({"devices": n, "group_size": m, "groups": g, "layout": f"{g} x {m} GPUs",
                      "all_to_all_ms": bd["all_to_all"] * 1e3, "replica_sync_ms": sync_s * 1e3,

@@ -52,7 +52,7 @@ from recnotebooks.perf.hardware import DTYPE_BYTES
 from recnotebooks.plan import Plan, split_counts
 
 __all__ = [
-    "COLLECTIVES",
+    "COLLECTIVE_CALLS",
     "DDP_BUCKET_BYTES",
     "DDP_FIRST_BUCKET_BYTES",
     "INDEX_BYTES",
@@ -71,8 +71,10 @@ LENGTH_BYTES = 8
 #: (``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``); see the ``bucket_cap_mb`` argument of
 #: https://docs.pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html
 DDP_FIRST_BUCKET_BYTES, DDP_BUCKET_BYTES = 1 << 20, 25 << 20
-#: Modeled collectives: (name, comm collective, component, direction as ``CommLog`` records it).
-COLLECTIVES = (
+#: The collective calls a sharded step makes, modeled: (name, collective of
+#: :data:`~recnotebooks.perf.components.collectives.COLLECTIVES`, component, direction as
+#: ``CommLog`` records it).
+COLLECTIVE_CALLS = (
     ("lengths_all_to_all", "all_to_all", "all_to_all", "forward"),
     ("ids_all_to_all", "all_to_all", "all_to_all", "forward"),
     ("pooled_all_to_all", "all_to_all", "all_to_all", "forward"),
@@ -81,7 +83,7 @@ COLLECTIVES = (
     ("replica_all_reduce", "all_reduce", "all_reduce", "forward"),
     ("dense_all_reduce", "all_reduce", "all_reduce", "forward"),
 )
-_META = {name: (kind, comp, direction) for name, kind, comp, direction in COLLECTIVES}
+_META = {name: (kind, comp, direction) for name, kind, comp, direction in COLLECTIVE_CALLS}
 
 
 def _tidy(x: float) -> int | float:
@@ -139,7 +141,7 @@ def collective_bytes(
             owner in the step, for every model-parallel shard and rank (``None``: expected counts).
         dense: include ``dense_all_reduce`` (DDP of the MLPs, not part of the embedding collection).
 
-    Each row: ``source`` ("modeled"), ``rank``, ``collective`` (a name of :data:`COLLECTIVES`),
+    Each row: ``source`` ("modeled"), ``rank``, ``collective`` (a name of :data:`COLLECTIVE_CALLS`),
     ``comm`` (the ``recnotebooks.distributed.comm`` collective), ``component``, ``direction``, ``calls``
     (1; :func:`ddp_buckets` for ``dense_all_reduce``), ``bytes_sent``, ``bytes_received`` (ints
     where whole).

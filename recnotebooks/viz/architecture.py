@@ -18,6 +18,7 @@ from recnotebooks.measure import (
     default_max_rows,
     measure_step_cached,
 )
+from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
@@ -131,8 +132,8 @@ def explore_architecture(
     reason) for a combination that is invalid or cannot be measured in memory here.
     """
     cfg = architecture_config(**arch)  # type: ignore[arg-type]
-    mem = cfg.memory_footprint(
-        batch_size=batch_size, sparse_optimizer="rowwise_adagrad", dense_optimizer="adagrad"
+    mem = memory_footprint(
+        cfg, batch_size=batch_size, sparse_optimizer="rowwise_adagrad", dense_optimizer="adagrad"
     )
     emb = cfg.embedding_bytes_per_sample()
     values = [

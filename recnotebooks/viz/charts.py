@@ -5,7 +5,7 @@ Every factory takes *tidy rows* (a list of dicts: a column per quantity, a row p
 oversized data raise a ``ValueError`` naming the column), and returns a chart whose
 subtitle says whether its numbers are **measured** on this machine, **modeled** by the
 efficiency model or **computed** from the architecture. Marks carry tooltips. Data is
-expected pre-aggregated (at most :data:`MAX_ROWS` rows), so no chart hits Altair's
+expected pre-aggregated (at most :data:`MAX_CHART_ROWS` rows), so no chart hits Altair's
 ``MaxRowsError``. Factories return plain (unconfigured) charts, so they compose with
 ``|``, ``&`` and :func:`altair.hconcat`.
 """
@@ -24,7 +24,7 @@ from recnotebooks.viz.reference import ratio_bars, roofline
 from recnotebooks.viz.theme import LAYOUT_WIDTH, phase_scale, source_label
 from recnotebooks.viz.tidy import (
     CHAR_PX,
-    MAX_ROWS,
+    MAX_CHART_ROWS,
     ONE_CHANGE_PER_LINE,
     OPACITY,
     Rows,
@@ -41,7 +41,7 @@ from recnotebooks.viz.tidy import (
 )
 
 __all__ = [
-    "MAX_ROWS",
+    "MAX_CHART_ROWS",
     "time_breakdown",
     "metric_lines",
     "metric_bars",

@@ -1,8 +1,10 @@
 """The Training Job Planner (notebook 06): a model, a data set, a deadline and a budget → a plan.
 
-:func:`plan_job` is the pure function. For one setting of the controls (model, samples x epochs,
-deadline, budget, hardware preset, nodes x devices, sharding strategy, placement, cache size and
-policy, global batch, precision) it gives, **modeled** (:func:`recnotebooks.perf.estimate` and
+The algorithms live in :mod:`recnotebooks.perf.job_planner` (:func:`~recnotebooks.perf.job_planner.plan_job`,
+``evaluate``, ``best_lever``, ``nearest_feasible``); this module draws them. :func:`explore_job` is
+the app's pure function. For one setting of the controls (model, samples x epochs, deadline,
+budget, hardware preset, nodes x devices, sharding strategy, placement, cache size and policy,
+global batch, precision) it gives, **modeled** (:func:`recnotebooks.perf.estimate` and
 :mod:`recnotebooks.perf.job`):
 
 * ``verdict``: whether the plan fits in memory (and why not: the memory report's reasons), meets
@@ -17,234 +19,67 @@ policy, global batch, precision) it gives, **modeled** (:func:`recnotebooks.perf
   is no one control value, and setting the control to one would ask the planner for another plan),
   and its label says what was modeled ("placement (modeled: 2.0% hbm · 98% remote)");
 * ``totals``: samples/s, time to train, device-hours, cost, energy and samples per joule;
-* ``levers``: each lever moved one notch (:func:`best_lever`) and the speed-up it gives;
+* ``levers``: each lever moved one notch (``best_lever``) and the speed-up it gives;
 * ``measured``: for the tiny model on at most 4 ranks, once :func:`measure_job` has run it, the
   same plan trained on this machine's CPU processes (:func:`recnotebooks.distributed.training.train_local`)
   beside the model of those processes. Ranks start only from :func:`measure_job`, never on a
   slider move.
 
 An impossible setting (it does not fit, misses the deadline or the budget, or cannot be built)
-says why and shows the nearest feasible setting (:func:`nearest_feasible`) — never an empty chart.
+says why and shows the nearest feasible setting (``nearest_feasible``) — never an empty chart.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from recnotebooks.checks import check_choice
-from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.distributed.training import train_local
 from recnotebooks.measure.calibrate_comm import local_ranks_hardware
-from recnotebooks.perf.access import CACHE_POLICIES
-from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
-from recnotebooks.perf.hardware import HARDWARE, hardware
-from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate
-from recnotebooks.perf.planner import STRATEGIES, plan_tables
+from recnotebooks.perf.cost import COMPONENTS, estimate
+from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.job_planner import (
+    JOB_SETTINGS,
+    Outcome,
+    check_settings,
+    describe_change,
+    job_model,
+    plan_job,
+)
+from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.result import TABLE_HOMES
-from recnotebooks.plan import PLACEMENTS, Plan
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, part_bars, time_breakdown
-from recnotebooks.viz.controls import build_controls, human, option_values, percent
+from recnotebooks.viz.controls import build_controls, human, percent
 from recnotebooks.viz.theme import PLACEMENT_COLORS
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
-__all__ = ["LEVERS", "MEASURE_BATCH", "Outcome", "PLANNER_CONTROLS", "best_lever", "evaluate", "job_model",
-           "job_planner", "measure_job", "nearest_feasible", "plan_job"]  # fmt: skip
+__all__ = ["MEASURE_BATCH", "PLANNER_CONTROLS", "explore_job", "job_planner", "measure_job"]
 
-_MODELS = [("tiny (8 small tables)", "tiny"), ("Criteo Kaggle", "criteo_kaggle"),
-           ("Criteo Terabyte", "criteo_terabyte"), ("MLPerf DLRM v1 (~100 GB)", "mlperf_v1"),
-           ("production: mlperf_v1 x10 (~1 TB)", "mlperf_v1_x10"),
-           ("production: mlperf_v1 x30 (~3 TB)", "mlperf_v1_x30")]  # fmt: skip
-#: hardware presets, oldest and smallest first (one notch = the next one along)
-_HARDWARE = ["this_machine", *(h for h in HARDWARE if h != "this_machine")]
-#: How training runs: fp32, TF32 GEMMs, or autocast (AMP). Pure bf16/fp16 (every byte halved, no
-#: fp32 master weights) is the model's lower bound, not a way to train, so it is not offered.
-PRECISION_OPTIONS = [("fp32", "fp32"), ("tf32", "tf32"), ("AMP bf16", "amp_bf16"), ("AMP fp16", "amp_fp16")]
-PLANNER_CONTROLS: dict[str, dict[str, object]] = {
-    "model": {"options": _MODELS, "value": "mlperf_v1", "label": "model", "dropdown": True},
-    "samples": {"options": [("Criteo Kaggle: 45.8 M", 45_840_617), ("100 M", 100_000_000),
-                            ("Criteo Terabyte: 4.2 B", CRITEO_TERABYTE_SAMPLES), ("10 B", 10_000_000_000)],
-                "value": CRITEO_TERABYTE_SAMPLES, "label": "samples per epoch", "dropdown": True},
-    "epochs": {"options": [1, 2, 3, 5, 10], "value": 1, "label": "epochs"},
-    "deadline_h": {"options": [1, 2, 4, 8, 12, 24, 48, 72, 168], "value": 24, "label": "deadline (hours)"},
-    "budget_usd": {"options": [10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000], "value": 3000,
-                   "label": "budget (USD)"},
-    "hardware": {"options": _HARDWARE, "value": "dgx_h100", "label": "hardware", "dropdown": True},
-    "nodes": {"options": [1, 2, 4, 8], "value": 1, "label": "nodes"},
-    "gpus": {"options": [1, 2, 4, 8], "value": 8, "label": "devices per node"},
-    "strategy": {"options": list(STRATEGIES), "value": "cost", "label": "sharding"},
-    "placement": {"options": list(PLACEMENTS), "value": "hbm", "label": "placement"},
-    "cache_fraction": {"options": [0.01, 0.02, 0.05, 0.1, 0.2, 0.5], "value": 0.05,
-                       "label": "cache size (share of rows)"},
-    "cache_policy": {"options": list(CACHE_POLICIES), "value": "lru", "label": "cache policy"},
-    "batch_size": {"options": [2**i for i in range(12, 19)], "value": 65536, "label": "global batch"},
-    "dtype": {"options": PRECISION_OPTIONS, "value": "fp32", "label": "precision", "dropdown": True},
-}  # fmt: skip
-#: Controls a learner can turn to change the job (the others describe the job itself).
-LEVERS = ("nodes", "gpus", "batch_size", "dtype", "placement", "cache_fraction", "cache_policy", "strategy",
-          "hardware")  # fmt: skip
-_ORDERED = ("nodes", "gpus", "batch_size", "cache_fraction", "hardware")
+#: How each setting of :data:`~recnotebooks.perf.job_planner.JOB_SETTINGS` shows as a control.
+_VIEW: dict[str, dict[str, object]] = {
+    "model": {"label": "model", "dropdown": True},
+    "samples": {"label": "samples per epoch", "dropdown": True},
+    "epochs": {"label": "epochs"},
+    "deadline_h": {"label": "deadline (hours)"},
+    "budget_usd": {"label": "budget (USD)"},
+    "hardware": {"label": "hardware", "dropdown": True},
+    "nodes": {"label": "nodes"},
+    "gpus": {"label": "devices per node"},
+    "strategy": {"label": "sharding"},
+    "placement": {"label": "placement"},
+    "cache_fraction": {"label": "cache size (share of rows)"},
+    "cache_policy": {"label": "cache policy"},
+    "batch_size": {"label": "global batch"},
+    "dtype": {"label": "precision", "dropdown": True},
+}
+#: The planner's controls: each job setting's options and default, with its label.
+PLANNER_CONTROLS: dict[str, dict[str, object]] = {k: {**spec, **_VIEW[k]} for k, spec in JOB_SETTINGS.items()}
 #: Global batch of a measured run here (the tiny model on CPU processes; larger batches take seconds).
 MEASURE_BATCH = 2048
 MEASURE_STEPS = 12
 _MEASURED: dict[tuple[object, ...], dict[str, Any]] = {}
-
-
-def job_model(name: str) -> DLRMConfig:
-    """The planner's models: presets, and production-scale mlperf_v1 with 10x or 30x the rows."""
-    check_choice("model", name, option_values(PLANNER_CONTROLS["model"]))
-    base, _, scale = name.partition("_x")
-    return preset(base).with_rows_scale(int(scale)) if scale else preset(name)
-
-
-def _checked(values: dict[str, object]) -> dict[str, object]:
-    unknown = sorted(set(values) - set(PLANNER_CONTROLS))
-    if unknown:
-        raise KeyError(f"unknown setting(s) {unknown}; the planner has {sorted(PLANNER_CONTROLS)}")
-    out = {k: spec["value"] for k, spec in PLANNER_CONTROLS.items()}
-    for k, v in values.items():
-        out[k] = check_choice(k, v, option_values(PLANNER_CONTROLS[k]))
-    return out
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One setting, modeled: the step (None when it cannot be built), the job, and why not."""
-
-    values: dict[str, object]
-    result: CostResult | None
-    job: JobCost | None
-    problem: str | None  # the setting cannot be built (e.g. more devices than a node has)
-
-    @property
-    def fits(self) -> bool:
-        return self.result is not None and self.result.fits
-
-    @property
-    def feasible(self) -> bool:
-        """Fits in memory, meets the deadline and stays within the budget."""
-        v = self.values
-        return self.fits and self.job is not None and self.job.meets(v["deadline_h"], v["budget_usd"])  # type: ignore[arg-type]
-
-    def why_not(self) -> list[str]:
-        """What makes the setting infeasible, in words (empty when it is feasible)."""
-        if self.problem:
-            return [self.problem]
-        assert self.result is not None and self.job is not None
-        why = [] if self.fits else ["does not fit: " + "; ".join(self.result.memory.reasons)]
-        if self.job.hours > float(self.values["deadline_h"]):  # type: ignore[arg-type]
-            why.append(f"misses the deadline: {self.job.hours:,.3g} h > {self.values['deadline_h']} h")
-        if self.job.cost_usd > float(self.values["budget_usd"]):  # type: ignore[arg-type]
-            why.append(f"over budget: ${self.job.cost_usd:,.0f} > ${self.values['budget_usd']:,}")
-        return why
-
-
-def _cached_plan(plan: Plan, config: DLRMConfig, fraction: float, policy: str) -> Plan:
-    """Every cache shard of ``plan`` with ``fraction`` of its rows as device slots under ``policy``
-    (the model computes its hit rate from the skew: :func:`recnotebooks.perf.access.hit_rate`)."""
-    rows = {t.name: t.num_rows for t in config.tables}
-    shards = tuple(
-        dataclasses.replace(s, cache_hit_rate=None, cache_policy=policy,
-                            cache_rows=max(1, round(fraction * rows[s.table] * s.row_fraction)))
-        if s.placement == "cache" else s
-        for s in plan.shards
-    )  # fmt: skip
-    return dataclasses.replace(plan, shards=shards)
-
-
-@lru_cache(maxsize=512)
-def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
-    v = dict(key)
-    hw = hardware(str(v["hardware"]))
-    gpus, nodes = int(v["gpus"]), int(v["nodes"])  # type: ignore[call-overload]
-    if gpus > hw.devices:
-        return Outcome(v, None, None, f"a {hw.name} node has {hw.devices} device(s), not {gpus}")
-    config = job_model(str(v["model"]))
-    try:
-        hit = 0.9 if v["placement"] == "cache" else None  # replaced by the modeled rate below
-        plan = plan_tables(config, hw, gpus * nodes, strategy=str(v["strategy"]),
-                           placement=str(v["placement"]), cache_hit_rate=hit,
-                           batch_size=int(v["batch_size"]), dtype=str(v["dtype"]))  # type: ignore[call-overload]  # fmt: skip
-        plan = _cached_plan(plan, config, float(v["cache_fraction"]), str(v["cache_policy"]))  # type: ignore[arg-type]
-        r = estimate(config, hw, batch_size=int(v["batch_size"]), gpus=gpus, nodes=nodes, plan=plan,  # type: ignore[call-overload]
-                     dtype=str(v["dtype"]))  # fmt: skip
-    except ValueError as e:  # a combination the planner or the model cannot build, in its words
-        return Outcome(v, None, None, str(e))
-    return Outcome(v, r, job_from_estimate(r, hw, float(v["samples"]), float(v["epochs"])), None)  # type: ignore[arg-type]
-
-
-def evaluate(**values: object) -> Outcome:
-    """The modeled outcome of one setting (controls checked; results reused for a repeated setting)."""
-    return _evaluate(tuple(sorted(_checked(values).items())))
-
-
-def _neighbours(values: dict[str, object], lever: str, notch: bool = True) -> list[object]:
-    opts = option_values(PLANNER_CONTROLS[lever])
-    i = opts.index(values[lever])
-    if notch and lever in _ORDERED:
-        return [opts[j] for j in (i - 1, i + 1) if 0 <= j < len(opts)]
-    return [o for o in opts if o != values[lever]]
-
-
-def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[str, object]]]:
-    """Each lever of :data:`LEVERS` moved one notch (the next value up or down; every other choice
-    of a named option): the best by time to train among those that fit, and one row per lever
-    (``lever``, ``change``, ``speedup`` = hours now / hours then, ``cost_ratio``, ``feasible``)."""
-    now = evaluate(**values)
-    if now.job is None:
-        return None, []
-    rows = []
-    for lever in LEVERS:
-        best = None
-        for v in _neighbours(now.values, lever):
-            o = evaluate(**{**now.values, lever: v})
-            if o.fits and o.job is not None and (best is None or o.job.hours < best.job.hours):  # type: ignore[union-attr]
-                best = o
-        same = best is not None and best.job == now.job  # a lever with nothing to act on (no cache)
-        if best is not None and best.job is not None and not same:
-            rows.append({"lever": lever, "change": f"{lever} {now.values[lever]}→{best.values[lever]}",
-                         "speedup": now.job.hours / best.job.hours, "cost_ratio": best.job.cost_usd / max(
-                             now.job.cost_usd, 1e-12), "feasible": best.feasible})  # fmt: skip
-    rows.sort(key=lambda r: -float(r["speedup"]))  # type: ignore[arg-type]
-    return (rows[0] if rows and float(rows[0]["speedup"]) > 1 else None), rows  # type: ignore[arg-type]
-
-
-def nearest_feasible(**values: object) -> tuple[Outcome | None, str]:
-    """The cheapest feasible setting one change away (any value of a lever), else two changes
-    away (hardware, placement or precision with nodes; hardware with devices per node), and a
-    sentence saying which; when none is, ``(fastest fitting setting found, why)``."""
-    now = evaluate(**values)
-    v0 = now.values
-    tried = [evaluate(**{**v0, k: x}) for k in LEVERS for x in _neighbours(v0, k, notch=False)]
-    if not any(o.feasible for o in tried):
-        pairs = [("hardware", "nodes"), ("placement", "nodes"), ("dtype", "nodes"), ("hardware", "gpus")]
-        for a, b in pairs:
-            for x in option_values(PLANNER_CONTROLS[a]):
-                for y in option_values(PLANNER_CONTROLS[b]):
-                    if x != v0[a] and y != v0[b]:
-                        tried.append(evaluate(**{**v0, a: x, b: y}))
-    ok = [o for o in tried if o.feasible]
-    if ok:
-        best = min(ok, key=lambda o: o.job.cost_usd)  # type: ignore[union-attr]
-        return best, "nearest feasible: " + _change(v0, best.values)
-    fitting = [o for o in [now, *tried] if o.fits]
-    if not fitting:
-        return None, "nothing within two changes fits in memory"
-    fast = min(fitting, key=lambda o: o.job.hours)  # type: ignore[union-attr]
-    j = fast.job
-    assert j is not None
-    return fast, (f"no setting within two changes meets the deadline and the budget; the fastest that fits "
-                  f"({_change(v0, fast.values)}) takes {j.hours:,.3g} h and costs "
-                  f"${j.cost_usd:,.0f}")  # fmt: skip
-
-
-def _change(old: dict[str, object], new: dict[str, object]) -> str:
-    return ", ".join(f"{k} {old[k]}→{new[k]}" for k in new if new[k] != old[k]) or "no change"
 
 
 def _breakdown(o: Outcome, label: str) -> list[dict[str, object]]:
@@ -271,24 +106,21 @@ def _bound(o: Outcome) -> str:
     return f"{top} ({b[top] / sum(b.values()):.0%} of the slowest rank's step)"
 
 
-def plan_job(**values: object) -> Result:
-    """Tables ``verdict``, ``breakdown``, ``totals``, ``levers``, ``measured`` (module docstring)."""
-    now = evaluate(**values)
+def explore_job(**values: object) -> Result:
+    """Tables ``verdict``, ``breakdown``, ``totals``, ``levers``, ``measured`` (module docstring)
+    and the notes under the controls, from :func:`~recnotebooks.perf.job_planner.plan_job`."""
+    job = plan_job(**values)
+    now, near, shown = job.now, job.near, job.shown
     v = now.values
-    shown, notes = now, []
+    notes: list[str] = []
     verdict = "feasible" if now.feasible else "impossible"
     why = now.why_not()
     notes.append("MODELED: fits, meets the deadline and the budget." if now.feasible else
                  "MODELED: this plan is impossible: " + "; ".join(why) + ".")  # fmt: skip
-    near = None
     if not now.feasible:
-        near, sentence = nearest_feasible(**v)
-        notes.append(sentence[0].upper() + sentence[1:] + ".")
-    if now.job is None:  # nothing to show for this setting itself: show the nearest one instead
-        if near is None:  # nothing fits within two changes: fall back on a setting that always builds
-            near = evaluate(**{**v, "model": "tiny", "hardware": "dgx_h100", "nodes": 1, "gpus": 8})
-            notes.append("Shown instead: the tiny model on one DGX H100 node.")
-        shown = near
+        notes.append(job.near_sentence[0].upper() + job.near_sentence[1:] + ".")
+    if job.fallback:
+        notes.append("Shown instead: the tiny model on one DGX H100 node.")
     j, r = shown.job, shown.result
     assert j is not None and r is not None
     where = f"Where the tables {'' if shown is now else 'of the setting shown '}live (MODELED): "
@@ -309,13 +141,13 @@ def plan_job(**values: object) -> Result:
         span = lo if lo == hi else f"{lo}–{hi}"  # one figure when every table rounds to the same rate
         what = "rate" if lo == hi else "rates"
         notes.append(f"Cache hit {what} (modeled from the skew, {policy}): {span}.")
-    lever, lever_rows = best_lever(**shown.values)
+    lever, lever_rows = job.lever, job.lever_rows
     if lever:
         gain, cost = float(lever["speedup"]), float(lever["cost_ratio"])  # type: ignore[arg-type]
         notes.append(f"Lever that helps most one notch away: {lever['change']} ({gain:.2f}x faster, "
                      f"cost x{cost:.2f}).")  # fmt: skip
     kind = "nearest feasible" if near is not None and near.feasible else "fastest that fits"
-    other = "" if near is None else f"{kind}, {_change(v, near.values)}"  # drawn one change per line
+    other = "" if near is None else f"{kind}, {describe_change(v, near.values)}"  # drawn one change per line
     breakdown = _breakdown(shown, "this setting" if shown is now else other)
     placement = _placement(shown, "this setting" if shown is now else other)
     if near is not None and shown is now:
@@ -372,7 +204,7 @@ def measure_job(**values: object) -> float:
     processes at global batch :data:`MEASURE_BATCH` and keep it for the planner; returns the
     seconds it took (0 when already measured). **Measured.** Placements are not executed here:
     every shard sits in its process's memory."""
-    v = _checked(values)
+    v = check_settings(values)
     if not _measurable(v):
         raise ValueError(f"measure_job runs the tiny model on at most 4 ranks; got model={v['model']!r}, "
                          f"nodes x devices = {int(v['nodes']) * int(v['gpus'])}")  # type: ignore[call-overload]  # fmt: skip
@@ -448,5 +280,5 @@ def job_planner(*, history: int = 4, **values: object) -> App:
     """The Training Job Planner app; ``values`` override the default settings."""
     controls = build_controls(PLANNER_CONTROLS, values, "the Training Job Planner")
     what = "MODELED time, cost and energy of a training job; MEASURED on local processes for the tiny model"
-    return App("Training Job Planner", controls, lambda **kw: plan_job(**kw), _render, history=history,
+    return App("Training Job Planner", controls, lambda **kw: explore_job(**kw), _render, history=history,
                description=what)  # fmt: skip

@@ -20,7 +20,7 @@ __all__ = [
     "AXIS_TITLE_PX",
     "CHAR_PX",
     "LINE_PX",
-    "MAX_ROWS",
+    "MAX_CHART_ROWS",
     "ONE_CHANGE_PER_LINE",
     "OPACITY",
     "Rows",
@@ -39,7 +39,8 @@ __all__ = [
     "wrap_line",
 ]
 
-MAX_ROWS = 5000
+#: Most rows a chart takes (aggregate before charting: Altair inlines every row into the spec).
+MAX_CHART_ROWS = 5000
 #: Opacity straight from a ``_opacity`` column (1 for the highlighted setting, fainter for
 #: the trail). A field with no scale is much cheaper to build than ``alt.condition``.
 OPACITY = alt.Opacity("_opacity:Q", scale=None, legend=None)
@@ -60,8 +61,8 @@ def check_rows(
         raise TypeError(f"{what}: rows must be a list of dicts (tidy rows), got {type(rows).__name__}")
     if not rows:
         raise ValueError(f"{what}: rows is empty; nothing to draw")
-    if len(rows) > MAX_ROWS:
-        raise ValueError(f"{what}: {len(rows)} rows is more than {MAX_ROWS}; aggregate before charting")
+    if len(rows) > MAX_CHART_ROWS:
+        raise ValueError(f"{what}: {len(rows)} rows is more than {MAX_CHART_ROWS}; aggregate before charting")
     out = []
     for i, r in enumerate(rows):
         if not isinstance(r, Mapping):

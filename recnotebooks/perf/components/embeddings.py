@@ -17,8 +17,8 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.perf import traffic
 from recnotebooks.perf.components.lookups import ShardAccess
 from recnotebooks.perf.hardware import HARDWARE, Hardware
-from recnotebooks.perf.plan import Plan
 from recnotebooks.perf.precision import precision
+from recnotebooks.plan import Plan
 
 __all__ = ["INDEX_BYTES", "PARAMETER_SERVER", "UVM_EFFICIENCY", "Embedding", "embedding_in_cache",
            "embedding_in_hbm", "embedding_in_host", "embedding_on_parameter_server",

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.access import expected_unique_many, hit_rate_many
 from recnotebooks.perf.hardware import Hardware
-from recnotebooks.perf.plan import Plan, TableShard
 from recnotebooks.perf.precision import precision
+from recnotebooks.plan import Plan, TableShard
 
 __all__ = ["ShardAccess", "cache_hit_rates", "shard_access"]
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.hardware import Hardware
-from recnotebooks.perf.plan import Plan, TableShard  # noqa: F401 (TableShard: re-exported by components)
-from recnotebooks.plan import data_parallel, table_wise
+from recnotebooks.plan import Plan, data_parallel, table_wise
 
 __all__ = ["IMPLEMENTATIONS", "SHARDED_OPS", "SHARD_OPS", "op_count", "overhead", "overhead_of_remote_rows",
            "sharded_extra_ops", "sharded_op_terms"]  # fmt: skip

@@ -1,0 +1,269 @@
+"""The Training Job Planner's algorithms: a model, a data set, a deadline and a budget → a plan.
+
+A *setting* names the job (model, samples per epoch, epochs), its constraints (deadline, budget)
+and the plan (hardware preset, nodes x devices, sharding strategy, placement, cache size and
+policy, global batch, precision): one value of each of :data:`JOB_SETTINGS`. Everything here is
+**modeled** (:func:`recnotebooks.perf.estimate` and :mod:`recnotebooks.perf.job`):
+
+* :func:`evaluate`: one setting's step, job (time, cost, energy) and whether it is feasible
+  (fits in memory, meets the deadline and the budget), or why it cannot be built;
+* :func:`best_lever`: each lever of :data:`LEVERS` moved one notch and the speed-up it gives;
+* :func:`nearest_feasible`: the cheapest feasible setting one change away (else two);
+* :func:`plan_job`: all three for one setting (:class:`JobPlan`), with the setting to show when
+  this one cannot be built — never nothing.
+
+The planner app of notebook 06 (:mod:`recnotebooks.viz.planner`) draws these; using them needs
+no chart or widget library.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import lru_cache
+
+from recnotebooks.checks import check_choice
+from recnotebooks.config import DLRMConfig, preset
+from recnotebooks.perf.access import CACHE_POLICIES
+from recnotebooks.perf.cost import CostResult, estimate
+from recnotebooks.perf.hardware import HARDWARE, hardware
+from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate
+from recnotebooks.perf.planner import STRATEGIES, plan_tables
+from recnotebooks.plan import PLACEMENTS, Plan
+
+__all__ = ["JOB_MODELS", "JOB_SETTINGS", "LEVERS", "PRECISION_OPTIONS", "JobPlan", "Outcome", "best_lever",
+           "check_settings", "describe_change", "evaluate", "job_model", "nearest_feasible", "plan_job",
+           "setting_values"]  # fmt: skip
+
+#: The planner's models, ``(label, name)``: presets, and production-scale mlperf_v1 with 10x or
+#: 30x the rows (:func:`job_model`).
+JOB_MODELS = [("tiny (8 small tables)", "tiny"), ("Criteo Kaggle", "criteo_kaggle"),
+              ("Criteo Terabyte", "criteo_terabyte"), ("MLPerf DLRM v1 (~100 GB)", "mlperf_v1"),
+              ("production: mlperf_v1 x10 (~1 TB)", "mlperf_v1_x10"),
+              ("production: mlperf_v1 x30 (~3 TB)", "mlperf_v1_x30")]  # fmt: skip
+#: hardware presets, oldest and smallest first (one notch = the next one along)
+_HARDWARE = ["this_machine", *(h for h in HARDWARE if h != "this_machine")]
+#: How training runs: fp32, TF32 GEMMs, or autocast (AMP). Pure bf16/fp16 (every byte halved, no
+#: fp32 master weights) is the model's lower bound, not a way to train, so it is not offered.
+PRECISION_OPTIONS = [("fp32", "fp32"), ("tf32", "tf32"), ("AMP bf16", "amp_bf16"), ("AMP fp16", "amp_fp16")]
+#: Every setting of a job: its ``options`` (values, or ``(label, value)`` pairs) and default ``value``.
+JOB_SETTINGS: dict[str, dict[str, object]] = {
+    "model": {"options": JOB_MODELS, "value": "mlperf_v1"},
+    "samples": {"options": [("Criteo Kaggle: 45.8 M", 45_840_617), ("100 M", 100_000_000),
+                            ("Criteo Terabyte: 4.2 B", CRITEO_TERABYTE_SAMPLES), ("10 B", 10_000_000_000)],
+                "value": CRITEO_TERABYTE_SAMPLES},
+    "epochs": {"options": [1, 2, 3, 5, 10], "value": 1},
+    "deadline_h": {"options": [1, 2, 4, 8, 12, 24, 48, 72, 168], "value": 24},
+    "budget_usd": {"options": [10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000], "value": 3000},
+    "hardware": {"options": _HARDWARE, "value": "dgx_h100"},
+    "nodes": {"options": [1, 2, 4, 8], "value": 1},
+    "gpus": {"options": [1, 2, 4, 8], "value": 8},
+    "strategy": {"options": list(STRATEGIES), "value": "cost"},
+    "placement": {"options": list(PLACEMENTS), "value": "hbm"},
+    "cache_fraction": {"options": [0.01, 0.02, 0.05, 0.1, 0.2, 0.5], "value": 0.05},
+    "cache_policy": {"options": list(CACHE_POLICIES), "value": "lru"},
+    "batch_size": {"options": [2**i for i in range(12, 19)], "value": 65536},
+    "dtype": {"options": PRECISION_OPTIONS, "value": "fp32"},
+}  # fmt: skip
+#: Settings a learner can turn to change the job (the others describe the job itself).
+LEVERS = ("nodes", "gpus", "batch_size", "dtype", "placement", "cache_fraction", "cache_policy", "strategy",
+          "hardware")  # fmt: skip
+_ORDERED = ("nodes", "gpus", "batch_size", "cache_fraction", "hardware")
+
+
+def setting_values(name: str) -> list[object]:
+    """The values setting ``name`` allows (labels of ``(label, value)`` options dropped)."""
+    spec = JOB_SETTINGS[check_choice("setting", name, list(JOB_SETTINGS))]
+    return [o[1] if isinstance(o, tuple) else o for o in spec["options"]]  # type: ignore[attr-defined]
+
+
+def job_model(name: str) -> DLRMConfig:
+    """The planner's models: presets, and production-scale mlperf_v1 with 10x or 30x the rows."""
+    check_choice("model", name, setting_values("model"))
+    base, _, scale = name.partition("_x")
+    return preset(base).with_rows_scale(int(scale)) if scale else preset(name)
+
+
+def check_settings(values: dict[str, object]) -> dict[str, object]:
+    """Every setting: the defaults of :data:`JOB_SETTINGS` with ``values`` over them, each checked
+    (``ValueError`` naming a value a setting does not allow; ``KeyError`` for an unknown setting)."""
+    unknown = sorted(set(values) - set(JOB_SETTINGS))
+    if unknown:
+        raise KeyError(f"unknown setting(s) {unknown}; the planner has {sorted(JOB_SETTINGS)}")
+    out = {k: spec["value"] for k, spec in JOB_SETTINGS.items()}
+    for k, v in values.items():
+        out[k] = check_choice(k, v, setting_values(k))
+    return out
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One setting, modeled: the step (None when it cannot be built), the job, and why not."""
+
+    values: dict[str, object]
+    result: CostResult | None
+    job: JobCost | None
+    problem: str | None  # the setting cannot be built (e.g. more devices than a node has)
+
+    @property
+    def fits(self) -> bool:
+        return self.result is not None and self.result.fits
+
+    @property
+    def feasible(self) -> bool:
+        """Fits in memory, meets the deadline and stays within the budget."""
+        v = self.values
+        return self.fits and self.job is not None and self.job.meets(v["deadline_h"], v["budget_usd"])  # type: ignore[arg-type]
+
+    def why_not(self) -> list[str]:
+        """What makes the setting infeasible, in words (empty when it is feasible)."""
+        if self.problem:
+            return [self.problem]
+        assert self.result is not None and self.job is not None
+        why = [] if self.fits else ["does not fit: " + "; ".join(self.result.memory.reasons)]
+        if self.job.hours > float(self.values["deadline_h"]):  # type: ignore[arg-type]
+            why.append(f"misses the deadline: {self.job.hours:,.3g} h > {self.values['deadline_h']} h")
+        if self.job.cost_usd > float(self.values["budget_usd"]):  # type: ignore[arg-type]
+            why.append(f"over budget: ${self.job.cost_usd:,.0f} > ${self.values['budget_usd']:,}")
+        return why
+
+
+def _cached_plan(plan: Plan, config: DLRMConfig, fraction: float, policy: str) -> Plan:
+    """Every cache shard of ``plan`` with ``fraction`` of its rows as device slots under ``policy``
+    (the model computes its hit rate from the skew: :func:`recnotebooks.perf.access.hit_rate`)."""
+    rows = {t.name: t.num_rows for t in config.tables}
+    shards = tuple(
+        dataclasses.replace(s, cache_hit_rate=None, cache_policy=policy,
+                            cache_rows=max(1, round(fraction * rows[s.table] * s.row_fraction)))
+        if s.placement == "cache" else s
+        for s in plan.shards
+    )  # fmt: skip
+    return dataclasses.replace(plan, shards=shards)
+
+
+@lru_cache(maxsize=512)
+def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
+    v = dict(key)
+    hw = hardware(str(v["hardware"]))
+    gpus, nodes = int(v["gpus"]), int(v["nodes"])  # type: ignore[call-overload]
+    if gpus > hw.devices:
+        return Outcome(v, None, None, f"a {hw.name} node has {hw.devices} device(s), not {gpus}")
+    config = job_model(str(v["model"]))
+    try:
+        hit = 0.9 if v["placement"] == "cache" else None  # replaced by the modeled rate below
+        plan = plan_tables(config, hw, gpus * nodes, strategy=str(v["strategy"]),
+                           placement=str(v["placement"]), cache_hit_rate=hit,
+                           batch_size=int(v["batch_size"]), dtype=str(v["dtype"]))  # type: ignore[call-overload]  # fmt: skip
+        plan = _cached_plan(plan, config, float(v["cache_fraction"]), str(v["cache_policy"]))  # type: ignore[arg-type]
+        r = estimate(config, hw, batch_size=int(v["batch_size"]), gpus=gpus, nodes=nodes, plan=plan,  # type: ignore[call-overload]
+                     dtype=str(v["dtype"]))  # fmt: skip
+    except ValueError as e:  # a combination the planner or the model cannot build, in its words
+        return Outcome(v, None, None, str(e))
+    return Outcome(v, r, job_from_estimate(r, hw, float(v["samples"]), float(v["epochs"])), None)  # type: ignore[arg-type]
+
+
+def evaluate(**values: object) -> Outcome:
+    """The modeled outcome of one setting (settings checked; results reused for a repeated setting)."""
+    return _evaluate(tuple(sorted(check_settings(values).items())))
+
+
+def _neighbours(values: dict[str, object], lever: str, notch: bool = True) -> list[object]:
+    opts = setting_values(lever)
+    i = opts.index(values[lever])
+    if notch and lever in _ORDERED:
+        return [opts[j] for j in (i - 1, i + 1) if 0 <= j < len(opts)]
+    return [o for o in opts if o != values[lever]]
+
+
+def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[str, object]]]:
+    """Each lever of :data:`LEVERS` moved one notch (the next value up or down; every other choice
+    of a named option): the best by time to train among those that fit, and one row per lever
+    (``lever``, ``change``, ``speedup`` = hours now / hours then, ``cost_ratio``, ``feasible``)."""
+    now = evaluate(**values)
+    if now.job is None:
+        return None, []
+    rows = []
+    for lever in LEVERS:
+        best = None
+        for v in _neighbours(now.values, lever):
+            o = evaluate(**{**now.values, lever: v})
+            if o.fits and o.job is not None and (best is None or o.job.hours < best.job.hours):  # type: ignore[union-attr]
+                best = o
+        same = best is not None and best.job == now.job  # a lever with nothing to act on (no cache)
+        if best is not None and best.job is not None and not same:
+            rows.append({"lever": lever, "change": f"{lever} {now.values[lever]}→{best.values[lever]}",
+                         "speedup": now.job.hours / best.job.hours, "cost_ratio": best.job.cost_usd / max(
+                             now.job.cost_usd, 1e-12), "feasible": best.feasible})  # fmt: skip
+    rows.sort(key=lambda r: -float(r["speedup"]))  # type: ignore[arg-type]
+    return (rows[0] if rows and float(rows[0]["speedup"]) > 1 else None), rows  # type: ignore[arg-type]
+
+
+def nearest_feasible(**values: object) -> tuple[Outcome | None, str]:
+    """The cheapest feasible setting one change away (any value of a lever), else two changes
+    away (hardware, placement or precision with nodes; hardware with devices per node), and a
+    sentence saying which; when none is, ``(fastest fitting setting found, why)``."""
+    now = evaluate(**values)
+    v0 = now.values
+    tried = [evaluate(**{**v0, k: x}) for k in LEVERS for x in _neighbours(v0, k, notch=False)]
+    if not any(o.feasible for o in tried):
+        pairs = [("hardware", "nodes"), ("placement", "nodes"), ("dtype", "nodes"), ("hardware", "gpus")]
+        for a, b in pairs:
+            for x in setting_values(a):
+                for y in setting_values(b):
+                    if x != v0[a] and y != v0[b]:
+                        tried.append(evaluate(**{**v0, a: x, b: y}))
+    ok = [o for o in tried if o.feasible]
+    if ok:
+        best = min(ok, key=lambda o: o.job.cost_usd)  # type: ignore[union-attr]
+        return best, "nearest feasible: " + describe_change(v0, best.values)
+    fitting = [o for o in [now, *tried] if o.fits]
+    if not fitting:
+        return None, "nothing within two changes fits in memory"
+    fast = min(fitting, key=lambda o: o.job.hours)  # type: ignore[union-attr]
+    j = fast.job
+    assert j is not None
+    return fast, (f"no setting within two changes meets the deadline and the budget; the fastest that fits "
+                  f"({describe_change(v0, fast.values)}) takes {j.hours:,.3g} h and costs "
+                  f"${j.cost_usd:,.0f}")  # fmt: skip
+
+
+def describe_change(old: dict[str, object], new: dict[str, object]) -> str:
+    """``"nodes 1→2, dtype fp32→amp_bf16"``: the settings ``new`` changes, or ``"no change"``."""
+    return ", ".join(f"{k} {old[k]}→{new[k]}" for k in new if new[k] != old[k]) or "no change"
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """One setting planned (:func:`plan_job`)."""
+
+    #: The setting asked for.
+    now: Outcome
+    #: The setting whose step and job to show: ``now``, or (when ``now`` cannot be built) the
+    #: nearest one, or a fallback that always builds (``fallback``).
+    shown: Outcome
+    #: The nearest feasible setting (else the fastest that fits) when ``now`` is infeasible.
+    near: Outcome | None
+    #: :func:`nearest_feasible`'s sentence ("" when ``now`` is feasible).
+    near_sentence: str
+    #: ``shown`` is the tiny model on one DGX H100 node: nothing within two changes fits.
+    fallback: bool
+    #: :func:`best_lever` of ``shown``: the best lever's row (None when no lever helps), all rows.
+    lever: dict[str, object] | None
+    lever_rows: list[dict[str, object]]
+
+
+def plan_job(**values: object) -> JobPlan:
+    """The verdict on one setting (``plan.now.feasible``, ``plan.now.why_not()``), the nearest
+    feasible setting when it is not, the setting to show, and the levers (:class:`JobPlan`)."""
+    now = evaluate(**values)
+    near, sentence, fallback = None, "", False
+    if not now.feasible:
+        near, sentence = nearest_feasible(**now.values)
+    shown = now
+    if now.job is None:  # nothing to show for this setting itself: show the nearest one instead
+        if near is None:  # nothing fits within two changes: fall back on a setting that always builds
+            near = evaluate(**{**now.values, "model": "tiny", "hardware": "dgx_h100", "nodes": 1, "gpus": 8})
+            fallback = True
+        shown = near
+    lever, rows = best_lever(**shown.values)
+    return JobPlan(now, shown, near, sentence, fallback, lever, rows)
