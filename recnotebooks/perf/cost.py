@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from recnotebooks.checks import check_choice, check_float, check_fraction, check_int, show
 from recnotebooks.config import DLRMConfig, state_floats_per_parameter, state_floats_per_row
@@ -116,67 +117,85 @@ def estimate(
     if plan.world_size != world:
         raise ValueError(f"plan is for {plan.world_size} ranks but gpus x nodes = {world}")
     plan.check(config)
-    local_b = batch_size / world
-    dense = _dense_components(config, hw, local_b, dtype, world, plan, implementation)
-    accesses = C.shard_access(config, hw, plan, local_b, batch_size, zipf_exponent, dtype, state)
-    nic = C.nic_per_device(hw, gpus)
-    servers = C.parameter_servers(config, plan, dtype, state)
+    step = Step(config, hw, plan, batch_size, gpus, nodes, dtype, zipf_exponent, state, implementation)
+    accesses = C.shard_access(config, hw, plan, step.local_batch, batch_size, zipf_exponent, dtype, state)
+    per_rank, device_bytes, servers = _per_rank(step, accesses)
+    mem = memory_report(config, hw, plan, batch_size, gpus=gpus, dtype=dtype, zipf_exponent=zipf_exponent,
+                        sparse_optimizer=sparse_optimizer, dense_optimizer=dense_optimizer)  # fmt: skip
+    result = _result(step, per_rank, device_bytes, mem, servers)
+    result.plan = plan
+    _cache_figures(result, accesses)
+    return result
+
+
+@dataclass(frozen=True)
+class Step:
+    """What every component of one modeled step needs to know, checked by :func:`estimate`: the
+    model, the hardware, the plan, the global batch over ``gpus`` x ``nodes`` devices, the
+    precision, the skew, the optimizer state per embedding row (bytes) and whose sharded step
+    is priced (``implementation``)."""
+
+    config: DLRMConfig
+    hw: Hardware
+    plan: Plan
+    batch_size: int
+    gpus: int
+    nodes: int
+    dtype: str
+    zipf_exponent: float
+    state_bytes: float
+    implementation: str
+
+    @property
+    def world(self) -> int:
+        return self.gpus * self.nodes
+
+    @property
+    def local_batch(self) -> float:
+        return self.batch_size / self.world
+
+
+def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> tuple[list[dict[str, float]], list[float], int]:
+    """Seconds by component and device bytes moved on each rank, and the parameter servers the
+    plan's remote rows need."""
+    world = step.world
+    dense = _dense_components(step)
+    servers = C.parameter_servers(step.config, step.plan, step.dtype, step.state_bytes)
     users = len({a.shard.rank for a in accesses if a.shard.placement == "remote"}) or 1
-    traffic_rows = T.collective_bytes(config, plan, local_b, world, dtype)
+    traffic_rows = T.collective_bytes(step.config, step.plan, step.local_batch, world, step.dtype)
     volumes = T.volumes(traffic_rows, world)
     # our step: one all-reduce per DDP bucket and per data-parallel (2D: replica) sync; TorchRec's
     # is priced as one call
-    ar_calls = T.all_reduce_calls(traffic_rows, world) if implementation == "recnotebooks" else [1] * world
-    per_rank, device_bytes = [], []
+    ours = step.implementation == "recnotebooks"
+    ar_calls = T.all_reduce_calls(traffic_rows, world) if ours else [1] * world
+    nic = C.nic_per_device(step.hw, step.gpus)
     by_rank: list[list[C.ShardAccess]] = [[] for _ in range(world)]
     for a in accesses:
         by_rank[a.shard.rank].append(a)
+    per_rank, device_bytes = [], []
     for r in range(world):
         comp, moved = _rank_components(
-            config,
-            hw,
-            r,
-            by_rank[r],
-            dense,
-            state,
-            nic,
-            local_b,
-            batch_size,
-            gpus,
-            world,
-            dtype,
-            volumes,
-            max(1, servers) / users,
-            C.A2A_CALLS[implementation],
-            ar_calls[r],
+            step, r, by_rank[r], dense, nic, volumes, max(1, servers) / users, ar_calls[r]
         )
         per_rank.append(comp)
         device_bytes.append(moved)
-    mem = memory_report(
-        config,
-        hw,
-        plan,
-        batch_size,
-        gpus=gpus,
-        dtype=dtype,
-        sparse_optimizer=sparse_optimizer,
-        dense_optimizer=dense_optimizer,
-        zipf_exponent=zipf_exponent,
-    )
-    result = _result(config, hw, per_rank, device_bytes, mem, batch_size, gpus, nodes, dtype, servers)
-    result.plan = plan
+    return per_rank, device_bytes, servers
+
+
+def _cache_figures(result: CostResult, accesses: list[C.ShardAccess]) -> None:
+    """Each cached table's modeled hit rate, and the lookup-weighted hit rate of every device
+    cache (the plain mean where there are no lookups), on ``result``."""
     result.cache_hit_rates = {
         a.shard.table: a.cache_hit_rate for a in accesses if a.shard.placement == "cache"
     }
     cached = [a for a in accesses if a.shard.placement == "cache" and not a.update_only]
     looked = sum(a.lookups for a in cached)
-    if cached:  # the lookup-weighted hit rate of every device cache (the plain mean without lookups)
+    if cached:
         result.device_cache_hit_rate = (
             sum(a.lookups * a.cache_hit_rate for a in cached) / looked
             if looked > 0
             else sum(a.cache_hit_rate for a in cached) / len(cached)
         )
-    return result
 
 
 def _check_inputs(
@@ -237,46 +256,38 @@ def _check_inputs(
     return hw
 
 
-def _dense_components(
-    config: DLRMConfig, hw: Hardware, local_b: float, dtype: str, world: int, plan: Plan, implementation: str
-) -> dict[str, C.Work]:
+def _dense_components(step: Step) -> dict[str, C.Work]:
     """The components every rank runs the same way, with the device bytes each moves."""
-    sharded = world > 1 and any(sh.sharding != "data_parallel" for sh in plan.shards)
+    config, hw, b, dtype, plan = step.config, step.hw, step.local_batch, step.dtype, step.plan
+    sharded = step.world > 1 and any(sh.sharding != "data_parallel" for sh in plan.shards)
     return {
-        "data_loading": C.Work(C.data_loading(config, hw, local_b), 0.0),
-        "host_to_device": C.Work(C.host_to_device(config, hw, local_b), 0.0),
-        "bottom_mlp": C.mlp(config, hw, "bottom", local_b, dtype),
-        "interaction": C.interaction(config, hw, local_b, dtype),
-        "top_mlp": C.mlp(config, hw, "top", local_b, dtype),
+        "data_loading": C.Work(C.data_loading(config, hw, b), 0.0),
+        "host_to_device": C.Work(C.host_to_device(config, hw, b), 0.0),
+        "bottom_mlp": C.mlp(config, hw, "bottom", b, dtype),
+        "interaction": C.interaction(config, hw, b, dtype),
+        "top_mlp": C.mlp(config, hw, "top", b, dtype),
         "dense_optimizer": C.dense_optimizer(config, hw, dtype),
-        "overhead": C.Work(C.overhead(config, hw, world, sharded, plan, implementation), 0.0),
+        "overhead": C.Work(C.overhead(config, hw, step.world, sharded, plan, step.implementation), 0.0),
     }
 
 
 def _rank_components(
-    config: DLRMConfig,
-    hw: Hardware,
+    step: Step,
     rank: int,
     accesses: list[C.ShardAccess],
     dense: dict[str, C.Work],
-    state: float,
     nic: float,
-    local_b: float,
-    batch_size: int,
-    gpus: int,
-    world: int,
-    dtype: str,
     volumes: Mapping[str, list[float]],
     server_share: float = 1.0,
-    a2a_calls: int = A2A_CALLS_PER_STEP,
     ar_calls: int = 1,
 ) -> tuple[dict[str, float], float]:
-    """One rank's seconds by component, and the device-memory bytes it moves (``server_share``:
-    the parameter servers per rank that uses them; ``volumes``: per component, per rank, the bytes
-    of :func:`recnotebooks.perf.traffic.volumes`; ``a2a_calls``, ``ar_calls``: all-to-alls and
-    all-reduces per step)."""
+    """One rank's seconds by component, and the device-memory bytes it moves (``nic``: its share
+    of the node's NICs; ``volumes``: per component, per rank, the bytes of
+    :func:`recnotebooks.perf.traffic.volumes`; ``server_share``: the parameter servers per rank
+    that uses them; ``ar_calls``: its all-reduces per step)."""
+    hw, world = step.hw, step.world
     mine = [a for a in accesses if a.shard.rank == rank]
-    parts = [C.embedding_shard(a, hw, state, nic, gpus, server_share) for a in mine]
+    parts = [C.embedding_shard(a, hw, step.state_bytes, nic, step.gpus, server_share) for a in mine]
     comp = dict.fromkeys(COMPONENTS, 0.0)
     comp.update({k: w.seconds for k, w in dense.items()})
     comp["embedding_forward"] = sum(e.forward for e in parts)
@@ -285,41 +296,39 @@ def _rank_components(
         comp["overhead"] += C.overhead_of_remote_rows(hw)
     if world > 1:  # bytes from perf.traffic.collective_bytes (the estimate reads them per rank)
         a2a, ar = volumes["all_to_all"][rank], volumes["all_reduce"][rank]
-        comp["all_to_all"] = C.all_to_all_seconds(a2a, world, gpus, hw, nic, a2a_calls)
-        comp["all_reduce"] = C.all_reduce_seconds(ar, world, gpus, hw, nic, ar_calls)
+        calls = C.A2A_CALLS[step.implementation]
+        comp["all_to_all"] = C.all_to_all_seconds(a2a, world, step.gpus, hw, nic, calls)
+        comp["all_reduce"] = C.all_reduce_seconds(ar, world, step.gpus, hw, nic, ar_calls)
     moved = sum(w.device_bytes for w in dense.values()) + sum(e.device_bytes for e in parts)
     return comp, moved
 
 
 def _result(
-    config: DLRMConfig,
-    hw: Hardware,
+    step: Step,
     per_rank: list[dict[str, float]],
     device_bytes: list[float],
     mem: MemoryReport,
-    batch_size: int,
-    gpus: int,
-    nodes: int,
-    dtype: str,
     parameter_servers: int = 0,
 ) -> CostResult:
     """Derived figures: step time with and without overlap, busy fraction, FLOP/s efficiency,
     device-memory bandwidth use, and energy: the devices, each node's host, and the parameter
     servers that hold remote rows (each a :data:`~recnotebooks.perf.components.PARAMETER_SERVER` node)."""
-    world = gpus * nodes
+    config, hw, batch_size, nodes, dtype, world = (
+        step.config, step.hw, step.batch_size, step.nodes, step.dtype, step.world
+    )  # fmt: skip
     serial = [sum(c.values()) for c in per_rank]
     overlap = [
         max(sum(c[k] for k in COMPUTE) + c["overhead"], sum(c[k] for k in COMMUNICATION), c["data_loading"])
         for c in per_rank
     ]
-    step, step_o = max(serial), max(overlap)
-    for v in (step, step_o):
+    step_s, step_o = max(serial), max(overlap)
+    for v in (step_s, step_o):
         if not math.isfinite(v) or v <= 0:
             raise ValueError(
                 f"the model produced a step time of {v!r} for {config.name} on {hw.name}; check the hardware "
                 "numbers (recnotebooks.perf.hardware.FIELD_RANGES)"
             )
-    busy = sum(sum(c[k] for k in COMPUTE) for c in per_rank) / (world * step)
+    busy = sum(sum(c[k] for k in COMPUTE) for c in per_rank) / (world * step_s)
     flops = config.total_flops_per_sample() * batch_size
     ps = C.PARAMETER_SERVER
     server_power = parameter_servers * (ps.power_w + ps.host_power_w)
@@ -331,12 +340,12 @@ def _result(
             f"{ps.host_mem_bytes / 1e9:.0f} GB); their {server_power:,.0f} W count in the energy"
         )
     figures = {
-        "throughput": batch_size / step,
+        "throughput": batch_size / step_s,
         "throughput_overlap": batch_size / step_o,
         "busy_fraction": busy,
-        "flops_efficiency": flops / step / (world * hw.flops(precision(dtype).gemm)),
-        "hbm_utilisation": max(device_bytes) / step / hw.hbm_bw,
-        "joules_per_million_samples": power * step / batch_size * 1e6,
+        "flops_efficiency": flops / step_s / (world * hw.flops(precision(dtype).gemm)),
+        "hbm_utilisation": max(device_bytes) / step_s / hw.hbm_bw,
+        "joules_per_million_samples": power * step_s / batch_size * 1e6,
     }
     for k, v in figures.items():  # the hardware ranges keep these finite; never hand on inf or NaN
         if not math.isfinite(v):
@@ -352,7 +361,7 @@ def _result(
         batch_size=batch_size,
         dtype=dtype,
         per_rank=per_rank,
-        step_time=step,
+        step_time=step_s,
         step_time_overlap=step_o,
         **figures,
         memory=mem,
