@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from recnotebooks.cache.policies import check_ids
+from recnotebooks.cache.simulate import zipf_trace
 from recnotebooks.checks import check_float, check_fraction, check_int, check_type
 
 __all__ = ["PROFILE_SHARE", "hot_sample_curve", "hot_sample_fraction", "static_hit_curve"]
@@ -37,7 +39,6 @@ def hot_sample_fraction(num_rows: int, alpha: float, hot_fraction: float, lookup
     ``independent_estimate`` (``lookup_hit_rate ** lookups_per_sample``: what independent lookups
     would give), ``hot_rows`` and ``lookups_per_sample``.
     """
-    from recnotebooks.cache.simulate import zipf_trace
 
     num_rows = check_int("num_rows", num_rows, lo=1)
     alpha = check_float("alpha", alpha, lo=0.0, hi=10.0)
@@ -90,7 +91,6 @@ def static_hit_curve(trace: np.ndarray, profile: np.ndarray, num_rows: int, size
     frequent rows of ``profile``, ties to the lower row (as
     :func:`recnotebooks.cache.config.hot_rows_from_counts` picks them; rows the profile never saw are
     never hot). All sizes from one pass: a row's rank in the profile decides from which size it is hot."""
-    from recnotebooks.cache.policies import check_ids
 
     num_rows = check_int("num_rows", num_rows, lo=1)
     trace, profile = check_ids("trace", trace, num_rows), check_ids("profile", profile, num_rows)

@@ -8,6 +8,15 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from recnotebooks.config import preset, preset_names
+from recnotebooks.perf.access import CACHE_POLICIES
+from recnotebooks.perf.cost import estimate
+from recnotebooks.perf.hardware import hardware, hardware_names
+from recnotebooks.perf.memory import memory_report
+from recnotebooks.perf.planner import STRATEGIES, plan_tables
+from recnotebooks.perf.precision import precision_names
+from recnotebooks.plan import PLACEMENTS, single_device_plan
+
 __all__ = ["add_parsers", "run"]
 
 COMMANDS = ("cost", "plan")
@@ -21,12 +30,6 @@ MAX_WORLD_SIZE = 1024
 
 def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Callable) -> None:  # type: ignore[type-arg]
     """Add ``cost`` and ``plan`` to ``sub`` (argparse types given)."""
-    from recnotebooks.config import preset_names
-    from recnotebooks.perf.access import CACHE_POLICIES
-    from recnotebooks.perf.hardware import hardware_names
-    from recnotebooks.perf.planner import STRATEGIES
-    from recnotebooks.perf.precision import precision_names
-    from recnotebooks.plan import PLACEMENTS
 
     rate = number("--cache-hit-rate", lo=0.0, hi=1.0, lo_open=False)
 
@@ -106,7 +109,6 @@ def _cache_rows_arg(text: str) -> float:
 
 def _cache_plan(args: argparse.Namespace, cfg):  # type: ignore[no-untyped-def]
     """``--cache-rows``: every table on one device behind a cache of that many slots."""
-    from recnotebooks.plan import single_device_plan
 
     if args.placement != "cache" or args.gpus * args.nodes != 1 or args.cache_hit_rate is not None:
         raise ValueError("--cache-rows applies to --placement cache on one device (--gpus 1 --nodes 1), "
@@ -119,9 +121,6 @@ def _cache_plan(args: argparse.Namespace, cfg):  # type: ignore[no-untyped-def]
 
 
 def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from recnotebooks.config import preset
-    from recnotebooks.perf.hardware import hardware
-    from recnotebooks.perf.planner import plan_tables
 
     cfg = preset(args.preset)
     world = args.gpus * args.nodes
@@ -153,7 +152,6 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
 
 def cmd_cost(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
-    from recnotebooks.perf.cost import estimate
 
     cfg, plan = _plan(args)
     r = estimate(cfg, args.hardware, batch_size=args.batch_size, gpus=args.gpus, nodes=args.nodes, plan=plan,
@@ -212,8 +210,6 @@ def _print_hit_rates(rates: dict[str, float]) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
-    from recnotebooks.perf.hardware import hardware
-    from recnotebooks.perf.memory import memory_report
 
     cfg, plan = _plan(args)
     mem = memory_report(cfg, hardware(args.hardware), plan, args.batch_size, gpus=args.gpus, dtype=args.dtype)

@@ -370,7 +370,6 @@ def precision_sweep(
     """One modeled row per model and training precision (:mod:`recnotebooks.perf.precision`):
     samples/s, its ratio to fp32, and what bounds the step. Rows carry ``metric`` (the model),
     ``setting`` (the dtype), ``value`` (samples/s over fp32's) and ``display`` for a bar chart."""
-    from recnotebooks.config import preset
 
     rows = []
     for m in models:

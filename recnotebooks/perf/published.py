@@ -21,9 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from recnotebooks.checks import check_fraction, check_type
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import GB, Hardware, hardware
+from recnotebooks.perf.placement import _percent
 from recnotebooks.perf.sources import cite
 
 __all__ = ["PublishedRun", "PUBLISHED_RUNS", "TORCHREC_README_ROWS", "compare_published"]
@@ -204,8 +206,6 @@ def torchrec_uvm_example(hit_rates: Sequence[float] = (0.2, 0.9, 0.99)) -> list[
     MLPs (the benchmark trains the embeddings alone), SGD; all tables in host DRAM over UVM, or,
     with the five tables over 10M rows halved, behind a cache at each of ``hit_rates`` (each in
     [0, 1]). One row per case: ``case``, ``seconds_per_epoch``, ``source``, ``fits``."""
-    from recnotebooks.checks import check_fraction, check_type
-    from recnotebooks.perf.placement import _percent
 
     check_type("hit_rates", hit_rates, (list, tuple), "a list or tuple of hit rates")
     hits = [check_fraction(f"hit_rates[{i}]", h) for i, h in enumerate(hit_rates)]

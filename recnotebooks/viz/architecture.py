@@ -18,6 +18,8 @@ from recnotebooks.measure import (
     default_max_rows,
     measure_step_cached,
 )
+from recnotebooks.measure.table_batching import published_speedups, speedups
+from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
@@ -84,7 +86,6 @@ def check_measurable(config: DLRMConfig, batch_size: int, max_rows: int,
     """Raise :class:`~recnotebooks.measure.DoesNotFitError` if measuring ``config`` capped at
     ``max_rows`` would not fit in memory, or if one step is modeled to take over
     ``max_step_s`` (default :data:`MAX_MEASURED_STEP_S`) on ``this_machine``."""
-    from recnotebooks.perf.cost import estimate
 
     check_fits(config, batch_size, max_rows)
     capped = config.with_max_rows(max_rows)
@@ -211,7 +212,6 @@ def table_batching_chart(rows: list[dict[str, object]]) -> object:
     """Notebook 01's finding (c): the fused lookup's speedup over a per-table loop against the
     number of tables (measured here, beside TorchRec's published GPU figures), above the two
     step times. ``rows``: :func:`recnotebooks.measure.table_batching.measure_table_batching`'s."""
-    from recnotebooks.measure.table_batching import published_speedups, speedups
 
     first = rows[0]
     detail = f"{first['device']}, {first['threads']} thread(s), fastest of {first['repeats']} runs"

@@ -34,10 +34,15 @@ from typing import Any
 
 import numpy as np
 
+from recnotebooks.cache.hot import PROFILE_SHARE, static_hit_curve
+from recnotebooks.cache.policies import CachePolicy
+from recnotebooks.cache.simulate import lru_mrc, opt_mrc, simulate, zipf_trace
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, architecture_config
+from recnotebooks.measure.cache_overhead import measure_overhead
 from recnotebooks.perf.cost import COMPONENTS
 from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.placement import placement_costs
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values, percent
@@ -128,8 +133,6 @@ def _stream(num_rows: int, alpha: float, num_ids: int) -> tuple[np.ndarray, np.n
     """(profile, trace): one bounded Zipf stream (ranks scattered over rows), its first
     :data:`~recnotebooks.cache.hot.PROFILE_SHARE` part (FAE's 5%) the profile sample a static hot set
     is chosen from, the rest the trace every policy replays. Read-only and kept."""
-    from recnotebooks.cache.hot import PROFILE_SHARE
-    from recnotebooks.cache.simulate import zipf_trace
 
     n_profile = max(1, int(num_ids * PROFILE_SHARE))
     stream = zipf_trace(num_rows, n_profile + num_ids, alpha=alpha, seed=0)
@@ -154,7 +157,6 @@ def first_touches(trace: np.ndarray) -> float:
 
 def _simulate(policy: str, trace: np.ndarray, capacity: int, num_rows: int, ways: int, profile: np.ndarray,
               batch_size: int = 1) -> object:  # fmt: skip
-    from recnotebooks.cache.simulate import simulate
 
     extra = {"ways": ways} if policy == "setassoc" else {"profile": profile} if policy == "static" else {}
     return simulate(trace, policy, capacity, num_rows=num_rows, batch_size=batch_size, **extra)  # type: ignore[arg-type]
@@ -169,9 +171,6 @@ def hit_rate_curves(
     LRU (one pass of stack distances), OPT (Belady's rule) and the static hot set (one pass over
     profile ranks) at every size of :data:`CURVE_FRACTIONS`; LFU and set-associative LRU with
     ``ways`` (a replay per size) at :data:`FEW_FRACTIONS`."""
-    from recnotebooks.cache.hot import static_hit_curve
-    from recnotebooks.cache.policies import CachePolicy
-    from recnotebooks.cache.simulate import lru_mrc, opt_mrc
 
     trace, profile = cache_trace(num_rows, alpha, num_ids), cache_profile(num_rows, alpha, num_ids)
     rows: list[dict[str, object]] = []
@@ -225,7 +224,6 @@ def measure_cache_overhead(num_rows: int, alpha: float, policy: str, capacity_fr
     setting, then reused (``reused`` is 1.0) unless it was not reliable (``reliability`` says why:
     then it is measured again). Tables above :data:`MEASURED_ROWS_CAP` rows are
     measured on a capped copy (ids folded into its rows)."""
-    from recnotebooks.measure.cache_overhead import measure_overhead
 
     key = (num_rows, alpha, policy, capacity_fraction, ways, steps, num_ids)
     if key in _MEASURED and not _MEASURED[key].get("reliability"):  # an unreliable one is taken again
@@ -264,7 +262,6 @@ def _traffic(policy: str, trace: np.ndarray, cap: int, num_rows: int, ways: int,
 
 def _modeled(num_rows: int, hw: str, hit: float) -> tuple[list[dict[str, object]], list[tuple], str]:
     """The modeled model's step per placement, its bar metrics and its note."""
-    from recnotebooks.perf.placement import placement_costs
 
     places = placement_costs(cache_model(num_rows), hw, hit, batch_size=MODEL_BATCH)
     step = {str(r["key"]): float(r["step_s"]) for r in places}  # type: ignore[arg-type]
@@ -366,7 +363,6 @@ def explore_cache(*, alpha: float = 1.05, cache_fraction: float = 0.2, policy: s
 def opt_hit_rate(num_rows: int, alpha: float, capacity: int, num_ids: int = TRACE_IDS) -> float:
     """Belady's OPT with exactly ``capacity`` slots on this explorer's trace (:func:`cache_trace`):
     the most any policy with as many slots can serve. **Simulated**, kept per setting."""
-    from recnotebooks.cache.simulate import opt_mrc
 
     trace = cache_trace(num_rows, alpha, num_ids)
     capacity = check_int("capacity", capacity, lo=1)
