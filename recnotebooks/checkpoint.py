@@ -203,22 +203,30 @@ def check_fields(
     sparse = state["sparse_optimizer"]
     kind = sparse.get("kind") if isinstance(sparse, dict) else None
     if kind != sparse_kind:
-        raise ValueError(f"checkpoint {p!r} has sparse optimizer {kind!r} but this trainer uses "
-                         f"{sparse_kind!r}")  # fmt: skip
+        raise ValueError(
+            f"checkpoint {p!r} has sparse optimizer {kind!r} but this trainer uses {sparse_kind!r}"
+        )
     check_float(f"checkpoint {p!r}: sparse_optimizer lr", sparse.get("lr"), lo=0, lo_open=True)
     if kind == "rowwise_adagrad":
         check_float(f"checkpoint {p!r}: sparse_optimizer eps", sparse.get("eps"), lo=0, lo_open=True)
-        check_tensors("sparse_optimizer", {"momentum": sparse.get("momentum")},
-                      {"momentum": sparse_optimizer.momentum}, p)  # type: ignore[attr-defined]  # fmt: skip
+        check_tensors(
+            "sparse_optimizer",
+            {"momentum": sparse.get("momentum")},
+            {"momentum": sparse_optimizer.momentum},
+            p,
+        )  # type: ignore[attr-defined]
         m = sparse["momentum"]
         ok = torch.isfinite(m) & (m >= 0)
         if not bool(ok.all()):  # checked here, before the trainer changes anything
-            raise ValueError(f"checkpoint {p!r}: sparse_optimizer momentum must hold finite numbers >= 0 "
-                             f"(sums of squared gradients), got {m[~ok][0].item()}")  # fmt: skip
+            raise ValueError(
+                f"checkpoint {p!r}: sparse_optimizer momentum must hold finite numbers >= 0 "
+                f"(sums of squared gradients), got {m[~ok][0].item()}"
+            )
     saved_dense = state.get("dense_optimizer_kind", dense_kind)
     if saved_dense != dense_kind:
-        raise ValueError(f"checkpoint {p!r} has dense optimizer {saved_dense!r} but this trainer uses "
-                         f"{dense_kind!r}")  # fmt: skip
+        raise ValueError(
+            f"checkpoint {p!r} has dense optimizer {saved_dense!r} but this trainer uses {dense_kind!r}"
+        )
     check_dense_optimizer(state["dense_optimizer"], dense_optimizer, dense_kind, p)
     check_tensors("model", state["model"], model.state_dict(), p)
     step = check_steps(f"checkpoint {p!r}: step", state["step"], lo=0)

@@ -86,8 +86,12 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     t.add_argument("--batch-size", type=_int_arg("--batch-size", hi=MAX_BATCH), default=1024)
     t.add_argument("--seed", type=_int_arg("--seed", 0, 2**63 - 1), default=0)
     t.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda[:N]")
-    t.add_argument("--dtype", choices=["fp32", "bf16", "fp16"], default="fp32",
-                   help="bf16: autocast, fp32 master weights (fp16 is refused: no loss scaling)")  # fmt: skip
+    t.add_argument(
+        "--dtype",
+        choices=["fp32", "bf16", "fp16"],
+        default="fp32",
+        help="bf16: autocast, fp32 master weights (fp16 is refused: no loss scaling)",
+    )
     g = t.add_argument_group("architecture overrides (dlrm repo notation)")
     g.add_argument(
         "--tables", type=_int_arg("--tables", hi=MAX_TABLES), help="number of tables (all --rows rows)"
@@ -108,9 +112,13 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     o.add_argument("--sparse-lr", type=_float_arg("--sparse-lr"), default=0.05)
     o.add_argument("--dense-optimizer", choices=DENSE_OPTIMIZERS, default="adagrad")
     o.add_argument("--dense-lr", type=_float_arg("--dense-lr"), default=0.02)
-    o.add_argument("--eval-batches", type=_int_arg("--eval-batches", hi=MAX_STEPS), default=10,
-                   help="held-out batches evaluated after training (AUC, log loss, NE); the same batches "
-                   "with --world-size/--distributed")  # fmt: skip
+    o.add_argument(
+        "--eval-batches",
+        type=_int_arg("--eval-batches", hi=MAX_STEPS),
+        default=10,
+        help="held-out batches evaluated after training (AUC, log loss, NE); the same batches "
+        "with --world-size/--distributed",
+    )
     o.add_argument(
         "--zipf", type=_float_arg("--zipf"), help="Zipf exponent of id popularity (synthetic data)"
     )
@@ -136,14 +144,17 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         help="with --checkpoint: also save every N steps",
     )
     d.add_argument("--resume", metavar="PATH", help="continue from a checkpoint saved by --checkpoint")
-    t.add_argument("--json", action="store_true", help="print one JSON object")  # fmt: skip
+    t.add_argument("--json", action="store_true", help="print one JSON object")
     m = t.add_argument_group("distributed (hybrid-parallel: sharded embeddings, data-parallel MLPs)")
     m.add_argument(
         "--world-size", type=_int_arg("--world-size"), metavar="N", help="train on N local CPU ranks"
     )
     m.add_argument("--distributed", action="store_true", help="train as one rank of a torchrun job")
-    m.add_argument("--sharding", choices=["table_wise", "row_wise", "column_wise", "data_parallel"],
-                   help="how every table is sharded (default table_wise, round-robin)")  # fmt: skip
+    m.add_argument(
+        "--sharding",
+        choices=["table_wise", "row_wise", "column_wise", "data_parallel"],
+        help="how every table is sharded (default table_wise, round-robin)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -231,8 +242,10 @@ def _check_train_options(args: argparse.Namespace) -> None:
                     f"{flag} needs --data PATH (synthetic data has its own eval stream), got {value}"
                 )
     elif args.zipf is not None:
-        raise CLIError(f"--zipf applies to synthetic data only; with --data the ids come from the files, "
-                       f"got --zipf {args.zipf}")  # fmt: skip
+        raise CLIError(
+            f"--zipf applies to synthetic data only; with --data the ids come from the files, "
+            f"got --zipf {args.zipf}"
+        )
     if args.checkpoint_every is not None and args.checkpoint is None:
         raise CLIError(f"--checkpoint-every {args.checkpoint_every} needs --checkpoint PATH")
 
@@ -308,8 +321,10 @@ def _trainer(args: argparse.Namespace, cfg, device):  # type: ignore[no-untyped-
         except (FileNotFoundError, ValueError) as e:
             raise CLIError(f"--resume: {e}") from None
         if trainer.step >= args.steps:
-            raise CLIError(f"--steps {args.steps} must exceed the {trainer.step} steps the checkpoint "
-                           f"{args.resume!r} has already done (--steps counts all steps)")  # fmt: skip
+            raise CLIError(
+                f"--steps {args.steps} must exceed the {trainer.step} steps the checkpoint "
+                f"{args.resume!r} has already done (--steps counts all steps)"
+            )
     return trainer, info
 
 
@@ -382,10 +397,14 @@ def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
 
 def _print_train(r: dict[str, Any]) -> None:
     c = r["config"]
-    print(f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
-          f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}")  # fmt: skip
-    print(f"measured on {r['device']} ({r['threads']} threads, {r['dtype']}): {r['steps']} steps of "
-          f"{r['batch_size']}")  # fmt: skip
+    print(
+        f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
+        f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}"
+    )
+    print(
+        f"measured on {r['device']} ({r['threads']} threads, {r['dtype']}): {r['steps']} steps of "
+        f"{r['batch_size']}"
+    )
     d = r["data"]
     if d["source"] == "criteo":
         files = ", ".join(d["files"])
@@ -409,8 +428,10 @@ def _print_train(r: dict[str, Any]) -> None:
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
     if args.command == "train" and (args.world_size or args.distributed or args.sharding):
         if args.dtype != "fp32":
-            raise CLIError(f"--dtype {args.dtype} applies to single-process training, not --world-size/"
-                           "--distributed/--sharding runs (they train in fp32)")  # fmt: skip
+            raise CLIError(
+                f"--dtype {args.dtype} applies to single-process training, not --world-size/"
+                "--distributed/--sharding runs (they train in fp32)"
+            )
         from recnotebooks.distributed.commands import run as run_distributed
 
         return run_distributed(args, config_from_args(args), CLIError)

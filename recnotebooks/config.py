@@ -355,41 +355,77 @@ def _make_presets() -> dict[str, DLRMConfig]:
     return {
         # Small enough to train to a useful AUC in seconds on a laptop CPU.
         "tiny": DLRMConfig(
-            13, _tables((1000, 5000, 20000, 500, 100, 10000, 2000, 50000)), 16,
-            (64, 16), (64, 32, 1), name="tiny",
+            13,
+            _tables((1000, 5000, 20000, 500, 100, 10000, 2000, 50000)),
+            16,
+            (64, 16),
+            (64, 32, 1),
+            name="tiny",
         ),
         # The dlrm repo's Criteo Kaggle and Terabyte configs (https://github.com/facebookresearch/dlrm).
         "criteo_kaggle": DLRMConfig(
-            13, _tables(CRITEO_KAGGLE_CARDINALITIES), 16, (512, 256, 64, 16), (512, 256, 1),
+            13,
+            _tables(CRITEO_KAGGLE_CARDINALITIES),
+            16,
+            (512, 256, 64, 16),
+            (512, 256, 1),
             name="criteo_kaggle",
         ),
         "criteo_terabyte": DLRMConfig(
-            13, _tables(tuple(min(r, 10_000_000) for r in tb)), 64, (512, 256, 64),
-            (512, 512, 256, 1), name="criteo_terabyte",
+            13,
+            _tables(tuple(min(r, 10_000_000) for r in tb)),
+            64,
+            (512, 256, 64),
+            (512, 512, 256, 1),
+            name="criteo_terabyte",
         ),
         # MLPerf Training v1 DLRM (https://github.com/mlcommons/training).
         "mlperf_v1": DLRMConfig(
-            13, _tables(tb), 128, (512, 256, 128), (1024, 1024, 512, 256, 1), name="mlperf_v1",
+            13,
+            _tables(tb),
+            128,
+            (512, 256, 128),
+            (1024, 1024, 512, 256, 1),
+            name="mlperf_v1",
         ),
         # The DLRM paper's benchmark config (Naumov et al. 2019, https://arxiv.org/abs/1906.00091).
         "dlrm_benchmark": DLRMConfig(
-            512, _tables((1_000_000,) * 8, 100.0, "T"), 64, (512, 512, 64), (1024, 1024, 1024, 1),
+            512,
+            _tables((1_000_000,) * 8, 100.0, "T"),
+            64,
+            (512, 512, 64),
+            (1024, 1024, 1024, 1),
             name="dlrm_benchmark",
         ),
         # RM1-RM3 of DeepRecSys (Gupta et al., ISCA 2020, https://arxiv.org/abs/2001.02772).
         "rm1": DLRMConfig(
-            128, _tables((4_000_000,) * 8, 80.0, "T"), 32, (128, 64, 32), (256, 64, 1),
-            interaction="cat", name="rm1",
+            128,
+            _tables((4_000_000,) * 8, 80.0, "T"),
+            32,
+            (128, 64, 32),
+            (256, 64, 1),
+            interaction="cat",
+            name="rm1",
         ),
         "rm2": DLRMConfig(
-            256, _tables((500_000,) * 32, 120.0, "T"), 64, (256, 128, 64), (128, 64, 1),
-            interaction="cat", name="rm2",
+            256,
+            _tables((500_000,) * 32, 120.0, "T"),
+            64,
+            (256, 128, 64),
+            (128, 64, 1),
+            interaction="cat",
+            name="rm2",
         ),
         "rm3": DLRMConfig(
-            2560, _tables((2_000_000,) * 10, 20.0, "T"), 32, (2560, 1024, 256, 32), (512, 256, 1),
-            interaction="cat", name="rm3",
+            2560,
+            _tables((2_000_000,) * 10, 20.0, "T"),
+            32,
+            (2560, 1024, 256, 32),
+            (512, 256, 1),
+            interaction="cat",
+            name="rm3",
         ),
-    }  # fmt: skip
+    }
 
 
 PRESETS: Mapping[str, DLRMConfig] = _make_presets()

@@ -86,7 +86,7 @@ def doctor_report() -> dict[str, Any]:
             "detail": "ipywidgets + anywidget + jupyterlab"
             if widgets_ok
             else "missing: pip install 'recnotebooks[lab]'",
-        },  # fmt: skip
+        },
         "offline_charts": {"ok": charts_ok, "detail": charts_msg},
     }
 

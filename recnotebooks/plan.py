@@ -295,8 +295,10 @@ class Plan:
                 continue
             order = sorted(parts, key=lambda i: (self.shards[i].rank, i))
             along, n = ("rows", rows[t]) if kind == "row_wise" else ("columns", dims)
-            fracs = [self.shards[i].row_fraction if kind == "row_wise" else self.shards[i].col_fraction
-                     for i in order]  # fmt: skip
+            fracs = [
+                self.shards[i].row_fraction if kind == "row_wise" else self.shards[i].col_fraction
+                for i in order
+            ]
             counts = split_counts(n, fracs)
             offset = 0
             for i, f, c in zip(order, fracs, counts, strict=True):
@@ -316,9 +318,18 @@ class Plan:
     def geometry_table(self, config: DLRMConfig) -> list[dict[str, object]]:
         """Tidy rows, one per shard (in plan order): its table, rank, sharding and exact block."""
         geo = self.geometry(config)
-        return [{"table": s.table, "rank": s.rank, "sharding": s.sharding, "row_offset": g.row_offset,
-                 "row_count": g.row_count, "col_offset": g.col_offset, "col_count": g.col_count}
-                for s, g in ((self.shards[i], geo[i]) for i in range(len(self.shards)))]  # fmt: skip
+        return [
+            {
+                "table": s.table,
+                "rank": s.rank,
+                "sharding": s.sharding,
+                "row_offset": g.row_offset,
+                "row_count": g.row_count,
+                "col_offset": g.col_offset,
+                "col_count": g.col_count,
+            }
+            for s, g in ((self.shards[i], geo[i]) for i in range(len(self.shards)))
+        ]
 
     def _parts(self, config: DLRMConfig) -> dict[str, tuple[str, list[int]]]:
         """Each table's sharding and shard indices, after the checks :meth:`check` makes."""
@@ -372,17 +383,31 @@ class Plan:
 
     def table(self) -> list[dict[str, object]]:
         """Tidy rows, one per shard: how the plan explains itself."""
-        return [{"table": s.table, "rank": s.rank, "sharding": s.sharding, "placement": s.placement,
-                 "rows": s.row_fraction, "columns": s.col_fraction, "cache_hit_rate": s.cache_hit_rate,
-                 "cache_rows": s.cache_rows,
-                 "cache_policy": s.cache_policy if s.placement == "cache" else None}
-                for s in self.shards]  # fmt: skip
+        return [
+            {
+                "table": s.table,
+                "rank": s.rank,
+                "sharding": s.sharding,
+                "placement": s.placement,
+                "rows": s.row_fraction,
+                "columns": s.col_fraction,
+                "cache_hit_rate": s.cache_hit_rate,
+                "cache_rows": s.cache_rows,
+                "cache_policy": s.cache_policy if s.placement == "cache" else None,
+            }
+            for s in self.shards
+        ]
 
 
-def single_device_plan(config: DLRMConfig, placement: str | Sequence[str] = "hbm",
-                       cache_hit_rate: float | None = None, *,
-                       cache_rows: int | Mapping[str, int] | None = None,
-                       cache_policy: str = "static", cache_ways: int = 32) -> Plan:  # fmt: skip
+def single_device_plan(
+    config: DLRMConfig,
+    placement: str | Sequence[str] = "hbm",
+    cache_hit_rate: float | None = None,
+    *,
+    cache_rows: int | Mapping[str, int] | None = None,
+    cache_policy: str = "static",
+    cache_ways: int = 32,
+) -> Plan:
     """Every table on rank 0 with one placement (or one per table). A ``"cache"`` table takes
     the typed-in ``cache_hit_rate``, or ``cache_rows`` device slots (one number for every cached
     table, capped at its rows, or one per table name) run by ``cache_policy``."""
@@ -392,10 +417,19 @@ def single_device_plan(config: DLRMConfig, placement: str | Sequence[str] = "hbm
             f"placement must be one value or one per table ({config.num_tables}), got {len(places)}"
         )
     slots = _cache_rows_per_table(config, cache_rows)
-    shards = tuple(TableShard(t, 0, "table_wise", p, cache_hit_rate=cache_hit_rate if p == "cache" else None,
-                              cache_rows=slots[t] if p == "cache" else None, cache_policy=cache_policy,
-                              cache_ways=cache_ways)
-                   for t, p in zip(config.table_names, places, strict=True))  # fmt: skip
+    shards = tuple(
+        TableShard(
+            t,
+            0,
+            "table_wise",
+            p,
+            cache_hit_rate=cache_hit_rate if p == "cache" else None,
+            cache_rows=slots[t] if p == "cache" else None,
+            cache_policy=cache_policy,
+            cache_ways=cache_ways,
+        )
+        for t, p in zip(config.table_names, places, strict=True)
+    )
     asked = placement if isinstance(placement, str) else None
     return Plan(1, shards, "single_device", requested_placement=asked)
 
@@ -409,8 +443,14 @@ def _cache_rows_per_table(config: DLRMConfig, cache_rows: object) -> dict[str, i
         unknown = sorted(set(cache_rows) - set(rows))
         if unknown:
             raise ValueError(f"cache_rows names tables the config does not have: {unknown}")
-        return {t: (None if t not in cache_rows else min(rows[t], check_int(f"cache_rows[{t!r}]",
-                    cache_rows[t], lo=0))) for t in rows}  # fmt: skip
+        return {
+            t: (
+                None
+                if t not in cache_rows
+                else min(rows[t], check_int(f"cache_rows[{t!r}]", cache_rows[t], lo=0))
+            )
+            for t in rows
+        }
     k = check_int("cache_rows", cache_rows, lo=0)
     return {t: min(n, k) for t, n in rows.items()}
 
@@ -524,8 +564,12 @@ def row_wise(tables: Tables, world_size: int, ranks: Sequence[int] | None = None
     return _finish(shards, world, "row_wise", t)
 
 
-def column_wise(tables: Tables, world_size: int, ranks: Sequence[int] | None = None,
-                fractions: Sequence[float] | None = None) -> Plan:  # fmt: skip
+def column_wise(
+    tables: Tables,
+    world_size: int,
+    ranks: Sequence[int] | None = None,
+    fractions: Sequence[float] | None = None,
+) -> Plan:
     """Each table's embedding columns split over ``ranks`` (``None``: every rank, in order;
     TorchRec's ``column_wise``): ``fractions`` of the columns (one per rank, adding up to 1;
     ``None``: equal parts). With a config and equal parts, a dimension smaller than the ranks is
@@ -554,8 +598,11 @@ def column_wise(tables: Tables, world_size: int, ranks: Sequence[int] | None = N
             raise ValueError(
                 f"fractions must add up to 1, got {show(list(fractions))} (sum {math.fsum(fracs):.6g})"
             )
-    shards = [TableShard(n, r, "column_wise", col_fraction=f) for n in t.names
-              for r, f in zip(where, fracs, strict=True)]  # fmt: skip
+    shards = [
+        TableShard(n, r, "column_wise", col_fraction=f)
+        for n in t.names
+        for r, f in zip(where, fracs, strict=True)
+    ]
     return _finish(shards, world, "column_wise", t)
 
 
@@ -567,8 +614,9 @@ def data_parallel(tables: Tables, world_size: int) -> Plan:
     [('t0', 0), ('t0', 1), ('t1', 0), ('t1', 1)]
     """
     t, world = _read_tables(tables), _world(world_size)
-    return _finish([TableShard(n, r, "data_parallel") for n in t.names for r in range(world)], world,
-                   "data_parallel", t)  # fmt: skip
+    return _finish(
+        [TableShard(n, r, "data_parallel") for n in t.names for r in range(world)], world, "data_parallel", t
+    )
 
 
 def combine(*plans: Plan, strategy: str = "mixed") -> Plan:
@@ -611,8 +659,12 @@ def round_robin(tables: Tables, world_size: int, sharding: str = "table_wise") -
     'round_robin_data_parallel'
     """
     check_choice("sharding", sharding, SHARDINGS)
-    build = {"table_wise": table_wise, "row_wise": row_wise, "column_wise": column_wise,
-             "data_parallel": data_parallel}[sharding]  # fmt: skip
+    build = {
+        "table_wise": table_wise,
+        "row_wise": row_wise,
+        "column_wise": column_wise,
+        "data_parallel": data_parallel,
+    }[sharding]
     plan = build(tables, world_size)
     return Plan(plan.world_size, plan.shards, f"round_robin_{sharding}")
 

@@ -220,8 +220,10 @@ class ThreadChoice:
             return f"{self.threads} thread(s), as asked"
         if not self.busy:
             return ""
-        return (f"other programs kept {self.others:.1f} of {self.cores} cores busy: measured on "
-                f"{self.threads} thread(s) so that no step waits for a core")  # fmt: skip
+        return (
+            f"other programs kept {self.others:.1f} of {self.cores} cores busy: measured on "
+            f"{self.threads} thread(s) so that no step waits for a core"
+        )
 
 
 _MONITOR = LoadMonitor()
@@ -255,8 +257,9 @@ def choose_threads(
         max(1, torch.get_num_threads()) if requested is None else check_int("requested", requested, lo=1)
     )
     load = (monitor or _MONITOR).load()
-    return ThreadChoice(threads_for(cores, load.others, requested), cores, load.others, requested,
-                        window_s=load.window_s)  # fmt: skip
+    return ThreadChoice(
+        threads_for(cores, load.others, requested), cores, load.others, requested, window_s=load.window_s
+    )
 
 
 def rank_threads(world_size: int, *, monitor: LoadMonitor | None = None) -> ThreadChoice:

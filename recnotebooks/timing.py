@@ -89,8 +89,10 @@ def phase_rows(
     """Tidy rows ``{phase, seconds_per_step, share, source, **extra}``: the contract
     between every per-phase timing and the charts."""
     total = sum(phases.values()) or 1.0
-    return [{"phase": k, "seconds_per_step": v, "share": v / total, "source": source, **extra}
-            for k, v in phases.items()]  # fmt: skip
+    return [
+        {"phase": k, "seconds_per_step": v, "share": v / total, "source": source, **extra}
+        for k, v in phases.items()
+    ]
 
 
 class PhaseTimer:

@@ -128,8 +128,13 @@ class TrainConfig:
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        for name, lo in (("steps", 1), ("warmup_steps", 0), ("eval_batches", 0), ("eval_every", 0),
-                         ("log_every", 1)):  # fmt: skip
+        for name, lo in (
+            ("steps", 1),
+            ("warmup_steps", 0),
+            ("eval_batches", 0),
+            ("eval_every", 0),
+            ("log_every", 1),
+        ):
             setattr(self, name, check_steps(name, getattr(self, name), lo=lo))
         check_choice("sparse_optimizer", self.sparse_optimizer, SPARSE_OPTIMIZERS)
         check_choice("dense_optimizer", self.dense_optimizer, DENSE_OPTIMIZERS)
@@ -181,8 +186,14 @@ class TrainResult:
     def phase_table(self, **extra: object) -> list[dict[str, object]]:
         """Tidy rows ``{phase, seconds_per_step, share, source, device, reliable, reliability,
         **extra}`` for charts."""
-        return phase_rows(self.phases, self.source, device=self.device, reliable=self.reliable,
-                          reliability=self.reliability, **extra)  # fmt: skip
+        return phase_rows(
+            self.phases,
+            self.source,
+            device=self.device,
+            reliable=self.reliable,
+            reliability=self.reliability,
+            **extra,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -240,8 +251,10 @@ class Trainer:
                 if self.device.type == "cpu"
                 else "fp16 needs loss scaling of both optimizers' gradients, which this trainer lacks"
             )
-            raise ValueError(f"dtype='fp16' is refused on {self.device.type} ({why}); use dtype='bf16' "
-                             "(autocast, fp32 master weights) or 'fp32'")  # fmt: skip
+            raise ValueError(
+                f"dtype='fp16' is refused on {self.device.type} ({why}); use dtype='bf16' "
+                "(autocast, fp32 master weights) or 'fp32'"
+            )
         self.model = model.to(self.device)
         for name, data in (("train_data", train_data), ("eval_data", eval_data)):
             if data is not None and not hasattr(data, "__iter__"):
@@ -457,17 +470,19 @@ class Trainer:
         Written to a temporary file and renamed, so an interrupted save never leaves a
         half-written checkpoint at ``path``.
         """
-        state = add_checksum({
-            "config": config_to_dict(self.model.config),
-            "model": self.model.state_dict(),
-            "dense_optimizer_kind": self.config.dense_optimizer,
-            "dtype": self.config.dtype,
-            "dense_optimizer": self.dense_opt.state_dict(),
-            "sparse_optimizer": self.sparse_opt.state_dict(),
-            "step": self.step,
-            "history": self.history,
-            "data": self.train_data.state_dict() if hasattr(self.train_data, "state_dict") else None,
-        })  # fmt: skip
+        state = add_checksum(
+            {
+                "config": config_to_dict(self.model.config),
+                "model": self.model.state_dict(),
+                "dense_optimizer_kind": self.config.dense_optimizer,
+                "dtype": self.config.dtype,
+                "dense_optimizer": self.dense_opt.state_dict(),
+                "sparse_optimizer": self.sparse_opt.state_dict(),
+                "step": self.step,
+                "history": self.history,
+                "data": self.train_data.state_dict() if hasattr(self.train_data, "state_dict") else None,
+            }
+        )
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
@@ -534,9 +549,15 @@ class Trainer:
         c = self.config
         saved = state.get("dtype", "fp32")  # checkpoints from before dtype was recorded are fp32
         if saved != c.dtype:
-            raise ValueError(f"checkpoint {p!r} was trained with dtype={saved!r} but this trainer uses "
-                             f"dtype={c.dtype!r}")  # fmt: skip
+            raise ValueError(
+                f"checkpoint {p!r} was trained with dtype={saved!r} but this trainer uses dtype={c.dtype!r}"
+            )
         return check_fields(
-            state, p, model=self.model, sparse_optimizer=self.sparse_opt, sparse_kind=c.sparse_optimizer,
-            dense_optimizer=self.dense_opt, dense_kind=c.dense_optimizer,
-        )  # fmt: skip
+            state,
+            p,
+            model=self.model,
+            sparse_optimizer=self.sparse_opt,
+            sparse_kind=c.sparse_optimizer,
+            dense_optimizer=self.dense_opt,
+            dense_kind=c.dense_optimizer,
+        )

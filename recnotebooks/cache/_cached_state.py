@@ -207,9 +207,13 @@ class SlotStore:
                         destination[prefix + f"policy.{i}.{k}"] = v
 
     def load_state(
-        self, state_dict: dict[str, torch.Tensor], prefix: str, missing_keys: list[str],
-        unexpected_keys: list[str], error_msgs: list[str],
-    ) -> None:  # fmt: skip
+        self,
+        state_dict: dict[str, torch.Tensor],
+        prefix: str,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
         """Restore what :meth:`save_state` wrote, all or nothing: keys and shapes are checked first
         (reported in ``missing_keys``, ``unexpected_keys``, ``error_msgs``); the collection has
         dropped its pending gradients."""
@@ -226,9 +230,12 @@ class SlotStore:
             f"{k}: {tuple(state_dict[k].shape)} {state_dict[k].dtype}, expected {tuple(v.shape)} {v.dtype}"
             for k, v in expected.items()
             if k in state_dict
-            and (not isinstance(state_dict[k], torch.Tensor) or state_dict[k].shape != v.shape
-                 or state_dict[k].dtype != v.dtype)
-        ]  # fmt: skip
+            and (
+                not isinstance(state_dict[k], torch.Tensor)
+                or state_dict[k].shape != v.shape
+                or state_dict[k].dtype != v.dtype
+            )
+        ]
         if bad:
             error_msgs.append(f"cached embedding state does not fit this cache: {bad[:3]}")
         if bad or any(k not in state_dict for k in expected):

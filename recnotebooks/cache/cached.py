@@ -68,8 +68,9 @@ def embedding_collection(
                 "hot_rows and profile choose a static cache's rows: give them with cache=CacheConfig"
             )
         return EmbeddingBagCollection(tables, embedding_dim, pooling, device, dtype, seed)
-    return CachedEmbeddingBagCollection(tables, embedding_dim, cache, pooling, device, dtype, seed,
-                                        hot_rows=hot_rows, profile=profile)  # fmt: skip
+    return CachedEmbeddingBagCollection(
+        tables, embedding_dim, cache, pooling, device, dtype, seed, hot_rows=hot_rows, profile=profile
+    )
 
 
 class CachedEmbeddingBagCollection(EmbeddingBagCollection):
@@ -130,9 +131,14 @@ class CachedEmbeddingBagCollection(EmbeddingBagCollection):
 
     @classmethod
     def for_model(
-        cls, config: DLRMConfig, cache: CacheConfig, device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32, seed: int = 0, **kwargs: object,
-    ) -> CachedEmbeddingBagCollection:  # fmt: skip
+        cls,
+        config: DLRMConfig,
+        cache: CacheConfig,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        seed: int = 0,
+        **kwargs: object,
+    ) -> CachedEmbeddingBagCollection:
         """The cached collection of a DLRM config: pass it as ``DLRM(config, embeddings=...)``
         (with the same ``seed``, the model starts from the uncached model's weights)."""
         check_type("config", config, DLRMConfig, "a DLRMConfig")

@@ -114,18 +114,25 @@ def cache_sim(args: argparse.Namespace) -> dict[str, Any]:
         sizes = np.unique(np.geomspace(1, args.rows, CURVE_POINTS).round().astype(np.int64))
         lru, opt = lru_mrc(trace, args.rows), opt_mrc(trace, sizes, args.rows)
         out["curve"] = [
-            {"capacity": int(c), "cache_fraction": int(c) / args.rows, "lru_miss_ratio": lru.at(int(c)),
-             "opt_miss_ratio": opt.at(int(c)), "source": "simulated"}
+            {
+                "capacity": int(c),
+                "cache_fraction": int(c) / args.rows,
+                "lru_miss_ratio": lru.at(int(c)),
+                "opt_miss_ratio": opt.at(int(c)),
+                "source": "simulated",
+            }
             for c in sizes
-        ]  # fmt: skip
+        ]
         out["curve_seconds"] = {"lru_all_sizes": lru.seconds, "opt": opt.seconds}
     return out
 
 
 def _print(r: dict[str, Any]) -> None:
-    print(f"SIMULATED: {r['policy']} cache of {r['capacity']:,} rows ({r['cache_fraction']:.2%} of "
-          f"{r['num_rows']:,}), Zipf({r['alpha']:g}) trace of {r['requests']:,} ids, "
-          f"batch size {r['batch_size']}")  # fmt: skip
+    print(
+        f"SIMULATED: {r['policy']} cache of {r['capacity']:,} rows ({r['cache_fraction']:.2%} of "
+        f"{r['num_rows']:,}), Zipf({r['alpha']:g}) trace of {r['requests']:,} ids, "
+        f"batch size {r['batch_size']}"
+    )
     print(f"  hit rate      {r['hit_rate']:.4f}   ({r['hits']:,} hits, {r['misses']:,} misses, "
           f"{r['evictions']:,} evictions, {r['bypass']:,} bypassed)")  # fmt: skip
     if r["policy"] == "setassoc":

@@ -26,9 +26,15 @@ __all__ = ["PROFILE_SHARE", "hot_sample_curve", "hot_sample_fraction", "static_h
 PROFILE_SHARE = 0.05
 
 
-def hot_sample_fraction(num_rows: int, alpha: float, hot_fraction: float, lookups_per_sample: int,
-                        num_samples: int = 50_000, profile_share: float = PROFILE_SHARE,
-                        seed: int = 0) -> dict[str, float]:  # fmt: skip
+def hot_sample_fraction(
+    num_rows: int,
+    alpha: float,
+    hot_fraction: float,
+    lookups_per_sample: int,
+    num_samples: int = 50_000,
+    profile_share: float = PROFILE_SHARE,
+    seed: int = 0,
+) -> dict[str, float]:
     """FAE's two views of a static hot set, simulated on ``num_samples`` samples of
     ``lookups_per_sample`` bounded Zipf(``alpha``) lookups each of one table of ``num_rows`` rows.
 
@@ -69,9 +75,12 @@ def hot_sample_fraction(num_rows: int, alpha: float, hot_fraction: float, lookup
     }
 
 
-def hot_sample_curve(num_rows: int = 100_000, alpha: float = 1.05, hot_fraction: float = 0.05,
-                     lookups: tuple[int, ...] = (1, 2, 5, 10, 26, 50),
-                     ) -> list[dict[str, object]]:  # fmt: skip
+def hot_sample_curve(
+    num_rows: int = 100_000,
+    alpha: float = 1.05,
+    hot_fraction: float = 0.05,
+    lookups: tuple[int, ...] = (1, 2, 5, 10, 26, 50),
+) -> list[dict[str, object]]:
     """:func:`hot_sample_fraction` at each number of ``lookups`` per sample: tidy rows
     (``lookups_per_sample``, ``share``, ``what``: "lookups served by hot rows" / "samples with
     every lookup hot"), ``source="simulated"``."""
@@ -80,8 +89,10 @@ def hot_sample_curve(num_rows: int = 100_000, alpha: float = 1.05, hot_fraction:
     for i, n in enumerate(lookups):
         n = check_int(f"lookups[{i}]", n, lo=1)
         f = hot_sample_fraction(num_rows, alpha, hot_fraction, n)
-        for what, key in (("lookups served by hot rows", "lookup_hit_rate"),
-                          ("samples with every lookup hot", "all_hot_samples")):  # fmt: skip
+        for what, key in (
+            ("lookups served by hot rows", "lookup_hit_rate"),
+            ("samples with every lookup hot", "all_hot_samples"),
+        ):
             rows.append({"lookups_per_sample": n, "share": f[key], "what": what, "source": "simulated"})
     return rows
 

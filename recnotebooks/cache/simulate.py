@@ -218,14 +218,25 @@ class SimResult:
         """One tidy row (``source="simulated"``)."""
         return [
             {
-                "policy": self.policy, "capacity": self.capacity, "num_rows": self.num_rows,
-                "cache_fraction": self.capacity / self.num_rows, "requests": self.requests,
-                "hits": self.hits, "misses": self.misses, "hit_rate": self.hit_rate,
-                "miss_ratio": self.miss_ratio, "evictions": self.evictions, "bypass": self.bypass,
-                "conflict_misses": self.conflict_misses, "batch_size": self.batch_size, "ways": self.ways,
-                "seconds": self.seconds, "ids_per_s": self.ids_per_s, "source": "simulated",
+                "policy": self.policy,
+                "capacity": self.capacity,
+                "num_rows": self.num_rows,
+                "cache_fraction": self.capacity / self.num_rows,
+                "requests": self.requests,
+                "hits": self.hits,
+                "misses": self.misses,
+                "hit_rate": self.hit_rate,
+                "miss_ratio": self.miss_ratio,
+                "evictions": self.evictions,
+                "bypass": self.bypass,
+                "conflict_misses": self.conflict_misses,
+                "batch_size": self.batch_size,
+                "ways": self.ways,
+                "seconds": self.seconds,
+                "ids_per_s": self.ids_per_s,
+                "source": "simulated",
             }
-        ]  # fmt: skip
+        ]
 
 
 @dataclass(frozen=True)
@@ -261,13 +272,16 @@ class MissRatioCurve:
             idx = np.unique(np.geomspace(1, len(idx), max_points).astype(np.int64) - 1)
         return [
             {
-                "policy": self.policy, "capacity": int(self.sizes[i]),
+                "policy": self.policy,
+                "capacity": int(self.sizes[i]),
                 "cache_fraction": float(self.sizes[i]) / self.num_rows,
-                "miss_ratio": float(self.miss_ratio[i]), "hit_rate": 1.0 - float(self.miss_ratio[i]),
-                "requests": self.requests, "source": "simulated",
+                "miss_ratio": float(self.miss_ratio[i]),
+                "hit_rate": 1.0 - float(self.miss_ratio[i]),
+                "requests": self.requests,
+                "source": "simulated",
             }
             for i in idx
-        ]  # fmt: skip
+        ]
 
 
 # ---------------------------------------------------------------- entry points

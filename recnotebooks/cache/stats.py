@@ -75,9 +75,14 @@ class CacheStats:
         self.all_hit_samples += int(all_hit)
 
     def count_call(
-        self, batch: JaggedBatch, table: np.ndarray, hit: np.ndarray, bypass: np.ndarray,
-        inverse: np.ndarray, conflicts: bool,
-    ) -> None:  # fmt: skip
+        self,
+        batch: JaggedBatch,
+        table: np.ndarray,
+        hit: np.ndarray,
+        bypass: np.ndarray,
+        inverse: np.ndarray,
+        conflicts: bool,
+    ) -> None:
         """Count one forward: ``table``, ``hit`` and ``bypass`` per distinct row (sorted),
         ``inverse`` (host int array) the distinct row of each id; ``conflicts``: bypasses are
         conflict misses. Vectorised in NumPy: per-bag miss counts from one cumulative sum."""
@@ -149,11 +154,18 @@ class CacheStats:
             out.append({"table": name, "policy": self.policy, **c, **r, "source": "measured", **extra})
         c = self.total()
         r = self._rates(c)
-        out.append({
-            "table": "total", "policy": self.policy, **c, **r,
-            "samples": self.samples, "all_hit_sample_fraction": self.all_hit_sample_fraction,
-            "source": "measured", **extra,
-        })  # fmt: skip
+        out.append(
+            {
+                "table": "total",
+                "policy": self.policy,
+                **c,
+                **r,
+                "samples": self.samples,
+                "all_hit_sample_fraction": self.all_hit_sample_fraction,
+                "source": "measured",
+                **extra,
+            }
+        )
         return out
 
     def __repr__(self) -> str:

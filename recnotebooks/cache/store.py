@@ -114,14 +114,20 @@ class CacheStore(SlotStore):
         self._slot_base = np.concatenate([[0], np.cumsum(caps)]).astype(np.int64)
         self.capacity = int(self._slot_base[-1])
         self.policies = [
-            CachePolicy(cache.policy, int(self._row_base[i + 1] - self._row_base[i]), c, ways=cache.ways,
-                        hot_rows=hot[i])
+            CachePolicy(
+                cache.policy,
+                int(self._row_base[i + 1] - self._row_base[i]),
+                c,
+                ways=cache.ways,
+                hot_rows=hot[i],
+            )
             for i, c in enumerate(caps)
-        ]  # fmt: skip
+        ]
         self._host = host.pin_memory() if device.type == "cuda" else host
         dtype = host.dtype
-        self._wstore = torch.empty(self.capacity + cache.staging_rows, self.embedding_dim, device=device,
-                                   dtype=dtype)  # fmt: skip
+        self._wstore = torch.empty(
+            self.capacity + cache.staging_rows, self.embedding_dim, device=device, dtype=dtype
+        )
         advise_huge_pages(self._wstore)  # before the first touch, as the uncached weight does
         self._wstore.zero_()
         #: the slots: the parameter of the collection that holds this store
@@ -197,9 +203,16 @@ class CacheStore(SlotStore):
         return todo
 
     def _admit_table(
-        self, p: int, pol: CachePolicy, uniq: np.ndarray, idx: np.ndarray, epoch: int, protect_from: int,
-        resident_first: bool, pl: _Placed,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+        self,
+        p: int,
+        pol: CachePolicy,
+        uniq: np.ndarray,
+        idx: np.ndarray,
+        epoch: int,
+        protect_from: int,
+        resident_first: bool,
+        pl: _Placed,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Admit the rows ``uniq[idx]`` of policy ``p``, filling ``pl``; returns the positions
         admitted on a miss, their slots and the global rows they evict (-1: a free slot)."""
         local = uniq[idx] - self._row_base[p]

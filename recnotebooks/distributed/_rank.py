@@ -49,12 +49,24 @@ def _watch_parent(parent: int) -> None:
             os._exit(1)
 
 
-def _rank_main(conn: Any, fn: Callable[..., Any], rank: int, world: int, backend: str, port: int,
-               timeout_s: float, parent: int, threads: int, args: tuple, kwargs: dict) -> None:  # fmt: skip
+def _rank_main(
+    conn: Any,
+    fn: Callable[..., Any],
+    rank: int,
+    world: int,
+    backend: str,
+    port: int,
+    timeout_s: float,
+    parent: int,
+    threads: int,
+    args: tuple,
+    kwargs: dict,
+) -> None:
     """A spawned rank: join the group, run ``fn``, send back its value (or its exception)."""
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world),
-                       "LOCAL_WORLD_SIZE": str(world)})  # fmt: skip
+    os.environ.update(
+        {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world)}
+    )
     for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
         os.environ.setdefault(var, _loopback())
     torch.set_num_threads(threads)  # the launcher's thread policy (recnotebooks.threads.rank_threads)
@@ -88,8 +100,9 @@ def _rank_main(conn: Any, fn: Callable[..., Any], rank: int, world: int, backend
                 device = torch.device("cuda", rank)
                 torch.cuda.set_device(device)
             options = {"device_id": device} if backend == "nccl" else {}
-            dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout,
-                                    **options)  # fmt: skip
+            dist.init_process_group(
+                backend, store=store, rank=rank, world_size=world, timeout=timeout, **options
+            )
             try:
                 value = fn(RankContext(rank, world, backend, device, log), *args, **kwargs)
             except BaseException as e:  # noqa: BLE001 - reported before the group goes down, so

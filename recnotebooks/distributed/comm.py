@@ -97,10 +97,19 @@ class CommLog:
         out = []
         for key in sorted(self.records, key=lambda k: (k[1], k[0], _DIRECTIONS.index(k[2]))):
             r = self.records[key]
-            out.append({"source": "measured", "rank": self.rank, "component": r.component,
-                        "collective": r.collective, "direction": r.direction, "calls": r.calls,
-                        "bytes_sent": r.bytes_sent, "bytes_received": r.bytes_received,
-                        "seconds": r.seconds})  # fmt: skip
+            out.append(
+                {
+                    "source": "measured",
+                    "rank": self.rank,
+                    "component": r.component,
+                    "collective": r.collective,
+                    "direction": r.direction,
+                    "calls": r.calls,
+                    "bytes_sent": r.bytes_sent,
+                    "bytes_received": r.bytes_received,
+                    "seconds": r.seconds,
+                }
+            )
         return out
 
     def total(self, what: str = "bytes_sent", component: str | None = None) -> float:
@@ -126,9 +135,14 @@ class CommLog:
             e = earlier.records.get(key) or CommRecord(r.collective, r.component, r.direction)
             if r.calls > e.calls:
                 out.records[key] = CommRecord(
-                    r.collective, r.component, r.direction, r.calls - e.calls, r.bytes_sent - e.bytes_sent,
-                    r.bytes_received - e.bytes_received, r.seconds - e.seconds,
-                )  # fmt: skip
+                    r.collective,
+                    r.component,
+                    r.direction,
+                    r.calls - e.calls,
+                    r.bytes_sent - e.bytes_sent,
+                    r.bytes_received - e.bytes_received,
+                    r.seconds - e.seconds,
+                )
         return out
 
 

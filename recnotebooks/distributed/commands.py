@@ -116,24 +116,47 @@ def _report(
 
     zipf = (SyntheticConfig(zipf_exponent=args.zipf) if args.zipf else SyntheticConfig()).zipf_exponent
     return train_report(
-        command="train", source="measured", preset=args.preset or "tiny", config=config.summary(),
-        device="cuda" if res.backend == "nccl" else "cpu", threads=res.threads,
-        busy=res.busy, reliability=res.reliability,
-        world_size=res.world_size, backend=res.backend, rank=int(os.environ.get("RANK", "0")),
-        sharding=sharding, plan=plan.table(), steps=res.steps, batch_size=res.batch_size, dtype="fp32",
-        samples_per_s=res.samples_per_s, seconds_per_step=res.seconds_per_step,
-        auc=res.auc, logloss=res.logloss, ne=res.ne, losses=res.losses, phases=res.phases, comm=res.comm,
-        data={"source": "synthetic", "zipf_exponent": zipf}, resumed_from=None, resumed_at_step=None,
+        command="train",
+        source="measured",
+        preset=args.preset or "tiny",
+        config=config.summary(),
+        device="cuda" if res.backend == "nccl" else "cpu",
+        threads=res.threads,
+        busy=res.busy,
+        reliability=res.reliability,
+        world_size=res.world_size,
+        backend=res.backend,
+        rank=int(os.environ.get("RANK", "0")),
+        sharding=sharding,
+        plan=plan.table(),
+        steps=res.steps,
+        batch_size=res.batch_size,
+        dtype="fp32",
+        samples_per_s=res.samples_per_s,
+        seconds_per_step=res.seconds_per_step,
+        auc=res.auc,
+        logloss=res.logloss,
+        ne=res.ne,
+        losses=res.losses,
+        phases=res.phases,
+        comm=res.comm,
+        data={"source": "synthetic", "zipf_exponent": zipf},
+        resumed_from=None,
+        resumed_at_step=None,
         checkpoint=None,
-    )  # fmt: skip
+    )
 
 
 def _print(r: dict[str, Any]) -> None:
     c = r["config"]
-    print(f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
-          f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}")  # fmt: skip
-    print(f"measured on {r['world_size']} rank(s) ({r['backend']}, {r['sharding']} embeddings, this is rank "
-          f"{r['rank']}): {r['steps']} steps of {r['batch_size']} (global batch)")  # fmt: skip
+    print(
+        f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
+        f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}"
+    )
+    print(
+        f"measured on {r['world_size']} rank(s) ({r['backend']}, {r['sharding']} embeddings, this is rank "
+        f"{r['rank']}): {r['steps']} steps of {r['batch_size']} (global batch)"
+    )
     print(f"  throughput  {r['samples_per_s']:,.0f} samples/s  ({r['seconds_per_step'] * 1e3:.2f} ms/step)")
     for line in metric_lines(r):
         print(line)

@@ -161,9 +161,17 @@ class HybridParallelDLRM(nn.Module):
         self.group = group
         #: this rank's embedding shards
         self.embeddings = ShardedEmbeddingBagCollection(
-            config.tables, config.embedding_dim, plan, rank, world, pooling=config.pooling, seed=seed,
-            log=self.log, group=group, profile=profile,
-        ).to(self.device)  # fmt: skip
+            config.tables,
+            config.embedding_dim,
+            plan,
+            rank,
+            world,
+            pooling=config.pooling,
+            seed=seed,
+            log=self.log,
+            group=group,
+            profile=profile,
+        ).to(self.device)
         dense = _DenseArch(config, seed).to(self.device)
         ids = (
             [self.device.index if self.device.index is not None else 0]

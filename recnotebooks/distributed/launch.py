@@ -167,8 +167,15 @@ def _master_store(timeout_s: float) -> tuple[Any, int]:
     preferred = check_int(PORT_ENV, int(env) if env.strip().isdigit() else 0, lo=0, hi=65535)
     sock = _listen(preferred)
     port = sock.getsockname()[1]
-    store = dist.TCPStore(HOST, port, None, is_master=True, timeout=timedelta(seconds=timeout_s),
-                          wait_for_workers=False, master_listen_fd=sock.fileno())  # fmt: skip
+    store = dist.TCPStore(
+        HOST,
+        port,
+        None,
+        is_master=True,
+        timeout=timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+        master_listen_fd=sock.fileno(),
+    )
     sock.detach()  # the store's server owns (and closes) the socket now
     return store, port
 
@@ -349,11 +356,25 @@ def launch(
     procs, conns, ends = [], [], []
     for rank in range(world):
         receive, send = context.Pipe(duplex=False)
-        procs.append(context.Process(
-            target=_rank_main,
-            args=(send, fn, rank, world, backend, port, timeout_s, os.getpid(), choice.threads, args, kwargs),
-            name=f"recnb-rank-{rank}",
-        ))  # fmt: skip
+        procs.append(
+            context.Process(
+                target=_rank_main,
+                args=(
+                    send,
+                    fn,
+                    rank,
+                    world,
+                    backend,
+                    port,
+                    timeout_s,
+                    os.getpid(),
+                    choice.threads,
+                    args,
+                    kwargs,
+                ),
+                name=f"recnb-rank-{rank}",
+            )
+        )
         conns.append(receive)
         ends.append(send)
     ranks = _Ranks(procs, conns)
@@ -368,9 +389,19 @@ def launch(
             send.close()
         ranks.stop()
         del store
-    result = LaunchResult(world, backend, port, ranks.values, ranks.logs, ranks.warnings, ranks.failures,
-                          time.monotonic() - start, ranks.pids, choice.threads,
-                          choice.describe() if choice.busy else "")  # fmt: skip
+    result = LaunchResult(
+        world,
+        backend,
+        port,
+        ranks.values,
+        ranks.logs,
+        ranks.warnings,
+        ranks.failures,
+        time.monotonic() - start,
+        ranks.pids,
+        choice.threads,
+        choice.describe() if choice.busy else "",
+    )
     if result.failures:
         first = result.failures[0]
         lines = [f"launch of {fn.__module__}.{fn.__qualname__} on {world} rank(s) failed: {first.message}"]

@@ -169,8 +169,9 @@ class LocalShard:
 
 def _config(tables: Sequence[TableConfig], dim: int, pooling: str) -> DLRMConfig:
     """A minimal config carrying the tables (what :meth:`Plan.validate` reads)."""
-    return DLRMConfig(num_dense=1, tables=tuple(tables), embedding_dim=dim, bottom_mlp=(dim,),
-                      top_mlp=(1,), pooling=pooling)  # fmt: skip
+    return DLRMConfig(
+        num_dense=1, tables=tuple(tables), embedding_dim=dim, bottom_mlp=(dim,), top_mlp=(1,), pooling=pooling
+    )
 
 
 def _blocks(t: torch.Tensor, sizes: list[int], picks: list[int]) -> torch.Tensor:
@@ -442,9 +443,13 @@ class ShardedEmbeddingBagCollection(nn.Module):
             send = send.detach().requires_grad_(True)  # every rank joins the backward all-to-all
         widths = [sum(self._geometry[i].col_count for i in self._mp_by_rank[j]) for j in range(world)]
         handle = all_to_all(
-            send, [b * widths[rank]] * world, [b * w for w in widths], log=self.log, group=self.group,
+            send,
+            [b * widths[rank]] * world,
+            [b * w for w in widths],
+            log=self.log,
+            group=self.group,
             async_op=True,
-        )  # fmt: skip
+        )
         assert isinstance(handle, CommHandle)
         return handle
 
@@ -528,14 +533,24 @@ class ShardedEmbeddingBagCollection(nn.Module):
                 t = ebc.stats.rows()[0]
                 keep = ("policy", "requested", "unique", "hits", "misses", "evictions", "writebacks",
                         "bytes_h2d", "bytes_d2h", "hit_rate", "lookup_hit_rate")  # fmt: skip
-                out.append({"rank": self.rank, "table": s.table, "shard": s.index, "slots": ebc.capacity,
-                            **{k: t[k] for k in keep}, "source": "measured"})  # fmt: skip
+                out.append(
+                    {
+                        "rank": self.rank,
+                        "table": s.table,
+                        "shard": s.index,
+                        "slots": ebc.capacity,
+                        **{k: t[k] for k in keep},
+                        "source": "measured",
+                    }
+                )
         return out
 
     def shard_weights(self) -> list[tuple[LocalShard, torch.Tensor]]:
         """This rank's shards and their weight blocks (views), in plan order."""
-        return [(s, self.collections[s.collection].table_weight(self.collections[s.collection].keys[s.slot]))
-                for s in self.local_shards]  # fmt: skip
+        return [
+            (s, self.collections[s.collection].table_weight(self.collections[s.collection].keys[s.slot]))
+            for s in self.local_shards
+        ]
 
 
 class ShardedLookup:
@@ -663,8 +678,15 @@ def _random_bags(tables: Sequence[TableConfig], batch_size: int, seed: int) -> d
     return out
 
 
-def run_plan_rank(ctx: Any, tables: tuple[TableConfig, ...], embedding_dim: int, plan: Plan,
-                  bags: dict[str, list[list[int]]], seed: int, pooling: str) -> torch.Tensor:  # fmt: skip
+def run_plan_rank(
+    ctx: Any,
+    tables: tuple[TableConfig, ...],
+    embedding_dim: int,
+    plan: Plan,
+    bags: dict[str, list[list[int]]],
+    seed: int,
+    pooling: str,
+) -> torch.Tensor:
     """One rank of :func:`run_plan`: its share of the samples through the sharded collection,
     forward and backward (the loss is the sum of the outputs), then the data-parallel gradient
     sync; returns its pooled output."""
@@ -688,8 +710,15 @@ def run_plan_rank(ctx: Any, tables: tuple[TableConfig, ...], embedding_dim: int,
     return out.detach()
 
 
-def run_plan(tables: Sequence[TableConfig], embedding_dim: int, plan: Plan, batch_size: int = 8,
-             seed: int = 0, pooling: str = "sum", timeout_s: float = 120.0) -> PlanRun:  # fmt: skip
+def run_plan(
+    tables: Sequence[TableConfig],
+    embedding_dim: int,
+    plan: Plan,
+    batch_size: int = 8,
+    seed: int = 0,
+    pooling: str = "sum",
+    timeout_s: float = 120.0,
+) -> PlanRun:
     """Run ``plan`` on ``plan.world_size`` local ranks (:func:`~recnotebooks.distributed.launch`, gloo on
     127.0.0.1): one batch of ``batch_size`` random bags, split evenly over the ranks, forward and
     backward through :class:`ShardedEmbeddingBagCollection`; returns what each rank's output

@@ -127,17 +127,27 @@ class DistTrainResult:
         collective record of every rank (``kind="comm"``) and per cached shard (``kind="cache"``),
         all ``source="measured"``."""
         base = {"source": self.source, "world_size": self.world_size, "backend": self.backend}
-        out: list[dict[str, Any]] = [{**base, "kind": "loss", "step": i + 1, "loss": v}
-                                     for i, v in enumerate(self.losses)]  # fmt: skip
+        out: list[dict[str, Any]] = [
+            {**base, "kind": "loss", "step": i + 1, "loss": v} for i, v in enumerate(self.losses)
+        ]
         out += [{**base, "kind": "phase", "phase": k, "seconds_per_step": v} for k, v in self.phases.items()]
         out += [{**base, "kind": "comm", **r} for r in self.comm]
         out += [{**base, "kind": "cache", **r} for r in self.cache]
         return out
 
 
-def _check(config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: int, seed: int,
-           sparse_optimizer: str, dense_optimizer: str, sparse_lr: float,
-           dense_lr: float) -> None:  # fmt: skip
+def _check(
+    config: DLRMConfig,
+    plan: Plan,
+    world: int,
+    steps: int,
+    batch_size: int,
+    seed: int,
+    sparse_optimizer: str,
+    dense_optimizer: str,
+    sparse_lr: float,
+    dense_lr: float,
+) -> None:
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     check_type("plan", plan, Plan, "a Plan")
     check_steps("steps", steps, lo=1)
@@ -157,10 +167,21 @@ def _check(config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: i
     check_float("dense_lr", dense_lr, lo=0, lo_open=True)
 
 
-def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch_size: int, seed: int = 0,
-             sparse_optimizer: str = "rowwise_adagrad", sparse_lr: float = 0.05,
-             dense_optimizer: str = "adagrad", dense_lr: float = 0.02, zipf: float | None = None,
-             overlap: bool = True, eval_batches: int = 0) -> dict[str, Any]:  # fmt: skip
+def run_rank(
+    ctx: RankContext,
+    config: DLRMConfig,
+    plan: Plan,
+    steps: int,
+    batch_size: int,
+    seed: int = 0,
+    sparse_optimizer: str = "rowwise_adagrad",
+    sparse_lr: float = 0.05,
+    dense_optimizer: str = "adagrad",
+    dense_lr: float = 0.02,
+    zipf: float | None = None,
+    overlap: bool = True,
+    eval_batches: int = 0,
+) -> dict[str, Any]:
     """Train ``steps`` steps on this rank (see the module docstring); every rank must call it.
 
     Returns ``losses`` (global-batch mean of each step, before its update, the same on every
@@ -177,8 +198,9 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
     after the timed steps; its collectives are in no phase and no comm row.
     """
     world, rank = ctx.world_size, ctx.rank
-    _check(config, plan, world, steps, batch_size, seed, sparse_optimizer, dense_optimizer, sparse_lr,
-           dense_lr)  # fmt: skip
+    _check(
+        config, plan, world, steps, batch_size, seed, sparse_optimizer, dense_optimizer, sparse_lr, dense_lr
+    )
     eval_batches = check_int("eval_batches", eval_batches, lo=0)
     device = ctx.device
     data_cfg = SyntheticConfig(zipf_exponent=zipf) if zipf else SyntheticConfig()
@@ -186,8 +208,9 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
     profile = None  # a static cache pins the hottest rows of the first global batches (every rank alike)
     if any(s.placement == "cache" and s.cache_policy == "static" for s in plan.shards):
         profile = [data.batch(i).sparse for i in range(min(steps, PROFILE_BATCHES))]
-    model = HybridParallelDLRM(config, plan, rank, world, seed=seed, log=ctx.log, device=device,
-                               overlap=overlap, profile=profile)  # fmt: skip
+    model = HybridParallelDLRM(
+        config, plan, rank, world, seed=seed, log=ctx.log, device=device, overlap=overlap, profile=profile
+    )
     sparse_opt = model.sparse_optimizer(sparse_optimizer, sparse_lr)
     dense_opt = dense_optimizer_for(dense_optimizer, model.dense_parameters(), dense_lr)
     loss_fn = torch.nn.BCEWithLogitsLoss()
@@ -251,8 +274,15 @@ def run_rank(ctx: RankContext, config: DLRMConfig, plan: Plan, steps: int, batch
 
 
 @torch.no_grad()
-def _evaluate(model: HybridParallelDLRM, data: SyntheticCriteo, batches: int, lo: int, hi: int, world: int,
-              device: torch.device) -> dict[str, Any]:  # fmt: skip
+def _evaluate(
+    model: HybridParallelDLRM,
+    data: SyntheticCriteo,
+    batches: int,
+    lo: int,
+    hi: int,
+    world: int,
+    device: torch.device,
+) -> dict[str, Any]:
     """Held-out log loss, AUC and NE over eval batches ``0 .. batches - 1``, as the single-process
     :meth:`~recnotebooks.train.Trainer.evaluate` computes them: this rank predicts samples
     ``lo .. hi - 1`` of each batch, and an all-gather (rank order is sample order) gives every rank
@@ -286,22 +316,43 @@ def _result(
     metrics = first.get("metrics", {})
     if "error" in metrics:  # as the single-process Trainer does: a warning, and no metrics
         warnings.warn(f"evaluation skipped: {metrics['error']}", RuntimeWarning, stacklevel=3)
-    return DistTrainResult(world, backend, steps, batch, first["losses"], first["samples_per_s"],
-                           first["seconds_per_step"], first["phases"], comm,
-                           threads=first.get("threads", 0),
-                           rank_samples_per_s=[v["samples_per_s"] for v in values],
-                           cpu_seconds_per_step=first.get("cpu_seconds_per_step", 0.0),
-                           timed_comm=first.get("timed_comm", []),
-                           phase_cpu=first.get("phase_cpu", {}),
-                           thread_cpu_seconds_per_step=thread_cpu,
-                           auc=metrics.get("auc"), logloss=metrics.get("logloss"),
-                           ne=metrics.get("ne"), busy=busy, step_spread=first.get("step_spread", 1.0),
-                           reliability=first.get("reliability", ""),
-                           cache=[row for v in values for row in v.get("cache", [])])  # fmt: skip
+    return DistTrainResult(
+        world,
+        backend,
+        steps,
+        batch,
+        first["losses"],
+        first["samples_per_s"],
+        first["seconds_per_step"],
+        first["phases"],
+        comm,
+        threads=first.get("threads", 0),
+        rank_samples_per_s=[v["samples_per_s"] for v in values],
+        cpu_seconds_per_step=first.get("cpu_seconds_per_step", 0.0),
+        timed_comm=first.get("timed_comm", []),
+        phase_cpu=first.get("phase_cpu", {}),
+        thread_cpu_seconds_per_step=thread_cpu,
+        auc=metrics.get("auc"),
+        logloss=metrics.get("logloss"),
+        ne=metrics.get("ne"),
+        busy=busy,
+        step_spread=first.get("step_spread", 1.0),
+        reliability=first.get("reliability", ""),
+        cache=[row for v in values for row in v.get("cache", [])],
+    )
 
 
-def train_local(config: DLRMConfig, plan: Plan, world_size: int, steps: int, batch_size: int, seed: int = 0,
-                *, timeout_s: float = 600.0, **options: Any) -> DistTrainResult:  # fmt: skip
+def train_local(
+    config: DLRMConfig,
+    plan: Plan,
+    world_size: int,
+    steps: int,
+    batch_size: int,
+    seed: int = 0,
+    *,
+    timeout_s: float = 600.0,
+    **options: Any,
+) -> DistTrainResult:
     """Train on ``world_size`` local CPU ranks (gloo, via :func:`~recnotebooks.distributed.launch.launch`).
 
     ``options`` are :func:`run_rank`'s (optimizers, learning rates, ``zipf``, ``overlap``,
@@ -312,8 +363,18 @@ def train_local(config: DLRMConfig, plan: Plan, world_size: int, steps: int, bat
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
     opts = {"sparse_optimizer": "rowwise_adagrad", "sparse_lr": 0.05, "dense_optimizer": "adagrad",
             "dense_lr": 0.02, **options}  # fmt: skip
-    _check(config, plan, world, steps, batch_size, seed, opts["sparse_optimizer"], opts["dense_optimizer"],
-           opts["sparse_lr"], opts["dense_lr"])  # fmt: skip
+    _check(
+        config,
+        plan,
+        world,
+        steps,
+        batch_size,
+        seed,
+        opts["sparse_optimizer"],
+        opts["dense_optimizer"],
+        opts["sparse_lr"],
+        opts["dense_lr"],
+    )
     check_int("eval_batches", opts.get("eval_batches", 0), lo=0)
     res = launch(run_rank, world, config, plan, steps, batch_size, seed, timeout_s=timeout_s, **opts)
     return _result(res.values, world, "gloo", steps, batch_size, res.busy)
@@ -329,8 +390,16 @@ def torchrun_env() -> tuple[int, int, int]:
     return rank, world, local
 
 
-def train_torchrun(config: DLRMConfig, plan: Plan, steps: int, batch_size: int, seed: int = 0,
-                   *, timeout_s: float = 600.0, **options: Any) -> DistTrainResult:  # fmt: skip
+def train_torchrun(
+    config: DLRMConfig,
+    plan: Plan,
+    steps: int,
+    batch_size: int,
+    seed: int = 0,
+    *,
+    timeout_s: float = 600.0,
+    **options: Any,
+) -> DistTrainResult:
     """Train in a process started by ``torchrun`` (one rank of ``WORLD_SIZE``); every rank returns
     the same losses, and its own timings."""
     missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
@@ -338,9 +407,18 @@ def train_torchrun(config: DLRMConfig, plan: Plan, steps: int, batch_size: int, 
         raise ValueError(f"--distributed runs under torchrun, which sets {missing}; they are not set here")
     rank, world, local = torchrun_env()
     timeout_s = check_float("timeout_s", timeout_s, lo=1.0, hi=MAX_TIMEOUT_S)
-    _check(config, plan, world, steps, batch_size, seed, options.get("sparse_optimizer", "rowwise_adagrad"),
-           options.get("dense_optimizer", "adagrad"), options.get("sparse_lr", 0.05),
-           options.get("dense_lr", 0.02))  # fmt: skip
+    _check(
+        config,
+        plan,
+        world,
+        steps,
+        batch_size,
+        seed,
+        options.get("sparse_optimizer", "rowwise_adagrad"),
+        options.get("dense_optimizer", "adagrad"),
+        options.get("sparse_lr", 0.05),
+        options.get("dense_lr", 0.02),
+    )
     backend, device = "gloo", torch.device("cpu")
     if torch.cuda.is_available():
         backend, device = "nccl", torch.device("cuda", local % torch.cuda.device_count())
@@ -351,8 +429,9 @@ def train_torchrun(config: DLRMConfig, plan: Plan, steps: int, batch_size: int, 
     # else the thread policy's share of this node's free cores for each of its ranks
     local_world = parse_int("LOCAL_WORLD_SIZE", os.environ.get("LOCAL_WORLD_SIZE", "1"), lo=1, hi=world)
     fixed = "OMP_NUM_THREADS" in os.environ or backend == "nccl"
-    choice = choose_threads(torch.get_num_threads() if fixed else None,
-                            requested=max(1, usable_cores() // local_world))  # fmt: skip
+    choice = choose_threads(
+        torch.get_num_threads() if fixed else None, requested=max(1, usable_cores() // local_world)
+    )
     try:
         ctx = RankContext(rank, world, backend, device, CommLog(rank))
         with use_threads(choice.threads):
@@ -362,9 +441,17 @@ def train_torchrun(config: DLRMConfig, plan: Plan, steps: int, batch_size: int, 
     return _result([value], world, backend, steps, batch_size, choice.describe() if choice.busy else "")
 
 
-def run_plans_local(config: DLRMConfig, plans: list[Plan], world_size: int, steps: int, batch_size: int,
-                    seed: int = 0, *, timeout_s: float = 600.0,
-                    **options: Any) -> list[list[dict[str, Any]]]:  # fmt: skip
+def run_plans_local(
+    config: DLRMConfig,
+    plans: list[Plan],
+    world_size: int,
+    steps: int,
+    batch_size: int,
+    seed: int = 0,
+    *,
+    timeout_s: float = 600.0,
+    **options: Any,
+) -> list[list[dict[str, Any]]]:
     """:func:`run_plans` on ``world_size`` local CPU ranks (one launch): per plan, every rank's
     :func:`run_rank` result, in rank order. Every plan is checked first, as :func:`train_local`
     checks its one (a placement the engine cannot run, e.g. ``"remote"``, is refused naming its
@@ -375,14 +462,31 @@ def run_plans_local(config: DLRMConfig, plans: list[Plan], world_size: int, step
     if not isinstance(plans, (list, tuple)) or not plans:
         raise ValueError(f"plans must be a non-empty list of Plan, got {plans!r}")
     for plan in plans:
-        _check(config, plan, world, steps, batch_size, seed, opts["sparse_optimizer"],
-               opts["dense_optimizer"], opts["sparse_lr"], opts["dense_lr"])  # fmt: skip
+        _check(
+            config,
+            plan,
+            world,
+            steps,
+            batch_size,
+            seed,
+            opts["sparse_optimizer"],
+            opts["dense_optimizer"],
+            opts["sparse_lr"],
+            opts["dense_lr"],
+        )
     res = launch(run_plans, world, config, list(plans), steps, batch_size, seed, timeout_s=timeout_s, **opts)
     return [[res.values[r][k] for r in range(world)] for k in range(len(plans))]
 
 
-def run_plans(ctx: RankContext, config: DLRMConfig, plans: list[Plan], steps: int, batch_size: int,
-              seed: int = 0, **options: Any) -> list[dict[str, Any]]:  # fmt: skip
+def run_plans(
+    ctx: RankContext,
+    config: DLRMConfig,
+    plans: list[Plan],
+    steps: int,
+    batch_size: int,
+    seed: int = 0,
+    **options: Any,
+) -> list[dict[str, Any]]:
     """:func:`run_rank` for each plan in turn on this rank, in one launch (the comm log cleared
     between plans, so each result's ``comm`` rows are its own). ``options`` as :func:`run_rank`'s."""
     out = []

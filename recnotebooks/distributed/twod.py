@@ -128,9 +128,16 @@ class TwoDShardedEmbeddingBagCollection(nn.Module):
         self.sharding_group, self.replica_group = sharding[self.group_index], replica[self.group_rank]
         #: the collection sharded inside this rank's group
         self.inner = ShardedEmbeddingBagCollection(
-            tables, embedding_dim, plan, self.group_rank, m, pooling=pooling, seed=seed, log=log,
+            tables,
+            embedding_dim,
+            plan,
+            self.group_rank,
+            m,
+            pooling=pooling,
+            seed=seed,
+            log=log,
             group=self.sharding_group,
-        )  # fmt: skip
+        )
 
     def forward(self, batch: JaggedBatch) -> torch.Tensor:
         """Pooled embeddings ``(batch.batch_size, num_tables, embedding_dim)`` of this rank's samples."""

@@ -105,8 +105,9 @@ def _prefetch_row(typingctx, arr, idx):  # pragma: no cover - compiled
         )
         base = builder.bitcast(ptr, i8p)
         nbytes = builder.mul(cols, context.get_constant(types.intp, aryty.dtype.bitwidth // 8))
-        with cgutils.for_range_slice(builder, context.get_constant(types.intp, 0), nbytes,
-                                     context.get_constant(types.intp, 64)) as (off, _):  # fmt: skip
+        with cgutils.for_range_slice(
+            builder, context.get_constant(types.intp, 0), nbytes, context.get_constant(types.intp, 64)
+        ) as (off, _):
             builder.call(fn, [builder.gep(base, [off]), i32(1), i32(3), i32(1)])  # write, keep, data
         return context.get_dummy_value()
 
@@ -245,12 +246,35 @@ def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads, seen, count):  # ty
     nblk = (offsets.shape[0] - 1 + _BLOCK_BAGS - 1) // _BLOCK_BAGS
     blo, bhi = np.empty(nblk, np.int64), np.empty(nblk, np.int64)
     distinct, lr_box = np.zeros(threads, np.int64), np.array([lr], np.float32)
-    args = np.array([
-        address(w), w.shape[0], w.shape[1], address(grad), grad.shape[0], address(ids), ids.shape[0],
-        address(offsets), ids.dtype.itemsize, address(coef), coef.shape[0], address(lr_box),
-        address(seen), seen.shape[0], address(blo), address(bhi), nblk, address(distinct), threads,
-        int(has_coef), int(count), rt.thread_num, rt.num_threads, rt.barrier,
-    ], np.int64)  # fmt: skip
+    args = np.array(
+        [
+            address(w),
+            w.shape[0],
+            w.shape[1],
+            address(grad),
+            grad.shape[0],
+            address(ids),
+            ids.shape[0],
+            address(offsets),
+            ids.dtype.itemsize,
+            address(coef),
+            coef.shape[0],
+            address(lr_box),
+            address(seen),
+            seen.shape[0],
+            address(blo),
+            address(bhi),
+            nblk,
+            address(distinct),
+            threads,
+            int(has_coef),
+            int(count),
+            rt.thread_num,
+            rt.num_threads,
+            rt.barrier,
+        ],
+        np.int64,
+    )
     assert args.shape[0] == _NARGS
     run_on_openmp(rt, _sgd_omp.address, args, threads)
     return int(distinct.sum())

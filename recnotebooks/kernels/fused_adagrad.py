@@ -250,16 +250,43 @@ def rowwise_adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threa
         else:
             scratch = (counts, start, bucket_start, row, bag, cf)
             lr32, eps32 = np.float32(lr), np.float32(eps)
-            _adagrad_prange(w, grad, ids, offsets, coef, has_coef, shift, lr32, state, eps32, scratch,
-                            touched)  # fmt: skip
+            _adagrad_prange(
+                w, grad, ids, offsets, coef, has_coef, shift, lr32, state, eps32, scratch, touched
+            )
         return int(touched.sum())
     scalars = np.array([lr, eps], np.float32)
-    args = np.array([
-        address(w), w.shape[0], w.shape[1], address(grad), grad.shape[0], address(ids), nids,
-        address(offsets), ids.dtype.itemsize, address(coef), coef.shape[0], address(scalars), address(state),
-        nchunk, nb, address(counts), address(start), address(bucket_start), shift, int(has_coef),
-        address(row), address(bag), address(cf), address(touched), rt.thread_num, rt.num_threads, rt.barrier,
-    ], np.int64)  # fmt: skip
+    args = np.array(
+        [
+            address(w),
+            w.shape[0],
+            w.shape[1],
+            address(grad),
+            grad.shape[0],
+            address(ids),
+            nids,
+            address(offsets),
+            ids.dtype.itemsize,
+            address(coef),
+            coef.shape[0],
+            address(scalars),
+            address(state),
+            nchunk,
+            nb,
+            address(counts),
+            address(start),
+            address(bucket_start),
+            shift,
+            int(has_coef),
+            address(row),
+            address(bag),
+            address(cf),
+            address(touched),
+            rt.thread_num,
+            rt.num_threads,
+            rt.barrier,
+        ],
+        np.int64,
+    )
     assert args.shape[0] == _NARGS
     run_on_openmp(rt, _adagrad_omp.address, args, threads)
     return int(touched.sum())

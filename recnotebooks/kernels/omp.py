@@ -80,8 +80,10 @@ def torch_openmp() -> OpenMPRuntime | None:
     try:
         lib = ctypes.CDLL(path)  # already loaded by libtorch_cpu: the same handle
         parallel = lib.GOMP_parallel
-        addrs = [ctypes.cast(getattr(lib, f), ctypes.c_void_p).value
-                 for f in ("omp_get_thread_num", "omp_get_num_threads", "GOMP_barrier")]  # fmt: skip
+        addrs = [
+            ctypes.cast(getattr(lib, f), ctypes.c_void_p).value
+            for f in ("omp_get_thread_num", "omp_get_num_threads", "GOMP_barrier")
+        ]
     except (OSError, AttributeError):
         return None
     parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]

@@ -46,7 +46,7 @@ def _threads(answer: object) -> tuple[bool, str]:
     answer=lambda: AppSetting(
         "recnotebooks.viz.traffic:lookup_traffic_app",
         {"embedding_dim": 32, "pooling": 80, "batch_size": 4096},
-    ),  # fmt: skip
+    ),
 )
 def _traffic(answer: object) -> tuple[bool, str]:
     rows = app_result(answer, "traffic")

@@ -27,10 +27,13 @@ def _policy_hits() -> dict[str, float]:
 
     curves = hit_rate_curves(100_000, 0.6)
     return {
-        p: next(float(r["hit_rate"]) for r in curves  # type: ignore[arg-type]
-                if r["policy"] == POLICY_NAMES[p] and r["capacity"] == cache_capacity(0.01, 100_000, p, 32))
+        p: next(
+            float(r["hit_rate"])
+            for r in curves  # type: ignore[arg-type]
+            if r["policy"] == POLICY_NAMES[p] and r["capacity"] == cache_capacity(0.01, 100_000, p, 32)
+        )
         for p in ("lru", "lfu", "static", "setassoc")
-    }  # fmt: skip
+    }
 
 
 def _double_key() -> tuple[float, float]:

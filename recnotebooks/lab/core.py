@@ -143,9 +143,11 @@ def check(exercise_id: str, answer: object) -> Feedback:
     try:
         passed, feedback = ex.checker(answer)
     except CannotJudge as e:
-        why = (f"cannot judge this measurement: {_words(e)}. It does not count against you. Measure "
-               "again (move a slider away and back: a measurement that cannot be trusted is taken "
-               "again), with other programs closed, then check again.")  # fmt: skip
+        why = (
+            f"cannot judge this measurement: {_words(e)}. It does not count against you. Measure "
+            "again (move a slider away and back: a measurement that cannot be trusted is taken "
+            "again), with other programs closed, then check again."
+        )
         return Feedback(exercise_id, False, why, judged=False)
     except (TypeError, ValueError, KeyError) as e:  # the checkers' own words for an unusable answer
         passed, feedback = False, f"could not check this answer ({_words(e)})."

@@ -21,8 +21,9 @@ def forward_bytes() -> dict[str, int]:
     config = sharding_model("tiny")
     plan = sharding_plan(config, "table_wise", BYTES_RANKS)
     rows = collective_bytes(config, plan, BYTES_BATCH // BYTES_RANKS, BYTES_RANKS)
-    return {c: int(sum(r["bytes_sent"] for r in rows if r["rank"] == 0 and r["collective"] == c))
-            for c in FORWARD}  # fmt: skip
+    return {
+        c: int(sum(r["bytes_sent"] for r in rows if r["rank"] == 0 and r["collective"] == c)) for c in FORWARD
+    }
 
 
 def _bytes_key() -> int:
@@ -54,8 +55,10 @@ def _cliff_key() -> int:
 def _bytes(answer: object) -> tuple[bool, str]:
     got, parts = number(answer, "the bytes"), forward_bytes()
     want = sum(parts.values())
-    split = (f"{parts['lengths_all_to_all']:,} of bag lengths, {parts['ids_all_to_all']:,} of ids and "
-             f"{parts['pooled_all_to_all']:,} of pooled vectors")  # fmt: skip
+    split = (
+        f"{parts['lengths_all_to_all']:,} of bag lengths, {parts['ids_all_to_all']:,} of ids and "
+        f"{parts['pooled_all_to_all']:,} of pooled vectors"
+    )
     if got == want:
         return True, f"Right: {want:,} bytes, {split}; the ranks' comm logs measure exactly that."
     if got == parts["pooled_all_to_all"]:

@@ -67,8 +67,10 @@ def _batches(ids: np.ndarray, n_steps: int, batch_size: int, pooling: int) -> li
     per_step = batch_size * pooling
     flat = torch.from_numpy(np.array(ids[: per_step * n_steps], dtype=np.int64))  # a writable copy
     lengths = torch.full((batch_size,), pooling, dtype=torch.int64)
-    return [JaggedBatch(("t0",), flat[i * per_step : (i + 1) * per_step], lengths, batch_size)
-            for i in range(n_steps)]  # fmt: skip
+    return [
+        JaggedBatch(("t0",), flat[i * per_step : (i + 1) * per_step], lengths, batch_size)
+        for i in range(n_steps)
+    ]
 
 
 def measure_overhead(
@@ -158,8 +160,10 @@ def _fill(n_ids: int, capacity: int, per_step: int, warmup: int, steps: int, fil
     fill = check_int("fill", fill, lo=0)
     n_steps = fill + warmup + steps
     if n_ids < per_step * n_steps:
-        raise ValueError(f"trace must hold at least {per_step * n_steps:,} ids to measure this cache "
-                         f"({n_steps} steps of {per_step:,}), got {n_ids:,}")  # fmt: skip
+        raise ValueError(
+            f"trace must hold at least {per_step * n_steps:,} ids to measure this cache "
+            f"({n_steps} steps of {per_step:,}), got {n_ids:,}"
+        )
     return fill
 
 

@@ -264,8 +264,9 @@ def _lookups(quick: bool) -> int:
     return 2**20 if not quick else 2**18
 
 
-def _gather_seconds(table_bytes: float, row_bytes: int, bag: int, reps: int, quick: bool, cold: bool,
-                    dev: str = "cpu") -> float:  # fmt: skip
+def _gather_seconds(
+    table_bytes: float, row_bytes: int, bag: int, reps: int, quick: bool, cold: bool, dev: str = "cpu"
+) -> float:
     """Seconds of one ``embedding_bag`` call (what our forward calls; :func:`_best`): uniform
     random :func:`_lookups` of ``row_bytes`` fp32 rows from a table of ``table_bytes``, summed in
     bags of ``bag`` (caches flushed before each call when ``cold``)."""
@@ -336,8 +337,9 @@ def _with_saved_collectives(hw: Hardware) -> Hardware:
     keep = [f for f in COLLECTIVE_FIELDS if str(src.get(f, "")).startswith(COLLECTIVES_SOURCE)]
     if not keep:
         return hw
-    return hw.replace(**{f: getattr(saved, f) for f in keep},
-                      sources={**hw.sources, **{f: src[f] for f in keep}})  # fmt: skip
+    return hw.replace(
+        **{f: getattr(saved, f) for f in keep}, sources={**hw.sources, **{f: src[f] for f in keep}}
+    )
 
 
 def _host_bytes() -> float:

@@ -171,11 +171,20 @@ def measure_collectives(
                 else:  # a repeat ends when its slowest rank does; the median repeat
                     each = per_rank.max(axis=0)
                     seconds = float(np.median(each))
-                rows.append({"source": "measured", "pattern": pattern, "collective": name,
-                             "world_size": world, "bytes": nbytes,
-                             "volume": model_volume(name, nbytes, world),
-                             "steps": model_steps(name, world), "seconds": seconds,
-                             "min_s": float(each.min()), "max_s": float(each.max())})  # fmt: skip
+                rows.append(
+                    {
+                        "source": "measured",
+                        "pattern": pattern,
+                        "collective": name,
+                        "world_size": world,
+                        "bytes": nbytes,
+                        "volume": model_volume(name, nbytes, world),
+                        "steps": model_steps(name, world),
+                        "seconds": seconds,
+                        "min_s": float(each.min()),
+                        "max_s": float(each.max()),
+                    }
+                )
     return rows
 
 
@@ -193,8 +202,16 @@ def fit_collectives(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for key in sorted({(r["collective"], r["world_size"]) for r in rows}):
         sel = [r for r in rows if (r["collective"], r["world_size"]) == key]
         lat, bw = fit_latency_bandwidth([r["volume"] for r in sel], [r["seconds"] for r in sel])
-        fits.append({"collective": key[0], "world_size": key[1], "latency_s": lat, "bandwidth": bw,
-                     "alpha_s": lat / sel[0]["steps"], "points": len(sel)})  # fmt: skip
+        fits.append(
+            {
+                "collective": key[0],
+                "world_size": key[1],
+                "latency_s": lat,
+                "bandwidth": bw,
+                "alpha_s": lat / sel[0]["steps"],
+                "points": len(sel),
+            }
+        )
     alpha, bw = fit_latency_bandwidth(
         [r["volume"] for r in rows], [r["seconds"] for r in rows], [r["steps"] for r in rows]
     )
@@ -246,10 +263,16 @@ def measure_sharded_op_cost(
     ops = float(sharded_extra_ops(config, plan, 0))
     if not extra_s > 0:
         raise RuntimeError(f"the sharded step was not slower than the single-process one ({extra_s:.3g} s)")
-    return {"sharded_op_overhead_s": extra_s / ops, "extra_s": extra_s, "extra_ops": ops,
-            "single_s": min(times["single"]), "sharded_s": sharded_s, "collectives_s": coll_s,
-            "rounds": times,
-            "batch_size": batch_size}  # fmt: skip
+    return {
+        "sharded_op_overhead_s": extra_s / ops,
+        "extra_s": extra_s,
+        "extra_ops": ops,
+        "single_s": min(times["single"]),
+        "sharded_s": sharded_s,
+        "collectives_s": coll_s,
+        "rounds": times,
+        "batch_size": batch_size,
+    }
 
 
 def calibrate_collectives(
@@ -279,12 +302,16 @@ def calibrate_collectives(
     if not (math.isfinite(alpha) and math.isfinite(bw) and bw > 0):
         raise RuntimeError(f"the collective fit failed: latency {alpha}, bandwidth {bw}")
     how = "each call after a burst of compute, as in a step" if pattern == "in_step" else "back to back"
-    src = (f"{COLLECTIVES_SOURCE} on {time.strftime('%Y-%m-%d')}: gloo on "
-           f"{'/'.join(map(str, world_sizes))} local ranks, all-to-all and all-reduce ({how}), "
-           "seconds = steps * latency + volume / bandwidth")  # fmt: skip
+    src = (
+        f"{COLLECTIVES_SOURCE} on {time.strftime('%Y-%m-%d')}: gloo on "
+        f"{'/'.join(map(str, world_sizes))} local ranks, all-to-all and all-reduce ({how}), "
+        "seconds = steps * latency + volume / bandwidth"
+    )
     ops = _sharded_op_cost(quick, timeout_s)
-    src_ops = (f"{COLLECTIVES_SOURCE} on {time.strftime('%Y-%m-%d')}: our "
-               "sharded step on one rank minus the single-process step, per operator counted")  # fmt: skip
+    src_ops = (
+        f"{COLLECTIVES_SOURCE} on {time.strftime('%Y-%m-%d')}: our "
+        "sharded step on one rank minus the single-process step, per operator counted"
+    )
     out = hw.replace(collective_latency_s=alpha, intra_node_bw=bw,
                      sharded_op_overhead_s=ops["sharded_op_overhead_s"],
                      sources={**hw.sources, "collective_latency_s": src, "intra_node_bw": src,
@@ -302,8 +329,10 @@ def _sharded_op_cost(quick: bool, timeout_s: float, tries: int = 3) -> dict[str,
             return measure_sharded_op_cost(rounds=9 if quick else 15, timeout_s=max(timeout_s, 120.0))
         except RuntimeError as e:
             if attempt == tries - 1:
-                raise RuntimeError(f"{e} in {tries} tries: the machine is too busy to measure it; "
-                                   "run the calibration again when it is quieter") from None  # fmt: skip
+                raise RuntimeError(
+                    f"{e} in {tries} tries: the machine is too busy to measure it; "
+                    "run the calibration again when it is quieter"
+                ) from None
     raise AssertionError("unreachable")
 
 

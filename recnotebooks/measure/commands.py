@@ -30,10 +30,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
     cal = sub.add_parser("calibrate", help="microbenchmark this machine and save the fitted 'this_machine'")
     cal.add_argument("--quick", action="store_true", help="fewer repetitions")
     cal.add_argument("--device", default="cpu", help=f"{DEVICES} (default cpu)")
-    cal.add_argument("--collectives", action="store_true",
-                     help="also time all-to-all and all-reduce over gloo on 2 and 4 local ranks "
-                     "(~20-40 s) and fit collective_latency_s and intra_node_bw, and our sharded "
-                     "step's host cost per operator on one rank (sharded_op_overhead_s)")  # fmt: skip
+    cal.add_argument(
+        "--collectives",
+        action="store_true",
+        help="also time all-to-all and all-reduce over gloo on 2 and 4 local ranks "
+        "(~20-40 s) and fit collective_latency_s and intra_node_bw, and our sharded "
+        "step's host cost per operator on one rank (sharded_op_overhead_s)",
+    )
     cal.add_argument("--json", action="store_true", help="print one JSON object")
     v = sub.add_parser("validate", help="modeled vs measured step time over a sweep of architectures here")
     v.add_argument("--quick", action="store_true", help="5 configs instead of the full sweep")
@@ -41,9 +44,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-a
         "--saved", action="store_true", help="use the saved calibration instead of calibrating now"
     )
     v.add_argument("--device", default="cpu", help=f"{DEVICES} (default cpu)")
-    v.add_argument("--distributed", action="store_true",
-                   help="sharded training on 2 and 4 local gloo ranks vs the model (step and collective "
-                   "time, >= 8 plans; ~90 s, --quick ~40 s); calibrates the collectives now")  # fmt: skip
+    v.add_argument(
+        "--distributed",
+        action="store_true",
+        help="sharded training on 2 and 4 local gloo ranks vs the model (step and collective "
+        "time, >= 8 plans; ~90 s, --quick ~40 s); calibrates the collectives now",
+    )
     v.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -124,8 +130,10 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  
         if hw is None or ref is None:
             path = calibration_path(kind)
             state = "is unreadable or invalid (corrupt?)" if path.exists() else "does not exist"
-            raise ValueError(f"--saved: the saved {kind} calibration {str(path)!r} {state}; "
-                             "run `recnb calibrate` first, or drop --saved to calibrate now")  # fmt: skip
+            raise ValueError(
+                f"--saved: the saved {kind} calibration {str(path)!r} {state}; "
+                "run `recnb calibrate` first, or drop --saved to calibrate now"
+            )
     else:
         check_calibration_path(kind=kind)  # before minutes of measuring
         hw, raw = calibrate(device=dev, quick=args.quick)

@@ -43,15 +43,31 @@ def compare_precision(
     dev = resolve_device(device)
     rows: list[dict[str, object]] = []
     for dt in dtypes:
-        tc = TrainConfig(steps=steps, warmup_steps=min(5, steps - 1), eval_batches=eval_batches,
-                         time_phases=False, progress=False, dtype=dt)  # fmt: skip
+        tc = TrainConfig(
+            steps=steps,
+            warmup_steps=min(5, steps - 1),
+            eval_batches=eval_batches,
+            time_phases=False,
+            progress=False,
+            dtype=dt,
+        )
         train = SyntheticCriteo(config, batch_size, seed=seed, split="train")
         evals = SyntheticCriteo(config, batch_size, seed=seed, split="eval")
         torch.manual_seed(seed)
         r = Trainer(DLRM(config, device=dev, seed=seed), train, evals, tc, device=dev).fit()
-        rows.append({"dtype": dt, "source": "measured", "samples_per_s": r.samples_per_s,
-                     "seconds_per_step": r.seconds_per_step, "auc": r.auc, "logloss": r.logloss,
-                     "steps": r.steps, "batch_size": r.batch_size, "device": r.device})  # fmt: skip
+        rows.append(
+            {
+                "dtype": dt,
+                "source": "measured",
+                "samples_per_s": r.samples_per_s,
+                "seconds_per_step": r.seconds_per_step,
+                "auc": r.auc,
+                "logloss": r.logloss,
+                "steps": r.steps,
+                "batch_size": r.batch_size,
+                "device": r.device,
+            }
+        )
     return rows
 
 

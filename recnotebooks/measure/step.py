@@ -137,16 +137,25 @@ class StepMeasurement:
         step_min, step_max, **extra}`` (``step_min``/``step_max``: the fastest and slowest timed
         step, seconds)."""
         steps = self.step_seconds or (self.seconds_per_step,)
-        return phase_rows(self.phases, self.source, device=self.device, reliable=self.reliable,
-                          reliability=self.reliability(), step_min=min(steps), step_max=max(steps),
-                          **extra)  # fmt: skip
+        return phase_rows(
+            self.phases,
+            self.source,
+            device=self.device,
+            reliable=self.reliable,
+            reliability=self.reliability(),
+            step_min=min(steps),
+            step_max=max(steps),
+            **extra,
+        )
 
     def describe(self) -> str:
         """How the number was obtained, in words, for an app's note."""
         words = [f"median of {self.steps} step{'s' if self.steps != 1 else ''} after warm-up"]
         if self.remeasured:
-            words.append(f"{self.remeasured} outlier step(s) (over {OUTLIER_FACTOR:g}x the others' median) "
-                         "measured again")  # fmt: skip
+            words.append(
+                f"{self.remeasured} outlier step(s) (over {OUTLIER_FACTOR:g}x the others' median) "
+                "measured again"
+            )
         if self.cut_short:
             words.append(
                 "fewer steps than asked: the time allowed for one update ran out (is the machine busy?)"
@@ -269,9 +278,16 @@ def median_step(steps: list[dict[str, float]]) -> dict[str, float]:
     return {k: sum(s[k] for s in middle) / len(middle) for k in middle[0]}
 
 
-def _check_args(config: object, batch_size: object, max_rows: object, time_budget_s: object,
-                min_steps: object, max_steps: object, memory_budget: object,
-                deadline_s: object) -> tuple[int, int, int, float, float | None]:  # fmt: skip
+def _check_args(
+    config: object,
+    batch_size: object,
+    max_rows: object,
+    time_budget_s: object,
+    min_steps: object,
+    max_steps: object,
+    memory_budget: object,
+    deadline_s: object,
+) -> tuple[int, int, int, float, float | None]:
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     check_int("batch_size", batch_size, lo=1)
     check_int("memory_budget", memory_budget, lo=1)
@@ -283,8 +299,15 @@ def _check_args(config: object, batch_size: object, max_rows: object, time_budge
     return cap, lo, hi, budget, deadline
 
 
-def _timed_steps(trainer: Trainer, device: torch.device, min_steps: int, max_steps: int, budget_s: float,
-                 stop_at: float, hard_stop_at: float) -> tuple[list[dict[str, float]], int]:  # fmt: skip
+def _timed_steps(
+    trainer: Trainer,
+    device: torch.device,
+    min_steps: int,
+    max_steps: int,
+    budget_s: float,
+    stop_at: float,
+    hard_stop_at: float,
+) -> tuple[list[dict[str, float]], int]:
     """Timed steps (at least one) with outliers measured again once each; returns the steps and
     how many were re-measured. No step starts that would end after ``stop_at``, except to reach
     :data:`~recnotebooks.timing.MIN_RELIABLE_STEPS` (of ``min_steps``) before ``hard_stop_at``."""
@@ -356,8 +379,9 @@ def measure_step(
         trainer.train_data, trainer._iter = itertools.cycle(_batches(capped, batch_size, seed)), None
         _warm_up(trainer, max(time_budget_s, 0.05), stop_at)
         load_monitor().mark()
-        steps, remeasured = _timed_steps(trainer, dev, min_steps, max_steps, time_budget_s, stop_at,
-                                         hard_stop_at)  # fmt: skip
+        steps, remeasured = _timed_steps(
+            trainer, dev, min_steps, max_steps, time_budget_s, stop_at, hard_stop_at
+        )
         during = load_monitor().since_mark()
     phases = median_step(steps)
     return StepMeasurement(

@@ -98,8 +98,18 @@ def _split(batch: JaggedBatch, device: torch.device) -> list[tuple[torch.Tensor,
     return out
 
 
-def build_pair(num_tables: int, *, batch_size: int, pooling: int, embedding_dim: int, rows_per_table: int,
-               device: torch.device, seed: int = 0, lr: float = 0.01, batches: int = 2) -> _Pair:  # fmt: skip
+def build_pair(
+    num_tables: int,
+    *,
+    batch_size: int,
+    pooling: int,
+    embedding_dim: int,
+    rows_per_table: int,
+    device: torch.device,
+    seed: int = 0,
+    lr: float = 0.01,
+    batches: int = 2,
+) -> _Pair:
     """The fused collection and the per-table loop, with the same weights, batches and gradient."""
     tables = [TableConfig(f"t{i}", rows_per_table) for i in range(num_tables)]
     fused = EmbeddingBagCollection(tables, embedding_dim, device=device, seed=seed)
@@ -113,8 +123,15 @@ def build_pair(num_tables: int, *, batch_size: int, pooling: int, embedding_dim:
     gen = torch.Generator().manual_seed(seed)
     data = [_batch(num_tables, batch_size, pooling, rows_per_table, gen) for _ in range(batches)]
     grad = torch.randn(batch_size, num_tables, embedding_dim, generator=gen).to(device)
-    return _Pair(fused, SparseSGD(fused, lr), loop, torch.optim.SGD(loop.parameters(), lr=lr),
-                 [b.to(device) for b in data], [_split(b, device) for b in data], grad)  # fmt: skip
+    return _Pair(
+        fused,
+        SparseSGD(fused, lr),
+        loop,
+        torch.optim.SGD(loop.parameters(), lr=lr),
+        [b.to(device) for b in data],
+        [_split(b, device) for b in data],
+        grad,
+    )
 
 
 def fused_step(pair: _Pair, i: int) -> torch.Tensor:
@@ -183,9 +200,11 @@ def measure_table_batching(
     r = check_int("rows_per_table", rows_per_table, lo=1, hi=10**6)
     lookups = max(counts) * b * p
     if lookups > 2 * 10**7 or max(counts) * r * d > 2.5 * 10**8:
-        raise ValueError(f"num_tables={max(counts)} x batch_size={b} x pooling={p} (and x rows_per_table={r} "
-                         f"x embedding_dim={d}) is too large to measure in seconds here; use fewer or "
-                         "smaller tables, a smaller batch or less pooling")  # fmt: skip
+        raise ValueError(
+            f"num_tables={max(counts)} x batch_size={b} x pooling={p} (and x rows_per_table={r} "
+            f"x embedding_dim={d}) is too large to measure in seconds here; use fewer or "
+            "smaller tables, a smaller batch or less pooling"
+        )
     reps = check_int("repeats", repeats, lo=1, hi=50)
     n = check_int("steps", steps, lo=1, hi=1000)
     dev = _device(device)
@@ -193,8 +212,9 @@ def measure_table_batching(
         return [row for t in counts for row in _measure_pair(t, b, p, d, r, reps, n, dev, seed)]
 
 
-def _measure_pair(t: int, b: int, p: int, d: int, r: int, reps: int, n: int, dev: torch.device,
-                  seed: int) -> list[dict[str, object]]:  # fmt: skip
+def _measure_pair(
+    t: int, b: int, p: int, d: int, r: int, reps: int, n: int, dev: torch.device, seed: int
+) -> list[dict[str, object]]:
     """The two rows of one table count (see :func:`measure_table_batching`)."""
     pair = build_pair(t, batch_size=b, pooling=p, embedding_dim=d, rows_per_table=r, device=dev, seed=seed)
     fused_step(pair, 0), loop_step(pair, 0)  # untimed: allocator, kernel selection, JIT
@@ -204,26 +224,46 @@ def _measure_pair(t: int, b: int, p: int, d: int, r: int, reps: int, n: int, dev
         for name, step in order if k % 2 == 0 else order[::-1]:
             times[name].append(_seconds_per_step(step, pair, n))
     speedup = min(times[LOOP]) / min(times[FUSED])
-    return [{"num_tables": t, "implementation": name, "seconds_per_step": min(ts),
-             "median_s": statistics.median(ts), "max_s": max(ts), "repeats": reps,
-             "speedup": speedup if name == LOOP else 1.0, "source": "measured", "device": str(dev),
-             "threads": torch.get_num_threads(), "what": WHAT} for name, ts in times.items()]  # fmt: skip
+    return [
+        {
+            "num_tables": t,
+            "implementation": name,
+            "seconds_per_step": min(ts),
+            "median_s": statistics.median(ts),
+            "max_s": max(ts),
+            "repeats": reps,
+            "speedup": speedup if name == LOOP else 1.0,
+            "source": "measured",
+            "device": str(dev),
+            "threads": torch.get_num_threads(),
+            "what": WHAT,
+        }
+        for name, ts in times.items()
+    ]
 
 
 def speedups(rows: Sequence[dict[str, object]]) -> list[dict[str, object]]:
     """Per table count, how many times faster the fused lookup ran than the loop (measured rows in)."""
     by = {(x["num_tables"], x["implementation"]): x for x in rows}
     counts = sorted({int(x["num_tables"]) for x in rows})  # type: ignore[call-overload]
-    return [{"num_tables": t, "speedup": float(by[t, LOOP]["speedup"]),  # type: ignore[arg-type]
-             "where": f"measured here ({by[t, LOOP]['device']})", "source": "measured"}
-            for t in counts]  # fmt: skip
+    return [
+        {
+            "num_tables": t,
+            "speedup": float(by[t, LOOP]["speedup"]),  # type: ignore[arg-type]
+            "where": f"measured here ({by[t, LOOP]['device']})",
+            "source": "measured",
+        }
+        for t in counts
+    ]
 
 
 def published_speedups() -> list[dict[str, object]]:
     """TorchRec's GPU speedups of table batching (:data:`PUBLISHED_SPEEDUPS`), as tidy rows."""
     where = "published: TorchRec, one V100 GPU"
-    return [{"num_tables": t, "speedup": s, "where": where, "source": "published", "cite": PUBLISHED_SOURCE}
-            for t, s in PUBLISHED_SPEEDUPS.items()]  # fmt: skip
+    return [
+        {"num_tables": t, "speedup": s, "where": where, "source": "published", "cite": PUBLISHED_SOURCE}
+        for t, s in PUBLISHED_SPEEDUPS.items()
+    ]
 
 
 def table_batching_summary(rows: Sequence[dict[str, object]]) -> dict[str, object]:
@@ -243,9 +283,14 @@ def table_batching_summary(rows: Sequence[dict[str, object]]) -> dict[str, objec
         faster_from = t
     sec = {(x["num_tables"], x["implementation"]): float(x["seconds_per_step"]) for x in rows}  # type: ignore[arg-type]
     lo, hi = counts[0], counts[-1]
-    return {"faster_from": faster_from, "speedup": ratio, "smallest": lo, "largest": hi,
-            "loop_growth": sec[hi, LOOP] / sec[lo, LOOP],
-            "fused_growth": sec[hi, FUSED] / sec[lo, FUSED]}  # fmt: skip
+    return {
+        "faster_from": faster_from,
+        "speedup": ratio,
+        "smallest": lo,
+        "largest": hi,
+        "loop_growth": sec[hi, LOOP] / sec[lo, LOOP],
+        "fused_growth": sec[hi, FUSED] / sec[lo, FUSED],
+    }
 
 
 def table_batching_takeaway(summary: dict[str, object]) -> str:
@@ -253,9 +298,14 @@ def table_batching_takeaway(summary: dict[str, object]) -> str:
     lo, hi = summary["smallest"], summary["largest"]
     ratio = summary["speedup"][hi]  # type: ignore[index]
     since = summary["faster_from"]
-    where = (f"faster at every count measured from {since} tables on" if since is not None
-             else f"not faster at {hi} tables here")  # fmt: skip
+    where = (
+        f"faster at every count measured from {since} tables on"
+        if since is not None
+        else f"not faster at {hi} tables here"
+    )
     loop, fused = summary["loop_growth"], summary["fused_growth"]
-    return (f"Measured here: from {lo} to {hi} tables the loop's step grew {loop:.0f}x and the fused step "
-            f"{fused:.1f}x; at {hi} tables the fused lookup ran {ratio:.1f}x as fast as the loop "
-            f"({where}).")  # fmt: skip
+    return (
+        f"Measured here: from {lo} to {hi} tables the loop's step grew {loop:.0f}x and the fused step "
+        f"{fused:.1f}x; at {hi} tables the fused lookup ran {ratio:.1f}x as fast as the loop "
+        f"({where})."
+    )

@@ -24,9 +24,11 @@ __all__ = ["DLRM", "dense_modules"]
 
 
 def dense_modules(
-    config: DLRMConfig, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32,
+    config: DLRMConfig,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
     seed: int = 0,
-) -> tuple[MLP, nn.Module, MLP]:  # fmt: skip
+) -> tuple[MLP, nn.Module, MLP]:
     """The bottom MLP, interaction and top MLP of ``DLRM(config, device, dtype, seed)``, with the
     same initial weights, without building its embedding tables (a hybrid-parallel rank replicates
     only these)."""
@@ -92,8 +94,10 @@ class DLRM(nn.Module):
                 f"embeddings must be an EmbeddingBagCollection (or None), got {type(embeddings).__name__}"
             )
         elif (embeddings.tables, embeddings.embedding_dim, embeddings.pooling) != (
-            config.tables, config.embedding_dim, config.pooling
-        ):  # fmt: skip
+            config.tables,
+            config.embedding_dim,
+            config.pooling,
+        ):
             raise ValueError(
                 "embeddings must have the config's tables, embedding_dim and pooling: got "
                 f"{embeddings.num_tables} tables, dim {embeddings.embedding_dim}, "

@@ -377,8 +377,10 @@ class EmbeddingBagCollection(nn.Module):
         gradient row — what a data-parallel replica does with its all-reduced gradient. No
         lookup runs: the rows' gradients are the bags' gradients."""
         if type(self).lookup_ids is not EmbeddingBagCollection.lookup_ids:
-            raise TypeError(f"record_dense_gradient needs weight rows as lookup ids; {type(self).__name__} "
-                            "looks up other indices")  # fmt: skip
+            raise TypeError(
+                f"record_dense_gradient needs weight rows as lookup ids; {type(self).__name__} "
+                "looks up other indices"
+            )
         if not isinstance(grad, torch.Tensor) or grad.shape != self.weight.shape:
             got = tuple(grad.shape) if isinstance(grad, torch.Tensor) else type(grad).__name__
             raise ValueError(f"grad must be a tensor of weight's shape {tuple(self.weight.shape)}, got {got}")

@@ -66,11 +66,15 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Call
             "table's rows; the model computes the hit rate for --cache-policy (instead of --cache-hit-rate)",
         )
         p.add_argument("--cache-policy", default="lru", choices=CACHE_POLICIES, help="policy of --cache-rows")
-        p.add_argument("--cache-ways", type=int_arg("--cache-ways", hi=4096), default=32,
-                       help="ways of --cache-policy setassoc (default 32, FBGEMM's)")  # fmt: skip
+        p.add_argument(
+            "--cache-ways",
+            type=int_arg("--cache-ways", hi=4096),
+            default=32,
+            help="ways of --cache-policy setassoc (default 32, FBGEMM's)",
+        )
         amp = "fp32, tf32, pure bf16/fp16, amp_fp16/amp_bf16 (autocast: fp32 weights)"
         p.add_argument("--dtype", default="fp32", choices=precision_names(), help=amp)
-        p.add_argument("--json", action="store_true", help="print one JSON object")  # fmt: skip
+        p.add_argument("--json", action="store_true", help="print one JSON object")
 
     c = sub.add_parser(
         "cost", help="modeled step time, throughput, utilisation and memory on a hardware preset"
@@ -111,13 +115,16 @@ def _cache_plan(args: argparse.Namespace, cfg):  # type: ignore[no-untyped-def]
     """``--cache-rows``: every table on one device behind a cache of that many slots."""
 
     if args.placement != "cache" or args.gpus * args.nodes != 1 or args.cache_hit_rate is not None:
-        raise ValueError("--cache-rows applies to --placement cache on one device (--gpus 1 --nodes 1), "
-                         "without --cache-hit-rate (the model computes the hit rate)")  # fmt: skip
+        raise ValueError(
+            "--cache-rows applies to --placement cache on one device (--gpus 1 --nodes 1), "
+            "without --cache-hit-rate (the model computes the hit rate)"
+        )
     rows = {t.name: max(1, min(t.num_rows, round(args.cache_rows * t.num_rows)))
             if isinstance(args.cache_rows, float) else min(t.num_rows, args.cache_rows)
             for t in cfg.tables}  # fmt: skip
-    return single_device_plan(cfg, "cache", cache_rows=rows, cache_policy=args.cache_policy,
-                              cache_ways=args.cache_ways)  # fmt: skip
+    return single_device_plan(
+        cfg, "cache", cache_rows=rows, cache_policy=args.cache_policy, cache_ways=args.cache_ways
+    )
 
 
 def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -137,16 +144,26 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if args.placement == "cache" and args.cache_hit_rate is None:
         raise ValueError("--placement cache needs --cache-hit-rate H (0..1) or --cache-rows R|F")
     if args.cache_hit_rate is not None and args.placement != "cache" and args.strategy != "cost":
-        raise ValueError(f"--cache-hit-rate {args.cache_hit_rate} applies to --placement cache (or to the "
-                         f"fallback caches of --strategy cost), not to --placement {args.placement} with "
-                         f"--strategy {args.strategy}")  # fmt: skip
+        raise ValueError(
+            f"--cache-hit-rate {args.cache_hit_rate} applies to --placement cache (or to the "
+            f"fallback caches of --strategy cost), not to --placement {args.placement} with "
+            f"--strategy {args.strategy}"
+        )
     plan = plan_tables(
-        cfg, args.hardware, world, strategy=args.strategy, placement=args.placement,
-        cache_hit_rate=args.cache_hit_rate, batch_size=args.batch_size, dtype=args.dtype,
-    )  # fmt: skip
+        cfg,
+        args.hardware,
+        world,
+        strategy=args.strategy,
+        placement=args.placement,
+        cache_hit_rate=args.cache_hit_rate,
+        batch_size=args.batch_size,
+        dtype=args.dtype,
+    )
     if args.cache_hit_rate is not None and not any(s.placement == "cache" for s in plan.shards):
-        unused = (f"--cache-hit-rate {args.cache_hit_rate} was not used: every table fits in device memory, "
-                  "so the cost strategy put no table behind a cache")  # fmt: skip
+        unused = (
+            f"--cache-hit-rate {args.cache_hit_rate} was not used: every table fits in device memory, "
+            "so the cost strategy put no table behind a cache"
+        )
         plan = dataclasses.replace(plan, notes=(*plan.notes, unused))
     return cfg, plan
 
@@ -154,8 +171,15 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def cmd_cost(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
 
     cfg, plan = _plan(args)
-    r = estimate(cfg, args.hardware, batch_size=args.batch_size, gpus=args.gpus, nodes=args.nodes, plan=plan,
-                 dtype=args.dtype)  # fmt: skip
+    r = estimate(
+        cfg,
+        args.hardware,
+        batch_size=args.batch_size,
+        gpus=args.gpus,
+        nodes=args.nodes,
+        plan=plan,
+        dtype=args.dtype,
+    )
     out = {"command": "cost", **r.summary(), "cache_hit_rates": dict(r.cache_hit_rates),
            "plan_strategy": plan.strategy, "plan_notes": list(plan.notes),
            "memory_notes": list(r.memory.notes), "parameter_servers": r.memory.parameter_servers}  # fmt: skip
@@ -163,8 +187,10 @@ def cmd_cost(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # ty
 
 
 def _print_cost(r: dict[str, Any]) -> None:
-    print(f"MODELED: {r['config']} on {r['world_size']} x {r['hardware']} device(s) ({r['nodes']} node(s)), "
-          f"global batch {r['batch_size']}, {r['dtype']}")  # fmt: skip
+    print(
+        f"MODELED: {r['config']} on {r['world_size']} x {r['hardware']} device(s) ({r['nodes']} node(s)), "
+        f"global batch {r['batch_size']}, {r['dtype']}"
+    )
     step, overlap = r["step_time_s"] * 1e3, r["step_time_overlap_s"] * 1e3
     print(f"  step time     {step:9.3f} ms   ({overlap:.3f} ms with compute/communication overlap)")
     print(f"  throughput    {r['throughput']:12,.0f} samples/s ({r['throughput_overlap']:,.0f} with overlap)")

@@ -110,8 +110,14 @@ def estimate(
         )
     if plan is None:
         if world == 1:
-            plan = single_device_plan(config, placement, cache_hit_rate, cache_rows=cache_rows,
-                                      cache_policy=cache_policy, cache_ways=cache_ways)  # fmt: skip
+            plan = single_device_plan(
+                config,
+                placement,
+                cache_hit_rate,
+                cache_rows=cache_rows,
+                cache_policy=cache_policy,
+                cache_ways=cache_ways,
+            )
         else:
             plan = _default_plan(config, hw, world, placement, cache_hit_rate, batch_size, dtype)
     if plan.world_size != world:
@@ -120,8 +126,17 @@ def estimate(
     step = Step(config, hw, plan, batch_size, gpus, nodes, dtype, zipf_exponent, state, implementation)
     accesses = C.shard_access(config, hw, plan, step.local_batch, batch_size, zipf_exponent, dtype, state)
     per_rank, device_bytes, servers = _per_rank(step, accesses)
-    mem = memory_report(config, hw, plan, batch_size, gpus=gpus, dtype=dtype, zipf_exponent=zipf_exponent,
-                        sparse_optimizer=sparse_optimizer, dense_optimizer=dense_optimizer)  # fmt: skip
+    mem = memory_report(
+        config,
+        hw,
+        plan,
+        batch_size,
+        gpus=gpus,
+        dtype=dtype,
+        zipf_exponent=zipf_exponent,
+        sparse_optimizer=sparse_optimizer,
+        dense_optimizer=dense_optimizer,
+    )
     result = _result(step, per_rank, device_bytes, mem, servers)
     result.plan = plan
     _cache_figures(result, accesses)

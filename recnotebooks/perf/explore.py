@@ -132,9 +132,18 @@ def best_placement(
         plans: list[Plan | None] = [None]
         if gpus > 1:
             strategies = (["greedy"] if place != "hbm" and config.num_tables >= gpus else []) + ["cost"]
-            plans = [plan_tables(config, hw, gpus, strategy=st, placement=place,
-                                 cache_hit_rate=cache_hit_rate,
-                                 batch_size=batch_size) for st in strategies]  # fmt: skip
+            plans = [
+                plan_tables(
+                    config,
+                    hw,
+                    gpus,
+                    strategy=st,
+                    placement=place,
+                    cache_hit_rate=cache_hit_rate,
+                    batch_size=batch_size,
+                )
+                for st in strategies
+            ]
         for plan in plans:
             r = estimate(
                 config, hw, batch_size=batch_size, gpus=gpus, plan=plan, placement=place, cache_hit_rate=hit
@@ -378,10 +387,19 @@ def precision_sweep(
         for dt in dtypes:
             r = estimate(config, hw, batch_size=batch_size, dtype=dt)
             b = r.breakdown()
-            rows.append({"metric": f"{m}: samples/s over fp32", "model": m, "setting": dt, "dtype": dt,
-                         "samples_per_s": r.throughput, "value": r.throughput / base,
-                         "display": f"{r.throughput / base:.2f}x", "bound_by": max(b, key=b.get),
-                         "source": "modeled"})  # fmt: skip
+            rows.append(
+                {
+                    "metric": f"{m}: samples/s over fp32",
+                    "model": m,
+                    "setting": dt,
+                    "dtype": dt,
+                    "samples_per_s": r.throughput,
+                    "value": r.throughput / base,
+                    "display": f"{r.throughput / base:.2f}x",
+                    "bound_by": max(b, key=b.get),
+                    "source": "modeled",
+                }
+            )
     return rows
 
 

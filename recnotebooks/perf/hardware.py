@@ -211,61 +211,121 @@ def _check(where: str, field_name: str, v: object, rng: tuple[float, float, bool
 
 # ----- sources (titles and addresses in recnotebooks.perf.sources) --------------------------
 _APPROX = "approximate"
-_GEMM = ("modeling assumption (approximate): large GEMMs reach ~80-85% of dense peak, and a "
-         "dimension of half_dim halves efficiency; calibrate on the device to replace")  # fmt: skip
-_GATHER = ("modeling assumption (approximate): random row gathers reach about half of HBM bandwidth for "
-           "rows >= 256 B, less for small rows (32 B sectors, latency)")  # fmt: skip
-_OP = ("approximate: eager PyTorch spends ~10 us of host time per operator (dispatch + kernel launch), "
-       "so small kernels are overhead-bound")  # fmt: skip
+_GEMM = (
+    "modeling assumption (approximate): large GEMMs reach ~80-85% of dense peak, and a "
+    "dimension of half_dim halves efficiency; calibrate on the device to replace"
+)
+_GATHER = (
+    "modeling assumption (approximate): random row gathers reach about half of HBM bandwidth for "
+    "rows >= 256 B, less for small rows (32 B sectors, latency)"
+)
+_OP = (
+    "approximate: eager PyTorch spends ~10 us of host time per operator (dispatch + kernel launch), "
+    "so small kernels are overhead-bound"
+)
 _ALPHA = "approximate: NCCL small-message latency is on the order of 10 us per step inside a node"
 _SORT = "approximate: GPU radix sort of 64-bit key-value pairs runs at a few billion pairs/s"
 _L2X = "approximate: GPU L2 serves gathers ~3x faster than HBM (L2 bandwidth is several times HBM's)"
 _NIC = "NIC line rate / 8 bits per byte: 100 Gb/s = 12.5 GB/s, 200 Gb/s = 25 GB/s, 400 Gb/s = 50 GB/s"
 _DDR4 = "6 DDR4-2666 channels x 8 B = ~128 GB/s theoretical per socket, " + cite("xeon6138")
 _PRICE = "approximate, on-demand list price, changes often; edit price_per_hour for yours: "
-_AWS_C5 = ("https://docs.amazonaws.cn/en_us/autoscaling/ec2/userguide/weights-spot-price-per-unit-hour-example"
-           ".html (AWS's example on-demand prices: c5.2xlarge $0.34/h, c5.18xlarge $3.06/h; "
-           "read 2026-12-01)")  # fmt: skip
-_AWS_P4D = ("AWS p4d.24xlarge (8x A100 40 GB) on-demand $32.77/h in us-east-1 / 8 GPUs = $4.10 per GPU-hour, "
-            "https://www.xither.com/compare/gpu-compute-costs-on-prem-vs-cloud-vs-spot-instances (Q2 2024) "
-            "and https://www.usage.ai/blogs/finops/ai-ml-cost/gpu-instance-cost-optimization/ (2026); "
-            "read 2026-12-01")  # fmt: skip
-_AWS_P5 = ("AWS p5.48xlarge (8x H100 80 GB) on-demand $98.32/h in us-east-1 / 8 GPUs = $12.29 per GPU-hour, "
-           "https://computespec.pages.dev/learn/pricing/cost-per-gpu-hour (Q1 2026) and "
-           "https://deploybase.ai/articles/aws-vs-google-cloud (March 2026); read 2026-12-01")  # fmt: skip
-_AWS_P3 = ("AWS p3.16xlarge (8x V100 16 GB) $24.48/h and p3dn.24xlarge (8x V100 32 GB) $31.212/h "
-           "on-demand in us-east-1, https://aws.amazon.com/ec2/instance-types/p3/ (list prices 2018-2024, "
-           "not re-read for this: approximate; 2026-12-01)")  # fmt: skip
-_AWS_BLOCKS = ("https://aws.amazon.com/ec2/capacityblocks/pricing/ (EC2 Capacity Blocks accelerator rates, "
-               "valid to 2025-01-01, read from a mirror of that page on 2026-12-01)")  # fmt: skip
+_AWS_C5 = (
+    "https://docs.amazonaws.cn/en_us/autoscaling/ec2/userguide/weights-spot-price-per-unit-hour-example"
+    ".html (AWS's example on-demand prices: c5.2xlarge $0.34/h, c5.18xlarge $3.06/h; "
+    "read 2026-12-01)"
+)
+_AWS_P4D = (
+    "AWS p4d.24xlarge (8x A100 40 GB) on-demand $32.77/h in us-east-1 / 8 GPUs = $4.10 per GPU-hour, "
+    "https://www.xither.com/compare/gpu-compute-costs-on-prem-vs-cloud-vs-spot-instances (Q2 2024) "
+    "and https://www.usage.ai/blogs/finops/ai-ml-cost/gpu-instance-cost-optimization/ (2026); "
+    "read 2026-12-01"
+)
+_AWS_P5 = (
+    "AWS p5.48xlarge (8x H100 80 GB) on-demand $98.32/h in us-east-1 / 8 GPUs = $12.29 per GPU-hour, "
+    "https://computespec.pages.dev/learn/pricing/cost-per-gpu-hour (Q1 2026) and "
+    "https://deploybase.ai/articles/aws-vs-google-cloud (March 2026); read 2026-12-01"
+)
+_AWS_P3 = (
+    "AWS p3.16xlarge (8x V100 16 GB) $24.48/h and p3dn.24xlarge (8x V100 32 GB) $31.212/h "
+    "on-demand in us-east-1, https://aws.amazon.com/ec2/instance-types/p3/ (list prices 2018-2024, "
+    "not re-read for this: approximate; 2026-12-01)"
+)
+_AWS_BLOCKS = (
+    "https://aws.amazon.com/ec2/capacityblocks/pricing/ (EC2 Capacity Blocks accelerator rates, "
+    "valid to 2025-01-01, read from a mirror of that page on 2026-12-01)"
+)
 _DEV = "measured on the 2-core development machine (uncalibrated default; `recnb calibrate` measures yours): "
 
 
 def _gpu_sources(datasheet: str, l2_source: str, **extra: str) -> dict[str, str]:
     """The sources every GPU preset shares, from its datasheet, plus ``extra``."""
     return {
-        "peak_flops": datasheet + " (dense)", "hbm_bytes": datasheet, "hbm_bw": datasheet,
+        "peak_flops": datasheet + " (dense)",
+        "hbm_bytes": datasheet,
+        "hbm_bw": datasheet,
         "power_w": datasheet + " (TDP)",
         "intra_node_bw": datasheet + " (NVLink total per GPU, both directions; halved per direction)",
         "host_link_bw": datasheet + " (PCIe x16, both directions; halved per direction)",
-        "gemm_max_efficiency": _GEMM, "gemm_half_dim": _GEMM, "gather_efficiency": _GATHER,
-        "gather_half_row_bytes": _GATHER, "op_overhead_s": _OP, "collective_latency_s": _ALPHA,
+        "gemm_max_efficiency": _GEMM,
+        "gemm_half_dim": _GEMM,
+        "gather_efficiency": _GATHER,
+        "gather_half_row_bytes": _GATHER,
+        "op_overhead_s": _OP,
+        "collective_latency_s": _ALPHA,
         "step_overhead_s": _APPROX + ": ~0.5 ms per step of Python loop, optimizer bookkeeping and syncs",
-        "nic_bw": _NIC, "sort_rate": _SORT, "llc_bytes": l2_source, "llc_speedup": _L2X,
-        "host_power_w": _APPROX, **extra,
-    }  # fmt: skip
+        "nic_bw": _NIC,
+        "sort_rate": _SORT,
+        "llc_bytes": l2_source,
+        "llc_speedup": _L2X,
+        "host_power_w": _APPROX,
+        **extra,
+    }
 
 
-def _gpu(name: str, desc: str, *, fp32: float, tensor: dict[str, float], hbm: float, hbm_bw: float,
-         nvlink: float, pcie: float, host_mem: float, host_bw: float, nic: float, power: float,
-         host_power: float, l2: float, sources: dict[str, str]) -> Hardware:  # fmt: skip
+def _gpu(
+    name: str,
+    desc: str,
+    *,
+    fp32: float,
+    tensor: dict[str, float],
+    hbm: float,
+    hbm_bw: float,
+    nvlink: float,
+    pcie: float,
+    host_mem: float,
+    host_bw: float,
+    nic: float,
+    power: float,
+    host_power: float,
+    l2: float,
+    sources: dict[str, str],
+) -> Hardware:
     return Hardware(
-        name=name, kind="gpu", devices=8, peak_flops={"fp32": fp32, **tensor}, hbm_bytes=hbm, hbm_bw=hbm_bw,
-        host_mem_bytes=host_mem, host_mem_bw=host_bw, host_link_bw=pcie, intra_node_bw=nvlink / 2, nic_bw=nic,
-        collective_latency_s=10e-6, op_overhead_s=10e-6, step_overhead_s=0.5e-3, gemm_max_efficiency=0.85,
-        gemm_half_dim=64.0, gather_efficiency=0.5, gather_half_row_bytes=64.0, power_w=power,
-        host_power_w=host_power, llc_bytes=l2, llc_speedup=3.0, description=desc, sources=sources,
-    )  # fmt: skip
+        name=name,
+        kind="gpu",
+        devices=8,
+        peak_flops={"fp32": fp32, **tensor},
+        hbm_bytes=hbm,
+        hbm_bw=hbm_bw,
+        host_mem_bytes=host_mem,
+        host_mem_bw=host_bw,
+        host_link_bw=pcie,
+        intra_node_bw=nvlink / 2,
+        nic_bw=nic,
+        collective_latency_s=10e-6,
+        op_overhead_s=10e-6,
+        step_overhead_s=0.5e-3,
+        gemm_max_efficiency=0.85,
+        gemm_half_dim=64.0,
+        gather_efficiency=0.5,
+        gather_half_row_bytes=64.0,
+        power_w=power,
+        host_power_w=host_power,
+        llc_bytes=l2,
+        llc_speedup=3.0,
+        description=desc,
+        sources=sources,
+    )
 
 
 _CPU_CLUSTER_SOURCES = {
@@ -499,8 +559,11 @@ def _load(path: str | Path | None, kind: str = "cpu") -> dict:
 
 def _ignored(path: Path, why: str, stacklevel: int = 3) -> None:
     why = why if len(why) <= 160 else why[:159] + "…"
-    warnings.warn(f"ignoring the saved calibration {path}: {why}; using the uncalibrated defaults "
-                  "(run `recnb calibrate` to write a new one)", stacklevel=stacklevel)  # fmt: skip
+    warnings.warn(
+        f"ignoring the saved calibration {path}: {why}; using the uncalibrated defaults "
+        "(run `recnb calibrate` to write a new one)",
+        stacklevel=stacklevel,
+    )
 
 
 def load_calibration(path: str | Path | None = None, kind: str = "cpu") -> Hardware | None:

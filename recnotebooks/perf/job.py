@@ -112,12 +112,23 @@ def job_cost(
     cost = device_hours * price_per_hour + hours * servers * server_price_per_hour
     energy = power_w * seconds
     return JobCost(
-        samples=samples, epochs=epochs, batch_size=batch_size, steps=steps, step_time_s=step_time_s,
-        samples_per_s=batch_size / step_time_s, seconds=seconds, hours=hours, devices=devices,
-        device_hours=device_hours, price_per_hour=price_per_hour, cost_usd=cost, power_w=power_w,
-        energy_j=energy, energy_kwh=energy / 3.6e6,
+        samples=samples,
+        epochs=epochs,
+        batch_size=batch_size,
+        steps=steps,
+        step_time_s=step_time_s,
+        samples_per_s=batch_size / step_time_s,
+        seconds=seconds,
+        hours=hours,
+        devices=devices,
+        device_hours=device_hours,
+        price_per_hour=price_per_hour,
+        cost_usd=cost,
+        power_w=power_w,
+        energy_j=energy,
+        energy_kwh=energy / 3.6e6,
         samples_per_joule=total / energy if energy > 0 else math.inf,
-    )  # fmt: skip
+    )
 
 
 def job_from_estimate(result: CostResult, hw: Hardware, samples: float, epochs: float = 1) -> JobCost:
@@ -126,7 +137,13 @@ def job_from_estimate(result: CostResult, hw: Hardware, samples: float, epochs: 
     check_type("result", result, CostResult, "a CostResult from recnotebooks.perf.estimate")
     check_type("hw", hw, Hardware, "a Hardware")
     return job_cost(
-        samples=samples, epochs=epochs, batch_size=result.batch_size, step_time_s=result.step_time,
-        devices=result.world_size, price_per_hour=hw.price_per_hour, power_w=result.power_w,
-        servers=result.parameter_servers, server_price_per_hour=PARAMETER_SERVER.price_per_hour,
-    )  # fmt: skip
+        samples=samples,
+        epochs=epochs,
+        batch_size=result.batch_size,
+        step_time_s=result.step_time,
+        devices=result.world_size,
+        price_per_hour=hw.price_per_hour,
+        power_w=result.power_w,
+        servers=result.parameter_servers,
+        server_price_per_hour=PARAMETER_SERVER.price_per_hour,
+    )

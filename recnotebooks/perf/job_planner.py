@@ -133,11 +133,16 @@ def _cached_plan(plan: Plan, config: DLRMConfig, fraction: float, policy: str) -
     (the model computes its hit rate from the skew: :func:`recnotebooks.perf.access.hit_rate`)."""
     rows = {t.name: t.num_rows for t in config.tables}
     shards = tuple(
-        dataclasses.replace(s, cache_hit_rate=None, cache_policy=policy,
-                            cache_rows=max(1, round(fraction * rows[s.table] * s.row_fraction)))
-        if s.placement == "cache" else s
+        dataclasses.replace(
+            s,
+            cache_hit_rate=None,
+            cache_policy=policy,
+            cache_rows=max(1, round(fraction * rows[s.table] * s.row_fraction)),
+        )
+        if s.placement == "cache"
+        else s
         for s in plan.shards
-    )  # fmt: skip
+    )
     return dataclasses.replace(plan, shards=shards)
 
 
@@ -151,12 +156,26 @@ def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
     config = job_model(str(v["model"]))
     try:
         hit = 0.9 if v["placement"] == "cache" else None  # replaced by the modeled rate below
-        plan = plan_tables(config, hw, gpus * nodes, strategy=str(v["strategy"]),
-                           placement=str(v["placement"]), cache_hit_rate=hit,
-                           batch_size=int(v["batch_size"]), dtype=str(v["dtype"]))  # type: ignore[call-overload]  # fmt: skip
+        plan = plan_tables(
+            config,
+            hw,
+            gpus * nodes,
+            strategy=str(v["strategy"]),
+            placement=str(v["placement"]),
+            cache_hit_rate=hit,
+            batch_size=int(v["batch_size"]),
+            dtype=str(v["dtype"]),
+        )  # type: ignore[call-overload]
         plan = _cached_plan(plan, config, float(v["cache_fraction"]), str(v["cache_policy"]))  # type: ignore[arg-type]
-        r = estimate(config, hw, batch_size=int(v["batch_size"]), gpus=gpus, nodes=nodes, plan=plan,  # type: ignore[call-overload]
-                     dtype=str(v["dtype"]))  # fmt: skip
+        r = estimate(
+            config,
+            hw,
+            batch_size=int(v["batch_size"]),
+            gpus=gpus,
+            nodes=nodes,
+            plan=plan,  # type: ignore[call-overload]
+            dtype=str(v["dtype"]),
+        )
     except ValueError as e:  # a combination the planner or the model cannot build, in its words
         return Outcome(v, None, None, str(e))
     return Outcome(v, r, job_from_estimate(r, hw, float(v["samples"]), float(v["epochs"])), None)  # type: ignore[arg-type]
@@ -191,9 +210,15 @@ def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[st
                 best = o
         same = best is not None and best.job == now.job  # a lever with nothing to act on (no cache)
         if best is not None and best.job is not None and not same:
-            rows.append({"lever": lever, "change": f"{lever} {now.values[lever]}→{best.values[lever]}",
-                         "speedup": now.job.hours / best.job.hours, "cost_ratio": best.job.cost_usd / max(
-                             now.job.cost_usd, 1e-12), "feasible": best.feasible})  # fmt: skip
+            rows.append(
+                {
+                    "lever": lever,
+                    "change": f"{lever} {now.values[lever]}→{best.values[lever]}",
+                    "speedup": now.job.hours / best.job.hours,
+                    "cost_ratio": best.job.cost_usd / max(now.job.cost_usd, 1e-12),
+                    "feasible": best.feasible,
+                }
+            )
     rows.sort(key=lambda r: -float(r["speedup"]))  # type: ignore[arg-type]
     return (rows[0] if rows and float(rows[0]["speedup"]) > 1 else None), rows  # type: ignore[arg-type]
 
@@ -222,9 +247,11 @@ def nearest_feasible(**values: object) -> tuple[Outcome | None, str]:
     fast = min(fitting, key=lambda o: o.job.hours)  # type: ignore[union-attr]
     j = fast.job
     assert j is not None
-    return fast, (f"no setting within two changes meets the deadline and the budget; the fastest that fits "
-                  f"({describe_change(v0, fast.values)}) takes {j.hours:,.3g} h and costs "
-                  f"${j.cost_usd:,.0f}")  # fmt: skip
+    return fast, (
+        f"no setting within two changes meets the deadline and the budget; the fastest that fits "
+        f"({describe_change(v0, fast.values)}) takes {j.hours:,.3g} h and costs "
+        f"${j.cost_usd:,.0f}"
+    )
 
 
 def describe_change(old: dict[str, object], new: dict[str, object]) -> str:

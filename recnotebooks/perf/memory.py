@@ -208,12 +208,16 @@ def memory_report(
         if d["total"] > dev_cap:
             big = sorted(per_table_dev.get(r, []), key=lambda x: -x[1])[:3]
             what = ", ".join(f"{n} ({b / 1e9:.2f} GB)" for n, b in big) or "activations and MLP weights"
-            reasons.append(f"rank {r} needs {d['total'] / 1e9:.2f} GB of device memory but a {hw.name} "
-                           f"device has {dev_cap / 1e9:.0f} GB; largest tables there: {what}")  # fmt: skip
+            reasons.append(
+                f"rank {r} needs {d['total'] / 1e9:.2f} GB of device memory but a {hw.name} "
+                f"device has {dev_cap / 1e9:.0f} GB; largest tables there: {what}"
+            )
     for n, h in enumerate(host_rows):
         if h["total"] > hw.host_mem_bytes:
-            reasons.append(f"node {n} needs {h['total'] / 1e9:.1f} GB of host DRAM for tables in host "
-                           f"memory, but has {hw.host_mem_bytes / 1e9:.0f} GB")  # fmt: skip
+            reasons.append(
+                f"node {n} needs {h['total'] / 1e9:.1f} GB of host DRAM for tables in host "
+                f"memory, but has {hw.host_mem_bytes / 1e9:.0f} GB"
+            )
     servers, notes = _parameter_servers(remote)
     return MemoryReport(
         device,
@@ -234,8 +238,13 @@ def cache_slots(shard: TableShard, rows: float, zipf_exponent: float = 1.05) -> 
     fewest rows that reach its typed-in ``cache_hit_rate`` under its ``cache_policy``."""
     if shard.cache_rows is not None:
         return float(min(shard.cache_rows, rows))
-    return cache_rows_for_hit_rate(float(shard.cache_hit_rate or 0.0), max(1, int(rows)), zipf_exponent,
-                                   shard.cache_policy, shard.cache_ways)  # fmt: skip
+    return cache_rows_for_hit_rate(
+        float(shard.cache_hit_rate or 0.0),
+        max(1, int(rows)),
+        zipf_exponent,
+        shard.cache_policy,
+        shard.cache_ways,
+    )
 
 
 def _parameter_servers(remote: float) -> tuple[int, list[str]]:
@@ -244,8 +253,10 @@ def _parameter_servers(remote: float) -> tuple[int, list[str]]:
         return 0, []
     ps = PARAMETER_SERVER
     servers = math.ceil(remote / ps.host_mem_bytes)
-    note = (f"{remote / 1e9:,.1f} GB of tables and optimizer state live on remote parameter servers: "
-            f"{servers:,} {ps.name} node(s) of {ps.host_mem_bytes / 1e9:.0f} GB DRAM each")  # fmt: skip
+    note = (
+        f"{remote / 1e9:,.1f} GB of tables and optimizer state live on remote parameter servers: "
+        f"{servers:,} {ps.name} node(s) of {ps.host_mem_bytes / 1e9:.0f} GB DRAM each"
+    )
     if servers > MAX_PARAMETER_SERVERS:
         note += f", more than the {MAX_PARAMETER_SERVERS:,} this model is meant for (approximate bound)"
     return servers, [note]

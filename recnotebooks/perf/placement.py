@@ -28,8 +28,9 @@ def _check(config: object, hw: object, batch_size: object, gpus: object) -> tupl
     return check_int("batch_size", batch_size, lo=1), check_int("gpus", gpus, lo=1)
 
 
-def placement_costs(config: DLRMConfig, hw: Hardware | str, hit_rate: float, batch_size: int = 1024,
-                    gpus: int = 1) -> list[dict[str, object]]:  # fmt: skip
+def placement_costs(
+    config: DLRMConfig, hw: Hardware | str, hit_rate: float, batch_size: int = 1024, gpus: int = 1
+) -> list[dict[str, object]]:
     """Modeled step of ``config`` on ``gpus`` GPUs of ``hw`` with its tables in HBM, behind a cache
     of ``hit_rate`` over host DRAM, in host DRAM over UVM and on remote parameter servers.
 
@@ -45,18 +46,31 @@ def placement_costs(config: DLRMConfig, hw: Hardware | str, hit_rate: float, bat
     lookups = batch_size * sum(t.pooling_factor for t in config.tables) / gpus
     for place in PLACEMENT_NAMES:  # in the order the chart shows them
         label = PLACEMENT_NAMES[place] + (f" ({_percent(hit_rate)} hits)" if place == "cache" else "")
-        r = estimate(config, hw, batch_size=batch_size, gpus=gpus, placement=place,
-                     cache_hit_rate=hit_rate if place == "cache" else None)  # fmt: skip
+        r = estimate(
+            config,
+            hw,
+            batch_size=batch_size,
+            gpus=gpus,
+            placement=place,
+            cache_hit_rate=hit_rate if place == "cache" else None,
+        )
         b = r.breakdown()
         ns = (b["embedding_forward"] + b["embedding_backward"]) / lookups * 1e9 if lookups else 0.0
         for c in COMPONENTS:
             if b[c] > 0:
-                rows.append({
-                    "placement": label + ("" if r.fits else " (does not fit)"), "key": place, "phase": c,
-                    "seconds_per_step": b[c], "step_s": r.step_time, "fits": r.fits,
-                    "ns_per_lookup": ns, "flops_efficiency": r.flops_efficiency,
-                    "source": "modeled",
-                })  # fmt: skip
+                rows.append(
+                    {
+                        "placement": label + ("" if r.fits else " (does not fit)"),
+                        "key": place,
+                        "phase": c,
+                        "seconds_per_step": b[c],
+                        "step_s": r.step_time,
+                        "fits": r.fits,
+                        "ns_per_lookup": ns,
+                        "flops_efficiency": r.flops_efficiency,
+                        "source": "modeled",
+                    }
+                )
     return rows
 
 
@@ -66,16 +80,24 @@ def placement_summary(rows: list[dict[str, object]]) -> list[dict[str, object]]:
     check_type("rows", rows, (list, tuple), "a list of placement_costs rows")
     out: dict[str, dict[str, object]] = {}
     for r in rows:
-        out.setdefault(str(r["key"]), {
-            "placement": r["placement"], "key": r["key"], "step_ms": float(r["step_s"]) * 1e3,  # type: ignore[arg-type]
-            "ns_per_lookup": r["ns_per_lookup"], "fits": r["fits"], "flops_efficiency": r["flops_efficiency"],
-            "source": "modeled",
-        })  # fmt: skip
+        out.setdefault(
+            str(r["key"]),
+            {
+                "placement": r["placement"],
+                "key": r["key"],
+                "step_ms": float(r["step_s"]) * 1e3,  # type: ignore[arg-type]
+                "ns_per_lookup": r["ns_per_lookup"],
+                "fits": r["fits"],
+                "flops_efficiency": r["flops_efficiency"],
+                "source": "modeled",
+            },
+        )
     return list(out.values())
 
 
-def break_even_hit_rate(config: DLRMConfig, hw: Hardware | str, against: str = "remote",
-                        batch_size: int = 1024, gpus: int = 1) -> float | None:  # fmt: skip
+def break_even_hit_rate(
+    config: DLRMConfig, hw: Hardware | str, against: str = "remote", batch_size: int = 1024, gpus: int = 1
+) -> float | None:
     """The hit rate from which a cache over host DRAM gives a shorter modeled step than the
     placement ``against`` (``"hbm"``, ``"host"`` or ``"remote"``), found by bisection on
     :func:`recnotebooks.perf.cost.estimate` (the step falls as the hit rate rises); None if even
@@ -85,8 +107,9 @@ def break_even_hit_rate(config: DLRMConfig, hw: Hardware | str, against: str = "
     other = estimate(config, hw, batch_size=batch_size, gpus=gpus, placement=against).step_time
 
     def cache(h: float) -> float:
-        return estimate(config, hw, batch_size=batch_size, gpus=gpus, placement="cache",
-                        cache_hit_rate=h).step_time  # fmt: skip
+        return estimate(
+            config, hw, batch_size=batch_size, gpus=gpus, placement="cache", cache_hit_rate=h
+        ).step_time
 
     if cache(1.0) >= other:
         return None

@@ -50,9 +50,14 @@ def table_bytes(config: DLRMConfig, dtype: str = "fp32") -> dict[str, float]:
 
 
 def placement_seconds(
-    config: DLRMConfig, hw: Hardware, world: int, shard: TableShard, batch_size: int, dtype: str,
+    config: DLRMConfig,
+    hw: Hardware,
+    world: int,
+    shard: TableShard,
+    batch_size: int,
+    dtype: str,
     servers: float | None = None,
-) -> float:  # fmt: skip
+) -> float:
     """Modeled embedding seconds per step (forward + backward) of one shard at its placement,
     priced by the placement's function in :mod:`recnotebooks.perf.components` (the LLC is this
     shard's alone; a ``"remote"`` shard gets ``servers`` parameter servers, by default the ones
@@ -131,8 +136,10 @@ def plan_tables(
             r = min(range(world_size), key=lambda i: load[i])
             load[r] += sizes[n]
             shards.append(TableShard(n, r, "table_wise", placement, cache_hit_rate=hit))
-        notes.append("largest table first, each to the rank with the fewest bytes: "
-                     + ", ".join(f"rank {r} {b / 1e9:.2f} GB" for r, b in enumerate(load)))  # fmt: skip
+        notes.append(
+            "largest table first, each to the rank with the fewest bytes: "
+            + ", ".join(f"rank {r} {b / 1e9:.2f} GB" for r, b in enumerate(load))
+        )
         return Plan(world_size, tuple(shards), "greedy", tuple(notes), placement)
     return _cost_plan(config, hw, world_size, placement, hit, fallback_hit, batch_size, dtype, sizes)
 
@@ -150,10 +157,20 @@ def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str
 
 
 def _offload(
-    config: DLRMConfig, hw: Hardware, world: int, name: str, size: float, mem: list[float],
-    time: list[float], cap: float, host_left: float, hit: float, batch_size: int, dtype: str,
+    config: DLRMConfig,
+    hw: Hardware,
+    world: int,
+    name: str,
+    size: float,
+    mem: list[float],
+    time: list[float],
+    cap: float,
+    host_left: float,
+    hit: float,
+    batch_size: int,
+    dtype: str,
     remote: tuple[float, set[int]] = (0.0, set()),
-) -> tuple[TableShard, str]:  # fmt: skip
+) -> tuple[TableShard, str]:
     """Where a table that fits in no device memory goes: of host DRAM behind a device cache of
     hit rate ``hit`` (if host DRAM has room and some rank the cache), host DRAM read over PCIe
     (if host DRAM has room) and remote parameter servers, the one of least modeled time
@@ -167,8 +184,9 @@ def _offload(
     options: list[TableShard] = []
     if size <= host_left:
         if room:
-            options.append(TableShard(name, min(room, key=lambda i: time[i]), placement="cache",
-                                      cache_hit_rate=hit))  # fmt: skip
+            options.append(
+                TableShard(name, min(room, key=lambda i: time[i]), placement="cache", cache_hit_rate=hit)
+            )
         options.append(TableShard(name, least, placement="host"))
     options.append(TableShard(name, least, placement="remote"))
     ps_bytes = PARAMETER_SERVER.host_mem_bytes
@@ -190,16 +208,25 @@ def _offload(
     why = f"{best.placement} chosen: {cost[best.placement] * 1e3:.2f} ms/step" + (
         f" vs {others}" if others else ""
     )
-    note = (f"{name} ({size / 1e9:.1f} GB) does not fit in device memory even split {world} ways"
-            + (f" ({'; '.join(lacking)})" if lacking else "")
-            + f": {where[best.placement]} on rank {best.rank}; {why}")  # fmt: skip
+    note = (
+        f"{name} ({size / 1e9:.1f} GB) does not fit in device memory even split {world} ways"
+        + (f" ({'; '.join(lacking)})" if lacking else "")
+        + f": {where[best.placement]} on rank {best.rank}; {why}"
+    )
     return best, note
 
 
 def _cost_plan(
-    config: DLRMConfig, hw: Hardware, world: int, placement: str, hit: float | None,
-    fallback_hit: float, batch_size: int, dtype: str, sizes: dict[str, float],
-) -> Plan:  # fmt: skip
+    config: DLRMConfig,
+    hw: Hardware,
+    world: int,
+    placement: str,
+    hit: float | None,
+    fallback_hit: float,
+    batch_size: int,
+    dtype: str,
+    sizes: dict[str, float],
+) -> Plan:
     eb = DTYPE_BYTES[dtype]
     cap = hw.hbm_bytes * (1 - RESERVE) - _non_table_bytes(config, world, batch_size, dtype)
     if placement != "hbm":
@@ -232,8 +259,21 @@ def _cost_plan(
             why = "fewer tables than devices" if split_all else "fits on no single device"
             notes.append(f"{n} ({b / 1e9:.1f} GB): {why}: split row-wise over {k}")
             continue
-        offload, note = _offload(config, hw, world, n, b, mem, time, cap, host_left, fallback_hit, batch_size,
-                                 dtype, (remote_bytes, remote_ranks))  # fmt: skip
+        offload, note = _offload(
+            config,
+            hw,
+            world,
+            n,
+            b,
+            mem,
+            time,
+            cap,
+            host_left,
+            fallback_hit,
+            batch_size,
+            dtype,
+            (remote_bytes, remote_ranks),
+        )
         time[offload.rank] += placement_seconds(config, hw, world, offload, batch_size, dtype)
         if offload.placement in ("host", "cache"):
             host_left -= b

@@ -106,8 +106,10 @@ _TRR = cite("torchrec_dlrm") + " (AWS p4d.24xlarge, A100 40GB, CUDA 11.0, NCCL 2
 _NV = "1x V100 32GB, Criteo Terabyte, dim 128: " + cite("nvidia_dlrm")
 _DP = "1000 batches of 2048 of its benchmark config, Caffe2: " + cite("dlrm_paper")
 _A100 = partial(hardware, "dgx_a100")
-_EARLY = ("the paper's early reference implementation; the model prices today's eager PyTorch with fused "
-          "embeddings, so it is far faster: direction only")  # fmt: skip
+_EARLY = (
+    "the paper's early reference implementation; the model prices today's eager PyTorch with fused "
+    "embeddings, so it is far faster: direction only"
+)
 
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
     PublishedRun("TorchRec 8xA100 @2k", _TR, partial(preset, "mlperf_v1"), _A100, 8, 2048, 204_800.0),
@@ -124,7 +126,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         65536,
         5_373_952.0,
         note="fp32 top-MLP GEMMs bound the model here; priced with TF32 it is 1.03",
-    ),  # fmt: skip
+    ),
     PublishedRun("NVIDIA 1xV100 FP32 @32k", _NV, _nvidia_terabyte, _v100_32gb, 1, 32768, 494_000.0),
     PublishedRun(
         "NVIDIA 1xV100 AMP @32k",
@@ -139,7 +141,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         "scaling for the bottom and top MLPs while embedding tables are stored in FP32 format' (apex AMP O2 "
         "over the MLPs). Still too fast: the model prices fused embedding kernels and tensor-core GEMMs near "
         "peak, not 2020's 26 separate nn.Embedding lookups; as pure fp16 it was 2.30x",
-    ),  # fmt: skip
+    ),
     PublishedRun(
         "DLRM paper 1xV100 @2k",
         _DP,
@@ -149,7 +151,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         2048,
         2048 / 0.062,
         note=_EARLY,
-    ),  # fmt: skip
+    ),
     PublishedRun(
         "DLRM paper 2xXeon 6138 @2k",
         _DP,
@@ -159,7 +161,7 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
         2048,
         2048 / 0.256,
         note=_EARLY,
-    ),  # fmt: skip
+    ),
 )
 
 
@@ -169,10 +171,20 @@ def compare_published(runs: Sequence[PublishedRun] = PUBLISHED_RUNS) -> list[dic
     rows = []
     for run in runs:
         r = estimate(run.config(), run.hardware(), batch_size=run.batch_size, gpus=run.gpus, dtype=run.dtype)
-        rows.append({"run": run.label, "published": run.samples_per_s, "modeled": r.throughput,
-                     "ratio": r.throughput / run.samples_per_s, "fits": r.fits, "dtype": run.dtype,
-                     "bound_by": max(r.breakdown(), key=r.breakdown().get), "source": "modeled vs published",
-                     "reference": run.source, "note": run.note})  # fmt: skip
+        rows.append(
+            {
+                "run": run.label,
+                "published": run.samples_per_s,
+                "modeled": r.throughput,
+                "ratio": r.throughput / run.samples_per_s,
+                "fits": r.fits,
+                "dtype": run.dtype,
+                "bound_by": max(r.breakdown(), key=r.breakdown().get),
+                "source": "modeled vs published",
+                "reference": run.source,
+                "note": run.note,
+            }
+        )
     return rows
 
 

@@ -94,8 +94,18 @@ class CostResult:
         rows = []
         for r, comp in enumerate(self.per_rank):
             tot = sum(comp.values()) or 1.0
-            rows += [{"rank": r, "component": c, "seconds": v, "share": v / tot, "source": self.source,
-                      "hardware": self.hardware, **extra} for c, v in comp.items()]  # fmt: skip
+            rows += [
+                {
+                    "rank": r,
+                    "component": c,
+                    "seconds": v,
+                    "share": v / tot,
+                    "source": self.source,
+                    "hardware": self.hardware,
+                    **extra,
+                }
+                for c, v in comp.items()
+            ]
         return rows
 
     def table_placement(self) -> list[dict[str, object]]:
@@ -116,14 +126,19 @@ class CostResult:
         rows = []
         for p, where in TABLE_HOMES.items():
             b = float(held.get(p, 0.0))
-            rows.append({
-                "placement": p, "where": where, "bytes": b, "gb": b / 1e9,
-                "share": b / total if total else 0.0,
-                "hit_rate": self.device_cache_hit_rate if p == "cache" and b > 0 else None,
-                "device_cache_bytes": self.memory.device_cache_bytes if p == "cache" else 0.0,
-                "parameter_servers": self.memory.parameter_servers if p == "remote" else 0,
-                "source": self.source,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "placement": p,
+                    "where": where,
+                    "bytes": b,
+                    "gb": b / 1e9,
+                    "share": b / total if total else 0.0,
+                    "hit_rate": self.device_cache_hit_rate if p == "cache" and b > 0 else None,
+                    "device_cache_bytes": self.memory.device_cache_bytes if p == "cache" else 0.0,
+                    "parameter_servers": self.memory.parameter_servers if p == "remote" else 0,
+                    "source": self.source,
+                }
+            )
         return rows
 
     def table_placement_text(self) -> str:
@@ -139,19 +154,32 @@ class CostResult:
     def summary(self) -> dict[str, object]:
         """Headline numbers as plain data (JSON-ready)."""
         return {
-            "config": self.config, "hardware": self.hardware, "world_size": self.world_size,
-            "nodes": self.nodes, "batch_size": self.batch_size, "dtype": self.dtype, "source": self.source,
-            "step_time_s": self.step_time, "step_time_overlap_s": self.step_time_overlap,
-            "throughput": self.throughput, "throughput_overlap": self.throughput_overlap,
-            "busy_fraction": self.busy_fraction, "flops_efficiency": self.flops_efficiency,
+            "config": self.config,
+            "hardware": self.hardware,
+            "world_size": self.world_size,
+            "nodes": self.nodes,
+            "batch_size": self.batch_size,
+            "dtype": self.dtype,
+            "source": self.source,
+            "step_time_s": self.step_time,
+            "step_time_overlap_s": self.step_time_overlap,
+            "throughput": self.throughput,
+            "throughput_overlap": self.throughput_overlap,
+            "busy_fraction": self.busy_fraction,
+            "flops_efficiency": self.flops_efficiency,
             "hbm_utilisation": self.hbm_utilisation,
             "joules_per_million_samples": self.joules_per_million_samples,
-            "parameter_servers": self.parameter_servers, "power_w": self.power_w, "fits": self.fits,
-            "reasons": list(self.memory.reasons), "breakdown_s": self.breakdown(),
-            "memory_per_device_bytes": [d["total"] for d in self.memory.device], "notes": list(self.notes),
+            "parameter_servers": self.parameter_servers,
+            "power_w": self.power_w,
+            "fits": self.fits,
+            "reasons": list(self.memory.reasons),
+            "breakdown_s": self.breakdown(),
+            "memory_per_device_bytes": [d["total"] for d in self.memory.device],
+            "notes": list(self.notes),
             "requested_placement": self.plan.requested_placement if self.plan is not None else None,
-            "table_placement": self.table_placement(), "table_placement_note": self.table_placement_text(),
-        }  # fmt: skip
+            "table_placement": self.table_placement(),
+            "table_placement_note": self.table_placement_text(),
+        }
 
 
 def _size(b: float) -> str:

@@ -57,8 +57,9 @@ def _layout(devices: int, per_node: int, link: str) -> tuple[int, int]:
     if devices <= per_node:
         return devices, 1
     if devices % per_node:
-        raise ValueError(f"devices must be <= {per_node} or a multiple of {per_node} (a node's devices), "
-                         f"got {devices}")  # fmt: skip
+        raise ValueError(
+            f"devices must be <= {per_node} or a multiple of {per_node} (a node's devices), got {devices}"
+        )
     return per_node, devices // per_node
 
 
@@ -66,14 +67,22 @@ def _row(r: CostResult, devices: int, link: str, single: float, gpus: int, nodes
     b = r.breakdown()
     step = sum(b.values()) or 1.0
     return {
-        "devices": devices, "link": link, "gpus_per_node": gpus, "nodes": nodes,
-        "samples_per_s": r.throughput, "step_ms": r.step_time * 1e3,
-        "all_to_all_ms": b["all_to_all"] * 1e3, "all_reduce_ms": b["all_reduce"] * 1e3,
+        "devices": devices,
+        "link": link,
+        "gpus_per_node": gpus,
+        "nodes": nodes,
+        "samples_per_s": r.throughput,
+        "step_ms": r.step_time * 1e3,
+        "all_to_all_ms": b["all_to_all"] * 1e3,
+        "all_reduce_ms": b["all_reduce"] * 1e3,
         "all_to_all_share": b["all_to_all"] / step,
         "communication_share": sum(b[c] for c in COMMUNICATION) / step,
         "scaling_efficiency": r.throughput / (devices * single) if single > 0 else float("nan"),
-        "bound_by": max(b, key=b.get), "fits": r.fits, "hardware": r.hardware, "source": "modeled",
-    }  # fmt: skip
+        "bound_by": max(b, key=b.get),
+        "fits": r.fits,
+        "hardware": r.hardware,
+        "source": "modeled",
+    }
 
 
 def scale_out(
@@ -146,8 +155,13 @@ def compare_strategies(
         r = estimate(config, base, batch_size=b * n, gpus=gpus, nodes=nodes, plan=plan, dtype=dtype)
         emb = [c["embedding_forward"] + c["embedding_backward"] for c in r.per_rank]
         mean = sum(emb) / len(emb)
-        rows.append({**_row(r, n, "nvlink", 0.0, gpus, nodes), "strategy": s,
-                     "imbalance": max(emb) / mean if mean > 0 else 1.0})  # fmt: skip
+        rows.append(
+            {
+                **_row(r, n, "nvlink", 0.0, gpus, nodes),
+                "strategy": s,
+                "imbalance": max(emb) / mean if mean > 0 else 1.0,
+            }
+        )
         rows[-1].pop("scaling_efficiency")
     return rows
 
@@ -203,11 +217,22 @@ def two_d(
         nic = nic_per_device(base, base.devices)  # every GPU of a node syncs at once
         sync_s = all_reduce_seconds(2 * per_rank * (g - 1) / g, g, 1, base, nic) if g > 1 else 0.0
         step = sum(bd.values()) + sync_s
-        rows.append({"devices": n, "group_size": m, "groups": g, "layout": f"{g} x {m} GPUs",
-                     "all_to_all_ms": bd["all_to_all"] * 1e3, "replica_sync_ms": sync_s * 1e3,
-                     "rest_ms": (sum(bd.values()) - bd["all_to_all"]) * 1e3, "step_ms": step * 1e3,
-                     "samples_per_s": b * n / step, "sync": sync, "fits": r.fits,
-                     "source": "modeled"})  # fmt: skip
+        rows.append(
+            {
+                "devices": n,
+                "group_size": m,
+                "groups": g,
+                "layout": f"{g} x {m} GPUs",
+                "all_to_all_ms": bd["all_to_all"] * 1e3,
+                "replica_sync_ms": sync_s * 1e3,
+                "rest_ms": (sum(bd.values()) - bd["all_to_all"]) * 1e3,
+                "step_ms": step * 1e3,
+                "samples_per_s": b * n / step,
+                "sync": sync,
+                "fits": r.fits,
+                "source": "modeled",
+            }
+        )
     return rows
 
 

@@ -184,9 +184,19 @@ def collective_bytes(
 
     def add(rank: int, name: str, sent: float, received: float, calls: int = 1) -> None:
         kind, comp, direction = _META[name]
-        rows.append({"source": "modeled", "rank": rank, "collective": name, "comm": kind, "component": comp,
-                     "direction": direction, "calls": calls, "bytes_sent": _tidy(sent),
-                     "bytes_received": _tidy(received)})  # fmt: skip
+        rows.append(
+            {
+                "source": "modeled",
+                "rank": rank,
+                "collective": name,
+                "comm": kind,
+                "component": comp,
+                "direction": direction,
+                "calls": calls,
+                "bytes_sent": _tidy(sent),
+                "bytes_received": _tidy(received),
+            }
+        )
 
     expected = [sum(ids(0, i) for i in mp[j]) for j in range(m)] if id_counts is None else []
     expected_total, mp_total = sum(expected), sum(len(x) for x in mp)
@@ -196,8 +206,12 @@ def collective_bytes(
         g, k = divmod(r, m)
         others = [j for j in range(m) if j != k]
         if any(mp):
-            add(r, "lengths_all_to_all", b * (mp_total - len(mp[k])) * LENGTH_BYTES,
-                (m - 1) * b * len(mp[k]) * LENGTH_BYTES)  # fmt: skip
+            add(
+                r,
+                "lengths_all_to_all",
+                b * (mp_total - len(mp[k])) * LENGTH_BYTES,
+                (m - 1) * b * len(mp[k]) * LENGTH_BYTES,
+            )
             if id_counts is None:  # expected counts do not depend on the sender: sum once per owner
                 sent, received = expected_total - expected[k], (m - 1) * expected[k]
             else:

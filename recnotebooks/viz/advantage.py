@@ -45,8 +45,10 @@ ADVANTAGE_MODELS = {
 }
 #: The seed paper's finding (a), in its words' substance (Acun et al., HPCA 2021,
 #: https://arxiv.org/abs/2011.05497; :data:`recnotebooks.perf.sources.DOCUMENTS` ``"seed"``).
-FINDING_A = ("the seed paper's finding (a): a GPU's advantage over a CPU node is large for MLP-heavy models "
-             "and small for embedding-heavy ones")  # fmt: skip
+FINDING_A = (
+    "the seed paper's finding (a): a GPU's advantage over a CPU node is large for MLP-heavy models "
+    "and small for embedding-heavy ones"
+)
 _EMBEDDING_HEAVY = ("rm1", "rm2")
 ADVANTAGE_CONTROLS: dict[str, dict[str, object]] = {
     "hardware": {
@@ -195,8 +197,9 @@ def _render(history: list[HistoryEntry]) -> object:
     return stack(bars, steps)
 
 
-def advantage_explorer(*, history: int = 4, architecture: Mapping[str, object] | None = None,
-                       **values: object) -> App:  # fmt: skip
+def advantage_explorer(
+    *, history: int = 4, architecture: Mapping[str, object] | None = None, **values: object
+) -> App:
     """The GPU Advantage Explorer app; ``values`` override the default settings.
 
     ``architecture`` sets the "explorer" model: :func:`architecture_config` arguments, for

@@ -57,7 +57,7 @@ ARCHITECTURE_CONTROLS: dict[str, dict[str, object]] = {
         ],
         "value": 10**6,
         "label": "rows / table",
-    },  # fmt: skip
+    },
     "embedding_dim": {"options": [4, 8, 16, 32, 64, 128, 256], "value": 32, "label": "embedding dim"},
     "pooling": {"options": [1, 2, 5, 10, 20, 40, 80, 120], "value": 1, "label": "pooling factor"},
     "bottom_width": {"options": _P2, "value": 256, "label": "bottom MLP width"},
@@ -81,8 +81,9 @@ MEASURE_DEADLINE_S = 1.0
 MEASURED_STEPS = 3
 
 
-def check_measurable(config: DLRMConfig, batch_size: int, max_rows: int,
-                     max_step_s: float = MAX_MEASURED_STEP_S) -> None:  # fmt: skip
+def check_measurable(
+    config: DLRMConfig, batch_size: int, max_rows: int, max_step_s: float = MAX_MEASURED_STEP_S
+) -> None:
     """Raise :class:`~recnotebooks.measure.DoesNotFitError` if measuring ``config`` capped at
     ``max_rows`` would not fit in memory, or if one step is modeled to take over
     ``max_step_s`` (default :data:`MAX_MEASURED_STEP_S`) on ``this_machine``."""
@@ -98,9 +99,14 @@ def check_measurable(config: DLRMConfig, batch_size: int, max_rows: int,
         )
 
 
-def measure_here(config: DLRMConfig, batch_size: int, time_budget_s: float, device: str = "cpu",
-                 max_step_s: float = MAX_MEASURED_STEP_S,
-                 deadline_s: float = MEASURE_DEADLINE_S) -> tuple[StepMeasurement, int]:  # fmt: skip
+def measure_here(
+    config: DLRMConfig,
+    batch_size: int,
+    time_budget_s: float,
+    device: str = "cpu",
+    max_step_s: float = MAX_MEASURED_STEP_S,
+    deadline_s: float = MEASURE_DEADLINE_S,
+) -> tuple[StepMeasurement, int]:
     """A step of ``config``'s row-capped copy measured on ``device`` (and the row cap), after
     :func:`check_measurable` (raises :class:`~recnotebooks.measure.DoesNotFitError`).
 
@@ -114,8 +120,15 @@ def measure_here(config: DLRMConfig, batch_size: int, time_budget_s: float, devi
     cap = default_max_rows(config)
     if device == "cpu":  # the same limit whatever the load, so what is measurable does not depend on it
         check_measurable(config, batch_size, cap, max_step_s)
-    m = measure_step_cached(config, batch_size, max_rows=cap, time_budget_s=time_budget_s, device=device,
-                            min_steps=MEASURED_STEPS, deadline_s=deadline_s)  # fmt: skip
+    m = measure_step_cached(
+        config,
+        batch_size,
+        max_rows=cap,
+        time_budget_s=time_budget_s,
+        device=device,
+        min_steps=MEASURED_STEPS,
+        deadline_s=deadline_s,
+    )
     return m, cap
 
 
@@ -162,25 +175,44 @@ def explore_architecture(
     if measure:
         m, cap = measure_here(cfg, batch_size, time_budget_s, device)
         tables["phases"] = m.table()
-        notes.append(f"Measured on {m.device}: {m.seconds_per_step * 1e3:.1f} ms per step "
-                     f"({m.samples_per_s:,.0f} samples/s) of a copy with tables capped at "
-                     f"{min(cap, cfg.tables[0].num_rows):,} rows ({m.describe()}).")  # fmt: skip
+        notes.append(
+            f"Measured on {m.device}: {m.seconds_per_step * 1e3:.1f} ms per step "
+            f"({m.samples_per_s:,.0f} samples/s) of a copy with tables capped at "
+            f"{min(cap, cfg.tables[0].num_rows):,} rows ({m.describe()})."
+        )
     return Result(tables=tables, notes=notes)
 
 
 def _render(history: list[HistoryEntry], measure: bool) -> object:
     now, trail = history[0].label, [e.label for e in history]
     if not measure:
-        return metric_bars(history_rows(history, "metrics"), highlight=now, title="Sizes and work",
-                           source="analytic", columns=3)  # fmt: skip
+        return metric_bars(
+            history_rows(history, "metrics"),
+            highlight=now,
+            title="Sizes and work",
+            source="analytic",
+            columns=3,
+        )
     room = stack_room(band_px(trail))  # the two charts line up their plots beside the trail's labels
-    bars = metric_bars(history_rows(history, "metrics"), highlight=now, title="Sizes and work", columns=3,
-                       source="analytic", total_width=band_px(trail, titled=False) + room)  # fmt: skip
+    bars = metric_bars(
+        history_rows(history, "metrics"),
+        highlight=now,
+        title="Sizes and work",
+        columns=3,
+        source="analytic",
+        total_width=band_px(trail, titled=False) + room,
+    )
     rows = history_rows(history, "phases")
     dev = rows[0].get("device", "cpu")
-    steps = time_breakdown(rows, highlight=now, phases=list(PHASES), title="Training step time by phase",
-                           source="measured", detail=f"{dev}, tables capped",
-                           width=min(420, room))  # fmt: skip
+    steps = time_breakdown(
+        rows,
+        highlight=now,
+        phases=list(PHASES),
+        title="Training step time by phase",
+        source="measured",
+        detail=f"{dev}, tables capped",
+        width=min(420, room),
+    )
     return stack(steps, bars)
 
 
@@ -203,9 +235,16 @@ def architecture_explorer(
         return explore_architecture(measure=measure, device=device, time_budget_s=time_budget_s, **kw)
 
     what = "sizes computed from the architecture" + (
-        "; step time measured here on a row-capped copy" if measure else "")  # fmt: skip
-    return App("Architecture Explorer", controls, compute, lambda h: _render(h, measure), history=history,
-               description=what)  # fmt: skip
+        "; step time measured here on a row-capped copy" if measure else ""
+    )
+    return App(
+        "Architecture Explorer",
+        controls,
+        compute,
+        lambda h: _render(h, measure),
+        history=history,
+        description=what,
+    )
 
 
 def table_batching_chart(rows: list[dict[str, object]]) -> object:
@@ -216,13 +255,30 @@ def table_batching_chart(rows: list[dict[str, object]]) -> object:
     first = rows[0]
     detail = f"{first['device']}, {first['threads']} thread(s), fastest of {first['repeats']} runs"
     title = "How many times faster one fused lookup is than a loop over tables"
-    ratio = metric_lines(speedups(rows) + published_speedups(), x="num_tables", y="speedup", color="where",
-                         x_log=True, title=title, y_format=".2~f", y_rule=1.0,
-                         y_title="speedup (< 1: the loop is faster)")  # fmt: skip
+    ratio = metric_lines(
+        speedups(rows) + published_speedups(),
+        x="num_tables",
+        y="speedup",
+        color="where",
+        x_log=True,
+        title=title,
+        y_format=".2~f",
+        y_rule=1.0,
+        y_title="speedup (< 1: the loop is faster)",
+    )
     ms = [{**r, "ms_per_step": float(r["seconds_per_step"]) * 1e3} for r in rows]  # type: ignore[arg-type]
-    times = metric_lines(ms, x="num_tables", y="ms_per_step", color="implementation", x_log=True, y_log=True,
-                         title=f"One embedding-layer training step ({first['what']})", source="measured",
-                         detail=detail, y_format=".3~f")  # fmt: skip
+    times = metric_lines(
+        ms,
+        x="num_tables",
+        y="ms_per_step",
+        color="implementation",
+        x_log=True,
+        y_log=True,
+        title=f"One embedding-layer training step ({first['what']})",
+        source="measured",
+        detail=detail,
+        y_format=".3~f",
+    )
     return (ratio.properties(width=440, height=220) & times.properties(width=440, height=220)).resolve_scale(
         color="independent"
     )

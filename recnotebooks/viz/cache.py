@@ -155,8 +155,15 @@ def first_touches(trace: np.ndarray) -> float:
     return float(len(np.unique(trace))) / max(1, len(trace))
 
 
-def _simulate(policy: str, trace: np.ndarray, capacity: int, num_rows: int, ways: int, profile: np.ndarray,
-              batch_size: int = 1) -> object:  # fmt: skip
+def _simulate(
+    policy: str,
+    trace: np.ndarray,
+    capacity: int,
+    num_rows: int,
+    ways: int,
+    profile: np.ndarray,
+    batch_size: int = 1,
+) -> object:
 
     extra = {"ways": ways} if policy == "setassoc" else {"profile": profile} if policy == "static" else {}
     return simulate(trace, policy, capacity, num_rows=num_rows, batch_size=batch_size, **extra)  # type: ignore[arg-type]
@@ -176,11 +183,17 @@ def hit_rate_curves(
     rows: list[dict[str, object]] = []
 
     def add(policy: str, fraction: float, capacity: int, miss: float) -> None:
-        rows.append({
-            "policy": POLICY_NAMES[policy], "capacity": capacity, "cache_fraction": capacity / num_rows,
-            "cache_percent": 100 * fraction, "hit_rate": 1.0 - float(miss), "miss_ratio": float(miss),
-            "source": "simulated",
-        })  # fmt: skip
+        rows.append(
+            {
+                "policy": POLICY_NAMES[policy],
+                "capacity": capacity,
+                "cache_fraction": capacity / num_rows,
+                "cache_percent": 100 * fraction,
+                "hit_rate": 1.0 - float(miss),
+                "miss_ratio": float(miss),
+                "source": "simulated",
+            }
+        )
 
     every = {f: cache_capacity(f, num_rows) for f in CURVE_FRACTIONS}  # x: the size asked for, in % of rows
     lru = lru_mrc(trace, num_rows=num_rows)
@@ -215,8 +228,15 @@ MEASURED_BATCH, MEASURED_POOLING, MEASURED_DIM = 512, POOLING, 32
 MEASURED_WARMUP = 4  #: untimed training steps first (kernels compiled, caches of this machine warm)
 
 
-def measure_cache_overhead(num_rows: int, alpha: float, policy: str, capacity_fraction: float, ways: int = 32,
-                           steps: int = 9, num_ids: int = TRACE_IDS) -> dict[str, Any]:  # fmt: skip
+def measure_cache_overhead(
+    num_rows: int,
+    alpha: float,
+    policy: str,
+    capacity_fraction: float,
+    ways: int = 32,
+    steps: int = 9,
+    num_ids: int = TRACE_IDS,
+) -> dict[str, Any]:
     """:func:`recnotebooks.measure.cache_overhead.measure_overhead` on this explorer's trace
     (:func:`cache_trace`; ``"static"``: hot rows from :func:`cache_profile`): a one-table cached
     training step against the same step uncached, the median ms of each over ``steps`` steps after
@@ -239,8 +259,9 @@ def measure_cache_overhead(num_rows: int, alpha: float, policy: str, capacity_fr
     return dict(out)
 
 
-def _traffic(policy: str, trace: np.ndarray, cap: int, num_rows: int, ways: int,
-             profile: np.ndarray) -> tuple[list[dict[str, object]], str]:  # fmt: skip
+def _traffic(
+    policy: str, trace: np.ndarray, cap: int, num_rows: int, ways: int, profile: np.ndarray
+) -> tuple[list[dict[str, object]], str]:
     """Bytes per training step each way, the trace replayed as steps of the modeled model's
     lookups of one table (a step's rows stay cached until it ends); [] if a step does not fit."""
     per_step = MODEL_BATCH * POOLING
@@ -281,8 +302,16 @@ def _modeled(num_rows: int, hw: str, hit: float) -> tuple[list[dict[str, object]
     return places, metrics, note
 
 
-def _measured(tables: dict[str, list[dict[str, object]]], metrics: list[tuple], num_rows: int, alpha: float,
-              policy: str, fraction: float, ways: int, num_ids: int) -> str:  # fmt: skip
+def _measured(
+    tables: dict[str, list[dict[str, object]]],
+    metrics: list[tuple],
+    num_rows: int,
+    alpha: float,
+    policy: str,
+    fraction: float,
+    ways: int,
+    num_ids: int,
+) -> str:
     """Measure this setting here (or say why not): adds the ``measured`` table and metric; the note."""
     if policy == "opt":
         return "Not measured here: OPT needs every future id, so no training cache can run it."
@@ -291,12 +320,25 @@ def _measured(tables: dict[str, list[dict[str, object]]], metrics: list[tuple], 
     except ValueError as e:  # a training step needs more slots than this cache has
         return f"Not measured here: {e}"
     shaky = str(m.get("reliability", ""))
-    tables["measured"] = [{"metric": k, "ms_per_step": m[f"{k}_ms"], "source": "measured",
-                           "reliable": not shaky, "reliability": shaky}
-                          for k in ("uncached", "cached")]  # fmt: skip
+    tables["measured"] = [
+        {
+            "metric": k,
+            "ms_per_step": m[f"{k}_ms"],
+            "source": "measured",
+            "reliable": not shaky,
+            "reliability": shaky,
+        }
+        for k in ("uncached", "cached")
+    ]
     ratio = m["cached_ms"] / m["uncached_ms"]
-    metrics.append(("cached ÷ uncached step here: measured", ratio,
-                    f"{ratio:.3g}x" + (" ⚠ NOT RELIABLE" if shaky else ""), "ratio"))  # fmt: skip
+    metrics.append(
+        (
+            "cached ÷ uncached step here: measured",
+            ratio,
+            f"{ratio:.3g}x" + (" ⚠ NOT RELIABLE" if shaky else ""),
+            "ratio",
+        )
+    )
     return (
         (
             f"NOT RELIABLE ({shaky}): the measured ratio may be off; move a slider away and back to "
@@ -311,9 +353,17 @@ def _measured(tables: dict[str, list[dict[str, object]]], metrics: list[tuple], 
     )
 
 
-def explore_cache(*, alpha: float = 1.05, cache_fraction: float = 0.2, policy: str = "lru", ways: int = 32,
-                  num_rows: int = 100_000, hardware_name: str = "dgx_a100", measure: bool = True,
-                  num_ids: int = TRACE_IDS) -> Result:  # fmt: skip
+def explore_cache(
+    *,
+    alpha: float = 1.05,
+    cache_fraction: float = 0.2,
+    policy: str = "lru",
+    ways: int = 32,
+    num_rows: int = 100_000,
+    hardware_name: str = "dgx_a100",
+    measure: bool = True,
+    num_ids: int = TRACE_IDS,
+) -> Result:
     """Tables ``curves``, ``traffic``, ``placements``, ``metrics`` and (``measure``) ``measured``
     for one setting; see the module doc. Every parameter is checked against the app's controls."""
     alpha, cache_fraction = _check("alpha", alpha), _check("cache_fraction", cache_fraction)
@@ -328,9 +378,18 @@ def explore_cache(*, alpha: float = 1.05, cache_fraction: float = 0.2, policy: s
     for r in curves:  # the current setting is a point of its policy's curve: ring it there
         r["current"] = r["policy"] == POLICY_NAMES[policy] and r["capacity"] == cap
     if not any(r["current"] for r in curves):  # a size that curve was not simulated at: add the point
-        curves.append({"policy": POLICY_NAMES[policy], "capacity": cap, "cache_fraction": cap / num_rows,
-                       "cache_percent": 100 * cache_fraction, "hit_rate": hit, "miss_ratio": 1 - hit,
-                       "source": "simulated", "current": True})  # fmt: skip
+        curves.append(
+            {
+                "policy": POLICY_NAMES[policy],
+                "capacity": cap,
+                "cache_fraction": cap / num_rows,
+                "cache_percent": 100 * cache_fraction,
+                "hit_rate": hit,
+                "miss_ratio": 1 - hit,
+                "source": "simulated",
+                "current": True,
+            }
+        )
     notes = [
         f"SIMULATED: {human(num_ids)} lookups of one table of {human(num_rows)} rows, Zipf({alpha}); "
         f"{POLICY_NAMES[policy]} with {cap:,} slots ({percent(cap / num_rows)} of rows) serves "
@@ -369,8 +428,9 @@ def opt_hit_rate(num_rows: int, alpha: float, capacity: int, num_ids: int = TRAC
     return 1.0 - float(opt_mrc(trace, [capacity], num_rows=num_rows).at(capacity))
 
 
-def hit_rate_chart(curves: list[dict[str, object]] | tuple[dict, ...], detail: str, width: int = 560,
-                   height: int = 200) -> object:  # fmt: skip
+def hit_rate_chart(
+    curves: list[dict[str, object]] | tuple[dict, ...], detail: str, width: int = 560, height: int = 200
+) -> object:
     """Hit rate against cache size (% of rows, log axis), one line per policy: rows of
     :func:`hit_rate_curves` (a row with ``current`` true is ringed), labelled **simulated**."""
     return metric_lines(

@@ -150,10 +150,17 @@ def time_breakdown(
             alt.Chart()
             .transform_filter("isValid(datum.min_ms)")
             .mark_rule(color="#24292f", strokeWidth=1.5)
-            .encode(x="min_ms:Q", x2="max_ms:Q", y=alt.Y(f"{by}:N", sort=bars),
-                    tooltip=[tooltip(by, "N"), tooltip("min_ms", "Q", ".2f", "fastest step (ms)"),
-                             tooltip("max_ms", "Q", ".2f", "slowest step (ms)")])
-        )  # fmt: skip
+            .encode(
+                x="min_ms:Q",
+                x2="max_ms:Q",
+                y=alt.Y(f"{by}:N", sort=bars),
+                tooltip=[
+                    tooltip(by, "N"),
+                    tooltip("min_ms", "Q", ".2f", "fastest step (ms)"),
+                    tooltip("max_ms", "Q", ".2f", "slowest step (ms)"),
+                ],
+            )
+        )
     return with_data(alt.layer(*layers).properties(title=title, **size), data)
 
 

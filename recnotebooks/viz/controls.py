@@ -111,8 +111,13 @@ def _widget(spec: Mapping[str, object], value: object) -> W.ValueWidget:
         return W.Dropdown(options=spec["options"], value=value, description=label, style=style, layout=layout)
     if "options" in spec and all(isinstance(o, str) for o in spec["options"]):  # type: ignore[union-attr]
         # each button as wide as its words (ipywidgets' default is 148 px each: a row of four wraps)
-        return W.ToggleButtons(options=spec["options"], value=value, description=label, layout=layout,
-                               style={**style, "button_width": "auto"})  # fmt: skip
+        return W.ToggleButtons(
+            options=spec["options"],
+            value=value,
+            description=label,
+            layout=layout,
+            style={**style, "button_width": "auto"},
+        )
     if "options" in spec:
         return W.SelectionSlider(
             options=spec["options"],

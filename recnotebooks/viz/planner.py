@@ -84,8 +84,11 @@ _MEASURED: dict[tuple[object, ...], dict[str, Any]] = {}
 
 def _breakdown(o: Outcome, label: str) -> list[dict[str, object]]:
     b = o.result.breakdown()  # type: ignore[union-attr]
-    return [{"setting": label, "phase": c, "seconds_per_step": b[c], "source": "modeled"}
-            for c in COMPONENTS if b[c] > 0]  # fmt: skip
+    return [
+        {"setting": label, "phase": c, "seconds_per_step": b[c], "source": "modeled"}
+        for c in COMPONENTS
+        if b[c] > 0
+    ]
 
 
 def _totals(o: Outcome, note: str = "") -> list[dict[str, object]]:
@@ -115,8 +118,11 @@ def explore_job(**values: object) -> Result:
     notes: list[str] = []
     verdict = "feasible" if now.feasible else "impossible"
     why = now.why_not()
-    notes.append("MODELED: fits, meets the deadline and the budget." if now.feasible else
-                 "MODELED: this plan is impossible: " + "; ".join(why) + ".")  # fmt: skip
+    notes.append(
+        "MODELED: fits, meets the deadline and the budget."
+        if now.feasible
+        else "MODELED: this plan is impossible: " + "; ".join(why) + "."
+    )
     if not now.feasible:
         notes.append(job.near_sentence[0].upper() + job.near_sentence[1:] + ".")
     if job.fallback:
@@ -128,10 +134,12 @@ def explore_job(**values: object) -> Result:
     if shown is now:  # right under the verdict: "fits" may mean "fits, once most bytes left HBM"
         notes.insert(1, where)
     price = hardware(str(shown.values["hardware"])).price_per_hour
-    notes.append(f"{'This setting' if shown is now else 'The setting shown'}: {human(j.samples_per_s)} "
-                 f"samples/s, {j.hours:,.3g} h to train, {j.device_hours:,.4g} device-hours, "
-                 f"${j.cost_usd:,.0f} at ${price:g}/device-hour, {j.energy_kwh:,.3g} kWh, "
-                 f"bound by {_bound(shown)}.")  # fmt: skip
+    notes.append(
+        f"{'This setting' if shown is now else 'The setting shown'}: {human(j.samples_per_s)} "
+        f"samples/s, {j.hours:,.3g} h to train, {j.device_hours:,.4g} device-hours, "
+        f"${j.cost_usd:,.0f} at ${price:g}/device-hour, {j.energy_kwh:,.3g} kWh, "
+        f"bound by {_bound(shown)}."
+    )
     if shown is not now:
         notes.append(where)
     if r.cache_hit_rates:
@@ -144,8 +152,9 @@ def explore_job(**values: object) -> Result:
     lever, lever_rows = job.lever, job.lever_rows
     if lever:
         gain, cost = float(lever["speedup"]), float(lever["cost_ratio"])  # type: ignore[arg-type]
-        notes.append(f"Lever that helps most one notch away: {lever['change']} ({gain:.2f}x faster, "
-                     f"cost x{cost:.2f}).")  # fmt: skip
+        notes.append(
+            f"Lever that helps most one notch away: {lever['change']} ({gain:.2f}x faster, cost x{cost:.2f})."
+        )
     kind = "nearest feasible" if near is not None and near.feasible else "fastest that fits"
     other = "" if near is None else f"{kind}, {describe_change(v, near.values)}"  # drawn one change per line
     breakdown = _breakdown(shown, "this setting" if shown is now else other)
@@ -171,11 +180,20 @@ def explore_job(**values: object) -> Result:
 def _placement(o: Outcome, label: str) -> list[dict[str, object]]:
     """Where the setting's tables live (:meth:`~recnotebooks.perf.result.CostResult.table_placement`),
     one row per place that holds bytes, for the chart."""
-    return [{"setting": label, "placement": x["placement"], "where": x["where"], "gb": x["gb"],
-             "share": x["share"], "hit_rate": x["hit_rate"],
-             "display": f"{human(float(x['bytes']), 'B')} ({percent(float(x['share']))})",  # type: ignore[arg-type]
-             "source": "modeled"}
-            for x in o.result.table_placement() if float(x["bytes"]) > 0]  # type: ignore[union-attr,arg-type]  # fmt: skip
+    return [
+        {
+            "setting": label,
+            "placement": x["placement"],
+            "where": x["where"],
+            "gb": x["gb"],
+            "share": x["share"],
+            "hit_rate": x["hit_rate"],
+            "display": f"{human(float(x['bytes']), 'B')} ({percent(float(x['share']))})",  # type: ignore[arg-type]
+            "source": "modeled",
+        }
+        for x in o.result.table_placement()
+        if float(x["bytes"]) > 0
+    ]  # type: ignore[union-attr,arg-type]
 
 
 def _placement_label(o: Outcome) -> dict[str, str]:
@@ -206,18 +224,29 @@ def measure_job(**values: object) -> float:
     every shard sits in its process's memory."""
     v = check_settings(values)
     if not _measurable(v):
-        raise ValueError(f"measure_job runs the tiny model on at most 4 ranks; got model={v['model']!r}, "
-                         f"nodes x devices = {int(v['nodes']) * int(v['gpus'])}")  # type: ignore[call-overload]  # fmt: skip
+        raise ValueError(
+            f"measure_job runs the tiny model on at most 4 ranks; got model={v['model']!r}, "
+            f"nodes x devices = {int(v['nodes']) * int(v['gpus'])}"
+        )  # type: ignore[call-overload]
     key = _measure_key(v)
     if key in _MEASURED:
         return 0.0
     t0 = time.perf_counter()
     world = int(key[1])  # type: ignore[call-overload]
     config = job_model("tiny")
-    plan = plan_tables(config, str(v["hardware"]), world, strategy=str(v["strategy"]),
-                       batch_size=MEASURE_BATCH)  # fmt: skip
-    res = train_local(config, plan, world, MEASURE_STEPS, MEASURE_BATCH, sparse_optimizer="sgd",
-                      dense_optimizer="sgd", timeout_s=300.0)  # fmt: skip
+    plan = plan_tables(
+        config, str(v["hardware"]), world, strategy=str(v["strategy"]), batch_size=MEASURE_BATCH
+    )
+    res = train_local(
+        config,
+        plan,
+        world,
+        MEASURE_STEPS,
+        MEASURE_BATCH,
+        sparse_optimizer="sgd",
+        dense_optimizer="sgd",
+        timeout_s=300.0,
+    )
     _MEASURED[key] = {"phases": res.phases, "plan": plan, "world": world, "reliability": res.reliability}
     return time.perf_counter() - t0
 
@@ -228,15 +257,40 @@ def _measured_rows(v: dict[str, object]) -> list[dict[str, object]]:
         return []
     world = int(m["world"])
     here = local_ranks_hardware(hardware("this_machine"), world)
-    r = estimate(job_model("tiny"), here, batch_size=MEASURE_BATCH, gpus=world, plan=m["plan"],
-                 sparse_optimizer="sgd", dense_optimizer="sgd", implementation="recnotebooks")  # fmt: skip
+    r = estimate(
+        job_model("tiny"),
+        here,
+        batch_size=MEASURE_BATCH,
+        gpus=world,
+        plan=m["plan"],
+        sparse_optimizer="sgd",
+        dense_optimizer="sgd",
+        implementation="recnotebooks",
+    )
     b = r.breakdown()
-    rows = [{"where": f"modeled here: {world} CPU process(es)", "phase": c, "seconds_per_step": b[c],
-             "source": "modeled"} for c in COMPONENTS if b[c] > 0]  # fmt: skip
+    rows = [
+        {
+            "where": f"modeled here: {world} CPU process(es)",
+            "phase": c,
+            "seconds_per_step": b[c],
+            "source": "modeled",
+        }
+        for c in COMPONENTS
+        if b[c] > 0
+    ]
     shaky = str(m.get("reliability", ""))
-    rows += [{"where": f"measured here: rank 0 of {world}", "phase": k, "seconds_per_step": s,
-              "source": "measured", "reliable": not shaky, "reliability": shaky}
-             for k, s in m["phases"].items() if s > 0 and math.isfinite(s)]  # fmt: skip
+    rows += [
+        {
+            "where": f"measured here: rank 0 of {world}",
+            "phase": k,
+            "seconds_per_step": s,
+            "source": "measured",
+            "reliable": not shaky,
+            "reliability": shaky,
+        }
+        for k, s in m["phases"].items()
+        if s > 0 and math.isfinite(s)
+    ]
     return rows
 
 
@@ -247,32 +301,68 @@ def _render(history: list[HistoryEntry]) -> object:
         return list(dict.fromkeys(str(r[col]) for r in now[table]))
 
     # the charts line up their plots at the widest left band: the room right of it is theirs (layout)
-    room = stack_room(band_px(labels("breakdown", "setting")), band_px(trail, titled=False),
-                      band_px(labels("placement", "setting")),
-                      band_px(labels("levers", "setting"), titled=False) if now["levers"] else 0,
-                      band_px(labels("measured", "where")) if now["measured"] else 0)  # fmt: skip
-    steps = time_breakdown(now["breakdown"], by="setting", phases=list(COMPONENTS), source="modeled",
-                           title="One step on the slowest rank", detail="this setting, and the nearest "
-                           "feasible one when this one is impossible", width=min(480, room))  # fmt: skip
-    totals = metric_bars(history_rows(history, "totals"), highlight=history[0].label, columns=3,
-                         title="The whole job", source="modeled",
-                         detail="one bar per setting in the trail, the current one solid",
-                         total_width=band_px(trail, titled=False) + room)  # fmt: skip
+    room = stack_room(
+        band_px(labels("breakdown", "setting")),
+        band_px(trail, titled=False),
+        band_px(labels("placement", "setting")),
+        band_px(labels("levers", "setting"), titled=False) if now["levers"] else 0,
+        band_px(labels("measured", "where")) if now["measured"] else 0,
+    )
+    steps = time_breakdown(
+        now["breakdown"],
+        by="setting",
+        phases=list(COMPONENTS),
+        source="modeled",
+        title="One step on the slowest rank",
+        detail="this setting, and the nearest feasible one when this one is impossible",
+        width=min(480, room),
+    )
+    totals = metric_bars(
+        history_rows(history, "totals"),
+        highlight=history[0].label,
+        columns=3,
+        title="The whole job",
+        source="modeled",
+        detail="one bar per setting in the trail, the current one solid",
+        total_width=band_px(trail, titled=False) + room,
+    )
     chosen = f"you chose placement {history[0].values['placement']}; the bars: the plan modeled"
-    where = part_bars(now["placement"], value="gb", part="where", parts=list(TABLE_HOMES.values()),
-                      colors=[PLACEMENT_COLORS[p] for p in TABLE_HOMES], text="display",
-                      value_title="GB of tables (weights and optimizer state)", title="Where the tables live",
-                      source="modeled", detail=chosen, width=min(480, room))  # fmt: skip
+    where = part_bars(
+        now["placement"],
+        value="gb",
+        part="where",
+        parts=list(TABLE_HOMES.values()),
+        colors=[PLACEMENT_COLORS[p] for p in TABLE_HOMES],
+        text="display",
+        value_title="GB of tables (weights and optimizer state)",
+        title="Where the tables live",
+        source="modeled",
+        detail=chosen,
+        width=min(480, room),
+    )
     charts = [steps, where, totals]
     if now["levers"]:
         levers = band_px(labels("levers", "setting"), titled=False)
-        charts.append(metric_bars(now["levers"], title="Each lever one notch away", source="modeled",
-                                  detail="speed-up of the time to train; 1.0 = no gain", rule_at=1.0,
-                                  total_width=levers + room))  # fmt: skip
+        charts.append(
+            metric_bars(
+                now["levers"],
+                title="Each lever one notch away",
+                source="modeled",
+                detail="speed-up of the time to train; 1.0 = no gain",
+                rule_at=1.0,
+                total_width=levers + room,
+            )
+        )
     if now["measured"]:
-        charts.append(time_breakdown(now["measured"], by="where", title="The same plan on CPU processes here",
-                                     detail=f"global batch {MEASURE_BATCH}; placements not executed",
-                                     width=min(480, room)))  # fmt: skip
+        charts.append(
+            time_breakdown(
+                now["measured"],
+                by="where",
+                title="The same plan on CPU processes here",
+                detail=f"global batch {MEASURE_BATCH}; placements not executed",
+                width=min(480, room),
+            )
+        )
     return stack(*charts)
 
 
@@ -280,5 +370,11 @@ def job_planner(*, history: int = 4, **values: object) -> App:
     """The Training Job Planner app; ``values`` override the default settings."""
     controls = build_controls(PLANNER_CONTROLS, values, "the Training Job Planner")
     what = "MODELED time, cost and energy of a training job; MEASURED on local processes for the tiny model"
-    return App("Training Job Planner", controls, lambda **kw: explore_job(**kw), _render, history=history,
-               description=what)  # fmt: skip
+    return App(
+        "Training Job Planner",
+        controls,
+        lambda **kw: explore_job(**kw),
+        _render,
+        history=history,
+        description=what,
+    )

@@ -70,7 +70,7 @@ SHARDING_CONTROLS: dict[str, dict[str, object]] = {
         "value": "tiny",
         "label": "model",
         "dropdown": True,
-    },  # fmt: skip
+    },
     "ranks": {"options": [1, 2, 4], "value": 2, "label": "processes (ranks)"},
     "plan": {"options": list(PLANS), "value": "planner", "label": "plan", "dropdown": True},
     "batch_size": {"options": [256, 512, 1024, 2048], "value": 512, "label": "global batch"},
@@ -84,13 +84,13 @@ SHARDING_CONTROLS: dict[str, dict[str, object]] = {
         "value": "none",
         "label": "device cache",
         "dropdown": True,
-    },  # fmt: skip
+    },
     "gpu": {
         "options": [h for h, hw in HARDWARE.items() if hw.kind == "gpu"],
         "value": "dgx_h100",
         "label": "GPU server (modeled)",
         "dropdown": True,
-    },  # fmt: skip
+    },
 }
 #: The forward all-to-alls the "all_to_all forward" bars add up, in words: a rank sends the bag
 #: lengths and the ids of its samples to each table's owner, and its tables' pooled vectors back.
@@ -138,16 +138,32 @@ def with_cache(config: DLRMConfig, plan: Plan, cache: str) -> Plan:
     policy, share = choice
     geo = plan.geometry(config)
     shards = tuple(
-        s if s.table != table
-        else TableShard(s.table, s.rank, s.sharding, "cache", s.row_fraction, s.col_fraction,
-                        cache_rows=max(1, round(share * geo[i].row_count)), cache_policy=policy)
+        s
+        if s.table != table
+        else TableShard(
+            s.table,
+            s.rank,
+            s.sharding,
+            "cache",
+            s.row_fraction,
+            s.col_fraction,
+            cache_rows=max(1, round(share * geo[i].row_count)),
+            cache_policy=policy,
+        )
         for i, s in enumerate(plan.shards)
-    )  # fmt: skip
+    )
     return Plan(plan.world_size, shards, plan.strategy, plan.notes, plan.requested_placement)
 
 
-def measure_sharding(model: str = "tiny", ranks: int = 2, plans: Sequence[str] = PLANS, batch_size: int = 512,
-                     gpu: str = "dgx_h100", steps: int = STEPS, cache: str = "none") -> float:  # fmt: skip
+def measure_sharding(
+    model: str = "tiny",
+    ranks: int = 2,
+    plans: Sequence[str] = PLANS,
+    batch_size: int = 512,
+    gpu: str = "dgx_h100",
+    steps: int = STEPS,
+    cache: str = "none",
+) -> float:
     """Run every plan in ``plans`` (the largest table behind ``cache``, see :data:`CACHES`) for
     ``steps`` steps on ``ranks`` local processes (one launch) and keep the results for the explorer;
     returns the seconds it took. **Measured.**"""
@@ -175,22 +191,37 @@ def _modeled(config: DLRMConfig, plan: Plan, ranks: int, batch: int, gpu: str) -
     base = hardware(gpu)
     where = [(f"here: {ranks} CPU process{'es' if ranks > 1 else ''}", here, ranks, 1)]
     if ranks <= base.devices:
-        where += [(f"{ranks} GPU · NVLink ({gpu})", link_hardware(base, "nvlink"), ranks, 1),
-                  (f"{ranks} GPU · PCIe ({gpu})", link_hardware(base, "pcie"), ranks, 1)]  # fmt: skip
+        where += [
+            (f"{ranks} GPU · NVLink ({gpu})", link_hardware(base, "nvlink"), ranks, 1),
+            (f"{ranks} GPU · PCIe ({gpu})", link_hardware(base, "pcie"), ranks, 1),
+        ]
     where.append((f"{ranks} GPU · network, 1 per node", link_hardware(base, "network"), 1, ranks))
     rows: list[dict[str, object]] = []
     for label, hw, gpus, nodes in where:
         impl = "recnotebooks" if label.startswith("here") else "torchrec"  # GPUs: TorchRec's step
-        r = estimate(config, hw, batch_size=batch, gpus=gpus, nodes=nodes, plan=plan, implementation=impl,
-                     sparse_optimizer="sgd", dense_optimizer="sgd")  # fmt: skip
+        r = estimate(
+            config,
+            hw,
+            batch_size=batch,
+            gpus=gpus,
+            nodes=nodes,
+            plan=plan,
+            implementation=impl,
+            sparse_optimizer="sgd",
+            dense_optimizer="sgd",
+        )
         b = r.breakdown()
-        rows += [{"where": label, "phase": c, "seconds_per_step": b[c], "source": "modeled"}
-                 for c in COMPONENTS if b[c] > 0]  # fmt: skip
+        rows += [
+            {"where": label, "phase": c, "seconds_per_step": b[c], "source": "modeled"}
+            for c in COMPONENTS
+            if b[c] > 0
+        ]
     return rows
 
 
-def _bytes(config: DLRMConfig, plan: Plan, ranks: int, batch: int, measured: list[dict[str, Any]] | None,
-           steps: int) -> list[dict[str, object]]:  # fmt: skip
+def _bytes(
+    config: DLRMConfig, plan: Plan, ranks: int, batch: int, measured: list[dict[str, Any]] | None, steps: int
+) -> list[dict[str, object]]:
     """Bytes sent per step by rank and collective: modeled, and measured when run."""
     rows: list[dict[str, object]] = []
     sums: dict[tuple[int, str], float] = {}
@@ -204,8 +235,14 @@ def _bytes(config: DLRMConfig, plan: Plan, ranks: int, batch: int, measured: lis
     for rank, res in enumerate(measured or []):
         for c in res["comm"]:
             if c["component"] == "all_to_all":  # the embeddings' collectives (all_reduce mixes in DDP's)
-                rows.append({"rank": rank, "collective": f"all_to_all {c['direction']}",
-                             "bytes": c["bytes_sent"] / steps, "source": "measured"})  # fmt: skip
+                rows.append(
+                    {
+                        "rank": rank,
+                        "collective": f"all_to_all {c['direction']}",
+                        "bytes": c["bytes_sent"] / steps,
+                        "source": "measured",
+                    }
+                )
     return rows
 
 
@@ -219,8 +256,15 @@ def _balance(config: DLRMConfig, plan: Plan, ranks: int, batch: int) -> list[dic
     return [{"rank": r, "lookups": v, "source": "computed"} for r, v in enumerate(per)]
 
 
-def explore_sharding(*, model: str = "tiny", ranks: int = 2, plan: str = "planner", batch_size: int = 512,
-                     gpu: str = "dgx_h100", cache: str = "none") -> Result:  # fmt: skip
+def explore_sharding(
+    *,
+    model: str = "tiny",
+    ranks: int = 2,
+    plan: str = "planner",
+    batch_size: int = 512,
+    gpu: str = "dgx_h100",
+    cache: str = "none",
+) -> Result:
     """Tables ``modeled``, ``bytes``, ``measured``, ``balance``, ``forward_parts`` (the forward
     all-to-alls of each rank apart: bag lengths, ids, pooled vectors) and ``cache`` (each device
     cache's hit rate and bytes moved, measured) of one setting (module docstring)."""
@@ -259,12 +303,26 @@ def _cache_rows(measured: list[dict[str, Any]] | None, steps: int) -> list[dict[
         for c in res.get("cache", []):
             base = {"rank": int(c["rank"]), "table": c["table"], "shard": int(c["shard"]),
                     "policy": c["policy"], "slots": int(c["slots"]), "source": "measured"}  # fmt: skip
-            rows += [{**base, "metric": "hit rate (distinct rows)", "value": float(c["hit_rate"]),
-                      "display": f"{float(c['hit_rate']):.0%}"},
-                     {**base, "metric": "host -> device bytes per step", "value": c["bytes_h2d"] / steps,
-                      "display": human(c["bytes_h2d"] / steps, "B")},
-                     {**base, "metric": "device -> host bytes per step", "value": c["bytes_d2h"] / steps,
-                      "display": human(c["bytes_d2h"] / steps, "B")}]  # fmt: skip
+            rows += [
+                {
+                    **base,
+                    "metric": "hit rate (distinct rows)",
+                    "value": float(c["hit_rate"]),
+                    "display": f"{float(c['hit_rate']):.0%}",
+                },
+                {
+                    **base,
+                    "metric": "host -> device bytes per step",
+                    "value": c["bytes_h2d"] / steps,
+                    "display": human(c["bytes_h2d"] / steps, "B"),
+                },
+                {
+                    **base,
+                    "metric": "device -> host bytes per step",
+                    "value": c["bytes_d2h"] / steps,
+                    "display": human(c["bytes_d2h"] / steps, "B"),
+                },
+            ]
     return rows
 
 
@@ -317,24 +375,47 @@ def _summary(tables: dict[str, list[dict[str, object]]]) -> list[dict[str, objec
     steps: dict[str, float] = {}
     for r in tables["modeled"]:
         steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
-    sent = sum(float(r["bytes"]) for r in tables["bytes"]  # type: ignore[arg-type]
-               if r["source"] == "modeled" and str(r["collective"]).startswith("all_to_all"))  # fmt: skip
+    sent = sum(
+        float(r["bytes"])
+        for r in tables["bytes"]  # type: ignore[arg-type]
+        if r["source"] == "modeled" and str(r["collective"]).startswith("all_to_all")
+    )
     here = next(v for k, v in steps.items() if k.startswith("here"))
     gpu = next(
         (v for k, v in steps.items() if "NVLink" in k), next(v for k, v in steps.items() if "network" in k)
     )
     return [
-        {"metric": "all-to-all bytes per step: all ranks", "value": sent, "display": human(sent, "B"),
-         "source": "modeled"},
-        {"metric": "step here, ms", "value": here * 1e3, "display": f"{here * 1e3:.3g} ms",
-         "source": "modeled"},
-        {"metric": "step on the GPUs, ms", "value": gpu * 1e3, "display": f"{gpu * 1e3:.3g} ms",
-         "source": "modeled"},
-    ]  # fmt: skip
+        {
+            "metric": "all-to-all bytes per step: all ranks",
+            "value": sent,
+            "display": human(sent, "B"),
+            "source": "modeled",
+        },
+        {
+            "metric": "step here, ms",
+            "value": here * 1e3,
+            "display": f"{here * 1e3:.3g} ms",
+            "source": "modeled",
+        },
+        {
+            "metric": "step on the GPUs, ms",
+            "value": gpu * 1e3,
+            "display": f"{gpu * 1e3:.3g} ms",
+            "source": "modeled",
+        },
+    ]
 
 
-def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, measured: bool, model: str,
-           name: str, batch: int, cache: str = "none") -> list[str]:  # fmt: skip
+def _notes(
+    tables: dict[str, list[dict[str, object]]],
+    plan: Plan,
+    ranks: int,
+    measured: bool,
+    model: str,
+    name: str,
+    batch: int,
+    cache: str = "none",
+) -> list[str]:
     kinds = sorted({s.sharding for s in plan.shards})
     lookups = [float(r["lookups"]) for r in tables["balance"]]  # type: ignore[arg-type]
     mean = sum(lookups) / len(lookups)
@@ -353,17 +434,22 @@ def _notes(tables: dict[str, list[dict[str, object]]], plan: Plan, ranks: int, m
         notes.append(f"MODELED: rank 0's 'all_to_all forward' bar adds three all-to-alls: {said}.")
     if measured:
         meas_b = sum(v for (s, _), v in a2a.items() if s == "measured")
-        same = ("modeled: equal to the byte" if round(meas_b) == round(model_b)
-                else f"modeled {human(model_b, 'B')}: row-wise ids at their expected count")  # fmt: skip
+        same = (
+            "modeled: equal to the byte"
+            if round(meas_b) == round(model_b)
+            else f"modeled {human(model_b, 'B')}: row-wise ids at their expected count"
+        )
         notes.append(
             f"MEASURED here: the ranks' all-to-alls sent {human(meas_b, 'B')} per step in all ({same})."
         )
         notes.append(_time_note(tables))
     else:
         with_cache = f", cache={cache!r}" if cache != "none" else ""
-        notes.append(f"Not measured at this setting yet: modeled only. Run measure_sharding(model={model!r}, "
-                     f"ranks={ranks}, batch_size={batch}{with_cache}) (a few seconds) and move a "
-                     "control.")  # fmt: skip
+        notes.append(
+            f"Not measured at this setting yet: modeled only. Run measure_sharding(model={model!r}, "
+            f"ranks={ranks}, batch_size={batch}{with_cache}) (a few seconds) and move a "
+            "control."
+        )
     steps: dict[str, float] = {}
     for r in tables["modeled"]:
         steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
@@ -391,33 +477,56 @@ def _time_note(tables: dict[str, list[dict[str, object]]]) -> str:
     here = [r for r in tables["modeled"] if str(r["where"]).startswith("here")]
     model = sum(float(r["seconds_per_step"]) for r in here)  # type: ignore[arg-type]
     model_coll = sum(float(r["seconds_per_step"]) for r in here if r["phase"] in comm)  # type: ignore[arg-type]
-    return (f"MEASURED step here {step * 1e3:.3g} ms (slowest rank; collectives {coll * 1e3:.3g} ms; not "
-            f"counting {data * 1e3:.3g} ms of drawing its synthetic batch, which the model does not price) "
-            "against "
-            f"{model * 1e3:.3g} ms MODELED for the same processes (collectives {model_coll * 1e3:.3g} ms): "
-            + (f"the model is {step / model:.1f}x too fast here." if step >= model
-               else f"the model is {model / step:.1f}x too slow here."))  # fmt: skip
+    return (
+        f"MEASURED step here {step * 1e3:.3g} ms (slowest rank; collectives {coll * 1e3:.3g} ms; not "
+        f"counting {data * 1e3:.3g} ms of drawing its synthetic batch, which the model does not price) "
+        "against "
+        f"{model * 1e3:.3g} ms MODELED for the same processes (collectives {model_coll * 1e3:.3g} ms): "
+        + (
+            f"the model is {step / model:.1f}x too fast here."
+            if step >= model
+            else f"the model is {model / step:.1f}x too slow here."
+        )
+    )
 
 
 def _render(history: list[HistoryEntry]) -> object:
     now, trail = history[0].result.tables, [e.label for e in history]
-    rows = [{**r, "metric": f"{r['collective']}: bytes sent per step", "value": r["bytes"],
-             "setting": f"{r['source']} · rank {r['rank']}", "display": human(float(r["bytes"]), "B")}  # type: ignore[arg-type]
-            for r in now["bytes"]]  # fmt: skip
+    rows = [
+        {
+            **r,
+            "metric": f"{r['collective']}: bytes sent per step",
+            "value": r["bytes"],
+            "setting": f"{r['source']} · rank {r['rank']}",
+            "display": human(float(r["bytes"]), "B"),
+        }  # type: ignore[arg-type]
+        for r in now["bytes"]
+    ]
     senders = list(dict.fromkeys(str(r["setting"]) for r in rows))
     wheres = list(dict.fromkeys(str(r["where"]) for r in now["modeled"]))
     ranks = list(dict.fromkeys(str(r["rank"]) for r in now["measured"]))
-    cache_bars = [{**r, "setting": f"rank {r['rank']} · {r['table']} ({r['policy']}, {r['slots']:,} slots)"}
-                  for r in now["cache"]]  # fmt: skip
+    cache_bars = [
+        {**r, "setting": f"rank {r['rank']} · {r['table']} ({r['policy']}, {r['slots']:,} slots)"}
+        for r in now["cache"]
+    ]
     cache_labels = [str(b["setting"]) for b in cache_bars]
     # the charts line up their plots at the widest left band: the room right of it is theirs
-    room = stack_room(band_px(trail, titled=False), band_px(wheres), band_px(senders, titled=False),
-                      band_px(ranks) if ranks else 0,
-                      band_px(cache_labels, titled=False) if cache_labels else 0)  # fmt: skip
-    trail_bars = metric_bars(history_rows(history, "summary"), highlight=history[0].label, columns=3,
-                             title="This setting and the last ones", source="modeled",
-                             detail="one bar per setting, the current one solid",
-                             total_width=band_px(trail, titled=False) + room)  # fmt: skip
+    room = stack_room(
+        band_px(trail, titled=False),
+        band_px(wheres),
+        band_px(senders, titled=False),
+        band_px(ranks) if ranks else 0,
+        band_px(cache_labels, titled=False) if cache_labels else 0,
+    )
+    trail_bars = metric_bars(
+        history_rows(history, "summary"),
+        highlight=history[0].label,
+        columns=3,
+        title="This setting and the last ones",
+        source="modeled",
+        detail="one bar per setting, the current one solid",
+        total_width=band_px(trail, titled=False) + room,
+    )
     detail = "here: this machine shared by the ranks; GPUs: as many of the chosen server"
     charts = [time_breakdown(now["modeled"], by="where", phases=list(COMPONENTS), source="modeled",
                              title="One step of this plan, slowest rank", detail=detail,
@@ -425,18 +534,39 @@ def _render(history: list[HistoryEntry]) -> object:
     if rows:
         logs = "modeled: perf.traffic; measured: the ranks' comm logs"
         src = None if now["measured"] else "modeled"
-        charts.append(metric_bars(rows, columns=2, source=src, detail=logs,
-                                  title="Bytes each rank sends, modeled and measured",
-                                  total_width=band_px(senders, titled=False) + room))  # fmt: skip
+        charts.append(
+            metric_bars(
+                rows,
+                columns=2,
+                source=src,
+                detail=logs,
+                title="Bytes each rank sends, modeled and measured",
+                total_width=band_px(senders, titled=False) + room,
+            )
+        )
     if cache_bars:
-        charts.append(metric_bars(cache_bars, columns=3, source="measured",
-                                  title="The device cache on each rank",
-                                  detail="the ranks' cache statistics over every step of the run",
-                                  total_width=band_px(cache_labels, titled=False) + room))  # fmt: skip
+        charts.append(
+            metric_bars(
+                cache_bars,
+                columns=3,
+                source="measured",
+                title="The device cache on each rank",
+                detail="the ranks' cache statistics over every step of the run",
+                total_width=band_px(cache_labels, titled=False) + room,
+            )
+        )
     if now["measured"]:
         where = "CPU processes on this machine, gloo on 127.0.0.1"
-        charts.append(time_breakdown(now["measured"], by="rank", title="Measured step of each rank, here",
-                                     source="measured", detail=where, width=min(480, room)))  # fmt: skip
+        charts.append(
+            time_breakdown(
+                now["measured"],
+                by="rank",
+                title="Measured step of each rank, here",
+                source="measured",
+                detail=where,
+                width=min(480, room),
+            )
+        )
     return stack(trail_bars, *charts)
 
 
@@ -447,8 +577,14 @@ def sharding_explorer(*, history: int = 4, **values: object) -> App:
         "MODELED steps and bytes of a sharding plan, beside the plan MEASURED on local processes once run "
         "(with a device cache: its hit rate and bytes, measured)"
     )
-    return App("Sharding Explorer", controls, lambda **kw: explore_sharding(**kw), _render, history=history,
-               description=what)  # fmt: skip
+    return App(
+        "Sharding Explorer",
+        controls,
+        lambda **kw: explore_sharding(**kw),
+        _render,
+        history=history,
+        description=what,
+    )
 
 
 def strategy_chart(rows: list[dict[str, object]], title: str = "Planner strategies") -> object:
@@ -458,9 +594,17 @@ def strategy_chart(rows: list[dict[str, object]], title: str = "Planner strategi
         ("samples per second", "samples_per_s"),
         ("embedding imbalance (slowest / mean rank)", "imbalance"),
     )
-    bars = [{"metric": m, "setting": r["strategy"], "value": r[k], "source": "modeled",
-             "display": f"{float(r[k]):.2f}" if k == "imbalance" else human(float(r[k]))}  # type: ignore[arg-type]
-            for r in rows for m, k in metrics]  # fmt: skip
+    bars = [
+        {
+            "metric": m,
+            "setting": r["strategy"],
+            "value": r[k],
+            "source": "modeled",
+            "display": f"{float(r[k]):.2f}" if k == "imbalance" else human(float(r[k])),
+        }  # type: ignore[arg-type]
+        for r in rows
+        for m, k in metrics
+    ]
     what = "naive: round-robin; greedy: balanced by table size; cost: balanced by modeled work"
     return metric_bars(bars, columns=2, title=title, source="modeled", detail=what)
 
@@ -468,12 +612,30 @@ def strategy_chart(rows: list[dict[str, object]], title: str = "Planner strategi
 def scale_out_chart(rows: list[dict[str, object]]) -> object:
     """All-to-all's share of the step and samples/s against GPUs, one line per link
     (:func:`recnotebooks.perf.scaleout.scale_out` rows), **modeled**."""
-    share = metric_lines(rows, x="devices", y="all_to_all_share", color="link", x_log=True, y_format=".0%",
-                         title="All-to-all's share of the step", source="modeled", x_title="GPUs",
-                         y_title="share of the step")  # fmt: skip
-    rate = metric_lines(rows, x="devices", y="samples_per_s", color="link", x_log=True, y_log=True,
-                        title="Training throughput", source="modeled", x_title="GPUs",
-                        y_title="samples / s")  # fmt: skip
+    share = metric_lines(
+        rows,
+        x="devices",
+        y="all_to_all_share",
+        color="link",
+        x_log=True,
+        y_format=".0%",
+        title="All-to-all's share of the step",
+        source="modeled",
+        x_title="GPUs",
+        y_title="share of the step",
+    )
+    rate = metric_lines(
+        rows,
+        x="devices",
+        y="samples_per_s",
+        color="link",
+        x_log=True,
+        y_log=True,
+        title="Training throughput",
+        source="modeled",
+        x_title="GPUs",
+        y_title="samples / s",
+    )
     return stack(share, rate)
 
 
@@ -484,12 +646,25 @@ def two_d_chart(rows: list[dict[str, object]]) -> object:
     """The step of each 2D layout (:func:`recnotebooks.perf.scaleout.two_d` rows), split into the
     all-to-all inside a group, the replicas' gradient sync and the rest, **modeled**."""
     parts = (("all_to_all", "all_to_all_ms"), ("all_reduce", "replica_sync_ms"), ("overhead", "rest_ms"))
-    bars = [{"layout": f"{r['layout']} ({float(r['samples_per_s']) / 1e6:.1f} M samples/s)", "phase": ph,
-             "seconds_per_step": float(r[k]) / 1e3, "source": "modeled"}  # type: ignore[arg-type]
-            for r in rows for ph, k in parts]  # fmt: skip
+    bars = [
+        {
+            "layout": f"{r['layout']} ({float(r['samples_per_s']) / 1e6:.1f} M samples/s)",
+            "phase": ph,
+            "seconds_per_step": float(r[k]) / 1e3,
+            "source": "modeled",
+        }  # type: ignore[arg-type]
+        for r in rows
+        for ph, k in parts
+    ]
     what = "groups x GPUs per group; all_reduce: the replicas' embedding-gradient sync; overhead: the rest"
-    return time_breakdown(bars, by="layout", phases=[p for p, _ in parts], source="modeled",
-                          title="2D sparse parallelism: one step on 64 GPUs", detail=what)  # fmt: skip
+    return time_breakdown(
+        bars,
+        by="layout",
+        phases=[p for p, _ in parts],
+        source="modeled",
+        title="2D sparse parallelism: one step on 64 GPUs",
+        detail=what,
+    )
 
 
 __all__ += ["two_d_chart"]

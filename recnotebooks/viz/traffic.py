@@ -30,18 +30,31 @@ def lookup_traffic(
     for each pooling factor in :data:`POOLINGS`; the row at ``pooling`` is ``current``."""
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {list(POOLINGS)}, got {pooling!r}")
-    for name, v in (("pooling", pooling), ("batch_size", batch_size), ("embedding_dim", embedding_dim),
-                    ("num_tables", num_tables)):  # fmt: skip
+    for name, v in (
+        ("pooling", pooling),
+        ("batch_size", batch_size),
+        ("embedding_dim", embedding_dim),
+        ("num_tables", num_tables),
+    ):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be an int >= 1, got {v!r}")
     rows = []
     for p in POOLINGS:
         lookups = batch_size * num_tables * p
         mb = lookups * (embedding_dim * 4 + 8) / 1e6
-        rows.append({"pooling": p, "MB_per_step": mb, "lookups_per_step": lookups, "current": p == pooling,
-                     "source": "analytic"})  # fmt: skip
-    note = (f"batch {batch_size} x {num_tables} tables x pooling {pooling} = "
-            f"{batch_size * num_tables * pooling:,} rows of {embedding_dim} floats per step")  # fmt: skip
+        rows.append(
+            {
+                "pooling": p,
+                "MB_per_step": mb,
+                "lookups_per_step": lookups,
+                "current": p == pooling,
+                "source": "analytic",
+            }
+        )
+    note = (
+        f"batch {batch_size} x {num_tables} tables x pooling {pooling} = "
+        f"{batch_size * num_tables * pooling:,} rows of {embedding_dim} floats per step"
+    )
     return Result(tables={"traffic": rows}, notes=[note])
 
 

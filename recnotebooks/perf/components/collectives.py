@@ -58,8 +58,9 @@ def _collective(volume: float, world: int, gpus: int, hw: Hardware, nic: float, 
     )
 
 
-def all_to_all_seconds(volume: float, world: int, gpus: int, hw: Hardware, nic: float,
-                       calls: int = A2A_CALLS_PER_STEP) -> float:  # fmt: skip
+def all_to_all_seconds(
+    volume: float, world: int, gpus: int, hw: Hardware, nic: float, calls: int = A2A_CALLS_PER_STEP
+) -> float:
     """Seconds of the step's all-to-alls (``calls`` of them, :data:`A2A_CALLS` of the
     implementation; pairwise: ``world - 1`` latencies each)."""
     if volume <= 0:  # nothing to exchange when every table is data-parallel

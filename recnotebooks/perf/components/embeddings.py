@@ -97,8 +97,9 @@ def embedding_in_cache(a: ShardAccess, hw: Hardware, state_bytes: float) -> Embe
     return Embedding(h * fwd / bw + (1 - h) * fwd / uvm, h * bwd / bw + (1 - h) * bwd / uvm, h * (fwd + bwd))
 
 
-def _pooled_by_cpus(a: ShardAccess, state_bytes: float, link_bw: float, gather_bw: float,
-                    sort_s: float) -> Embedding:  # fmt: skip
+def _pooled_by_cpus(
+    a: ShardAccess, state_bytes: float, link_bw: float, gather_bw: float, sort_s: float
+) -> Embedding:
     """Rows pooled by CPUs next to their DRAM (gathering at ``gather_bw``), pooled vectors
     sent over a link of ``link_bw`` (forward: with the ids); backward the pooled gradients come
     back, the CPUs group the lookups by row (``sort_s``) and update their rows."""
@@ -132,24 +133,33 @@ def embedding_pooled_by_host(a: ShardAccess, hw: Hardware, state_bytes: float, g
     return _pooled_by_cpus(a, state_bytes, hw.host_link_bw, gather_bw, a.lookups / (ps.sort_rate * share))
 
 
-def embedding_shard(a: ShardAccess, hw: Hardware, state_bytes: float, nic: float, gpus: int = 1,
-                    servers: float = 1.0) -> Embedding:  # fmt: skip
+def embedding_shard(
+    a: ShardAccess, hw: Hardware, state_bytes: float, nic: float, gpus: int = 1, servers: float = 1.0
+) -> Embedding:
     """One shard's embedding work at its placement (a CPU node keeps non-remote rows in its DRAM);
     ``servers``: this rank's share of the parameter servers (see :func:`embedding_on_parameter_server`)."""
     place = a.shard.placement if hw.kind == "gpu" or a.shard.placement == "remote" else "hbm"
     if place == "remote" or (place == "host" and hw.host_pools_embeddings):
-        rows = (embedding_on_parameter_server(a, state_bytes, nic, servers) if place == "remote"
-                else embedding_pooled_by_host(a, hw, state_bytes, gpus))  # fmt: skip
+        rows = (
+            embedding_on_parameter_server(a, state_bytes, nic, servers)
+            if place == "remote"
+            else embedding_pooled_by_host(a, hw, state_bytes, gpus)
+        )
         local = _pooling_work(a, hw, 0.0)  # ids and pooled vectors on the device; no rows, no sort
-        return Embedding(rows.forward + local.forward, rows.backward + local.backward,
-                         a.served * a.row_bytes * 2, remote=rows.remote)  # fmt: skip
+        return Embedding(
+            rows.forward + local.forward,
+            rows.backward + local.backward,
+            a.served * a.row_bytes * 2,
+            remote=rows.remote,
+        )
     placed = {"hbm": embedding_in_hbm, "host": embedding_in_host, "cache": embedding_in_cache}[place]
     rows, local = placed(a, hw, state_bytes), _pooling_work(a, hw, a.lookups / hw.sort_rate)
     if a.update_only:  # no forward: the gradient of every row is given, the optimizer applies it
         moved = a.distinct_rows * (a.row_bytes + state_bytes) * 2 + (a.served + a.lookups) * a.row_bytes
         return Embedding(0.0, rows.backward + local.backward, moved)
-    return Embedding(rows.forward + local.forward, rows.backward + local.backward,
-                     rows.device_bytes + local.device_bytes)  # fmt: skip
+    return Embedding(
+        rows.forward + local.forward, rows.backward + local.backward, rows.device_bytes + local.device_bytes
+    )
 
 
 def parameter_servers(config: DLRMConfig, plan: Plan, dtype: str, state_bytes: float) -> int:

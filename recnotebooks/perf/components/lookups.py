@@ -109,7 +109,7 @@ def _every_row_update(accesses: list[ShardAccess], world: int) -> list[ShardAcce
             a.cache_hit_rate,
             a.rows,
             update_only=True,
-        )  # fmt: skip
+        )
         for a in accesses
         if a.shard.sharding == "data_parallel"
     ]

@@ -81,8 +81,13 @@ def sharded_op_terms(config: DLRMConfig, plan: Plan, rank: int) -> dict[str, flo
     return terms
 
 
-def op_count(config: DLRMConfig, world_size: int = 1, model_parallel: bool = False, plan: Plan | None = None,
-             implementation: str = "torchrec") -> int:  # fmt: skip
+def op_count(
+    config: DLRMConfig,
+    world_size: int = 1,
+    model_parallel: bool = False,
+    plan: Plan | None = None,
+    implementation: str = "torchrec",
+) -> int:
     """Operators launched by one training step of our DLRM (independent of table count on one
     process), and on ``world_size > 1`` ranks what the sharded step of ``implementation`` adds.
 
@@ -126,8 +131,14 @@ def sharded_extra_ops(config: DLRMConfig, plan: Plan, rank: int) -> float:
     return sum(weights[k] * n for k, n in sharded_op_terms(config, plan, rank).items())
 
 
-def overhead(config: DLRMConfig, hw: Hardware, world_size: int, model_parallel: bool,
-             plan: Plan | None = None, implementation: str = "torchrec") -> float:  # fmt: skip
+def overhead(
+    config: DLRMConfig,
+    hw: Hardware,
+    world_size: int,
+    model_parallel: bool,
+    plan: Plan | None = None,
+    implementation: str = "torchrec",
+) -> float:
     """Host time to launch the step's operators (:func:`op_count` of ``plan`` in
     ``implementation``) plus ``step_overhead_s``: ``op_overhead_s`` each, except the operators
     our sharded step adds to the single-process one (``"recnotebooks"`` on several ranks), which
