@@ -136,6 +136,18 @@ class DistTrainResult:
         return out
 
 
+#: The optimizers a local run trains with unless told otherwise (as ``recnb train``'s defaults).
+DEFAULT_OPTIMIZERS = {"sparse_optimizer": "rowwise_adagrad", "sparse_lr": 0.05, "dense_optimizer": "adagrad",
+                      "dense_lr": 0.02}  # fmt: skip
+
+
+def _check_run(config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: int, seed: int,
+               opts: dict[str, Any]) -> None:  # fmt: skip
+    """:func:`_check` with the optimizers of ``opts`` (a run's options over :data:`DEFAULT_OPTIMIZERS`)."""
+    _check(config, plan, world, steps, batch_size, seed, opts["sparse_optimizer"], opts["dense_optimizer"],
+           opts["sparse_lr"], opts["dense_lr"])  # fmt: skip
+
+
 def _check(
     config: DLRMConfig,
     plan: Plan,
@@ -361,20 +373,8 @@ def train_local(
     a plan for another world or that cannot be executed) raises before any process starts.
     """
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
-    opts = {"sparse_optimizer": "rowwise_adagrad", "sparse_lr": 0.05, "dense_optimizer": "adagrad",
-            "dense_lr": 0.02, **options}  # fmt: skip
-    _check(
-        config,
-        plan,
-        world,
-        steps,
-        batch_size,
-        seed,
-        opts["sparse_optimizer"],
-        opts["dense_optimizer"],
-        opts["sparse_lr"],
-        opts["dense_lr"],
-    )
+    opts = {**DEFAULT_OPTIMIZERS, **options}
+    _check_run(config, plan, world, steps, batch_size, seed, opts)
     check_int("eval_batches", opts.get("eval_batches", 0), lo=0)
     res = launch(run_rank, world, config, plan, steps, batch_size, seed, timeout_s=timeout_s, **opts)
     return _result(res.values, world, "gloo", steps, batch_size, res.busy)
@@ -457,23 +457,11 @@ def run_plans_local(
     checks its one (a placement the engine cannot run, e.g. ``"remote"``, is refused naming its
     table), before any process starts."""
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
-    opts = {"sparse_optimizer": "rowwise_adagrad", "sparse_lr": 0.05, "dense_optimizer": "adagrad",
-            "dense_lr": 0.02, **options}  # fmt: skip
+    opts = {**DEFAULT_OPTIMIZERS, **options}
     if not isinstance(plans, (list, tuple)) or not plans:
         raise ValueError(f"plans must be a non-empty list of Plan, got {plans!r}")
     for plan in plans:
-        _check(
-            config,
-            plan,
-            world,
-            steps,
-            batch_size,
-            seed,
-            opts["sparse_optimizer"],
-            opts["dense_optimizer"],
-            opts["sparse_lr"],
-            opts["dense_lr"],
-        )
+        _check_run(config, plan, world, steps, batch_size, seed, opts)
     res = launch(run_plans, world, config, list(plans), steps, batch_size, seed, timeout_s=timeout_s, **opts)
     return [[res.values[r][k] for r in range(world)] for k in range(len(plans))]
 
