@@ -1,0 +1,93 @@
+"""MLPerf's DLRM-DCNv2 convergence curve (recnotebooks.perf.convergence) against MLPerf's own
+RCP checker, whose figures are written below as it printed them, and by its definition."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recnotebooks.perf import convergence as cv
+
+# mlcommons/logging's rcp_checker.RCP_Checker("training", version, "dlrm_dcnv2").pruned_rcp_data,
+# run on the JSON files of RCP_SOURCE (2026-12-03): (batch, "RCP Mean") after pruning.
+CHECKER_PRUNED = {
+    "4.0.0": [(32768, 0.7071), (55296, 0.7615), (135168, 0.9279)],
+    "5.1.0": [(32768, 0.7071), (55296, 0.7615), (160000, 0.9583)],
+}
+
+
+@pytest.mark.parametrize("mlperf_round, version", [("v4.0", "4.0.0"), ("v5.1", "5.1.0"), ("v3.0", "4.0.0")])
+def test_curve_is_the_rcp_checkers(mlperf_round: str, version: str) -> None:
+    curve = cv.convergence_curve(mlperf_round)
+    assert [(b, round(e, 4)) for b, e in curve] == CHECKER_PRUNED[version]
+
+
+def test_olympic_mean_drops_one_of_each_end() -> None:
+    assert cv.olympic_mean([1.0, 5.0, 2.0, 3.0, 100.0]) == pytest.approx((2 + 3 + 5) / 3)
+    # 55,296's 50 runs: 10 at 0.7, 25 at 0.75, 11 at 0.8, 4 at 0.9; drop one 0.7 and one 0.9
+    want = (9 * 0.7 + 25 * 0.75 + 11 * 0.8 + 3 * 0.9) / 48
+    (p,) = [p for p in cv.RCPS["3.0.0"] if p.batch_size == 55296]
+    assert len(p.epochs) == 50 and p.mean_epochs == pytest.approx(want)
+    with pytest.raises(ValueError, match="at least 3"):
+        cv.olympic_mean([1.0, 2.0])
+
+
+def test_every_round_has_rules_and_points_are_published_order() -> None:
+    assert set(cv.RULES) == {"v3.0", "v3.1", "v4.0", "v4.1", "v5.0", "v5.1", "v6.0"}
+    for points in cv.RCPS.values():
+        assert [p.batch_size for p in points] == sorted(p.batch_size for p in points)
+        assert all(len(p.epochs) >= 20 and all(0 < e <= 1.0 for e in p.epochs) for p in points)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(32768, 160000), st.integers(32768, 160000))
+def test_more_batch_needs_more_epochs(a: int, b: int) -> None:
+    lo, hi = sorted((a, b))
+    assert cv.epochs_to_converge(lo, "v5.1") <= cv.epochs_to_converge(hi, "v5.1") + 1e-12
+
+
+def test_interpolates_linearly_between_points_and_hits_them() -> None:
+    curve = dict(cv.convergence_curve("v4.0"))
+    for b, e in curve.items():
+        assert cv.epochs_to_converge(b, "v4.0") == pytest.approx(e)
+    mid = (55296 + 135168) // 2
+    assert cv.epochs_to_converge(mid, "v4.0") == pytest.approx((curve[55296] + curve[135168]) / 2, rel=1e-4)
+    assert cv.samples_to_converge(55296, "v4.0") == pytest.approx(curve[55296] * 4_195_197_692)
+
+
+@pytest.mark.parametrize("batch", [32767, 135169, 10**9, 0, -5])
+def test_outside_the_curve_is_refused(batch: int) -> None:
+    with pytest.raises(ValueError, match="global_batch must lie on MLPerf's DLRM-DCNv2 convergence curve"):
+        cv.epochs_to_converge(batch, "v4.0")
+
+
+@pytest.mark.parametrize("bad", [True, 55296.0, "55296", None])
+def test_batch_of_the_wrong_type_is_refused(bad: object) -> None:
+    with pytest.raises((TypeError, ValueError), match="global_batch"):
+        cv.epochs_to_converge(bad, "v4.0")  # type: ignore[arg-type]
+
+
+def test_unknown_round_is_refused() -> None:
+    with pytest.raises(ValueError, match="mlperf_round"):
+        cv.convergence_curve("v2.1")
+
+
+def test_time_to_train_arithmetic() -> None:
+    e = cv.epochs_to_converge(55296, "v4.0")
+    assert cv.time_to_train(1e7, 55296, "v4.0") == pytest.approx(e * cv.TRAIN_SAMPLES / 1e7 / 60)
+    with_eval = cv.time_to_train(1e7, 55296, "v4.0", eval_samples_per_s=3e7)
+    evals = cv.evaluations(e)
+    assert evals == 16  # 0.7615 epochs: evaluations at 0.05, 0.10, ..., 0.80
+    assert with_eval == pytest.approx((e * cv.TRAIN_SAMPLES / 1e7 + evals * cv.EVAL_SAMPLES / 3e7) / 60)
+    assert cv.evaluations(0.75) == 15
+    for bad in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="samples_per_s"):
+            cv.time_to_train(bad, 55296)
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    failed, attempted = doctest.testmod(cv, raise_on_error=False, verbose=False)
+    assert attempted >= 1 and failed == 0
