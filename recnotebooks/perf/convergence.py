@@ -22,28 +22,26 @@ Time to train as MLPerf scores it runs from ``run_start`` to ``run_stop``: the t
 plus an evaluation of the :data:`EVAL_SAMPLES` test samples every :data:`EVAL_EVERY_EPOCHS`
 epochs. The throughput a submission logs (``tracked_stats`` ``throughput``) is training
 samples over that whole interval, evaluations included; :func:`time_to_train` turns such a
-throughput into minutes.
+throughput into minutes. (:data:`TARGET_AUC` and :data:`TRAIN_SAMPLES` are
+:mod:`recnotebooks.perf.mlperf`'s, imported here.)
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from recnotebooks.checks import check_choice, check_float, check_int, show
+from recnotebooks.perf.mlperf import TRAIN_SAMPLES, olympic_mean
 
 __all__ = [
-    "TRAIN_SAMPLES",
     "EVAL_SAMPLES",
     "EVAL_EVERY_EPOCHS",
-    "AUC_TARGET",
     "RCP_SOURCE",
     "ReferencePoint",
     "RCPS",
     "RULES",
     "rules_for_round",
-    "olympic_mean",
     "convergence_curve",
     "epochs_to_converge",
     "samples_to_converge",
@@ -52,19 +50,12 @@ __all__ = [
 ]
 
 _REFERENCE = "https://github.com/mlcommons/training/tree/master/recommendation_v2/torchrec_dlrm"
-#: Training samples in one epoch of Criteo 1TB (days 0-22), as MLPerf's reference trains and
-#: logs them (``train_samples``): ``TOTAL_TRAINING_SAMPLES`` of the reference's README, :data:`_REFERENCE`.
-TRAIN_SAMPLES = 4_195_197_692
 #: Test samples of one evaluation (half of day 23), as every DLRM-DCNv2 submission logs
 #: ``eval_samples`` (e.g. NVIDIA's v3.0 logs, ``mlcommons/training_results_v3.0``).
 EVAL_SAMPLES = 89_137_319
 #: Evaluations run 20 times per epoch: ``--validation_freq_within_epoch`` is
 #: ``TOTAL_TRAINING_SAMPLES / (GLOBAL_BATCH_SIZE * 20)`` steps in the reference's README (:data:`_REFERENCE`).
 EVAL_EVERY_EPOCHS = 0.05
-#: The quality target: test AUC (ROC AUC) of at least 0.80275 (MLPerf Training rules,
-#: https://github.com/mlcommons/training_policies/blob/master/training_rules.adoc).
-AUC_TARGET = 0.80275
-
 RCP_SOURCE = (
     "MLPerf reference convergence points for DLRM-DCNv2 (mlcommons/logging, rcp_checker), "
     "https://github.com/mlcommons/logging/tree/master/mlperf_logging/rcp_checker "
@@ -75,7 +66,7 @@ RCP_SOURCE = (
 @dataclass(frozen=True)
 class ReferencePoint:
     """One published reference convergence point: ``epochs`` that each seeded reference run at
-    ``batch_size`` needed to reach :data:`AUC_TARGET`, with its learning rate and who ran it."""
+    ``batch_size`` needed to reach :data:`TARGET_AUC`, with its learning rate and who ran it."""
 
     batch_size: int
     learning_rate: float
@@ -85,18 +76,9 @@ class ReferencePoint:
 
     @property
     def mean_epochs(self) -> float:
-        """The olympic mean of :attr:`epochs` (the RCP checker's "RCP Mean")."""
+        """The olympic mean of :attr:`epochs` (the RCP checker's "RCP Mean": drop the fastest and the
+        slowest run, average the rest, as :func:`~recnotebooks.perf.mlperf.olympic_mean` scores runs)."""
         return olympic_mean(self.epochs)
-
-
-def olympic_mean(values: Sequence[float]) -> float:
-    """Mean without the smallest and the largest value (MLPerf's olympic scoring: one of each
-    dropped, as the RCP checker does for DLRM-DCNv2's reference runs and scoring does for a
-    submission's ten runs). Needs at least three values."""
-    vals = sorted(check_float(f"values[{i}]", v, lo=0) for i, v in enumerate(values))
-    if len(vals) < 3:
-        raise ValueError(f"values must hold at least 3 numbers for an olympic mean, got {len(vals)}")
-    return math.fsum(vals[1:-1]) / (len(vals) - 2)
 
 
 # The reference runs at 32,768 ... 135,168 (NVIDIA, DGX A100, before and at v3.0) are the rules
@@ -172,7 +154,7 @@ def convergence_curve(mlperf_round: str = DEFAULT_ROUND) -> list[tuple[int, floa
 
 
 def epochs_to_converge(global_batch: int, mlperf_round: str = DEFAULT_ROUND) -> float:
-    """Epochs of Criteo 1TB that DLRM-DCNv2 needs to reach :data:`AUC_TARGET` at ``global_batch``
+    """Epochs of Criteo 1TB that DLRM-DCNv2 needs to reach :data:`TARGET_AUC` at ``global_batch``
     (the reference curve of round ``mlperf_round``, linear between points). A batch outside the curve
     raises ``ValueError``: MLPerf has no reference there, and neither do we."""
     curve = convergence_curve(mlperf_round)
