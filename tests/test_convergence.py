@@ -90,3 +90,26 @@ def test_docstring_examples_run() -> None:
 
     failed, attempted = doctest.testmod(cv, raise_on_error=False, verbose=False)
     assert attempted >= 1 and failed == 0
+
+
+def _on_curve(r: object) -> bool:
+    lo, hi = cv.convergence_curve(r.round)[0][0], cv.convergence_curve(r.round)[-1][0]  # type: ignore[attr-defined]
+    return r.samples_per_s is not None and lo <= r.global_batch_size <= hi  # type: ignore[attr-defined]
+
+
+def test_logged_throughput_predicts_the_published_time_to_train() -> None:
+    """Issue 24 item 6: fed a submission's logged throughput (evaluations inside it), the curve
+    predicts its published score (olympic mean x the review's scaling) within 5%; NVIDIA's rows
+    all, and every other row on the curve too (rows at 28,000, below it, are refused)."""
+    from recnotebooks.perf.mlperf import MLPERF_DCNV2_RESULTS
+
+    rows = [r for r in MLPERF_DCNV2_RESULTS if _on_curve(r)]
+    assert sum(r.submitter == "NVIDIA" for r in rows) >= 18 and len(rows) >= 80
+    for r in rows:
+        predicted = cv.time_to_train(r.samples_per_s, r.global_batch_size, r.round)
+        assert predicted == pytest.approx(r.score_minutes, rel=0.05), (r.round, r.submitter, r.system)
+    below = [r for r in MLPERF_DCNV2_RESULTS if r.global_batch_size < 32768]
+    assert below, "the data has runs below the curve"
+    for r in below:
+        with pytest.raises(ValueError, match="global_batch must lie on"):
+            cv.time_to_train(1e7, r.global_batch_size, r.round)
