@@ -232,21 +232,27 @@ def training_settings(args: argparse.Namespace) -> dict[str, Any]:
     option given on the command line, else the preset's (:data:`recnotebooks.config.PRESET_TRAINING`),
     else :data:`TRAIN_DEFAULTS`. Fills the options left out into ``args`` (so every path of the
     command reads one setting) and returns them with ``pooling``, the synthetic bags' distribution."""
-    from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, preset_training
+    from recnotebooks.config import preset_training
 
-    name = _preset_name(args)
-    settings = {"pooling": "fixed", **TRAIN_DEFAULTS, **preset_training(name)}
+    settings = {"pooling": "fixed", **TRAIN_DEFAULTS, **preset_training(_preset_name(args))}
     for key in TRAIN_DEFAULTS:
         if getattr(args, key, None) is None:
             setattr(args, key, settings[key])
         settings[key] = getattr(args, key)
-    for key, known in (("sparse_optimizer", SPARSE_OPTIMIZERS), ("dense_optimizer", DENSE_OPTIMIZERS)):
-        if settings[key] not in known:  # a preset's optimizer this version does not have
-            raise CLIError(
-                f"preset {name}'s {key} {settings[key]!r} is not one of {list(known)} here; give "
-                f"--{key.replace('_', '-')} NAME"
-            )
     return {k: settings[k] for k in (*TRAIN_DEFAULTS, "pooling")}
+
+
+def _check_optimizers(args: argparse.Namespace) -> None:
+    """Refuse a preset's optimizer this version does not have (the command line's are checked by
+    argparse), naming the preset and the option that overrides it."""
+    from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
+
+    for key, known in (("sparse_optimizer", SPARSE_OPTIMIZERS), ("dense_optimizer", DENSE_OPTIMIZERS)):
+        if getattr(args, key) not in known:
+            raise CLIError(
+                f"preset {_preset_name(args)}'s {key} {getattr(args, key)!r} is not one of {list(known)} "
+                f"here; give --{key.replace('_', '-')} NAME"
+            )
 
 
 def config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -416,6 +422,7 @@ def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
     training_settings(args)
     _check_train_options(args)
     cfg = config_from_args(args)
+    _check_optimizers(args)
     try:
         device = resolve_device(args.device)
     except ValueError as e:
@@ -506,7 +513,9 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
             )
         from recnotebooks.distributed.commands import run as run_distributed
 
-        return run_distributed(args, config_from_args(args), CLIError)
+        config = config_from_args(args)
+        _check_optimizers(args)
+        return run_distributed(args, config, CLIError)
     if args.command == "train":
         return cmd_train(args), _print_train
     if args.command == "cache-sim":

@@ -406,8 +406,8 @@ CRITEO_TERABYTE_CARDINALITIES = (
 
 
 # MLPerf Training's DLRM-DCNv2 multi-hot sizes: lookups per sample of each of the 26 tables, 214 in
-# all, fixed per table (recommendation_v2/torchrec_dlrm/README.MD, --multi_hot_sizes, in
-# https://github.com/mlcommons/training).
+# all, fixed per table (the reference's --multi_hot_sizes, in its README:
+# https://github.com/mlcommons/training/blob/master/recommendation_v2/torchrec_dlrm/README.MD).
 MLPERF_DCNV2_MULTI_HOT_SIZES = (
     3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1,
 )  # fmt: skip
@@ -481,9 +481,10 @@ def _make_presets() -> dict[str, DLRMConfig]:
         ),
         # MLPerf Training's DLRM-DCNv2 (v3.0 on): Criteo 1TB's 26 tables capped at 40M rows, multi-hot
         # (214 lookups per sample), dim 128, bottom 13-512-256-128, 3 low-rank cross layers of rank 512
-        # over the 3,456-wide concatenation, top 1024-1024-512-256-1 (recommendation_v2/torchrec_dlrm/
-        # README.MD and dlrm_main.py: --interaction_type=dcn --dcn_num_layers=3 --dcn_low_rank_dim=512,
-        # in https://github.com/mlcommons/training).
+        # over the 3,456-wide concatenation, top 1024-1024-512-256-1 (the reference's README's run
+        # command: --interaction_type=dcn --dcn_num_layers=3 --dcn_low_rank_dim=512, as its
+        # https://github.com/mlcommons/training/blob/master/recommendation_v2/torchrec_dlrm/dlrm_main.py
+        # builds TorchRec's DLRM_DCN).
         "mlperf_dcnv2": DLRMConfig(
             13,
             multi_hot_tables(tb, MLPERF_DCNV2_MULTI_HOT_SIZES),
@@ -552,12 +553,12 @@ PRESETS: Mapping[str, DLRMConfig] = _make_presets()
 #: has none either) and uses torch's Adagrad epsilon (1e-10).
 PRESET_TRAINING: Mapping[str, Mapping[str, object]] = {
     # MLPerf's DLRM-DCNv2: exact (element-wise) Adagrad on the tables and Adagrad on the dense part,
-    # one learning rate 0.005, eps 1e-8, no warm-up or decay (the reference's run command and
-    # optimizer constants: recommendation_v2/torchrec_dlrm/README.MD and dlrm_main.py in
-    # https://github.com/mlcommons/training); the global batch of NVIDIA's submissions: 55,296 on one
-    # 8-GPU node (8 x 6,912, config_DGXH100_1x8x6912.sh), 135,168 on 8 nodes (8 x 8 x 2,112,
-    # config_DGXH100_8x8x2112.sh, learning rate 0.0034 there), NVIDIA/benchmarks/dlrm_dcnv2/
-    # implementations/hugectr in https://github.com/mlcommons/training_results_v3.0.
+    # one learning rate 0.005, eps 1e-8, no warm-up or decay (the reference's run command in its
+    # README and ADAGRAD_EPS, --lr_warmup_steps in its dlrm_main.py,
+    # https://github.com/mlcommons/training/tree/master/recommendation_v2/torchrec_dlrm); the global
+    # batch of NVIDIA's v3.0 submissions: 55,296 on one 8-GPU node (8 x 6,912, its 1x8x6912 config),
+    # 135,168 on 8 nodes (8 x 8 x 2,112, its 8x8x2112 config, learning rate 0.0034 there), in
+    # https://github.com/mlcommons/training_results_v3.0/tree/main/NVIDIA/benchmarks/dlrm_dcnv2
     "mlperf_dcnv2": {
         "batch_size": 55_296,
         "sparse_optimizer": "adagrad",
