@@ -477,6 +477,7 @@ def _print_train(r: dict[str, Any]) -> None:
     print(
         f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
         f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}"
+        + (f" ({c['dcn']})" if c.get("dcn") else "")
     )
     print(
         f"measured on {r['device']} ({r['threads']} threads, {r['dtype']}): {r['steps']} steps of "

@@ -154,7 +154,7 @@ def test_train_dcnv2_small_runs_with_its_presets_settings(capsys):
     # TODO(merge): drop --sparse-optimizer once the exact "adagrad" sparse optimizer lands (the preset's)
     r = run_json(capsys, ["train", "--preset", "dcnv2_small", "--steps", "4", "--eval-batches", "1",
                           "--sparse-optimizer", "rowwise_adagrad", "--json"])  # fmt: skip
-    assert r["preset"] == "dcnv2_small" and r["batch_size"] == 1024  # the preset's batch (PRESET_TRAINING)
+    assert r["preset"] == "dcnv2_small" and r["batch_size"] == 512  # the preset's batch (PRESET_TRAINING)
     c = r["config"]
     assert c["interaction"] == "dcn" and c["dcn"] == "3 layers, rank 64" and c["lookups_per_sample"] == 214
     assert c["top_mlp"].startswith("432-")
@@ -170,7 +170,7 @@ def test_training_settings_come_from_the_command_line_then_the_preset_then_the_d
                  "dense_optimizer": "adagrad", "dense_lr": 0.005, "pooling": "fixed"}  # fmt: skip
     args = p.parse_args(["train", "--preset", "dcnv2_small", "--batch-size", "64", "--dense-lr", "0.1"])
     s = training_settings(args)
-    assert (s["batch_size"], s["dense_lr"], s["sparse_lr"]) == (64, 0.1, 0.05)
+    assert (s["batch_size"], s["dense_lr"], s["sparse_lr"]) == (64, 0.1, 0.005)
     assert (args.batch_size, args.dense_lr) == (64, 0.1)  # every path of the command reads args
     assert training_settings(p.parse_args(["train"])) == {**TRAIN_DEFAULTS, "pooling": "fixed"}
 
