@@ -330,6 +330,7 @@ def _check_memory(cfg, device, args: argparse.Namespace) -> None:  # type: ignor
     from recnotebooks.doctor import available_memory_bytes
     from recnotebooks.perf.memory import memory_footprint
 
+    training_settings(args)
     fp = memory_footprint(cfg, args.sparse_optimizer, args.dense_optimizer, batch_size=args.batch_size)
     parts = {k: v for k, v in fp.items() if k != "total"}
     parts["activations"] *= 2
@@ -382,6 +383,7 @@ def _trainer(args: argparse.Namespace, cfg, device):  # type: ignore[no-untyped-
     from recnotebooks.nn import DLRM
     from recnotebooks.train import TrainConfig, Trainer
 
+    training_settings(args)  # the options left out: the preset's or the defaults
     tc = TrainConfig(
         steps=args.steps, sparse_optimizer=args.sparse_optimizer, sparse_lr=args.sparse_lr,
         dense_optimizer=args.dense_optimizer, dense_lr=args.dense_lr, eval_batches=args.eval_batches,
