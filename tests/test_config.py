@@ -279,3 +279,12 @@ def test_preset_training_settings_are_mlperfs_and_name_known_optimizers():
         assert s["sparse_optimizer"] in (*SPARSE_OPTIMIZERS, "adagrad"), name
         assert s["dense_optimizer"] in DENSE_OPTIMIZERS and s["pooling"] == "fixed", name
         assert all(t.pooling_factor == int(t.pooling_factor) >= 1 for t in PRESETS[name].tables)
+
+
+def test_multi_hot_batches_are_sized_by_their_lookups():
+    """A batch of dcnv2_small holds 214 int64 ids per sample (and a length per table), as the
+    memory model counts its inputs."""
+    c = preset("dcnv2_small")
+    fp = memory_footprint(c, batch_size=10)
+    assert fp["batch_inputs"] == 10 * (8 * (214 + 26) + 4 * (13 + 1))
+    assert c.embedding_bytes_per_sample()["backward"] == 26 * 16 * 4 + 2 * 214 * 16 * 4
