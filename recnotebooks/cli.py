@@ -19,7 +19,7 @@ from typing import Any
 
 from recnotebooks.checks import MAX_STEPS, parse_float, parse_int
 
-__all__ = ["main", "build_parser", "config_from_args"]
+__all__ = ["main", "build_parser", "config_from_args", "training_settings", "TRAIN_DEFAULTS"]
 
 #: Largest ``--batch-size`` for training here (2^24 samples; the memory check usually refuses sooner).
 MAX_BATCH = 2**24
@@ -30,6 +30,15 @@ MAX_TABLES = 10_000
 MAX_DIM = 2**14
 #: Default ``--eval-fraction`` of ``--data`` batches held out.
 EVAL_FRACTION = 0.1
+#: ``recnb train``'s settings where neither the command line nor the preset's training settings
+#: (:data:`recnotebooks.config.PRESET_TRAINING`) give one.
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "batch_size": 1024,
+    "sparse_optimizer": "rowwise_adagrad",
+    "sparse_lr": 0.05,
+    "dense_optimizer": "adagrad",
+    "dense_lr": 0.02,
+}
 
 
 class CLIError(Exception):
@@ -65,8 +74,12 @@ def _float_arg(name: str, lo: float = 0.0, hi: float | None = None, lo_open: boo
 def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from recnotebooks.config import (
         DENSE_OPTIMIZERS,
+        INTERACTIONS,
+        MAX_DCN_LAYERS,
         MAX_POOLING,
         MAX_TABLE_ROWS,
+        MAX_WIDTH,
+        PRESET_TRAINING,
         SPARSE_OPTIMIZERS,
         preset_names,
     )
@@ -74,8 +87,12 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     t = sub.add_parser(
         "train", help="train a DLRM on synthetic Criteo-like data or Criteo files; report measurements"
     )
+    trained = ", ".join(PRESET_TRAINING)
     t.add_argument(
-        "--preset", choices=preset_names(), help="model preset (default tiny; criteo_kaggle with --data)"
+        "--preset",
+        choices=preset_names(),
+        help=f"model preset (default tiny; criteo_kaggle with --data); {trained} bring their source's batch "
+        "size, optimizers and learning rates (config.PRESET_TRAINING), which options given here override",
     )
     t.add_argument(
         "--steps",
@@ -83,7 +100,11 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         default=400,
         help=f"total steps, at most {MAX_STEPS:,} (a resumed run counts its own)",
     )
-    t.add_argument("--batch-size", type=_int_arg("--batch-size", hi=MAX_BATCH), default=1024)
+    t.add_argument(
+        "--batch-size",
+        type=_int_arg("--batch-size", hi=MAX_BATCH),
+        help=f"samples per step (default {TRAIN_DEFAULTS['batch_size']}, or the preset's)",
+    )
     t.add_argument("--seed", type=_int_arg("--seed", 0, 2**63 - 1), default=0)
     t.add_argument("--device", default="auto", help="auto (CUDA when present), cpu or cuda[:N]")
     t.add_argument(
@@ -99,19 +120,33 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
     g.add_argument("--rows", type=_int_arg("--rows", hi=MAX_TABLE_ROWS), help="rows per table")
     g.add_argument("--dim", type=_int_arg("--dim", hi=MAX_DIM), help="embedding dimension")
     g.add_argument(
-        "--pooling", type=_float_arg("--pooling", hi=MAX_POOLING), help="lookups per table per sample"
+        "--pooling",
+        type=_float_arg("--pooling", hi=MAX_POOLING),
+        help="lookups per table per sample, every table (a whole number: the bags have fixed sizes)",
     )
     g.add_argument("--bottom", help="bottom MLP incl. input width, e.g. 13-512-256-64")
     g.add_argument("--top", help="top MLP outputs, e.g. 512-512-256-1 (input width is derived)")
-    g.add_argument("--interaction", choices=["dot", "cat"])
+    g.add_argument("--interaction", choices=list(INTERACTIONS))
+    g.add_argument(
+        "--dcn-layers",
+        type=_int_arg("--dcn-layers", hi=MAX_DCN_LAYERS),
+        help="cross layers of --interaction dcn (default 3, or the preset's)",
+    )
+    g.add_argument(
+        "--dcn-rank",
+        type=_int_arg("--dcn-rank", hi=MAX_WIDTH),
+        help="rank of the cross layers of --interaction dcn, at most their width (default 512, or "
+        "the preset's)",
+    )
     g.add_argument(
         "--max-rows", type=_int_arg("--max-rows", hi=MAX_TABLE_ROWS), help="cap every table's rows"
     )
     o = t.add_argument_group("optimisation")
-    o.add_argument("--sparse-optimizer", choices=SPARSE_OPTIMIZERS, default="rowwise_adagrad")
-    o.add_argument("--sparse-lr", type=_float_arg("--sparse-lr"), default=0.05)
-    o.add_argument("--dense-optimizer", choices=DENSE_OPTIMIZERS, default="adagrad")
-    o.add_argument("--dense-lr", type=_float_arg("--dense-lr"), default=0.02)
+    for flag, choices in (("--sparse-optimizer", SPARSE_OPTIMIZERS), ("--sparse-lr", None),
+                          ("--dense-optimizer", DENSE_OPTIMIZERS), ("--dense-lr", None)):  # fmt: skip
+        key = flag[2:].replace("-", "_")
+        kind = {"choices": choices} if choices else {"type": _float_arg(flag)}
+        o.add_argument(flag, **kind, help=f"default {TRAIN_DEFAULTS[key]}, or the preset's")
     o.add_argument(
         "--eval-batches",
         type=_int_arg("--eval-batches", hi=MAX_STEPS),
@@ -192,11 +227,39 @@ def _mlp_changes(args: argparse.Namespace) -> dict[str, Any]:
     return changes
 
 
+def training_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """``recnb train``'s batch size, optimizers, learning rates and bag-size distribution: each
+    option given on the command line, else the preset's (:data:`recnotebooks.config.PRESET_TRAINING`),
+    else :data:`TRAIN_DEFAULTS`. Fills the options left out into ``args`` (so every path of the
+    command reads one setting) and returns them with ``pooling``, the synthetic bags' distribution."""
+    from recnotebooks.config import preset_training
+
+    settings = {"pooling": "fixed", **TRAIN_DEFAULTS, **preset_training(_preset_name(args))}
+    for key in TRAIN_DEFAULTS:
+        if getattr(args, key, None) is None:
+            setattr(args, key, settings[key])
+        settings[key] = getattr(args, key)
+    return {k: settings[k] for k in (*TRAIN_DEFAULTS, "pooling")}
+
+
+def _check_optimizers(args: argparse.Namespace) -> None:
+    """Refuse a preset's optimizer this version does not have (the command line's are checked by
+    argparse), naming the preset and the option that overrides it."""
+    from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
+
+    for key, known in (("sparse_optimizer", SPARSE_OPTIMIZERS), ("dense_optimizer", DENSE_OPTIMIZERS)):
+        if getattr(args, key) not in known:
+            raise CLIError(
+                f"preset {_preset_name(args)}'s {key} {getattr(args, key)!r} is not one of {list(known)} "
+                f"here; give --{key.replace('_', '-')} NAME"
+            )
+
+
 def config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """The preset named by ``--preset`` with the architecture overrides applied."""
     import dataclasses
 
-    from recnotebooks.config import TableConfig, preset
+    from recnotebooks.config import DCN_DEFAULTS, TableConfig, preset
 
     cfg = preset(_preset_name(args))
     changes = _mlp_changes(args)
@@ -204,6 +267,16 @@ def config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         changes["embedding_dim"] = args.dim
     if args.interaction:
         changes["interaction"] = args.interaction
+        if args.interaction != "dcn":  # a DCN preset's cross layers go with its interaction
+            changes.update(DCN_DEFAULTS)
+    for flag in ("dcn_layers", "dcn_rank"):
+        if getattr(args, flag, None) is not None:
+            changes[flag] = getattr(args, flag)
+    if args.pooling is not None and (args.pooling < 1 or args.pooling != int(args.pooling)):
+        raise CLIError(
+            f"--pooling must be a whole number of lookups >= 1 (recnb train draws fixed bag sizes: every "
+            f"sample looks up exactly that many rows of each table), got {args.pooling:g}"
+        )
     tables = cfg.tables
     if args.tables or args.rows or args.pooling is not None:
         n = args.tables or len(tables)
@@ -223,7 +296,8 @@ def config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         if args.max_rows:
             cfg = cfg.with_max_rows(args.max_rows)
     except (ValueError, TypeError) as e:
-        raise CLIError(str(e)) from None
+        hint = " (--dcn-layers, --dcn-rank)" if str(e).startswith(("dcn_layers", "dcn_rank")) else ""
+        raise CLIError(str(e) + hint) from None
     return cfg
 
 
@@ -256,6 +330,7 @@ def _check_memory(cfg, device, args: argparse.Namespace) -> None:  # type: ignor
     from recnotebooks.doctor import available_memory_bytes
     from recnotebooks.perf.memory import memory_footprint
 
+    training_settings(args)
     fp = memory_footprint(cfg, args.sparse_optimizer, args.dense_optimizer, batch_size=args.batch_size)
     parts = {k: v for k, v in fp.items() if k != "total"}
     parts["activations"] *= 2
@@ -277,7 +352,8 @@ def _train_data(args: argparse.Namespace, cfg) -> tuple[Any, Any, dict[str, Any]
     from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
 
     if args.data is None:
-        data_cfg = SyntheticConfig(zipf_exponent=args.zipf) if args.zipf else SyntheticConfig()
+        skew = {"zipf_exponent": args.zipf} if args.zipf else {}
+        data_cfg = SyntheticConfig(pooling=training_settings(args)["pooling"], **skew)
         train = SyntheticCriteo(cfg, args.batch_size, data_cfg, seed=args.seed, split="train")
         evals = SyntheticCriteo(cfg, args.batch_size, data_cfg, seed=args.seed, split="eval")
         return train, evals, {"source": "synthetic", "zipf_exponent": data_cfg.zipf_exponent}
@@ -307,6 +383,7 @@ def _trainer(args: argparse.Namespace, cfg, device):  # type: ignore[no-untyped-
     from recnotebooks.nn import DLRM
     from recnotebooks.train import TrainConfig, Trainer
 
+    training_settings(args)  # the options left out: the preset's or the defaults
     tc = TrainConfig(
         steps=args.steps, sparse_optimizer=args.sparse_optimizer, sparse_lr=args.sparse_lr,
         dense_optimizer=args.dense_optimizer, dense_lr=args.dense_lr, eval_batches=args.eval_batches,
@@ -344,8 +421,10 @@ def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
 
     from recnotebooks.train import resolve_device, train_report
 
+    training_settings(args)
     _check_train_options(args)
     cfg = config_from_args(args)
+    _check_optimizers(args)
     try:
         device = resolve_device(args.device)
     except ValueError as e:
@@ -400,6 +479,7 @@ def _print_train(r: dict[str, Any]) -> None:
     print(
         f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
         f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}"
+        + (f" ({c['dcn']})" if c.get("dcn") else "")
     )
     print(
         f"measured on {r['device']} ({r['threads']} threads, {r['dtype']}): {r['steps']} steps of "
@@ -426,6 +506,8 @@ def _print_train(r: dict[str, Any]) -> None:
 
 
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
+    if args.command == "train":
+        training_settings(args)
     if args.command == "train" and (args.world_size or args.distributed or args.sharding):
         if args.dtype != "fp32":
             raise CLIError(
@@ -434,7 +516,9 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], Any]:
             )
         from recnotebooks.distributed.commands import run as run_distributed
 
-        return run_distributed(args, config_from_args(args), CLIError)
+        config = config_from_args(args)
+        _check_optimizers(args)
+        return run_distributed(args, config, CLIError)
     if args.command == "train":
         return cmd_train(args), _print_train
     if args.command == "cache-sim":

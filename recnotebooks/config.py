@@ -31,13 +31,17 @@ __all__ = [
     "parse_mlp",
     "CRITEO_KAGGLE_CARDINALITIES",
     "CRITEO_TERABYTE_CARDINALITIES",
+    "MLPERF_DCNV2_MULTI_HOT_SIZES",
+    "multi_hot_tables",
+    "PRESET_TRAINING",
+    "preset_training",
     "SPARSE_OPTIMIZERS",
     "DENSE_OPTIMIZERS",
     "state_floats_per_row",
     "state_floats_per_parameter",
 ]
 
-INTERACTIONS = ("dot", "cat")
+INTERACTIONS = ("dot", "cat", "dcn")
 POOLINGS = ("sum", "mean")
 #: Optimizer state of each sparse (embedding) optimizer, in floats per embedding row: plain SGD
 #: keeps none; row-wise Adagrad (FBGEMM's, :class:`recnotebooks.nn.optim.RowWiseAdagrad`) one
@@ -61,6 +65,10 @@ MAX_POOLING = 1e6
 #: Widest MLP layer, dense input or embedding dimension allowed (2^20: a 2^20 x 2^20
 #: layer is already 4 TiB of fp32 weights).
 MAX_WIDTH = 2**20
+#: Most cross layers of a ``"dcn"`` interaction (DCN-V2's papers and MLPerf use 2-4).
+MAX_DCN_LAYERS = 64
+#: The cross network's defaults (MLPerf's DLRM-DCNv2: 3 layers of rank 512).
+DCN_DEFAULTS = {"dcn_layers": 3, "dcn_rank": 512}
 
 
 def state_floats_per_row(sparse_optimizer: str) -> int:
@@ -128,10 +136,18 @@ class DLRMConfig:
         embedding_dim: width of every embedding row.
         bottom_mlp: bottom MLP layer outputs after ``num_dense`` inputs.
         top_mlp: top MLP layer outputs; the last must be 1 (the click logit).
-        interaction: ``"dot"`` (pairwise dot products, DLRM) or ``"cat"`` (concatenation).
+        interaction: ``"dot"`` (pairwise dot products, DLRM), ``"cat"`` (concatenation) or
+            ``"dcn"`` (DCN-V2's low-rank cross network over the concatenation, as MLPerf's
+            DLRM-DCNv2: ``x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l``).
         interaction_self: for ``"dot"``, include each feature's dot with itself.
         pooling: ``"sum"`` or ``"mean"`` pooling of a bag's rows.
         name: label used in tables and charts.
+        dcn_layers: for ``"dcn"``, the number of cross layers, in ``[1, MAX_DCN_LAYERS]``.
+        dcn_rank: for ``"dcn"``, the rank ``r`` of each cross matrix ``W_l V_l`` (``V_l``: width
+            -> r, ``W_l``: r -> width), in ``[1, width]`` where width is
+            ``bottom_mlp[-1] + num_tables * embedding_dim`` (beyond it the factorisation is no
+            longer low-rank). With another interaction both must keep their defaults (3 and 512):
+            a changed value would have no effect, so it is refused rather than ignored.
     """
 
     num_dense: int
@@ -143,6 +159,8 @@ class DLRMConfig:
     interaction_self: bool = False
     pooling: str = "sum"
     name: str = "custom"
+    dcn_layers: int = DCN_DEFAULTS["dcn_layers"]
+    dcn_rank: int = DCN_DEFAULTS["dcn_rank"]
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_dense", check_int("num_dense", self.num_dense, lo=1, hi=MAX_WIDTH))
@@ -171,6 +189,29 @@ class DLRMConfig:
                 f"got bottom_mlp[-1]={self.bottom_mlp[-1]}, embedding_dim={self.embedding_dim}"
             )
         check_str("name", self.name, nonempty=False)
+        self._check_dcn()
+
+    def _check_dcn(self) -> None:
+        """The cross network's layers and rank: in range for ``"dcn"``, at their defaults otherwise."""
+        layers = check_int("dcn_layers", self.dcn_layers, lo=1, hi=MAX_DCN_LAYERS)
+        rank = check_int("dcn_rank", self.dcn_rank, lo=1, hi=MAX_WIDTH)
+        object.__setattr__(self, "dcn_layers", layers)
+        object.__setattr__(self, "dcn_rank", rank)
+        if self.interaction != "dcn":
+            for field, default in DCN_DEFAULTS.items():
+                if getattr(self, field) != default:
+                    raise ValueError(
+                        f"{field}={getattr(self, field)} applies to interaction='dcn' only (with "
+                        f"interaction={self.interaction!r} it must keep its default, {default})"
+                    )
+            return
+        width = self.interaction_output_dim
+        if rank > width:
+            raise ValueError(
+                f"dcn_rank must be in [1, {width}] (the cross layers' width, bottom_mlp[-1] + num_tables x "
+                f"embedding_dim = {self.bottom_mlp[-1]} + {self.num_tables} x {self.embedding_dim}: a rank "
+                f"beyond it is no longer low-rank), got {rank}"
+            )
 
     # ----- shapes -------------------------------------------------------------------
     @property
@@ -192,9 +233,10 @@ class DLRMConfig:
 
     @property
     def interaction_output_dim(self) -> int:
-        """Width of the top MLP input."""
+        """Width of the top MLP input (for ``"dcn"``, the cross layers' width too: the
+        concatenation ``bottom_mlp[-1] + num_tables * embedding_dim``)."""
         f, d = self.num_interaction_features, self.embedding_dim
-        if self.interaction == "cat":
+        if self.interaction in ("cat", "dcn"):
             return self.bottom_mlp[-1] + self.num_tables * d
         pairs = f * (f + 1) // 2 if self.interaction_self else f * (f - 1) // 2
         return d + pairs
@@ -215,9 +257,19 @@ class DLRMConfig:
 
     # ----- parameters ---------------------------------------------------------------
     @property
+    def cross_parameters(self) -> int:
+        """Weights and biases of a ``"dcn"`` interaction's cross layers (0 for another): per
+        layer ``V`` (width x rank), ``W`` (rank x width) and ``b`` (width)."""
+        if self.interaction != "dcn":
+            return 0
+        w, r = self.interaction_output_dim, self.dcn_rank
+        return self.dcn_layers * (2 * w * r + w)
+
+    @property
     def dense_parameters(self) -> int:
-        """MLP weights and biases."""
-        return sum(i * o + o for w in ("bottom", "top") for i, o in self.mlp_layers(w))
+        """MLP weights and biases, and the cross layers' (:attr:`cross_parameters`)."""
+        mlps = sum(i * o + o for w in ("bottom", "top") for i, o in self.mlp_layers(w))
+        return mlps + self.cross_parameters
 
     @property
     def sparse_parameters(self) -> int:
@@ -237,7 +289,10 @@ class DLRMConfig:
         """FLOPs per sample by component and pass (multiply-add = 2 FLOPs).
 
         Backward of a linear layer is 2x forward (input and weight gradients), except the
-        first bottom layer, whose input (the dense features) needs no gradient. Embedding
+        first bottom layer, whose input (the dense features) needs no gradient. A ``"dcn"``
+        cross layer of width ``w`` and rank ``r`` is two GEMMs (``2wr`` FLOPs each) and three
+        elementwise ops on ``w`` (bias add, product with ``x_0``, residual add) forward, and
+        twice that backward (its input ``x_0`` needs a gradient: the embeddings'). Embedding
         forward counts the pooling adds; embedding backward counts the scatter of the pooled
         gradient into each looked-up row; the optimizer update is counted as memory traffic
         (see :meth:`embedding_bytes_per_sample`), not FLOPs.
@@ -254,6 +309,9 @@ class DLRMConfig:
 
         f = self.num_interaction_features
         inter_fwd = 2.0 * f * f * d if self.interaction == "dot" else 0.0  # batched X X^T
+        if self.interaction == "dcn":  # per cross layer: x V^T, (.) W^T; + b, * x_0, + x_l
+            w, r = self.interaction_output_dim, self.dcn_rank
+            inter_fwd = self.dcn_layers * (2.0 * w * r * 2 + 3.0 * w)
         emb_fwd = self.lookups_per_sample * d
         return {
             "embedding": {"forward": emb_fwd, "backward": emb_fwd},
@@ -324,6 +382,7 @@ class DLRMConfig:
             "bottom_mlp": "-".join(map(str, (self.num_dense, *self.bottom_mlp))),
             "top_mlp": "-".join(map(str, (self.interaction_output_dim, *self.top_mlp))),
             "interaction": self.interaction,
+            "dcn": f"{self.dcn_layers} layers, rank {self.dcn_rank}" if self.interaction == "dcn" else None,
             "dense_parameters": self.dense_parameters,
             "sparse_parameters": self.sparse_parameters,
             "flops_per_sample": {k: v["forward"] + v["backward"] for k, v in fl.items()},
@@ -346,8 +405,31 @@ CRITEO_TERABYTE_CARDINALITIES = (
 )  # fmt: skip
 
 
+# MLPerf Training's DLRM-DCNv2 multi-hot sizes: lookups per sample of each of the 26 tables, 214 in
+# all, fixed per table (the reference's --multi_hot_sizes, in its README:
+# https://github.com/mlcommons/training/blob/master/recommendation_v2/torchrec_dlrm/README.MD).
+MLPERF_DCNV2_MULTI_HOT_SIZES = (
+    3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1,
+)  # fmt: skip
+
+
 def _tables(rows: Sequence[int], pooling: float = 1.0, prefix: str = "C") -> tuple[TableConfig, ...]:
     return tuple(TableConfig(f"{prefix}{i + 1}", int(r), pooling) for i, r in enumerate(rows))
+
+
+def multi_hot_tables(rows: Sequence[int], sizes: Sequence[int], prefix: str = "C") -> tuple[TableConfig, ...]:
+    """Tables ``<prefix>1, <prefix>2, ...`` of ``rows[i]`` rows, each sample looking up ``sizes[i]``
+    rows of table ``i`` (a multi-hot feature: ``pooling_factor`` = its size; draw the bags with the
+    synthetic data's ``"fixed"`` distribution for exactly that many). Every size must be a whole
+    number >= 1 and there must be one per table."""
+    rows, sizes = tuple(rows), tuple(sizes)
+    if len(sizes) != len(rows):
+        raise ValueError(f"sizes must have one multi-hot size per table ({len(rows)}), got {len(sizes)}")
+    sizes = tuple(check_int(f"sizes[{i}]", n, lo=1, hi=int(MAX_POOLING)) for i, n in enumerate(sizes))
+    return tuple(
+        TableConfig(f"{prefix}{i + 1}", int(r), float(n))
+        for i, (r, n) in enumerate(zip(rows, sizes, strict=True))
+    )
 
 
 def _make_presets() -> dict[str, DLRMConfig]:
@@ -397,6 +479,37 @@ def _make_presets() -> dict[str, DLRMConfig]:
             (1024, 1024, 1024, 1),
             name="dlrm_benchmark",
         ),
+        # MLPerf Training's DLRM-DCNv2 (v3.0 on): Criteo 1TB's 26 tables capped at 40M rows, multi-hot
+        # (214 lookups per sample), dim 128, bottom 13-512-256-128, 3 low-rank cross layers of rank 512
+        # over the 3,456-wide concatenation, top 1024-1024-512-256-1 (the reference's README's run
+        # command: --interaction_type=dcn --dcn_num_layers=3 --dcn_low_rank_dim=512, as its
+        # https://github.com/mlcommons/training/blob/master/recommendation_v2/torchrec_dlrm/dlrm_main.py
+        # builds TorchRec's DLRM_DCN).
+        "mlperf_dcnv2": DLRMConfig(
+            13,
+            multi_hot_tables(tb, MLPERF_DCNV2_MULTI_HOT_SIZES),
+            128,
+            (512, 256, 128),
+            (1024, 1024, 512, 256, 1),
+            interaction="dcn",
+            dcn_layers=3,
+            dcn_rank=512,
+            name="mlperf_dcnv2",
+        ),
+        # Its CPU-sized sibling: the same 26 multi-hot tables (214 lookups per sample) and 3 cross
+        # layers, with the rows capped at 10,000 and every width an eighth (dim 16, rank 64 of 432):
+        # trains a few hundred steps here in seconds.
+        "dcnv2_small": DLRMConfig(
+            13,
+            multi_hot_tables(tuple(min(r, 10_000) for r in tb), MLPERF_DCNV2_MULTI_HOT_SIZES),
+            16,
+            (64, 32, 16),
+            (128, 128, 64, 32, 1),
+            interaction="dcn",
+            dcn_layers=3,
+            dcn_rank=64,
+            name="dcnv2_small",
+        ),
         # RM1-RM3 of DeepRecSys (Gupta et al., ISCA 2020, https://arxiv.org/abs/2001.02772).
         "rm1": DLRMConfig(
             128,
@@ -429,6 +542,53 @@ def _make_presets() -> dict[str, DLRMConfig]:
 
 
 PRESETS: Mapping[str, DLRMConfig] = _make_presets()
+
+#: How a preset is trained where its source says (the settings ``recnb train --preset NAME`` starts
+#: from; options given on the command line win). Keys: ``batch_size`` (global), ``sparse_optimizer``
+#: and ``dense_optimizer`` (names of :data:`SPARSE_OPTIMIZERS` / :data:`DENSE_OPTIMIZERS`),
+#: ``sparse_lr`` and ``dense_lr``, and ``pooling`` (the synthetic data's bag-size distribution:
+#: ``"fixed"`` for multi-hot tables, exactly ``pooling_factor`` lookups per table and sample).
+#: ``adagrad_eps``, ``lr_warmup_steps`` and ``batch_size_multi_node`` are the source's settings
+#: recorded for the reader and the cost model: the trainer here has no warm-up (MLPerf's reference
+#: has none either) and its own Adagrad epsilons (the tables' 1e-8, as MLPerf's; the dense part's
+#: torch.optim.Adagrad default, 1e-10).
+PRESET_TRAINING: Mapping[str, Mapping[str, object]] = {
+    # MLPerf's DLRM-DCNv2: exact (element-wise) Adagrad on the tables and Adagrad on the dense part,
+    # one learning rate 0.005, eps 1e-8, no warm-up or decay (the reference's run command in its
+    # README and ADAGRAD_EPS, --lr_warmup_steps in its dlrm_main.py,
+    # https://github.com/mlcommons/training/tree/master/recommendation_v2/torchrec_dlrm); the global
+    # batch of NVIDIA's v3.0 submissions: 55,296 on one 8-GPU node (8 x 6,912, its 1x8x6912 config),
+    # 135,168 on 8 nodes (8 x 8 x 2,112, its 8x8x2112 config, learning rate 0.0034 there), in
+    # https://github.com/mlcommons/training_results_v3.0/tree/main/NVIDIA/benchmarks/dlrm_dcnv2
+    "mlperf_dcnv2": {
+        "batch_size": 55_296,
+        "sparse_optimizer": "adagrad",
+        "sparse_lr": 0.005,
+        "dense_optimizer": "adagrad",
+        "dense_lr": 0.005,
+        "pooling": "fixed",
+        "adagrad_eps": 1e-8,
+        "lr_warmup_steps": 0,
+        "batch_size_multi_node": 135_168,
+    },
+    # Its CPU-sized sibling: the same optimizers, learning rate and fixed multi-hot bags at a batch a
+    # laptop trains (300 steps: held-out AUC about 0.76 on the synthetic data, measured here; the
+    # trainer's default dense rate, 0.02, makes Adagrad's first step blow the cross layers' loss up).
+    "dcnv2_small": {
+        "batch_size": 512,
+        "sparse_optimizer": "adagrad",
+        "sparse_lr": 0.005,
+        "dense_optimizer": "adagrad",
+        "dense_lr": 0.005,
+        "pooling": "fixed",
+    },
+}
+
+
+def preset_training(name: str) -> dict[str, object]:
+    """The training settings of preset ``name`` in :data:`PRESET_TRAINING` (a copy; empty for a
+    preset whose source sets none); an unknown name raises ``ValueError`` naming it."""
+    return dict(PRESET_TRAINING.get(check_choice("preset", name, preset_names()), {}))
 
 
 def architecture_config(

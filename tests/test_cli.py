@@ -147,3 +147,85 @@ def test_checkpoint_and_resume_continue_the_same_run(capsys, tmp_path):
 def test_train_on_files_checks_the_model_shape(capsys):
     assert main(["train", "--data", SAMPLE, "--preset", "rm1", "--steps", "1"]) == 2
     assert "26 tables" in capsys.readouterr().err
+
+
+# ----- DLRM-DCNv2 presets: their training settings, the cross layers' options ---------------------
+def test_train_dcnv2_small_runs_with_its_presets_settings(capsys):
+    # TODO(merge): drop --sparse-optimizer once the exact "adagrad" sparse optimizer lands (the preset's)
+    r = run_json(capsys, ["train", "--preset", "dcnv2_small", "--steps", "4", "--eval-batches", "1",
+                          "--sparse-optimizer", "rowwise_adagrad", "--json"])  # fmt: skip
+    assert r["preset"] == "dcnv2_small" and r["batch_size"] == 512  # the preset's batch (PRESET_TRAINING)
+    c = r["config"]
+    assert c["interaction"] == "dcn" and c["dcn"] == "3 layers, rank 64" and c["lookups_per_sample"] == 214
+    assert c["top_mlp"].startswith("432-")
+    assert r["steps"] == 4 and len(r["losses"]) == 4 and 0 <= r["auc"] <= 1
+
+
+def test_training_settings_come_from_the_command_line_then_the_preset_then_the_defaults():
+    from recnotebooks.cli import TRAIN_DEFAULTS, training_settings
+
+    p = build_parser()
+    s = training_settings(p.parse_args(["train", "--preset", "mlperf_dcnv2"]))
+    assert s == {"batch_size": 55_296, "sparse_optimizer": "adagrad", "sparse_lr": 0.005,
+                 "dense_optimizer": "adagrad", "dense_lr": 0.005, "pooling": "fixed"}  # fmt: skip
+    args = p.parse_args(["train", "--preset", "dcnv2_small", "--batch-size", "64", "--dense-lr", "0.1"])
+    s = training_settings(args)
+    assert (s["batch_size"], s["dense_lr"], s["sparse_lr"]) == (64, 0.1, 0.005)
+    assert (args.batch_size, args.dense_lr) == (64, 0.1)  # every path of the command reads args
+    assert training_settings(p.parse_args(["train"])) == {**TRAIN_DEFAULTS, "pooling": "fixed"}
+
+
+def test_a_presets_optimizer_this_version_lacks_is_refused_naming_the_option(capsys, monkeypatch):
+    import recnotebooks.config as config
+
+    monkeypatch.setitem(
+        config.PRESET_TRAINING, "tiny", {"sparse_optimizer": "lamb", "dense_optimizer": "adagrad"}
+    )
+    assert main(["train", "--steps", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "preset tiny's sparse_optimizer 'lamb' is not one of" in err and "--sparse-optimizer NAME" in err
+
+
+def test_help_lists_the_presets():
+    text = build_parser()._subparsers._group_actions[0].choices["train"].format_help()  # noqa: SLF001
+    for name in ("tiny", "mlperf_dcnv2", "dcnv2_small", "mlperf_v1"):
+        assert name in text
+    assert "PRESET_TRAINING" in text and "--dcn-rank" in text
+
+
+def test_interaction_overrides_and_the_cross_layers_options():
+    p = build_parser()
+    cfg = config_from_args(
+        p.parse_args(["train", "--interaction", "dcn", "--dcn-rank", "16", "--dcn-layers", "2"])
+    )
+    assert (cfg.interaction, cfg.dcn_layers, cfg.dcn_rank) == ("dcn", 2, 16)
+    cfg = config_from_args(p.parse_args(["train", "--preset", "dcnv2_small", "--interaction", "cat"]))
+    assert cfg.interaction == "cat" and cfg.cross_parameters == 0  # the preset's cross layers go with it
+    cfg = config_from_args(p.parse_args(["train", "--preset", "dcnv2_small", "--pooling", "2"]))
+    assert all(t.pooling_factor == 2 for t in cfg.tables)
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["train", "--interaction", "dcn"], "dcn_rank must be in [1, 144]"),  # tiny: 16 + 8 x 16 wide
+        (["train", "--dcn-rank", "16"], "dcn_rank=16 applies to interaction='dcn' only"),
+        (["train", "--preset", "dcnv2_small", "--dcn-rank", "433"], "dcn_rank must be in [1, 432]"),
+        (["train", "--preset", "dcnv2_small", "--pooling", "0.5"], "--pooling must be a whole number"),
+        (["train", "--preset", "dcnv2_small", "--pooling", "2.5"], "got 2.5"),
+    ],
+)
+def test_cross_layers_and_multi_hot_sizes_that_do_not_fit_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv", [["train", "--dcn-layers", "0"], ["train", "--dcn-layers", "65"], ["train", "--dcn-rank", "x"]]
+)
+def test_bad_cross_layer_numbers_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert "--dcn-" in capsys.readouterr().err

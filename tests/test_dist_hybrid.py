@@ -115,8 +115,9 @@ def test_local_samples_slices_every_key() -> None:
 def test_the_model_counts_the_all_reduce_calls_ddp_and_the_replicas_make() -> None:
     """Real DDP on 2 ranks: once DDP has rebuilt its buckets after the first step, each step logs
     one all-reduce per gradient bucket (MLPs of 1, 2 and 3 buckets under DDP's 1 MiB first and
-    25 MiB later caps) plus one for the data-parallel tables: what ``perf.traffic`` counts
-    (``calls`` of its rows) and the cost model charges. (The first step sends one bucket.)"""
+    25 MiB later caps; a DCN's cross layers in 2) plus one for the data-parallel tables: what
+    ``perf.traffic`` counts (``calls`` of its rows) and the cost model charges. (The first step
+    sends one bucket.)"""
     from recnotebooks.perf.traffic import all_reduce_calls, collective_bytes, ddp_buckets
 
     small = TABLES[:2]
@@ -125,11 +126,15 @@ def test_the_model_counts_the_all_reduce_calls_ddp_and_the_replicas_make() -> No
         DLRMConfig(num_dense=3, tables=small, embedding_dim=DIM, bottom_mlp=(512, 512, DIM), top_mlp=(8, 1)),
         DLRMConfig(num_dense=3, tables=small, embedding_dim=DIM, bottom_mlp=(2048, 3200, 3200, DIM),
                    top_mlp=(8, 1)),
+        # DCN: 3 MiB of cross layers (one bucket without them) between the towers
+        DLRMConfig(num_dense=3, tables=small, embedding_dim=DIM, bottom_mlp=(1024,), top_mlp=(8, 1),
+                   interaction="dcn", dcn_layers=3, dcn_rank=128),
     ]  # fmt: skip
     plans = [table_wise(["t0", "t1"], 2), combine(table_wise(["t0"], 2), data_parallel(["t1"], 2))]
     cases = [case(p) | {"config": cfg, "plan": p, "steps": n}
              for cfg in configs for p in plans for n in (1, 3)]  # fmt: skip
-    assert [ddp_buckets(c["config"]) for c in cases[::4]] == [1, 2, 3]
+    assert [ddp_buckets(c["config"]) for c in cases[::4]] == [1, 2, 3, 2]
+    assert ddp_buckets(configs[3].replace(interaction="cat", dcn_rank=512)) == 1
     res = launch(W.train_hybrid_cases, 2, cases, timeout_s=120)
     for k in range(0, len(cases), 2):
         c = cases[k]

@@ -65,3 +65,24 @@ def test_op_count_rejects_a_plan_of_another_world_size_and_unknown_implementatio
         op_count(preset("tiny"), 4, plan=round_robin(preset("tiny"), 2))
     with pytest.raises(ValueError, match="implementation"):
         op_count(preset("tiny"), 2, implementation="fbgemm")
+
+
+@pytest.mark.parametrize(("layers", "rank"), [(1, 8), (3, 24)])
+def test_op_count_of_the_cross_layers_matches_the_counted_step(layers: int, rank: int) -> None:
+    """A DCN interaction's operators (the cross layers beyond the concatenation they start from),
+    counted with the torch profiler as the modeled constants were: the step of a "dcn" model less the
+    step of the same model with the "cat" interaction."""
+    cat = CONFIG.replace(interaction="cat")
+    dcn = CONFIG.replace(interaction="dcn", dcn_layers=layers, dcn_rank=rank)
+    counted = single_step_ops(dcn, 128)["ops"] - single_step_ops(cat, 128)["ops"]
+    assert op_count(dcn) - op_count(cat) == counted
+
+
+def test_op_count_of_a_sharded_dcn_step_matches_the_counted_step() -> None:
+    """Our sharded step of a DCN model: DDP's reducer also runs over each cross layer's V, W and b."""
+    dcn = CONFIG.replace(interaction="dcn", dcn_layers=2, dcn_rank=16)
+    plan = named_plan(dcn, "table_wise", 2)
+    counted = launch(count_step_ops, 2, [{"config": dcn, "plan": plan, "batch_size": 128}], timeout_s=120)
+    single = single_step_ops(dcn, 128)["ops"]
+    modeled = op_count(dcn, 2, plan=plan, implementation=OURS) - op_count(dcn)
+    assert modeled == pytest.approx(counted.values[0][0]["ops"] - single, rel=0.02, abs=4)

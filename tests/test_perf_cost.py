@@ -185,13 +185,19 @@ def scenarios(draw: st.DrawFn) -> dict[str, object]:
     dim = draw(st.sampled_from([4, 16, 64, 128]))
     tables = tuple(TableConfig(f"T{i}", draw(st.integers(1, 10**8)), draw(st.floats(0, 200)))
                    for i in range(draw(st.integers(world, world + 30))))  # fmt: skip
+    interaction = draw(st.sampled_from(["dot", "cat", "dcn"]))
+    cross = {}
+    if interaction == "dcn":  # the rank at most the cross layers' width, dim + tables x dim
+        width = dim * (1 + len(tables))
+        cross = {"dcn_layers": draw(st.integers(1, 4)), "dcn_rank": min(width, draw(st.integers(1, 1024)))}
     cfg = DLRMConfig(
         draw(st.integers(1, 600)),
         tables,
         dim,
         (draw(st.integers(1, 1024)), dim),
         (draw(st.integers(1, 2048)), 1),
-        interaction=draw(st.sampled_from(["dot", "cat"])),
+        interaction=interaction,
+        **cross,
     )
     placement = draw(st.sampled_from(["hbm", "host", "cache", "remote"]))
     hit = draw(st.floats(0, 1)) if placement == "cache" else None
@@ -478,3 +484,71 @@ def test_each_bag_adds_its_row_bytes_times_the_per_byte_cost_forward() -> None:
     assert b["embedding_forward"] - a["embedding_forward"] == pytest.approx(added)
     assert b["embedding_backward"] == pytest.approx(a["embedding_backward"])
     assert HARDWARE["dgx_a100"].bag_seconds_per_byte == 0.0  # GPUs pool bags in parallel
+
+
+# ----- DLRM-DCNv2: the cross layers and multi-hot lookups ---------------------------------------------
+@pytest.mark.parametrize("name", ["dcnv2_small", "mlperf_dcnv2"])
+@pytest.mark.parametrize("dtype", ["fp32", "amp_bf16"])
+@pytest.mark.parametrize("batch", [1, 4096])
+def test_cross_layers_are_their_gemm_flops_over_peak_on_an_ideal_gpu(
+    name: str, dtype: str, batch: int
+) -> None:
+    """On a GPU whose GEMMs run at peak and whose memory is free, the interaction of a DCN model is
+    its cross layers' GEMMs: per layer 4wr FLOPs forward and 8wr backward per sample (the config's
+    FLOPs less its 3w + 6w elementwise ones), at the precision's GEMM peak."""
+    cfg = preset(name)
+    hw = ideal_gpu()
+    r = estimate(cfg, hw, batch_size=batch, dtype=dtype)
+    fl = cfg.flops_per_sample()["interaction"]
+    w, layers = cfg.interaction_output_dim, cfg.dcn_layers
+    gemm_flops = fl["forward"] + fl["backward"] - 9 * w * layers
+    assert gemm_flops == 12 * w * cfg.dcn_rank * layers
+    peak = hw.peak_flops["fp32" if dtype == "fp32" else "bf16"]
+    assert r.per_rank[0]["interaction"] == pytest.approx(gemm_flops * batch / peak, rel=1e-6)
+
+
+def test_cross_layers_by_hand_on_a_real_gpu() -> None:
+    from recnotebooks.perf.components import cross_layers, interaction
+
+    cfg, hw, b = preset("mlperf_dcnv2"), HARDWARE["dgx_h100"], 6912.0
+    w, r = 3456, 512
+    gemms = (
+        2 * (gemm_time(hw, b, r, w) + gemm_time(hw, b, w, r))
+        + gemm_time(hw, w, r, b)
+        + gemm_time(hw, r, w, b)
+    )
+    elementwise = 19 * b * w * 4  # bytes: the product, the residual sum and their gradients
+    got = cross_layers(cfg, hw, b, "fp32")
+    assert got.seconds == pytest.approx(3 * (gemms + elementwise / hw.hbm_bw), rel=1e-12)
+    assert got.device_bytes == pytest.approx(3 * elementwise, rel=1e-12)
+    concat = 3 * b * (27 * 128 + w) * 2 * 4  # three passes over the concatenation's inputs and output
+    inter = interaction(cfg, hw, b, "fp32")
+    assert inter.seconds == pytest.approx(got.seconds + concat / hw.hbm_bw, rel=1e-12)
+    assert cross_layers(preset("mlperf_v1"), hw, b, "fp32").seconds == 0.0
+    # the cross layers are most of the modeled dense compute of the model of record
+    step = estimate(cfg, "dgx_h100", batch_size=55_296, gpus=8, dtype="amp_bf16").per_rank[0]
+    assert step["interaction"] > step["top_mlp"] + step["bottom_mlp"]
+
+
+def test_multi_hot_lookups_are_priced_table_by_table() -> None:
+    """dcnv2_small's 214 lookups per sample (1 to 100 per table): the forward reads one row per
+    lookup of each table, as the naive loop counts them."""
+    cfg = preset("dcnv2_small")
+    hw = A100.replace(gather_efficiency=1.0, gather_half_row_bytes=1e-9, llc_bytes=0.0)
+    batch = 2048
+    r = estimate(cfg, hw, batch_size=batch, placement="hbm")
+    row_bytes = cfg.embedding_dim * 4
+    want = sum(
+        (batch * t.pooling_factor * (row_bytes + 8) + batch * row_bytes) / hw.hbm_bw for t in cfg.tables
+    )
+    assert r.per_rank[0]["embedding_forward"] == pytest.approx(want, rel=1e-6)
+    assert sum(t.pooling_factor for t in cfg.tables) == 214
+
+
+def test_the_op_count_adds_the_cross_layers() -> None:
+    cfg = preset("dcnv2_small")
+    cat = cfg.replace(interaction="cat", dcn_rank=512)
+    assert op_count(cfg) - op_count(cat) == 43 * 3
+    assert op_count(cfg.replace(dcn_layers=1)) - op_count(cat) == 43
+    # DDP replicates V, W and b of each cross layer beside the MLPs' weights and biases
+    assert op_count(cfg, 2, True) - op_count(cfg) == op_count(cat, 2, True) - op_count(cat) + 3 * 3 * 3

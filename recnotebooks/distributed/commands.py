@@ -152,6 +152,7 @@ def _print(r: dict[str, Any]) -> None:
     print(
         f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
         f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}"
+        + (f" ({c['dcn']})" if c.get("dcn") else "")
     )
     print(
         f"measured on {r['world_size']} rank(s) ({r['backend']}, {r['sharding']} embeddings, this is rank "

@@ -2,7 +2,13 @@
 
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.nn.embedding import EmbeddingBagCollection, RowGradients
-from recnotebooks.nn.interaction import CatInteraction, DotInteraction, make_interaction
+from recnotebooks.nn.interaction import (
+    CatInteraction,
+    DCNInteraction,
+    DotInteraction,
+    LowRankCrossNet,
+    make_interaction,
+)
 from recnotebooks.nn.mlp import MLP
 from recnotebooks.nn.optim import RowWiseAdagrad, SparseOptimizer, SparseSGD, make_sparse_optimizer
 
@@ -12,6 +18,8 @@ __all__ = [
     "RowGradients",
     "DotInteraction",
     "CatInteraction",
+    "DCNInteraction",
+    "LowRankCrossNet",
     "make_interaction",
     "MLP",
     "SparseOptimizer",

@@ -37,7 +37,17 @@ def dense_modules(
     gen = torch.Generator().manual_seed(seed)  # the MLPs' own generator: the tables' draws do not move it
     bottom = MLP(config.num_dense, config.bottom_mlp, True, device, dtype, gen)
     features, self_dots = config.num_interaction_features, config.interaction_self
-    interaction = make_interaction(config.interaction, features, self_dots).to(device)
+    interaction = make_interaction(
+        config.interaction,
+        features,
+        self_dots,
+        width=config.interaction_output_dim,
+        dcn_layers=config.dcn_layers,
+        dcn_rank=config.dcn_rank,
+        device=device,
+        dtype=dtype,
+        generator=gen,
+    ).to(device)
     top = MLP(config.interaction_output_dim, config.top_mlp, False, device, dtype, gen)
     return bottom, interaction, top
 
@@ -108,7 +118,7 @@ class DLRM(nn.Module):
         self.bottom_mlp, self.interaction, self.top_mlp = dense_modules(config, device, dtype, seed)
 
     def dense_parameters(self) -> Iterator[nn.Parameter]:
-        """MLP parameters (everything but the embedding tables)."""
+        """MLP (and cross-layer) parameters: everything but the embedding tables."""
         for name, p in self.named_parameters():
             if not name.startswith("embeddings."):
                 yield p
@@ -124,7 +134,7 @@ class DLRM(nn.Module):
         with timer.phase("bottom_mlp"):
             x = self.bottom_mlp(dense)  # (B, num_dense) -> (B, bottom_mlp[-1]); = D for "dot"
         with timer.phase("interaction"):
-            z = self.interaction(x, pooled)  # -> (B, interaction_output_dim): pairwise dots or concat
+            z = self.interaction(x, pooled)  # -> (B, interaction_output_dim): pairwise dots, concat or cross
         with timer.phase("top_mlp"):
             out = self.top_mlp(z)  # (B, 1)
         return out.squeeze(1)  # (B,)

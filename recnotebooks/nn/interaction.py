@@ -1,14 +1,18 @@
-"""Feature interactions of DLRM: pairwise dot products (:class:`DotInteraction`) or
-concatenation (:class:`CatInteraction`)."""
+"""Feature interactions of DLRM: pairwise dot products (:class:`DotInteraction`),
+concatenation (:class:`CatInteraction`) or DCN-V2's low-rank cross network over the
+concatenation (:class:`DCNInteraction`, :class:`LowRankCrossNet`)."""
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import nn
 
-from recnotebooks.checks import check_int
+from recnotebooks.checks import check_fits_memory, check_int, check_module_device, show
 
-__all__ = ["DotInteraction", "CatInteraction", "make_interaction", "pair_indices", "pairwise_dots"]
+__all__ = ["DotInteraction", "CatInteraction", "DCNInteraction", "LowRankCrossNet", "make_interaction",
+           "pair_indices", "pairwise_dots"]  # fmt: skip
 
 
 class _PairwiseDots(torch.autograd.Function):
@@ -89,10 +93,111 @@ class CatInteraction(nn.Module):
         return torch.cat([dense, sparse.reshape(sparse.shape[0], -1)], dim=1)
 
 
-def make_interaction(kind: str, num_features: int, self_interaction: bool = False) -> nn.Module:
-    """``"dot"`` or ``"cat"``."""
+class LowRankCrossNet(nn.Module):
+    """DCN-V2's cross network with low-rank cross matrices (Wang et al. 2021,
+    https://arxiv.org/abs/2008.13535), on ``(B, width)`` inputs:
+
+        x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l,    l = 0 .. num_layers - 1
+
+    ``V_l`` (``down[l]``: width -> rank, no bias) and ``W_l``, ``b_l`` (``up[l]``: rank -> width)
+    factor a ``width x width`` cross matrix at rank ``rank``; ``*`` is the elementwise product.
+    Each layer keeps the width, so the output is ``(B, width)``. Initialised as TorchRec's
+    ``LowRankCrossNet``: Xavier-normal ``V`` and ``W`` (``N(0, sqrt(2 / (width + rank)))``), zero
+    biases; ``generator`` draws them (on the CPU, then copied to ``device``).
+    """
+
+    def __init__(
+        self,
+        width: int,
+        num_layers: int,
+        rank: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        width = check_int("width", width, lo=1)
+        num_layers, rank = check_int("num_layers", num_layers, lo=1), check_int("rank", rank, lo=1)
+        device = check_module_device("device", device)
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise TypeError(f"dtype must be a floating-point torch.dtype, got {show(dtype)}")
+        params = num_layers * (2 * width * rank + width)
+        check_fits_memory(
+            f"the cross network ({num_layers} layers of width {width}, rank {rank}: {params:,} parameters, "
+            f"{dtype})",
+            params * dtype.itemsize,
+            device,
+            hint="use fewer layers, a lower rank or fewer/narrower features",
+        )
+        std = math.sqrt(2.0 / (width + rank))  # Xavier normal, as TorchRec
+        self.down, self.up = nn.ModuleList(), nn.ModuleList()
+        for _ in range(num_layers):
+            v = nn.Linear(width, rank, bias=False, device=device, dtype=dtype)
+            w = nn.Linear(rank, width, device=device, dtype=dtype)
+            with torch.no_grad():
+                v.weight.copy_(torch.randn(rank, width, generator=generator) * std)
+                w.weight.copy_(torch.randn(width, rank, generator=generator) * std)
+                w.bias.zero_()
+            self.down.append(v)
+            self.up.append(w)
+        self.width, self.num_layers, self.rank = width, num_layers, rank
+
+    def forward(self, x0: torch.Tensor) -> torch.Tensor:
+        x = x0
+        for v, w in zip(self.down, self.up, strict=True):
+            x = x0 * w(v(x)) + x  # (B, width): x_0 * (W (V x) + b) + x
+        return x
+
+
+class DCNInteraction(nn.Module):
+    """The DLRM-DCNv2 interaction (MLPerf's, TorchRec's ``DLRM_DCN``): the dense vector and all
+    pooled embeddings concatenated, ``x_0 = [dense, e_1, ..., e_T]`` of width
+    ``Dd + T*D``, through a :class:`LowRankCrossNet`; output ``(B, Dd + T*D)``."""
+
+    def __init__(
+        self,
+        width: int,
+        num_layers: int,
+        rank: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        self.cross = LowRankCrossNet(width, num_layers, rank, device, dtype, generator)
+
+    def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
+        x0 = torch.cat([dense, sparse.reshape(sparse.shape[0], -1)], dim=1)  # (B, Dd + T*D)
+        if x0.shape[1] != self.cross.width:
+            raise ValueError(
+                f"dense and sparse must concatenate to the cross network's width {self.cross.width}, got "
+                f"dense {tuple(dense.shape)} and sparse {tuple(sparse.shape)} (width {x0.shape[1]})"
+            )
+        return self.cross(x0)
+
+
+def make_interaction(
+    kind: str,
+    num_features: int,
+    self_interaction: bool = False,
+    *,
+    width: int | None = None,
+    dcn_layers: int = 3,
+    dcn_rank: int = 512,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype = torch.float32,
+    generator: torch.Generator | None = None,
+) -> nn.Module:
+    """``"dot"``, ``"cat"`` or ``"dcn"`` (the last needs ``width``, the concatenation's, and takes
+    ``dcn_layers`` cross layers of rank ``dcn_rank``, drawn by ``generator`` on ``device``)."""
     if kind == "dot":
         return DotInteraction(num_features, self_interaction)
     if kind == "cat":
         return CatInteraction()
-    raise ValueError(f"interaction must be 'dot' or 'cat', got {kind!r}")
+    if kind == "dcn":
+        if width is None:
+            raise ValueError(
+                "width (bottom_mlp[-1] + num_tables x embedding_dim) is needed for 'dcn', got None"
+            )
+        return DCNInteraction(width, dcn_layers, dcn_rank, device, dtype, generator)
+    raise ValueError(f"interaction must be 'dot', 'cat' or 'dcn', got {kind!r}")

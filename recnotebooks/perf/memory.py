@@ -55,7 +55,8 @@ def memory_footprint(
     ``X X^T`` the pairs are gathered from (forward) or its gradient (backward; one of the two is
     alive at a time). ``batch_inputs`` are the ids (int64), bag lengths, dense features and
     labels of a batch; ``activations`` the tensors kept for backward (MLP layer outputs, pooled
-    embeddings, interaction output).
+    embeddings, interaction output; for ``"dcn"`` each cross layer's ``V x`` (rank wide), its
+    ``W (V x) + b`` and its output (width wide; the last one is the interaction output)).
 
     >>> from recnotebooks.config import preset
     >>> memory_footprint(preset("tiny"))["embedding_optimizer_state"] == preset("tiny").total_rows * 4
@@ -80,6 +81,9 @@ def memory_footprint(
         batch_size = check_int("batch_size", batch_size, lo=1)
         widths = sum(o for w in ("bottom", "top") for _, o in config.mlp_layers(w))
         widths += config.num_interaction_features * config.embedding_dim + config.interaction_output_dim
+        if config.interaction == "dcn":
+            w, layers = config.interaction_output_dim, config.dcn_layers
+            widths += layers * (config.dcn_rank + w) + (layers - 1) * w
         out["activations"] = batch_size * widths * dtype_bytes
         if pairs:
             out["interaction_buffers"] += batch_size * f * f * dtype_bytes

@@ -241,11 +241,17 @@ def ddp_buckets(config: DLRMConfig, dtype: str = "fp32") -> int:
     and closes a bucket once it holds :data:`DDP_FIRST_BUCKET_BYTES` (the first) or
     :data:`DDP_BUCKET_BYTES` (every later one); whatever remains is one more bucket. That is
     every step after the first, once DDP has rebuilt its buckets in the order the gradients
-    arrived (its first step sends all of them in one call; tests/test_dist_hybrid.py).
+    arrived (its first step sends all of them in one call; tests/test_dist_hybrid.py). A
+    ``"dcn"`` interaction's gradients arrive between the towers', its last cross layer's first,
+    each layer's ``b_l`` and ``W_l`` before its ``V_l``.
     """
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     e = DTYPE_BYTES[check_choice("dtype", dtype, tuple(DTYPE_BYTES))]
-    sizes = [n * e for which in ("bottom", "top") for i, o in config.mlp_layers(which) for n in (i * o, o)]
+    sizes = [n * e for i, o in config.mlp_layers("bottom") for n in (i * o, o)]
+    if config.interaction == "dcn":  # per layer V (w x r), W (r x w), b (w), in forward order
+        w, r = config.interaction_output_dim, config.dcn_rank
+        sizes += [n * e for _ in range(config.dcn_layers) for n in (w * r, r * w, w)]
+    sizes += [n * e for i, o in config.mlp_layers("top") for n in (i * o, o)]
     buckets, filled, cap = 0, 0.0, DDP_FIRST_BUCKET_BYTES
     for nbytes in reversed(sizes):
         filled += nbytes

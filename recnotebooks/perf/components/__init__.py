@@ -4,7 +4,8 @@
 of bytes over a bandwidth or FLOPs over a throughput, with the :class:`Hardware` field it uses:
 
 * the dense part, the same on every rank (:mod:`.dense`): :func:`data_loading`,
-  :func:`host_to_device`, :func:`mlp` (bottom and top towers), :func:`interaction`,
+  :func:`host_to_device`, :func:`mlp` (bottom and top towers), :func:`interaction` (a DCN's
+  :func:`cross_layers` within it),
   :func:`dense_optimizer`; and the host's :func:`overhead` (:mod:`.ops`: :func:`op_count`);
 * the embeddings of one shard: :func:`shard_access` (:mod:`.lookups`: lookups, distinct rows and
   last-level cache hits under Zipf skew), then one function per placement of its rows
@@ -38,6 +39,7 @@ from recnotebooks.perf.components.collectives import (
 )
 from recnotebooks.perf.components.dense import (
     Work,
+    cross_layers,
     data_loading,
     dense_optimizer,
     gemm_time,
@@ -76,7 +78,7 @@ from recnotebooks.perf.components.ops import (
 __all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "IMPLEMENTATIONS", "INDEX_BYTES", "PARAMETER_SERVER",
            "UVM_EFFICIENCY", "Embedding",
            "SHARDED_OPS", "SHARD_OPS", "ShardAccess", "Work", "all_reduce_seconds", "cache_hit_rates",
-           "all_to_all_seconds", "all_to_all_bytes", "data_loading",
+           "all_to_all_seconds", "all_to_all_bytes", "cross_layers", "data_loading",
            "dense_optimizer",
            "embedding_in_cache", "embedding_in_hbm", "embedding_in_host", "embedding_on_parameter_server",
            "embedding_pooled_by_host", "embedding_shard", "gather_bandwidth", "gemm_time", "host_to_device",

@@ -1,7 +1,8 @@
 """The dense part of one modeled step, the same on every rank (every number **modeled**).
 
 :func:`data_loading` and :func:`host_to_device` (the batch in host DRAM and over PCIe),
-:func:`mlp` (bottom and top towers), :func:`interaction` and :func:`dense_optimizer`, built on
+:func:`mlp` (bottom and top towers), :func:`interaction` (with :func:`cross_layers` for DCN) and
+:func:`dense_optimizer`, built on
 :func:`gemm_time`. What ``dtype`` means (bytes of activations and weights, the GEMM rate, the
 casts and loss scaling of mixed precision) is read from its row of
 :data:`recnotebooks.perf.precision.PRECISIONS`. Memory bandwidths count bytes read plus bytes
@@ -17,12 +18,17 @@ from recnotebooks.perf.hardware import Hardware
 from recnotebooks.perf.precision import precision
 from recnotebooks.perf.traffic import INDEX_BYTES
 
-__all__ = ["Work", "data_loading", "dense_optimizer", "gemm_time", "host_to_device", "input_bytes_per_sample",
-           "interaction", "mlp"]  # fmt: skip
+__all__ = ["Work", "cross_layers", "data_loading", "dense_optimizer", "gemm_time", "host_to_device",
+           "input_bytes_per_sample", "interaction", "mlp"]  # fmt: skip
 
 #: Bytes touched per element by the elementwise tail of one MLP layer: bias + ReLU forward
 #: (read + write), ReLU backward (2 reads + a write), bias gradient (a read).
 _MLP_ELEMENTWISE_PASSES = 7
+#: Passes over each ``(batch, width)`` tensor of one cross layer's elementwise ops: forward the
+#: product with ``x_0`` and the residual sum (two reads and a write each: 6; the bias add is in the
+#: GEMM); backward the product's two gradients (3 each), ``x_0``'s gradient accumulated over
+#: the layers (3), ``x_l``'s residual and GEMM gradients summed (3) and the bias gradient (a read).
+_CROSS_ELEMENTWISE_PASSES = 19
 #: torch.optim.Adagrad's update makes ~11 passes over each parameter (addcmul_ on the state,
 #: sqrt, add_ eps, addcdiv_ on the weight: reads and writes counted).
 _ADAGRAD_PASSES = 11
@@ -87,11 +93,19 @@ def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str
     """Concatenating the features (three passes over inputs and outputs), and for ``"dot"``
     the batched GEMMs ``X X^T`` and, backward, ``(G + G^T) X``, the pairs gathered from the
     ``F x F`` products and scattered back into both triangles (memory passes), as our
-    DotInteraction and the dlrm and TorchRec implementations do.
+    DotInteraction and the dlrm and TorchRec implementations do; for ``"dcn"`` the cross
+    layers (:func:`cross_layers`).
     The features' concatenation is in the widest of its inputs' types (``concat_bytes``: fp32
     under AMP, as ``torch.cat`` promotes), cast to half for the GEMMs (and back backward);
     the output in the activations' type."""
     p = precision(dtype)
+    if config.interaction == "dcn":
+        inputs, width = config.num_interaction_features * config.embedding_dim, config.interaction_output_dim
+        moved = (
+            3 * local_batch * (inputs + width) * 2 * p.concat_bytes
+        )  # x_0 stays in the concatenation's type
+        cross = cross_layers(config, hw, local_batch, dtype)
+        return Work(moved / hw.hbm_bw + cross.seconds, moved + cross.device_bytes)
     # under AMP the dot interaction runs in fp32 (autocast covers the MLPs only, as NVIDIA's DLRM
     # and our DotInteraction do): fp32 GEMMs, fp32 output
     gdt = "fp32" if p.casts and config.interaction == "dot" else dtype
@@ -111,6 +125,33 @@ def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str
         gemms = 2 * gemm_time(hw, local_batch * f, f, d, gdt)  # X X^T and the (G + G^T) X backward
         return Work(moved / hw.hbm_bw + gemms, moved)
     return Work(moved / hw.hbm_bw, moved)
+
+
+def cross_layers(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str) -> Work:
+    """The ``"dcn"`` interaction's cross layers (``x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l`` on
+    ``(B, w)``, rank ``r``): per layer the GEMMs ``(B x w)(w x r)`` and ``(B x r)(r x w)`` forward,
+    backward both input gradients (``x_0`` needs one: the embeddings and bottom MLP train) and
+    both weight gradients (``(w x B)(B x r)``, ``(r x B)(B x w)``), at the precision's GEMM rate
+    (autocast covers them, as it covers the MLPs); and the elementwise ops' passes over ``(B, w)``
+    at ``hbm_bw`` in the concatenation's type (``x_0`` and ``x_l`` stay in it under AMP). Under
+    mixed precision each layer's input cast to half (and its gradient back) and the weight casts.
+    Zero for another interaction."""
+    if config.interaction != "dcn":
+        return Work(0.0, 0.0)
+    p = precision(dtype)
+    b, w, r = local_batch, config.interaction_output_dim, config.dcn_rank
+    gemms = (
+        gemm_time(hw, b, r, w, dtype)  # V x
+        + gemm_time(hw, b, w, r, dtype)  # W (V x) + b
+        + gemm_time(hw, b, r, w, dtype)  # grad of V x: G W
+        + gemm_time(hw, b, w, r, dtype)  # grad of x_l: (G W) V
+        + gemm_time(hw, w, r, b, dtype)  # grad of W: G^T (V x)
+        + gemm_time(hw, r, w, b, dtype)  # grad of V: (G W)^T x_l
+    )
+    moved = b * w * p.concat_bytes * _CROSS_ELEMENTWISE_PASSES
+    moved += b * w * p.input_cast_bytes(p.concat_bytes)  # x_l cast to half for V's GEMM
+    moved += (2 * w * r + w) * p.cast_bytes_per_weight()
+    return Work(config.dcn_layers * (gemms + moved / hw.hbm_bw), config.dcn_layers * moved)
 
 
 def dense_optimizer(config: DLRMConfig, hw: Hardware, dtype: str) -> Work:

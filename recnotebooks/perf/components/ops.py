@@ -19,6 +19,12 @@ __all__ = ["IMPLEMENTATIONS", "SHARDED_OPS", "SHARD_OPS", "op_count", "overhead"
 #: Operators of one training step of our DLRM (torch profiler, top-level aten ops, CPU):
 #: 115 + 25 per MLP layer (forward, backward, Adagrad) + 15 for the dot interaction.
 _OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
+#: ... + 43 per cross layer of the "dcn" interaction (its two linear layers, product and sum
+#: forward, their backward and Adagrad on V, W and b), beyond the "cat" interaction's
+#: concatenation it starts from: counted the same way (tests/_train_workers.single_step_ops,
+#: 1 to 5 layers, 2026-12-03: exactly 43 more per layer, none for the cross network itself;
+#: checked by tests/test_op_count.py).
+_OPS_PER_CROSS_LAYER = 43
 #: What OUR sharded step (recnotebooks.distributed's HybridParallelDLRM, as
 #: recnotebooks.distributed.training.run_rank trains it: row-wise Adagrad, dense Adagrad) adds to the
 #: single-process step: top-level operators on rank 0, counted with torch.profiler over gloo on
@@ -57,7 +63,15 @@ IMPLEMENTATIONS = ("recnotebooks", "torchrec")
 
 def _single_op_count(config: DLRMConfig) -> int:
     layers = len(config.bottom_mlp) + len(config.top_mlp)
-    return _OPS_BASE + _OPS_PER_LAYER * layers + (_OPS_DOT if config.interaction == "dot" else 0)
+    inter = {"dot": _OPS_DOT, "cat": 0, "dcn": _OPS_PER_CROSS_LAYER * config.dcn_layers}[config.interaction]
+    return _OPS_BASE + _OPS_PER_LAYER * layers + inter
+
+
+def _dense_tensors(config: DLRMConfig) -> int:
+    """Parameter tensors DDP replicates: a weight and a bias per MLP layer, and per cross layer of
+    a ``"dcn"`` interaction ``V``, ``W`` and ``b``."""
+    cross = 3 * config.dcn_layers if config.interaction == "dcn" else 0
+    return 2 * (len(config.bottom_mlp) + len(config.top_mlp)) + cross
 
 
 def sharded_op_terms(config: DLRMConfig, plan: Plan, rank: int) -> dict[str, float]:
@@ -66,7 +80,7 @@ def sharded_op_terms(config: DLRMConfig, plan: Plan, rank: int) -> dict[str, flo
     terms = dict.fromkeys(SHARDED_OPS, 0.0)
     terms.update({f"{k}.{w}": 0.0 for k in SHARD_OPS for w in ("plan", "local")})
     terms["base"] = 1.0
-    terms["ddp_per_tensor"] = 2.0 * (len(config.bottom_mlp) + len(config.top_mlp))  # weight and bias
+    terms["ddp_per_tensor"] = float(_dense_tensors(config))
     terms["data_parallel_base"] = float(any(s.sharding == "data_parallel" for s in plan.shards))
     groups = set()
     for s in plan.shards:
@@ -113,8 +127,7 @@ def op_count(
     elif plan.world_size != world_size:
         raise ValueError(f"plan is for {plan.world_size} ranks but world_size={world_size}")
     if implementation == "torchrec":
-        tensors = 2 * (len(config.bottom_mlp) + len(config.top_mlp))  # a weight and a bias per layer
-        ops += _TORCHREC_DDP_BASE + SHARDED_OPS["ddp_per_tensor"] * tensors
+        ops += _TORCHREC_DDP_BASE + SHARDED_OPS["ddp_per_tensor"] * _dense_tensors(config)
         if any(s.sharding != "data_parallel" for s in plan.shards):
             ops += _TORCHREC_DIST_BASE + _TORCHREC_DIST_PER_RANK * world_size + _TORCHREC_SYNCS
         return int(ops)
