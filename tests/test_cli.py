@@ -166,8 +166,8 @@ def test_training_settings_come_from_the_command_line_then_the_preset_then_the_d
 
     p = build_parser()
     s = training_settings(p.parse_args(["train", "--preset", "mlperf_dcnv2"]))
-    assert s == {"batch_size": 55_296, "sparse_optimizer": "adagrad", "sparse_lr": 0.005,
-                 "dense_optimizer": "adagrad", "dense_lr": 0.005, "pooling": "fixed"}  # fmt: skip
+    assert s == {"batch_size": 55_296, "sparse_optimizer": "adagrad", "sparse_lr": 0.004,
+                 "dense_optimizer": "adagrad", "dense_lr": 0.004, "pooling": "fixed"}  # fmt: skip
     args = p.parse_args(["train", "--preset", "dcnv2_small", "--batch-size", "64", "--dense-lr", "0.1"])
     s = training_settings(args)
     assert (s["batch_size"], s["dense_lr"], s["sparse_lr"]) == (64, 0.1, 0.005)
