@@ -30,6 +30,26 @@ DOCUMENTS: dict[str, str] = {
     "dgx_h100": f"NVIDIA DGX H100 datasheet (NVIDIA, 2022), {_NV}/dgx-h100/",
     "xeon6138": "Intel Xeon Gold 6138 Processor specifications (Intel ARK), https://ark.intel.com/content/"
     "www/us/en/ark/products/120476/intel-xeon-gold-6138-processor-27-5m-cache-2-00-ghz.html",
+    # the accelerators of MLPerf Training's DLRM-DCNv2 results (v3.0-v5.1) and their nodes
+    "a40": f"NVIDIA A40 GPU datasheet (NVIDIA, 2020), {_NV}/a40/",
+    "ga102": "NVIDIA Ampere GA102 GPU Architecture whitepaper (NVIDIA, 2020), "
+    "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf",
+    "l40": f"NVIDIA L40 GPU datasheet (NVIDIA, 2022), {_NV}/l40/",
+    "l40s": f"NVIDIA L40S GPU datasheet (NVIDIA, 2023), {_NV}/l40s/",
+    "ada": "NVIDIA Ada GPU Architecture whitepaper (NVIDIA, 2022), "
+    "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf",
+    "hgx": f"NVIDIA HGX platform datasheet: HGX B300 and HGX B200 specifications (NVIDIA, 2025), {_NV}/hgx/",
+    "dgx_b200": f"NVIDIA DGX B200 datasheet (NVIDIA, 2024), {_NV}/dgx-b200/",
+    "dgx_b200_guide": "NVIDIA DGX B200 User Guide, hardware overview (NVIDIA, 2025), "
+    "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html",
+    "gb200_nvl72": "NVIDIA GB200 NVL72 datasheet: GB200 NVL72 and GB200 Grace Blackwell Superchip "
+    f"specifications (NVIDIA, 2024), {_NV}/gb200-nvl72/",
+    "b200_props": "A B200's device properties as CUDA reports them (L2 cache 126.50 MB, 7680-bit memory "
+    "bus), pytorch/ao pull request 4002 (2026), https://github.com/pytorch/ao/pull/4002",
+    "xeon8480": "Intel Xeon Platinum 8480+ Processor specifications (Intel ARK), https://www.intel.com/content/"
+    "www/us/en/products/sku/231746/intel-xeon-platinum-8480-processor-105m-cache-2-00-ghz/specifications.html",
+    "amx": "Advanced Matrix Extensions: a 4th Gen Xeon Scalable core performs 1024 BF16 operations per cycle "
+    "(Wikipedia, citing Intel's AMX documentation), https://en.wikipedia.org/wiki/Advanced_Matrix_Extensions",
     # the servers of the seed paper's story
     "big_basin": "Introducing Big Basin: our next-generation AI hardware (Facebook Engineering, OCP Summit "
     f"2017), {_FB}/2017/03/08/data-center-engineering/introducing-big-basin-our-next-generation-ai-hardware/",
