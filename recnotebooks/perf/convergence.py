@@ -4,11 +4,12 @@ MLPerf Training's recommendation benchmark (DLRM-DCNv2 on Criteo 1TB multi-hot, 
 v6.0) ends when the test AUC reaches 0.80275. How many samples that takes depends on the global
 batch: bigger batches take fewer, faster steps but need more samples. MLPerf publishes the
 **reference convergence points** (RCPs) it holds submissions to: for each of a few global
-batches, the epochs that many seeded reference runs needed (``rcps_dlrm_dcnv2.json`` of
-``mlcommons/logging``'s ``rcp_checker``, :data:`RCP_SOURCE`). Every number here is **published**.
+batches, the epochs that many seeded reference runs needed (the ``rcps_dlrm_dcnv2`` files of
+``mlcommons/logging``'s RCP checker, :data:`RCP_SOURCE`). Every number here is **published**.
 
-The RCP checker (``rcp_checker.py`` beside them) turns those lists into a curve, and so does
-:func:`convergence_curve`, the same way:
+The RCP checker (the ``rcp_checker`` module beside them,
+https://github.com/mlcommons/logging/blob/master/mlperf_logging/rcp_checker/rcp_checker.py)
+turns those lists into a curve, and so does :func:`convergence_curve`, the same way:
 
 1. each point's epochs are the **olympic mean** of its runs (drop the fastest and the slowest
    run, average the rest);
