@@ -10,7 +10,15 @@ policy, global batch, precision): one value of each of :data:`JOB_SETTINGS`. Eve
 * :func:`best_lever`: each lever of :data:`LEVERS` moved one notch and the speed-up it gives;
 * :func:`nearest_feasible`: the cheapest feasible setting one change away (else two);
 * :func:`plan_job`: all three for one setting (:class:`JobPlan`), with the setting to show when
-  this one cannot be built — never nothing.
+  this one cannot be built — never nothing;
+* :func:`convergence_jobs`: the model of record (DLRM-DCNv2) trained to MLPerf's quality target at
+  each global batch of MLPerf's convergence curve, on a few layouts of nodes x devices.
+
+How many epochs a job trains is a setting: a number (explicit, as the job is given), or
+:data:`TO_TARGET` for a model with a published convergence curve (:data:`CONVERGENCE_MODELS`):
+then the epochs are those MLPerf's reference runs needed to reach the target at the job's global
+batch (:func:`recnotebooks.perf.convergence.epochs_to_converge`, **published**), and a batch off the
+curve cannot be planned (:func:`job_epochs` says why).
 
 The planner app of notebook 06 (:mod:`recnotebooks.viz.planner`) draws these; using them needs
 no chart or widget library.
@@ -22,25 +30,34 @@ import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 
-from recnotebooks.checks import check_choice
+from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.access import CACHE_POLICIES
+from recnotebooks.perf.convergence import DEFAULT_ROUND, TRAIN_SAMPLES, epochs_to_converge, rules_for_round
 from recnotebooks.perf.cost import CostResult, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate
 from recnotebooks.perf.planner import STRATEGIES, plan_tables
 from recnotebooks.plan import PLACEMENTS, Plan
 
-__all__ = ["JOB_MODELS", "JOB_SETTINGS", "LEVERS", "PRECISION_OPTIONS", "JobPlan", "Outcome", "best_lever",
-           "check_settings", "describe_change", "evaluate", "job_model", "nearest_feasible", "plan_job",
-           "setting_values"]  # fmt: skip
+__all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "PRECISION_OPTIONS", "TO_TARGET",
+           "JobPlan", "Outcome", "best_lever", "check_settings", "convergence_jobs", "describe_change",
+           "epochs_words", "evaluate", "job_epochs", "job_model", "nearest_feasible", "plan_job",
+           "setting_values", "CONVERGENCE_LAYOUTS"]  # fmt: skip
 
 #: The planner's models, ``(label, name)``: presets, and production-scale mlperf_v1 with 10x or
 #: 30x the rows (:func:`job_model`).
 JOB_MODELS = [("tiny (8 small tables)", "tiny"), ("Criteo Kaggle", "criteo_kaggle"),
               ("Criteo Terabyte", "criteo_terabyte"), ("MLPerf DLRM v1 (~100 GB)", "mlperf_v1"),
+              ("MLPerf DLRM-DCNv2 (~100 GB, 214 lookups)", "mlperf_dcnv2"),
               ("production: mlperf_v1 x10 (~1 TB)", "mlperf_v1_x10"),
               ("production: mlperf_v1 x30 (~3 TB)", "mlperf_v1_x30")]  # fmt: skip
+#: The ``epochs`` setting that trains to MLPerf's quality target: the epochs MLPerf's reference runs
+#: needed at the job's global batch (:func:`job_epochs`).
+TO_TARGET = "to_target"
+#: The models with a published convergence curve (MLPerf's reference convergence points are
+#: DLRM-DCNv2's on Criteo 1TB, :mod:`recnotebooks.perf.convergence`): :data:`TO_TARGET` applies to these.
+CONVERGENCE_MODELS = ("mlperf_dcnv2",)
 #: hardware presets, oldest and smallest first (one notch = the next one along)
 _HARDWARE = ["this_machine", *(h for h in HARDWARE if h != "this_machine")]
 #: How training runs: fp32, TF32 GEMMs, or autocast (AMP). Pure bf16/fp16 (every byte halved, no
@@ -52,7 +69,7 @@ JOB_SETTINGS: dict[str, dict[str, object]] = {
     "samples": {"options": [("Criteo Kaggle: 45.8 M", 45_840_617), ("100 M", 100_000_000),
                             ("Criteo Terabyte: 4.2 B", CRITEO_TERABYTE_SAMPLES), ("10 B", 10_000_000_000)],
                 "value": CRITEO_TERABYTE_SAMPLES},
-    "epochs": {"options": [1, 2, 3, 5, 10], "value": 1},
+    "epochs": {"options": [1, 2, 3, 5, 10, ("to MLPerf's AUC target", TO_TARGET)], "value": 1},
     "deadline_h": {"options": [1, 2, 4, 8, 12, 24, 48, 72, 168], "value": 24},
     "budget_usd": {"options": [10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000], "value": 3000},
     "hardware": {"options": _HARDWARE, "value": "dgx_h100"},
@@ -94,6 +111,45 @@ def check_settings(values: dict[str, object]) -> dict[str, object]:
     for k, v in values.items():
         out[k] = check_choice(k, v, setting_values(k))
     return out
+
+
+def job_epochs(values: dict[str, object]) -> float:
+    """The epochs a setting trains: its ``epochs`` when a number (explicit); for :data:`TO_TARGET`,
+    the epochs MLPerf's reference runs needed to reach the target at its ``batch_size``
+    (:func:`~recnotebooks.perf.convergence.epochs_to_converge`, rules of
+    :data:`~recnotebooks.perf.convergence.DEFAULT_ROUND`). ``ValueError`` says why :data:`TO_TARGET`
+    does not apply: a model without a curve (not one of :data:`CONVERGENCE_MODELS`), samples per
+    epoch other than Criteo 1TB's (the curve counts its epochs), or a batch off the curve."""
+    epochs = values["epochs"]
+    if epochs != TO_TARGET:
+        return float(epochs)  # type: ignore[arg-type]
+    model = values["model"]
+    if model not in CONVERGENCE_MODELS:
+        raise ValueError(
+            f"epochs={TO_TARGET!r} applies to {', '.join(CONVERGENCE_MODELS)} only (MLPerf's reference "
+            f"convergence points are DLRM-DCNv2's on Criteo 1TB); give {model} an epoch count"
+        )
+    if values["samples"] != TRAIN_SAMPLES:
+        raise ValueError(
+            f"epochs={TO_TARGET!r} counts epochs of Criteo 1TB, {TRAIN_SAMPLES:,} samples (MLPerf's "
+            f"convergence curve is in its epochs); samples per epoch must be that, got {values['samples']:,}"
+        )
+    return epochs_to_converge(int(values["batch_size"]))  # type: ignore[call-overload]
+
+
+def epochs_words(values: dict[str, object]) -> str:
+    """How many epochs a setting trains and where the number comes from, in words (for a note)."""
+    epochs = job_epochs(values)
+    if values["epochs"] == TO_TARGET:
+        return (
+            f"{epochs:.3f} epochs: what MLPerf's reference runs needed to reach its AUC target at global "
+            f"batch {int(values['batch_size']):,} (PUBLISHED convergence points, {DEFAULT_ROUND} rules, "
+            "interpolated)"
+        )  # type: ignore[call-overload]
+    words = f"{epochs:g} epoch{'s' if epochs != 1 else ''}, as set (explicit)"
+    if values["model"] in CONVERGENCE_MODELS:
+        words += f"; epochs '{TO_TARGET}' takes them from MLPerf's convergence curve"
+    return words
 
 
 @dataclass(frozen=True)
@@ -149,6 +205,10 @@ def _cached_plan(plan: Plan, config: DLRMConfig, fraction: float, policy: str) -
 @lru_cache(maxsize=512)
 def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
     v = dict(key)
+    try:
+        epochs = job_epochs(v)
+    except ValueError as e:  # epochs to a target this model or batch has no curve for
+        return Outcome(v, None, None, str(e))
     hw = hardware(str(v["hardware"]))
     gpus, nodes = int(v["gpus"]), int(v["nodes"])  # type: ignore[call-overload]
     if gpus > hw.devices:
@@ -178,7 +238,7 @@ def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
         )
     except ValueError as e:  # a combination the planner or the model cannot build, in its words
         return Outcome(v, None, None, str(e))
-    return Outcome(v, r, job_from_estimate(r, hw, float(v["samples"]), float(v["epochs"])), None)  # type: ignore[arg-type]
+    return Outcome(v, r, job_from_estimate(r, hw, float(v["samples"]), epochs), None)  # type: ignore[arg-type]
 
 
 def evaluate(**values: object) -> Outcome:
@@ -229,7 +289,8 @@ def nearest_feasible(**values: object) -> tuple[Outcome | None, str]:
     sentence saying which; when none is, ``(fastest fitting setting found, why)``."""
     now = evaluate(**values)
     v0 = now.values
-    tried = [evaluate(**{**v0, k: x}) for k in LEVERS for x in _neighbours(v0, k, notch=False)]
+    keys = (*LEVERS, *_job_fixes(v0))
+    tried = [evaluate(**{**v0, k: x}) for k in keys for x in _neighbours(v0, k, notch=False)]
     if not any(o.feasible for o in tried):
         pairs = [("hardware", "nodes"), ("placement", "nodes"), ("dtype", "nodes"), ("hardware", "gpus")]
         for a, b in pairs:
@@ -252,6 +313,17 @@ def nearest_feasible(**values: object) -> tuple[Outcome | None, str]:
         f"({describe_change(v0, fast.values)}) takes {j.hours:,.3g} h and costs "
         f"${j.cost_usd:,.0f}"
     )
+
+
+def _job_fixes(v: dict[str, object]) -> tuple[str, ...]:
+    """Settings of the job itself (not levers) that :func:`nearest_feasible` may change too: the one
+    that makes :data:`TO_TARGET` impossible whatever the levers (a model without a curve, samples
+    per epoch other than Criteo 1TB's). A batch off the curve is a lever's to fix."""
+    if v["epochs"] != TO_TARGET:
+        return ()
+    if v["model"] not in CONVERGENCE_MODELS:
+        return ("epochs",)
+    return ("samples",) if v["samples"] != TRAIN_SAMPLES else ()
 
 
 def describe_change(old: dict[str, object], new: dict[str, object]) -> str:
@@ -289,8 +361,64 @@ def plan_job(**values: object) -> JobPlan:
     shown = now
     if now.job is None:  # nothing to show for this setting itself: show the nearest one instead
         if near is None:  # nothing fits within two changes: fall back on a setting that always builds
-            near = evaluate(**{**now.values, "model": "tiny", "hardware": "dgx_h100", "nodes": 1, "gpus": 8})
+            near = evaluate(**{**now.values, "model": "tiny", "hardware": "dgx_h100", "nodes": 1, "gpus": 8,
+                               "epochs": 1 if now.values["epochs"] == TO_TARGET else now.values["epochs"]})  # fmt: skip
             fallback = True
         shown = near
     lever, rows = best_lever(**shown.values)
     return JobPlan(now, shown, near, sentence, fallback, lever, rows)
+
+
+#: The layouts :func:`convergence_jobs` compares, ``(nodes, devices per node)``: one 8-GPU node, as
+#: NVIDIA's single-node DLRM-DCNv2 submissions, and 8 of them (64 GPUs), as its multi-node ones.
+CONVERGENCE_LAYOUTS = ((1, 8), (8, 8))
+
+
+def convergence_jobs(
+    *,
+    model: str = "mlperf_dcnv2",
+    layouts: tuple[tuple[int, int], ...] = CONVERGENCE_LAYOUTS,
+    batches: tuple[int, ...] | None = None,
+    **values: object,
+) -> list[dict[str, object]]:
+    """``model`` trained to MLPerf's target (epochs :data:`TO_TARGET`) at each global batch of
+    ``batches`` (default: the batches of MLPerf's reference convergence points,
+    :func:`~recnotebooks.perf.convergence.rules_for_round`, 32,768 to 160,000) on each layout
+    ``(nodes, devices per node)`` of ``layouts``; ``values`` are other planner settings (hardware,
+    sharding, precision...). One row per layout and batch: ``layout``, ``nodes``, ``devices``,
+    ``global_batch``, ``step_ms`` and ``samples_per_s`` (**modeled**), ``epochs`` (**published**,
+    the curve's), ``samples``, ``minutes`` to train (**modeled**), ``bound_by``, ``fits``. A batch off
+    the curve, or a model without one, raises ``ValueError`` (:func:`job_epochs`); a layout a node
+    cannot hold raises ``ValueError`` naming it. The batches need not be the planner's slider values."""
+    if batches is None:
+        batches = tuple(sorted({p.batch_size for p in rules_for_round(DEFAULT_ROUND)}))
+    if not batches or not layouts:
+        raise ValueError(f"batches and layouts must be non-empty, got batches={batches!r}, layouts={layouts!r}")
+    batches = tuple(check_int(f"batches[{i}]", b, lo=1, hi=2**40) for i, b in enumerate(batches))
+    base = check_settings({**values, "model": model, "epochs": TO_TARGET})
+    rows = []
+    for nodes, gpus in layouts:
+        v = check_settings({**base, "nodes": nodes, "gpus": gpus})
+        for batch in batches:
+            o = _evaluate(tuple(sorted({**v, "batch_size": batch}.items())))
+            if o.problem:
+                raise ValueError(f"{model} at global batch {batch} on {nodes} x {gpus}: {o.problem}")
+            assert o.result is not None and o.job is not None
+            b = o.result.breakdown()
+            rows.append(
+                {
+                    "layout": f"{nodes * gpus} GPUs ({nodes} node{'s' if nodes > 1 else ''})",
+                    "nodes": nodes,
+                    "devices": nodes * gpus,
+                    "global_batch": batch,
+                    "step_ms": o.result.step_time * 1e3,
+                    "samples_per_s": o.job.samples_per_s,
+                    "epochs": o.job.epochs,
+                    "samples": o.job.samples * o.job.epochs,
+                    "minutes": o.job.hours * 60,
+                    "bound_by": max(b, key=lambda k: b[k]),
+                    "fits": o.fits,
+                    "source": "modeled",
+                }
+            )
+    return rows

@@ -9,7 +9,9 @@ this machine by :func:`recnotebooks.measure.measure_step` on a row-capped copy).
 
 from __future__ import annotations
 
-from recnotebooks.config import DLRMConfig, architecture_config
+from collections.abc import Sequence
+
+from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.doctor import available_memory_bytes
 from recnotebooks.measure import (
     DoesNotFitError,
@@ -23,16 +25,21 @@ from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
+from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, human
+from recnotebooks.viz.theme import PHASE_COLORS
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = [
     "ARCHITECTURE_CONTROLS",
+    "MODEL_PARTS",
     "architecture_config",
     "architecture_explorer",
     "explore_architecture",
     "measure_here",
+    "model_parts",
+    "model_parts_chart",
+    "model_summary",
     "table_batching_chart",
 ]
 
@@ -282,3 +289,124 @@ def table_batching_chart(rows: list[dict[str, object]]) -> object:
     return (ratio.properties(width=440, height=220) & times.properties(width=440, height=220)).resolve_scale(
         color="independent"
     )
+
+
+# ----- a model's parts: where its parameters and FLOPs go (notebook 01 §6) -----------------------
+#: The parts of a DLRM :func:`model_parts` counts, in the order a sample meets them: the key of
+#: each in :meth:`~recnotebooks.config.DLRMConfig.flops_per_sample`, and its name in words.
+MODEL_PARTS: dict[str, str] = {
+    "embedding": "embedding lookups",
+    "bottom_mlp": "bottom MLP",
+    "interaction": "interaction (dot, or DCN's cross layers)",
+    "top_mlp": "top MLP",
+}
+_PART_COLORS = [PHASE_COLORS["embedding_forward"], PHASE_COLORS["bottom_mlp"], PHASE_COLORS["interaction"],
+                PHASE_COLORS["top_mlp"]]  # fmt: skip
+
+
+def _part_parameters(cfg: DLRMConfig) -> dict[str, float]:
+    """Parameters of each of :data:`MODEL_PARTS`: the tables' entries, each MLP's weights and biases,
+    the cross layers' (none for a dot or cat interaction)."""
+
+    def mlp(which: str) -> float:
+        return float(sum(i * o + o for i, o in cfg.mlp_layers(which)))
+
+    return {"embedding": float(cfg.sparse_parameters), "bottom_mlp": mlp("bottom"),
+            "interaction": float(cfg.cross_parameters), "top_mlp": mlp("top")}  # fmt: skip
+
+
+def _config(model: DLRMConfig | str) -> DLRMConfig:
+    return preset(model) if isinstance(model, str) else model
+
+
+def model_parts(models: Sequence[DLRMConfig | str] = ("mlperf_v1", "mlperf_dcnv2")) -> list[dict[str, object]]:
+    """Where each model's parameters and work go, **computed** from its architecture: one row per
+    model (a preset name or a config) and part of :data:`MODEL_PARTS`, with ``model``, ``part``
+    (in words), ``parameters`` and ``parameter_share`` (of the model's), ``flops_per_sample``
+    (forward + backward, :meth:`~recnotebooks.config.DLRMConfig.flops_per_sample`) and
+    ``flops_share``, and ``source="analytic"``."""
+    if isinstance(models, (str, DLRMConfig)) or not models:
+        raise ValueError(f"models must be a non-empty sequence of preset names or DLRMConfigs, got {models!r}")
+    rows = []
+    for m in models:
+        cfg = _config(m)
+        flops = {k: v["forward"] + v["backward"] for k, v in cfg.flops_per_sample().items()}
+        params = _part_parameters(cfg)
+        total_flops, total_params = sum(flops.values()), sum(params.values())
+        for key, words in MODEL_PARTS.items():
+            rows.append(
+                {
+                    "model": cfg.name,
+                    "part": words,
+                    "parameters": params[key],
+                    "parameter_share": params[key] / total_params,
+                    "flops_per_sample": flops[key],
+                    "flops_share": flops[key] / total_flops,
+                    "display": f"{human(flops[key], 'FLOP')} ({flops[key] / total_flops:.0%})",
+                    "source": "analytic",
+                }
+            )
+    return rows
+
+
+def model_summary(model: DLRMConfig | str) -> dict[str, object]:
+    """One model's headline sizes, **computed**: tables, lookups per sample, table and dense
+    parameters (and the cross layers' among them), the top MLP's input width, FLOPs and embedding
+    bytes per sample (forward + backward), and the table bytes in fp32."""
+    cfg = _config(model)
+    emb = cfg.embedding_bytes_per_sample()
+    return {
+        "model": cfg.name,
+        "interaction": cfg.interaction,
+        "tables": cfg.num_tables,
+        "lookups_per_sample": cfg.lookups_per_sample,
+        "table_parameters": cfg.sparse_parameters,
+        "dense_parameters": cfg.dense_parameters,
+        "cross_parameters": cfg.cross_parameters,
+        "top_mlp_input": cfg.interaction_output_dim,
+        "flops_per_sample": cfg.total_flops_per_sample(),
+        "embedding_bytes_per_sample": emb["forward"] + emb["backward"],
+        "table_gb_fp32": cfg.sparse_parameters * 4 / 1e9,
+        "source": "analytic",
+    }
+
+
+def model_parts_chart(rows: list[dict[str, object]]) -> object:
+    """:func:`model_parts`'s rows drawn: FLOPs per sample by part (one stacked bar per model), above
+    the dense parameters by part (the tables' entries, thousands of times more, left out)."""
+    flops = part_bars(
+        rows,
+        value="flops_per_sample",
+        part="part",
+        by="model",
+        parts=list(MODEL_PARTS.values()),
+        colors=_PART_COLORS,
+        text="display",
+        value_title="FLOPs per sample (forward + backward)",
+        title="Where the work of a sample goes",
+        source="analytic",
+        detail="multiply-add = 2 FLOPs",
+        width=440,
+    )
+    dense = [
+        {**r, "display": f"{human(float(r['parameters']))} ({float(r['parameters']) / total:.0%} of dense)"}  # type: ignore[arg-type]
+        for r in rows
+        if r["part"] != MODEL_PARTS["embedding"]
+        for total in [sum(float(x["parameters"]) for x in rows  # type: ignore[arg-type]
+                          if x["model"] == r["model"] and x["part"] != MODEL_PARTS["embedding"])]
+    ]  # fmt: skip
+    params = part_bars(
+        dense,
+        value="parameters",
+        part="part",
+        by="model",
+        parts=list(MODEL_PARTS.values())[1:],
+        colors=_PART_COLORS[1:],
+        text="display",
+        value_title="dense parameters (weights and biases)",
+        title="Where the dense parameters are",
+        source="analytic",
+        detail="the tables' entries, thousands of times more, not drawn",
+        width=440,
+    )
+    return stack(flops, params)

@@ -326,6 +326,7 @@ def metric_lines(
     x_title: str | None = None,
     y_title: str | None = None,
     y_rule: float | None = None,
+    x_format: str = "~g",
 ) -> alt.LayerChart:
     """A metric against a parameter, one line per ``color`` value (e.g. history settings).
 
@@ -334,7 +335,8 @@ def metric_lines(
     the line whose ``color`` value equals it is drawn solid and the others faded. Axis titles
     default to the column names in words; with at most 12 distinct ``x`` values the x ticks sit
     on them (a log axis would otherwise crowd 20, 30, 40... together). ``y_rule`` draws a dashed
-    horizontal reference line at that value (1.0 for a ratio).
+    horizontal reference line at that value (1.0 for a ratio). ``x_format`` is the d3 format of
+    those ticks (``"~s"``: 32.8k for 32,768).
     """
     data = check_rows(
         rows,
@@ -353,7 +355,7 @@ def metric_lines(
     x_values = sorted({float(r[x]) for r in data})  # type: ignore[arg-type]
     few = len(x_values) <= 12  # (a tickCount below the number of values would hide some log labels)
     x_axis = (  # (flush labels would push the last one onto its neighbour, which then hides it)
-        alt.Axis(values=x_values, tickCount=len(x_values), format="~g", labelFlush=False)
+        alt.Axis(values=x_values, tickCount=len(x_values), format=x_format, labelFlush=False)
         if few
         else alt.Axis(format="~s")
     )

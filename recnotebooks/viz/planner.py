@@ -18,7 +18,10 @@ global batch, precision) it gives, **modeled** (:func:`recnotebooks.perf.estimat
   memory elsewhere; the placement control keeps the choice (it is the planner's input: a mixed plan
   is no one control value, and setting the control to one would ask the planner for another plan),
   and its label says what was modeled ("placement (modeled: 2.0% hbm · 98% remote)");
-* ``totals``: samples/s, time to train, device-hours, cost, energy and samples per joule;
+* ``totals``: samples/s, time to train, device-hours, cost, energy and samples per joule, for the
+  epochs the setting trains (a number as set, or, for the DLRM-DCNv2 model of record, "to MLPerf's
+  AUC target": the epochs of MLPerf's **published** convergence curve at the global batch; a note
+  says which);
 * ``levers``: each lever moved one notch (``best_lever``) and the speed-up it gives;
 * ``measured``: for the tiny model on at most 4 ranks, once :func:`measure_job` has run it, the
   same plan trained on this machine's CPU processes (:func:`recnotebooks.distributed.training.train_local`)
@@ -27,6 +30,10 @@ global batch, precision) it gives, **modeled** (:func:`recnotebooks.perf.estimat
 
 An impossible setting (it does not fit, misses the deadline or the budget, or cannot be built)
 says why and shows the nearest feasible setting (``nearest_feasible``) — never an empty chart.
+
+:func:`convergence_chart` draws :func:`~recnotebooks.perf.job_planner.convergence_jobs`: the model of
+record's epochs to MLPerf's target (published), samples per second and minutes to train (modeled)
+against the global batch, one line per layout.
 """
 
 from __future__ import annotations
@@ -44,24 +51,25 @@ from recnotebooks.perf.job_planner import (
     Outcome,
     check_settings,
     describe_change,
+    epochs_words,
     job_model,
     plan_job,
 )
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.result import TABLE_HOMES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, part_bars, time_breakdown
+from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, percent
 from recnotebooks.viz.theme import PLACEMENT_COLORS
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
-__all__ = ["MEASURE_BATCH", "PLANNER_CONTROLS", "explore_job", "job_planner", "measure_job"]
+__all__ = ["MEASURE_BATCH", "PLANNER_CONTROLS", "convergence_chart", "explore_job", "job_planner", "measure_job"]
 
 #: How each setting of :data:`~recnotebooks.perf.job_planner.JOB_SETTINGS` shows as a control.
 _VIEW: dict[str, dict[str, object]] = {
     "model": {"label": "model", "dropdown": True},
     "samples": {"label": "samples per epoch", "dropdown": True},
-    "epochs": {"label": "epochs"},
+    "epochs": {"label": "epochs", "dropdown": True},
     "deadline_h": {"label": "deadline (hours)"},
     "budget_usd": {"label": "budget (USD)"},
     "hardware": {"label": "hardware", "dropdown": True},
@@ -142,6 +150,7 @@ def explore_job(**values: object) -> Result:
     )
     if shown is not now:
         notes.append(where)
+    notes.append(f"Epochs{'' if shown is now else ' of the setting shown'}: {epochs_words(shown.values)}.")
     if r.cache_hit_rates:
         hits = sorted(r.cache_hit_rates.values())
         policy = shown.values["cache_policy"]
@@ -378,3 +387,49 @@ def job_planner(*, history: int = 4, **values: object) -> App:
         history=history,
         description=what,
     )
+
+
+def convergence_chart(rows: list[dict[str, object]]) -> object:
+    """:func:`~recnotebooks.perf.job_planner.convergence_jobs`'s rows drawn against the global batch:
+    the epochs MLPerf's reference runs needed (**published**), above the samples per second and the
+    minutes to train on each layout (**modeled**)."""
+    if not rows:
+        raise ValueError("convergence_chart needs the rows of convergence_jobs, got none")
+    first = rows[0]
+    curve = [{**r, "source": "published"} for r in rows if r["layout"] == first["layout"]]
+    size = {"width": 400, "height": 130}
+    epochs = metric_lines(
+        curve,
+        x="global_batch",
+        y="epochs",
+        title="Epochs to MLPerf's AUC target",
+        source="published",
+        detail="MLPerf's reference convergence points, linear between them",
+        y_format=".2f",
+        x_title="global batch",
+        x_format="~s",
+    ).properties(**size)
+    speed = metric_lines(
+        rows,
+        x="global_batch",
+        y="samples_per_s",
+        color="layout",
+        title="Samples per second",
+        source="modeled",
+        y_format=".3~s",
+        x_title="global batch",
+        x_format="~s",
+    ).properties(**size)
+    minutes = metric_lines(
+        rows,
+        x="global_batch",
+        y="minutes",
+        color="layout",
+        title="Minutes to train to the target",
+        source="modeled",
+        detail="not calibrated to MLPerf: directions, not minutes",
+        y_format=".1f",
+        x_title="global batch",
+        x_format="~s",
+    ).properties(**size)
+    return stack(epochs, speed, minutes)
