@@ -108,9 +108,20 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "--max-rows", type=_int_arg("--max-rows", hi=MAX_TABLE_ROWS), help="cap every table's rows"
     )
     o = t.add_argument_group("optimisation")
-    o.add_argument("--sparse-optimizer", choices=SPARSE_OPTIMIZERS, default="rowwise_adagrad")
+    o.add_argument(
+        "--sparse-optimizer",
+        choices=SPARSE_OPTIMIZERS,
+        default="rowwise_adagrad",
+        help="embedding optimizer, on the rows looked up: sgd (no state), rowwise_adagrad (one fp32 per "
+        "row), adagrad (exact: one fp32 per element, a second table the size of the tables)",
+    )
     o.add_argument("--sparse-lr", type=_float_arg("--sparse-lr"), default=0.05)
-    o.add_argument("--dense-optimizer", choices=DENSE_OPTIMIZERS, default="adagrad")
+    o.add_argument(
+        "--dense-optimizer",
+        choices=DENSE_OPTIMIZERS,
+        default="adagrad",
+        help="MLP optimizer (torch.optim): sgd, adagrad (one float per parameter), adam (two)",
+    )
     o.add_argument("--dense-lr", type=_float_arg("--dense-lr"), default=0.02)
     o.add_argument(
         "--eval-batches",

@@ -4,7 +4,13 @@ from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.nn.embedding import EmbeddingBagCollection, RowGradients
 from recnotebooks.nn.interaction import CatInteraction, DotInteraction, make_interaction
 from recnotebooks.nn.mlp import MLP
-from recnotebooks.nn.optim import RowWiseAdagrad, SparseOptimizer, SparseSGD, make_sparse_optimizer
+from recnotebooks.nn.optim import (
+    ExactAdagrad,
+    RowWiseAdagrad,
+    SparseOptimizer,
+    SparseSGD,
+    make_sparse_optimizer,
+)
 
 __all__ = [
     "DLRM",
@@ -17,5 +23,6 @@ __all__ = [
     "SparseOptimizer",
     "SparseSGD",
     "RowWiseAdagrad",
+    "ExactAdagrad",
     "make_sparse_optimizer",
 ]
