@@ -318,7 +318,8 @@ def test_dlrm_rejects_mismatched_embeddings() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_cuda_cached_equals_uncached() -> None:
+@pytest.mark.parametrize("adagrad", [RowWiseAdagrad, ExactAdagrad])
+def test_cuda_cached_equals_uncached(adagrad: type) -> None:
     s = {"rows": [200, 90], "batch_size": 8, "cache": CacheConfig("setassoc", capacity=32, ways=8),
          "pooling": "sum", "weighted": True, "seed": 1}  # fmt: skip
     tables = [TableConfig(f"t{i}", r) for i, r in enumerate(s["rows"])]
@@ -326,7 +327,7 @@ def test_cuda_cached_equals_uncached() -> None:
     ref = EmbeddingBagCollection(tables, 4, seed=1, device="cuda")
     c = CachedEmbeddingBagCollection(tables, 4, s["cache"], seed=1, device="cuda")
     assert c.store._host.is_pinned() and c.weight.device.type == "cuda"
-    o1, o2 = RowWiseAdagrad(ref, 0.2), RowWiseAdagrad(c, 0.2)
+    o1, o2 = adagrad(ref, 0.2), adagrad(c, 0.2)
     for i, b in enumerate(batches[:-1]):
         b = b.to("cuda")
         y1, y2 = ref(b), c(b)
@@ -337,6 +338,7 @@ def test_cuda_cached_equals_uncached() -> None:
         o1.step()
         o2.step()
     torch.testing.assert_close(c.full_weight().cuda(), ref.weight.detach(), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(c.full_row_state("momentum").cuda(), o1.momentum, atol=1e-6, rtol=1e-6)
 
 
 def test_min_rows_gives_small_tables_room_for_a_batch() -> None:

@@ -271,18 +271,24 @@ def test_no_grad_forward_records_nothing():
 
 
 @pytest.mark.gpu
-def test_cuda_matches_cpu():
+@pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
+def test_cuda_matches_cpu(opt_name):
     tables = [TableConfig("a", 100), TableConfig("b", 50)]
     cpu = EmbeddingBagCollection(tables, 8, seed=0)
     gpu = EmbeddingBagCollection(tables, 8, seed=0, device="cuda")
-    batch = random_batch([100, 50], 16, 4, torch.Generator().manual_seed(0), weighted=True)
-    out_c, out_g = cpu(batch), gpu(batch.to("cuda"))
-    torch.testing.assert_close(out_g.cpu(), out_c)
-    out_c.sum().backward()
-    out_g.sum().backward()
-    SparseSGD(cpu, 0.1).step()
-    SparseSGD(gpu, 0.1).step()
-    torch.testing.assert_close(gpu.weight.detach().cpu(), cpu.weight.detach())
+    opt_c, opt_g = OPTIMIZERS[opt_name](cpu, 0.1), OPTIMIZERS[opt_name](gpu, 0.1)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        batch = random_batch([100, 50], 16, 4, gen, weighted=True)
+        out_c, out_g = cpu(batch), gpu(batch.to("cuda"))
+        torch.testing.assert_close(out_g.cpu(), out_c)
+        out_c.square().sum().backward()
+        out_g.square().sum().backward()
+        opt_c.step()
+        opt_g.step()
+    torch.testing.assert_close(gpu.weight.detach().cpu(), cpu.weight.detach(), rtol=1e-5, atol=1e-6)
+    if opt_name != "sgd":
+        torch.testing.assert_close(opt_g.momentum.cpu(), opt_c.momentum, rtol=1e-5, atol=1e-6)
 
 
 def test_forwards_without_backward_do_not_pile_up():

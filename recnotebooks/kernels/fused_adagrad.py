@@ -82,8 +82,10 @@ def _scatter_chunk(ids, offsets, coef, has_coef, shift, c, step, start, row, bag
 
 
 # fastmath: lets LLVM vectorise the row loops (their arrays cannot alias, which Numba
-# cannot prove) and fuse multiply-adds.
-@njit(cache=True, fastmath=True)
+# cannot prove) and fuse multiply-adds. error_model="numpy": a float division is not checked
+# for a zero divisor (eps > 0 rules one out), so exact Adagrad's per-element division and
+# square root vectorise too (with Python's check they stayed scalar: ~2.5x slower per row).
+@njit(cache=True, fastmath=True, error_model="numpy")
 def _update_chunk(
     w, grad, bucket_start, row, bag, cf, has_cf, shift, lr, state, eps, c, step
 ):  # pragma: no cover
@@ -122,11 +124,12 @@ def _update_chunk(
             r = rows[s]
             slot_of[r - base] = -1
             if exact:  # s[r, d] += g[d]**2; w[r, d] -= lr * g[d] / (sqrt(s[r, d]) + eps)
+                for d in range(dim):  # one array written per loop: each vectorises (one loop
+                    state[r, d] += acc[s, d] * acc[s, d]  # writing both ran 2.5x slower)
                 for d in range(dim):
-                    g = acc[s, d]
-                    st = state[r, d] + g * g
-                    state[r, d] = st
-                    w[r, d] -= lr * g / (np.sqrt(st) + eps)
+                    acc[s, d] = lr * acc[s, d] / (np.sqrt(state[r, d]) + eps)  # the row's step
+                for d in range(dim):
+                    w[r, d] -= acc[s, d]
                 continue
             sq = np.float32(0.0)  # float32 throughout: a float64 scale would make the
             for d in range(dim):  # update loop float64
