@@ -207,7 +207,7 @@ def check_fields(
             f"checkpoint {p!r} has sparse optimizer {kind!r} but this trainer uses {sparse_kind!r}"
         )
     check_float(f"checkpoint {p!r}: sparse_optimizer lr", sparse.get("lr"), lo=0, lo_open=True)
-    if kind == "rowwise_adagrad":
+    if kind in ("rowwise_adagrad", "adagrad"):  # an accumulator of squared gradients, per row or element
         check_float(f"checkpoint {p!r}: sparse_optimizer eps", sparse.get("eps"), lo=0, lo_open=True)
         check_tensors(
             "sparse_optimizer",

@@ -142,11 +142,18 @@ def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[
         "--max-rows", type=_int_arg("--max-rows", hi=MAX_TABLE_ROWS), help="cap every table's rows"
     )
     o = t.add_argument_group("optimisation")
+    helps = {
+        "--sparse-optimizer": "embedding optimizer, on the rows looked up: sgd (no state), rowwise_adagrad "
+        "(one fp32 per row), adagrad (exact: one fp32 per element, a second table the size of the tables)",
+        "--dense-optimizer": "MLP optimizer (torch.optim): sgd, adagrad (one float per parameter), "
+        "adam (two)",
+    }
     for flag, choices in (("--sparse-optimizer", SPARSE_OPTIMIZERS), ("--sparse-lr", None),
                           ("--dense-optimizer", DENSE_OPTIMIZERS), ("--dense-lr", None)):  # fmt: skip
         key = flag[2:].replace("-", "_")
         kind = {"choices": choices} if choices else {"type": _float_arg(flag)}
-        o.add_argument(flag, **kind, help=f"default {TRAIN_DEFAULTS[key]}, or the preset's")
+        what = helps.get(flag, flag[2:].replace("-", " "))
+        o.add_argument(flag, **kind, help=f"{what}; default {TRAIN_DEFAULTS[key]}, or the preset's")
     o.add_argument(
         "--eval-batches",
         type=_int_arg("--eval-batches", hi=MAX_STEPS),

@@ -43,12 +43,14 @@ __all__ = [
 
 INTERACTIONS = ("dot", "cat", "dcn")
 POOLINGS = ("sum", "mean")
-#: Optimizer state of each sparse (embedding) optimizer, in floats per embedding row: plain SGD
-#: keeps none; row-wise Adagrad (FBGEMM's, :class:`recnotebooks.nn.optim.RowWiseAdagrad`) one
-#: sum of squared gradients per row. The one home of the sparse optimizers' names: ``nn.optim``
-#: implements them, ``train`` trains with them, ``perf`` prices their state (this module is
-#: the one all three may import).
-_SPARSE_STATE_FLOATS = {"sgd": 0, "rowwise_adagrad": 1}
+#: Optimizer state of each sparse (embedding) optimizer, in fp32 floats ``(per row, per element)``:
+#: plain SGD keeps none; row-wise Adagrad (FBGEMM's, :class:`recnotebooks.nn.optim.RowWiseAdagrad`)
+#: one sum of squared gradients per row; exact Adagrad (``torch.optim.Adagrad``'s update on the
+#: rows looked up, :class:`recnotebooks.nn.optim.ExactAdagrad`) one per element: a second table the
+#: size of the table. The one home of the sparse optimizers' names: ``nn.optim`` implements them,
+#: ``train`` trains with them, ``perf`` prices their state (this module is the one all three may
+#: import).
+_SPARSE_STATE_FLOATS = {"sgd": (0, 0), "rowwise_adagrad": (1, 0), "adagrad": (0, 1)}
 #: The sparse optimizers there are (:func:`recnotebooks.nn.optim.make_sparse_optimizer`).
 SPARSE_OPTIMIZERS = tuple(_SPARSE_STATE_FLOATS)
 #: Optimizer state of each dense (MLP) optimizer, in floats per parameter: Adagrad's sum of
@@ -71,10 +73,21 @@ MAX_DCN_LAYERS = 64
 DCN_DEFAULTS = {"dcn_layers": 3, "dcn_rank": 512}
 
 
-def state_floats_per_row(sparse_optimizer: str) -> int:
-    """Floats of optimizer state ``sparse_optimizer`` keeps per embedding row (one of
-    :data:`SPARSE_OPTIMIZERS`; another name raises ``ValueError`` naming it)."""
-    return _SPARSE_STATE_FLOATS[check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)]
+def state_floats_per_row(sparse_optimizer: str, embedding_dim: float) -> float:
+    """Floats of optimizer state ``sparse_optimizer`` keeps per embedding row ``embedding_dim``
+    wide: 0 for ``"sgd"``, 1 for ``"rowwise_adagrad"``, ``embedding_dim`` for ``"adagrad"`` (exact,
+    one per element). ``embedding_dim`` is a number > 0 (a column-wise shard's share of a row may
+    be fractional in the cost model). Another optimizer name raises ``ValueError`` naming it and
+    the names allowed (:data:`SPARSE_OPTIMIZERS`).
+
+    >>> [state_floats_per_row(name, 128) for name in SPARSE_OPTIMIZERS]
+    [0.0, 1.0, 128.0]
+    """
+    per_row, per_element = _SPARSE_STATE_FLOATS[
+        check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)
+    ]
+    dim = check_float("embedding_dim", embedding_dim, lo=0.0, lo_open=True)
+    return per_row + per_element * dim
 
 
 def state_floats_per_parameter(dense_optimizer: str) -> int:

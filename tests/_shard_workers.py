@@ -57,7 +57,7 @@ def train_sharded(
     """``steps`` steps on this rank's share of each global batch (``batch_size`` samples in all).
 
     Returns the per-step outputs (forward, before the update), the final shard weights and
-    row-wise Adagrad accumulators by plan index, the comm log rows and what each cache did.
+    Adagrad accumulators (row-wise or exact) by plan index, the comm log rows and what each cache did.
     ``profile_steps``: the global batches a static cache's hot set is counted over.
     """
     log = CommLog(ctx.rank)

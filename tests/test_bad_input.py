@@ -34,7 +34,7 @@ from recnotebooks.distributed.training import train_local
 from recnotebooks.distributed.twod import two_d_groups
 from recnotebooks.measure import measure_step
 from recnotebooks.measure.mixed_precision import compare_precision
-from recnotebooks.nn import DLRM, EmbeddingBagCollection, RowWiseAdagrad, SparseSGD
+from recnotebooks.nn import DLRM, EmbeddingBagCollection, ExactAdagrad, RowWiseAdagrad, SparseSGD
 from recnotebooks.nn.interaction import DotInteraction
 from recnotebooks.nn.mlp import MLP
 from recnotebooks.nn.optim import make_sparse_optimizer
@@ -42,7 +42,7 @@ from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import FIELD_RANGES, HARDWARE, hardware, save_calibration
 from recnotebooks.perf.job import job_cost
 from recnotebooks.perf.memory import memory_footprint, memory_report
-from recnotebooks.perf.planner import plan_tables
+from recnotebooks.perf.planner import plan_tables, table_bytes
 from recnotebooks.perf.scaleout import scale_out
 from recnotebooks.plan import Plan, round_robin, single_device_plan
 from recnotebooks.sparse import JaggedBatch
@@ -313,6 +313,11 @@ def rewritten(saved, tmp_path, change) -> str:
         (lambda s: s.update(config={"num_dense": "x"}), "config", {}),
         (lambda s: None, "dense optimizer 'adagrad'", {"dense_optimizer": "adam"}),
         (lambda s: None, "sparse optimizer 'rowwise_adagrad'", {"sparse_optimizer": "sgd"}),
+        (
+            lambda s: None,
+            "sparse optimizer 'rowwise_adagrad' but this trainer uses 'adagrad'",
+            {"sparse_optimizer": "adagrad"},
+        ),  # the same name of state, another shape: refused by kind
         (lambda s: s.pop("dense_optimizer_kind"), "another optimizer", {"dense_optimizer": "adam"}),
     ],
 )
@@ -353,6 +358,10 @@ def test_a_checkpoint_without_checksum_loads_with_a_warning(saved, tmp_path):
         (lambda: preset("tiny").replace(interaction_self=1), "interaction_self", TypeError),
         (lambda: memory_footprint(preset("tiny"), dense_optimizer="lamb"), "dense_optimizer", ValueError),
         (lambda: memory_footprint(preset("tiny").tables), "config", TypeError),
+        (lambda: memory_footprint(preset("tiny"), embedding_bytes=0), "embedding_bytes", ValueError),
+        (lambda: memory_footprint(preset("tiny"), embedding_bytes=2.0), "embedding_bytes", TypeError),
+        (lambda: state_floats_per_row("adagrad", 0), "embedding_dim", ValueError),
+        (lambda: state_floats_per_row("adagrad", float("nan")), "embedding_dim", ValueError),
         (lambda: preset("nope"), "preset", ValueError),
         (lambda: small_trainer().fit(checkpoint_every=2), "checkpoint", ValueError),
         (lambda: HeldOutSplit([], 0.0), "eval_fraction", ValueError),
@@ -375,20 +384,26 @@ def _tiny_collection() -> EmbeddingBagCollection:
 @pytest.mark.parametrize(
     "make",
     [
-        lambda name: state_floats_per_row(name),
+        lambda name: state_floats_per_row(name, 4),
         lambda name: memory_footprint(_TINY, sparse_optimizer=name),
         lambda name: make_sparse_optimizer(name, _tiny_collection(), 0.1),
         lambda name: TrainConfig(sparse_optimizer=name),
         lambda name: memory_report(_TINY, _A100, single_device_plan(_TINY), 64, sparse_optimizer=name),
         lambda name: estimate(_TINY, _A100, batch_size=64, sparse_optimizer=name),
+        lambda name: plan_tables(_TINY, _A100, 2, sparse_optimizer=name),
+        lambda name: table_bytes(_TINY, sparse_optimizer=name),
     ],
     ids=["state_floats_per_row", "memory_footprint", "make_sparse_optimizer", "TrainConfig", "memory_report",
-         "estimate"],
+         "estimate", "plan_tables", "table_bytes"],
 )  # fmt: skip
-@pytest.mark.parametrize("name", ["adagrad", "adam", "RowWise_Adagrad", None, 1])
+@pytest.mark.parametrize("name", ["adam", "Adagrad", "exact_adagrad", "RowWise_Adagrad", None, 1])
 def test_an_unknown_sparse_optimizer_is_refused_everywhere(make, name):
-    """``adagrad`` (full, one float per parameter) is no sparse optimizer here: no class runs it."""
-    with pytest.raises(ValueError, match=r"must be one of \['sgd', 'rowwise_adagrad'\], got"):
+    """An optimizer whose state the memory model does not know (``adam``: dense only here) is
+    refused by name, with the names allowed, wherever a sparse optimizer is named."""
+    with pytest.raises(
+        ValueError,
+        match=r"(sparse_optimizer|name) must be one of \['sgd', 'rowwise_adagrad', 'adagrad'\], got",
+    ):
         make(name)
 
 
@@ -411,9 +426,13 @@ def test_an_unknown_dense_optimizer_is_refused_everywhere(make):
 
 
 def test_the_optimizer_choices_on_the_command_line_are_the_librarys(capsys):
-    refuses(
-        capsys, ["train", "--sparse-optimizer", "adagrad"], "--sparse-optimizer", "'sgd', 'rowwise_adagrad'"
-    )
+    allowed = "'sgd', 'rowwise_adagrad', 'adagrad'"
+    refuses(capsys, ["train", "--sparse-optimizer", "adam"], "--sparse-optimizer", allowed)
+    for command in ("cost", "plan"):
+        refuses(capsys, [command, "--sparse-optimizer", "exact"], "--sparse-optimizer", allowed)
+        refuses(
+            capsys, [command, "--dense-optimizer", "lamb"], "--dense-optimizer", "'sgd', 'adagrad', 'adam'"
+        )
 
 
 # ----- the held-out split -----------------------------------------------------------------------
@@ -647,6 +666,18 @@ def test_the_fit_check_compares_with_the_memory_available(monkeypatch):
     assert make().total_rows == 63
 
 
+@pytest.mark.parametrize("where", ["plain", "cached"])
+def test_exact_adagrad_state_that_cannot_fit_is_refused_before_it_is_allocated(monkeypatch, where):
+    """Exact Adagrad's state is a second fp32 table: with room for the weight but not for it, the
+    optimizer is refused with the bytes it needs (the cached collection's host copy of it too)."""
+    tables = [TableConfig("t", 60)]
+    cached_coll = CachedEmbeddingBagCollection(tables, 4, CacheConfig("lru", capacity=8))
+    coll = EmbeddingBagCollection(tables, 4) if where == "plain" else cached_coll
+    monkeypatch.setattr(checks, "available_memory_bytes", lambda device="cpu": 900)
+    assert RowWiseAdagrad(coll, 0.1).momentum.numel() in (60, 8)  # 240 bytes: fits
+    raises_naming(ValueError, lambda: ExactAdagrad(coll, 0.1), "'momentum'", "960 bytes", "900 bytes")
+
+
 # ----- 5. device strings that are not a device, and CUDA without it --------------------------------
 BUILDERS = [
     lambda d: DLRM(preset("tiny").with_max_rows(10), device=d),
@@ -700,6 +731,13 @@ def collection() -> EmbeddingBagCollection:
         ({"initial_accumulator_value": "0.1"}, "initial_accumulator_value", "'0.1'", TypeError),
         ({"eps": float("inf")}, "eps", "inf", ValueError),
         ({"eps": True}, "eps", "True", TypeError),
+        ({"eps": 0.0, "kind": "exact"}, "eps", "0.0", ValueError),
+        (
+            {"initial_accumulator_value": float("inf"), "kind": "exact"},
+            "initial_accumulator_value",
+            "inf",
+            ValueError,
+        ),
         ({"lr": float("nan")}, "lr", "nan", ValueError),
         ({"lr": float("inf"), "kind": "sgd"}, "lr", "inf", ValueError),
         ({"sparse_lr": float("-inf"), "kind": "config"}, "sparse_lr", "-inf", ValueError),
@@ -711,21 +749,39 @@ def test_non_finite_optimizer_settings_are_named(kwargs, name, value, exc):
     lr = kwargs.pop("lr", 0.1)
     make = {
         "adagrad": lambda: RowWiseAdagrad(collection(), lr, **kwargs),
+        "exact": lambda: ExactAdagrad(collection(), lr, **kwargs),
         "sgd": lambda: SparseSGD(collection(), lr),
         "config": lambda: TrainConfig(**kwargs),
     }[kind]
     raises_naming(exc, make, name, value)
 
 
+@pytest.mark.parametrize("adagrad", [RowWiseAdagrad, ExactAdagrad])
 @pytest.mark.parametrize("bad", [float("inf"), float("nan"), -1.0])
-def test_an_optimizer_state_with_bad_accumulators_is_refused_whole(bad):
-    opt = RowWiseAdagrad(collection(), 0.1, initial_accumulator_value=0.5)
+def test_an_optimizer_state_with_bad_accumulators_is_refused_whole(bad, adagrad):
+    opt = adagrad(collection(), 0.1, initial_accumulator_value=0.5)
     state = opt.state_dict()
     state["momentum"] = state["momentum"].clone()
     state["momentum"][3] = bad
     state["lr"] = 0.2
     raises_naming(ValueError, lambda: opt.load_state_dict(state), "momentum", str(bad))
     assert opt.lr == 0.1 and bool((opt.momentum == 0.5).all())  # nothing half-applied
+
+
+def test_an_accumulator_of_the_other_adagrad_is_refused_by_shape():
+    """Both Adagrads name their state ``momentum``; row-wise's ``(rows,)`` is not exact's
+    ``(rows, dim)``, nor the reverse: refused with both shapes, nothing applied."""
+    row_wise, exact = RowWiseAdagrad(collection(), 0.1), ExactAdagrad(collection(), 0.1)
+    for dst, src in ((exact, row_wise), (row_wise, exact)):
+        state = {**src.state_dict(), "kind": dst.kind}
+        before = dst.momentum.clone()
+        raises_naming(
+            ValueError,
+            lambda d=dst, s=state: d.load_state_dict(s),
+            "momentum",
+            str(tuple(dst.momentum.shape)),
+        )
+        assert torch.equal(dst.momentum, before)
 
 
 # ----- 7. a hardware preset field of the wrong type -------------------------------------------

@@ -21,7 +21,7 @@ from recnotebooks.cache.config import CacheConfig
 from recnotebooks.cache.policies import POLICIES
 from recnotebooks.config import DLRMConfig, TableConfig
 from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
-from recnotebooks.nn import DLRM, EmbeddingBagCollection, RowWiseAdagrad, SparseSGD
+from recnotebooks.nn import DLRM, EmbeddingBagCollection, ExactAdagrad, RowWiseAdagrad, SparseSGD
 from recnotebooks.sparse import JaggedBatch
 from recnotebooks.train import TrainConfig, Trainer
 
@@ -88,6 +88,10 @@ def _config(draw, rows: list[int], batch_size: int, accumulate: bool, prefetch: 
     return CacheConfig(policy, capacity=draw(st.integers(1, min(rows))))
 
 
+#: Each sparse optimizer by its name (``config.SPARSE_OPTIMIZERS``).
+OPTIMIZERS = {"sgd": SparseSGD, "rowwise_adagrad": RowWiseAdagrad, "adagrad": ExactAdagrad}
+
+
 @st.composite
 def scenarios(draw):  # type: ignore[no-untyped-def]
     ntab = draw(st.integers(1, 3))
@@ -103,7 +107,7 @@ def scenarios(draw):  # type: ignore[no-untyped-def]
         "cache": cfg,
         "pooling": draw(st.sampled_from(["sum", "mean"])),
         "weighted": draw(st.booleans()),
-        "optimizer": draw(st.sampled_from(["sgd", "rowwise_adagrad"])),
+        "optimizer": draw(st.sampled_from(list(OPTIMIZERS))),
         "fused": draw(st.booleans()),
         "prefetch": prefetch,
         "accumulate": accumulate,
@@ -119,7 +123,7 @@ def run_pair(
     kw = {"profile": batches[:2]} if s["cache"].policy == "static" else {}
     ref = EmbeddingBagCollection(tables, 3, s["pooling"], seed=s["seed"])
     cached = CachedEmbeddingBagCollection(tables, 3, s["cache"], s["pooling"], seed=s["seed"], **kw)
-    opt_cls = SparseSGD if s["optimizer"] == "sgd" else RowWiseAdagrad
+    opt_cls = OPTIMIZERS[s["optimizer"]]
     o_ref, o_c = opt_cls(ref, 0.3), opt_cls(cached, 0.3)
     audit = WritebackAudit(cached)
     g = torch.Generator().manual_seed(s["seed"] + 1)
@@ -148,7 +152,7 @@ def test_cached_training_equals_uncached(s: dict) -> None:
     finally:
         fused.ENABLED = old
     torch.testing.assert_close(cached.full_weight(), ref.weight.detach(), atol=1e-6, rtol=1e-6)
-    if s["optimizer"] == "rowwise_adagrad":
+    if s["optimizer"] != "sgd":  # the accumulators (exact Adagrad's: a row of them) travel with their rows
         torch.testing.assert_close(cached.full_row_state("momentum"), o_ref.momentum, atol=1e-6, rtol=1e-6)
     assert not audit.dirty, f"rows updated but never written back: {sorted(audit.dirty)[:5]}"
     assert cached.stats.total()["writebacks"] == audit.writes
@@ -159,17 +163,22 @@ def test_cached_training_equals_uncached(s: dict) -> None:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(s=scenarios())
 def test_state_dict_roundtrip_resumes_exactly(s: dict) -> None:
-    """Save mid-run, load into a fresh collection, continue: the same as never stopping."""
+    """Save mid-run, load into a fresh collection, continue: the same as never stopping (with
+    row-wise Adagrad's accumulator, or exact Adagrad's row of them, registered by the load)."""
     s = {**s, "prefetch": False, "accumulate": False}
     tables = [TableConfig(f"t{i}", r) for i, r in enumerate(s["rows"])]
     batches = make_batches(s["rows"], s["batch_size"], 12, s["seed"], s["weighted"])
     kw = {"profile": batches[:2]} if s["cache"].policy == "static" else {}
 
-    def make() -> tuple[CachedEmbeddingBagCollection, RowWiseAdagrad]:
-        c = CachedEmbeddingBagCollection(tables, 3, s["cache"], s["pooling"], seed=s["seed"], **kw)
-        return c, RowWiseAdagrad(c, 0.2)
+    adagrad = ExactAdagrad if s["optimizer"] == "adagrad" else RowWiseAdagrad
 
-    def train(c: CachedEmbeddingBagCollection, opt: RowWiseAdagrad, bs: list[JaggedBatch]) -> None:
+    def make() -> tuple[CachedEmbeddingBagCollection, RowWiseAdagrad | ExactAdagrad]:
+        c = CachedEmbeddingBagCollection(tables, 3, s["cache"], s["pooling"], seed=s["seed"], **kw)
+        return c, adagrad(c, 0.2)
+
+    def train(
+        c: CachedEmbeddingBagCollection, opt: RowWiseAdagrad | ExactAdagrad, bs: list[JaggedBatch]
+    ) -> None:
         for b in bs:
             c(b).square().sum().backward()
             opt.step()
@@ -309,7 +318,8 @@ def test_dlrm_rejects_mismatched_embeddings() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_cuda_cached_equals_uncached() -> None:
+@pytest.mark.parametrize("adagrad", [RowWiseAdagrad, ExactAdagrad])
+def test_cuda_cached_equals_uncached(adagrad: type) -> None:
     s = {"rows": [200, 90], "batch_size": 8, "cache": CacheConfig("setassoc", capacity=32, ways=8),
          "pooling": "sum", "weighted": True, "seed": 1}  # fmt: skip
     tables = [TableConfig(f"t{i}", r) for i, r in enumerate(s["rows"])]
@@ -317,7 +327,7 @@ def test_cuda_cached_equals_uncached() -> None:
     ref = EmbeddingBagCollection(tables, 4, seed=1, device="cuda")
     c = CachedEmbeddingBagCollection(tables, 4, s["cache"], seed=1, device="cuda")
     assert c.store._host.is_pinned() and c.weight.device.type == "cuda"
-    o1, o2 = RowWiseAdagrad(ref, 0.2), RowWiseAdagrad(c, 0.2)
+    o1, o2 = adagrad(ref, 0.2), adagrad(c, 0.2)
     for i, b in enumerate(batches[:-1]):
         b = b.to("cuda")
         y1, y2 = ref(b), c(b)
@@ -328,6 +338,7 @@ def test_cuda_cached_equals_uncached() -> None:
         o1.step()
         o2.step()
     torch.testing.assert_close(c.full_weight().cuda(), ref.weight.detach(), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(c.full_row_state("momentum").cuda(), o1.momentum, atol=1e-6, rtol=1e-6)
 
 
 def test_min_rows_gives_small_tables_room_for_a_batch() -> None:
@@ -344,3 +355,23 @@ def test_min_rows_gives_small_tables_room_for_a_batch() -> None:
         CacheConfig(capacity=64, min_rows=10)
     with pytest.raises(TypeError, match="min_rows"):
         CacheConfig(capacity=0.1, min_rows=1.5)
+
+
+def test_exact_adagrad_state_moves_with_its_rows_and_is_counted_in_the_bytes() -> None:
+    """Exact Adagrad's accumulators (a row of ``dim`` per table row) live in the slots beside
+    their rows: a miss copies row and state in, and the statistics count ``dim`` floats of state
+    per row moved (row-wise Adagrad's one float, SGD's none)."""
+    tables = [TableConfig("a", 20), TableConfig("b", 20)]
+    batch = JaggedBatch.from_lists({"a": [[0, 1], [0, 5]], "b": [[0], [7]]})
+    moved = {}
+    for name, opt_cls in OPTIMIZERS.items():
+        c = CachedEmbeddingBagCollection(tables, 3, CacheConfig("lru", capacity=8))
+        opt = opt_cls(c, 0.1)
+        c(batch).sum().backward()
+        opt.step()
+        t = c.stats.total()
+        moved[name] = t["bytes_h2d"] / t["misses"]
+        if name == "adagrad":
+            assert opt.momentum.shape == (c.capacity, 3)
+            assert c.full_row_state("momentum").shape == (40, 3)
+    assert moved == {"sgd": 3 * 4, "rowwise_adagrad": 3 * 4 + 4, "adagrad": 3 * 4 + 3 * 4}

@@ -151,9 +151,8 @@ def test_train_on_files_checks_the_model_shape(capsys):
 
 # ----- DLRM-DCNv2 presets: their training settings, the cross layers' options ---------------------
 def test_train_dcnv2_small_runs_with_its_presets_settings(capsys):
-    # TODO(merge): drop --sparse-optimizer once the exact "adagrad" sparse optimizer lands (the preset's)
     r = run_json(capsys, ["train", "--preset", "dcnv2_small", "--steps", "4", "--eval-batches", "1",
-                          "--sparse-optimizer", "rowwise_adagrad", "--json"])  # fmt: skip
+                          "--json"])  # fmt: skip
     assert r["preset"] == "dcnv2_small" and r["batch_size"] == 512  # the preset's batch (PRESET_TRAINING)
     c = r["config"]
     assert c["interaction"] == "dcn" and c["dcn"] == "3 layers, rank 64" and c["lookups_per_sample"] == 214

@@ -276,8 +276,7 @@ def test_preset_training_settings_are_mlperfs_and_name_known_optimizers():
         preset_training("nope")
     for name, s in PRESET_TRAINING.items():
         assert name in PRESETS
-        # TODO(merge): drop the "adagrad" exception once the exact Adagrad sparse optimizer lands
-        assert s["sparse_optimizer"] in (*SPARSE_OPTIMIZERS, "adagrad"), name
+        assert s["sparse_optimizer"] in SPARSE_OPTIMIZERS, name
         assert s["dense_optimizer"] in DENSE_OPTIMIZERS and s["pooling"] == "fixed", name
         assert all(t.pooling_factor == int(t.pooling_factor) >= 1 for t in PRESETS[name].tables)
 

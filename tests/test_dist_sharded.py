@@ -50,6 +50,7 @@ PLAN_4 = combine(row_wise(["t0"], 4), column_wise(["t1"], 4, ranks=[1, 3]), data
 CASES_2 = [(name, "sum", "sgd") for name in PLANS_2 if name != "mixed_no_cw"] + [
     ("mixed", "mean", "sgd"),
     ("mixed_no_cw", "mean", "rowwise_adagrad"),
+    ("mixed", "mean", "adagrad"),  # exact Adagrad: an accumulator per element, column-wise shards exact
 ]
 
 
@@ -70,7 +71,7 @@ def reference(pooling: str, optimizer: str) -> dict[str, Any]:
         opt.step()
     with torch.no_grad():
         after = ebc(W.global_batch(TABLES, BATCH, SEED, STEPS))
-    return {"ebc": ebc, "outputs": outputs, "after": after}
+    return {"ebc": ebc, "outputs": outputs, "after": after, "momentum": getattr(opt, "momentum", None)}
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +110,13 @@ def test_outputs_and_updated_weights_equal_the_single_process_collection(runs: d
             g["col_offset"] : g["col_offset"] + g["col_count"],
         ]
         torch.testing.assert_close(values[r]["weights"][i], block, atol=1e-5, rtol=1e-5)
+        if optimizer == "adagrad":  # exact Adagrad's accumulators: the block's elements, every shard
+            k = ref["ebc"].keys.index(g["table"])
+            first = int(ref["ebc"].row_offsets[k]) + g["row_offset"]
+            state = ref["momentum"][
+                first : first + g["row_count"], g["col_offset"] : g["col_offset"] + g["col_count"]
+            ]
+            torch.testing.assert_close(values[r]["momentum"][i], state, atol=1e-5, rtol=1e-5)
     # the weights did change (the comparison is not of two untouched inits)
     assert not torch.equal(ref["ebc"].weight, EmbeddingBagCollection(TABLES, DIM, seed=SEED).weight)
 

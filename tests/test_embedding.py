@@ -8,12 +8,12 @@ from unittest import mock
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
 from recnotebooks.config import TableConfig
-from recnotebooks.nn import EmbeddingBagCollection, RowWiseAdagrad, SparseSGD
+from recnotebooks.nn import EmbeddingBagCollection, ExactAdagrad, RowWiseAdagrad, SparseSGD
 from recnotebooks.nn import embedding as embedding_module
 from recnotebooks.sparse import JaggedBatch
 
@@ -88,6 +88,10 @@ def test_forward_and_gradients_match_per_table_reference(rows, batch_size, max_l
     assert torch.equal(rg.rows, torch.unique(ebc.global_ids(batch).long()))
 
 
+#: Each sparse optimizer by its name (the names of ``config.SPARSE_OPTIMIZERS``).
+OPTIMIZERS = {"sgd": SparseSGD, "rowwise_adagrad": RowWiseAdagrad, "adagrad": ExactAdagrad}
+
+
 @pytest.fixture(params=["fused", "unfused"])
 def kernel_path(request, monkeypatch):
     """Run a test through the fused Numba kernel and through the plain torch path."""
@@ -97,7 +101,7 @@ def kernel_path(request, monkeypatch):
     return request.param
 
 
-@pytest.mark.parametrize("opt_name", ["sgd", "rowwise_adagrad"])
+@pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
 @pytest.mark.parametrize("mode", ["sum", "mean"])
 def test_weights_after_optimizer_steps_match_reference(opt_name, mode, kernel_path):
     gen = torch.Generator().manual_seed(3)
@@ -106,8 +110,8 @@ def test_weights_after_optimizer_steps_match_reference(opt_name, mode, kernel_pa
     ebc = EmbeddingBagCollection(tables, 8, pooling=mode, seed=1)
     ref = reference_bags(ebc, mode)
     lr = 0.1
-    opt = SparseSGD(ebc, lr) if opt_name == "sgd" else RowWiseAdagrad(ebc, lr)
-    state = [torch.zeros(r) for r in rows]
+    opt = OPTIMIZERS[opt_name](ebc, lr)
+    state = [torch.zeros(r) if opt_name == "rowwise_adagrad" else torch.zeros(r, 8) for r in rows]
     for _ in range(4):
         batch = random_batch(rows, 5, 4, gen, weighted=False)
         up = torch.randn(5, len(rows), 8, generator=gen)
@@ -117,19 +121,75 @@ def test_weights_after_optimizer_steps_match_reference(opt_name, mode, kernel_pa
         with torch.no_grad():
             for i, bag in enumerate(ref):
                 g = bag.weight.grad
+                touched = g.abs().sum(1) > 0  # the rows the batch looked up
                 if opt_name == "sgd":
                     bag.weight -= lr * g
-                else:  # row-wise Adagrad on rows with a nonzero... touched rows only
-                    touched = g.abs().sum(1) > 0
+                elif opt_name == "rowwise_adagrad":  # on the touched rows only
                     state[i][touched] += g[touched].square().mean(1)
                     upd = g / (state[i].sqrt() + 1e-8).unsqueeze(1)
                     bag.weight[touched] -= lr * upd[touched]
+                else:  # exact Adagrad: element by element, touched rows only
+                    state[i][touched] += g[touched].square()
+                    bag.weight[touched] -= lr * g[touched] / (state[i][touched].sqrt() + 1e-8)
                 bag.weight.grad = None
     for i, key in enumerate(ebc.keys):
         torch.testing.assert_close(ebc.table_weight(key), ref[i].weight.detach(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("opt_name", ["sgd", "rowwise_adagrad"])
+@settings(max_examples=30, deadline=None)
+@given(
+    rows=st.lists(st.integers(1, 12), min_size=1, max_size=3),
+    batch_size=st.integers(1, 6),
+    max_len=st.integers(1, 6),
+    mode=st.sampled_from(["sum", "mean"]),
+    weighted=st.booleans(),
+    steps=st.integers(1, 3),
+    lr=st.sampled_from([0.01, 0.1, 0.5]),
+    eps=st.sampled_from([1e-8, 1e-3]),
+    init=st.sampled_from([0.0, 0.1]),
+    seed=st.integers(0, 10_000),
+)
+def test_exact_adagrad_is_torch_adagrad_on_dense_rows(
+    rows, batch_size, max_len, mode, weighted, steps, lr, eps, init, seed
+):
+    """Exact Adagrad, fused and unfused, against ``torch.optim.Adagrad`` over the same tables held
+    as dense parameters (``nn.EmbeddingBag``, dense gradients): tables of at most 12 rows, so ids
+    repeat within bags and across them (each row's gradient summed first). Touched rows and
+    their accumulators match; untouched rows keep their weights and state exactly (torch's
+    zero gradient adds 0 to the state and moves the weight by ``0 / (sqrt(s) + eps) = 0``)."""
+    import recnotebooks.kernels.fused as fused
+
+    tables = [TableConfig(f"t{i}", r) for i, r in enumerate(rows)]
+    for enabled in (True, False):
+        gen = torch.Generator().manual_seed(seed)
+        ebc = EmbeddingBagCollection(tables, 5, pooling=mode, seed=seed)
+        ref = reference_bags(ebc, mode)
+        opt = ExactAdagrad(ebc, lr, eps=eps, initial_accumulator_value=init)
+        torch_opt = torch.optim.Adagrad(ref.parameters(), lr=lr, eps=eps, initial_accumulator_value=init)
+        touched = [torch.zeros(r, dtype=torch.bool) for r in rows]
+        with mock.patch.object(fused, "ENABLED", enabled):
+            for _ in range(steps):
+                batch = random_batch(rows, batch_size, max_len, gen, weighted)
+                up = torch.randn(batch_size, len(rows), 5, generator=gen)
+                (ebc(batch) * up).sum().backward()
+                opt.step()
+                (reference_forward(ref, batch) * up).sum().backward()
+                torch_opt.step()
+                torch_opt.zero_grad()
+                for i, key in enumerate(batch.keys):
+                    touched[i][batch[key][0]] = True
+        for i, key in enumerate(ebc.keys):
+            lo, hi = int(ebc.row_offsets[i]), int(ebc.row_offsets[i + 1])
+            w, want = ebc.table_weight(key), ref[i].weight.detach()
+            s, want_s = opt.momentum[lo:hi], torch_opt.state[ref[i].weight]["sum"]
+            t = touched[i]
+            torch.testing.assert_close(w[t], want[t], rtol=0, atol=1e-6)
+            torch.testing.assert_close(s[t], want_s[t], rtol=1e-5, atol=1e-6)
+            assert torch.equal(w[~t], want[~t]) and torch.equal(s[~t], want_s[~t])
+            assert bool((s[~t] == init).all())  # never written
+
+
+@pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
 def test_fused_and_unfused_paths_agree_with_weights_and_accumulation(opt_name, monkeypatch):
     import recnotebooks.kernels.fused as fused
 
@@ -139,7 +199,7 @@ def test_fused_and_unfused_paths_agree_with_weights_and_accumulation(opt_name, m
         gen = torch.Generator().manual_seed(7)
         rows = [40, 9, 300]
         ebc = EmbeddingBagCollection([TableConfig(f"t{i}", r) for i, r in enumerate(rows)], 16, seed=2)
-        opt = SparseSGD(ebc, 0.3) if opt_name == "sgd" else RowWiseAdagrad(ebc, 0.3)
+        opt = OPTIMIZERS[opt_name](ebc, 0.3)
         for _ in range(3):
             b1 = random_batch(rows, 7, 5, gen, weighted=True)
             b2 = random_batch(rows, 3, 5, gen, weighted=False)
@@ -211,18 +271,24 @@ def test_no_grad_forward_records_nothing():
 
 
 @pytest.mark.gpu
-def test_cuda_matches_cpu():
+@pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
+def test_cuda_matches_cpu(opt_name):
     tables = [TableConfig("a", 100), TableConfig("b", 50)]
     cpu = EmbeddingBagCollection(tables, 8, seed=0)
     gpu = EmbeddingBagCollection(tables, 8, seed=0, device="cuda")
-    batch = random_batch([100, 50], 16, 4, torch.Generator().manual_seed(0), weighted=True)
-    out_c, out_g = cpu(batch), gpu(batch.to("cuda"))
-    torch.testing.assert_close(out_g.cpu(), out_c)
-    out_c.sum().backward()
-    out_g.sum().backward()
-    SparseSGD(cpu, 0.1).step()
-    SparseSGD(gpu, 0.1).step()
-    torch.testing.assert_close(gpu.weight.detach().cpu(), cpu.weight.detach())
+    opt_c, opt_g = OPTIMIZERS[opt_name](cpu, 0.1), OPTIMIZERS[opt_name](gpu, 0.1)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        batch = random_batch([100, 50], 16, 4, gen, weighted=True)
+        out_c, out_g = cpu(batch), gpu(batch.to("cuda"))
+        torch.testing.assert_close(out_g.cpu(), out_c)
+        out_c.square().sum().backward()
+        out_g.square().sum().backward()
+        opt_c.step()
+        opt_g.step()
+    torch.testing.assert_close(gpu.weight.detach().cpu(), cpu.weight.detach(), rtol=1e-5, atol=1e-6)
+    if opt_name != "sgd":
+        torch.testing.assert_close(opt_g.momentum.cpu(), opt_c.momentum, rtol=1e-5, atol=1e-6)
 
 
 def test_forwards_without_backward_do_not_pile_up():
@@ -237,15 +303,19 @@ def test_forwards_without_backward_do_not_pile_up():
     torch.testing.assert_close(ebc.row_gradients().grads, torch.full((2, 4), 2.0))
 
 
-def reference_sparse_update(weight, state, ids, offsets, coef, grad, lr, adagrad, eps=1e-8):
-    """Plain PyTorch: dense weight gradient by index_add_ per lookup, then update touched rows."""
+def reference_sparse_update(weight, state, ids, offsets, coef, grad, lr, optimizer, eps=1e-8):
+    """Plain PyTorch: dense weight gradient by index_add_ per lookup, then update touched rows
+    (``optimizer``: ``"sgd"``, ``"rowwise_adagrad"`` or ``"adagrad"``, the exact one)."""
     bags = torch.repeat_interleave(torch.arange(offsets.numel() - 1), offsets[1:] - offsets[:-1])
     per_lookup = grad[bags] * (coef.unsqueeze(1) if coef is not None else 1.0)
     g = torch.zeros(weight.shape, dtype=torch.float64).index_add_(0, ids, per_lookup.double())
     touched = torch.unique(ids)
-    if adagrad:
+    if optimizer == "rowwise_adagrad":
         state[touched] += g[touched].square().mean(1).float()
         weight[touched] -= (lr * g[touched] / (state[touched].double().sqrt() + eps).unsqueeze(1)).float()
+    elif optimizer == "adagrad":
+        state[touched] += g[touched].square().float()
+        weight[touched] -= (lr * g[touched] / (state[touched].double().sqrt() + eps)).float()
     else:
         weight[touched] -= (lr * g[touched]).float()
     return touched.numel()
@@ -257,13 +327,16 @@ def reference_sparse_update(weight, state, ids, offsets, coef, grad, lr, adagrad
     hot=st.integers(1, 40),
     bags=st.integers(1, 20),
     weighted=st.booleans(),
-    adagrad=st.booleans(),
+    optimizer=st.sampled_from(list(OPTIMIZERS)),
     seed=st.integers(0, 10_000),
     as_int32=st.booleans(),
 )
-def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weighted, adagrad, seed, as_int32):
-    """Both kernels (Adagrad's bucketed one, rows spanning several buckets; SGD's lookup by
-    lookup), hot rows repeated, empty bags, against a float64 scatter-add reference;
+def test_fused_step_matches_plain_pytorch_update(
+    rows, lookups, hot, bags, weighted, optimizer, seed, as_int32
+):
+    """Both kernels (the Adagrads' bucketed one, row-wise and exact, rows spanning several
+    buckets; SGD's lookup by lookup), hot rows repeated, empty bags, against a float64
+    scatter-add reference;
     identical on 1 and 2 threads, on PyTorch's OpenMP threads and on Numba's (a few ulps
     apart between the two), int64 and int32 ids; SGD's scratch bit map left all zero."""
     import recnotebooks.kernels.fused as fused
@@ -277,9 +350,10 @@ def test_fused_step_matches_plain_pytorch_update(rows, lookups, hot, bags, weigh
     coef = torch.rand(lookups, generator=gen) if weighted else None
     grad = torch.randn(bags, 4, generator=gen)
     w0 = torch.randn(rows, 4, generator=gen)
-    s0 = torch.rand(rows, generator=gen)
+    s0 = torch.rand(rows, 4, generator=gen) if optimizer == "adagrad" else torch.rand(rows, generator=gen)
+    adagrad = optimizer != "sgd"
     expected_w, expected_s = w0.clone(), s0.clone()
-    n_ref = reference_sparse_update(expected_w, expected_s, ids, offsets, coef, grad, 0.1, adagrad)
+    n_ref = reference_sparse_update(expected_w, expected_s, ids, offsets, coef, grad, 0.1, optimizer)
     results = []
     for threads, team in itertools.product((1, 2), ("torch_openmp", "numba")):
         w, s = w0.clone(), s0.clone()
@@ -346,7 +420,7 @@ def test_sgd_kernel_over_many_tables_and_bag_blocks_matches_reference(
     grad = torch.randn(len(sizes) * batch, 8, generator=gen)
     w0 = torch.randn(int(starts[-1]), 8, generator=gen)
     want = w0.clone()
-    n_ref = reference_sparse_update(want, torch.zeros(0), ids, offsets, coef, grad, 0.1, adagrad=False)
+    n_ref = reference_sparse_update(want, torch.zeros(0), ids, offsets, coef, grad, 0.1, "sgd")
     w, before = w0.clone(), torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -364,9 +438,14 @@ def test_fused_step_declines_what_it_cannot_run():
     ids, offsets, grad = torch.tensor([0]), torch.tensor([0, 1]), torch.ones(1, 2)
     assert fused.fused_step(torch.zeros(3, 2, dtype=torch.float64), ids, offsets, None, grad, 0.1) is None
     assert fused.fused_step(torch.zeros(4, 2)[:, :1].expand(4, 2), ids, offsets, None, grad, 0.1) is None
+    w = torch.zeros(3, 2)
+    for state in (torch.zeros(3, 3), torch.zeros(2), torch.zeros(2, 3).t(), torch.zeros(6)[::2]):
+        before = state.clone()  # a state of another shape, or one it could update only in a copy
+        assert fused.fused_step(w, ids, offsets, None, grad, 0.1, state, 1e-8) is None
+        assert torch.equal(state, before) and not w.any()
 
 
-@pytest.mark.parametrize("opt_name", ["sgd", "rowwise_adagrad"])
+@pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
 def test_step_without_the_row_count_applies_the_same_update(opt_name, kernel_path):
     """``step(count_rows=False)`` (the trainer's) returns None and updates the weights and
     the optimizer state bit for bit as a counted step; ``count_rows`` must be a bool."""
@@ -385,7 +464,7 @@ def test_step_without_the_row_count_applies_the_same_update(opt_name, kernel_pat
         assert (n is None) == (not count) and (n is None or n > 0)
         out.append((ebc.weight.detach().clone(), opt.state_dict()))
     assert torch.equal(out[0][0], out[1][0])
-    if opt_name == "rowwise_adagrad":
+    if opt_name != "sgd":
         assert torch.equal(out[0][1]["momentum"], out[1][1]["momentum"])
     with pytest.raises(TypeError, match="count_rows must be True or False, got 1"):
         opt.step(count_rows=1)  # type: ignore[arg-type]
@@ -410,23 +489,23 @@ def test_accumulated_weighted_forwards_match_reference_sgd(mode, kernel_path):
         torch.testing.assert_close(ebc.table_weight(key), expected, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("adagrad", [False, True])
-def test_a_recorded_dense_gradient_updates_every_row_as_plain_pytorch_does(adagrad, kernel_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
+def test_a_recorded_dense_gradient_updates_every_row_as_plain_pytorch_does(opt_name, kernel_path) -> None:  # type: ignore[no-untyped-def]
     """What a data-parallel replica does with its all-reduced gradient: every row updated by its
-    own gradient row (row-wise Adagrad's state too), against the plain float64 reference."""
+    own gradient row (the Adagrads' state too), against the plain float64 reference."""
     gen = torch.Generator().manual_seed(3)
     ebc = EmbeddingBagCollection([TableConfig("t0", 7), TableConfig("t1", 3)], 4, "mean", seed=0)
     grad = torch.randn(10, 4, generator=gen)
     w0 = ebc.weight.detach().clone()
-    opt = RowWiseAdagrad(ebc, 0.1) if adagrad else SparseSGD(ebc, 0.1)
+    opt = OPTIMIZERS[opt_name](ebc, 0.1)
     ebc(random_batch([7, 3], 5, 2, gen, False))  # a forward without backward: replaced, not added
     ebc.record_dense_gradient(grad)
     assert opt.step() == 10
-    want_w, want_s = w0.clone(), torch.zeros(10)
+    want_w, want_s = w0.clone(), torch.zeros(10) if opt_name == "rowwise_adagrad" else torch.zeros(10, 4)
     ids, offsets = torch.arange(10), torch.arange(11)
-    reference_sparse_update(want_w, want_s, ids, offsets, None, grad, 0.1, adagrad)
+    reference_sparse_update(want_w, want_s, ids, offsets, None, grad, 0.1, opt_name)
     torch.testing.assert_close(ebc.weight.detach(), want_w, rtol=1e-5, atol=1e-6)
-    if adagrad:
+    if opt_name != "sgd":
         torch.testing.assert_close(opt.momentum, want_s, rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="weight's shape"):
         ebc.record_dense_gradient(torch.zeros(9, 4))
@@ -452,7 +531,7 @@ def test_initial_weight_is_the_dlrm_uniform_drawn_in_chunks(monkeypatch) -> None
     assert torch.equal(torch.cat([u for _, u in chunks]), want)
 
 
-@pytest.mark.parametrize("name", ["sgd", "rowwise_adagrad"])
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
 def test_each_sparse_optimizer_keeps_the_state_per_row_the_model_prices(name):
     """The names and state per row of ``recnotebooks.config`` (which ``perf`` prices) are what
     ``nn.optim`` builds: counted from the optimizer's real state tensors."""
@@ -464,4 +543,5 @@ def test_each_sparse_optimizer_keeps_the_state_per_row_the_model_prices(name):
     opt = make_sparse_optimizer(name, ebc, 0.1)
     assert opt.kind == name
     state = [v for v in opt.state_dict().values() if isinstance(v, torch.Tensor)]
-    assert sum(v.numel() for v in state) == 37 * state_floats_per_row(name)
+    assert sum(v.numel() for v in state) == 37 * state_floats_per_row(name, 4)
+    assert all(v.dtype == torch.float32 for v in state)  # fp32, as the memory model counts it

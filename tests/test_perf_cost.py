@@ -77,6 +77,57 @@ def test_embedding_forward_traffic_naive_loop() -> None:
     assert r.per_rank[0]["embedding_forward"] == pytest.approx(want, rel=1e-6)
 
 
+@pytest.mark.parametrize("placement", ["hbm", "host"])
+def test_the_optimizer_update_reads_and_writes_each_distinct_rows_state(placement: str) -> None:
+    """Backward, the fused optimizer reads and writes each distinct row's state once: row-wise
+    Adagrad one fp32 per row, exact Adagrad ``dim`` (a naive loop over tables with the closed-form
+    distinct rows of :func:`recnotebooks.perf.access.expected_unique`); SGD none."""
+    from recnotebooks.perf.access import expected_unique
+    from recnotebooks.perf.components import uvm_bandwidth
+
+    cfg = small_config(num_tables=3, dim=32)
+    hw = A100.replace(gather_efficiency=1.0, gather_half_row_bytes=1e-9, llc_bytes=0.0)  # no L2 hits
+    batch = 2048
+    bw = hw.hbm_bw if placement == "hbm" else uvm_bandwidth(hw)
+
+    def backward(opt: str) -> float:
+        return estimate(cfg, hw, batch_size=batch, placement=placement, sparse_optimizer=opt).per_rank[0][
+            "embedding_backward"
+        ]
+
+    distinct = sum(expected_unique(batch * t.pooling_factor, t.num_rows, 1.05) for t in cfg.tables)
+    for opt, floats in (("rowwise_adagrad", 1), ("adagrad", cfg.embedding_dim)):
+        extra = backward(opt) - backward("sgd")
+        assert extra == pytest.approx(distinct * floats * 4 * 2 / bw, rel=1e-6)
+
+
+def test_exact_adagrad_state_is_a_second_table_in_memory_and_on_the_wire() -> None:
+    """Exact Adagrad keeps one fp32 per element: the footprint's embedding state equals the fp32
+    tables, stays fp32 under fp16/bf16 tables, and a column-wise split divides it with the
+    columns (row-wise Adagrad's one float per row is held by every column-wise shard)."""
+    cfg = small_config(num_tables=2, dim=16)
+    fp = memory_footprint(cfg, "adagrad", "adam")
+    assert fp["embedding_optimizer_state"] == cfg.sparse_parameters * 4 == fp["embedding_weights"]
+    assert fp["dense_optimizer_state"] == 2 * cfg.dense_parameters * 4  # Adam's two moments
+    half = memory_footprint(cfg, "adagrad", "adam", embedding_bytes=2)
+    assert half["embedding_weights"] == cfg.sparse_parameters * 2
+    assert half["embedding_optimizer_state"] == fp["embedding_optimizer_state"]  # fp32 state
+    assert half["dense_weights"] == fp["dense_weights"]  # dense dtype unchanged
+    row_wise = memory_footprint(cfg, "rowwise_adagrad", embedding_bytes=2, dtype_bytes=2)
+    assert row_wise["embedding_optimizer_state"] == cfg.total_rows * 4  # fp32 whatever dtype_bytes
+    k = 4
+    cw = Plan(
+        k,
+        tuple(TableShard(t, r, "column_wise", col_fraction=1 / k) for t in cfg.table_names for r in range(k)),
+    )
+    for opt, whole in (("adagrad", cfg.sparse_parameters * 4), ("rowwise_adagrad", cfg.total_rows * 4 * k)):
+        m = memory_report(cfg, A100, cw, 4096, sparse_optimizer=opt)
+        assert sum(d["embedding_optimizer_state"] for d in m.device) == pytest.approx(whole, rel=1e-12)
+    bf16 = memory_report(cfg, A100, single_device_plan(cfg), 4096, dtype="bf16", sparse_optimizer="adagrad")
+    assert bf16.device[0]["embedding_weights"] == cfg.sparse_parameters * 2
+    assert bf16.device[0]["embedding_optimizer_state"] == cfg.sparse_parameters * 4
+
+
 # ----- collectives -----------------------------------------------------------------------------
 def all_data_parallel(cfg: DLRMConfig, world: int, except_tables: tuple[str, ...] = ()) -> Plan:
     shards = [TableShard(t, r, "data_parallel") for t in cfg.table_names if t not in except_tables
@@ -273,7 +324,8 @@ def test_impossible_config_says_why_without_nan() -> None:
 
 # ----- memory -----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("sparse", "dense"), [("rowwise_adagrad", "adagrad"), ("sgd", "adam"), ("sgd", "sgd")]
+    ("sparse", "dense"),
+    [("rowwise_adagrad", "adagrad"), ("sgd", "adam"), ("sgd", "sgd"), ("adagrad", "adam")],
 )
 def test_one_device_report_is_the_footprint(sparse: str, dense: str) -> None:
     """One memory model: a one-device fp32 plan in device memory holds exactly the footprint's
@@ -316,7 +368,8 @@ def test_memory_report_single_device_placements() -> None:
 
 # ----- where the tables live ---------------------------------------------------------------------
 def _table_bytes(cfg: DLRMConfig, state_per_row: int = 4) -> float:
-    """The model's table bytes from its config: fp32 weights plus row-wise Adagrad's one float a row."""
+    """The model's table bytes from its config: fp32 weights plus the optimizer's state per row
+    (row-wise Adagrad's one float a row by default)."""
     return sum(t.num_rows * (cfg.embedding_dim * 4 + state_per_row) for t in cfg.tables)
 
 
@@ -345,7 +398,7 @@ def test_table_placement_adds_up_to_the_models_table_bytes(plan_of) -> None:  # 
     wherever the plan puts them; one row per placement, in the chart's order."""
     cfg = small_config()
     plan = plan_of(cfg)
-    for opt, state in (("rowwise_adagrad", 4), ("sgd", 0)):
+    for opt, state in (("rowwise_adagrad", 4), ("sgd", 0), ("adagrad", 4 * cfg.embedding_dim)):
         r = estimate(cfg, A100, batch_size=4096, gpus=plan.world_size, plan=plan, sparse_optimizer=opt)
         rows = r.table_placement()
         assert [x["placement"] for x in rows] == ["hbm", "cache", "host", "remote"]

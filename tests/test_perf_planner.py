@@ -40,6 +40,22 @@ def test_table_bytes_by_hand() -> None:
     cfg = config_of([10, 1000])
     assert table_bytes(cfg) == {"T0": 10 * ROW_BYTES, "T1": 1000 * ROW_BYTES}
     assert table_bytes(cfg, "fp16")["T1"] == 1000 * (DIM * 2 + 4)
+    assert table_bytes(cfg, sparse_optimizer="sgd")["T1"] == 1000 * DIM * 4
+    assert table_bytes(cfg, "bf16", "adagrad")["T1"] == 1000 * (DIM * 2 + DIM * 4)  # fp32 state per element
+
+
+def test_the_cost_planner_sizes_tables_with_their_optimizer_state() -> None:
+    """Tables that fit on one device with row-wise Adagrad's state (one float a row) do not
+    with exact Adagrad's (a float per element: twice the fp32 table), so the cost planner
+    splits them instead, and the model's memory agrees."""
+    from recnotebooks.perf.memory import memory_report
+
+    rows = int(CAP / (DIM * 4 + 4) * 0.7)  # one table: 70% of a device with row-wise state, 140% exact
+    cfg = config_of([rows, 1000])
+    for opt, split in (("rowwise_adagrad", False), ("adagrad", True)):
+        plan = plan_tables(cfg, V100, 2, strategy="cost", batch_size=4096, sparse_optimizer=opt)
+        assert any(s.sharding == "row_wise" for s in plan.shards) == split, (opt, plan.notes)
+        assert memory_report(cfg, V100, plan, 4096, sparse_optimizer=opt).fits
 
 
 # ----- naive -----------------------------------------------------------------------------------

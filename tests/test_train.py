@@ -51,16 +51,25 @@ def test_phase_table_and_throughput():
     assert 0.0 <= res.auc <= 1.0
 
 
-def test_resume_gives_same_continuation(tmp_path):
+@pytest.mark.parametrize(("sparse", "dense"), [("rowwise_adagrad", "adagrad"), ("adagrad", "adam")])
+def test_resume_gives_same_continuation(tmp_path, sparse, dense):
+    """A checkpoint (read back with ``weights_only=True``) carries the model and both optimizers'
+    state: row-wise Adagrad's accumulator per row or exact Adagrad's per element, dense Adagrad's
+    or Adam's; the resumed run continues as if never stopped."""
     cfg = small_cfg()
-    straight = make(cfg, steps=8, eval_batches=1)
+    opts = {"sparse_optimizer": sparse, "dense_optimizer": dense}
+    straight = make(cfg, steps=8, eval_batches=1, **opts)
     straight.fit()
 
-    first = make(cfg, steps=8, eval_batches=1)
+    first = make(cfg, steps=8, eval_batches=1, **opts)
     first.fit(steps=4)
     path = first.save(tmp_path / "ckpt.pt")
+    saved = torch.load(path, weights_only=True)["sparse_optimizer"]
+    assert saved["kind"] == sparse and saved["momentum"].shape == first.sparse_opt.momentum.shape
 
-    resumed = make(cfg, model_seed=123, steps=8, eval_batches=1)  # different init: load must overwrite
+    resumed = make(
+        cfg, model_seed=123, steps=8, eval_batches=1, **opts
+    )  # different init: load must overwrite
     resumed.load(path)
     assert resumed.step == 4
     resumed.fit()
@@ -69,6 +78,65 @@ def test_resume_gives_same_continuation(tmp_path):
     ):
         torch.testing.assert_close(a, b, msg=f"parameter {n} differs after resume")
     torch.testing.assert_close(straight.sparse_opt.momentum, resumed.sparse_opt.momentum)
+    for p, q in zip(
+        straight.dense_opt.param_groups[0]["params"], resumed.dense_opt.param_groups[0]["params"], strict=True
+    ):
+        for k, v in straight.dense_opt.state[p].items():  # Adam's two moments and step; Adagrad's sum
+            torch.testing.assert_close(v, resumed.dense_opt.state[q][k], msg=f"dense optimizer {k}")
+
+
+@pytest.mark.parametrize("sparse", ["sgd", "rowwise_adagrad", "adagrad"])
+@pytest.mark.parametrize("dense", ["sgd", "adagrad", "adam"])
+def test_the_trainer_builds_the_optimizers_it_is_named(sparse, dense):
+    """Each name of ``config.SPARSE_OPTIMIZERS`` / ``DENSE_OPTIMIZERS`` gets its class, the
+    configured learning rates, and the state the memory model counts (fp32 embedding state)."""
+    from recnotebooks.config import state_floats_per_parameter, state_floats_per_row
+    from recnotebooks.nn import ExactAdagrad, RowWiseAdagrad, SparseSGD
+
+    cfg = small_cfg()
+    tr = make(
+        cfg,
+        steps=1,
+        eval_batches=0,
+        sparse_optimizer=sparse,
+        dense_optimizer=dense,
+        sparse_lr=0.03,
+        dense_lr=0.004,
+    )
+    want_sparse = {"sgd": SparseSGD, "rowwise_adagrad": RowWiseAdagrad, "adagrad": ExactAdagrad}[sparse]
+    want_dense = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad, "adam": torch.optim.Adam}[dense]
+    assert type(tr.sparse_opt) is want_sparse and tr.sparse_opt.lr == 0.03
+    assert type(tr.dense_opt) is want_dense and tr.dense_opt.param_groups[0]["lr"] == 0.004
+    assert tr.sparse_opt.collection is tr.model.embeddings
+    dense_params = list(tr.model.dense_parameters())
+    assert [id(p) for p in tr.dense_opt.param_groups[0]["params"]] == [id(p) for p in dense_params]
+    tr.fit()
+    state = getattr(tr.sparse_opt, "momentum", torch.zeros(0))
+    assert state.numel() == cfg.total_rows * state_floats_per_row(sparse, cfg.embedding_dim)
+    assert state.dtype == torch.float32 or state.numel() == 0
+    dense_state = sum(v.numel() for st in tr.dense_opt.state.values() for v in st.values() if v.dim() > 0)
+    assert dense_state == cfg.dense_parameters * state_floats_per_parameter(dense)
+
+
+def test_exact_adagrad_embeddings_and_adam_dense_learn_the_teacher():
+    """The optimizers of MLPerf's DLRM-DCNv2 (exact Adagrad on the tables; Adam here on the MLPs)
+    learn the synthetic teacher: held-out AUC 0.72 after 150 steps of 256 here, where plain SGD
+    reaches 0.57 (chance is 0.5), and the loss falls."""
+    cfg = preset("tiny")
+    tc = TrainConfig(
+        steps=150,
+        progress=False,
+        eval_batches=5,
+        time_phases=False,
+        sparse_optimizer="adagrad",
+        dense_optimizer="adam",
+        sparse_lr=0.02,
+        dense_lr=0.002,
+    )
+    train, evals = SyntheticCriteo(cfg, 256, seed=0), SyntheticCriteo(cfg, 256, seed=0, split="eval")
+    res = Trainer(DLRM(cfg, seed=0), train, evals, tc, device="cpu").fit()
+    assert res.auc is not None and res.auc >= 0.68, res.auc
+    assert sum(res.losses[-10:]) / 10 < sum(res.losses[:10]) / 10 - 0.1
 
 
 def test_checkpoint_rejects_other_config(tmp_path):

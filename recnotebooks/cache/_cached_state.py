@@ -31,10 +31,10 @@ __all__ = ["RowState", "SlotStore"]
 
 @dataclass
 class RowState:
-    """One per-row optimizer state (e.g. row-wise Adagrad's accumulator)."""
+    """One per-row optimizer state (e.g. row-wise Adagrad's accumulator; exact Adagrad's, a row of them)."""
 
-    host: torch.Tensor  # (total_rows,) on the host
-    store: torch.Tensor  # (slots + staging,) on the device
+    host: torch.Tensor  # (total_rows,) on the host, or (total_rows, width)
+    store: torch.Tensor  # (slots + staging,) on the device, or (slots + staging, width)
     view: torch.Tensor  # the tensor handed to the optimizer: store[:slots in use]
 
 
@@ -96,7 +96,7 @@ class SlotStore:
         new[:have] = self._wstore
         self._wstore = new
         for st in self._states.values():
-            s = torch.zeros(size, dtype=st.store.dtype, device=st.store.device)
+            s = torch.zeros((size, *st.store.shape[1:]), dtype=st.store.dtype, device=st.store.device)
             s[:have] = st.store
             st.store = s
         self._dirty = np.concatenate([self._dirty, np.zeros(size - have, np.bool_)])
@@ -221,7 +221,13 @@ class SlotStore:
             if key.startswith(prefix + "row_state.") and key.endswith(".host"):
                 name = key[len(prefix + "row_state.") : -len(".host")]
                 if name not in self._states:
-                    self.new_row_state(name, 0.0, state_dict[key].dtype)  # type: ignore[attr-defined]
+                    t = state_dict[key]
+                    width = (
+                        int(t.shape[1])
+                        if isinstance(t, torch.Tensor) and t.dim() == 2 and t.shape[1]
+                        else None
+                    )
+                    self.new_row_state(name, 0.0, t.dtype, width)  # type: ignore[attr-defined]
         expected: dict[str, torch.Tensor] = {}
         self.save_state(expected, prefix)
         missing_keys.extend(k for k in expected if k not in state_dict)

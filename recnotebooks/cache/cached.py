@@ -161,9 +161,12 @@ class CachedEmbeddingBagCollection(EmbeddingBagCollection):
             self.store.forward_done()
         return out
 
-    def new_row_state(self, name: str, fill: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """A per-row optimizer state over the slots whose host copy travels with its row."""
-        return self.store.new_row_state(name, fill, dtype)
+    def new_row_state(
+        self, name: str, fill: float, dtype: torch.dtype = torch.float32, width: int | None = None
+    ) -> torch.Tensor:
+        """A per-row optimizer state over the slots (one value per row, or ``width``) whose host
+        copy travels with its row."""
+        return self.store.new_row_state(name, fill, dtype, width)
 
     def clear_gradients(self) -> None:
         super().clear_gradients()
@@ -239,5 +242,5 @@ class CachedEmbeddingBagCollection(EmbeddingBagCollection):
         return self.store.full_weight()
 
     def full_row_state(self, name: str) -> torch.Tensor:
-        """The host copy of a row state (e.g. ``"momentum"``), one value per row, after a flush."""
+        """The host copy of a row state (e.g. ``"momentum"``), its values for every row, after a flush."""
         return self.store.full_row_state(name)

@@ -39,6 +39,7 @@ from recnotebooks.cache._cached_state import RowState, SlotStore
 from recnotebooks.cache.config import CacheConfig
 from recnotebooks.cache.policies import CachePolicy
 from recnotebooks.cache.stats import CacheStats
+from recnotebooks.checks import check_fits_memory, check_int
 from recnotebooks.kernels.rows import advise_huge_pages
 from recnotebooks.nn.embedding import initial_rows
 from recnotebooks.sparse import JaggedBatch
@@ -145,18 +146,30 @@ class CacheStore(SlotStore):
         self._stamp: int | None = None
         self._load_resident()
 
-    def new_row_state(self, name: str, fill: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """A per-row optimizer state over the slots whose host copy (one value per table row)
+    def new_row_state(
+        self, name: str, fill: float, dtype: torch.dtype = torch.float32, width: int | None = None
+    ) -> torch.Tensor:
+        """A per-row optimizer state over the slots — one value per row (``width=None``) or
+        ``width`` (exact Adagrad: one per element) — whose host copy (the same per table row)
         travels with its row; a new state of an existing name starts again from ``fill``."""
+        tail = () if width is None else (check_int("width", width, lo=1),)
+        what = (
+            f"the optimizer state {name!r} ({self.total_rows:,} rows x {width or 1}, {dtype}) in host memory"
+        )
+        check_fits_memory(what, self.total_rows * (width or 1) * dtype.itemsize)
         with self._lock:
-            host = torch.full((self.total_rows,), float(fill), dtype=dtype)
+            host = torch.full((self.total_rows, *tail), float(fill), dtype=dtype)
             if self._wstore.device.type == "cuda":
                 host = host.pin_memory()
-            store = torch.full((self._wstore.shape[0],), float(fill), dtype=dtype, device=self._wstore.device)
+            store = torch.full(
+                (self._wstore.shape[0], *tail), float(fill), dtype=dtype, device=self._wstore.device
+            )
             view = torch.empty(0, dtype=dtype, device=store.device)
             view.data = store[: self.weight.shape[0]]
             self._states[name] = RowState(host, store, view)
-            self._state_bytes = sum(st.host.element_size() for st in self._states.values())
+            self._state_bytes = sum(
+                st.host[:1].numel() * st.host.element_size() for st in self._states.values()
+            )
             return view
 
     # ----- admission -------------------------------------------------------------------
@@ -352,7 +365,7 @@ class CacheStore(SlotStore):
         return self._host
 
     def full_row_state(self, name: str) -> torch.Tensor:
-        """The host copy of a row state (e.g. ``"momentum"``), one value per row, after a flush."""
+        """The host copy of a row state (e.g. ``"momentum"``), its values for every row, after a flush."""
         if name not in self._states:
             raise KeyError(f"no row state {name!r}; registered: {sorted(self._states)}")
         self.flush()

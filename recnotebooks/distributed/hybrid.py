@@ -213,7 +213,7 @@ class HybridParallelDLRM(nn.Module):
         return self.dense.module.parameters()
 
     def sparse_optimizer(self, name: str, lr: float) -> ShardedSparseOptimizer:
-        """A sparse optimizer (``"sgd"``, ``"rowwise_adagrad"``) on every local shard."""
+        """A sparse optimizer (``"sgd"``, ``"rowwise_adagrad"``, ``"adagrad"``) on every local shard."""
         return ShardedSparseOptimizer(self.embeddings, name, lr)
 
     def forward(

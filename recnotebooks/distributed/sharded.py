@@ -28,7 +28,8 @@ whole weight (each rank still draws every row once: start-up time, not memory).
 
 **Training.** Each local collection records its gradient as usual; the sparse optimizers of
 :mod:`recnotebooks.nn.optim` (:class:`~recnotebooks.nn.optim.SparseSGD`,
-:class:`~recnotebooks.nn.optim.RowWiseAdagrad`) update the local shards. Data-parallel
+:class:`~recnotebooks.nn.optim.RowWiseAdagrad`, :class:`~recnotebooks.nn.optim.ExactAdagrad`) update
+the local shards. Data-parallel
 replicas need their gradient summed over ranks first: :meth:`sync_data_parallel_gradients`
 all-reduces the replica's **dense** gradient (as TorchRec's DP sharding does, logged as the
 ``all_reduce`` component) and records it back as the replica's pending gradient (every row,
@@ -36,7 +37,8 @@ each its own bag), so any sparse optimizer then applies the summed gradient; eve
 stays identical. :class:`ShardedSparseOptimizer` does both in one ``step()``. With
 :class:`~recnotebooks.nn.optim.RowWiseAdagrad`, a column-wise shard keeps its own accumulator,
 the mean of the squared gradient over **its** columns (as TorchRec's column-wise sharding
-does), so column-wise tables then differ from the single-process collection; SGD is exact.
+does), so column-wise tables then differ from the single-process collection; SGD and exact
+Adagrad (an accumulator per element: a column-wise shard holds its columns' own) are exact.
 
 **Placements.** Each local shard is built by its :attr:`~recnotebooks.plan.TableShard.placement`
 through :func:`recnotebooks.cache.embedding_collection`: ``"hbm"`` shards share plain collections
@@ -69,7 +71,7 @@ from ..checks import check_choice, check_float, check_int, check_type, show
 from ..config import POOLINGS, SPARSE_OPTIMIZERS, DLRMConfig, TableConfig
 from ..kernels.rows import first_out_of_range
 from ..nn.embedding import EmbeddingBagCollection, initial_rows
-from ..nn.optim import RowWiseAdagrad, SparseOptimizer, make_sparse_optimizer
+from ..nn.optim import ExactAdagrad, RowWiseAdagrad, SparseOptimizer, make_sparse_optimizer
 from ..plan import MAX_RANKS, PLACEMENTS, Plan, ShardGeometry, TableShard
 from ..sparse import JaggedBatch
 from .comm import CommHandle, CommLog, all_reduce, all_to_all
@@ -577,8 +579,9 @@ class ShardedLookup:
 
 
 class ShardedSparseOptimizer:
-    """A sparse optimizer (``"sgd"`` or ``"rowwise_adagrad"``) on each local collection;
-    :meth:`step` first syncs the gradients that need it (the data-parallel replicas' here; a
+    """A sparse optimizer (a name of :data:`~recnotebooks.config.SPARSE_OPTIMIZERS`: ``"sgd"``,
+    ``"rowwise_adagrad"``, ``"adagrad"``) on each local collection; :meth:`step` first syncs the
+    gradients that need it (the data-parallel replicas' here; a
     collective: call it on every rank). Subclasses name the collection they take (``model_type``)."""
 
     model_type: type = nn.Module  # set below, once the class exists
@@ -600,12 +603,13 @@ class ShardedSparseOptimizer:
         return sum(r for r in rows if r is not None) if count_rows else None
 
     def shard_momentum(self) -> list[tuple[LocalShard, torch.Tensor]]:
-        """Row-wise Adagrad's accumulator of each local shard's rows, in plan order (a cached
-        shard's from the host copy its rows carry, after a flush); ``[]`` for SGD, which has none."""
+        """The Adagrads' accumulators of each local shard's rows (row-wise: one per row; exact: a
+        row of them per row), in plan order (a cached shard's from the host copy its rows carry,
+        after a flush); ``[]`` for SGD, which has none."""
         out = []
         for s in self.model.local_shards:
             opt, ebc = self.optimizers[s.collection], self.model.collections[s.collection]
-            if not isinstance(opt, RowWiseAdagrad):
+            if not isinstance(opt, RowWiseAdagrad | ExactAdagrad):
                 return []
             lo, hi = int(ebc.row_offsets[s.slot]), int(ebc.row_offsets[s.slot + 1])
             state = (

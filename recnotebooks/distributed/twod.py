@@ -180,7 +180,7 @@ class TwoDShardedEmbeddingBagCollection(nn.Module):
 
 
 class TwoDShardedSparseOptimizer(ShardedSparseOptimizer):
-    """A sparse optimizer (``"sgd"`` or ``"rowwise_adagrad"``) on each local collection;
+    """A sparse optimizer (``"sgd"``, ``"rowwise_adagrad"`` or ``"adagrad"``) on each local collection;
     :meth:`step` first syncs the gradients in the group and over the replicas (collectives:
     call it on every rank)."""
 

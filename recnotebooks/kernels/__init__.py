@@ -1,15 +1,16 @@
 """CPU speed machinery: compiled kernels that make the readable DLRM fast on a laptop.
 
 The readable path (:mod:`recnotebooks.nn`) says what a training step does in plain torch:
-``w[rows] -= lr * g`` for SGD, row-wise Adagrad in four lines (:mod:`recnotebooks.nn.optim`).
+``w[rows] -= lr * g`` for SGD, row-wise and exact Adagrad in four lines each
+(:mod:`recnotebooks.nn.optim`).
 That is what a student should read first. This package is how the same step runs fast on a
 CPU, one visible branch away (``if fused_available():`` in ``nn.optim``), with the same
 results up to float rounding (the tests check both paths against each other):
 
 * :mod:`~recnotebooks.kernels.fused` — the sparse optimizer as one fused pass over the
   lookups (as FBGEMM's table-batched backward does on GPUs): SGD updates each row where it is
-  looked up, with prefetches; row-wise Adagrad (:mod:`~recnotebooks.kernels.fused_adagrad`)
-  groups the lookups by a counting sort into buckets of rows and sums, squares and updates
+  looked up, with prefetches; row-wise and exact Adagrad (:mod:`~recnotebooks.kernels.fused_adagrad`)
+  group the lookups by a counting sort into buckets of rows and sum, square and update
   each row once, without building a weight gradient.
 * :mod:`~recnotebooks.kernels.omp` — runs those kernels on PyTorch's own OpenMP threads
   (``GOMP_parallel`` with a Numba ``cfunc``), so no second thread pool competes with

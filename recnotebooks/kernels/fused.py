@@ -1,17 +1,18 @@
-"""Fused row-wise optimizer kernels: grouping, gradient reduction and update in one pass.
+"""Fused sparse optimizer kernels: grouping, gradient reduction and update in one pass.
 
 GPU embedding libraries (FBGEMM's table-batched embeddings, used by TorchRec) never build
 a weight gradient: their backward kernel walks the lookups grouped by row, sums each
 row's gradient in registers and applies the optimizer to that row at once. This module is
-that kernel for CPUs, written as readable loops and compiled with Numba. Row-wise Adagrad
-needs each row's summed gradient:
+that kernel for CPUs, written as readable loops and compiled with Numba. Adagrad (row-wise
+or exact) needs each row's summed gradient:
 
     split the lookups into buckets of 2**shift consecutive rows (a stable counting sort)
     for each bucket (in parallel):
         for each of its lookups k, in order:   (a small map gives each distinct row a slot)
             g[slot of row k] += coef[k] * pooled_grad[bag[k]]
         for each distinct row r of the bucket:
-            s[r] += mean(g**2);  w[r] -= lr * g / (sqrt(s[r]) + eps)
+            row-wise: s[r] += mean(g**2);  w[r] -= lr * g / (sqrt(s[r]) + eps)
+            exact:    s[r] += g**2;        w[r] -= lr * g / (sqrt(s[r]) + eps)   (per element)
 
 The counting sort replaces a global sort of all lookups: a bucket's slot map and gradient
 sums stay in cache, and each table row is read and written once. A row's gradient is
@@ -29,8 +30,7 @@ kernels issue them) let the random row accesses overlap. Inside a training step 
 20 (327,680 lookups) it took 0.8-0.9x the bucketed kernel's time (BENCHMARKS.md). Where
 the caller asks for it, a one-bit-per-row scratch map counts the distinct rows updated, in
 a second pass over the ids (about a sixth of the kernel's time at pooling 20, so the
-trainer does not ask). Row-wise Adagrad's kernel
-is in :mod:`recnotebooks.kernels.fused_adagrad`.
+trainer does not ask). The Adagrads' kernel is in :mod:`recnotebooks.kernels.fused_adagrad`.
 
 Both kernels run on PyTorch's own OpenMP threads (:mod:`recnotebooks.kernels.omp`). Run on
 Numba's thread pool straight after the backward, they shared the two cores with PyTorch's
@@ -58,7 +58,7 @@ from numba import carray, cfunc, njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from recnotebooks.kernels.fused_adagrad import rowwise_adagrad
+from recnotebooks.kernels.fused_adagrad import adagrad
 from recnotebooks.kernels.omp import call_int, call_void, f32_ptr, i32_ptr, i64_ptr, u8_ptr
 
 if "NUMBA_THREADING_LAYER" not in os.environ:
@@ -291,13 +291,13 @@ def fused_step(
     eps: float = 0.0,
     count_rows: bool = True,
 ) -> int | None:
-    """Apply SGD (``state=None``) or row-wise Adagrad (``state`` = per-row accumulator) for
-    lookups ``ids`` (global rows) pooled into bags ``offsets`` (``include_last_offset``)
-    whose pooled gradient is ``grad``; returns the rows updated, or None (doing nothing)
-    when the kernel cannot run. SGD counts them only with ``count_rows`` (a second pass;
-    without it, it returns -1); it keeps one scratch bit per row of the largest weight it
-    has seen (12.5 MB per 100M rows), allocated once and reused. Row-wise Adagrad's
-    grouping counts them for free."""
+    """Apply SGD (``state=None``), row-wise Adagrad (``state``: one accumulator per row, shape
+    ``(rows,)``) or exact Adagrad (``state``: one per element, ``weight``'s shape) for lookups
+    ``ids`` (global rows) pooled into bags ``offsets`` (``include_last_offset``) whose pooled
+    gradient is ``grad``; returns the rows updated, or None (doing nothing) when the kernel
+    cannot run. SGD counts them only with ``count_rows`` (a second pass; without it, it returns
+    -1); it keeps one scratch bit per row of the largest weight it has seen (12.5 MB per 100M
+    rows), allocated once and reused. The Adagrads' grouping counts them for free."""
     if not fused_available() or weight.device.type != "cpu" or weight.dtype != torch.float32:
         return None
     if grad.dtype != torch.float32 or not weight.is_contiguous():
@@ -306,7 +306,12 @@ def fused_step(
         coef is not None and coef.numel() != ids.numel()
     ):
         return None  # the kernels size their arrays from these shapes
-    if state is not None and (state.dtype != torch.float32 or state.shape != (weight.shape[0],)):
+    if state is not None and (
+        state.dtype != torch.float32
+        or state.device.type != "cpu"
+        or state.shape not in ((weight.shape[0],), weight.shape)
+        or not state.is_contiguous()  # updated in place: a copy would lose the update
+    ):
         return None
     if ids.numel() == 0:
         return 0 if count_rows or state is not None else -1
@@ -324,10 +329,8 @@ def fused_step(
             if _seen.shape[0] < (weight.shape[0] >> 3) + 1:
                 _seen = np.zeros((weight.shape[0] >> 3) + 1, np.uint8)
             n = _sgd(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, threads, _seen, True)
-    else:  # row-wise Adagrad: bucketed by row, each row's gradient summed first
-        n = rowwise_adagrad(
-            w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, state.contiguous().numpy(), eps, threads
-        )
+    else:  # row-wise or exact Adagrad: bucketed by row, each row's gradient summed first
+        n = adagrad(w_np, grad_np, ids_np, offsets_np, coef_np, has_coef, lr, state.numpy(), eps, threads)
     if torch.get_num_threads() != threads:  # numba's first OpenMP launch resets torch's thread count
         torch.set_num_threads(threads)
     return int(n)

@@ -10,7 +10,13 @@ from recnotebooks.nn.interaction import (
     make_interaction,
 )
 from recnotebooks.nn.mlp import MLP
-from recnotebooks.nn.optim import RowWiseAdagrad, SparseOptimizer, SparseSGD, make_sparse_optimizer
+from recnotebooks.nn.optim import (
+    ExactAdagrad,
+    RowWiseAdagrad,
+    SparseOptimizer,
+    SparseSGD,
+    make_sparse_optimizer,
+)
 
 __all__ = [
     "DLRM",
@@ -25,5 +31,6 @@ __all__ = [
     "SparseOptimizer",
     "SparseSGD",
     "RowWiseAdagrad",
+    "ExactAdagrad",
     "make_sparse_optimizer",
 ]

@@ -261,11 +261,23 @@ class EmbeddingBagCollection(nn.Module):
         returns slots); the pending gradients and the optimizers use these indices."""
         return self.global_ids(batch)
 
-    def new_row_state(self, name: str, fill: float, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """A per-row optimizer state (e.g. row-wise Adagrad's accumulator), one value per row
-        of ``weight``, filled with ``fill``. A cached collection overrides this so that the
-        state travels with its row between the device slots and the host table."""
-        return torch.full((self.weight.shape[0],), float(fill), dtype=dtype, device=self.weight.device)
+    def new_row_state(
+        self, name: str, fill: float, dtype: torch.dtype = torch.float32, width: int | None = None
+    ) -> torch.Tensor:
+        """A per-row optimizer state filled with ``fill``: one value per row of ``weight``
+        (``width=None``, e.g. row-wise Adagrad's accumulator, shape ``(rows,)``) or ``width``
+        values per row (e.g. exact Adagrad's, one per element: ``(rows, embedding_dim)``). A
+        cached collection overrides this so that the state travels with its row between the
+        device slots and the host table."""
+        rows = self.weight.shape[0]
+        shape = (rows,) if width is None else (rows, check_int("width", width, lo=1))
+        check_fits_memory(  # exact Adagrad's state is as large as an fp32 weight: checked first
+            f"the optimizer state {name!r} ({rows:,} rows x {width or 1}, {dtype})",
+            rows * (width or 1) * dtype.itemsize,
+            self.weight.device,
+            hint="row-wise Adagrad keeps one value per row (rowwise_adagrad), or cap the rows",
+        )
+        return torch.full(shape, float(fill), dtype=dtype, device=self.weight.device)
 
     def forward(self, batch: JaggedBatch) -> torch.Tensor:
         ids = self.lookup_ids(batch)

@@ -1,12 +1,19 @@
-"""Sparse row-wise optimizers for :class:`~recnotebooks.nn.EmbeddingBagCollection`.
+"""Sparse optimizers for :class:`~recnotebooks.nn.EmbeddingBagCollection`.
 
 They read and write only the rows looked up since the last step (the rows returned by
-``EmbeddingBagCollection.row_gradients``), never the whole table — the property that makes
-huge embedding tables trainable.
+``EmbeddingBagCollection.row_gradients``, each with its gradient summed over the batch's
+lookups of it), never the whole table — the property that makes huge embedding tables
+trainable.
 
 * :class:`SparseSGD`: ``w[r] -= lr * g[r]``.
 * :class:`RowWiseAdagrad`: one accumulator per row (as FBGEMM's row-wise Adagrad),
   ``s[r] += mean(g[r]**2)``; ``w[r] -= lr * g[r] / (sqrt(s[r]) + eps)``.
+* :class:`ExactAdagrad`: one accumulator per element, ``s[r] += g[r]**2``;
+  ``w[r] -= lr * g[r] / (sqrt(s[r]) + eps)``, element by element: ``torch.optim.Adagrad``'s
+  update, which MLPerf's DLRM-DCNv2 reference applies to its tables (TorchRec runs it as FBGEMM's
+  ``EXACT_ADAGRAD``; https://github.com/mlcommons/training/blob/master/recommendation_v2/torchrec_dlrm/dlrm_main.py).
+  Its state is the size of the table: ``embedding_dim`` floats per row where row-wise Adagrad
+  keeps one.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from recnotebooks.config import SPARSE_OPTIMIZERS
 from recnotebooks.kernels.fused import fused_available, fused_step
 from recnotebooks.nn.embedding import EmbeddingBagCollection, PendingLookups
 
-__all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "make_sparse_optimizer"]
+__all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "ExactAdagrad", "make_sparse_optimizer"]
 
 
 def _check_lr(lr: object) -> float:
@@ -94,13 +101,14 @@ class SparseSGD(SparseOptimizer):
         w[rows] -= self.lr * grads.to(w.dtype)  # the touched rows only
 
 
-class RowWiseAdagrad(SparseOptimizer):
-    """Row-wise Adagrad: one squared-gradient accumulator per row (touched rows only).
+class _Adagrad(SparseOptimizer):
+    """What both Adagrads share: ``eps``, the accumulator ``momentum`` (FBGEMM's name for it) made
+    by the collection (a cached collection moves it with its rows), the fused kernel, the state
+    dict. ``lr`` and ``eps`` are finite numbers > 0, ``initial_accumulator_value`` a finite number
+    >= 0 (an infinite one would freeze every row: ``lr / sqrt(inf) = 0``); others raise naming them."""
 
-    ``lr`` and ``eps`` are finite numbers > 0, ``initial_accumulator_value`` a finite number >= 0
-    (an infinite one would freeze every row: ``lr / sqrt(inf) = 0``); others raise naming them."""
-
-    kind = "rowwise_adagrad"
+    #: one accumulator per element (a row of them per row), or one per row
+    per_element = False
 
     def __init__(
         self,
@@ -112,18 +120,12 @@ class RowWiseAdagrad(SparseOptimizer):
         super().__init__(collection, lr)
         self.eps = check_float("eps", eps, lo=0.0, lo_open=True)
         init = check_float("initial_accumulator_value", initial_accumulator_value, lo=0.0)
-        self.momentum = collection.new_row_state("momentum", init)
+        width = collection.embedding_dim if self.per_element else None
+        self.momentum = collection.new_row_state("momentum", init, width=width)
 
     def _fused(self, p: PendingLookups, count_rows: bool) -> int | None:
         w = self.collection.weight  # the grouping counts the rows: no extra pass to skip
         return fused_step(w, p.ids, p.offsets, p.coef, p.grad, self.lr, self.momentum, self.eps)
-
-    def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
-        g = grads.float()  # (R, D): each touched row's summed gradient
-        s = self.momentum  # (all rows,): one accumulator per row
-        s[rows] += g.square().mean(1)  # s[r] += mean(g[r]**2)
-        w = self.collection.weight  # (all rows, D)
-        w[rows] -= (self.lr * g / (s[rows].sqrt() + self.eps).unsqueeze(1)).to(w.dtype)
 
     def state_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "lr": self.lr, "eps": self.eps, "momentum": self.momentum}
@@ -142,13 +144,45 @@ class RowWiseAdagrad(SparseOptimizer):
         self.momentum.copy_(m)
 
 
+class RowWiseAdagrad(_Adagrad):
+    """Row-wise Adagrad: one squared-gradient accumulator per row (touched rows only): the
+    mean of the row's squared gradient, so a row's elements share one step size."""
+
+    kind = "rowwise_adagrad"
+
+    def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
+        g = grads.float()  # (R, D): each touched row's summed gradient
+        s = self.momentum  # (all rows,): one accumulator per row
+        s[rows] += g.square().mean(1)  # s[r] += mean(g[r]**2)
+        w = self.collection.weight  # (all rows, D)
+        w[rows] -= (self.lr * g / (s[rows].sqrt() + self.eps).unsqueeze(1)).to(w.dtype)
+
+
+class ExactAdagrad(_Adagrad):
+    """Exact Adagrad: one squared-gradient accumulator per element (touched rows only), the
+    update ``torch.optim.Adagrad`` makes (no ``lr_decay``, no ``weight_decay``) on the rows looked
+    up; a row no lookup touched keeps its weights and state, as under ``torch.optim.Adagrad``
+    with a zero gradient. The state is a float per element: the size of the table."""
+
+    kind = "adagrad"
+    per_element = True
+
+    def _update(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
+        g = grads.float()  # (R, D): each touched row's summed gradient
+        s = self.momentum  # (all rows, D): one accumulator per element
+        s[rows] += g.square()  # s[r, d] += g[r, d]**2
+        w = self.collection.weight  # (all rows, D)
+        w[rows] -= (self.lr * g / (s[rows].sqrt() + self.eps)).to(w.dtype)
+
+
 def make_sparse_optimizer(name: str, collection: EmbeddingBagCollection, lr: float) -> SparseOptimizer:
-    """``"sgd"`` -> :class:`SparseSGD`, ``"rowwise_adagrad"`` -> :class:`RowWiseAdagrad`: the
-    names of :data:`recnotebooks.config.SPARSE_OPTIMIZERS` (another raises ``ValueError``)."""
+    """``"sgd"`` -> :class:`SparseSGD`, ``"rowwise_adagrad"`` -> :class:`RowWiseAdagrad`,
+    ``"adagrad"`` -> :class:`ExactAdagrad`: the names of
+    :data:`recnotebooks.config.SPARSE_OPTIMIZERS` (another raises ``ValueError``)."""
     name = check_choice("name", name, SPARSE_OPTIMIZERS)
     _check_lr(lr)
     return _BY_NAME[name](collection, lr)
 
 
 #: Each name of :data:`~recnotebooks.config.SPARSE_OPTIMIZERS` -> its class (its ``kind``).
-_BY_NAME: dict[str, type[SparseOptimizer]] = {c.kind: c for c in (SparseSGD, RowWiseAdagrad)}
+_BY_NAME: dict[str, type[SparseOptimizer]] = {c.kind: c for c in (SparseSGD, RowWiseAdagrad, ExactAdagrad)}

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from recnotebooks.config import preset, preset_names
+from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, preset, preset_names
 from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import hardware, hardware_names
@@ -74,6 +74,19 @@ def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Call
         )
         amp = "fp32, tf32, pure bf16/fp16, amp_fp16/amp_bf16 (autocast: fp32 weights)"
         p.add_argument("--dtype", default="fp32", choices=precision_names(), help=amp)
+        p.add_argument(
+            "--sparse-optimizer",
+            default="rowwise_adagrad",
+            choices=SPARSE_OPTIMIZERS,
+            help="embedding optimizer whose fp32 state is sized and priced: sgd (none), rowwise_adagrad "
+            "(one float per row), adagrad (exact: one per element)",
+        )
+        p.add_argument(
+            "--dense-optimizer",
+            default="adagrad",
+            choices=DENSE_OPTIMIZERS,
+            help="MLP optimizer whose state is sized: sgd (none), adagrad (a float a weight), adam (two)",
+        )
         p.add_argument("--json", action="store_true", help="print one JSON object")
 
     c = sub.add_parser(
@@ -158,6 +171,7 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         cache_hit_rate=args.cache_hit_rate,
         batch_size=args.batch_size,
         dtype=args.dtype,
+        sparse_optimizer=args.sparse_optimizer,
     )
     if args.cache_hit_rate is not None and not any(s.placement == "cache" for s in plan.shards):
         unused = (
@@ -179,6 +193,8 @@ def cmd_cost(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # ty
         nodes=args.nodes,
         plan=plan,
         dtype=args.dtype,
+        sparse_optimizer=args.sparse_optimizer,
+        dense_optimizer=args.dense_optimizer,
     )
     out = {"command": "cost", **r.summary(), "cache_hit_rates": dict(r.cache_hit_rates),
            "plan_strategy": plan.strategy, "plan_notes": list(plan.notes),
@@ -238,7 +254,16 @@ def _print_hit_rates(rates: dict[str, float]) -> None:
 def cmd_plan(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
 
     cfg, plan = _plan(args)
-    mem = memory_report(cfg, hardware(args.hardware), plan, args.batch_size, gpus=args.gpus, dtype=args.dtype)
+    mem = memory_report(
+        cfg,
+        hardware(args.hardware),
+        plan,
+        args.batch_size,
+        gpus=args.gpus,
+        dtype=args.dtype,
+        sparse_optimizer=args.sparse_optimizer,
+        dense_optimizer=args.dense_optimizer,
+    )
     out = {"command": "plan", "config": cfg.name, "hardware": args.hardware, "world_size": plan.world_size,
            "strategy": plan.strategy, "shards": plan.table(), "notes": list(plan.notes), "fits": mem.fits,
            "reasons": mem.reasons, "memory_per_device_bytes": [d["total"] for d in mem.device],

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from recnotebooks.checks import check_choice, check_float, check_fraction, check_int, show
-from recnotebooks.config import DLRMConfig, state_floats_per_parameter, state_floats_per_row
+from recnotebooks.config import SPARSE_OPTIMIZERS, DLRMConfig, state_floats_per_parameter
 from recnotebooks.perf import components as C
 from recnotebooks.perf import traffic as T
 from recnotebooks.perf.access import CACHE_POLICIES
@@ -96,8 +96,8 @@ def estimate(
     measures). One process runs our single-process step either way.
     """
     check_choice("implementation", implementation, C.IMPLEMENTATIONS)
-    state = 4.0 * state_floats_per_row(sparse_optimizer)  # fp32 optimizer state per embedding row
-    state_floats_per_parameter(dense_optimizer)  # checked here, before any work
+    check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)  # checked here, before any work
+    state_floats_per_parameter(dense_optimizer)
     hw = _check_inputs(config, hw, batch_size, gpus, nodes, placement, cache_hit_rate, dtype, cache_rows)
     check_choice("cache_policy", cache_policy, CACHE_POLICIES)
     check_int("cache_ways", cache_ways, lo=1)
@@ -119,12 +119,18 @@ def estimate(
                 cache_ways=cache_ways,
             )
         else:
-            plan = _default_plan(config, hw, world, placement, cache_hit_rate, batch_size, dtype)
+            plan = _default_plan(
+                config, hw, world, placement, cache_hit_rate, batch_size, dtype, sparse_optimizer
+            )
     if plan.world_size != world:
         raise ValueError(f"plan is for {plan.world_size} ranks but gpus x nodes = {world}")
     plan.check(config)
-    step = Step(config, hw, plan, batch_size, gpus, nodes, dtype, zipf_exponent, state, implementation)
-    accesses = C.shard_access(config, hw, plan, step.local_batch, batch_size, zipf_exponent, dtype, state)
+    step = Step(
+        config, hw, plan, batch_size, gpus, nodes, dtype, zipf_exponent, sparse_optimizer, implementation
+    )
+    accesses = C.shard_access(
+        config, hw, plan, step.local_batch, batch_size, zipf_exponent, dtype, sparse_optimizer
+    )
     per_rank, device_bytes, servers = _per_rank(step, accesses)
     mem = memory_report(
         config,
@@ -147,8 +153,9 @@ def estimate(
 class Step:
     """What every component of one modeled step needs to know, checked by :func:`estimate`: the
     model, the hardware, the plan, the global batch over ``gpus`` x ``nodes`` devices, the
-    precision, the skew, the optimizer state per embedding row (bytes) and whose sharded step
-    is priced (``implementation``)."""
+    precision, the skew, the sparse optimizer (whose state per row each shard's access carries:
+    :attr:`~recnotebooks.perf.components.ShardAccess.state_bytes`) and whose sharded step is
+    priced (``implementation``)."""
 
     config: DLRMConfig
     hw: Hardware
@@ -158,7 +165,7 @@ class Step:
     nodes: int
     dtype: str
     zipf_exponent: float
-    state_bytes: float
+    sparse_optimizer: str
     implementation: str
 
     @property
@@ -175,7 +182,7 @@ def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> tuple[list[dict[str,
     plan's remote rows need."""
     world = step.world
     dense = _dense_components(step)
-    servers = C.parameter_servers(step.config, step.plan, step.dtype, step.state_bytes)
+    servers = C.parameter_servers(step.config, step.plan, step.dtype, step.sparse_optimizer)
     users = len({a.shard.rank for a in accesses if a.shard.placement == "remote"}) or 1
     traffic_rows = T.collective_bytes(step.config, step.plan, step.local_batch, world, step.dtype)
     volumes = T.volumes(traffic_rows, world)
@@ -302,7 +309,7 @@ def _rank_components(
     that uses them; ``ar_calls``: its all-reduces per step)."""
     hw, world = step.hw, step.world
     mine = [a for a in accesses if a.shard.rank == rank]
-    parts = [C.embedding_shard(a, hw, step.state_bytes, nic, step.gpus, server_share) for a in mine]
+    parts = [C.embedding_shard(a, hw, nic, step.gpus, server_share) for a in mine]
     comp = dict.fromkeys(COMPONENTS, 0.0)
     comp.update({k: w.seconds for k, w in dense.items()})
     comp["embedding_forward"] = sum(e.forward for e in parts)
@@ -394,6 +401,7 @@ def _default_plan(
     hit: float | None,
     batch_size: int,
     dtype: str,
+    sparse_optimizer: str,
 ) -> Plan:
     from recnotebooks.perf.planner import RESERVE, plan_tables, table_bytes
 
@@ -407,8 +415,9 @@ def _default_plan(
             cache_hit_rate=hit,
             batch_size=batch_size,
             dtype=dtype,
+            sparse_optimizer=sparse_optimizer,
         )
-        sizes = table_bytes(config, dtype)
+        sizes = table_bytes(config, dtype, sparse_optimizer)
         load = [sum(sizes[s.table] for s in plan.on_rank(r)) for r in range(world)]
         if placement != "hbm" or max(load) <= hw.hbm_bytes * (1 - RESERVE):
             return plan
@@ -421,4 +430,5 @@ def _default_plan(
         cache_hit_rate=hit,
         batch_size=batch_size,
         dtype=dtype,
+        sparse_optimizer=sparse_optimizer,
     )

@@ -43,13 +43,20 @@ def memory_footprint(
     dense_optimizer: str = "sgd",
     dtype_bytes: int = 4,
     batch_size: int | None = None,
+    embedding_bytes: int | None = None,
 ) -> dict[str, int]:
     """Bytes of ``config`` on one device: weights, optimizer state, the interaction's buffers
     and (if ``batch_size``) one batch's inputs and activations, by kind, and their ``total``.
 
+    ``dtype_bytes`` is the bytes of a dense weight, its optimizer state and an activation;
+    ``embedding_bytes`` of a table element (``None``: ``dtype_bytes``; 2 for fp16 or bf16 tables).
     Optimizer state as :func:`~recnotebooks.config.state_floats_per_row` and
-    :func:`~recnotebooks.config.state_floats_per_parameter` count it (``rowwise_adagrad`` one
-    float per row; dense ``adagrad`` one per parameter, ``adam`` two; ``sgd`` none).
+    :func:`~recnotebooks.config.state_floats_per_parameter` count it (sparse: ``sgd`` none,
+    ``rowwise_adagrad`` one float per row, exact ``adagrad`` one per element; dense: ``sgd``
+    none, ``adagrad`` one per parameter, ``adam`` two). The embedding optimizer state is fp32
+    (4 bytes a float) whatever the tables' dtype: the sparse optimizers of
+    :mod:`recnotebooks.nn.optim` keep it so, as FBGEMM's do by default; the dense state has the
+    dense weights' dtype, as ``torch.optim`` keeps it.
     ``interaction_buffers`` are the dot interaction's pair indices (three int64 per pair,
     ``P = F(F-1)/2`` pairs for ``F = num_tables + 1``), plus the ``(batch, F^2)`` product
     ``X X^T`` the pairs are gathered from (forward) or its gradient (backward; one of the two is
@@ -61,16 +68,22 @@ def memory_footprint(
     >>> from recnotebooks.config import preset
     >>> memory_footprint(preset("tiny"))["embedding_optimizer_state"] == preset("tiny").total_rows * 4
     True
+    >>> exact = memory_footprint(preset("tiny"), "adagrad", embedding_bytes=2)
+    >>> exact["embedding_optimizer_state"] == 2 * exact["embedding_weights"]  # fp32 state of bf16 tables
+    True
     """
     check_type("config", config, DLRMConfig, "a DLRMConfig")
-    row_state = state_floats_per_row(sparse_optimizer)
+    row_state = state_floats_per_row(sparse_optimizer, config.embedding_dim)
     dense_state = state_floats_per_parameter(dense_optimizer)
     dtype_bytes = check_int("dtype_bytes", dtype_bytes, lo=1, hi=16)
+    eb = (
+        dtype_bytes if embedding_bytes is None else check_int("embedding_bytes", embedding_bytes, lo=1, hi=16)
+    )
     f = config.num_interaction_features
     pairs = config.interaction_output_dim - config.embedding_dim if config.interaction == "dot" else 0
     out = {
-        "embedding_weights": config.sparse_parameters * dtype_bytes,
-        "embedding_optimizer_state": config.total_rows * row_state * dtype_bytes,
+        "embedding_weights": config.sparse_parameters * eb,
+        "embedding_optimizer_state": round(config.total_rows * row_state) * 4,  # fp32
         "dense_weights": config.dense_parameters * dtype_bytes,
         "dense_optimizer_state": config.dense_parameters * dense_state * dtype_bytes,
         "interaction_buffers": 3 * pairs * 8,
@@ -109,11 +122,11 @@ class MemoryReport:
     parameter_servers: int = 0
     notes: list[str] = field(default_factory=list)
     #: Bytes of the model's tables by the placement of the shard that holds them (every key of
-    #: :data:`~recnotebooks.plan.PLACEMENTS`): each shard's weights and its row-wise optimizer
-    #: state, as this report counts them per rank, with a data-parallel table's replicas counted
-    #: once. For table-wise, row-wise and data-parallel shards they add up to the model's table
-    #: bytes; a column-wise shard keeps its own row state, so a table split k ways by columns
-    #: holds its state k times.
+    #: :data:`~recnotebooks.plan.PLACEMENTS`): each shard's weights and its optimizer state, as
+    #: this report counts them per rank, with a data-parallel table's replicas counted once. For
+    #: table-wise, row-wise and data-parallel shards they add up to the model's table bytes; a
+    #: column-wise shard keeps its own row-wise Adagrad state (one float per row), so a table split
+    #: k ways by columns holds that state k times (exact Adagrad's state splits with the columns).
     table_bytes: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -151,8 +164,9 @@ def memory_report(
 ) -> MemoryReport:
     """Memory per device and per node for ``plan`` at global ``batch_size``: each rank's share
     of :func:`memory_footprint`'s weights and state (by its shards and their placements, the
-    state in fp32), the activations of its local batch, caches and communication buffers."""
-    row_state = state_floats_per_row(sparse_optimizer)
+    state in fp32), the activations of its local batch, caches and communication buffers.
+    A shard's optimizer state is what ``sparse_optimizer`` keeps for its rows and columns
+    (:func:`~recnotebooks.config.state_floats_per_row` of the shard's columns)."""
     state32 = memory_footprint(config, sparse_optimizer, dense_optimizer, dtype_bytes=4)  # fp32 state
     check_choice("dtype", dtype, list(DTYPE_BYTES))
     batch_size = check_int("batch_size", batch_size, lo=1)
@@ -183,7 +197,7 @@ def memory_report(
             rows = t.num_rows * (s.row_fraction if s.sharding == "row_wise" else 1.0)
             dim = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
             w = rows * dim * eb
-            st = rows * 4 * row_state
+            st = rows * 4 * state_floats_per_row(sparse_optimizer, dim)  # fp32 state
             served = local_b if s.sharding == "data_parallel" else batch_size
             pooled_out += served * dim * eb
             table_bytes[s.placement] += (w + st) / (replicas[s.table] if s.sharding == "data_parallel" else 1)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from recnotebooks.checks import check_choice, check_fraction, check_int, check_type
-from recnotebooks.config import DLRMConfig
+from recnotebooks.config import DLRMConfig, state_floats_per_row
 from recnotebooks.perf import components as C
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
@@ -43,10 +43,14 @@ RESERVE = 0.15
 DEFAULT_FALLBACK_HIT_RATE = 0.9
 
 
-def table_bytes(config: DLRMConfig, dtype: str = "fp32") -> dict[str, float]:
-    """Weights plus row-wise Adagrad state (one float per row) of every table."""
+def table_bytes(
+    config: DLRMConfig, dtype: str = "fp32", sparse_optimizer: str = "rowwise_adagrad"
+) -> dict[str, float]:
+    """Weights (``dtype``) plus the fp32 state ``sparse_optimizer`` keeps (row-wise Adagrad: one
+    float per row; exact Adagrad: one per element) of every table."""
     eb = DTYPE_BYTES[dtype]
-    return {t.name: t.num_rows * (config.embedding_dim * eb + 4) for t in config.tables}
+    state = 4 * state_floats_per_row(sparse_optimizer, config.embedding_dim)
+    return {t.name: t.num_rows * (config.embedding_dim * eb + state) for t in config.tables}
 
 
 def placement_seconds(
@@ -57,24 +61,28 @@ def placement_seconds(
     batch_size: int,
     dtype: str,
     servers: float | None = None,
+    sparse_optimizer: str = "rowwise_adagrad",
 ) -> float:
     """Modeled embedding seconds per step (forward + backward) of one shard at its placement,
     priced by the placement's function in :mod:`recnotebooks.perf.components` (the LLC is this
     shard's alone; a ``"remote"`` shard gets ``servers`` parameter servers, by default the ones
-    its own rows need)."""
+    its own rows need; each distinct row's ``sparse_optimizer`` state read and written)."""
     one = Plan(world, (shard,))
-    (a,) = C.shard_access(config, hw, one, batch_size / world, batch_size, 1.05, dtype, 4.0)
+    (a,) = C.shard_access(config, hw, one, batch_size / world, batch_size, 1.05, dtype, sparse_optimizer)
     gpus = min(world, hw.devices)
     if servers is None:
-        servers = max(1, C.parameter_servers(config, one, dtype, 4.0))
-    e = C.embedding_shard(a, hw, 4.0, C.nic_per_device(hw, gpus), gpus, servers)
+        servers = max(1, C.parameter_servers(config, one, dtype, sparse_optimizer))
+    e = C.embedding_shard(a, hw, C.nic_per_device(hw, gpus), gpus, servers)
     return e.forward + e.backward
 
 
-def _table_cost(config: DLRMConfig, hw: Hardware, batch_size: int, dtype: str) -> dict[str, float]:
+def _table_cost(
+    config: DLRMConfig, hw: Hardware, batch_size: int, dtype: str, sparse_optimizer: str
+) -> dict[str, float]:
     """Each table's modeled seconds per step in device memory (what the cost strategy balances)."""
     return {
-        n: placement_seconds(config, hw, 1, TableShard(n, 0), batch_size, dtype) for n in config.table_names
+        n: placement_seconds(config, hw, 1, TableShard(n, 0), batch_size, dtype, None, sparse_optimizer)
+        for n in config.table_names
     }
 
 
@@ -88,12 +96,14 @@ def plan_tables(
     cache_hit_rate: float | None = None,
     batch_size: int = 8192,
     dtype: str = "fp32",
+    sparse_optimizer: str = "rowwise_adagrad",
 ) -> Plan:
     """A :class:`Plan` for ``world_size`` devices of ``hw`` (see the module docstring).
 
     ``cache_hit_rate`` is required with ``placement="cache"``; the cost strategy also uses it
     for the device caches it puts in front of tables that fit nowhere in device memory
-    (:data:`DEFAULT_FALLBACK_HIT_RATE` when not given).
+    (:data:`DEFAULT_FALLBACK_HIT_RATE` when not given). Tables are sized and priced with the
+    state ``sparse_optimizer`` keeps (:func:`table_bytes`: exact Adagrad doubles an fp32 table).
     """
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     hw = (
@@ -104,6 +114,7 @@ def plan_tables(
     check_choice("placement", placement, PLACEMENTS)
     batch_size = check_int("batch_size", batch_size, lo=1)
     check_choice("dtype", dtype, list(DTYPE_BYTES))
+    state_floats_per_row(sparse_optimizer, config.embedding_dim)  # the name checked here
     if placement == "cache" and cache_hit_rate is None:
         raise ValueError("cache_hit_rate must be in [0, 1] with placement='cache', got None")
     if cache_hit_rate is not None:
@@ -117,7 +128,7 @@ def plan_tables(
             f"world_size={world_size}; use strategy='cost' (recnb: --strategy cost), which splits rows, "
             "or fewer devices"
         )
-    sizes = table_bytes(config, dtype)
+    sizes = table_bytes(config, dtype, sparse_optimizer)
     notes: list[str] = []
     if strategy == "naive":
         base, extra = divmod(len(names), world_size)  # the dlrm repo's get_my_slice: first ranks get one more
@@ -141,7 +152,9 @@ def plan_tables(
             + ", ".join(f"rank {r} {b / 1e9:.2f} GB" for r, b in enumerate(load))
         )
         return Plan(world_size, tuple(shards), "greedy", tuple(notes), placement)
-    return _cost_plan(config, hw, world_size, placement, hit, fallback_hit, batch_size, dtype, sizes)
+    return _cost_plan(
+        config, hw, world_size, placement, hit, fallback_hit, batch_size, dtype, sizes, sparse_optimizer
+    )
 
 
 def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str) -> float:
@@ -170,6 +183,7 @@ def _offload(
     batch_size: int,
     dtype: str,
     remote: tuple[float, set[int]] = (0.0, set()),
+    sparse_optimizer: str = "rowwise_adagrad",
 ) -> tuple[TableShard, str]:
     """Where a table that fits in no device memory goes: of host DRAM behind a device cache of
     hit rate ``hit`` (if host DRAM has room and some rank the cache), host DRAM read over PCIe
@@ -192,7 +206,7 @@ def _offload(
     ps_bytes = PARAMETER_SERVER.host_mem_bytes
     share = max(1, math.ceil((remote[0] + size) / ps_bytes)) / len(remote[1] | {least})
     cost = {o.placement: placement_seconds(config, hw, world, o, batch_size, dtype,
-                                           share if o.placement == "remote" else None)
+                                           share if o.placement == "remote" else None, sparse_optimizer)
             for o in options}  # fmt: skip
     best = min(options, key=lambda o: cost[o.placement])
     where = {
@@ -226,12 +240,13 @@ def _cost_plan(
     batch_size: int,
     dtype: str,
     sizes: dict[str, float],
+    sparse_optimizer: str,
 ) -> Plan:
     eb = DTYPE_BYTES[dtype]
     cap = hw.hbm_bytes * (1 - RESERVE) - _non_table_bytes(config, world, batch_size, dtype)
     if placement != "hbm":
         cap = float("inf")
-    cost = _table_cost(config, hw, batch_size, dtype)
+    cost = _table_cost(config, hw, batch_size, dtype, sparse_optimizer)
     rows = {t.name: t.num_rows for t in config.tables}
     mem = [0.0] * world
     time = [0.0] * world
@@ -273,8 +288,11 @@ def _cost_plan(
             batch_size,
             dtype,
             (remote_bytes, remote_ranks),
+            sparse_optimizer,
         )
-        time[offload.rank] += placement_seconds(config, hw, world, offload, batch_size, dtype)
+        time[offload.rank] += placement_seconds(
+            config, hw, world, offload, batch_size, dtype, None, sparse_optimizer
+        )
         if offload.placement in ("host", "cache"):
             host_left -= b
         if offload.placement == "remote":

@@ -113,7 +113,7 @@ class CostResult:
         :data:`TABLE_HOMES` (in that order, zeros included), **modeled**.
 
         Each row: ``placement`` (the plan's name: ``hbm``, ``cache``, ``host``, ``remote``),
-        ``where`` (in words), ``bytes`` and ``gb`` (weights and row-wise optimizer state of the
+        ``where`` (in words), ``bytes`` and ``gb`` (weights and sparse optimizer state of the
         shards there, a data-parallel table counted once: :attr:`MemoryReport.table_bytes`),
         ``share`` of all table bytes, ``hit_rate`` (the ``cache`` row's
         :attr:`device_cache_hit_rate` when it holds bytes, else ``None``),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from recnotebooks.config import DLRMConfig
+from recnotebooks.config import DLRMConfig, state_floats_per_row
 from recnotebooks.perf import traffic
 from recnotebooks.perf.components.lookups import ShardAccess
 from recnotebooks.perf.hardware import HARDWARE, Hardware
@@ -57,10 +57,11 @@ def uvm_bandwidth(hw: Hardware) -> float:
     return hw.host_link_bw * UVM_EFFICIENCY
 
 
-def _row_traffic(a: ShardAccess, state_bytes: float) -> tuple[float, float]:
+def _row_traffic(a: ShardAccess) -> tuple[float, float]:
     """Bytes of rows read forward (one per lookup) and read + written backward (each distinct
-    row and its optimizer state, once: the fused row-wise optimizer)."""
-    return a.lookups * a.row_bytes, a.distinct_rows * (a.row_bytes + state_bytes) * 2
+    row and its optimizer state, ``a.state_bytes``, once: the fused optimizer; exact Adagrad's
+    state is as wide as the row)."""
+    return a.lookups * a.row_bytes, a.distinct_rows * (a.row_bytes + a.state_bytes) * 2
 
 
 def _pooling_work(a: ShardAccess, hw: Hardware, sort: float) -> Embedding:
@@ -74,55 +75,51 @@ def _pooling_work(a: ShardAccess, hw: Hardware, sort: float) -> Embedding:
     return Embedding(forward, backward, moved)
 
 
-def embedding_in_hbm(a: ShardAccess, hw: Hardware, state_bytes: float) -> Embedding:
+def embedding_in_hbm(a: ShardAccess, hw: Hardware) -> Embedding:
     """Rows in device memory (a CPU node's own DRAM), gathered at :func:`gather_bandwidth`."""
-    fwd, bwd = _row_traffic(a, state_bytes)
+    fwd, bwd = _row_traffic(a)
     bw = gather_bandwidth(hw, a.row_bytes, a.llc_hit_rate)
     return Embedding(fwd / bw, bwd / bw, fwd + bwd)
 
 
-def embedding_in_host(a: ShardAccess, hw: Hardware, state_bytes: float) -> Embedding:
+def embedding_in_host(a: ShardAccess, hw: Hardware) -> Embedding:
     """Rows in host DRAM read by the device over PCIe, as UVM does (:func:`uvm_bandwidth`)."""
-    fwd, bwd = _row_traffic(a, state_bytes)
+    fwd, bwd = _row_traffic(a)
     return Embedding(fwd / uvm_bandwidth(hw), bwd / uvm_bandwidth(hw), 0.0)
 
 
-def embedding_in_cache(a: ShardAccess, hw: Hardware, state_bytes: float) -> Embedding:
+def embedding_in_cache(a: ShardAccess, hw: Hardware) -> Embedding:
     """Rows in host DRAM behind a device cache: the share ``h`` of row traffic that hits
     (``a.cache_hit_rate``) is gathered from device memory like :func:`embedding_in_hbm`; each
     miss costs what :func:`embedding_in_host` pays for a row, a random read over PCIe."""
-    fwd, bwd = _row_traffic(a, state_bytes)
+    fwd, bwd = _row_traffic(a)
     h = a.cache_hit_rate
     bw, uvm = gather_bandwidth(hw, a.row_bytes, a.llc_hit_rate), uvm_bandwidth(hw)
     return Embedding(h * fwd / bw + (1 - h) * fwd / uvm, h * bwd / bw + (1 - h) * bwd / uvm, h * (fwd + bwd))
 
 
-def _pooled_by_cpus(
-    a: ShardAccess, state_bytes: float, link_bw: float, gather_bw: float, sort_s: float
-) -> Embedding:
+def _pooled_by_cpus(a: ShardAccess, link_bw: float, gather_bw: float, sort_s: float) -> Embedding:
     """Rows pooled by CPUs next to their DRAM (gathering at ``gather_bw``), pooled vectors
     sent over a link of ``link_bw`` (forward: with the ids); backward the pooled gradients come
     back, the CPUs group the lookups by row (``sort_s``) and update their rows."""
-    fwd_rows, bwd_rows = _row_traffic(a, state_bytes)
+    fwd_rows, bwd_rows = _row_traffic(a)
     forward = max((a.served * a.row_bytes + a.lookups * INDEX_BYTES) / link_bw, fwd_rows / gather_bw)
     backward = max(a.served * a.row_bytes / link_bw, bwd_rows / gather_bw + sort_s)
     return Embedding(forward, backward, 0.0)
 
 
-def embedding_on_parameter_server(
-    a: ShardAccess, state_bytes: float, nic: float, servers: float = 1.0
-) -> Embedding:
+def embedding_on_parameter_server(a: ShardAccess, nic: float, servers: float = 1.0) -> Embedding:
     """Rows on remote parameter servers (:data:`PARAMETER_SERVER` nodes), which pool them
     themselves and ship pooled vectors over this device's share of the network (``nic``
     bytes/s). ``servers`` is this rank's share of them (the plan's servers over the ranks
     that use them): their DRAM and CPUs serve every rank's lookups."""
     ps = PARAMETER_SERVER
     gather_bw = ps.host_mem_bw * ps.gather_efficiency * servers
-    rows = _pooled_by_cpus(a, state_bytes, nic, gather_bw, a.lookups / (ps.sort_rate * servers))
+    rows = _pooled_by_cpus(a, nic, gather_bw, a.lookups / (ps.sort_rate * servers))
     return Embedding(rows.forward, rows.backward, 0.0, remote=True)
 
 
-def embedding_pooled_by_host(a: ShardAccess, hw: Hardware, state_bytes: float, gpus: int) -> Embedding:
+def embedding_pooled_by_host(a: ShardAccess, hw: Hardware, gpus: int) -> Embedding:
     """Rows in host DRAM pooled by the host's own CPUs (``host_pools_embeddings``, as on Zion),
     pooled vectors sent over the device's PCIe link. The node's DRAM bandwidth and CPUs are
     shared by its ``gpus`` devices; CPU gathers and sorts run at a :data:`PARAMETER_SERVER`'s
@@ -130,20 +127,20 @@ def embedding_pooled_by_host(a: ShardAccess, hw: Hardware, state_bytes: float, g
     ps = PARAMETER_SERVER
     share = hw.host_mem_bw / ps.host_mem_bw / gpus
     gather_bw = hw.host_mem_bw * ps.gather_efficiency / gpus
-    return _pooled_by_cpus(a, state_bytes, hw.host_link_bw, gather_bw, a.lookups / (ps.sort_rate * share))
+    return _pooled_by_cpus(a, hw.host_link_bw, gather_bw, a.lookups / (ps.sort_rate * share))
 
 
 def embedding_shard(
-    a: ShardAccess, hw: Hardware, state_bytes: float, nic: float, gpus: int = 1, servers: float = 1.0
+    a: ShardAccess, hw: Hardware, nic: float, gpus: int = 1, servers: float = 1.0
 ) -> Embedding:
     """One shard's embedding work at its placement (a CPU node keeps non-remote rows in its DRAM);
     ``servers``: this rank's share of the parameter servers (see :func:`embedding_on_parameter_server`)."""
     place = a.shard.placement if hw.kind == "gpu" or a.shard.placement == "remote" else "hbm"
     if place == "remote" or (place == "host" and hw.host_pools_embeddings):
         rows = (
-            embedding_on_parameter_server(a, state_bytes, nic, servers)
+            embedding_on_parameter_server(a, nic, servers)
             if place == "remote"
-            else embedding_pooled_by_host(a, hw, state_bytes, gpus)
+            else embedding_pooled_by_host(a, hw, gpus)
         )
         local = _pooling_work(a, hw, 0.0)  # ids and pooled vectors on the device; no rows, no sort
         return Embedding(
@@ -153,19 +150,19 @@ def embedding_shard(
             remote=rows.remote,
         )
     placed = {"hbm": embedding_in_hbm, "host": embedding_in_host, "cache": embedding_in_cache}[place]
-    rows, local = placed(a, hw, state_bytes), _pooling_work(a, hw, a.lookups / hw.sort_rate)
+    rows, local = placed(a, hw), _pooling_work(a, hw, a.lookups / hw.sort_rate)
     if a.update_only:  # no forward: the gradient of every row is given, the optimizer applies it
-        moved = a.distinct_rows * (a.row_bytes + state_bytes) * 2 + (a.served + a.lookups) * a.row_bytes
+        moved = a.distinct_rows * (a.row_bytes + a.state_bytes) * 2 + (a.served + a.lookups) * a.row_bytes
         return Embedding(0.0, rows.backward + local.backward, moved)
     return Embedding(
         rows.forward + local.forward, rows.backward + local.backward, rows.device_bytes + local.device_bytes
     )
 
 
-def parameter_servers(config: DLRMConfig, plan: Plan, dtype: str, state_bytes: float) -> int:
-    """:data:`PARAMETER_SERVER` nodes needed to hold the plan's remote rows (and their optimizer
-    state) in their DRAM; 0 when no rows are remote. A trainer waits on them every step, so the
-    energy of its step counts their power too."""
+def parameter_servers(config: DLRMConfig, plan: Plan, dtype: str, sparse_optimizer: str) -> int:
+    """:data:`PARAMETER_SERVER` nodes needed to hold the plan's remote rows (and the fp32 state
+    ``sparse_optimizer`` keeps for them) in their DRAM; 0 when no rows are remote. A trainer waits
+    on them every step, so the energy of its step counts their power too."""
     rows = {t.name: t.num_rows for t in config.tables}
     remote = 0.0
     for s in plan.shards:
@@ -173,5 +170,6 @@ def parameter_servers(config: DLRMConfig, plan: Plan, dtype: str, state_bytes: f
             continue  # a data-parallel table is one copy on the servers
         share = s.row_fraction if s.sharding == "row_wise" else 1.0
         dim = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
-        remote += rows[s.table] * share * (dim * precision(dtype).embedding_bytes + state_bytes)
+        state = 4.0 * state_floats_per_row(sparse_optimizer, dim)
+        remote += rows[s.table] * share * (dim * precision(dtype).embedding_bytes + state)
     return math.ceil(remote / PARAMETER_SERVER.host_mem_bytes) if remote > 0 else 0

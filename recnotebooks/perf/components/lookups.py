@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from recnotebooks.config import DLRMConfig
+from recnotebooks.config import DLRMConfig, state_floats_per_row
 from recnotebooks.perf.access import expected_unique_many, hit_rate_many
 from recnotebooks.perf.hardware import Hardware
 from recnotebooks.perf.precision import precision
@@ -38,6 +38,10 @@ class ShardAccess:
     #: no lookup, only the optimizer's update of these rows from a given gradient (a data-parallel
     #: replica applying its all-reduced gradient to every row)
     update_only: bool = False
+    #: bytes of sparse optimizer state per row of this shard, fp32 (its row and its state are read
+    #: and written once per distinct row): 0 for SGD, 4 for row-wise Adagrad, ``4 * dim`` for
+    #: exact Adagrad (:func:`~recnotebooks.config.state_floats_per_row`)
+    state_bytes: float = 0.0
 
 
 def shard_access(
@@ -48,12 +52,13 @@ def shard_access(
     batch_size: int,
     zipf_exponent: float,
     dtype: str,
-    state_bytes: float,
+    sparse_optimizer: str,
 ) -> list[ShardAccess]:
-    """Per shard of ``plan``: lookups, distinct rows and last-level-cache hits, in one
-    vectorised evaluation. The cache holds each rank's hottest rows, split between its
-    shards by their share of the rank's lookups. On several ranks, one more access per
-    data-parallel shard follows the plan's: the update of every row (:func:`_every_row_update`)."""
+    """Per shard of ``plan``: lookups, distinct rows, last-level-cache hits and the state
+    ``sparse_optimizer`` keeps per row, in one vectorised evaluation. The cache holds each rank's
+    hottest rows (and their state), split between its shards by their share of the rank's
+    lookups. On several ranks, one more access per data-parallel shard follows the plan's: the
+    update of every row (:func:`_every_row_update`)."""
     tables = {t.name: t for t in config.tables}
     shards = plan.shards
     if not shards:
@@ -65,21 +70,22 @@ def shard_access(
     distinct = expected_unique_many(lookups, rows, zipf_exponent)
     dims = [config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0) for s in shards]
     row_bytes = [d * precision(dtype).embedding_bytes for d in dims]
+    state = [4.0 * state_floats_per_row(sparse_optimizer, d) for d in dims]  # fp32 state per row
     llc = [0.0] * len(shards)
     if hw.llc_bytes > 0 and hw.llc_speedup > 1:
         rank_lookups: dict[int, float] = {}
         for s, n, f in zip(shards, lookups, fracs, strict=True):
             rank_lookups[s.rank] = rank_lookups.get(s.rank, 0.0) + n / f
         cached = [
-            hw.llc_bytes * (n / f) / (rank_lookups[s.rank] or 1.0) / (rb + state_bytes)
-            for s, n, f, rb in zip(shards, lookups, fracs, row_bytes, strict=True)
+            hw.llc_bytes * (n / f) / (rank_lookups[s.rank] or 1.0) / (rb + sb)
+            for s, n, f, rb, sb in zip(shards, lookups, fracs, row_bytes, state, strict=True)
         ]
         llc = [float(h) for h in hit_rate_many(cached, rows, zipf_exponent)]
     hits = cache_hit_rates(shards, rows, zipf_exponent)
     out = [
-        ShardAccess(s, f, d, rb, b, n, float(u), h, c, float(r))
-        for s, f, d, rb, b, n, u, h, c, r in zip(
-            shards, fracs, dims, row_bytes, served, lookups, distinct, llc, hits, rows, strict=True
+        ShardAccess(s, f, d, rb, b, n, float(u), h, c, float(r), state_bytes=sb)
+        for s, f, d, rb, b, n, u, h, c, r, sb in zip(
+            shards, fracs, dims, row_bytes, served, lookups, distinct, llc, hits, rows, state, strict=True
         )
     ]
     return out + _every_row_update(out, plan.world_size)
@@ -109,6 +115,7 @@ def _every_row_update(accesses: list[ShardAccess], world: int) -> list[ShardAcce
             a.cache_hit_rate,
             a.rows,
             update_only=True,
+            state_bytes=a.state_bytes,
         )
         for a in accesses
         if a.shard.sharding == "data_parallel"
