@@ -11,7 +11,7 @@ import vl_convert as vlc
 
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, job_cost, job_from_estimate
-from recnotebooks.perf.job_planner import best_lever, evaluate, job_model, nearest_feasible
+from recnotebooks.perf.job_planner import best_lever, evaluate, job_model, nearest_feasible, plan_job
 from recnotebooks.viz.controls import option_values
 from recnotebooks.viz.planner import PLANNER_CONTROLS, explore_job, job_planner, measure_job
 
@@ -217,3 +217,73 @@ def test_plan_job_is_the_verdict_the_app_draws() -> None:
     assert sentence[0].upper() + sentence[1:] + "." in r.notes
     ok = plan_job(model="tiny", hardware="dgx_h100")
     assert ok.now.feasible and ok.near is None and ok.near_sentence == "" and ok.shown is ok.now
+
+
+# ----- epochs to MLPerf's target: DLRM-DCNv2's convergence curve ----------------------------------
+def test_to_target_takes_the_epochs_from_the_curve_and_labels_them() -> None:
+    from recnotebooks.perf.convergence import convergence_curve, epochs_to_converge
+
+    (b0, e0), (b1, e1) = convergence_curve()[:2]
+    o = evaluate(model="mlperf_dcnv2", epochs="to_target", batch_size=65536)
+    assert o.job is not None and o.problem is None
+    # between the reference points at 55,296 and 160,000 the curve is the straight line between them
+    (_, lo), (_, hi) = convergence_curve()[1], convergence_curve()[2]
+    assert (b0, b1) == (32768, 55296) and e0 < e1
+    assert o.job.epochs == pytest.approx(lo + (hi - lo) * (65536 - 55296) / (160000 - 55296))
+    assert o.job.epochs == epochs_to_converge(65536)
+    steps = math.ceil(CRITEO_TERABYTE_SAMPLES * o.job.epochs / 65536)
+    assert o.job.hours == pytest.approx(steps * o.result.step_time / 3600)  # type: ignore[union-attr]
+    notes = explore_job(model="mlperf_dcnv2", epochs="to_target", batch_size=65536).notes
+    assert any(
+        n.startswith(f"Epochs: {o.job.epochs:.3f}, what MLPerf's reference runs needed") for n in notes
+    )
+    assert "Epochs: 3, as set (explicit)." in explore_job(model="criteo_terabyte", epochs=3).notes
+
+
+def test_to_target_outside_its_curve_says_why_and_finds_the_nearest() -> None:
+    off = plan_job(model="mlperf_dcnv2", epochs="to_target", batch_size=262144)
+    assert (
+        off.now.job is None
+        and "convergence curve" in str(off.now.problem)
+        and "262144" in str(off.now.problem)
+    )
+    assert off.near is not None and off.near.feasible and off.near.values["batch_size"] == 65536
+    other = plan_job(model="criteo_terabyte", epochs="to_target")
+    assert "applies to mlperf_dcnv2 only" in str(other.now.problem)
+    assert other.near_sentence == "nearest feasible: epochs to_target→1"  # the job's epochs, not the model
+    samples = evaluate(model="mlperf_dcnv2", epochs="to_target", samples=100_000_000)
+    assert "samples per epoch must be" in str(samples.problem) and "4,195,197,692" in str(samples.problem)
+    shown = explore_job(model="mlperf_dcnv2", epochs="to_target", batch_size=4096)
+    assert shown.tables["verdict"][0]["verdict"] == "impossible" and shown.tables["totals"]
+    _finite(shown.tables)
+
+
+def test_the_model_of_record_is_priced_with_its_optimizers() -> None:
+    from recnotebooks.perf.job_planner import job_optimizers
+
+    assert job_optimizers("mlperf_dcnv2") == {"sparse_optimizer": "adagrad", "dense_optimizer": "adagrad"}
+    assert job_optimizers("mlperf_v1_x10") == {
+        "sparse_optimizer": "rowwise_adagrad",
+        "dense_optimizer": "adagrad",
+    }
+    gb = {
+        m: sum(float(x["gb"]) for x in evaluate(model=m).result.table_placement())  # type: ignore[union-attr]
+        for m in ("mlperf_v1", "mlperf_dcnv2")
+    }
+    # the same tables: row-wise Adagrad adds a float per row, exact Adagrad one per element (dim 128)
+    assert gb["mlperf_dcnv2"] == pytest.approx(gb["mlperf_v1"] * (128 + 128) / (128 + 1), rel=1e-6)
+
+
+def test_convergence_jobs_bad_input_is_named() -> None:
+    from recnotebooks.perf.job_planner import convergence_jobs
+
+    with pytest.raises(ValueError, match="convergence curve"):
+        convergence_jobs(batches=(16384,), layouts=((1, 8),))
+    with pytest.raises(ValueError, match="applies to mlperf_dcnv2 only"):
+        convergence_jobs(model="mlperf_v1", batches=(65536,), layouts=((1, 8),))
+    with pytest.raises(ValueError, match=r"batches\[0\]"):
+        convergence_jobs(batches=(0,), layouts=((1, 8),))
+    with pytest.raises(ValueError, match="gpus"):
+        convergence_jobs(batches=(65536,), layouts=((1, 16),))
+    with pytest.raises(ValueError, match="non-empty"):
+        convergence_jobs(batches=())

@@ -12,10 +12,11 @@ import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
 
-from recnotebooks.config import DLRMConfig, architecture_config, preset
+from recnotebooks.config import DLRMConfig, architecture_config, preset, preset_training
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import Hardware, hardware
-from recnotebooks.perf.planner import plan_tables
+from recnotebooks.perf.job import job_from_estimate
+from recnotebooks.perf.planner import plan_tables, table_bytes
 from recnotebooks.plan import Plan
 
 __all__ = [
@@ -31,6 +32,9 @@ __all__ = [
     "gpu_over_cpu",
     "compare_models",
     "roofline_points",
+    "MODEL_OF_RECORD",
+    "TODAYS_SERVERS",
+    "model_of_record_servers",
 ]
 
 #: The servers compared: the seed paper's three (a CPU training cluster, Big Basin, Zion) and modern DGXs.
@@ -110,7 +114,14 @@ def sweep(
 
 
 def best_placement(
-    config: DLRMConfig, hw: Hardware, gpus: int, batch_size: int, cache_hit_rate: float = 0.9
+    config: DLRMConfig,
+    hw: Hardware,
+    gpus: int,
+    batch_size: int,
+    cache_hit_rate: float = 0.9,
+    *,
+    sparse_optimizer: str = "rowwise_adagrad",
+    dense_optimizer: str = "adagrad",
 ) -> tuple[str, CostResult]:
     """The placement of least modeled step time among those that fit.
 
@@ -123,7 +134,8 @@ def best_placement(
     step time; no placement is preferred for its place in a list. The label names every
     placement the winning plan uses (``"hbm+cache"``), and the result's ``notes`` (and its
     ``plan.notes``) say why it won (``"hbm+cache chosen: 0.90 ms/step vs cache 1.20 ms, ..."``).
-    When nothing fits, the fastest candidate is returned with ``fits=False``.
+    When nothing fits, the fastest candidate is returned with ``fits=False``. The tables are sized
+    and priced with the state ``sparse_optimizer`` keeps (exact Adagrad's doubles an fp32 table).
     """
     order = placements_for(hw)
     tried: list[tuple[str, CostResult]] = []
@@ -141,12 +153,21 @@ def best_placement(
                     placement=place,
                     cache_hit_rate=cache_hit_rate,
                     batch_size=batch_size,
+                    sparse_optimizer=sparse_optimizer,
                 )
                 for st in strategies
             ]
         for plan in plans:
             r = estimate(
-                config, hw, batch_size=batch_size, gpus=gpus, plan=plan, placement=place, cache_hit_rate=hit
+                config,
+                hw,
+                batch_size=batch_size,
+                gpus=gpus,
+                plan=plan,
+                placement=place,
+                cache_hit_rate=hit,
+                sparse_optimizer=sparse_optimizer,
+                dense_optimizer=dense_optimizer,
             )
             tried.append((_placement_label(r.plan, place, order, hw), r))
     fitting = [t for t in tried if t[1].fits] or tried
@@ -188,17 +209,30 @@ def compare_servers(
     *,
     batch_size: int = 8192,
     cache_hit_rate: float = 0.9,
+    sparse_optimizer: str = "rowwise_adagrad",
+    dense_optimizer: str = "adagrad",
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """``config`` on one node of each server: (summary rows, per-component rows).
 
     Each node uses all its devices and the fastest placement that fits
-    (:func:`best_placement`); throughput per node and per joule are modeled. The power counts
-    the node's devices and host and the parameter servers its remote rows need.
+    (:func:`best_placement`, trained with ``sparse_optimizer`` and ``dense_optimizer``); throughput
+    per node and per joule are modeled. The power counts the node's devices and host and the
+    parameter servers its remote rows need; ``usd_per_billion_samples`` prices the node's
+    device-hours and those servers' (:func:`~recnotebooks.perf.job.job_from_estimate`, at each
+    preset's ``price_per_hour``), and ``largest_device_gb`` is the fullest device's memory.
     """
     rows, parts = [], []
     for name in servers:
         hw = hardware(name)
-        place, r = best_placement(config, hw, hw.devices, batch_size, cache_hit_rate)
+        place, r = best_placement(
+            config,
+            hw,
+            hw.devices,
+            batch_size,
+            cache_hit_rate,
+            sparse_optimizer=sparse_optimizer,
+            dense_optimizer=dense_optimizer,
+        )
         rows.append(
             result_row(
                 r,
@@ -207,6 +241,8 @@ def compare_servers(
                 devices=hw.devices,
                 node_power_w=r.power_w,
                 parameter_servers=r.parameter_servers,
+                usd_per_billion_samples=job_from_estimate(r, hw, 1e9).cost_usd,
+                largest_device_gb=max(d["total"] for d in r.memory.device) / 1e9,
             )
         )
         b = r.breakdown()
@@ -216,6 +252,35 @@ def compare_servers(
             if b[c] > 0
         ]
     return rows, parts
+
+
+#: The model of record: MLPerf Training's DLRM-DCNv2 (rounds v3.0 on).
+MODEL_OF_RECORD = "mlperf_dcnv2"
+#: The seed paper's GPU servers beside today's 8-GPU nodes, for the model of record (notebook 05 §4).
+TODAYS_SERVERS = ("big_basin", "zion", "dgx_a100_80gb", "dgx_h100", "h200_node", "dgx_b200")
+
+
+def model_of_record_servers(
+    servers: Sequence[str] = TODAYS_SERVERS, *, batch_size: int | None = None, cache_hit_rate: float = 0.9
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """:func:`compare_servers` for the model of record (:data:`MODEL_OF_RECORD`) trained as MLPerf's
+    reference trains it (:func:`~recnotebooks.config.preset_training`: exact Adagrad on the tables,
+    whose state doubles their 105 GB, and Adagrad on the dense part), at MLPerf's one-node global
+    batch (55,296) unless ``batch_size`` says otherwise: one node of each of ``servers``, **modeled**.
+    Rows as :func:`compare_servers`', with ``model`` and ``tables_gb`` (the tables' weights and
+    optimizer state, in GB)."""
+    how = preset_training(MODEL_OF_RECORD)
+    config = preset(MODEL_OF_RECORD)
+    rows, parts = compare_servers(
+        config,
+        servers,
+        batch_size=int(how["batch_size"]) if batch_size is None else batch_size,  # type: ignore[call-overload]
+        cache_hit_rate=cache_hit_rate,
+        sparse_optimizer=str(how["sparse_optimizer"]),
+        dense_optimizer=str(how["dense_optimizer"]),
+    )
+    tables_gb = sum(table_bytes(config, "fp32", str(how["sparse_optimizer"])).values()) / 1e9
+    return [{**r, "model": MODEL_OF_RECORD, "tables_gb": tables_gb} for r in rows], parts
 
 
 #: The CPU node a GPU is compared with: one dual-socket trainer of the CPU training cluster.

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from recnotebooks.checks import check_choice, check_int
-from recnotebooks.config import DLRMConfig, preset
+from recnotebooks.config import DLRMConfig, preset, preset_names, preset_training
 from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.convergence import DEFAULT_ROUND, TRAIN_SAMPLES, epochs_to_converge, rules_for_round
 from recnotebooks.perf.cost import CostResult, estimate
@@ -42,8 +42,8 @@ from recnotebooks.plan import PLACEMENTS, Plan
 
 __all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "PRECISION_OPTIONS", "TO_TARGET",
            "JobPlan", "Outcome", "best_lever", "check_settings", "convergence_jobs", "describe_change",
-           "epochs_words", "evaluate", "job_epochs", "job_model", "nearest_feasible", "plan_job",
-           "setting_values", "CONVERGENCE_LAYOUTS"]  # fmt: skip
+           "epochs_words", "evaluate", "job_epochs", "job_model", "job_optimizers", "nearest_feasible",
+           "plan_job", "setting_values", "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS"]  # fmt: skip
 
 #: The planner's models, ``(label, name)``: presets, and production-scale mlperf_v1 with 10x or
 #: 30x the rows (:func:`job_model`).
@@ -69,7 +69,8 @@ JOB_SETTINGS: dict[str, dict[str, object]] = {
     "samples": {"options": [("Criteo Kaggle: 45.8 M", 45_840_617), ("100 M", 100_000_000),
                             ("Criteo Terabyte: 4.2 B", CRITEO_TERABYTE_SAMPLES), ("10 B", 10_000_000_000)],
                 "value": CRITEO_TERABYTE_SAMPLES},
-    "epochs": {"options": [1, 2, 3, 5, 10, ("to MLPerf's AUC target", TO_TARGET)], "value": 1},
+    "epochs": {"options": [*((str(e), e) for e in (1, 2, 3, 5, 10)), ("to MLPerf's AUC target", TO_TARGET)],
+               "value": 1},
     "deadline_h": {"options": [1, 2, 4, 8, 12, 24, 48, 72, 168], "value": 24},
     "budget_usd": {"options": [10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000], "value": 3000},
     "hardware": {"options": _HARDWARE, "value": "dgx_h100"},
@@ -99,6 +100,20 @@ def job_model(name: str) -> DLRMConfig:
     check_choice("model", name, setting_values("model"))
     base, _, scale = name.partition("_x")
     return preset(base).with_rows_scale(int(scale)) if scale else preset(name)
+
+
+def job_optimizers(name: str) -> dict[str, str]:
+    """The optimizers the planner prices model ``name`` with: its source's (a preset's
+    :data:`~recnotebooks.config.PRESET_TRAINING`, e.g. exact Adagrad on mlperf_dcnv2's tables, whose
+    state is a second table the size of the first), else row-wise Adagrad on the tables and Adagrad
+    on the dense part (:func:`~recnotebooks.perf.estimate`'s defaults). A production-scale
+    ``"<preset>_x<scale>"`` trains as its preset does."""
+    base = check_choice("model", name, setting_values("model")).partition("_x")[0]
+    how = preset_training(base) if base in preset_names() else {}
+    return {
+        "sparse_optimizer": str(how.get("sparse_optimizer", "rowwise_adagrad")),
+        "dense_optimizer": str(how.get("dense_optimizer", "adagrad")),
+    }
 
 
 def check_settings(values: dict[str, object]) -> dict[str, object]:
@@ -138,17 +153,18 @@ def job_epochs(values: dict[str, object]) -> float:
 
 
 def epochs_words(values: dict[str, object]) -> str:
-    """How many epochs a setting trains and where the number comes from, in words (for a note)."""
+    """How many epochs a setting trains and where the number comes from, in words (for a note):
+    ``"0.781: what MLPerf's reference runs needed ..."`` or ``"3, as set (explicit)"``."""
     epochs = job_epochs(values)
     if values["epochs"] == TO_TARGET:
         return (
-            f"{epochs:.3f} epochs: what MLPerf's reference runs needed to reach its AUC target at global "
-            f"batch {int(values['batch_size']):,} (PUBLISHED convergence points, {DEFAULT_ROUND} rules, "
-            "interpolated)"
+            f"{epochs:.3f}, what MLPerf's reference runs needed to reach its AUC target at global batch "
+            f"{int(values['batch_size']):,} (PUBLISHED convergence points, {DEFAULT_ROUND} rules, linear "
+            "between them)"
         )  # type: ignore[call-overload]
-    words = f"{epochs:g} epoch{'s' if epochs != 1 else ''}, as set (explicit)"
+    words = f"{epochs:g}, as set (explicit)"
     if values["model"] in CONVERGENCE_MODELS:
-        words += f"; epochs '{TO_TARGET}' takes them from MLPerf's convergence curve"
+        words += "; \"to MLPerf's AUC target\" takes them from MLPerf's convergence curve"
     return words
 
 
@@ -214,6 +230,7 @@ def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
     if gpus > hw.devices:
         return Outcome(v, None, None, f"a {hw.name} node has {hw.devices} device(s), not {gpus}")
     config = job_model(str(v["model"]))
+    optimizers = job_optimizers(str(v["model"]))
     try:
         hit = 0.9 if v["placement"] == "cache" else None  # replaced by the modeled rate below
         plan = plan_tables(
@@ -225,6 +242,7 @@ def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
             cache_hit_rate=hit,
             batch_size=int(v["batch_size"]),
             dtype=str(v["dtype"]),
+            sparse_optimizer=optimizers["sparse_optimizer"],
         )  # type: ignore[call-overload]
         plan = _cached_plan(plan, config, float(v["cache_fraction"]), str(v["cache_policy"]))  # type: ignore[arg-type]
         r = estimate(
@@ -235,6 +253,7 @@ def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
             nodes=nodes,
             plan=plan,  # type: ignore[call-overload]
             dtype=str(v["dtype"]),
+            **optimizers,
         )
     except ValueError as e:  # a combination the planner or the model cannot build, in its words
         return Outcome(v, None, None, str(e))
@@ -361,14 +380,26 @@ def plan_job(**values: object) -> JobPlan:
     shown = now
     if now.job is None:  # nothing to show for this setting itself: show the nearest one instead
         if near is None:  # nothing fits within two changes: fall back on a setting that always builds
-            near = evaluate(**{**now.values, "model": "tiny", "hardware": "dgx_h100", "nodes": 1, "gpus": 8,
-                               "epochs": 1 if now.values["epochs"] == TO_TARGET else now.values["epochs"]})  # fmt: skip
+            epochs = 1 if now.values["epochs"] == TO_TARGET else now.values["epochs"]  # tiny has no curve
+            near = evaluate(
+                **{
+                    **now.values,
+                    "model": "tiny",
+                    "hardware": "dgx_h100",
+                    "nodes": 1,
+                    "gpus": 8,
+                    "epochs": epochs,
+                }
+            )
             fallback = True
         shown = near
     lever, rows = best_lever(**shown.values)
     return JobPlan(now, shown, near, sentence, fallback, lever, rows)
 
 
+#: The components of a modeled step that do not grow with the global batch: the per-step overhead
+#: (launching operators), and the all-reduce and update of the dense weights.
+FIXED_COMPONENTS = ("overhead", "all_reduce", "dense_optimizer")
 #: The layouts :func:`convergence_jobs` compares, ``(nodes, devices per node)``: one 8-GPU node, as
 #: NVIDIA's single-node DLRM-DCNv2 submissions, and 8 of them (64 GPUs), as its multi-node ones.
 CONVERGENCE_LAYOUTS = ((1, 8), (8, 8))
@@ -387,13 +418,16 @@ def convergence_jobs(
     ``(nodes, devices per node)`` of ``layouts``; ``values`` are other planner settings (hardware,
     sharding, precision...). One row per layout and batch: ``layout``, ``nodes``, ``devices``,
     ``global_batch``, ``step_ms`` and ``samples_per_s`` (**modeled**), ``epochs`` (**published**,
-    the curve's), ``samples``, ``minutes`` to train (**modeled**), ``bound_by``, ``fits``. A batch off
-    the curve, or a model without one, raises ``ValueError`` (:func:`job_epochs`); a layout a node
-    cannot hold raises ``ValueError`` naming it. The batches need not be the planner's slider values."""
+    the curve's), ``samples``, ``minutes`` to train (**modeled**), ``fixed_ms`` (the step's
+    :data:`FIXED_COMPONENTS`, which a bigger batch shares among more samples), ``bound_by``, ``fits``.
+    A batch off the curve, or a model without one, raises ``ValueError`` (:func:`job_epochs`); so does
+    a layout a node cannot hold, naming it. The batches need not be the planner's slider values."""
     if batches is None:
         batches = tuple(sorted({p.batch_size for p in rules_for_round(DEFAULT_ROUND)}))
     if not batches or not layouts:
-        raise ValueError(f"batches and layouts must be non-empty, got batches={batches!r}, layouts={layouts!r}")
+        raise ValueError(
+            f"batches and layouts must be non-empty, got batches={batches!r}, layouts={layouts!r}"
+        )
     batches = tuple(check_int(f"batches[{i}]", b, lo=1, hi=2**40) for i, b in enumerate(batches))
     base = check_settings({**values, "model": model, "epochs": TO_TARGET})
     rows = []
@@ -416,6 +450,7 @@ def convergence_jobs(
                     "epochs": o.job.epochs,
                     "samples": o.job.samples * o.job.epochs,
                     "minutes": o.job.hours * 60,
+                    "fixed_ms": sum(b[k] for k in FIXED_COMPONENTS) * 1e3,
                     "bound_by": max(b, key=lambda k: b[k]),
                     "fits": o.fits,
                     "source": "modeled",

@@ -319,14 +319,18 @@ def _config(model: DLRMConfig | str) -> DLRMConfig:
     return preset(model) if isinstance(model, str) else model
 
 
-def model_parts(models: Sequence[DLRMConfig | str] = ("mlperf_v1", "mlperf_dcnv2")) -> list[dict[str, object]]:
+def model_parts(
+    models: Sequence[DLRMConfig | str] = ("mlperf_v1", "mlperf_dcnv2"),
+) -> list[dict[str, object]]:
     """Where each model's parameters and work go, **computed** from its architecture: one row per
     model (a preset name or a config) and part of :data:`MODEL_PARTS`, with ``model``, ``part``
     (in words), ``parameters`` and ``parameter_share`` (of the model's), ``flops_per_sample``
     (forward + backward, :meth:`~recnotebooks.config.DLRMConfig.flops_per_sample`) and
     ``flops_share``, and ``source="analytic"``."""
     if isinstance(models, (str, DLRMConfig)) or not models:
-        raise ValueError(f"models must be a non-empty sequence of preset names or DLRMConfigs, got {models!r}")
+        raise ValueError(
+            f"models must be a non-empty sequence of preset names or DLRMConfigs, got {models!r}"
+        )
     rows = []
     for m in models:
         cfg = _config(m)

@@ -63,7 +63,14 @@ from recnotebooks.viz.controls import build_controls, human, percent
 from recnotebooks.viz.theme import PLACEMENT_COLORS
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
-__all__ = ["MEASURE_BATCH", "PLANNER_CONTROLS", "convergence_chart", "explore_job", "job_planner", "measure_job"]
+__all__ = [
+    "MEASURE_BATCH",
+    "PLANNER_CONTROLS",
+    "convergence_chart",
+    "explore_job",
+    "job_planner",
+    "measure_job",
+]
 
 #: How each setting of :data:`~recnotebooks.perf.job_planner.JOB_SETTINGS` shows as a control.
 _VIEW: dict[str, dict[str, object]] = {

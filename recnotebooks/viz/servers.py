@@ -20,7 +20,16 @@ from recnotebooks.viz.charts import metric_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
-__all__ = ["SERVERS", "SERVER_CONTROLS", "scaled_model", "explore_servers", "server_explorer", "server_bars"]
+__all__ = [
+    "COST_METRIC",
+    "SERVERS",
+    "SERVER_CONTROLS",
+    "SERVER_METRICS",
+    "scaled_model",
+    "explore_servers",
+    "server_explorer",
+    "server_bars",
+]
 
 SERVER_CONTROLS: dict[str, dict[str, object]] = {
     "model": {
@@ -154,24 +163,32 @@ def server_explorer(*, history: int = 4, **values: object) -> App:
 
 #: Human names of the per-server figures :func:`server_bars` draws.
 SERVER_METRICS = {"throughput": "samples per second", "samples_per_joule": "samples per joule"}
+#: ... and the cost of a billion samples (a node's device-hours at each preset's price, and its
+#: parameter servers'), which :func:`~recnotebooks.perf.explore.compare_servers` also gives.
+COST_METRIC = {"usd_per_billion_samples": "USD per billion samples"}
 
 
-def server_bars(summary: list[dict[str, object]], models: list[str]) -> list[dict[str, object]]:
+def server_bars(
+    summary: list[dict[str, object]], models: list[str], metrics: dict[str, str] | None = None
+) -> list[dict[str, object]]:
     """Rows for :func:`~recnotebooks.viz.charts.metric_bars` from the summary of
-    :func:`~recnotebooks.perf.explore.compare_models`: one panel per model and figure
-    (``"rm1: samples per joule"``), one bar per server, its placement after the value."""
+    :func:`~recnotebooks.perf.explore.compare_models`: one panel per model and figure of ``metrics``
+    (a summary column and its name in words; default :data:`SERVER_METRICS`), e.g.
+    ``"rm1: samples per joule"``, one bar per server, its placement after the value (a price in
+    dollars: ``"$13.4 (hbm)"``)."""
     rows = []
     for m in models:
-        for key, name in SERVER_METRICS.items():
+        for key, name in (metrics or SERVER_METRICS).items():
             for r in summary:
                 if r["model"] == m:
                     v = float(r[key])  # type: ignore[arg-type]
+                    shown = f"${v:,.3g}" if key.startswith("usd") else human(v)
                     rows.append(
                         {
                             "metric": f"{m}: {name}",
                             "value": v,
                             "setting": r["server"],
-                            "display": f"{human(v)} ({r['placement']})",
+                            "display": f"{shown} ({r['placement']})",
                             "source": "modeled",
                         }
                     )
