@@ -463,7 +463,8 @@ def mlperf_by_system(rows: Sequence[Mapping[str, object]]) -> list[dict[str, obj
     """:func:`compare_published`'s MLPerf rows grouped by system (accelerator, GPUs per node x
     nodes) and by fit or held-out rounds: one row each with the ``runs`` it holds, the median
     ``published`` and ``modeled`` samples/s and the median ``ratio`` (modeled over published),
-    ``label`` naming it (held-out ones marked), sorted by accelerator and scale."""
+    ``label`` naming it with its published samples/s (held-out ones marked), sorted by fit or
+    held out, then accelerator and scale."""
     groups: dict[tuple[str, int, bool], list[Mapping[str, object]]] = {}
     for r in rows:
         if "round" not in r:
@@ -480,14 +481,17 @@ def mlperf_by_system(rows: Sequence[Mapping[str, object]]) -> list[dict[str, obj
     for (name, gpus, held), rs in sorted(
         groups.items(), key=lambda kv: (kv[0][2], kv[0][0].split()[0], kv[0][1])
     ):
+        published = statistics.median(float(r["published"]) for r in rs)
+        runs = f"{len(rs)} run{'s' * (len(rs) > 1)}"
+        tag = " (held out)" if held else ""
         out.append(
             {
-                "label": f"{name}{' (held out)' if held else ''}, {len(rs)} run{'s' * (len(rs) > 1)}",
+                "label": f"{name}{tag}, {published / 1e6:.1f} M/s published ({runs})",
                 "system": name,
                 "gpus": gpus,
                 "held_out": held,
                 "runs": len(rs),
-                "published": statistics.median(float(r["published"]) for r in rs),
+                "published": published,
                 "modeled": statistics.median(float(r["modeled"]) for r in rs),
                 "ratio": statistics.median(float(r["ratio"]) for r in rs),
                 "source": "modeled vs published",
