@@ -138,14 +138,21 @@ BREAKDOWN_SVGS = f"""() => [...{PANEL}.node.querySelectorAll('.jp-OutputArea svg
   .map((s, i) => [i, s.querySelectorAll('path[aria-label^="milliseconds per step: "]').length])
   .filter(([i, n]) => n > 0).map(([i, n]) => i)"""
 # every bar of one breakdown: its value (from its aria-label), drawn width, and whether the
-# browser paints it at both ends (a clip path of another chart would hide its far end)
+# browser paints it at both ends (a clip path of another chart would hide its far end; the chart's
+# own text and rule marks over a bar are annotations, not clipping)
 BARS = f"""async (index) => {{
   const svg = [...{PANEL}.node.querySelectorAll('.jp-OutputArea svg.marks')][index];
   svg.scrollIntoView({{block: 'center'}});
   await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   return [...svg.querySelectorAll('path[aria-label^="milliseconds per step: "]')].map(p => {{
     const r = p.getBoundingClientRect(), y = r.top + r.height / 2;
-    const painted = x => document.elementFromPoint(x, y) === p;
+    // painted: the bar itself is on top there, or one of its own chart's annotations drawn over it
+    // (the measured chart's "NOT RELIABLE" text and spread whiskers on a busy machine), never
+    // another chart or the page
+    const painted = x => {{
+      const e = document.elementFromPoint(x, y);
+      return e === p || (!!e && e.closest('svg') === svg && !!e.closest('g.mark-text, g.mark-rule'));
+    }};
     const cell = p.closest('g[class*="concat_"]');  // charts side by side have scales of their own
     return {{value: parseFloat(p.getAttribute('aria-label').split(';')[0].split(':')[1]),
              chart: cell ? [...cell.classList].find(c => c.startsWith('concat_')) : 'single',

@@ -282,12 +282,13 @@ def _dense_components(step: Step) -> dict[str, C.Work]:
     """The components every rank runs the same way, with the device bytes each moves."""
     config, hw, b, dtype, plan = step.config, step.hw, step.local_batch, step.dtype, step.plan
     sharded = step.world > 1 and any(sh.sharding != "data_parallel" for sh in plan.shards)
+    fused = step.implementation == "hugectr"  # elementwise work in the GEMMs' epilogues
     return {
         "data_loading": C.Work(C.data_loading(config, hw, b), 0.0),
         "host_to_device": C.Work(C.host_to_device(config, hw, b), 0.0),
-        "bottom_mlp": C.mlp(config, hw, "bottom", b, dtype),
-        "interaction": C.interaction(config, hw, b, dtype),
-        "top_mlp": C.mlp(config, hw, "top", b, dtype),
+        "bottom_mlp": C.mlp(config, hw, "bottom", b, dtype, fused),
+        "interaction": C.interaction(config, hw, b, dtype, fused),
+        "top_mlp": C.mlp(config, hw, "top", b, dtype, fused),
         "dense_optimizer": C.dense_optimizer(config, hw, dtype),
         "overhead": C.Work(C.overhead(config, hw, step.world, sharded, plan, step.implementation), 0.0),
     }
@@ -319,7 +320,8 @@ def _rank_components(
     if world > 1:  # bytes from perf.traffic.collective_bytes (the estimate reads them per rank)
         a2a, ar = volumes["all_to_all"][rank], volumes["all_reduce"][rank]
         calls = C.A2A_CALLS[step.implementation]
-        comp["all_to_all"] = C.all_to_all_seconds(a2a, world, step.gpus, hw, nic, calls)
+        grouped = step.implementation == "hugectr"
+        comp["all_to_all"] = C.all_to_all_seconds(a2a, world, step.gpus, hw, nic, calls, grouped)
         comp["all_reduce"] = C.all_reduce_seconds(ar, world, step.gpus, hw, nic, ar_calls)
     moved = sum(w.device_bytes for w in dense.values()) + sum(e.device_bytes for e in parts)
     return comp, moved

@@ -17,16 +17,30 @@ weights and fp32 tables, as its README says.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from recnotebooks.checks import check_fraction, check_type
-from recnotebooks.config import DLRMConfig, preset
+from recnotebooks.config import DLRMConfig, TableConfig, preset
+from recnotebooks.perf.components.ops import HUGECTR
+from recnotebooks.perf.convergence import EVAL_SAMPLES, evaluations
 from recnotebooks.perf.cost import estimate
-from recnotebooks.perf.hardware import GB, Hardware, hardware
+from recnotebooks.perf.hardware import GB, Hardware, hardware, mlperf_layout
+from recnotebooks.perf.mlperf import (
+    FIT_ROUNDS,
+    HELD_OUT_ROUNDS,
+    MLPERF_DCNV2_RESULTS,
+    TRAIN_SAMPLES,
+    MLPerfResult,
+)
 from recnotebooks.perf.placement import _percent
+from recnotebooks.perf.planner import RESERVE
+from recnotebooks.perf.result import CostResult
 from recnotebooks.perf.sources import cite
+from recnotebooks.plan import Plan, combine, data_parallel, row_wise, table_wise
 
 __all__ = ["PublishedRun", "PUBLISHED_RUNS", "TORCHREC_README_ROWS", "compare_published"]
 
@@ -99,6 +113,11 @@ class PublishedRun:
     samples_per_s: float
     dtype: str = "fp32"
     note: str = ""
+    nodes: int = 1
+    sparse_optimizer: str = "rowwise_adagrad"
+    implementation: str = "torchrec"  #: whose step is priced (``estimate``'s ``implementation``)
+    plan: Callable[[], Plan] | None = None  #: the plan the run used; None: the model's planner
+    mlperf: MLPerfResult | None = None  #: the MLPerf result it stands for (throughput, minutes, epochs)
 
 
 _TR = "TorchRec DLRM on 8x A100 40GB, published by the TorchRec project: " + cite("torchrec")
@@ -165,27 +184,350 @@ PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
 )
 
 
+def estimate_run(run: PublishedRun) -> CostResult:
+    """The model's step for ``run``: :func:`~recnotebooks.perf.cost.estimate` set up as the run
+    says (its hardware, GPUs and nodes, batch, precision, optimizer, implementation and plan)."""
+    return estimate(
+        run.config(),
+        run.hardware(),
+        batch_size=run.batch_size,
+        gpus=run.gpus,
+        nodes=run.nodes,
+        dtype=run.dtype,
+        sparse_optimizer=run.sparse_optimizer,
+        implementation=run.implementation,
+        plan=run.plan() if run.plan else None,
+    )
+
+
 def compare_published(runs: Sequence[PublishedRun] = PUBLISHED_RUNS) -> list[dict[str, object]]:
     """One row per run: ``published`` and ``modeled`` samples/s, ``ratio`` (modeled over
-    published), whether the model says it fits, and the run's source and note."""
+    published), whether the model says it fits, and the run's source and note. An MLPerf run
+    (:data:`MLPERF_RUNS`) is compared as MLPerf logs it: samples over the whole run, its
+    evaluations included (:func:`mlperf_throughput`), and adds its ``round``, whether that round
+    is ``held_out`` and its ``published_minutes`` (MLPerf's score) beside the ``modeled_minutes``."""
     rows = []
     for run in runs:
-        r = estimate(run.config(), run.hardware(), batch_size=run.batch_size, gpus=run.gpus, dtype=run.dtype)
+        r = estimate_run(run)
+        modeled = r.throughput if run.mlperf is None else mlperf_throughput(r, run.mlperf)
+        row: dict[str, object] = {
+            "run": run.label,
+            "published": run.samples_per_s,
+            "modeled": modeled,
+            "ratio": modeled / run.samples_per_s,
+            "fits": r.fits,
+            "dtype": run.dtype,
+            "bound_by": max(r.breakdown(), key=r.breakdown().get),
+            "source": "modeled vs published",
+            "reference": run.source,
+            "note": run.note,
+        }
+        if run.mlperf is not None:
+            m = run.mlperf
+            row.update(
+                round=m.round,
+                held_out=m.round in HELD_OUT_ROUNDS,
+                accelerator=m.accelerator,
+                gpus=run.gpus * run.nodes,
+                published_minutes=m.score_minutes,
+                modeled_minutes=m.samples_to_target / modeled / 60,
+            )
+        rows.append(row)
+    return rows
+
+
+# ----- MLPerf Training's DLRM-DCNv2, v3.0 to v5.1: published beside modeled ----------------------
+#: How the model is set up for every MLPerf run alike (global choices, none per run or system):
+#: NVIDIA's HugeCTR code, which every GPU submission ran (``implementation="hugectr"``:
+#: :data:`~recnotebooks.perf.components.ops.HUGECTR`), mixed precision (its configs set
+#: ``USE_MIXED_PRECISION=true``: ``amp_fp16``), exact Adagrad on the tables (the logs'
+#: ``opt_name``), and :func:`mlperf_plan`'s sharding.
+MLPERF_SETUP: dict[str, str] = {
+    "implementation": "hugectr",
+    "dtype": "amp_fp16",
+    "sparse_optimizer": "adagrad",
+}
+#: Tables of at most this many rows are replicated on every GPU (data-parallel); the bigger ones are
+#: model-parallel. HugeCTR's planner makes the same split by a cost model (the ``sharding`` package of
+#: NVIDIA's submission, https://github.com/mlcommons/training_results_v3.0/tree/main/NVIDIA/
+#: benchmarks/dlrm_dcnv2/implementations/hugectr/sharding); MLPerf's 26 tables fall into 13 and 13.
+SMALL_TABLE_ROWS = 10_000
+
+
+def mlperf_plan(config: DLRMConfig, gpus: int, nodes: int = 1, device_bytes: float = math.inf) -> Plan:
+    """The sharding the model prices MLPerf's runs with, one rule for every system: small tables
+    (:data:`SMALL_TABLE_ROWS`) data-parallel; a table with more lookups per sample than a fair share
+    (its lookups over the devices of one node, or of all of them on one node) split row-wise over one
+    node's GPUs, the busiest first, each to the node with the fewest lookups so far; the others
+    whole (table-wise), each to the device with the fewest lookups so far that has room for it
+    (``device_bytes`` less the planner's reserve, :data:`~recnotebooks.perf.planner.RESERVE`: the
+    table's fp32 rows and exact Adagrad's fp32 state), or else row-wise over the node with the most
+    room (HugeCTR balances its plan's lookups under a memory cap the same way; on several nodes its
+    ``hier_auto`` plan keeps a table's shards inside one node)."""
+    world = gpus * nodes
+    row_bytes = config.embedding_dim * 4 * 2  # fp32 weights and exact Adagrad's state
+    small = [t for t in config.tables if t.num_rows <= SMALL_TABLE_ROWS]
+    big = sorted((t for t in config.tables if t.num_rows > SMALL_TABLE_ROWS), key=lambda t: -t.pooling_factor)
+    fair = sum(t.pooling_factor for t in big) / world * (gpus if nodes > 1 else 1)
+    room = [device_bytes * (1 - RESERVE) - sum(t.num_rows for t in small) * row_bytes] * world
+    load = [0.0] * world
+    parts = []
+
+    def split(t: TableConfig, node: int) -> None:
+        ranks = list(range(node * gpus, (node + 1) * gpus))
+        for r in ranks:
+            load[r] += t.pooling_factor / gpus
+            room[r] -= t.num_rows * row_bytes / gpus
+        parts.append(row_wise([t], world, ranks=ranks))
+
+    def node_load(n: int) -> float:
+        return sum(load[n * gpus : (n + 1) * gpus])
+
+    rest: list[tuple[TableConfig, int]] = []
+    for t in big:
+        if t.pooling_factor > fair:
+            split(t, min(range(nodes), key=node_load))
+            continue
+        fits = [r for r in range(world) if room[r] >= t.num_rows * row_bytes]
+        if not fits:
+            split(t, max(range(nodes), key=lambda n: min(room[n * gpus : (n + 1) * gpus])))
+            continue
+        r = min(fits, key=lambda i: load[i])
+        load[r] += t.pooling_factor
+        room[r] -= t.num_rows * row_bytes
+        rest.append((t, r))
+    if rest:
+        parts.append(table_wise([t.name for t, _ in rest], world, ranks=[r for _, r in rest]))
+    if small:
+        parts.append(data_parallel([t.name for t in small], world))
+    return combine(*parts, strategy="mlperf")
+
+
+def mlperf_throughput(result: CostResult, run: MLPerfResult) -> float:
+    """Samples per second over a whole MLPerf run, as the logs count them: the run's samples
+    (its median epochs to the target) over its training steps at the modeled step, overlapped as
+    HugeCTR overlaps communication with compute (``step_time_overlap``), plus its evaluations
+    (:func:`recnotebooks.perf.convergence.evaluations`), each :data:`~recnotebooks.perf.convergence.
+    EVAL_SAMPLES` samples through the forward pass: each rank's embedding lookups, a third of its MLP
+    and interaction time (forward of forward + two backward GEMMs) and half its all-to-all."""
+    epochs = statistics.median(run.epochs_to_target)
+    samples = epochs * TRAIN_SAMPLES
+    steps = math.ceil(samples / run.global_batch_size)
+    forward = max(
+        c["embedding_forward"] + (c["bottom_mlp"] + c["top_mlp"] + c["interaction"]) / 3 + c["all_to_all"] / 2
+        for c in result.per_rank
+    )
+    evals = evaluations(epochs) * EVAL_SAMPLES / run.global_batch_size * forward
+    return samples / (steps * result.step_time_overlap + evals)
+
+
+def _mlperf_run(m: MLPerfResult) -> PublishedRun:
+    preset_name, gpus, nodes = mlperf_layout(m.accelerator, m.accelerators_per_node, m.nodes, m.host_cpu)
+    cfg = partial(preset, "mlperf_dcnv2")
+    return PublishedRun(
+        label=f"{m.round} {m.submitter} {m.system}",
+        source=m.source,
+        config=cfg,
+        hardware=partial(hardware, preset_name),
+        gpus=gpus,
+        nodes=nodes,
+        batch_size=m.global_batch_size,
+        samples_per_s=float(m.samples_per_s),  # type: ignore[arg-type]
+        dtype=MLPERF_SETUP["dtype"],
+        sparse_optimizer=MLPERF_SETUP["sparse_optimizer"],
+        implementation=MLPERF_SETUP["implementation"],
+        plan=lambda: mlperf_plan(cfg(), gpus, nodes, hardware(preset_name).hbm_bytes),
+        mlperf=m,
+        note=f"{m.accelerator}, {m.accelerators_per_node} x {m.nodes} nodes, modeled as {preset_name}",
+    )
+
+
+#: One :class:`PublishedRun` per MLPerf DLRM-DCNv2 GPU result that logged its throughput
+#: (:data:`~recnotebooks.perf.mlperf.MLPERF_DCNV2_RESULTS`), the runs a round republished from an
+#: earlier one left out; rounds in :data:`~recnotebooks.perf.mlperf.HELD_OUT_ROUNDS` are the
+#: held-out test (never used to fit :data:`~recnotebooks.perf.components.ops.HUGECTR`).
+MLPERF_RUNS: tuple[PublishedRun, ...] = tuple(
+    _mlperf_run(m)
+    for m in MLPERF_DCNV2_RESULTS
+    if m.samples_per_s is not None and m.accelerators_per_node > 0 and not m.republished
+)
+
+
+def mlperf_errors(rows: Sequence[Mapping[str, object]]) -> dict[str, float]:
+    """Mean absolute percentage error of ``rows`` (:func:`compare_published` of MLPerf runs) over
+    the fit rounds (``fit_mape``) and the held-out ones (``held_out_mape``), with their counts."""
+    out: dict[str, float] = {}
+    for key, held in (("fit", False), ("held_out", True)):
+        errs = [abs(float(r["ratio"]) - 1) for r in rows if bool(r.get("held_out")) is held and "round" in r]
+        out[f"{key}_mape"] = statistics.mean(errs) if errs else math.nan
+        out[f"{key}_runs"] = float(len(errs))
+    return out
+
+
+def fit_hugectr_step(runs: Sequence[PublishedRun] | None = None, hi: float = 5e-3) -> float:
+    """The per-step cost of HugeCTR's CUDA-graphed step (:data:`~recnotebooks.perf.components.ops.
+    HUGECTR`'s ``step_s``) that best fits the fit rounds' runs: least squares of the log ratio of
+    modeled to published throughput, over ``[0, hi]`` seconds (golden-section search on the
+    convex objective). Run once; its result is the constant, stated where it is set."""
+    runs = [r for r in (MLPERF_RUNS if runs is None else runs) if r.mlperf and r.mlperf.round in FIT_ROUNDS]
+    priced = []
+    for run in runs:
+        res = estimate_run(run)
+        base = res.step_time_overlap - HUGECTR["step_s"]
+        priced.append((res, base, run))
+
+    def loss(s0: float) -> float:
+        total = 0.0
+        for res, base, run in priced:
+            shifted = dataclasses.replace(res, step_time_overlap=base + s0)
+            total += math.log(mlperf_throughput(shifted, run.mlperf) / run.samples_per_s) ** 2  # type: ignore[arg-type]
+        return total
+
+    lo, up = 0.0, hi
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(60):
+        a, b = up - g * (up - lo), lo + g * (up - lo)
+        if loss(a) <= loss(b):
+            up = b
+        else:
+            lo = a
+    return (lo + up) / 2
+
+
+#: Intel's CPU-only submission (v3.1, 4 nodes of two Xeon 8480+) as the model prices it: eager
+#: PyTorch (its TorchRec-based training script), bf16 GEMMs with fp32 master weights (it calls
+#: ``ipex.optimize(..., dtype=torch.bfloat16)``), exact Adagrad:
+#: https://github.com/mlcommons/training_results_v3.1/tree/main/Intel/benchmarks/dlrm_v2/torchrec_cpu
+CPU_SETUP: dict[str, str] = {"implementation": "torchrec", "dtype": "amp_bf16", "sparse_optimizer": "adagrad"}
+#: The issue's four ratios, each a pair of MLPerf results (round, submitter, system): the first's
+#: throughput (or, for the CPU cluster, time to train) over the second's.
+MLPERF_RATIOS: dict[str, tuple[tuple[str, str, str], tuple[str, str, str]]] = {
+    "H200 / H100, one 8-GPU node": (("v4.0", "NVIDIA", "h200_ngc24.04_merlin_hugectr"),
+                                    ("v4.0", "NVIDIA", "eos_ngc24.04_merlin_hugectr")),
+    "8 GPUs in one NVSwitch node / two 4-GPU nodes": (("v3.1", "Dell", "XE9680x8H100-SXM-80GB"),
+                                                       ("v3.1", "Dell", "2xXE8640x4H100-SXM-80GB")),
+    "64 A100s / 8 A100s": (("v4.0", "JuniperNetworks", "a100_n8_ngc23.09_merlin_hugectr"),
+                           ("v3.0", "Dell", "XE9680x8A100-SXM-80GB")),
+    "8xH100 node / 4-node CPU cluster (time to train)": (("v3.1", "Intel", "4-nodes-SPR-pytorch"),
+                                                          ("v3.1", "NVIDIA", "eos_ngc23.09_merlin_hugectr")),
+}  # fmt: skip
+
+
+def _find(key: tuple[str, str, str]) -> MLPerfResult:
+    (m,) = [m for m in MLPERF_DCNV2_RESULTS if (m.round, m.submitter, m.system) == key]
+    return m
+
+
+def _modeled_minutes(m: MLPerfResult) -> float:
+    preset_name, gpus, nodes = mlperf_layout(m.accelerator, m.accelerators_per_node, m.nodes, m.host_cpu)
+    cfg = preset("mlperf_dcnv2")
+    setup = MLPERF_SETUP if m.accelerators_per_node > 0 else CPU_SETUP
+    plan = mlperf_plan(cfg, gpus, nodes, hardware(preset_name).hbm_bytes) if setup is MLPERF_SETUP else None
+    r = estimate(cfg, preset_name, batch_size=m.global_batch_size, gpus=gpus, nodes=nodes, plan=plan, **setup)
+    return m.samples_to_target / mlperf_throughput(r, m) / 60
+
+
+def mlperf_ratios() -> list[dict[str, object]]:
+    """The four ratios of :data:`MLPERF_RATIOS`, published (MLPerf's scores: time to train of the
+    second over the first, which is the throughput ratio at equal samples) beside modeled, and
+    ``modeled / published`` (the target: within 20%, 0.8 to 1.2)."""
+    rows = []
+    for name, (a, b) in MLPERF_RATIOS.items():
+        ma, mb = _find(a), _find(b)
+        ta, tb = _modeled_minutes(ma), _modeled_minutes(mb)
+        if "time to train" in name:  # the faster is the second: its speed-up over the first
+            published, modeled = ma.score_minutes / mb.score_minutes, ta / tb
+        else:  # samples per minute of the first over the second's
+            published = (ma.samples_to_target / ma.score_minutes) / (mb.samples_to_target / mb.score_minutes)
+            modeled = (ma.samples_to_target / ta) / (mb.samples_to_target / tb)
         rows.append(
             {
-                "run": run.label,
-                "published": run.samples_per_s,
-                "modeled": r.throughput,
-                "ratio": r.throughput / run.samples_per_s,
-                "fits": r.fits,
-                "dtype": run.dtype,
-                "bound_by": max(r.breakdown(), key=r.breakdown().get),
+                "ratio": name,
+                "published": published,
+                "modeled": modeled,
+                "modeled_over_published": modeled / published,
                 "source": "modeled vs published",
-                "reference": run.source,
-                "note": run.note,
+                "runs": f"{a} / {b}",
             }
         )
     return rows
+
+
+def _short(accelerator: str) -> str:
+    """``"NVIDIA H100-SXM5-80GB"`` -> ``"H100-SXM5-80GB"``; Blackwell's names by their part."""
+    name = accelerator.replace("NVIDIA ", "")
+    return name[name.index("(") + 1 : name.rindex(")")] if "(" in name else name
+
+
+def mlperf_by_system(rows: Sequence[Mapping[str, object]]) -> list[dict[str, object]]:
+    """:func:`compare_published`'s MLPerf rows grouped by system (accelerator, GPUs per node x
+    nodes) and by fit or held-out rounds: one row each with the ``runs`` it holds, the median
+    ``published`` and ``modeled`` samples/s and the median ``ratio`` (modeled over published),
+    ``label`` naming it with its published samples/s (held-out ones marked), sorted by fit or
+    held out, then accelerator and scale."""
+    groups: dict[tuple[str, int, bool], list[Mapping[str, object]]] = {}
+    for r in rows:
+        if "round" not in r:
+            continue
+        run = next(x for x in MLPERF_RUNS if x.label == r["run"])
+        per_node = run.mlperf.accelerators_per_node  # type: ignore[union-attr]
+        key = (
+            f"{_short(str(r['accelerator']))} {per_node}x{run.mlperf.nodes}",
+            int(r["gpus"]),
+            bool(r["held_out"]),
+        )  # type: ignore[union-attr]
+        groups.setdefault(key, []).append(r)
+    out = []
+    for (name, gpus, held), rs in sorted(
+        groups.items(), key=lambda kv: (kv[0][2], kv[0][0].split()[0], kv[0][1])
+    ):
+        published = statistics.median(float(r["published"]) for r in rs)
+        runs = f"{len(rs)} run{'s' * (len(rs) > 1)}"
+        tag = " (held out)" if held else ""
+        out.append(
+            {
+                "label": f"{name}{tag}, {published / 1e6:.1f} M/s published ({runs})",
+                "system": name,
+                "gpus": gpus,
+                "held_out": held,
+                "runs": len(rs),
+                "published": published,
+                "modeled": statistics.median(float(r["modeled"]) for r in rs),
+                "ratio": statistics.median(float(r["ratio"]) for r in rs),
+                "source": "modeled vs published",
+            }
+        )
+    return out
+
+
+def published_utilisation(
+    m: MLPerfResult, config: DLRMConfig | None = None, dtype: str = "bf16"
+) -> dict[str, float]:
+    """What a published MLPerf throughput says about its GPUs, by arithmetic a learner can redo:
+    the step (global batch over samples/s, evaluations included), the model's FLOPs per sample
+    (``config``: :func:`~recnotebooks.config.preset` ``"mlperf_dcnv2"``) times samples/s, and that
+    over the GPUs' dense ``dtype`` peak (their preset's)."""
+    cfg = preset("mlperf_dcnv2") if config is None else config
+    if m.samples_per_s is None or m.accelerators_per_node == 0:
+        raise ValueError(
+            f"m must be a GPU result with a logged throughput, got {m.round} {m.submitter} {m.system}"
+        )
+    preset_name, gpus, nodes = mlperf_layout(m.accelerator, m.accelerators_per_node, m.nodes, m.host_cpu)
+    flops = cfg.total_flops_per_sample() * m.samples_per_s
+    peak = hardware(preset_name).flops(dtype) * gpus * nodes
+    return {
+        "step_ms": 1e3 * m.global_batch_size / m.samples_per_s,
+        "flops_per_s": flops,
+        "peak_flops_per_s": peak,
+        "utilisation": flops / peak,
+        "gpus": float(gpus * nodes),
+    }
+
+
+__all__ += ["estimate_run"]
+__all__ += ["CPU_SETUP", "MLPERF_RATIOS", "mlperf_by_system", "mlperf_ratios", "published_utilisation"]
+__all__ += ["MLPERF_RUNS", "MLPERF_SETUP", "SMALL_TABLE_ROWS", "fit_hugectr_step", "mlperf_errors",
+            "mlperf_plan", "mlperf_throughput"]  # fmt: skip
 
 
 # ----- TorchRec's UVM / UVM-caching benchmark ----------------------------------------------------

@@ -44,7 +44,9 @@ def ratio_bars(
         r[by], r["_ref"] = str(r[by]), float(reference)
         r["_text"] = f"{float(r[value]):.2f}x"  # type: ignore[arg-type]
     values = [float(r[value]) for r in data]  # type: ignore[arg-type]
-    domain = [min(lo, *values) / 1.25, max(hi, *values) * 1.6]
+    # room on both sides for a value's label beside its point (a label right of the lowest point's
+    # stem, left of the highest's): a factor of 1.6 is about 40 px at this width and range
+    domain = [min(lo, *values) / 1.6, max(hi, *values) * 1.6]
     scale = alt.Scale(type="log", domain=domain, nice=False)
     # the band's ends and the reference, plus doublings and halvings of it, so a bar far out can be read
     steps = {reference * 2.0**k for k in range(-10, 11) if domain[0] <= reference * 2.0**k <= domain[1]}

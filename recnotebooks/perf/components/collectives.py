@@ -10,6 +10,7 @@ from __future__ import annotations
 from recnotebooks.checks import check_int
 from recnotebooks.config import DLRMConfig
 from recnotebooks.perf import traffic
+from recnotebooks.perf.components.ops import HUGECTR
 from recnotebooks.perf.hardware import Hardware
 from recnotebooks.plan import Plan
 
@@ -28,9 +29,14 @@ __all__ = [
 COLLECTIVES = ("all_to_all", "all_reduce")
 #: All-to-all calls per model-parallel step; each pays ``world - 1`` latencies. Ours
 #: (:data:`A2A_CALLS_PER_STEP`): the ids' lengths, the ids and the pooled embeddings forward, their
-#: gradients backward. TorchRec's: the ids' splits too.
+#: gradients backward. TorchRec's: the ids' splits too. HugeCTR's:
+#: :data:`~recnotebooks.perf.components.ops.HUGECTR`.
 A2A_CALLS_PER_STEP = 4
-A2A_CALLS: dict[str, int] = {"recnotebooks": A2A_CALLS_PER_STEP, "torchrec": 5}
+A2A_CALLS: dict[str, int] = {
+    "recnotebooks": A2A_CALLS_PER_STEP,
+    "torchrec": 5,
+    "hugectr": int(HUGECTR["a2a_calls"]),
+}
 
 
 def nic_per_device(hw: Hardware, gpus: int) -> float:
@@ -59,13 +65,20 @@ def _collective(volume: float, world: int, gpus: int, hw: Hardware, nic: float, 
 
 
 def all_to_all_seconds(
-    volume: float, world: int, gpus: int, hw: Hardware, nic: float, calls: int = A2A_CALLS_PER_STEP
+    volume: float,
+    world: int,
+    gpus: int,
+    hw: Hardware,
+    nic: float,
+    calls: int = A2A_CALLS_PER_STEP,
+    grouped: bool = False,
 ) -> float:
     """Seconds of the step's all-to-alls (``calls`` of them, :data:`A2A_CALLS` of the
-    implementation; pairwise: ``world - 1`` latencies each)."""
+    implementation; pairwise: ``world - 1`` latencies each, or one when ``grouped``: NCCL's
+    all-to-all posts its sends to every peer at once, in one group, as HugeCTR's step runs it)."""
     if volume <= 0:  # nothing to exchange when every table is data-parallel
         return 0.0
-    return _collective(volume, world, gpus, hw, nic, steps=calls * (world - 1))
+    return _collective(volume, world, gpus, hw, nic, steps=calls * (1 if grouped else world - 1))
 
 
 def all_reduce_seconds(
@@ -73,5 +86,22 @@ def all_reduce_seconds(
 ) -> float:
     """Seconds of the ring all-reduce of the data-parallel gradients: ``volume`` bytes per device
     (``2(p-1)/p * S`` of ``S`` bytes: :func:`recnotebooks.perf.traffic.collective_bytes`) in
-    ``calls`` calls, ``2(p-1)`` latencies each."""
-    return _collective(volume, world, gpus, hw, nic, steps=2 * (world - 1) * check_int("calls", calls, lo=1))
+    ``calls`` calls, ``2(p-1)`` latencies each, inside one node.
+
+    Across ``n`` nodes of ``g`` devices it is hierarchical, as NCCL's rings run it over a node's
+    NICs (one rail per GPU): each device reduce-scatters and all-gathers its node's ``S`` over
+    NVLink (``2(g-1)/g * S``) and all-reduces its own ``S/g`` share with the same device of the
+    other nodes over its NIC (``2(n-1)/n * S/g``), ``2(g-1) + 2(n-1)`` latencies a call; only
+    ``1/g`` of the gradients crosses each NIC
+    (https://github.com/NVIDIA/nccl, the rings and trees of its ``docs``; Sanders et al., Two-tree
+    algorithms for full bandwidth broadcast, reduction and scan, 2009)."""
+    calls = check_int("calls", calls, lo=1)
+    if world <= 1:
+        return 0.0
+    nodes = max(1, world // max(gpus, 1))
+    if nodes <= 1 or gpus <= 1:
+        return _collective(volume, world, gpus, hw, nic, steps=2 * (world - 1) * calls)
+    size = volume * world / (2 * (world - 1))  # S, the gradients' bytes
+    inside = 2 * (gpus - 1) / gpus * size / hw.intra_node_bw
+    across = 2 * (nodes - 1) / nodes * size / gpus / nic
+    return inside + across + calls * (2 * (gpus - 1) + 2 * (nodes - 1)) * hw.collective_latency_s

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from recnotebooks.config import DLRMConfig
+from recnotebooks.perf.components.ops import HUGECTR
 from recnotebooks.perf.hardware import Hardware
 from recnotebooks.perf.precision import precision
 from recnotebooks.perf.traffic import INDEX_BYTES
@@ -65,13 +66,17 @@ def host_to_device(config: DLRMConfig, hw: Hardware, local_batch: float) -> floa
     return local_batch * input_bytes_per_sample(config) / hw.host_link_bw if hw.kind == "gpu" else 0.0
 
 
-def mlp(config: DLRMConfig, hw: Hardware, which: str, local_batch: float, dtype: str) -> Work:
+def mlp(
+    config: DLRMConfig, hw: Hardware, which: str, local_batch: float, dtype: str, fused: bool = False
+) -> Work:
     """Forward and backward GEMMs of the ``"bottom"`` or ``"top"`` tower, plus each layer's
     elementwise tail at ``hbm_bw`` (the bottom tower's first layer needs no input gradient).
     Under mixed precision, the casts at ``hbm_bw``: each weight to half and its gradient back,
     and the tower's input where it arrives wider (fp32 dense features; a ``"cat"`` interaction's
-    fp32 concatenation)."""
+    fp32 concatenation). ``fused``: the bias and ReLU run in the GEMMs' epilogues (HugeCTR's,
+    :data:`~recnotebooks.perf.components.ops.HUGECTR`'s ``mlp_passes`` passes instead of 7)."""
     p = precision(dtype)
+    passes = HUGECTR["mlp_passes"] if fused else _MLP_ELEMENTWISE_PASSES
     layers = config.mlp_layers(which)
     top_input = p.activation_bytes if config.interaction == "dot" else p.concat_bytes
     arrives = 4 if which == "bottom" else top_input  # fp32 dense features into the bottom tower
@@ -82,14 +87,16 @@ def mlp(config: DLRMConfig, hw: Hardware, which: str, local_batch: float, dtype:
         if not (which == "bottom" and j == 0):
             seconds += gemm_time(hw, local_batch, i, o, dtype)  # input gradient
         seconds += gemm_time(hw, i, o, local_batch, dtype)  # weight gradient
-        elementwise = local_batch * o * p.activation_bytes * _MLP_ELEMENTWISE_PASSES
+        elementwise = local_batch * o * p.activation_bytes * passes
         elementwise += (i + 1) * o * p.cast_bytes_per_weight()  # the weight and bias casts
         moved += elementwise
         seconds += elementwise / hw.hbm_bw
     return Work(seconds, moved)
 
 
-def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str) -> Work:
+def interaction(
+    config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str, fused: bool = False
+) -> Work:
     """Concatenating the features (three passes over inputs and outputs), and for ``"dot"``
     the batched GEMMs ``X X^T`` and, backward, ``(G + G^T) X``, the pairs gathered from the
     ``F x F`` products and scattered back into both triangles (memory passes), as our
@@ -104,7 +111,7 @@ def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str
         moved = (
             3 * local_batch * (inputs + width) * 2 * p.concat_bytes
         )  # x_0 stays in the concatenation's type
-        cross = cross_layers(config, hw, local_batch, dtype)
+        cross = cross_layers(config, hw, local_batch, dtype, fused)
         return Work(moved / hw.hbm_bw + cross.seconds, moved + cross.device_bytes)
     # under AMP the dot interaction runs in fp32 (autocast covers the MLPs only, as NVIDIA's DLRM
     # and our DotInteraction do): fp32 GEMMs, fp32 output
@@ -127,7 +134,9 @@ def interaction(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str
     return Work(moved / hw.hbm_bw, moved)
 
 
-def cross_layers(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str) -> Work:
+def cross_layers(
+    config: DLRMConfig, hw: Hardware, local_batch: float, dtype: str, fused: bool = False
+) -> Work:
     """The ``"dcn"`` interaction's cross layers (``x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l`` on
     ``(B, w)``, rank ``r``): per layer the GEMMs ``(B x w)(w x r)`` and ``(B x r)(r x w)`` forward,
     backward both input gradients (``x_0`` needs one: the embeddings and bottom MLP train) and
@@ -135,7 +144,8 @@ def cross_layers(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: st
     (autocast covers them, as it covers the MLPs); and the elementwise ops' passes over ``(B, w)``
     at ``hbm_bw`` in the concatenation's type (``x_0`` and ``x_l`` stay in it under AMP). Under
     mixed precision each layer's input cast to half (and its gradient back) and the weight casts.
-    Zero for another interaction."""
+    ``fused``: the elementwise ops run in the GEMMs' epilogues (HugeCTR's: ``cross_passes`` of
+    :data:`~recnotebooks.perf.components.ops.HUGECTR` instead of 19). Zero for another interaction."""
     if config.interaction != "dcn":
         return Work(0.0, 0.0)
     p = precision(dtype)
@@ -148,7 +158,7 @@ def cross_layers(config: DLRMConfig, hw: Hardware, local_batch: float, dtype: st
         + gemm_time(hw, w, r, b, dtype)  # grad of W: G^T (V x)
         + gemm_time(hw, r, w, b, dtype)  # grad of V: (G W)^T x_l
     )
-    moved = b * w * p.concat_bytes * _CROSS_ELEMENTWISE_PASSES
+    moved = b * w * p.concat_bytes * (HUGECTR["cross_passes"] if fused else _CROSS_ELEMENTWISE_PASSES)
     moved += b * w * p.input_cast_bytes(p.concat_bytes)  # x_l cast to half for V's GEMM
     moved += (2 * w * r + w) * p.cast_bytes_per_weight()
     return Work(config.dcn_layers * (gemms + moved / hw.hbm_bw), config.dcn_layers * moved)

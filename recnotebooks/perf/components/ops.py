@@ -13,8 +13,8 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.hardware import Hardware
 from recnotebooks.plan import Plan, data_parallel, table_wise
 
-__all__ = ["IMPLEMENTATIONS", "SHARDED_OPS", "SHARD_OPS", "op_count", "overhead", "overhead_of_remote_rows",
-           "sharded_extra_ops", "sharded_op_terms"]  # fmt: skip
+__all__ = ["HUGECTR", "IMPLEMENTATIONS", "SHARDED_OPS", "SHARD_OPS", "op_count", "overhead",
+           "overhead_of_remote_rows", "sharded_extra_ops", "sharded_op_terms"]  # fmt: skip
 
 #: Operators of one training step of our DLRM (torch profiler, top-level aten ops, CPU):
 #: 115 + 25 per MLP layer (forward, backward, Adagrad) + 15 for the dot interaction.
@@ -57,8 +57,22 @@ SHARD_OPS: dict[str, tuple[float, float]] = {
 #: tensor (mlperf_v1's MLPs with and without DDP, measured by the same script without TorchRec).
 _TORCHREC_DIST_BASE, _TORCHREC_DIST_PER_RANK, _TORCHREC_SYNCS = 54, 3, 3
 _TORCHREC_DDP_BASE = 2
-#: The implementations of a sharded step the model prices (see :func:`op_count`).
-IMPLEMENTATIONS = ("recnotebooks", "torchrec")
+#: The implementations of a step the model prices (see :func:`op_count`): ours, TorchRec's, and
+#: NVIDIA's HugeCTR DLRM-DCNv2 as MLPerf Training submissions ran it (:data:`HUGECTR`).
+IMPLEMENTATIONS = ("recnotebooks", "torchrec", "hugectr")
+#: The software stack of MLPerf Training's DLRM-DCNv2 submissions (NVIDIA's HugeCTR code, which
+#: every GPU submission of v3.0-v5.1 ran: https://github.com/mlcommons/training_results_v3.0/tree/
+#: main/NVIDIA/benchmarks/dlrm_dcnv2/implementations/hugectr), as the model prices it: the whole
+#: step is captured in CUDA graphs and replayed with one launch, so no operator pays a host
+#: launch cost and the step costs ``step_s`` beyond its kernels (fitted: see
+#: :mod:`recnotebooks.perf.published`, ``fit_hugectr_step``); the elementwise work of each cross
+#: layer and MLP layer is fused into its GEMMs' epilogues (``cross_passes`` passes over the
+#: layer's ``(B, w)`` tensors instead of eager PyTorch's 19: forward reads ``x_0`` and ``x_l`` and
+#: writes ``x_{l+1}``, backward reads the gradient, ``x_0`` and ``x_l`` and writes two gradients;
+#: ``mlp_passes`` for an MLP layer's bias and ReLU instead of 7); the pooled embeddings go forward
+#: and their gradients back in ``a2a_calls`` all-to-alls (the ids travel with the data reader's
+#: batches); and communication overlaps compute (its step is ``CostResult.step_time_overlap``).
+HUGECTR: dict[str, float] = {"step_s": 0.0, "cross_passes": 8, "mlp_passes": 0, "a2a_calls": 2}
 
 
 def _single_op_count(config: DLRMConfig) -> int:
@@ -126,7 +140,7 @@ def op_count(
         plan = build(config.table_names, world_size)
     elif plan.world_size != world_size:
         raise ValueError(f"plan is for {plan.world_size} ranks but world_size={world_size}")
-    if implementation == "torchrec":
+    if implementation in ("torchrec", "hugectr"):  # HugeCTR's kernels counted as TorchRec's
         ops += _TORCHREC_DDP_BASE + SHARDED_OPS["ddp_per_tensor"] * _dense_tensors(config)
         if any(s.sharding != "data_parallel" for s in plan.shards):
             ops += _TORCHREC_DIST_BASE + _TORCHREC_DIST_PER_RANK * world_size + _TORCHREC_SYNCS
@@ -155,7 +169,10 @@ def overhead(
     """Host time to launch the step's operators (:func:`op_count` of ``plan`` in
     ``implementation``) plus ``step_overhead_s``: ``op_overhead_s`` each, except the operators
     our sharded step adds to the single-process one (``"recnotebooks"`` on several ranks), which
-    cost ``hw.sharded_op_cost_s`` each (calibrated on our step where measured)."""
+    cost ``hw.sharded_op_cost_s`` each (calibrated on our step where measured). HugeCTR's step
+    (``"hugectr"``) is one CUDA-graph replay: :data:`HUGECTR`'s ``step_s``, whatever the hardware."""
+    if implementation == "hugectr":  # one CUDA-graph replay a step (:data:`HUGECTR`)
+        return HUGECTR["step_s"]
     ops = op_count(config, world_size, model_parallel, plan, implementation)
     if implementation == "recnotebooks" and world_size > 1:
         single = _single_op_count(config)

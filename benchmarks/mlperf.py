@@ -1,0 +1,77 @@
+"""The efficiency model against MLPerf Training's DLRM-DCNv2 results (v3.0-v5.1), and time to
+train from MLPerf's convergence curve. Every figure is **modeled** beside **published**; nothing is
+measured here, so the figures do not move with this machine's load.
+
+    python benchmarks/mlperf.py            # the by-system table, the errors, the four ratios
+    python benchmarks/mlperf.py --runs     # and every run
+    python benchmarks/mlperf.py --fit      # refit HugeCTR's per-step constant on the fit rounds
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from recnotebooks.perf import convergence as cv
+from recnotebooks.perf.components.ops import HUGECTR
+from recnotebooks.perf.mlperf import MLPERF_DCNV2_RESULTS
+from recnotebooks.perf.published import (
+    MLPERF_RUNS,
+    compare_published,
+    fit_hugectr_step,
+    mlperf_by_system,
+    mlperf_errors,
+    mlperf_ratios,
+)
+
+
+def time_to_train_check() -> None:
+    """Fed each submission's logged throughput, the curve's time to train against its score."""
+    errs: dict[bool, list[float]] = {True: [], False: []}
+    for m in MLPERF_DCNV2_RESULTS:
+        curve = cv.convergence_curve(m.round)
+        if m.samples_per_s is None or not curve[0][0] <= m.global_batch_size <= curve[-1][0]:
+            continue
+        predicted = cv.time_to_train(m.samples_per_s, m.global_batch_size, m.round)
+        errs[m.submitter == "NVIDIA"].append(predicted / m.score_minutes - 1)
+    for nvidia, e in errs.items():
+        who = "NVIDIA's" if nvidia else "the others'"
+        print(
+            f"time to train from the logged throughput, {who} {len(e)} runs: worst {max(map(abs, e)):.1%}, "
+            f"median |error| {statistics.median(map(abs, e)):.1%}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", action="store_true", help="print every run")
+    parser.add_argument("--fit", action="store_true", help="refit HUGECTR['step_s'] on the fit rounds")
+    args = parser.parse_args()
+    rows = compare_published(MLPERF_RUNS)
+    if args.runs:
+        for r in rows:
+            print(
+                f"{r['run']:<62} {r['gpus']:>4} GPUs  published {r['published'] / 1e6:6.2f} M/s  "
+                f"MODELED {r['modeled'] / 1e6:6.2f} M/s  ratio {r['ratio']:.2f}  {r['bound_by']}"
+            )
+    for g in mlperf_by_system(rows):
+        print(f"{g['label']:<48} published {g['published'] / 1e6:6.2f} M/s  ratio {g['ratio']:.2f}")
+    e = mlperf_errors(rows)
+    print(
+        f"MAPE: fit rounds v3.0-v4.0 {e['fit_mape']:.1%} ({e['fit_runs']:.0f} runs; target <= 20%), "
+        f"held out v4.1-v5.1 {e['held_out_mape']:.1%} ({e['held_out_runs']:.0f} runs)"
+    )
+    for r in mlperf_ratios():
+        met = "met" if 0.8 <= r["modeled_over_published"] <= 1.2 else "not met"
+        print(
+            f"{r['ratio']:<50} published {r['published']:6.2f}  modeled {r['modeled']:6.2f}  "
+            f"modeled/published {r['modeled_over_published']:.2f} (within 20%: {met})"
+        )
+    time_to_train_check()
+    if args.fit:
+        fitted = fit_hugectr_step()
+        print(f"HUGECTR['step_s'] fitted on v3.0-v4.0: {fitted:.3g} s (set: {HUGECTR['step_s']:.3g} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""The model against MLPerf Training's DLRM-DCNv2 results (recnotebooks.perf.published): the runs it
+compares, the plan and software stack it prices them with, and the errors it reports. The figures
+the documents quote (BENCHMARKS.md) are asserted here, so a change to the model that moves them
+fails until the documents say what the model says."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+
+import pytest
+
+from recnotebooks.config import preset
+from recnotebooks.perf import convergence as cv
+from recnotebooks.perf import estimate
+from recnotebooks.perf.components import collectives as coll
+from recnotebooks.perf.components.ops import HUGECTR
+from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.mlperf import FIT_ROUNDS, HELD_OUT_ROUNDS, MLPERF_DCNV2_RESULTS, TRAIN_SAMPLES
+from recnotebooks.perf.published import (
+    MLPERF_RUNS,
+    SMALL_TABLE_ROWS,
+    compare_published,
+    fit_hugectr_step,
+    mlperf_errors,
+    mlperf_plan,
+    mlperf_ratios,
+    mlperf_throughput,
+)
+
+CFG = preset("mlperf_dcnv2")
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, object]]:
+    return compare_published(MLPERF_RUNS)
+
+
+def test_the_runs_are_every_gpu_result_with_a_logged_throughput_once() -> None:
+    want = [
+        m
+        for m in MLPERF_DCNV2_RESULTS
+        if m.samples_per_s is not None and m.accelerators_per_node > 0 and not m.republished
+    ]
+    assert [r.mlperf for r in MLPERF_RUNS] == want and len(want) == 81
+    assert all(
+        r.source == r.mlperf.source and r.mlperf.round in (*FIT_ROUNDS, *HELD_OUT_ROUNDS) for r in MLPERF_RUNS
+    )
+
+
+def test_every_run_is_priced_finite_and_fits(rows: list[dict[str, object]]) -> None:
+    assert len(rows) == len(MLPERF_RUNS)
+    for r in rows:
+        assert r["fits"] and math.isfinite(r["modeled"]) and r["modeled"] > 0, r["run"]
+        assert r["modeled_minutes"] == pytest.approx(
+            TRAIN_SAMPLES * statistics.median(_run(r).mlperf.epochs_to_target) / r["modeled"] / 60
+        )
+        assert r["held_out"] is (r["round"] in HELD_OUT_ROUNDS)
+
+
+def _run(row: dict[str, object]) -> object:
+    (run,) = [x for x in MLPERF_RUNS if x.label == row["run"]]
+    return run
+
+
+@pytest.mark.parametrize("gpus, nodes", [(8, 1), (4, 1), (4, 2), (8, 8), (8, 16), (64, 1)])
+def test_mlperf_plan_places_every_table_once_small_ones_everywhere(gpus: int, nodes: int) -> None:
+    plan = mlperf_plan(CFG, gpus, nodes)
+    world = gpus * nodes
+    assert plan.world_size == world
+    plan.check(CFG)
+    by_table = Counter(s.table for s in plan.shards)
+    for t in CFG.tables:
+        shards = [s for s in plan.shards if s.table == t.name]
+        if t.num_rows <= SMALL_TABLE_ROWS:
+            assert {s.sharding for s in shards} == {"data_parallel"} and by_table[t.name] == world
+        elif shards[0].sharding == "row_wise":  # one node's GPUs, together all the rows
+            node = shards[0].rank // gpus
+            assert sorted(s.rank for s in shards) == list(range(node * gpus, (node + 1) * gpus))
+            assert sum(s.row_fraction for s in shards) == pytest.approx(1.0)
+        else:
+            assert [s.sharding for s in shards] == ["table_wise"]
+    # the busiest table (100 lookups a sample) is never whole on one device
+    assert {s.sharding for s in plan.shards if s.table == "C21"} == {"row_wise"}
+
+
+def test_mlperf_plan_keeps_each_device_within_its_memory() -> None:
+    """Four 80 GB GPUs: five 40M-row tables of 41 GB each (fp32 rows and exact Adagrad's state)
+    cannot go two to a device; the plan splits what does not fit, and the model says it fits."""
+    hbm = hardware("dgx_h100").hbm_bytes
+    plan = mlperf_plan(CFG, 4, 1, hbm)
+    rows = {t.name: t.num_rows for t in CFG.tables}
+    used = [0.0] * 4
+    for s in plan.shards:
+        frac = 1.0 if s.sharding == "data_parallel" else (s.row_fraction if s.sharding == "row_wise" else 1.0)
+        used[s.rank] += rows[s.table] * frac * CFG.embedding_dim * 8
+    assert max(used) <= 0.85 * hbm
+    r = estimate(
+        CFG, "dgx_h100", batch_size=28000, gpus=4, dtype="amp_fp16", sparse_optimizer="adagrad", plan=plan
+    )
+    assert r.fits
+    assert not estimate(
+        CFG,
+        "dgx_h100",
+        batch_size=28000,
+        gpus=4,
+        dtype="amp_fp16",
+        sparse_optimizer="adagrad",
+        plan=mlperf_plan(CFG, 4),
+    ).fits  # lookups alone would put two of them on one device
+
+
+def test_mlperf_plan_balances_lookups_on_one_node() -> None:
+    plan = mlperf_plan(CFG, 8, 1)
+    pool = {t.name: t.pooling_factor for t in CFG.tables}
+    load = [0.0] * 8
+    for s in plan.shards:
+        if s.sharding != "data_parallel":
+            load[s.rank] += pool[s.table] * (s.row_fraction if s.sharding == "row_wise" else 1.0)
+    total = sum(pool[t.name] for t in CFG.tables if t.num_rows > SMALL_TABLE_ROWS)
+    assert sum(load) == pytest.approx(total)
+    assert max(load) <= 1.5 * total / 8  # C21 alone on one device would be 100 of ~197
+
+
+def test_hugectr_stack_is_one_graph_replay_fused_and_grouped() -> None:
+    kw = {"batch_size": 55296, "gpus": 8, "dtype": "amp_fp16", "plan": mlperf_plan(CFG, 8, 1)}
+    eager = estimate(CFG, "dgx_h100", implementation="torchrec", **kw)
+    graph = estimate(CFG, "dgx_h100", implementation="hugectr", **kw)
+    for e, g in zip(eager.per_rank, graph.per_rank, strict=True):
+        assert g["overhead"] == HUGECTR["step_s"] < e["overhead"]
+        assert g["interaction"] < e["interaction"]  # the cross layers' elementwise work fused
+        assert g["all_to_all"] <= e["all_to_all"]  # one latency a grouped call, fewer calls
+        for k in ("embedding_forward", "embedding_backward", "dense_optimizer", "all_reduce"):
+            assert g[k] == pytest.approx(e[k]), k
+
+
+def test_all_reduce_across_nodes_is_hierarchical() -> None:
+    hw = hardware("dgx_h100")
+    size, g, n = 64e6, 8, 8
+    p = g * n
+    volume = 2 * (p - 1) / p * size  # what traffic gives per device
+    nic = coll.nic_per_device(hw, g)
+    want = (
+        2 * (g - 1) / g * size / hw.intra_node_bw
+        + 2 * (n - 1) / n * size / g / nic
+        + (2 * (g - 1) + 2 * (n - 1)) * hw.collective_latency_s
+    )
+    assert coll.all_reduce_seconds(volume, p, g, hw, nic) == pytest.approx(want)
+    # one node: the ring over NVLink, 2(p-1) latencies, as before
+    one = coll.all_reduce_seconds(2 * 7 / 8 * size, 8, 8, hw, nic)
+    assert one == pytest.approx(2 * 7 / 8 * size / hw.intra_node_bw + 14 * hw.collective_latency_s)
+    assert coll.all_reduce_seconds(volume, p, g, hw, nic) < coll._collective(
+        volume, p, g, hw, nic, steps=2 * (p - 1)
+    )
+
+
+def test_throughput_counts_the_runs_evaluations() -> None:
+    run = next(r for r in MLPERF_RUNS if r.mlperf.system == "eos_ngc24.04_merlin_hugectr")
+    res = estimate(
+        run.config(),
+        run.hardware(),
+        batch_size=run.batch_size,
+        gpus=run.gpus,
+        dtype=run.dtype,
+        sparse_optimizer=run.sparse_optimizer,
+        implementation=run.implementation,
+        plan=run.plan(),
+    )
+    epochs = statistics.median(run.mlperf.epochs_to_target)
+    steps = math.ceil(epochs * TRAIN_SAMPLES / run.batch_size)
+    fwd = max(
+        c["embedding_forward"] + (c["bottom_mlp"] + c["top_mlp"] + c["interaction"]) / 3 + c["all_to_all"] / 2
+        for c in res.per_rank
+    )
+    evals = cv.evaluations(epochs) * cv.EVAL_SAMPLES / run.batch_size * fwd
+    want = epochs * TRAIN_SAMPLES / (steps * res.step_time_overlap + evals)
+    assert mlperf_throughput(res, run.mlperf) == pytest.approx(want)
+    assert 0 < evals < 0.3 * steps * res.step_time_overlap  # evaluations: a tenth or so of a run
+
+
+def test_the_stack_constant_is_its_fit_on_the_fit_rounds_only() -> None:
+    assert fit_hugectr_step() == pytest.approx(HUGECTR["step_s"], abs=1e-6)
+    held = [r for r in MLPERF_RUNS if r.mlperf.round in HELD_OUT_ROUNDS]
+    assert held and fit_hugectr_step(held) >= 0  # the fit reads only fit-round runs it is given
+
+
+def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> None:
+    """BENCHMARKS.md: fit rounds MAPE 31.9% (target 20%: not met), held-out 13.9%; 8-GPU NVSwitch
+    nodes of the fit rounds within 20%; the error sits in PCIe nodes (model too fast) and on
+    several nodes (too slow)."""
+    err = mlperf_errors(rows)
+    assert (err["fit_runs"], err["held_out_runs"]) == (42, 39)
+    assert round(100 * err["fit_mape"], 1) == 31.9 and round(100 * err["held_out_mape"], 1) == 13.9
+    nvswitch8 = [
+        r
+        for r in rows
+        if r["round"] in FIT_ROUNDS
+        and r["gpus"] == 8
+        and _run(r).nodes == 1
+        and "SXM" in str(r["accelerator"])
+    ]
+    assert len(nvswitch8) >= 20 and all(0.8 <= r["ratio"] <= 1.2 for r in nvswitch8)
+    pcie = [
+        r
+        for r in rows
+        if r["round"] in FIT_ROUNDS and any(k in str(r["accelerator"]) for k in ("PCIe", "A40", "L40"))
+    ]
+    assert pcie and all(r["ratio"] > 1.2 for r in pcie)
+    multi = [r for r in rows if r["round"] in FIT_ROUNDS and _run(r).nodes > 1 and r["gpus"] >= 64]
+    assert multi and all(r["ratio"] < 0.85 for r in multi)
+
+
+def test_the_four_ratios() -> None:
+    got = {r["ratio"]: r for r in mlperf_ratios()}
+    assert len(got) == 4
+    h200 = got["H200 / H100, one 8-GPU node"]
+    assert 1.05 < h200["published"] < 1.15 and 0.8 <= h200["modeled_over_published"] <= 1.2  # met
+    for name, r in got.items():
+        assert r["published"] > 1 and r["modeled"] > 1, name  # every direction right
+    assert got["8xH100 node / 4-node CPU cluster (time to train)"]["published"] == pytest.approx(
+        57.8, abs=0.1
+    )
+
+
+# ----- notebook 02 §7: the model of record on MLPerf's GPUs (every sentence's numbers) ---------------
+def test_02_a_published_step_and_its_utilisation() -> None:
+    from recnotebooks.perf.published import estimate_run, published_utilisation
+
+    h100 = next(
+        m for m in MLPERF_DCNV2_RESULTS if (m.round, m.system) == ("v4.0", "eos_ngc24.04_merlin_hugectr")
+    )
+    u = published_utilisation(h100)
+    # "a step of about 4 ms ... about 17% of peak"
+    assert round(u["step_ms"], 1) == 4.0 and round(100 * u["utilisation"]) == 17 and u["gpus"] == 8
+    run = next(r for r in MLPERF_RUNS if r.mlperf is h100)
+    step = estimate_run(run)
+    at_peak = CFG.total_flops_per_sample() * run.batch_size / 8 / hardware("dgx_h100").flops("fp16")
+    # "FLOPs would take about 0.7 ms at peak"; the modeled step about 4 ms, bound by memory and communication
+    assert round(at_peak * 1e3, 1) == 0.7 and 3.5 < step.step_time_overlap * 1e3 < 4.5
+    slowest = max(step.per_rank, key=lambda c: sum(c.values()))
+    memory = slowest["embedding_forward"] + slowest["embedding_backward"] + slowest["interaction"]
+    assert memory > 2 * at_peak and slowest["all_to_all"] + slowest["all_reduce"] > 0.5 * at_peak
+
+
+def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
+    from recnotebooks.perf.published import mlperf_by_system
+
+    by = {(g["system"], g["held_out"]): g["ratio"] for g in mlperf_by_system(rows)}
+    assert round(by[("H100-SXM5-80GB 8x1", False)], 2) == 0.86
+    h200 = [v for (k, _), v in by.items() if k == "H200-SXM5-141GB 8x1"]
+    assert h200 and all(0.93 <= round(v, 2) <= 0.97 for v in h200)
+    assert round(by[("B200-SXM-180GB 8x1", True)], 2) == 1.05
+    pcie = [v for (k, _), v in by.items() if k.split()[0] in ("A40", "L40", "L40S") or "PCIe" in k]
+    assert len(pcie) == 5 and round(min(pcie), 1) == 1.3 and round(max(pcie), 1) == 3.6
+    assert (
+        round(by[("H100-SXM5-80GB 8x8", False)], 2) == 0.65
+        and round(by[("H100-SXM5-80GB 8x16", False)], 2) == 0.44
+    )
+    err = mlperf_errors(rows)
+    assert (round(100 * err["fit_mape"]), round(100 * err["held_out_mape"])) == (32, 14)
