@@ -283,7 +283,9 @@ def test_convergence_jobs_bad_input_is_named() -> None:
         convergence_jobs(model="mlperf_v1", batches=(65536,), layouts=((1, 8),))
     with pytest.raises(ValueError, match=r"batches\[0\]"):
         convergence_jobs(batches=(0,), layouts=((1, 8),))
-    with pytest.raises(ValueError, match="gpus"):
+    with pytest.raises(ValueError, match="devices per node"):
         convergence_jobs(batches=(65536,), layouts=((1, 16),))
+    with pytest.raises(ValueError, match="hardware"):
+        convergence_jobs(hardware="dgx_z9", batches=(65536,))
     with pytest.raises(ValueError, match="non-empty"):
         convergence_jobs(batches=())

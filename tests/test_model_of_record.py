@@ -58,17 +58,45 @@ def test_a_billion_samples_priced_by_hand() -> None:
 
 
 def test_the_model_of_record_trains_as_mlperf_trains_it() -> None:
-    rows, parts = model_of_record_servers(("zion", "dgx_h100"))
+    from recnotebooks.perf import estimate
+    from recnotebooks.perf.job import job_cost
+    from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan
+
+    rows, parts = model_of_record_servers(("big_basin", "dgx_h100"))
     cfg = preset("mlperf_dcnv2")
-    weights = cfg.sparse_parameters * 4
     assert {r["model"] for r in rows} == {"mlperf_dcnv2"}
-    assert float(rows[0]["tables_gb"]) == pytest.approx(
-        2 * weights / 1e9
-    )  # exact Adagrad: one state per weight  # type: ignore[arg-type]
-    rowwise, _ = compare_servers(cfg, ("zion", "dgx_h100"), batch_size=55_296)
-    # the same node with row-wise Adagrad's state (a float per row): Zion keeps every table in HBM
-    assert rowwise[0]["placement"] == "hbm" and rows[0]["placement"] == "hbm+host"
-    assert {p["server"] for p in parts} == {"zion", "dgx_h100"}
+    assert float(rows[0]["tables_gb"]) == pytest.approx(2 * cfg.sparse_parameters * 4 / 1e9)  # type: ignore[arg-type]
+    # where MLPerf's plan fits, the row is MLPerf's step: notebook 02's, communication overlapped
+    h100 = estimate(
+        cfg, "dgx_h100", batch_size=55_296, gpus=8, plan=mlperf_plan(cfg, 8, 1, 80e9), **MLPERF_SETUP
+    )
+    assert rows[1]["plan"] == "MLPerf's" and rows[1]["throughput"] == pytest.approx(
+        55_296 / h100.step_time_overlap
+    )
+    by_hand = job_cost(samples=1e9, batch_size=55_296, step_time_s=h100.step_time_overlap, devices=8,
+                       price_per_hour=hardware("dgx_h100").price_per_hour, power_w=h100.power_w)  # fmt: skip
+    assert rows[1]["usd_per_billion_samples"] == pytest.approx(by_hand.cost_usd)
+    assert by_hand.cost_usd == pytest.approx(
+        8 * 12.29 * 1e9 / (55_296 / h100.step_time_overlap) / 3600, rel=1e-4
+    )
+    # where it does not fit (Big Basin's 16 GB GPUs), the fastest placement that does
+    whole = estimate(
+        cfg, "big_basin", batch_size=55_296, gpus=8, plan=mlperf_plan(cfg, 8, 1, 16e9), **MLPERF_SETUP
+    )
+    assert not whole.fits and rows[0]["plan"] == "the planner's" and rows[0]["fits"]
+    assert {str(p["server"]).split(" ")[0] for p in parts} == {"big_basin", "dgx_h100"}
     bars = server_bars(rows, ["mlperf_dcnv2"], {**SERVER_METRICS, **COST_METRIC})
     money = [b for b in bars if str(b["metric"]).endswith("USD per billion samples")]
     assert len(money) == 2 and all(str(b["display"]).startswith("$") for b in money)
+
+
+def test_best_placement_prices_the_precision_and_implementation_asked_for() -> None:
+    from recnotebooks.perf.explore import best_placement
+
+    cfg = preset("mlperf_dcnv2")
+    fp32 = best_placement(cfg, hardware("dgx_h100"), 8, 55_296, sparse_optimizer="adagrad")[1]
+    amp = best_placement(cfg, hardware("dgx_h100"), 8, 55_296, sparse_optimizer="adagrad", dtype="amp_fp16",
+                         implementation="hugectr")[1]  # fmt: skip
+    assert (fp32.dtype, amp.dtype) == ("fp32", "amp_fp16") and amp.step_time < fp32.step_time
+    with pytest.raises(ValueError, match="implementation"):
+        best_placement(cfg, hardware("dgx_h100"), 8, 55_296, implementation="jax")

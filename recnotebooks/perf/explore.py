@@ -122,6 +122,8 @@ def best_placement(
     *,
     sparse_optimizer: str = "rowwise_adagrad",
     dense_optimizer: str = "adagrad",
+    dtype: str = "fp32",
+    implementation: str = "torchrec",
 ) -> tuple[str, CostResult]:
     """The placement of least modeled step time among those that fit.
 
@@ -135,7 +137,8 @@ def best_placement(
     placement the winning plan uses (``"hbm+cache"``), and the result's ``notes`` (and its
     ``plan.notes``) say why it won (``"hbm+cache chosen: 0.90 ms/step vs cache 1.20 ms, ..."``).
     When nothing fits, the fastest candidate is returned with ``fits=False``. The tables are sized
-    and priced with the state ``sparse_optimizer`` keeps (exact Adagrad's doubles an fp32 table).
+    and priced with the state ``sparse_optimizer`` keeps (exact Adagrad's doubles an fp32 table);
+    every candidate trains in ``dtype`` with ``implementation``'s step (:func:`~recnotebooks.perf.estimate`).
     """
     order = placements_for(hw)
     tried: list[tuple[str, CostResult]] = []
@@ -153,6 +156,7 @@ def best_placement(
                     placement=place,
                     cache_hit_rate=cache_hit_rate,
                     batch_size=batch_size,
+                    dtype=dtype,
                     sparse_optimizer=sparse_optimizer,
                 )
                 for st in strategies
@@ -166,8 +170,10 @@ def best_placement(
                 plan=plan,
                 placement=place,
                 cache_hit_rate=hit,
+                dtype=dtype,
                 sparse_optimizer=sparse_optimizer,
                 dense_optimizer=dense_optimizer,
+                implementation=implementation,
             )
             tried.append((_placement_label(r.plan, place, order, hw), r))
     fitting = [t for t in tried if t[1].fits] or tried
@@ -263,24 +269,76 @@ TODAYS_SERVERS = ("big_basin", "zion", "dgx_a100_80gb", "dgx_h100", "h200_node",
 def model_of_record_servers(
     servers: Sequence[str] = TODAYS_SERVERS, *, batch_size: int | None = None, cache_hit_rate: float = 0.9
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """:func:`compare_servers` for the model of record (:data:`MODEL_OF_RECORD`) trained as MLPerf's
-    reference trains it (:func:`~recnotebooks.config.preset_training`: exact Adagrad on the tables,
-    whose state doubles their 105 GB, and Adagrad on the dense part), at MLPerf's one-node global
-    batch (55,296) unless ``batch_size`` says otherwise: one node of each of ``servers``, **modeled**.
-    Rows as :func:`compare_servers`', with ``model`` and ``tables_gb`` (the tables' weights and
-    optimizer state, in GB)."""
+    """The model of record (:data:`MODEL_OF_RECORD`) on one node of each of ``servers``, trained as
+    MLPerf's submissions train it, **modeled**: (summary rows, per-component rows of the slowest rank).
+
+    The step is the one notebook 02 holds against MLPerf's published runs
+    (:data:`~recnotebooks.perf.published.MLPERF_SETUP`: NVIDIA's HugeCTR, mixed precision, exact
+    Adagrad on the tables, whose state doubles their 105 GB; Adagrad on the dense part,
+    :func:`~recnotebooks.config.preset_training`), at MLPerf's one-node global batch (55,296) unless
+    ``batch_size`` says otherwise, communication overlapped as HugeCTR overlaps it. Its plan is
+    MLPerf's (:func:`~recnotebooks.perf.published.mlperf_plan`: every table in HBM) where that fits
+    and is fastest, else the fastest placement that fits (:func:`best_placement`: host DRAM behind a
+    GPU cache of hit rate ``cache_hit_rate``, host DRAM, parameter servers). Each row: ``server``,
+    ``placement``, ``plan`` (``"MLPerf's"`` or ``"the planner's"``), ``step_ms``, ``throughput``,
+    ``samples_per_joule``, ``usd_per_billion_samples`` (:func:`~recnotebooks.perf.job.job_cost` at
+    each preset's price per device-hour, parameter servers included), ``bound_by``, ``fits``,
+    ``parameter_servers``, ``node_power_w``, ``largest_device_gb``, ``tables_gb`` (the tables' weights
+    and optimizer state), ``model`` and ``source``."""
+    from recnotebooks.perf.components import PARAMETER_SERVER
+    from recnotebooks.perf.job import job_cost
+    from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan
+
     how = preset_training(MODEL_OF_RECORD)
     config = preset(MODEL_OF_RECORD)
-    rows, parts = compare_servers(
-        config,
-        servers,
-        batch_size=int(how["batch_size"]) if batch_size is None else batch_size,  # type: ignore[call-overload]
-        cache_hit_rate=cache_hit_rate,
-        sparse_optimizer=str(how["sparse_optimizer"]),
-        dense_optimizer=str(how["dense_optimizer"]),
-    )
-    tables_gb = sum(table_bytes(config, "fp32", str(how["sparse_optimizer"])).values()) / 1e9
-    return [{**r, "model": MODEL_OF_RECORD, "tables_gb": tables_gb} for r in rows], parts
+    batch = int(how["batch_size"]) if batch_size is None else batch_size  # type: ignore[call-overload]
+    setup = {**MLPERF_SETUP, "dense_optimizer": str(how["dense_optimizer"])}
+    tables_gb = sum(table_bytes(config, "fp32", setup["sparse_optimizer"]).values()) / 1e9
+    rows, parts = [], []
+    for name in servers:
+        hw = hardware(name)
+        place, r = best_placement(config, hw, hw.devices, batch, cache_hit_rate, **setup)
+        plan = "the planner's"
+        whole = mlperf_plan(config, hw.devices, 1, hw.hbm_bytes)
+        mine = estimate(config, hw, batch_size=batch, gpus=hw.devices, plan=whole, **setup)
+        if mine.fits and (not r.fits or mine.step_time_overlap <= r.step_time_overlap):
+            place, r, plan = "hbm", mine, "MLPerf's"
+        job = job_cost(
+            samples=1e9,
+            batch_size=batch,
+            step_time_s=r.step_time_overlap,
+            devices=r.world_size,
+            price_per_hour=hw.price_per_hour,
+            power_w=r.power_w,
+            servers=r.parameter_servers,
+            server_price_per_hour=PARAMETER_SERVER.price_per_hour,
+        )
+        slowest = max(r.per_rank, key=lambda c: sum(c.values()))
+        rows.append(
+            {
+                "model": MODEL_OF_RECORD,
+                "server": name,
+                "placement": place,
+                "plan": plan,
+                "step_ms": r.step_time_overlap * 1e3,
+                "throughput": r.throughput_overlap,
+                "samples_per_joule": job.samples_per_joule,
+                "usd_per_billion_samples": job.cost_usd,
+                "bound_by": max(slowest, key=lambda k: slowest[k]),
+                "fits": r.fits,
+                "parameter_servers": r.parameter_servers,
+                "node_power_w": r.power_w,
+                "largest_device_gb": max(d["total"] for d in r.memory.device) / 1e9,
+                "tables_gb": tables_gb,
+                "source": "modeled",
+            }
+        )
+        parts += [
+            {"server": f"{name} ({place})", "phase": c, "seconds_per_step": slowest[c], "source": "modeled"}
+            for c in COMPONENTS
+            if slowest[c] > 0
+        ]
+    return rows, parts
 
 
 #: The CPU node a GPU is compared with: one dual-socket trainer of the CPU training cluster.

@@ -398,7 +398,8 @@ def plan_job(**values: object) -> JobPlan:
 
 
 #: The components of a modeled step that do not grow with the global batch: the per-step overhead
-#: (launching operators), and the all-reduce and update of the dense weights.
+#: (launching operators; none in HugeCTR's CUDA-graphed step), and the all-reduce and update of the
+#: dense weights.
 FIXED_COMPONENTS = ("overhead", "all_reduce", "dense_optimizer")
 #: The layouts :func:`convergence_jobs` compares, ``(nodes, devices per node)``: one 8-GPU node, as
 #: NVIDIA's single-node DLRM-DCNv2 submissions, and 8 of them (64 GPUs), as its multi-node ones.
@@ -408,20 +409,28 @@ CONVERGENCE_LAYOUTS = ((1, 8), (8, 8))
 def convergence_jobs(
     *,
     model: str = "mlperf_dcnv2",
+    hardware: str = "dgx_h100",
     layouts: tuple[tuple[int, int], ...] = CONVERGENCE_LAYOUTS,
     batches: tuple[int, ...] | None = None,
-    **values: object,
 ) -> list[dict[str, object]]:
-    """``model`` trained to MLPerf's target (epochs :data:`TO_TARGET`) at each global batch of
+    """``model`` trained to MLPerf's target as MLPerf's submissions train it, at each global batch of
     ``batches`` (default: the batches of MLPerf's reference convergence points,
     :func:`~recnotebooks.perf.convergence.rules_for_round`, 32,768 to 160,000) on each layout
-    ``(nodes, devices per node)`` of ``layouts``; ``values`` are other planner settings (hardware,
-    sharding, precision...). One row per layout and batch: ``layout``, ``nodes``, ``devices``,
-    ``global_batch``, ``step_ms`` and ``samples_per_s`` (**modeled**), ``epochs`` (**published**,
-    the curve's), ``samples``, ``minutes`` to train (**modeled**), ``fixed_ms`` (the step's
-    :data:`FIXED_COMPONENTS`, which a bigger batch shares among more samples), ``bound_by``, ``fits``.
-    A batch off the curve, or a model without one, raises ``ValueError`` (:func:`job_epochs`); so does
-    a layout a node cannot hold, naming it. The batches need not be the planner's slider values."""
+    ``(nodes, devices per node)`` of ``layouts`` of ``hardware``.
+
+    The step is the one notebook 02 holds against MLPerf's published runs
+    (:data:`~recnotebooks.perf.published.MLPERF_SETUP`: NVIDIA's HugeCTR, mixed precision, exact
+    Adagrad; :func:`~recnotebooks.perf.published.mlperf_plan`), **modeled**; the epochs are the
+    curve's (:func:`job_epochs`, **published**); the run's minutes count its evaluations as MLPerf's
+    do (:func:`~recnotebooks.perf.published.mlperf_seconds`). One row per layout and batch:
+    ``layout``, ``nodes``, ``devices``, ``global_batch``, ``step_ms`` (communication overlapped, as
+    HugeCTR runs it) and ``samples_per_s`` (training), ``epochs``, ``samples``, ``minutes`` (training
+    and evaluations) and ``eval_minutes``, ``fixed_ms`` (the slowest rank's :data:`FIXED_COMPONENTS`,
+    which a bigger batch shares among more samples) and ``fixed_share`` (of its step, not
+    overlapped), ``bound_by``, ``fits``. A batch off the curve, a model without one, a layout a
+    ``hardware`` node cannot hold or an unknown ``hardware`` raises ``ValueError`` naming it."""
+    from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan, mlperf_seconds
+
     if batches is None:
         batches = tuple(sorted({p.batch_size for p in rules_for_round(DEFAULT_ROUND)}))
     if not batches or not layouts:
@@ -429,31 +438,40 @@ def convergence_jobs(
             f"batches and layouts must be non-empty, got batches={batches!r}, layouts={layouts!r}"
         )
     batches = tuple(check_int(f"batches[{i}]", b, lo=1, hi=2**40) for i, b in enumerate(batches))
-    base = check_settings({**values, "model": model, "epochs": TO_TARGET})
+    hw = _hardware(check_choice("hardware", hardware, list(HARDWARE)))
+    config = job_model(check_choice("model", model, setting_values("model")))
+    epochs = {b: job_epochs({"model": model, "epochs": TO_TARGET, "samples": TRAIN_SAMPLES, "batch_size": b})
+              for b in batches}  # fmt: skip
     rows = []
-    for nodes, gpus in layouts:
-        v = check_settings({**base, "nodes": nodes, "gpus": gpus})
+    for i, (nodes, gpus) in enumerate(layouts):
+        nodes = check_int(f"layouts[{i}] nodes", nodes, lo=1, hi=1024)
+        gpus = check_int(f"layouts[{i}] devices per node", gpus, lo=1, hi=hw.devices)
+        plan = mlperf_plan(config, gpus, nodes, hw.hbm_bytes)
         for batch in batches:
-            o = _evaluate(tuple(sorted({**v, "batch_size": batch}.items())))
-            if o.problem:
-                raise ValueError(f"{model} at global batch {batch} on {nodes} x {gpus}: {o.problem}")
-            assert o.result is not None and o.job is not None
-            b = o.result.breakdown()
+            r = estimate(config, hw, batch_size=batch, gpus=gpus, nodes=nodes, plan=plan, **MLPERF_SETUP)
+            train_s, eval_s = mlperf_seconds(r, epochs[batch], batch)
+            slowest = max(r.per_rank, key=lambda c: sum(c.values()))
+            fixed = sum(slowest[k] for k in FIXED_COMPONENTS)
             rows.append(
                 {
                     "layout": f"{nodes * gpus} GPUs ({nodes} node{'s' if nodes > 1 else ''})",
                     "nodes": nodes,
                     "devices": nodes * gpus,
                     "global_batch": batch,
-                    "step_ms": o.result.step_time * 1e3,
-                    "samples_per_s": o.job.samples_per_s,
-                    "epochs": o.job.epochs,
-                    "samples": o.job.samples * o.job.epochs,
-                    "minutes": o.job.hours * 60,
-                    "fixed_ms": sum(b[k] for k in FIXED_COMPONENTS) * 1e3,
-                    "bound_by": max(b, key=lambda k: b[k]),
-                    "fits": o.fits,
+                    "step_ms": r.step_time_overlap * 1e3,
+                    "samples_per_s": r.throughput_overlap,
+                    "epochs": epochs[batch],
+                    "samples": epochs[batch] * TRAIN_SAMPLES,
+                    "minutes": (train_s + eval_s) / 60,
+                    "eval_minutes": eval_s / 60,
+                    "fixed_ms": fixed * 1e3,
+                    "fixed_share": fixed / r.step_time,
+                    "bound_by": max(slowest, key=lambda k: slowest[k]),
+                    "fits": r.fits,
                     "source": "modeled",
                 }
             )
     return rows
+
+
+_hardware = hardware  # convergence_jobs' parameter of that name hides it

@@ -303,22 +303,27 @@ def mlperf_plan(config: DLRMConfig, gpus: int, nodes: int = 1, device_bytes: flo
     return combine(*parts, strategy="mlperf")
 
 
-def mlperf_throughput(result: CostResult, run: MLPerfResult) -> float:
-    """Samples per second over a whole MLPerf run, as the logs count them: the run's samples
-    (its median epochs to the target) over its training steps at the modeled step, overlapped as
-    HugeCTR overlaps communication with compute (``step_time_overlap``), plus its evaluations
+def mlperf_seconds(result: CostResult, epochs: float, global_batch: int) -> tuple[float, float]:
+    """``(training, evaluation)`` seconds of an MLPerf run of ``epochs`` epochs of Criteo 1TB at
+    ``global_batch`` with the modeled step ``result``: its training steps at the step overlapped as
+    HugeCTR overlaps communication with compute (``step_time_overlap``), and its evaluations
     (:func:`recnotebooks.perf.convergence.evaluations`), each :data:`~recnotebooks.perf.convergence.
     EVAL_SAMPLES` samples through the forward pass: each rank's embedding lookups, a third of its MLP
     and interaction time (forward of forward + two backward GEMMs) and half its all-to-all."""
-    epochs = statistics.median(run.epochs_to_target)
     samples = epochs * TRAIN_SAMPLES
-    steps = math.ceil(samples / run.global_batch_size)
+    steps = math.ceil(samples / global_batch)
     forward = max(
         c["embedding_forward"] + (c["bottom_mlp"] + c["top_mlp"] + c["interaction"]) / 3 + c["all_to_all"] / 2
         for c in result.per_rank
     )
-    evals = evaluations(epochs) * EVAL_SAMPLES / run.global_batch_size * forward
-    return samples / (steps * result.step_time_overlap + evals)
+    return steps * result.step_time_overlap, evaluations(epochs) * EVAL_SAMPLES / global_batch * forward
+
+
+def mlperf_throughput(result: CostResult, run: MLPerfResult) -> float:
+    """Samples per second over a whole MLPerf run, as the logs count them: the run's samples
+    (its median epochs to the target) over its training and evaluation time (:func:`mlperf_seconds`)."""
+    epochs = statistics.median(run.epochs_to_target)
+    return epochs * TRAIN_SAMPLES / sum(mlperf_seconds(result, epochs, run.global_batch_size))
 
 
 def _mlperf_run(m: MLPerfResult) -> PublishedRun:
@@ -527,7 +532,7 @@ def published_utilisation(
 __all__ += ["estimate_run"]
 __all__ += ["CPU_SETUP", "MLPERF_RATIOS", "mlperf_by_system", "mlperf_ratios", "published_utilisation"]
 __all__ += ["MLPERF_RUNS", "MLPERF_SETUP", "SMALL_TABLE_ROWS", "fit_hugectr_step", "mlperf_errors",
-            "mlperf_plan", "mlperf_throughput"]  # fmt: skip
+            "mlperf_plan", "mlperf_seconds", "mlperf_throughput"]  # fmt: skip
 
 
 # ----- TorchRec's UVM / UVM-caching benchmark ----------------------------------------------------
