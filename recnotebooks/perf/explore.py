@@ -13,10 +13,12 @@ import inspect
 from collections.abc import Mapping, Sequence
 
 from recnotebooks.config import DLRMConfig, architecture_config, preset, preset_training
+from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import Hardware, hardware
-from recnotebooks.perf.job import job_from_estimate
+from recnotebooks.perf.job import job_cost, job_from_estimate
 from recnotebooks.perf.planner import plan_tables, table_bytes
+from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan
 from recnotebooks.plan import Plan
 
 __all__ = [
@@ -285,10 +287,6 @@ def model_of_record_servers(
     each preset's price per device-hour, parameter servers included), ``bound_by``, ``fits``,
     ``parameter_servers``, ``node_power_w``, ``largest_device_gb``, ``tables_gb`` (the tables' weights
     and optimizer state), ``model`` and ``source``."""
-    from recnotebooks.perf.components import PARAMETER_SERVER
-    from recnotebooks.perf.job import job_cost
-    from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan
-
     how = preset_training(MODEL_OF_RECORD)
     config = preset(MODEL_OF_RECORD)
     batch = int(how["batch_size"]) if batch_size is None else batch_size  # type: ignore[call-overload]

@@ -36,8 +36,10 @@ from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.convergence import DEFAULT_ROUND, TRAIN_SAMPLES, epochs_to_converge, rules_for_round
 from recnotebooks.perf.cost import CostResult, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
+from recnotebooks.perf.hardware import hardware as _hardware  # convergence_jobs' parameter hides it
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate
 from recnotebooks.perf.planner import STRATEGIES, plan_tables
+from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan, mlperf_seconds
 from recnotebooks.plan import PLACEMENTS, Plan
 
 __all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "PRECISION_OPTIONS", "TO_TARGET",
@@ -429,8 +431,6 @@ def convergence_jobs(
     which a bigger batch shares among more samples) and ``fixed_share`` (of its step, not
     overlapped), ``bound_by``, ``fits``. A batch off the curve, a model without one, a layout a
     ``hardware`` node cannot hold or an unknown ``hardware`` raises ``ValueError`` naming it."""
-    from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan, mlperf_seconds
-
     if batches is None:
         batches = tuple(sorted({p.batch_size for p in rules_for_round(DEFAULT_ROUND)}))
     if not batches or not layouts:
@@ -472,6 +472,3 @@ def convergence_jobs(
                 }
             )
     return rows
-
-
-_hardware = hardware  # convergence_jobs' parameter of that name hides it
