@@ -259,3 +259,13 @@ def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
     )
     err = mlperf_errors(rows)
     assert (round(100 * err["fit_mape"]), round(100 * err["held_out_mape"])) == (32, 14)
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [((CFG, 0, 1), "gpus"), ((CFG, 8, 0), "nodes"), ((CFG, 8, 1, -1.0), "device_bytes"),
+     ((CFG, 64, 128), "gpus x nodes"), (("mlperf_dcnv2", 8, 1), "config")],
+)  # fmt: skip
+def test_mlperf_plan_refuses_bad_input_naming_it(args: tuple, match: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=match):
+        mlperf_plan(*args)

@@ -90,7 +90,13 @@ class CatInteraction(nn.Module):
     """Concatenate the dense vector and all pooled embeddings: ``(B, Dd + T*D)``."""
 
     def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
-        return torch.cat([dense, sparse.reshape(sparse.shape[0], -1)], dim=1)
+        return concat_features(dense, sparse)
+
+
+def concat_features(dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
+    """The dense vector ``(B, Dd)`` and the pooled embeddings ``(B, T, D)`` side by side:
+    ``(B, Dd + T*D)`` (the cat interaction's output, and DCN's ``x_0``)."""
+    return torch.cat([dense, sparse.reshape(sparse.shape[0], -1)], dim=1)
 
 
 class LowRankCrossNet(nn.Module):
@@ -167,7 +173,7 @@ class DCNInteraction(nn.Module):
         self.cross = LowRankCrossNet(width, num_layers, rank, device, dtype, generator)
 
     def forward(self, dense: torch.Tensor, sparse: torch.Tensor) -> torch.Tensor:
-        x0 = torch.cat([dense, sparse.reshape(sparse.shape[0], -1)], dim=1)  # (B, Dd + T*D)
+        x0 = concat_features(dense, sparse)  # (B, Dd + T*D)
         if x0.shape[1] != self.cross.width:
             raise ValueError(
                 f"dense and sparse must concatenate to the cross network's width {self.cross.width}, got "

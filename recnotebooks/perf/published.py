@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from recnotebooks.checks import check_fraction, check_type
+from recnotebooks.checks import check_float, check_fraction, check_int, check_type
 from recnotebooks.config import DLRMConfig, TableConfig, preset
 from recnotebooks.perf.components.ops import HUGECTR
 from recnotebooks.perf.convergence import EVAL_SAMPLES, evaluations
@@ -40,7 +40,7 @@ from recnotebooks.perf.placement import _percent
 from recnotebooks.perf.planner import RESERVE
 from recnotebooks.perf.result import CostResult
 from recnotebooks.perf.sources import cite
-from recnotebooks.plan import Plan, combine, data_parallel, row_wise, table_wise
+from recnotebooks.plan import MAX_RANKS, Plan, combine, data_parallel, row_wise, table_wise
 
 __all__ = ["PublishedRun", "PUBLISHED_RUNS", "TORCHREC_README_ROWS", "compare_published"]
 
@@ -264,6 +264,12 @@ def mlperf_plan(config: DLRMConfig, gpus: int, nodes: int = 1, device_bytes: flo
     table's fp32 rows and exact Adagrad's fp32 state), or else row-wise over the node with the most
     room (HugeCTR balances its plan's lookups under a memory cap the same way; on several nodes its
     ``hier_auto`` plan keeps a table's shards inside one node)."""
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    gpus, nodes = check_int("gpus", gpus, lo=1, hi=MAX_RANKS), check_int("nodes", nodes, lo=1, hi=MAX_RANKS)
+    if gpus * nodes > MAX_RANKS:
+        raise ValueError(f"gpus x nodes must be at most {MAX_RANKS} devices, got {gpus} x {nodes}")
+    if device_bytes != math.inf:  # inf: no memory limit
+        device_bytes = check_float("device_bytes", device_bytes, lo=0, lo_open=True)
     world = gpus * nodes
     row_bytes = config.embedding_dim * 4 * 2  # fp32 weights and exact Adagrad's state
     small = [t for t in config.tables if t.num_rows <= SMALL_TABLE_ROWS]
