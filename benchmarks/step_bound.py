@@ -6,7 +6,9 @@ The bound is the work any implementation of the step must do, each piece timed a
 * **GEMMs** at the step's own shapes: for every ``Linear`` its forward ``X W^T`` and both
   backward GEMMs ``dY W`` and ``dY^T X`` (the bottom MLP's first layer has no ``dY W``: the
   dense input needs no gradient), and for the dot interaction the batched ``X X^T`` and its
-  backward ``(G + G^T) X``, with the operand layouts autograd uses.
+  backward ``(G + G^T) X``, and for DCN's cross layers each layer's two low-rank GEMMs (``V``:
+  width -> rank, ``W``: rank -> width) with their three GEMMs each, with the operand layouts
+  autograd uses.
 * **Embedding rows looked up**: every lookup's row read and summed into its bag
   (``F.embedding_bag``, sum) on a scratch table of the step's size and dim, with the
   step's own ids, so hot rows hit the cache as they do in the step.
@@ -19,9 +21,9 @@ also timed alone for the breakdown.
 
 Each embedding piece is also shown as the bandwidth it reached (bytes of rows moved per
 second), the machine's random-row bandwidth for this access pattern. Everything else a
-step does (bias adds, ReLU and its backward, bias gradients, the loss, concatenations,
-grouping lookups by row, reducing the pooled gradient per row) counts as time above the
-bound.
+step does (bias adds, ReLU and its backward, bias gradients, the loss, concatenations, the
+cross layers' elementwise products and residual sums, grouping lookups by row, reducing the
+pooled gradient per row) counts as time above the bound.
 """
 
 from __future__ import annotations
@@ -97,6 +99,14 @@ def gemm_calls(cfg: DLRMConfig, batch_size: int) -> list[tuple[str, Callable[[],
         x, g = torch.randn(b, f, d), torch.randn(b, f, f)
         calls.append((f"interaction X X^T ({f}x{d})", lambda x=x: torch.bmm(x, x.transpose(1, 2))))
         calls.append((f"interaction (G+G^T) X ({f}x{f})", lambda x=x, g=g: torch.bmm(g, x)))
+    elif cfg.interaction == "dcn":  # each cross layer: V (width -> rank, no bias), then W (rank -> width)
+        w, r = cfg.interaction_output_dim, cfg.dcn_rank
+        for layer in range(cfg.dcn_layers):
+            for name, fan_in, out in ((f"cross[{layer}] V", w, r), (f"cross[{layer}] W", r, w)):
+                x, wt, dy = torch.randn(b, fan_in), torch.randn(out, fan_in), torch.randn(b, out)
+                calls.append((f"{name} {fan_in}->{out} X W^T", lambda x=x, wt=wt: x @ wt.t()))
+                calls.append((f"{name} {fan_in}->{out} dY W", lambda dy=dy, wt=wt: dy @ wt))
+                calls.append((f"{name} {fan_in}->{out} dY^T X", lambda dy=dy, x=x: dy.t() @ x))
     return calls
 
 

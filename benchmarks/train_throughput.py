@@ -18,7 +18,9 @@ the step's own ids. Each round times one step of ours, one of the reference, one
 bound and one of the MLPs alone, back to back; the figures are medians over rounds of each round's ratio.
 
 Run: ``python benchmarks/train_throughput.py`` (the issue's config: 8 tables x 1M rows x
-dim 64, bottom 13-512-256-64, top 512-512-256-1, dot, batch 2048, pooling 1 and 20).
+dim 64, bottom 13-512-256-64, top 512-512-256-1, dot, batch 2048, pooling 1 and 20);
+``--interaction dcn`` runs the same model with DLRM-DCNv2's cross network (3 layers of rank 64
+over the 576-wide concatenation) in place of the dot interaction, for both models and the bound.
 ``--quick`` shrinks it for a smoke run.
 """
 
@@ -68,12 +70,28 @@ class ReferenceDLRM(nn.Module):
         f = cfg.num_interaction_features
         self.li, self.lj = torch.tril_indices(f, f, -1)
         self.dim = cfg.embedding_dim
+        self.kind = cfg.interaction
+        self.cross = nn.ModuleList()  # (V_l, W_l) per cross layer, for --interaction dcn
+        if cfg.interaction == "dcn":  # DCN-V2's formula, its weights copied from ours
+            for v, w in zip(ours.interaction.cross.down, ours.interaction.cross.up, strict=True):
+                down, up = (
+                    nn.Linear(v.in_features, v.out_features, bias=False),
+                    nn.Linear(w.in_features, w.out_features),
+                )
+                down.load_state_dict(v.state_dict())
+                up.load_state_dict(w.state_dict())
+                self.cross.append(nn.ModuleList([down, up]))
 
     def forward(
         self, dense: torch.Tensor, ids: list[torch.Tensor], offsets: list[torch.Tensor]
     ) -> torch.Tensor:
         x = self.bot(dense)
         ly = [emb(i, o) for emb, i, o in zip(self.embs, ids, offsets, strict=True)]
+        if self.kind == "dcn":  # x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l
+            x0 = xl = torch.cat([x, *ly], dim=1)
+            for down, up in self.cross:
+                xl = x0 * up(down(xl)) + xl
+            return self.top(xl).squeeze(1)
         t = torch.cat([x, *ly], dim=1).view(dense.shape[0], -1, self.dim)
         z = torch.bmm(t, torch.transpose(t, 1, 2))
         r = torch.cat([x, z[:, self.li, self.lj]], dim=1)
@@ -95,11 +113,19 @@ def _spread(xs: list[float]) -> dict[str, float]:
     return {"median": statistics.median(xs), "p25": q1, "p75": q3, "min": min(xs), "max": max(xs)}
 
 
+def bench_config(
+    tables: tuple[TableConfig, ...], args: argparse.Namespace, name: str = "bench"
+) -> DLRMConfig:
+    """The benchmark's model over ``tables``: bottom 13-512-256-dim, top 512-512-256-1, the
+    interaction (and cross layers) ``args`` asks for."""
+    dcn = {"dcn_layers": args.dcn_layers, "dcn_rank": args.dcn_rank} if args.interaction == "dcn" else {}
+    return DLRMConfig(13, tables, args.dim, (512, 256, args.dim), (512, 512, 256, 1), name=name,
+                      interaction=args.interaction, **dcn)  # fmt: skip
+
+
 def run(pooling: float, args: argparse.Namespace) -> dict[str, object]:
     tables = tuple(TableConfig(f"T{i + 1}", args.rows, pooling) for i in range(args.tables))
-    cfg = DLRMConfig(
-        13, tables, args.dim, (512, 256, args.dim), (512, 512, 256, 1), name=f"bench_L{pooling:g}"
-    )
+    cfg = bench_config(tables, args, name=f"bench_L{pooling:g}")
     data = SyntheticCriteo(cfg, args.batch_size, SyntheticConfig(zipf_exponent=args.zipf), seed=0)
     batches = [data.batch(i) for i in range(args.distinct_batches)]
     ref_inputs = [per_table_inputs(b) for b in batches]
@@ -241,6 +267,16 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--distinct-batches", type=int, default=8)
+    p.add_argument(
+        "--interaction",
+        choices=["dot", "dcn"],
+        default="dot",
+        help="dot (DLRM v1) or dcn (DLRM-DCNv2's cross network, as the model of record)",
+    )
+    p.add_argument("--dcn-layers", type=int, default=3, help="cross layers for --interaction dcn (MLPerf: 3)")
+    p.add_argument("--dcn-rank", type=int, default=64,
+                   help="cross layers' rank for --interaction dcn (64: about MLPerf's rank/width, 512/3456, "
+                        "at this model's width 576)")  # fmt: skip
     p.add_argument("--gemms", action="store_true", help="also print each GEMM of the bound")
     p.add_argument("--profile", action="store_true", help="print each model's top operators (torch.profiler)")
     p.add_argument("--threads", type=int, default=None, help="torch (and Numba) threads; default: torch's")
@@ -262,7 +298,7 @@ def main() -> None:
     report(rows, args)
     if args.gemms:
         tables = tuple(TableConfig(f"T{i + 1}", 1, 1.0) for i in range(args.tables))
-        cfg = DLRMConfig(13, tables, args.dim, (512, 256, args.dim), (512, 512, 256, 1))
+        cfg = bench_config(tables, args)
         probe = BoundProbe(cfg, args.batch_size, [traffic_of(torch.zeros(1, dtype=torch.long),
                                                              torch.tensor([0, 1]))])  # fmt: skip
         print("\nGEMMs of the bound (fastest of 3, ms):")

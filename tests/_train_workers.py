@@ -102,16 +102,19 @@ def _profile_steps(step: Any, warmup: int = 2, profiled: int = 2) -> dict[str, f
     return {"ops": len(names) / profiled, "host_syncs": names.count("aten::item") / profiled}
 
 
-def single_step_ops(config: DLRMConfig, batch_size: int, seed: int = 0) -> dict[str, float]:
+def single_step_ops(
+    config: DLRMConfig, batch_size: int, seed: int = 0, dense_optimizer: str = "adagrad"
+) -> dict[str, float]:
     """Top-level operators of one single-process training step of ``recnotebooks.nn.DLRM`` (row-wise
-    Adagrad on the tables, ``torch.optim.Adagrad`` on the MLPs, as :func:`count_step_ops` trains;
-    batches of :func:`global_step_data`)."""
+    Adagrad on the tables, ``torch.optim``'s ``dense_optimizer`` on the MLPs: Adagrad as
+    :func:`count_step_ops` trains; batches of :func:`global_step_data`)."""
     from recnotebooks.nn.dlrm import DLRM
     from recnotebooks.nn.optim import make_sparse_optimizer
 
     model = DLRM(config, seed=seed)
     sparse_opt = make_sparse_optimizer("rowwise_adagrad", model.embeddings, 0.05)
-    dense_opt = torch.optim.Adagrad(list(model.dense_parameters()), lr=0.02)
+    kind = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad, "adam": torch.optim.Adam}[dense_optimizer]
+    dense_opt = kind(list(model.dense_parameters()), lr=0.02)
     batches = [global_step_data(config, batch_size, seed, i) for i in range(4)]
     loss_fn = torch.nn.BCEWithLogitsLoss()
 

@@ -86,3 +86,17 @@ def test_op_count_of_a_sharded_dcn_step_matches_the_counted_step() -> None:
     single = single_step_ops(dcn, 128)["ops"]
     modeled = op_count(dcn, 2, plan=plan, implementation=OURS) - op_count(dcn)
     assert modeled == pytest.approx(counted.values[0][0]["ops"] - single, rel=0.02, abs=4)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_op_count_of_each_dense_optimizer_matches_the_counted_step(optimizer: str) -> None:
+    """The dense optimizer's operators, counted with the torch profiler: the step with SGD or Adam
+    on the MLPs (and a DCN model's cross layers) less the same step with Adagrad."""
+    for config in (CONFIG, CONFIG.replace(interaction="dcn", dcn_layers=2, dcn_rank=8)):
+        counted = (
+            single_step_ops(config, 128, dense_optimizer=optimizer)["ops"]
+            - single_step_ops(config, 128)["ops"]
+        )
+        assert op_count(config, dense_optimizer=optimizer) - op_count(config) == counted, config.interaction
+    with pytest.raises(ValueError, match="dense_optimizer"):
+        op_count(CONFIG, dense_optimizer="rmsprop")

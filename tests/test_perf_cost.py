@@ -5,10 +5,14 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from recnotebooks.config import DLRMConfig, TableConfig, preset
+from recnotebooks.perf import components as C
 from recnotebooks.perf.cost import COMPONENTS, estimate, gemm_time, op_count
 from recnotebooks.perf.hardware import HARDWARE, Hardware
 from recnotebooks.perf.memory import memory_footprint, memory_report
@@ -605,3 +609,45 @@ def test_the_op_count_adds_the_cross_layers() -> None:
     assert op_count(cfg.replace(dcn_layers=1)) - op_count(cat) == 43
     # DDP replicates V, W and b of each cross layer beside the MLPs' weights and biases
     assert op_count(cfg, 2, True) - op_count(cfg) == op_count(cat, 2, True) - op_count(cat) + 3 * 3 * 3
+
+
+# ----- dense optimizer -------------------------------------------------------------------------
+class _PassCounter(TorchDispatchMode):
+    """Counts, for every aten op, the distinct ``numel``-sized tensors it reads and those it
+    writes: passes over a parameter of ``numel`` elements."""
+
+    def __init__(self, numel: int) -> None:
+        super().__init__()
+        self.numel, self.passes = numel, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        out = func(*args, **(kwargs or {}))
+        big = [
+            t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.numel() == self.numel
+        ]
+        written = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.numel() == self.numel]
+        self.passes += len({t.data_ptr() for t in big}) + len(written)
+        return out
+
+
+@pytest.mark.parametrize("name", ["sgd", "adagrad", "adam"])
+def test_dense_optimizer_bytes_are_the_passes_torch_makes(name: str) -> None:
+    """The modeled bytes of each dense optimizer equal the passes torch.optim's update makes over a
+    parameter, counted op by op under a dispatch mode (fp32: no loss-scale pass)."""
+    n = 1000
+    p = torch.nn.Parameter(torch.randn(n))
+    p.grad = torch.randn(n)
+    opt = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad, "adam": torch.optim.Adam}[name](
+        [p], lr=0.1
+    )
+    opt.step()  # state created
+    with _PassCounter(n) as counter:
+        opt.step()
+    cfg = small_config()
+    modeled = C.dense_optimizer(cfg, A100, "fp32", name)
+    assert modeled.device_bytes == pytest.approx(cfg.dense_parameters * 4 * counter.passes)
+    assert estimate(cfg, A100, batch_size=512, dense_optimizer=name).breakdown()["dense_optimizer"] == (
+        pytest.approx(modeled.seconds)
+    )
+    with pytest.raises(ValueError, match="optimizer"):
+        C.dense_optimizer(cfg, A100, "fp32", "rmsprop")

@@ -1,7 +1,7 @@
 """Validation of the calibrated model against real steps measured here.
 
 :func:`validate` trains real steps of our DLRM over a sweep from MLP-heavy to
-embedding-heavy architectures (:data:`VALIDATION_SWEEP`, measured by
+embedding-heavy architectures, DLRM v1 and DLRM-DCNv2 (:data:`VALIDATION_SWEEP`, measured by
 :func:`recnotebooks.measure.measure_step`) and compares each with the model's
 prediction for the same architecture on the machine :mod:`recnotebooks.measure.calibrate`
 fitted: per-config error, MAPE and Spearman rank correlation. Each measurement follows a
@@ -50,6 +50,14 @@ def _sweep() -> list[tuple[str, DLRMConfig, int]]:
         ),
         ("small rows, big batch", ac(num_tables=4, embedding_dim=8, pooling=10), 4096),
         ("cat interaction", ac(interaction="cat", num_tables=16, pooling=5), 1024),
+        # DLRM-DCNv2 (the model of record): its CPU-sized preset (26 multi-hot tables), and cross
+        # layers of a higher rank over a wider concatenation
+        ("dcnv2_small", preset("dcnv2_small"), 1024),
+        (
+            "DCN, rank 128",
+            ac(num_tables=16, pooling=5).replace(interaction="dcn", dcn_layers=3, dcn_rank=128),
+            1024,
+        ),
     ]
 
 

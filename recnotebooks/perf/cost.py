@@ -126,8 +126,9 @@ def estimate(
         raise ValueError(f"plan is for {plan.world_size} ranks but gpus x nodes = {world}")
     plan.check(config)
     step = Step(
-        config, hw, plan, batch_size, gpus, nodes, dtype, zipf_exponent, sparse_optimizer, implementation
-    )
+        config, hw, plan, batch_size, gpus, nodes, dtype, zipf_exponent, sparse_optimizer, implementation,
+        dense_optimizer,
+    )  # fmt: skip
     accesses = C.shard_access(
         config, hw, plan, step.local_batch, batch_size, zipf_exponent, dtype, sparse_optimizer
     )
@@ -167,6 +168,8 @@ class Step:
     zipf_exponent: float
     sparse_optimizer: str
     implementation: str
+    #: the dense parameters' optimizer (its passes over them and its operators)
+    dense_optimizer: str = "adagrad"
 
     @property
     def world(self) -> int:
@@ -289,8 +292,10 @@ def _dense_components(step: Step) -> dict[str, C.Work]:
         "bottom_mlp": C.mlp(config, hw, "bottom", b, dtype, fused),
         "interaction": C.interaction(config, hw, b, dtype, fused),
         "top_mlp": C.mlp(config, hw, "top", b, dtype, fused),
-        "dense_optimizer": C.dense_optimizer(config, hw, dtype),
-        "overhead": C.Work(C.overhead(config, hw, step.world, sharded, plan, step.implementation), 0.0),
+        "dense_optimizer": C.dense_optimizer(config, hw, dtype, step.dense_optimizer),
+        "overhead": C.Work(
+            C.overhead(config, hw, step.world, sharded, plan, step.implementation, step.dense_optimizer), 0.0
+        ),
     }
 
 

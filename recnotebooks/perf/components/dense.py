@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from recnotebooks.config import DLRMConfig
+from recnotebooks.checks import check_choice
+from recnotebooks.config import DENSE_OPTIMIZERS, DLRMConfig
 from recnotebooks.perf.components.ops import HUGECTR
 from recnotebooks.perf.hardware import Hardware
 from recnotebooks.perf.precision import precision
@@ -30,9 +31,12 @@ _MLP_ELEMENTWISE_PASSES = 7
 #: GEMM); backward the product's two gradients (3 each), ``x_0``'s gradient accumulated over
 #: the layers (3), ``x_l``'s residual and GEMM gradients summed (3) and the bias gradient (a read).
 _CROSS_ELEMENTWISE_PASSES = 19
-#: torch.optim.Adagrad's update makes ~11 passes over each parameter (addcmul_ on the state,
-#: sqrt, add_ eps, addcdiv_ on the weight: reads and writes counted).
-_ADAGRAD_PASSES = 11
+#: Passes over each dense parameter of one update by ``torch.optim``'s single-tensor path (the
+#: one it takes on CPUs), reads and writes counted: SGD ``add_`` (3); Adagrad ``addcmul_`` on the
+#: state, ``sqrt``, ``add_`` eps, ``addcdiv_`` on the weight (11); Adam ``lerp_`` on the first
+#: moment, ``mul_`` and ``addcmul_`` on the second, ``sqrt``, ``div``, ``add_`` eps, ``addcdiv_``
+#: on the weight (18). The operators the same updates launch are in :mod:`.ops`.
+_OPTIMIZER_PASSES = {"sgd": 3, "adagrad": 11, "adam": 18}
 
 
 @dataclass(frozen=True)
@@ -164,10 +168,12 @@ def cross_layers(
     return Work(config.dcn_layers * (gemms + moved / hw.hbm_bw), config.dcn_layers * moved)
 
 
-def dense_optimizer(config: DLRMConfig, hw: Hardware, dtype: str) -> Work:
-    """Adagrad over every MLP parameter: a few streaming passes at ``hbm_bw`` over the weights and
-    their state as stored (fp32 master weights under AMP), plus the loss-scale pass over the
-    gradients where the precision has one (AMP fp16's unscale + inf check)."""
+def dense_optimizer(config: DLRMConfig, hw: Hardware, dtype: str, optimizer: str = "adagrad") -> Work:
+    """``optimizer`` (``"sgd"``, ``"adagrad"`` or ``"adam"``) over every dense parameter: its
+    streaming passes at ``hbm_bw`` over the weights and their state as stored (fp32 master weights
+    under AMP), plus the loss-scale pass over the gradients where the precision has one (AMP
+    fp16's unscale + inf check)."""
+    passes = _OPTIMIZER_PASSES[check_choice("optimizer", optimizer, DENSE_OPTIMIZERS)]
     p = precision(dtype)
-    moved = config.dense_parameters * (p.weight_bytes * _ADAGRAD_PASSES + p.loss_scale_bytes_per_grad())
+    moved = config.dense_parameters * (p.weight_bytes * passes + p.loss_scale_bytes_per_grad())
     return Work(moved / hw.hbm_bw, moved)

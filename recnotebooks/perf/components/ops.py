@@ -9,12 +9,12 @@ TorchRec's); :func:`overhead` prices them at the hardware's launch cost, and
 from __future__ import annotations
 
 from recnotebooks.checks import check_choice, check_int
-from recnotebooks.config import DLRMConfig
+from recnotebooks.config import DENSE_OPTIMIZERS, DLRMConfig
 from recnotebooks.perf.hardware import Hardware
 from recnotebooks.plan import Plan, data_parallel, table_wise
 
-__all__ = ["HUGECTR", "IMPLEMENTATIONS", "SHARDED_OPS", "SHARD_OPS", "op_count", "overhead",
-           "overhead_of_remote_rows", "sharded_extra_ops", "sharded_op_terms"]  # fmt: skip
+__all__ = ["HUGECTR", "IMPLEMENTATIONS", "OPTIMIZER_OPS_PER_TENSOR", "SHARDED_OPS", "SHARD_OPS", "op_count",
+           "overhead", "overhead_of_remote_rows", "sharded_extra_ops", "sharded_op_terms"]  # fmt: skip
 
 #: Operators of one training step of our DLRM (torch profiler, top-level aten ops, CPU):
 #: 115 + 25 per MLP layer (forward, backward, Adagrad) + 15 for the dot interaction.
@@ -25,6 +25,11 @@ _OPS_BASE, _OPS_PER_LAYER, _OPS_DOT = 115, 25, 15
 #: 1 to 5 layers, 2026-12-03: exactly 43 more per layer, none for the cross network itself;
 #: checked by tests/test_op_count.py).
 _OPS_PER_CROSS_LAYER = 43
+#: Operators one dense parameter tensor's update launches in ``torch.optim``'s single-tensor path
+#: (torch profiler, top-level aten ops of ``step()`` over 2 and 4 tensors, torch 2.13, 2026-12-03):
+#: SGD 1, Adagrad 6, Adam 9. The counts above are of steps with Adagrad; another optimizer moves
+#: them by the difference per tensor (checked by tests/test_op_count.py).
+OPTIMIZER_OPS_PER_TENSOR = {"sgd": 1, "adagrad": 6, "adam": 9}
 #: What OUR sharded step (recnotebooks.distributed's HybridParallelDLRM, as
 #: recnotebooks.distributed.training.run_rank trains it: row-wise Adagrad, dense Adagrad) adds to the
 #: single-process step: top-level operators on rank 0, counted with torch.profiler over gloo on
@@ -75,10 +80,11 @@ IMPLEMENTATIONS = ("recnotebooks", "torchrec", "hugectr")
 HUGECTR: dict[str, float] = {"step_s": 0.0, "cross_passes": 8, "mlp_passes": 0, "a2a_calls": 2}
 
 
-def _single_op_count(config: DLRMConfig) -> int:
+def _single_op_count(config: DLRMConfig, dense_optimizer: str = "adagrad") -> int:
     layers = len(config.bottom_mlp) + len(config.top_mlp)
     inter = {"dot": _OPS_DOT, "cat": 0, "dcn": _OPS_PER_CROSS_LAYER * config.dcn_layers}[config.interaction]
-    return _OPS_BASE + _OPS_PER_LAYER * layers + inter
+    per_tensor = OPTIMIZER_OPS_PER_TENSOR[dense_optimizer] - OPTIMIZER_OPS_PER_TENSOR["adagrad"]
+    return _OPS_BASE + _OPS_PER_LAYER * layers + inter + per_tensor * _dense_tensors(config)
 
 
 def _dense_tensors(config: DLRMConfig) -> int:
@@ -115,6 +121,7 @@ def op_count(
     model_parallel: bool = False,
     plan: Plan | None = None,
     implementation: str = "torchrec",
+    dense_optimizer: str = "adagrad",
 ) -> int:
     """Operators launched by one training step of our DLRM (independent of table count on one
     process), and on ``world_size > 1`` ranks what the sharded step of ``implementation`` adds.
@@ -128,11 +135,14 @@ def op_count(
       clusters ran): a fixed count and one per rank, not per table.
 
     Without a plan, ``model_parallel`` means the tables round-robin table-wise, otherwise all
-    data-parallel; with one, ``model_parallel`` is read from it.
+    data-parallel; with one, ``model_parallel`` is read from it. ``dense_optimizer`` (one of
+    :data:`~recnotebooks.config.DENSE_OPTIMIZERS`) updates the dense parameters
+    (:data:`OPTIMIZER_OPS_PER_TENSOR`).
     """
     world_size = check_int("world_size", world_size, lo=1)
     check_choice("implementation", implementation, IMPLEMENTATIONS)
-    ops = _single_op_count(config)
+    check_choice("dense_optimizer", dense_optimizer, DENSE_OPTIMIZERS)
+    ops = _single_op_count(config, dense_optimizer)
     if world_size == 1:
         return ops
     if plan is None:
@@ -165,17 +175,20 @@ def overhead(
     model_parallel: bool,
     plan: Plan | None = None,
     implementation: str = "torchrec",
+    dense_optimizer: str = "adagrad",
 ) -> float:
     """Host time to launch the step's operators (:func:`op_count` of ``plan`` in
-    ``implementation``) plus ``step_overhead_s``: ``op_overhead_s`` each, except the operators
-    our sharded step adds to the single-process one (``"recnotebooks"`` on several ranks), which
-    cost ``hw.sharded_op_cost_s`` each (calibrated on our step where measured). HugeCTR's step
-    (``"hugectr"``) is one CUDA-graph replay: :data:`HUGECTR`'s ``step_s``, whatever the hardware."""
+    ``implementation``, the dense parameters updated by ``dense_optimizer``) plus
+    ``step_overhead_s``: ``op_overhead_s`` each, except the operators our sharded step adds
+    to the single-process one (``"recnotebooks"`` on several ranks), which cost
+    ``hw.sharded_op_cost_s`` each (calibrated on our step where measured). HugeCTR's step
+    (``"hugectr"``) is one CUDA-graph replay: :data:`HUGECTR`'s ``step_s``, whatever the
+    hardware."""
     if implementation == "hugectr":  # one CUDA-graph replay a step (:data:`HUGECTR`)
         return HUGECTR["step_s"]
-    ops = op_count(config, world_size, model_parallel, plan, implementation)
+    ops = op_count(config, world_size, model_parallel, plan, implementation, dense_optimizer)
     if implementation == "recnotebooks" and world_size > 1:
-        single = _single_op_count(config)
+        single = _single_op_count(config, dense_optimizer)
         return single * hw.op_overhead_s + (ops - single) * hw.sharded_op_cost_s + hw.step_overhead_s
     return ops * hw.op_overhead_s + hw.step_overhead_s
 
