@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from recnotebooks.config import architecture_config, preset
+
 from .core import AppSetting, app_result, number, phase_share, register, reliable_rows
 
 
@@ -12,13 +14,11 @@ def _threads_key() -> int:
 
 
 def _parameters_key() -> int:
-    from recnotebooks.config import preset
 
     return preset("tiny").parameters
 
 
 def _interaction_key() -> int:
-    from recnotebooks.config import architecture_config
 
     return architecture_config(num_tables=8, embedding_dim=32).interaction_output_dim
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from recnotebooks.cache.simulate import lru_mrc
+from recnotebooks.perf.access import cache_rows_for_hit_rate, hit_rate
+from recnotebooks.viz.cache import POLICY_NAMES, cache_capacity, cache_trace, hit_rate_curves
+
 from .core import amount, number, register
 
 #: Exercise 03.size: a table of EX03_ROWS rows, dim 64, fp32 plus row-wise Adagrad's 4 bytes per row,
@@ -10,20 +14,17 @@ EX03_ROWS, EX03_BUDGET, EX03_ROW_BYTES = 10_000_000, 256e6, 64 * 4 + 4
 
 
 def _size_key() -> tuple[float, float]:
-    from recnotebooks.perf.access import hit_rate
 
     rows = EX03_BUDGET // EX03_ROW_BYTES
     return rows, hit_rate(rows, EX03_ROWS, 1.05, policy="lru")
 
 
 def _target_key() -> float:
-    from recnotebooks.perf.access import cache_rows_for_hit_rate
 
     return cache_rows_for_hit_rate(0.9, EX03_ROWS, 1.05, policy="lru")
 
 
 def _policy_hits() -> dict[str, float]:
-    from recnotebooks.viz.cache import POLICY_NAMES, cache_capacity, hit_rate_curves
 
     curves = hit_rate_curves(100_000, 0.6)
     return {
@@ -38,8 +39,6 @@ def _policy_hits() -> dict[str, float]:
 
 def _double_key() -> tuple[float, float]:
     """The miss ratios at 4% and 2% of the rows."""
-    from recnotebooks.cache.simulate import lru_mrc
-    from recnotebooks.viz.cache import cache_trace
 
     curve = lru_mrc(cache_trace(100_000, 1.05), num_rows=100_000)
     return curve.at(4_000), curve.at(2_000)

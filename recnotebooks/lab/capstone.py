@@ -11,7 +11,11 @@ from __future__ import annotations
 import itertools
 import re
 
+from recnotebooks.config import preset
+from recnotebooks.perf import estimate, plan_tables
+from recnotebooks.perf.cost import COMPONENTS
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES
+from recnotebooks.perf.job_planner import evaluate
 
 from .core import number, register, settled
 
@@ -42,7 +46,6 @@ def _settings(answer: object) -> dict[str, object]:
 
 
 def _job(answer: object, deadline_h: float, budget_usd: float) -> object:
-    from recnotebooks.perf.job_planner import evaluate
 
     v = _settings(answer)
     wrong = {k: v[k] for k in JOB if k in v and v[k] != JOB[k]}
@@ -52,7 +55,6 @@ def _job(answer: object, deadline_h: float, budget_usd: float) -> object:
 
 
 def _search(deadline_h: float, budget_usd: float) -> list[object]:
-    from recnotebooks.perf.job_planner import evaluate
 
     keys = list(SEARCH)
     found = []
@@ -119,8 +121,6 @@ def _fastest(answer: object) -> tuple[bool, str]:
 
 
 def _largest_key() -> int:
-    from recnotebooks.config import preset
-    from recnotebooks.perf import estimate, plan_tables
 
     ok, target = [], None
     for s in LARGEST_SCALES:
@@ -158,7 +158,6 @@ def _largest(answer: object) -> tuple[bool, str]:
 
 
 def _bound_setting() -> tuple[str, float]:
-    from recnotebooks.perf.job_planner import evaluate
 
     b = evaluate(nodes=BOUND_NODES).result.breakdown()  # type: ignore[union-attr]
     top = max(b, key=lambda k: b[k])
@@ -187,7 +186,6 @@ def _names(component: str) -> tuple[str, ...]:
 def _bound(answer: object) -> tuple[bool, str]:
     if not isinstance(answer, str) or not answer.strip():
         raise TypeError("answer with a sentence (a string)")
-    from recnotebooks.perf.cost import COMPONENTS
 
     text = answer.lower()
     top, share = _bound_setting()

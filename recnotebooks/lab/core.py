@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from recnotebooks.checks import show
+from recnotebooks.viz.theme import NO_MATH
 
 __all__ = ["AppSetting", "CannotJudge", "EXERCISES", "Exercise", "Feedback", "answer_key", "check",
            "exercises", "reset", "smoke_mode"]  # fmt: skip
@@ -47,8 +48,7 @@ class Feedback:
         return self.passed
 
     def _repr_html_(self) -> str:
-        from recnotebooks.viz.theme import NO_MATH  # JupyterLab typesets TeX in HTML: "$50 > $30" stays
-
+        # NO_MATH: JupyterLab typesets TeX in HTML, so "$50 > $30" stays as written
         if not self.judged:
             color, mark = "#57606a", "?"
         else:

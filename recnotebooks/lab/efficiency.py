@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from recnotebooks.config import preset
+from recnotebooks.perf.cost import COMPONENTS, estimate
+
 from .core import AppSetting, app_result, register
 
 #: The embedding-heavy starting point of exercise 02.efficient (Efficiency Explorer settings).
@@ -59,7 +62,6 @@ def _efficient(answer: object) -> tuple[bool, str]:
     answer=lambda: _bound_key(),
 )
 def _bound(answer: object) -> tuple[bool, str]:
-    from recnotebooks.perf.cost import COMPONENTS
 
     if not isinstance(answer, str) or answer not in COMPONENTS:
         raise ValueError(f"answer with one of {list(COMPONENTS)}")
@@ -68,8 +70,6 @@ def _bound(answer: object) -> tuple[bool, str]:
 
 
 def _bound_key() -> str:
-    from recnotebooks.config import preset
-    from recnotebooks.perf.cost import estimate
 
     b = estimate(preset("rm2"), "dgx_a100", batch_size=4096).breakdown()
     return max(b, key=b.get)

@@ -2,34 +2,33 @@
 
 from __future__ import annotations
 
+from recnotebooks.config import preset
+from recnotebooks.perf.explore import best_placement, compare_servers
+from recnotebooks.perf.hardware import hardware
+from recnotebooks.viz.controls import option_values
+from recnotebooks.viz.servers import SERVER_CONTROLS, explore_servers
+
 from .core import number, register
 
 
 def production_model() -> object:
     """mlperf_v1 with 10x the rows per table (about 1 TB of fp32 tables): production scale."""
-    from recnotebooks.config import preset
 
     return preset("mlperf_v1").with_rows_scale(10)
 
 
 def _per_joule_key() -> str:
-    from recnotebooks.config import preset
-    from recnotebooks.perf.explore import compare_servers
 
     rows, _ = compare_servers(preset("rm3"))
     return str(max(rows, key=lambda r: float(r["samples_per_joule"]))["server"])  # type: ignore[arg-type]
 
 
 def _where_key() -> str:
-    from recnotebooks.perf.explore import best_placement
-    from recnotebooks.perf.hardware import hardware
 
     return best_placement(production_model(), hardware("big_basin"), 8, 8192)[0]  # type: ignore[arg-type]
 
 
 def _outgrow_key() -> object:
-    from recnotebooks.viz.controls import option_values
-    from recnotebooks.viz.servers import SERVER_CONTROLS, explore_servers
 
     def placement(scale: object) -> object:
         rows = explore_servers(model="rm2", rows_scale=scale).tables["throughput"]  # type: ignore[arg-type]
@@ -50,8 +49,6 @@ def _outgrow_key() -> object:
     answer=_per_joule_key,
 )
 def _per_joule(answer: object) -> tuple[bool, str]:
-    from recnotebooks.config import preset
-    from recnotebooks.perf.explore import compare_servers
 
     rows, _ = compare_servers(preset("rm3"))
     names = [str(r["server"]) for r in rows]
@@ -94,8 +91,6 @@ def _where(answer: object) -> tuple[bool, str]:
     answer=_outgrow_key,
 )
 def _outgrow(answer: object) -> tuple[bool, str]:
-    from recnotebooks.viz.controls import option_values
-    from recnotebooks.viz.servers import SERVER_CONTROLS
 
     scales = option_values(SERVER_CONTROLS["rows_scale"])
     answer = number(answer, "the slider's setting")

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from recnotebooks.config import preset
+from recnotebooks.perf.scaleout import scale_out
+from recnotebooks.perf.traffic import collective_bytes
+from recnotebooks.viz.sharding import sharding_model, sharding_plan
+
 from .core import amount, number, register
 
 #: 04.bytes: the tiny model on this many ranks, table-wise, at this global batch (the Sharding
@@ -15,8 +20,6 @@ FORWARD = ("lengths_all_to_all", "ids_all_to_all", "pooled_all_to_all")
 def forward_bytes() -> dict[str, int]:
     """Bytes rank 0 sends per step in each forward all-to-all of the 04.bytes setting (modeled by
     :func:`recnotebooks.perf.traffic.collective_bytes`, which the ranks' comm logs equal to the byte)."""
-    from recnotebooks.perf.traffic import collective_bytes
-    from recnotebooks.viz.sharding import sharding_model, sharding_plan
 
     config = sharding_model("tiny")
     plan = sharding_plan(config, "table_wise", BYTES_RANKS)
@@ -31,8 +34,6 @@ def _bytes_key() -> int:
 
 
 def _cliff_key() -> int:
-    from recnotebooks.config import preset
-    from recnotebooks.perf.scaleout import scale_out
 
     rows = scale_out(preset("criteo_terabyte"), links=("nvlink",))
     return int(min(r["devices"] for r in rows if float(r["all_to_all_share"]) > 0.5))  # type: ignore[arg-type]
