@@ -88,3 +88,15 @@ def test_mlperf_plan_on_nodes_splits_each_nodes_tables_over_its_gpus() -> None:
     c21 = sorted(s.rank for s in plan.shards if s.table == cfg.tables[20].name)
     assert c21 == list(range(32))  # four nodes' GPUs, as the planner splits the hottest table
     assert all(s.sharding in ("row_wise", "data_parallel") for s in plan.shards)
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [(("mlperf_dcnv2", 2), "config"), ((None, 0), "nodes"), ((None, 2, -1.0), "node_bytes"),
+     ((None, 2, 1e9), "node_bytes=1e\\+09 cannot hold")],
+)  # fmt: skip
+def test_hier_auto_refuses_bad_input_naming_it(args: tuple, match: str) -> None:
+    cfg = preset("mlperf_dcnv2")
+    args = tuple(cfg if a is None else a for a in args)
+    with pytest.raises((TypeError, ValueError), match=match):
+        hier_auto_nodes(*args)

@@ -273,12 +273,17 @@ def hier_auto_nodes(
     """The tables on each of ``nodes`` nodes and the data-parallel ones, as HugeCTR's ``hier_auto``
     planner places them (NVIDIA's planner with its nodes as buckets, ported from the ``sharding``
     package of https://github.com/mlcommons/training_results_v3.1/tree/main/NVIDIA/benchmarks/
-    dlrm_dcnv2/implementations/hugectr, its ``Planner.plan``): tables under :data:`HIER_AUTO`'s ``dp_rows`` rows
-    data-parallel; the others' shards, hottest first, each on the node of least cost (a node's
-    cost: its shards' lookups per sample plus ``table_cost`` per shard) that holds no shard of the
-    same table and has room (``node_bytes``: fp32 rows and exact Adagrad's state); then the hottest
-    table that can be is split over twice as many nodes (a table that does not fit, first), and
-    again, :data:`HIER_AUTO`'s ``search_iterations`` times; the placement of least maximum cost wins."""
+    dlrm_dcnv2/implementations/hugectr, its ``Planner.plan``): tables under :data:`HIER_AUTO`'s
+    ``dp_rows`` rows data-parallel; the others' shards, hottest first, each on the node of least
+    cost (a node's cost: its shards' lookups per sample plus ``table_cost`` per shard) that holds no
+    shard of the same table and has room (``node_bytes``: fp32 rows and exact Adagrad's state); then
+    the hottest table that can be is split over twice as many nodes (a table that does not fit,
+    first), and again, :data:`HIER_AUTO`'s ``search_iterations`` times; the placement of least
+    maximum cost wins. Raises ValueError when no split fits the tables in ``node_bytes``."""
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    nodes = check_int("nodes", nodes, lo=1, hi=MAX_RANKS)
+    if node_bytes != math.inf:  # inf: no memory limit
+        node_bytes = check_float("node_bytes", node_bytes, lo=0, lo_open=True)
     cost_t, rows_dp = HIER_AUTO["table_cost"], HIER_AUTO["dp_rows"]
     row_bytes = config.embedding_dim * 4 * 2
     dp = [t for t in config.tables if t.num_rows < rows_dp]
