@@ -75,7 +75,7 @@ def test_mlperf_plan_places_every_table_once_small_ones_everywhere(gpus: int, no
     if nodes > 1:  # hier_auto: each node's tables row-wise over all its GPUs, small ones everywhere
         for t in CFG.tables:
             shards = [s for s in plan.shards if s.table == t.name]
-            if t.num_rows < HIER_AUTO["dp_rows"]:
+            if t.num_rows * CFG.embedding_dim * 8 < HIER_AUTO["dp_bytes"]:
                 assert {s.sharding for s in shards} == {"data_parallel"} and by_table[t.name] == world
                 continue
             ranks = sorted(s.rank for s in shards)

@@ -256,15 +256,16 @@ MLPERF_SETUP: dict[str, str] = {
 SMALL_TABLE_ROWS = 10_000
 
 
-#: NVIDIA's settings for its plan on several nodes (``SHARDING_PLAN=hier_auto``, ``MEM_COMM_BW_RATIO=67``,
-#: ``DP_SHARDING_THRESHOLD=0.0125`` in every multi-node config of its DLRM-DCNv2 submissions, e.g.
-#: https://github.com/mlcommons/training_results_v3.1/blob/main/NVIDIA/benchmarks/dlrm_dcnv2/
-#: implementations/hugectr/config_DGXH100_16x8x1056.sh; ``--mem_comm_work_ratio`` 8 / 2 and
-#: ``--ev_size`` 128 are ``train.py``'s defaults): the planner's cost of one more table on a node,
-#: in lookups (its ``unit_table_cost``: ``MEM_COMM_BW_RATIO / mem_comm_work_ratio``), and the tables
-#: it replicates (data-parallel): under 0.0125 GB at 128 fp32 weights and 128 fp32 Adagrad states
-#: a row (``dp_threshold / unit_mem_cost``), 12,207 rows.
-HIER_AUTO = {"table_cost": 67 / (8 / 2), "dp_rows": 0.0125e9 / (128 * 8), "search_iterations": 20}
+#: NVIDIA's settings for its plan on several DGX nodes (``SHARDING_PLAN=hier_auto``,
+#: ``MEM_COMM_BW_RATIO=67``, ``DP_SHARDING_THRESHOLD=0.0125`` in its 8- and 16-node DGX H100 configs,
+#: e.g. https://github.com/mlcommons/training_results_v3.1/blob/main/NVIDIA/benchmarks/dlrm_dcnv2/
+#: implementations/hugectr/config_DGXH100_16x8x1056.sh; ``--mem_comm_work_ratio`` 8 / 2 is
+#: ``train.py``'s default): the planner's cost of one more table on a node, in lookups (its
+#: ``unit_table_cost``: ``MEM_COMM_BW_RATIO / mem_comm_work_ratio``), and the tables it replicates
+#: (data-parallel): those under ``dp_bytes`` of fp32 weights and exact Adagrad's fp32 state
+#: (``dp_threshold / unit_mem_cost``, its ``unit_mem_cost`` 8 bytes an element): at dim 128,
+#: 12,207 rows.
+HIER_AUTO = {"table_cost": 67 / (8 / 2), "dp_bytes": 0.0125e9, "search_iterations": 20}
 
 
 def hier_auto_nodes(
@@ -274,7 +275,7 @@ def hier_auto_nodes(
     planner places them (NVIDIA's planner with its nodes as buckets, ported from the ``sharding``
     package of https://github.com/mlcommons/training_results_v3.1/tree/main/NVIDIA/benchmarks/
     dlrm_dcnv2/implementations/hugectr, its ``Planner.plan``): tables under :data:`HIER_AUTO`'s
-    ``dp_rows`` rows data-parallel; the others' shards, hottest first, each on the node of least
+    ``dp_bytes`` data-parallel; the others' shards, hottest first, each on the node of least
     cost (a node's cost: its shards' lookups per sample plus ``table_cost`` per shard) that holds no
     shard of the same table and has room (``node_bytes``: fp32 rows and exact Adagrad's state); then
     the hottest table that can be is split over twice as many nodes (a table that does not fit,
@@ -284,8 +285,9 @@ def hier_auto_nodes(
     nodes = check_int("nodes", nodes, lo=1, hi=MAX_RANKS)
     if node_bytes != math.inf:  # inf: no memory limit
         node_bytes = check_float("node_bytes", node_bytes, lo=0, lo_open=True)
-    cost_t, rows_dp = HIER_AUTO["table_cost"], HIER_AUTO["dp_rows"]
+    cost_t = HIER_AUTO["table_cost"]
     row_bytes = config.embedding_dim * 4 * 2
+    rows_dp = HIER_AUTO["dp_bytes"] / row_bytes
     dp = [t for t in config.tables if t.num_rows < rows_dp]
     mp = {t.name: t for t in config.tables if t.num_rows >= rows_dp}
     room = node_bytes - sum(t.num_rows for t in dp) * row_bytes
@@ -342,15 +344,15 @@ def hier_auto_nodes(
 
 
 def mlperf_plan(config: DLRMConfig, gpus: int, nodes: int = 1, device_bytes: float = math.inf) -> Plan:
-    """The sharding the model prices MLPerf's runs with, one rule for every system: small tables
-    (:data:`SMALL_TABLE_ROWS`) data-parallel; a table with more lookups per sample than a fair share
-    (its lookups over the devices of one node, or of all of them on one node) split row-wise over one
-    node's GPUs, the busiest first, each to the node with the fewest lookups so far; the others
-    whole (table-wise), each to the device with the fewest lookups so far that has room for it
+    """The sharding the model prices MLPerf's runs with, one rule for every system. On one node:
+    small tables (:data:`SMALL_TABLE_ROWS`) data-parallel; a table with more lookups per sample than
+    a fair share (its lookups over the devices) split row-wise over the GPUs; the others whole
+    (table-wise), each to the device with the fewest lookups so far that has room for it
     (``device_bytes`` less the planner's reserve, :data:`~recnotebooks.perf.planner.RESERVE`: the
-    table's fp32 rows and exact Adagrad's fp32 state), or else row-wise over the node with the most
-    room (HugeCTR balances its plan's lookups under a memory cap the same way; on several nodes its
-    ``hier_auto`` plan keeps a table's shards inside one node)."""
+    table's fp32 rows and exact Adagrad's fp32 state), or else row-wise over the GPUs (HugeCTR's
+    ``auto`` plan balances its lookups under a memory cap the same way). On several nodes: NVIDIA's
+    ``hier_auto`` plan (:func:`hier_auto_nodes`, each node's memory ``gpus`` devices' room), every
+    table of a node split row-wise over all of its GPUs, a table on several nodes over all of theirs."""
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     gpus, nodes = check_int("gpus", gpus, lo=1, hi=MAX_RANKS), check_int("nodes", nodes, lo=1, hi=MAX_RANKS)
     if gpus * nodes > MAX_RANKS:
@@ -371,7 +373,7 @@ def mlperf_plan(config: DLRMConfig, gpus: int, nodes: int = 1, device_bytes: flo
     row_bytes = config.embedding_dim * 4 * 2  # fp32 weights and exact Adagrad's state
     small = [t for t in config.tables if t.num_rows <= SMALL_TABLE_ROWS]
     big = sorted((t for t in config.tables if t.num_rows > SMALL_TABLE_ROWS), key=lambda t: -t.pooling_factor)
-    fair = sum(t.pooling_factor for t in big) / world * (gpus if nodes > 1 else 1)
+    fair = sum(t.pooling_factor for t in big) / world
     room = [device_bytes * (1 - RESERVE) - sum(t.num_rows for t in small) * row_bytes] * world
     load = [0.0] * world
     parts = []
