@@ -19,6 +19,7 @@ from recnotebooks.perf.components.ops import HUGECTR
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.mlperf import FIT_ROUNDS, HELD_OUT_ROUNDS, MLPERF_DCNV2_RESULTS, TRAIN_SAMPLES
 from recnotebooks.perf.published import (
+    HIER_AUTO,
     MLPERF_RUNS,
     SMALL_TABLE_ROWS,
     compare_published,
@@ -71,6 +72,20 @@ def test_mlperf_plan_places_every_table_once_small_ones_everywhere(gpus: int, no
     assert plan.world_size == world
     plan.check(CFG)
     by_table = Counter(s.table for s in plan.shards)
+    if nodes > 1:  # hier_auto: each node's tables row-wise over all its GPUs, small ones everywhere
+        for t in CFG.tables:
+            shards = [s for s in plan.shards if s.table == t.name]
+            if t.num_rows * CFG.embedding_dim * 8 < HIER_AUTO["dp_bytes"]:
+                assert {s.sharding for s in shards} == {"data_parallel"} and by_table[t.name] == world
+                continue
+            ranks = sorted(s.rank for s in shards)
+            assert {s.sharding for s in shards} == {"row_wise"} and len(ranks) % gpus == 0
+            assert all(
+                ranks[i : i + gpus] == list(range(ranks[i], ranks[i] + gpus))
+                for i in range(0, len(ranks), gpus)
+            )
+            assert sum(s.row_fraction for s in shards) == pytest.approx(1.0)
+        return
     for t in CFG.tables:
         shards = [s for s in plan.shards if s.table == t.name]
         if t.num_rows <= SMALL_TABLE_ROWS:
@@ -186,12 +201,13 @@ def test_the_stack_constant_is_its_fit_on_the_fit_rounds_only() -> None:
 
 
 def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> None:
-    """BENCHMARKS.md: fit rounds MAPE 31.9% (target 20%: not met), held-out 13.9%; 8-GPU NVSwitch
-    nodes of the fit rounds within 20%; the error sits in PCIe nodes (model too fast) and on
-    several nodes (too slow)."""
+    """BENCHMARKS.md: fit rounds MAPE 28.5% (target 20%: not met), held-out 12.4%; 8-GPU NVSwitch
+    nodes of the fit rounds within 20%, and NVIDIA's H100 runs on 8 and 16 nodes of v3.1-v4.0 within
+    5%; the error sits in PCIe nodes (model too fast) and in v3.0's multi-node runs on HugeCTR 23.04
+    (too fast: the same 16 nodes ran 1.6x faster on 23.09 in v3.1)."""
     err = mlperf_errors(rows)
     assert (err["fit_runs"], err["held_out_runs"]) == (42, 39)
-    assert round(100 * err["fit_mape"], 1) == 31.9 and round(100 * err["held_out_mape"], 1) == 13.9
+    assert round(100 * err["fit_mape"], 1) == 28.5 and round(100 * err["held_out_mape"], 1) == 12.4
     nvswitch8 = [
         r
         for r in rows
@@ -208,7 +224,10 @@ def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> No
     ]
     assert pcie and all(r["ratio"] > 1.2 for r in pcie)
     multi = [r for r in rows if r["round"] in FIT_ROUNDS and _run(r).nodes > 1 and r["gpus"] >= 64]
-    assert multi and all(r["ratio"] < 0.85 for r in multi)
+    nvidia = [r for r in multi if "NVIDIA" in str(r["run"]) and "H100" in str(r["accelerator"])]
+    assert len(nvidia) == 6
+    assert all(0.95 <= r["ratio"] <= 1.05 for r in nvidia if r["round"] != "v3.0")
+    assert all(r["ratio"] > 1.2 for r in nvidia if r["round"] == "v3.0")
 
 
 def test_the_four_ratios() -> None:
@@ -254,11 +273,11 @@ def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
     pcie = [v for (k, _), v in by.items() if k.split()[0] in ("A40", "L40", "L40S") or "PCIe" in k]
     assert len(pcie) == 5 and round(min(pcie), 1) == 1.3 and round(max(pcie), 1) == 3.6
     assert (
-        round(by[("H100-SXM5-80GB 8x8", False)], 2) == 0.65
-        and round(by[("H100-SXM5-80GB 8x16", False)], 2) == 0.44
+        round(by[("H100-SXM5-80GB 8x8", False)], 2) == 1.05
+        and round(by[("H100-SXM5-80GB 8x16", False)], 2) == 0.99
     )
     err = mlperf_errors(rows)
-    assert (round(100 * err["fit_mape"]), round(100 * err["held_out_mape"])) == (32, 14)
+    assert (round(100 * err["fit_mape"]), round(100 * err["held_out_mape"])) == (28, 12)
 
 
 @pytest.mark.parametrize(

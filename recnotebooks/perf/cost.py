@@ -188,7 +188,11 @@ def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> tuple[list[dict[str,
     servers = C.parameter_servers(step.config, step.plan, step.dtype, step.sparse_optimizer)
     users = len({a.shard.rank for a in accesses if a.shard.placement == "remote"}) or 1
     traffic_rows = T.collective_bytes(step.config, step.plan, step.local_batch, world, step.dtype)
-    volumes = T.volumes(traffic_rows, world)
+    hier = _hierarchical(step)
+    pooled = ("pooled_all_to_all", "gradient_all_to_all")  # priced by `hier` where it is hierarchical
+    volumes = T.volumes([r for r in traffic_rows if not (hier and r["collective"] in pooled)], world)
+    if hier:
+        volumes["hierarchical"] = hier  # type: ignore[assignment]
     # our step: one all-reduce per DDP bucket and per data-parallel (2D: replica) sync; TorchRec's
     # is priced as one call
     ours = step.implementation == "recnotebooks"
@@ -205,6 +209,20 @@ def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> tuple[list[dict[str,
         per_rank.append(comp)
         device_bytes.append(moved)
     return per_rank, device_bytes, servers
+
+
+def _hierarchical(step: Step) -> list[tuple[float, float]]:
+    """Per rank, ``(nvlink, network)`` bytes each way of the pooled embeddings' hierarchical
+    exchange (:func:`recnotebooks.perf.traffic.hierarchical_bytes`) where ``step``'s implementation
+    crosses nodes hierarchically (:data:`~recnotebooks.perf.components.collectives.HIERARCHICAL`)
+    on more than one node; otherwise none (``[]``)."""
+    if step.nodes <= 1 or step.implementation not in C.HIERARCHICAL or step.plan.world_size != step.world:
+        return []
+    rows = T.hierarchical_bytes(step.config, step.plan, step.local_batch, step.gpus, step.dtype)
+    return [
+        (max(r["nvlink_sent"], r["nvlink_received"]), max(r["network_sent"], r["network_received"]))
+        for r in rows
+    ]
 
 
 def _cache_figures(result: CostResult, accesses: list[C.ShardAccess]) -> None:
@@ -327,6 +345,11 @@ def _rank_components(
         calls = C.A2A_CALLS[step.implementation]
         grouped = step.implementation == "hugectr"
         comp["all_to_all"] = C.all_to_all_seconds(a2a, world, step.gpus, hw, nic, calls, grouped)
+        if "hierarchical" in volumes:  # the pooled embeddings, node by node (HugeCTR on several nodes)
+            nvlink, network = volumes["hierarchical"][rank]  # type: ignore[misc]
+            comp["all_to_all"] += C.hierarchical_all_to_all_seconds(
+                nvlink, network, step.nodes, hw, nic, calls
+            )
         comp["all_reduce"] = C.all_reduce_seconds(ar, world, step.gpus, hw, nic, ar_calls)
     moved = sum(w.device_bytes for w in dense.values()) + sum(e.device_bytes for e in parts)
     return comp, moved

@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
+
 from recnotebooks.checks import check_float, check_fraction, check_int, check_type
 from recnotebooks.config import DLRMConfig, TableConfig, preset
 from recnotebooks.perf.components.ops import HUGECTR
@@ -38,7 +40,7 @@ from recnotebooks.perf.mlperf import (
 )
 from recnotebooks.perf.placement import _percent
 from recnotebooks.perf.planner import RESERVE
-from recnotebooks.perf.result import CostResult
+from recnotebooks.perf.result import COMMUNICATION, COMPUTE, CostResult
 from recnotebooks.perf.sources import cite
 from recnotebooks.plan import MAX_RANKS, Plan, combine, data_parallel, row_wise, table_wise
 
@@ -254,16 +256,103 @@ MLPERF_SETUP: dict[str, str] = {
 SMALL_TABLE_ROWS = 10_000
 
 
+#: NVIDIA's settings for its plan on several DGX nodes (``SHARDING_PLAN=hier_auto``,
+#: ``MEM_COMM_BW_RATIO=67``, ``DP_SHARDING_THRESHOLD=0.0125`` in its 8- and 16-node DGX H100 configs,
+#: e.g. https://github.com/mlcommons/training_results_v3.1/blob/main/NVIDIA/benchmarks/dlrm_dcnv2/
+#: implementations/hugectr/config_DGXH100_16x8x1056.sh; ``--mem_comm_work_ratio`` 8 / 2 is
+#: ``train.py``'s default): the planner's cost of one more table on a node, in lookups (its
+#: ``unit_table_cost``: ``MEM_COMM_BW_RATIO / mem_comm_work_ratio``), and the tables it replicates
+#: (data-parallel): those under ``dp_bytes`` of fp32 weights and exact Adagrad's fp32 state
+#: (``dp_threshold / unit_mem_cost``, its ``unit_mem_cost`` 8 bytes an element): at dim 128,
+#: 12,207 rows.
+HIER_AUTO = {"table_cost": 67 / (8 / 2), "dp_bytes": 0.0125e9, "search_iterations": 20}
+
+
+def hier_auto_nodes(
+    config: DLRMConfig, nodes: int, node_bytes: float = math.inf
+) -> tuple[list[list[str]], list[str]]:
+    """The tables on each of ``nodes`` nodes and the data-parallel ones, as HugeCTR's ``hier_auto``
+    planner places them (NVIDIA's planner with its nodes as buckets, ported from the ``sharding``
+    package of https://github.com/mlcommons/training_results_v3.1/tree/main/NVIDIA/benchmarks/
+    dlrm_dcnv2/implementations/hugectr, its ``Planner.plan``): tables under :data:`HIER_AUTO`'s
+    ``dp_bytes`` data-parallel; the others' shards, hottest first, each on the node of least
+    cost (a node's cost: its shards' lookups per sample plus ``table_cost`` per shard) that holds no
+    shard of the same table and has room (``node_bytes``: fp32 rows and exact Adagrad's state); then
+    the hottest table that can be is split over twice as many nodes (a table that does not fit,
+    first), and again, :data:`HIER_AUTO`'s ``search_iterations`` times; the placement of least
+    maximum cost wins. Raises ValueError when no split fits the tables in ``node_bytes``."""
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    nodes = check_int("nodes", nodes, lo=1, hi=MAX_RANKS)
+    if node_bytes != math.inf:  # inf: no memory limit
+        node_bytes = check_float("node_bytes", node_bytes, lo=0, lo_open=True)
+    cost_t = HIER_AUTO["table_cost"]
+    row_bytes = config.embedding_dim * 4 * 2
+    rows_dp = HIER_AUTO["dp_bytes"] / row_bytes
+    dp = [t for t in config.tables if t.num_rows < rows_dp]
+    mp = {t.name: t for t in config.tables if t.num_rows >= rows_dp}
+    room = node_bytes - sum(t.num_rows for t in dp) * row_bytes
+    splits = dict.fromkeys(mp, 1)
+    # the planner's shard list, hottest first, sorted as it sorts (``np.argsort(...)[::-1]``, whose
+    # order of ties the placement follows)
+    hot = np.array([mp[n].pooling_factor for n in mp], dtype=float)
+    names = np.array(list(mp))
+    order = np.argsort(hot)[::-1]
+    hot, names = hot[order], names[order]
+
+    def split(name: str) -> None:
+        nonlocal hot, names
+        splits[name] *= 2
+        keep = names != name
+        hot = np.concatenate((hot[keep], np.ones(splits[name]) * (mp[name].pooling_factor / splits[name])))
+        names = np.concatenate((names[keep], np.array([name] * splits[name])))
+        order = np.argsort(hot)[::-1]
+        hot, names = hot[order], names[order]
+
+    def greedy() -> tuple[str | None, list[list[str]], list[float]]:
+        load, mem = np.zeros(nodes), [0.0] * nodes
+        place: list[list[str]] = [[] for _ in range(nodes)]
+        for h, n in zip(hot.tolist(), names.tolist(), strict=True):
+            size = mp[n].num_rows / splits[n] * row_bytes
+            for b in np.argsort(load).tolist():
+                if n not in place[b] and mem[b] + size <= room:
+                    place[b].append(n)
+                    load[b] += h + cost_t
+                    mem[b] += size
+                    break
+            else:
+                return n, place, load.tolist()
+        return None, place, load.tolist()
+
+    best: tuple[float, list[list[str]]] | None = None
+    for _ in range(int(HIER_AUTO["search_iterations"])):
+        oom, place, load = greedy()
+        if oom is None:
+            if best is None or max(load) < best[0]:
+                best = (max(load), place)
+            hottest = next((n for n in names.tolist() if splits[n] * 2 <= nodes), None)
+            if hottest is not None:
+                split(hottest)
+        elif splits[oom] * 2 <= nodes:
+            split(oom)
+        else:
+            break
+    if best is None:
+        raise ValueError(
+            f"node_bytes={node_bytes:.3g} cannot hold {config.name}'s tables on {nodes} nodes, however split"
+        )
+    return best[1], [t.name for t in dp]
+
+
 def mlperf_plan(config: DLRMConfig, gpus: int, nodes: int = 1, device_bytes: float = math.inf) -> Plan:
-    """The sharding the model prices MLPerf's runs with, one rule for every system: small tables
-    (:data:`SMALL_TABLE_ROWS`) data-parallel; a table with more lookups per sample than a fair share
-    (its lookups over the devices of one node, or of all of them on one node) split row-wise over one
-    node's GPUs, the busiest first, each to the node with the fewest lookups so far; the others
-    whole (table-wise), each to the device with the fewest lookups so far that has room for it
+    """The sharding the model prices MLPerf's runs with, one rule for every system. On one node:
+    small tables (:data:`SMALL_TABLE_ROWS`) data-parallel; a table with more lookups per sample than
+    a fair share (its lookups over the devices) split row-wise over the GPUs; the others whole
+    (table-wise), each to the device with the fewest lookups so far that has room for it
     (``device_bytes`` less the planner's reserve, :data:`~recnotebooks.perf.planner.RESERVE`: the
-    table's fp32 rows and exact Adagrad's fp32 state), or else row-wise over the node with the most
-    room (HugeCTR balances its plan's lookups under a memory cap the same way; on several nodes its
-    ``hier_auto`` plan keeps a table's shards inside one node)."""
+    table's fp32 rows and exact Adagrad's fp32 state), or else row-wise over the GPUs (HugeCTR's
+    ``auto`` plan balances its lookups under a memory cap the same way). On several nodes: NVIDIA's
+    ``hier_auto`` plan (:func:`hier_auto_nodes`, each node's memory ``gpus`` devices' room), every
+    table of a node split row-wise over all of its GPUs, a table on several nodes over all of theirs."""
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     gpus, nodes = check_int("gpus", gpus, lo=1, hi=MAX_RANKS), check_int("nodes", nodes, lo=1, hi=MAX_RANKS)
     if gpus * nodes > MAX_RANKS:
@@ -271,10 +360,20 @@ def mlperf_plan(config: DLRMConfig, gpus: int, nodes: int = 1, device_bytes: flo
     if device_bytes != math.inf:  # inf: no memory limit
         device_bytes = check_float("device_bytes", device_bytes, lo=0, lo_open=True)
     world = gpus * nodes
+    if nodes > 1:  # hier_auto: each node's tables row-wise over all of its GPUs
+        per_node, dp_names = hier_auto_nodes(config, nodes, device_bytes * (1 - RESERVE) * gpus)
+        where: dict[str, list[int]] = {}
+        for n, names in enumerate(per_node):
+            for name in names:
+                where.setdefault(name, []).extend(range(n * gpus, (n + 1) * gpus))
+        parts = [row_wise([name], world, ranks=ranks) for name, ranks in where.items()]
+        if dp_names:
+            parts.append(data_parallel(dp_names, world))
+        return combine(*parts, strategy="mlperf")
     row_bytes = config.embedding_dim * 4 * 2  # fp32 weights and exact Adagrad's state
     small = [t for t in config.tables if t.num_rows <= SMALL_TABLE_ROWS]
     big = sorted((t for t in config.tables if t.num_rows > SMALL_TABLE_ROWS), key=lambda t: -t.pooling_factor)
-    fair = sum(t.pooling_factor for t in big) / world * (gpus if nodes > 1 else 1)
+    fair = sum(t.pooling_factor for t in big) / world
     room = [device_bytes * (1 - RESERVE) - sum(t.num_rows for t in small) * row_bytes] * world
     load = [0.0] * world
     parts = []
@@ -384,13 +483,22 @@ def fit_hugectr_step(runs: Sequence[PublishedRun] | None = None, hi: float = 5e-
     priced = []
     for run in runs:
         res = estimate_run(run)
-        base = res.step_time_overlap - HUGECTR["step_s"]
-        priced.append((res, base, run))
+        # per rank: its compute less the constant in use, and what it overlaps with (communication,
+        # data loading), so a step priced with another constant is exactly what estimate would give
+        parts = [
+            (
+                sum(c[k] for k in COMPUTE) + c["overhead"] - HUGECTR["step_s"],
+                max(sum(c[k] for k in COMMUNICATION), c["data_loading"]),
+            )
+            for c in res.per_rank
+        ]
+        priced.append((res, parts, run))
 
     def loss(s0: float) -> float:
         total = 0.0
-        for res, base, run in priced:
-            shifted = dataclasses.replace(res, step_time_overlap=base + s0)
+        for res, parts, run in priced:
+            step = max(max(compute + s0, rest) for compute, rest in parts)
+            shifted = dataclasses.replace(res, step_time_overlap=step)
             total += math.log(mlperf_throughput(shifted, run.mlperf) / run.samples_per_s) ** 2  # type: ignore[arg-type]
         return total
 
@@ -538,7 +646,7 @@ def published_utilisation(
 __all__ += ["estimate_run"]
 __all__ += ["CPU_SETUP", "MLPERF_RATIOS", "mlperf_by_system", "mlperf_ratios", "published_utilisation"]
 __all__ += ["MLPERF_RUNS", "MLPERF_SETUP", "SMALL_TABLE_ROWS", "fit_hugectr_step", "mlperf_errors",
-            "mlperf_plan", "mlperf_seconds", "mlperf_throughput"]  # fmt: skip
+            "mlperf_plan", "hier_auto_nodes", "HIER_AUTO", "mlperf_seconds", "mlperf_throughput"]  # fmt: skip
 
 
 # ----- TorchRec's UVM / UVM-caching benchmark ----------------------------------------------------

@@ -283,3 +283,77 @@ def volumes(rows: list[dict[str, Any]], world: int) -> dict[str, list[float]]:
     for row in rows:
         out[row["component"]][row["rank"]] += max(row["bytes_sent"], row["bytes_received"])
     return out
+
+
+def hierarchical_bytes(
+    config: DLRMConfig, plan: Plan, local_batch: float, gpus: int, dtype: str = "fp32"
+) -> list[dict[str, Any]]:
+    """Per rank: the bytes of the pooled embeddings' forward exchange when it is **hierarchical**
+    across nodes of ``gpus`` devices, as HugeCTR's embedding collection runs it with
+    ``CommunicationStrategy.Hierarchical`` (what NVIDIA's MLPerf ``train.py`` sets on more than one
+    node; every number **modeled**). The gradients go back the same way, sent and received swapped.
+
+    HugeCTR's hierarchical model-parallel embedding (``HugeCTR/embedding/hier_model_parallel_embedding.cpp``
+    and ``operators/hier_model_forward.cu`` in https://github.com/NVIDIA-Merlin/HugeCTR) runs in two
+    phases. **Inside the node** each GPU writes its lookups' pooled (row-wise: partial) vectors for
+    the samples of every *rail* (the ``B / gpus`` samples of the GPUs with the same local index on
+    all nodes: its ``batch_size_per_rail``) into that rail's GPU over NVLink (peer writes), which
+    sums the partials of one table (``dst_reduction``). **Across nodes** each GPU then exchanges,
+    with the GPU of its own rail on every other node only (``NcclAll2AllComm::hier_communicate`` in
+    ``operators/communication.cpp``: ``ncclSend`` to ``node * gpus + local_gpu``), its node's
+    tables' vectors for that GPU's own samples, each table once however many of the node's GPUs
+    hold rows of it. With ``B`` samples in all, ``b`` per rank, ``w[r]`` the widths of rank ``r``'s
+    model-parallel shards and ``W[n]`` those of node ``n`` (row-wise shards of a table counted once):
+
+    * ``nvlink_sent = (gpus - 1) (B / gpus) w[r] E``, ``nvlink_received``: the same summed over the
+      node's other ranks' ``w``;
+    * ``network_sent = (nodes - 1) b W[n] E``, ``network_received = b * sum of the other nodes' W * E``.
+
+    On one node (``gpus == plan.world_size``) there is no network phase and the NVLink phase is
+    the plain all-to-all of :func:`collective_bytes`' ``pooled_all_to_all``. The ids and bag
+    lengths are not here: HugeCTR's data distributor sends them to their owners in one flat
+    all-to-all (``embedding/data_distributor/sparse_data_distribution_op_impl.cu``).
+
+    Each row: ``rank``, ``nvlink_sent``, ``nvlink_received``, ``network_sent``,
+    ``network_received`` (bytes, ints where whole), ``source`` ("modeled").
+    """
+    plan.check(config)
+    world = plan.world_size
+    gpus = check_int("gpus", gpus, lo=1, hi=world)
+    if world % gpus:
+        raise ValueError(f"gpus must divide plan.world_size={world} (whole nodes), got {gpus}")
+    b = check_float("local_batch", local_batch, lo=0.0)
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"dtype must be one of {list(DTYPE_BYTES)}, got {dtype!r}")
+    e, nodes = DTYPE_BYTES[dtype], world // gpus
+    blocks = _blocks(config, plan)
+    w = [0] * world
+    node_width: list[dict[tuple[str, int], int]] = [{} for _ in range(nodes)]
+    for i, s in enumerate(plan.shards):
+        if s.sharding == "data_parallel":
+            continue
+        cols = blocks[i][1]
+        w[s.rank] += cols
+        # a row-wise table's partial sums meet in one vector per node; other shards add their columns
+        key = (s.table, -1 if s.sharding == "row_wise" else i)
+        node_width[s.rank // gpus][key] = cols
+    wn = [sum(d.values()) for d in node_width]
+    rail = b * world / gpus  # samples of one rail: the same local GPU on every node
+    rows = []
+    for r in range(world):
+        n, first = divmod(r, gpus)[0], r - r % gpus
+        peers = [k for k in range(first, first + gpus) if k != r]
+        rows.append(
+            {
+                "source": "modeled",
+                "rank": r,
+                "nvlink_sent": _tidy((gpus - 1) * rail * w[r] * e),
+                "nvlink_received": _tidy(sum(rail * w[k] * e for k in peers)),
+                "network_sent": _tidy((nodes - 1) * b * wn[n] * e),
+                "network_received": _tidy(sum(b * wn[m] * e for m in range(nodes) if m != n)),
+            }
+        )
+    return rows
+
+
+__all__ += ["hierarchical_bytes"]

@@ -32,9 +32,11 @@ from __future__ import annotations
 from recnotebooks.perf.components.collectives import (
     A2A_CALLS,
     A2A_CALLS_PER_STEP,
+    HIERARCHICAL,
     all_reduce_seconds,
     all_to_all_bytes,
     all_to_all_seconds,
+    hierarchical_all_to_all_seconds,
     nic_per_device,
 )
 from recnotebooks.perf.components.dense import (
@@ -75,7 +77,8 @@ from recnotebooks.perf.components.ops import (
     sharded_op_terms,
 )
 
-__all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "IMPLEMENTATIONS", "INDEX_BYTES", "PARAMETER_SERVER",
+__all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "HIERARCHICAL", "hierarchical_all_to_all_seconds",
+           "IMPLEMENTATIONS", "INDEX_BYTES", "PARAMETER_SERVER",
            "UVM_EFFICIENCY", "Embedding",
            "SHARDED_OPS", "SHARD_OPS", "ShardAccess", "Work", "all_reduce_seconds", "cache_hit_rates",
            "all_to_all_seconds", "all_to_all_bytes", "cross_layers", "data_loading",

@@ -21,6 +21,8 @@ __all__ = [
     "all_reduce_seconds",
     "all_to_all_seconds",
     "all_to_all_bytes",
+    "HIERARCHICAL",
+    "hierarchical_all_to_all_seconds",
     "nic_per_device",
 ]
 
@@ -37,6 +39,14 @@ A2A_CALLS: dict[str, int] = {
     "torchrec": 5,
     "hugectr": int(HUGECTR["a2a_calls"]),
 }
+
+#: The implementations whose pooled embeddings cross nodes **hierarchically**
+#: (:func:`recnotebooks.perf.traffic.hierarchical_bytes`, priced by
+#: :func:`hierarchical_all_to_all_seconds`): HugeCTR, as NVIDIA's MLPerf ``train.py`` runs it on more
+#: than one node (``comm_strategy = hugectr.CommunicationStrategy.Hierarchical if num_nodes > 1``;
+#: https://github.com/mlcommons/training_results_v3.1/tree/main/NVIDIA/benchmarks/dlrm_dcnv2/
+#: implementations/hugectr). The others' all-to-all is flat, rank to rank.
+HIERARCHICAL = frozenset({"hugectr"})
 
 
 def nic_per_device(hw: Hardware, gpus: int) -> float:
@@ -105,3 +115,20 @@ def all_reduce_seconds(
     inside = 2 * (gpus - 1) / gpus * size / hw.intra_node_bw
     across = 2 * (nodes - 1) / nodes * size / gpus / nic
     return inside + across + calls * (2 * (gpus - 1) + 2 * (nodes - 1)) * hw.collective_latency_s
+
+
+def hierarchical_all_to_all_seconds(
+    nvlink: float, network: float, nodes: int, hw: Hardware, nic: float, calls: int = 2
+) -> float:
+    """Seconds of the pooled embeddings' hierarchical exchange, forward and backward (``calls``
+    of them: :data:`A2A_CALLS`), ``nvlink`` and ``network`` bytes per device each way (the larger of
+    sent and received of :func:`recnotebooks.perf.traffic.hierarchical_bytes`): each call writes to
+    the node's peers over NVLink, then, once the node's partial sums are reduced, sends to the same
+    rail of the other ``nodes - 1`` nodes over this device's NIC share ``nic`` (one NCCL group);
+    the phases run one after the other (HugeCTR's ``model_forward`` then ``network_forward``), one
+    latency each."""
+    calls = check_int("calls", calls, lo=1)
+    if nvlink <= 0 and network <= 0:
+        return 0.0
+    across = network / nic + hw.collective_latency_s if nodes > 1 else 0.0
+    return calls * (nvlink / hw.intra_node_bw + hw.collective_latency_s + across)
