@@ -408,6 +408,16 @@ def test_the_app_starts_a_model_as_its_source_trains_it() -> None:
         "amp_fp16",
     )
     assert any(n.startswith("Software: HugeCTR") for n in app.result.notes)
+    # the step the totals price (communication overlapped) is said, beside bars that add up to more
+    o = evaluate(**app.values)
+    ms = o.job.step_time_s * 1e3  # type: ignore[union-attr]
+    assert app.result.tables["step"] == [
+        {"setting": "this setting", "step_ms": ms, "software": "hugectr", "source": "modeled"}
+    ]
+    assert f"(a {ms:.3g} ms step)" in app.result.notes[2]
+    bars = sum(float(r["seconds_per_step"]) for r in app.result.tables["breakdown"]) * 1e3  # type: ignore[arg-type]
+    spec = str(app.altair_chart.to_dict())  # the subtitle wraps after "... its step is 4.88 ms,"
+    assert bars > ms and f"HugeCTR overlaps communication: its step is {ms:.3g} ms," in spec
     app.set(model="criteo_terabyte")  # leaving it restores the defaults
     assert (app.values["software"], app.values["strategy"], app.values["dtype"]) == (
         "torchrec",

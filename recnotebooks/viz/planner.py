@@ -164,7 +164,8 @@ def explore_job(**values: object) -> Result:
     price = hardware(str(shown.values["hardware"])).price_per_hour
     notes.append(
         f"{'This setting' if shown is now else 'The setting shown'}: {human(j.samples_per_s)} "
-        f"samples/s, {j.hours:,.3g} h to train, {j.device_hours:,.4g} device-hours, "
+        f"samples/s (a {j.step_time_s * 1e3:.3g} ms step), {j.hours:,.3g} h to train, "
+        f"{j.device_hours:,.4g} device-hours, "
         f"${j.cost_usd:,.0f} at ${price:g}/device-hour, {j.energy_kwh:,.3g} kWh, "
         f"bound by {_bound(shown)}."
     )
@@ -198,6 +199,8 @@ def explore_job(**values: object) -> Result:
         "breakdown": breakdown,
         "placement": placement,
         "totals": _totals(shown, "" if shown is now else " (nearest)"),
+        "step": [{"setting": "this setting" if shown is now else other, "step_ms": j.step_time_s * 1e3,
+                  "software": shown.values["software"], "source": "modeled"}],
         "levers": [{**x, "metric": "speed-up one notch away (x)", "setting": x["change"],
                     "value": x["speedup"], "display": f"{float(x['speedup']):.2f}x",  # type: ignore[arg-type]
                     "source": "modeled"} for x in lever_rows],
@@ -342,15 +345,17 @@ def _render(history: list[HistoryEntry]) -> object:
         band_px(labels("levers", "setting"), titled=False) if now["levers"] else 0,
         band_px(labels("measured", "where")) if now["measured"] else 0,
     )
-    overlapped = history[0].values["software"] == "hugectr"
+    shown = now["step"][0]  # the setting whose step the totals price
+    ms = float(shown["step_ms"])  # type: ignore[arg-type]
+    overlapped = f"HugeCTR overlaps communication: its step is {ms:.3g} ms, less than the bars' sum"
     steps = time_breakdown(
         now["breakdown"],
         by="setting",
         phases=list(COMPONENTS),
         source="modeled",
         title="One step on the slowest rank",
-        detail="HugeCTR overlaps communication: its step is less than the bars' sum"
-        if overlapped
+        detail=overlapped
+        if shown["software"] == "hugectr"
         else "this setting, and the nearest feasible one when this one is impossible",
         width=min(480, room),
     )
