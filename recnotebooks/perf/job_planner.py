@@ -53,10 +53,9 @@ from recnotebooks.plan import PLACEMENTS, Plan
 
 __all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "MLPERF_STRATEGY",
            "PRECISION_OPTIONS", "SOFTWARE_OPTIONS", "SOURCE_SETUPS", "TO_TARGET", "JobPlan", "Outcome",
-           "best_lever", "check_settings",
-           "convergence_jobs", "describe_change", "epochs_words", "evaluate", "job_epochs", "job_model",
-           "job_optimizers", "job_setup", "nearest_feasible", "plan_job", "setting_values", "software_words",
-           "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS"]  # fmt: skip
+           "best_lever", "check_settings", "convergence_jobs", "describe_change", "epochs_words", "evaluate",
+           "job_epochs", "job_model", "job_optimizers", "job_setup", "nearest_feasible", "plan_job",
+           "setting_values", "software_words", "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS"]  # fmt: skip
 
 #: The planner's models, ``(label, name)``: presets, and production-scale mlperf_v1 with 10x or
 #: 30x the rows (:func:`job_model`).
@@ -351,8 +350,7 @@ def _check_in_hbm(what: str, placement: object, v: dict[str, object]) -> None:
     if what == "placement":
         fix = f"choose placement 'hbm' or {other}"
     else:  # the cost planner moved tables out of HBM
-        fix = f"they fit in no device's HBM here: add devices, or choose strategy {MLPERF_STRATEGY!r} or "
-        fix += other
+        fix = f"they fit in no device's HBM here: add devices or choose {other}"
     try:
         check_choice(what, placement, ["hbm"])
     except ValueError as e:
