@@ -11,7 +11,16 @@ import vl_convert as vlc
 
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, job_cost, job_from_estimate
-from recnotebooks.perf.job_planner import best_lever, evaluate, job_model, nearest_feasible, plan_job
+from recnotebooks.perf.job_planner import (
+    LEVERS,
+    best_lever,
+    evaluate,
+    job_model,
+    job_setup,
+    nearest_feasible,
+    plan_job,
+    setting_values,
+)
 from recnotebooks.viz.controls import option_values
 from recnotebooks.viz.planner import PLANNER_CONTROLS, explore_job, job_planner, measure_job
 
@@ -232,7 +241,11 @@ def test_to_target_takes_the_epochs_from_the_curve_and_labels_them() -> None:
     assert o.job.epochs == pytest.approx(lo + (hi - lo) * (65536 - 55296) / (160000 - 55296))
     assert o.job.epochs == epochs_to_converge(65536)
     steps = math.ceil(CRITEO_TERABYTE_SAMPLES * o.job.epochs / 65536)
-    assert o.job.hours == pytest.approx(steps * o.result.step_time / 3600)  # type: ignore[union-attr]
+    # priced as MLPerf's submissions run it (HugeCTR): communication overlapped with compute
+    assert o.values["software"] == "hugectr"
+    assert o.job.hours == pytest.approx(steps * o.result.step_time_overlap / 3600)  # type: ignore[union-attr]
+    eager = evaluate(model="mlperf_dcnv2", epochs="to_target", batch_size=65536, software="torchrec")
+    assert eager.job.hours == pytest.approx(steps * eager.result.step_time / 3600)  # type: ignore[union-attr]
     notes = explore_job(model="mlperf_dcnv2", epochs="to_target", batch_size=65536).notes
     assert any(
         n.startswith(f"Epochs: {o.job.epochs:.3f}, what MLPerf's reference runs needed") for n in notes
@@ -247,7 +260,8 @@ def test_to_target_outside_its_curve_says_why_and_finds_the_nearest() -> None:
         and "convergence curve" in str(off.now.problem)
         and "262144" in str(off.now.problem)
     )
-    assert off.near is not None and off.near.feasible and off.near.values["batch_size"] == 65536
+    # the cheapest batch on the curve: the smallest, as HugeCTR runs one node (06 §5)
+    assert off.near is not None and off.near.feasible and off.near.values["batch_size"] == 32768
     other = plan_job(model="criteo_terabyte", epochs="to_target")
     assert "applies to mlperf_dcnv2 only" in str(other.now.problem)
     assert other.near_sentence == "nearest feasible: epochs to_target→1"  # the job's epochs, not the model
@@ -289,3 +303,130 @@ def test_convergence_jobs_bad_input_is_named() -> None:
         convergence_jobs(hardware="dgx_z9", batches=(65536,))
     with pytest.raises(ValueError, match="non-empty"):
         convergence_jobs(batches=())
+
+
+# ----- the software: TorchRec's eager step, or HugeCTR as MLPerf's submissions ran it ------------
+def test_the_software_is_a_setting_and_a_lever_with_todays_default() -> None:
+    assert setting_values("software") == ["torchrec", "hugectr"] and "software" in LEVERS
+    assert PLANNER_CONTROLS["software"]["label"] == "software"
+    # every other model starts with TorchRec, the cost planner and fp32, as before the setting existed
+    for model in setting_values("model"):
+        if model != "mlperf_dcnv2":
+            assert job_setup(model) == {}, model  # type: ignore[arg-type]
+    o = evaluate(model="mlperf_v1")
+    assert (o.values["software"], o.values["strategy"], o.values["dtype"]) == ("torchrec", "cost", "fp32")
+    assert o.job == evaluate(model="mlperf_v1", software="torchrec").job
+    # HugeCTR's step on the same plan: no launch overhead, communication overlapped
+    fast = evaluate(model="mlperf_v1", software="hugectr")
+    assert fast.result is not None and fast.job is not None and o.job is not None
+    assert max(c["overhead"] for c in fast.result.per_rank) == 0.0
+    assert (
+        fast.job.step_time_s == pytest.approx(fast.result.step_time_overlap) and fast.job.hours < o.job.hours
+    )
+    rows = best_lever(model="mlperf_v1")[1]
+    assert any(r["change"] == "software torchrec→hugectr" and float(r["speedup"]) > 1 for r in rows)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("hw", "nodes", "gpus", "batch", "dtype"),
+    [("dgx_h100", 1, 8, 65536, "amp_fp16"), ("dgx_h100", 8, 8, 131072, "amp_fp16"),
+     ("h200_node", 2, 4, 32768, "fp32"), ("dgx_a100", 1, 8, 65536, "tf32")],
+)  # fmt: skip
+def test_the_model_of_record_with_hugectr_is_priced_as_mlperf_runs_it(hw, nodes, gpus, batch, dtype) -> None:  # type: ignore[no-untyped-def]
+    """mlperf_dcnv2 starts with HugeCTR, MLPerf's plan and fp16 mixed precision, and its step is
+    the one MLPERF_SETUP and mlperf_plan give (notebooks 02, 05 §4 and 06 §5), at any precision."""
+    from recnotebooks.perf.cost import estimate
+    from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan
+
+    start = evaluate(model="mlperf_dcnv2").values
+    assert {k: start[k] for k in ("software", "strategy", "dtype")} == {
+        "software": MLPERF_SETUP["implementation"], "strategy": "mlperf", "dtype": MLPERF_SETUP["dtype"]
+    }  # fmt: skip
+    o = evaluate(model="mlperf_dcnv2", hardware=hw, nodes=nodes, gpus=gpus, batch_size=batch, dtype=dtype)
+    cfg, h = job_model("mlperf_dcnv2"), hardware(hw)
+    setup = {**MLPERF_SETUP, "dtype": dtype}
+    plan = mlperf_plan(cfg, gpus, nodes, h.hbm_bytes)
+    r = estimate(cfg, h, batch_size=batch, gpus=gpus, nodes=nodes, plan=plan, **setup)
+    assert o.result is not None and o.job is not None and o.problem is None
+    assert o.result.step_time_overlap == r.step_time_overlap and o.job.step_time_s == r.step_time_overlap
+    assert o.result.per_rank == r.per_rank and o.fits == r.fits
+
+
+def test_the_planner_gives_the_step_of_05_and_06_section_5() -> None:
+    from recnotebooks.perf.explore import model_of_record_servers
+    from recnotebooks.perf.job_planner import convergence_jobs
+
+    for row in convergence_jobs(batches=(65536,)):
+        o = evaluate(model="mlperf_dcnv2", nodes=row["nodes"], gpus=8, batch_size=65536, epochs="to_target")
+        assert o.job is not None
+        assert o.job.step_time_s * 1e3 == pytest.approx(float(row["step_ms"]), rel=1e-12)  # type: ignore[arg-type]
+        assert o.job.epochs == row["epochs"]
+    (server,), _ = model_of_record_servers(("dgx_h100",), batch_size=65536)
+    o = evaluate(model="mlperf_dcnv2", hardware="dgx_h100", gpus=8, batch_size=65536)
+    assert server["plan"] == "MLPerf's" and o.job is not None
+    assert o.job.step_time_s * 1e3 == pytest.approx(float(server["step_ms"]), rel=1e-12)  # type: ignore[arg-type]
+
+
+def test_the_software_says_what_it_prices_and_refuses_what_the_model_does_not() -> None:
+    from recnotebooks.perf.cost import estimate
+
+    notes = explore_job(model="mlperf_dcnv2").notes
+    assert any(n.startswith("Software: HugeCTR as MLPerf's submissions ran it") for n in notes)
+    eager = explore_job(model="mlperf_dcnv2", software="torchrec").notes
+    assert any("TorchRec" in n and "MLPerf's submissions ran this model with HugeCTR" in n for n in eager)
+    with pytest.raises(ValueError, match=r"software must be one of \['torchrec', 'hugectr'\], got 'jax'"):
+        evaluate(software="jax")
+    # HugeCTR has no bf16 mode: the planner says so (and which are allowed), as does the model
+    bf16 = evaluate(model="mlperf_dcnv2", dtype="amp_bf16")
+    allowed = "dtype must be one of ['fp32', 'tf32', 'amp_fp16'] with software 'hugectr'"
+    assert bf16.job is None and allowed in str(bf16.problem)
+    assert "amp_bf16" in str(bf16.problem)
+    with pytest.raises(ValueError, match="dtype with implementation='hugectr' must be one of"):
+        estimate(job_model("tiny"), "dgx_h100", batch_size=64, dtype="amp_bf16", implementation="hugectr")
+    # tables outside HBM are TorchRec's: refused with HugeCTR, and MLPerf's plan keeps them in HBM
+    cache = evaluate(model="mlperf_dcnv2", placement="cache")
+    assert "placement must be one of ['hbm'], got 'cache' with software 'hugectr'" in str(cache.problem)
+    host = evaluate(model="mlperf_dcnv2", software="torchrec", placement="host")
+    assert "got 'host' with strategy 'mlperf'" in str(host.problem)
+    spilled = evaluate(model="mlperf_v1_x10", software="hugectr")  # 1 TB: the cost planner moves tables out
+    assert "the plan's tables must be one of ['hbm']" in str(spilled.problem) and spilled.job is None
+    assert evaluate(model="mlperf_v1_x10", software="torchrec").job is not None
+    for bad in (bf16, cache, spilled):  # impossible, said why, and the nearest feasible setting shown
+        job = plan_job(**bad.values)
+        assert job.shown.job is not None and not job.now.feasible
+        _finite(explore_job(**bad.values).tables)
+
+
+def test_the_app_starts_a_model_as_its_source_trains_it() -> None:
+    app = job_planner()
+    assert app.values["software"] == "torchrec"
+    app.controls["model"].value = "mlperf_dcnv2"  # as a learner picks it in the dropdown
+    assert not app.pending and app.error is None
+    assert (app.values["software"], app.values["strategy"], app.values["dtype"]) == (
+        "hugectr",
+        "mlperf",
+        "amp_fp16",
+    )
+    assert any(n.startswith("Software: HugeCTR") for n in app.result.notes)
+    # the step the totals price (communication overlapped) is said, beside bars that add up to more
+    o = evaluate(**app.values)
+    ms = o.job.step_time_s * 1e3  # type: ignore[union-attr]
+    assert app.result.tables["step"] == [
+        {"setting": "this setting", "step_ms": ms, "software": "hugectr", "source": "modeled"}
+    ]
+    assert f"(a {ms:.3g} ms step)" in app.result.notes[2]
+    bars = sum(float(r["seconds_per_step"]) for r in app.result.tables["breakdown"]) * 1e3  # type: ignore[arg-type]
+    spec = str(app.altair_chart.to_dict())  # the subtitle wraps after "... its step is 4.88 ms,"
+    assert bars > ms and f"HugeCTR overlaps communication: its step is {ms:.3g} ms," in spec
+    app.set(model="criteo_terabyte")  # leaving it restores the defaults
+    assert (app.values["software"], app.values["strategy"], app.values["dtype"]) == (
+        "torchrec",
+        "cost",
+        "fp32",
+    )
+    app.set(software="torchrec", model="mlperf_dcnv2")  # a value given beside the model wins, in any order
+    assert (app.values["software"], app.values["dtype"]) == ("torchrec", "amp_fp16")
+    assert job_planner(model="mlperf_dcnv2").values["software"] == "hugectr"
+    assert job_planner(model="mlperf_dcnv2", dtype="fp32").values["dtype"] == "fp32"
+    with pytest.raises(ValueError, match="software"):
+        app.set(software="jax")

@@ -93,9 +93,17 @@ def estimate(
     (DistributedModelParallel with fused kernels, what the published runs and the paper's
     clusters ran) or ``"recnotebooks"`` (our :class:`recnotebooks.distributed.HybridParallelDLRM`, what
     ``recnb train --world-size``/``--distributed`` runs and ``recnb validate --distributed``
-    measures). One process runs our single-process step either way.
+    measures), or ``"hugectr"`` (NVIDIA's HugeCTR as MLPerf's submissions ran it,
+    :data:`~recnotebooks.perf.components.ops.HUGECTR`: one CUDA-graph replay a step, fused elementwise
+    work, grouped all-to-alls; in one of :data:`~recnotebooks.perf.components.ops.HUGECTR_DTYPES`,
+    else ``ValueError``). One process runs our single-process step either way.
     """
     check_choice("implementation", implementation, C.IMPLEMENTATIONS)
+    if implementation == "hugectr" and dtype not in C.HUGECTR_DTYPES:  # HugeCTR has no bf16 mode
+        raise ValueError(
+            f"dtype with implementation='hugectr' must be one of {list(C.HUGECTR_DTYPES)} (HugeCTR trains in "
+            f"fp32, with TF32 GEMMs or in fp16 mixed precision), got {dtype!r}"
+        )
     check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)  # checked here, before any work
     state_floats_per_parameter(dense_optimizer)
     hw = _check_inputs(config, hw, batch_size, gpus, nodes, placement, cache_hit_rate, dtype, cache_rows)

@@ -132,16 +132,21 @@ def job_cost(
     )
 
 
-def job_from_estimate(result: CostResult, hw: Hardware, samples: float, epochs: float = 1) -> JobCost:
-    """:func:`job_cost` for the step ``result`` models on ``hw`` (its serial step time: no
-    overlap of compute and communication, as the breakdown adds up)."""
+def job_from_estimate(
+    result: CostResult, hw: Hardware, samples: float, epochs: float = 1, *, overlap: bool = False
+) -> JobCost:
+    """:func:`job_cost` for the step ``result`` models on ``hw``: its serial step time (no overlap
+    of compute and communication, as the breakdown adds up), or with ``overlap`` the step with
+    communication overlapped (:attr:`~recnotebooks.perf.result.CostResult.step_time_overlap`, as
+    HugeCTR runs it)."""
     check_type("result", result, CostResult, "a CostResult from recnotebooks.perf.estimate")
     check_type("hw", hw, Hardware, "a Hardware")
+    check_type("overlap", overlap, bool, "True or False")
     return job_cost(
         samples=samples,
         epochs=epochs,
         batch_size=result.batch_size,
-        step_time_s=result.step_time,
+        step_time_s=result.step_time_overlap if overlap else result.step_time,
         devices=result.world_size,
         price_per_hour=hw.price_per_hour,
         power_w=result.power_w,

@@ -2,8 +2,9 @@
 
 A *setting* names the job (model, samples per epoch, epochs), its constraints (deadline, budget)
 and the plan (hardware preset, nodes x devices, sharding strategy, placement, cache size and
-policy, global batch, precision): one value of each of :data:`JOB_SETTINGS`. Everything here is
-**modeled** (:func:`recnotebooks.perf.estimate` and :mod:`recnotebooks.perf.job`):
+policy, global batch, precision, and the software that runs the step): one value of each of
+:data:`JOB_SETTINGS`. Everything here is **modeled** (:func:`recnotebooks.perf.estimate` and
+:mod:`recnotebooks.perf.job`):
 
 * :func:`evaluate`: one setting's step, job (time, cost, energy) and whether it is feasible
   (fits in memory, meets the deadline and the budget), or why it cannot be built;
@@ -13,6 +14,13 @@ policy, global batch, precision): one value of each of :data:`JOB_SETTINGS`. Eve
   this one cannot be built — never nothing;
 * :func:`convergence_jobs`: the model of record (DLRM-DCNv2) trained to MLPerf's quality target at
   each global batch of MLPerf's convergence curve, on a few layouts of nodes x devices.
+
+The software is whose step :func:`~recnotebooks.perf.estimate` prices (:data:`SOFTWARE_OPTIONS`):
+TorchRec's eager PyTorch step, or NVIDIA's HugeCTR as MLPerf's submissions ran it (one CUDA-graph
+replay a step, fused elementwise work, communication overlapped with compute). A model starts as
+its source trains it (:func:`job_setup`): the model of record, DLRM-DCNv2, as MLPerf's submissions
+do (HugeCTR, MLPerf's sharding plan, fp16 mixed precision: :data:`~recnotebooks.perf.published.MLPERF_SETUP`),
+so its step is the one notebooks 02 and 05 price; every other model with TorchRec.
 
 How many epochs a job trains is a setting: a number (explicit, as the job is given), or
 :data:`TO_TARGET` for a model with a published convergence curve (:data:`CONVERGENCE_MODELS`):
@@ -33,6 +41,7 @@ from functools import lru_cache
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, preset, preset_names, preset_training
 from recnotebooks.perf.access import CACHE_POLICIES
+from recnotebooks.perf.components import HUGECTR_DTYPES
 from recnotebooks.perf.convergence import DEFAULT_ROUND, TRAIN_SAMPLES, epochs_to_converge, rules_for_round
 from recnotebooks.perf.cost import CostResult, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
@@ -42,10 +51,11 @@ from recnotebooks.perf.planner import STRATEGIES, plan_tables
 from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan, mlperf_seconds
 from recnotebooks.plan import PLACEMENTS, Plan
 
-__all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "PRECISION_OPTIONS", "TO_TARGET",
-           "JobPlan", "Outcome", "best_lever", "check_settings", "convergence_jobs", "describe_change",
-           "epochs_words", "evaluate", "job_epochs", "job_model", "job_optimizers", "nearest_feasible",
-           "plan_job", "setting_values", "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS"]  # fmt: skip
+__all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "MLPERF_STRATEGY",
+           "PRECISION_OPTIONS", "SOFTWARE_OPTIONS", "SOURCE_SETUPS", "TO_TARGET", "JobPlan", "Outcome",
+           "best_lever", "check_settings", "convergence_jobs", "describe_change", "epochs_words", "evaluate",
+           "job_epochs", "job_model", "job_optimizers", "job_setup", "nearest_feasible", "plan_job",
+           "setting_values", "software_words", "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS"]  # fmt: skip
 
 #: The planner's models, ``(label, name)``: presets, and production-scale mlperf_v1 with 10x or
 #: 30x the rows (:func:`job_model`).
@@ -65,6 +75,20 @@ _HARDWARE = ["this_machine", *(h for h in HARDWARE if h != "this_machine")]
 #: How training runs: fp32, TF32 GEMMs, or autocast (AMP). Pure bf16/fp16 (every byte halved, no
 #: fp32 master weights) is the model's lower bound, not a way to train, so it is not offered.
 PRECISION_OPTIONS = [("fp32", "fp32"), ("tf32", "tf32"), ("AMP bf16", "amp_bf16"), ("AMP fp16", "amp_fp16")]
+#: Whose training step is priced (:func:`~recnotebooks.perf.estimate`'s ``implementation``):
+#: TorchRec's DistributedModelParallel in eager PyTorch (an operator launch each, every elementwise
+#: pass its own kernel, communication after compute), or NVIDIA's HugeCTR as MLPerf's DLRM-DCNv2
+#: submissions ran it (:data:`~recnotebooks.perf.components.ops.HUGECTR`: one CUDA-graph replay a
+#: step, elementwise work fused into the GEMMs, grouped all-to-alls overlapped with compute). The
+#: model prices HugeCTR's step as those submissions ran it: every table in HBM (its embeddings
+#: train on the GPUs; the planner's caches, host DRAM and parameter servers are TorchRec's) and in
+#: one of :data:`~recnotebooks.perf.components.ops.HUGECTR_DTYPES` (no bf16).
+SOFTWARE_OPTIONS = [("TorchRec (eager PyTorch)", "torchrec"),
+                    ("HugeCTR (MLPerf's: CUDA graphs, fused)", "hugectr")]  # fmt: skip
+#: The sharding strategy that is MLPerf's plan (:func:`~recnotebooks.perf.published.mlperf_plan`:
+#: small tables data-parallel, the busiest split row-wise, the rest whole, every table in HBM), what
+#: HugeCTR's planner builds for MLPerf's runs; the others are :data:`~recnotebooks.perf.planner.STRATEGIES`.
+MLPERF_STRATEGY = "mlperf"
 #: Every setting of a job: its ``options`` (values, or ``(label, value)`` pairs) and default ``value``.
 JOB_SETTINGS: dict[str, dict[str, object]] = {
     "model": {"options": JOB_MODELS, "value": "mlperf_v1"},
@@ -78,16 +102,24 @@ JOB_SETTINGS: dict[str, dict[str, object]] = {
     "hardware": {"options": _HARDWARE, "value": "dgx_h100"},
     "nodes": {"options": [1, 2, 4, 8], "value": 1},
     "gpus": {"options": [1, 2, 4, 8], "value": 8},
-    "strategy": {"options": list(STRATEGIES), "value": "cost"},
+    "strategy": {"options": [*STRATEGIES, MLPERF_STRATEGY], "value": "cost"},
     "placement": {"options": list(PLACEMENTS), "value": "hbm"},
     "cache_fraction": {"options": [0.01, 0.02, 0.05, 0.1, 0.2, 0.5], "value": 0.05},
     "cache_policy": {"options": list(CACHE_POLICIES), "value": "lru"},
     "batch_size": {"options": [2**i for i in range(12, 19)], "value": 65536},
     "dtype": {"options": PRECISION_OPTIONS, "value": "fp32"},
+    "software": {"options": SOFTWARE_OPTIONS, "value": "torchrec"},
+}  # fmt: skip
+#: The settings a model starts from when its source trains it another way than :data:`JOB_SETTINGS`'
+#: defaults (:func:`job_setup`): DLRM-DCNv2 as MLPerf's submissions train it
+#: (:data:`~recnotebooks.perf.published.MLPERF_SETUP`: HugeCTR in fp16 mixed precision; MLPerf's plan).
+SOURCE_SETUPS: dict[str, dict[str, object]] = {
+    "mlperf_dcnv2": {"software": MLPERF_SETUP["implementation"], "strategy": MLPERF_STRATEGY,
+                     "dtype": MLPERF_SETUP["dtype"]},
 }  # fmt: skip
 #: Settings a learner can turn to change the job (the others describe the job itself).
 LEVERS = ("nodes", "gpus", "batch_size", "dtype", "placement", "cache_fraction", "cache_policy", "strategy",
-          "hardware")  # fmt: skip
+          "hardware", "software")  # fmt: skip
 _ORDERED = ("nodes", "gpus", "batch_size", "cache_fraction", "hardware")
 
 
@@ -118,13 +150,37 @@ def job_optimizers(name: str) -> dict[str, str]:
     }
 
 
+def job_setup(name: str) -> dict[str, object]:
+    """The settings model ``name`` starts from, as its source trains it: :data:`SOURCE_SETUPS`'
+    (mlperf_dcnv2: ``{"software": "hugectr", "strategy": "mlperf", "dtype": "amp_fp16"}``, as MLPerf's
+    submissions), else none (:data:`JOB_SETTINGS`' defaults: TorchRec, the cost planner, fp32)."""
+    return dict(SOURCE_SETUPS.get(check_choice("model", name, setting_values("model")), {}))  # type: ignore[arg-type]
+
+
+def software_words(values: dict[str, object]) -> str:
+    """Which software a setting's step is priced as, in words (for a note)."""
+    if values["software"] == "hugectr":
+        words = (
+            "HugeCTR as MLPerf's submissions ran it (one CUDA-graph replay a step, elementwise work fused "
+            "into the GEMMs, communication overlapped with compute: the step is the longer of the two, "
+            "shorter than the components' sum)"
+        )
+    else:
+        words = "TorchRec in eager PyTorch (a launch per operator, communication after compute)"
+    if job_setup(str(values["model"])).get("software") == "hugectr" and values["software"] != "hugectr":
+        words += "; MLPerf's submissions ran this model with HugeCTR"
+    return words
+
+
 def check_settings(values: dict[str, object]) -> dict[str, object]:
-    """Every setting: the defaults of :data:`JOB_SETTINGS` with ``values`` over them, each checked
-    (``ValueError`` naming a value a setting does not allow; ``KeyError`` for an unknown setting)."""
+    """Every setting: the defaults of :data:`JOB_SETTINGS`, the model's :func:`job_setup` over them,
+    and ``values`` over those, each checked (``ValueError`` naming a value a setting does not allow;
+    ``KeyError`` for an unknown setting)."""
     unknown = sorted(set(values) - set(JOB_SETTINGS))
     if unknown:
         raise KeyError(f"unknown setting(s) {unknown}; the planner has {sorted(JOB_SETTINGS)}")
     out = {k: spec["value"] for k, spec in JOB_SETTINGS.items()}
+    out.update(job_setup(check_choice("model", values.get("model", out["model"]), setting_values("model"))))
     for k, v in values.items():
         out[k] = check_choice(k, v, setting_values(k))
     return out
@@ -233,20 +289,36 @@ def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
         return Outcome(v, None, None, f"a {hw.name} node has {hw.devices} device(s), not {gpus}")
     config = job_model(str(v["model"]))
     optimizers = job_optimizers(str(v["model"]))
+    software = str(v["software"])
     try:
-        hit = 0.9 if v["placement"] == "cache" else None  # replaced by the modeled rate below
-        plan = plan_tables(
-            config,
-            hw,
-            gpus * nodes,
-            strategy=str(v["strategy"]),
-            placement=str(v["placement"]),
-            cache_hit_rate=hit,
-            batch_size=int(v["batch_size"]),
-            dtype=str(v["dtype"]),
-            sparse_optimizer=optimizers["sparse_optimizer"],
-        )  # type: ignore[call-overload]
-        plan = _cached_plan(plan, config, float(v["cache_fraction"]), str(v["cache_policy"]))  # type: ignore[arg-type]
+        if software == "hugectr" or v["strategy"] == MLPERF_STRATEGY:  # tables in HBM only
+            _check_in_hbm("placement", v["placement"], v)
+        if software == "hugectr" and v["dtype"] not in HUGECTR_DTYPES:
+            raise ValueError(
+                f"dtype must be one of {list(HUGECTR_DTYPES)} with software 'hugectr' (HugeCTR trains in "
+                "fp32, with TF32 GEMMs or in fp16 mixed precision; it has no bf16 mode), got "
+                f"{v['dtype']!r}; choose one of those or software 'torchrec'"
+            )
+        if v["strategy"] == MLPERF_STRATEGY:
+            plan = mlperf_plan(config, gpus, nodes, hw.hbm_bytes)
+        else:
+            hit = 0.9 if v["placement"] == "cache" else None  # replaced by the modeled rate below
+            plan = plan_tables(
+                config,
+                hw,
+                gpus * nodes,
+                strategy=str(v["strategy"]),
+                placement=str(v["placement"]),
+                cache_hit_rate=hit,
+                batch_size=int(v["batch_size"]),
+                dtype=str(v["dtype"]),
+                sparse_optimizer=optimizers["sparse_optimizer"],
+            )  # type: ignore[call-overload]
+            plan = _cached_plan(plan, config, float(v["cache_fraction"]), str(v["cache_policy"]))  # type: ignore[arg-type]
+        if software == "hugectr":  # the cost planner moves what fits in no device's HBM elsewhere
+            moved = sorted({s.placement for s in plan.shards} - {"hbm"})
+            if moved:
+                _check_in_hbm("the plan's tables", moved[0], v)
         r = estimate(
             config,
             hw,
@@ -255,11 +327,34 @@ def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
             nodes=nodes,
             plan=plan,  # type: ignore[call-overload]
             dtype=str(v["dtype"]),
+            implementation=software,
             **optimizers,
         )
     except ValueError as e:  # a combination the planner or the model cannot build, in its words
         return Outcome(v, None, None, str(e))
-    return Outcome(v, r, job_from_estimate(r, hw, float(v["samples"]), epochs), None)  # type: ignore[arg-type]
+    job = job_from_estimate(r, hw, float(v["samples"]), epochs, overlap=software == "hugectr")  # type: ignore[arg-type]
+    return Outcome(v, r, job, None)
+
+
+def _check_in_hbm(what: str, placement: object, v: dict[str, object]) -> None:
+    """``ValueError`` naming ``what`` when ``placement`` is not HBM under a setting that keeps every
+    table there: software HugeCTR (priced as MLPerf's runs, tables in HBM) or MLPerf's plan."""
+    hugectr = v["software"] == "hugectr"
+    who = (
+        "software 'hugectr' (the model prices HugeCTR's step as MLPerf's submissions ran it, every table in "
+        "HBM; device caches, host DRAM and parameter servers are TorchRec's)"
+        if hugectr
+        else f"strategy {MLPERF_STRATEGY!r} (MLPerf's plan keeps every table in HBM)"
+    )
+    other = "software 'torchrec'" if hugectr else "another strategy"
+    if what == "placement":
+        fix = f"choose placement 'hbm' or {other}"
+    else:  # the cost planner moved tables out of HBM
+        fix = f"they fit in no device's HBM here: add devices or choose {other}"
+    try:
+        check_choice(what, placement, ["hbm"])
+    except ValueError as e:
+        raise ValueError(f"{e} with {who}; {fix}") from None
 
 
 def evaluate(**values: object) -> Outcome:

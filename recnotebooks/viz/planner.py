@@ -4,7 +4,7 @@ The algorithms live in :mod:`recnotebooks.perf.job_planner` (:func:`~recnotebook
 ``evaluate``, ``best_lever``, ``nearest_feasible``); this module draws them. :func:`explore_job` is
 the app's pure function. For one setting of the controls (model, samples x epochs, deadline,
 budget, hardware preset, nodes x devices, sharding strategy, placement, cache size and policy,
-global batch, precision) it gives, **modeled** (:func:`recnotebooks.perf.estimate` and
+global batch, precision, software) it gives, **modeled** (:func:`recnotebooks.perf.estimate` and
 :mod:`recnotebooks.perf.job`):
 
 * ``verdict``: whether the plan fits in memory (and why not: the memory report's reasons), meets
@@ -28,6 +28,13 @@ global batch, precision) it gives, **modeled** (:func:`recnotebooks.perf.estimat
   beside the model of those processes. Ranks start only from :func:`measure_job`, never on a
   slider move.
 
+The software is whose step is priced: TorchRec's eager PyTorch step, or NVIDIA's HugeCTR as
+MLPerf's submissions ran it (one CUDA-graph replay, fused elementwise work, communication overlapped
+with compute; every table in HBM, no bf16). Choosing a model sets the software, sharding and
+precision to its source's (:func:`~recnotebooks.perf.job_planner.job_setup`): DLRM-DCNv2 starts as
+MLPerf's submissions train it, with the step notebooks 02 and 05 price; leaving it restores the
+defaults. A note says which software was priced.
+
 An impossible setting (it does not fit, misses the deadline or the budget, or cannot be built)
 says why and shows the nearest feasible setting (``nearest_feasible``) — never an empty chart.
 
@@ -48,14 +55,19 @@ from recnotebooks.perf.cost import COMPONENTS, estimate
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.job_planner import (
     JOB_SETTINGS,
+    MLPERF_STRATEGY,
     Outcome,
     check_settings,
     describe_change,
     epochs_words,
     job_model,
+    job_setup,
     plan_job,
+    setting_values,
+    software_words,
 )
 from recnotebooks.perf.planner import plan_tables
+from recnotebooks.perf.published import mlperf_plan
 from recnotebooks.perf.result import TABLE_HOMES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars, time_breakdown
@@ -88,6 +100,7 @@ _VIEW: dict[str, dict[str, object]] = {
     "cache_policy": {"label": "cache policy"},
     "batch_size": {"label": "global batch"},
     "dtype": {"label": "precision", "dropdown": True},
+    "software": {"label": "software", "dropdown": True},
 }
 #: The planner's controls: each job setting's options and default, with its label.
 PLANNER_CONTROLS: dict[str, dict[str, object]] = {k: {**spec, **_VIEW[k]} for k, spec in JOB_SETTINGS.items()}
@@ -151,13 +164,16 @@ def explore_job(**values: object) -> Result:
     price = hardware(str(shown.values["hardware"])).price_per_hour
     notes.append(
         f"{'This setting' if shown is now else 'The setting shown'}: {human(j.samples_per_s)} "
-        f"samples/s, {j.hours:,.3g} h to train, {j.device_hours:,.4g} device-hours, "
+        f"samples/s (a {j.step_time_s * 1e3:.3g} ms step), {j.hours:,.3g} h to train, "
+        f"{j.device_hours:,.4g} device-hours, "
         f"${j.cost_usd:,.0f} at ${price:g}/device-hour, {j.energy_kwh:,.3g} kWh, "
         f"bound by {_bound(shown)}."
     )
     if shown is not now:
         notes.append(where)
-    notes.append(f"Epochs{'' if shown is now else ' of the setting shown'}: {epochs_words(shown.values)}.")
+    of = "" if shown is now else " of the setting shown"
+    notes.append(f"Epochs{of}: {epochs_words(shown.values)}.")
+    notes.append(f"Software{of}: {software_words(shown.values)}.")
     if r.cache_hit_rates:
         hits = sorted(r.cache_hit_rates.values())
         policy = shown.values["cache_policy"]
@@ -183,6 +199,8 @@ def explore_job(**values: object) -> Result:
         "breakdown": breakdown,
         "placement": placement,
         "totals": _totals(shown, "" if shown is now else " (nearest)"),
+        "step": [{"setting": "this setting" if shown is now else other, "step_ms": j.step_time_s * 1e3,
+                  "software": shown.values["software"], "source": "modeled"}],
         "levers": [{**x, "metric": "speed-up one notch away (x)", "setting": x["change"],
                     "value": x["speedup"], "display": f"{float(x['speedup']):.2f}x",  # type: ignore[arg-type]
                     "source": "modeled"} for x in lever_rows],
@@ -250,9 +268,12 @@ def measure_job(**values: object) -> float:
     t0 = time.perf_counter()
     world = int(key[1])  # type: ignore[call-overload]
     config = job_model("tiny")
-    plan = plan_tables(
-        config, str(v["hardware"]), world, strategy=str(v["strategy"]), batch_size=MEASURE_BATCH
-    )
+    if v["strategy"] == MLPERF_STRATEGY:
+        plan = mlperf_plan(config, world, 1, hardware(str(v["hardware"])).hbm_bytes)
+    else:
+        plan = plan_tables(
+            config, str(v["hardware"]), world, strategy=str(v["strategy"]), batch_size=MEASURE_BATCH
+        )
     res = train_local(
         config,
         plan,
@@ -324,13 +345,18 @@ def _render(history: list[HistoryEntry]) -> object:
         band_px(labels("levers", "setting"), titled=False) if now["levers"] else 0,
         band_px(labels("measured", "where")) if now["measured"] else 0,
     )
+    shown = now["step"][0]  # the setting whose step the totals price
+    ms = float(shown["step_ms"])  # type: ignore[arg-type]
+    overlapped = f"HugeCTR overlaps communication: its step is {ms:.3g} ms, less than the bars' sum"
     steps = time_breakdown(
         now["breakdown"],
         by="setting",
         phases=list(COMPONENTS),
         source="modeled",
         title="One step on the slowest rank",
-        detail="this setting, and the nearest feasible one when this one is impossible",
+        detail=overlapped
+        if shown["software"] == "hugectr"
+        else "this setting, and the nearest feasible one when this one is impossible",
         width=min(480, room),
     )
     totals = metric_bars(
@@ -382,18 +408,52 @@ def _render(history: list[HistoryEntry]) -> object:
     return stack(*charts)
 
 
+def _source_changes(old: object, new: object) -> dict[str, object]:
+    """The settings that follow a change of model from ``old`` to ``new``: ``new``'s
+    :func:`~recnotebooks.perf.job_planner.job_setup`, and the defaults back for what ``old``'s set
+    (none when ``new`` is no model of the planner: the control's own check names it)."""
+    models = setting_values("model")
+    if old == new or new not in models or old not in models:
+        return {}
+    before, after = job_setup(str(old)), job_setup(str(new))
+    return {k: after.get(k, JOB_SETTINGS[k]["value"]) for k in {**before, **after}}
+
+
+class PlannerApp(App):
+    """The planner's :class:`~recnotebooks.viz.app.App`: choosing a model (a control or
+    :meth:`set`) also sets the settings its source trains it with (:func:`_source_changes`);
+    values given to :meth:`set` beside the model win."""
+
+    def __init__(self, controls: dict[str, Any], **kw: Any) -> None:
+        # before App's own observer: the settings follow the model before the update it schedules
+        controls["model"].observe(self._follow_model, names="value")
+        super().__init__("Training Job Planner", controls, lambda **v: explore_job(**v), _render, **kw)
+
+    def _follow_model(self, change: dict[str, Any]) -> None:
+        if getattr(self, "_driving", True):  # set() applies them itself; none during __init__
+            return
+        self._driving = True
+        try:
+            for k, v in _source_changes(change["old"], change["new"]).items():
+                self.controls[k].value = v
+        finally:
+            self._driving = False
+
+    def set(self, **values: object) -> Result:
+        if "model" in values:
+            values = {**_source_changes(self.controls["model"].value, values["model"]), **values}
+        return super().set(**values)
+
+
 def job_planner(*, history: int = 4, **values: object) -> App:
-    """The Training Job Planner app; ``values`` override the default settings."""
-    controls = build_controls(PLANNER_CONTROLS, values, "the Training Job Planner")
+    """The Training Job Planner app; ``values`` override the default settings (and a ``model``'s
+    :func:`~recnotebooks.perf.job_planner.job_setup` the defaults: mlperf_dcnv2 starts as MLPerf's
+    submissions train it)."""
+    model = values.get("model", JOB_SETTINGS["model"]["value"])
+    start = {**(job_setup(model) if model in setting_values("model") else {}), **values}  # type: ignore[arg-type]
+    controls = build_controls(PLANNER_CONTROLS, start, "the Training Job Planner")
     what = "MODELED time, cost and energy of a training job; MEASURED on local processes for the tiny model"
-    return App(
-        "Training Job Planner",
-        controls,
-        lambda **kw: explore_job(**kw),
-        _render,
-        history=history,
-        description=what,
-    )
+    return PlannerApp(controls, history=history, description=what)
 
 
 def convergence_chart(rows: list[dict[str, object]]) -> object:

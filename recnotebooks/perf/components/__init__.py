@@ -67,6 +67,7 @@ from recnotebooks.perf.components.embeddings import (
 )
 from recnotebooks.perf.components.lookups import ShardAccess, cache_hit_rates, shard_access
 from recnotebooks.perf.components.ops import (
+    HUGECTR_DTYPES,
     IMPLEMENTATIONS,
     SHARD_OPS,
     SHARDED_OPS,
@@ -77,8 +78,8 @@ from recnotebooks.perf.components.ops import (
     sharded_op_terms,
 )
 
-__all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "HIERARCHICAL", "hierarchical_all_to_all_seconds",
-           "IMPLEMENTATIONS", "INDEX_BYTES", "PARAMETER_SERVER",
+__all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "HIERARCHICAL", "HUGECTR_DTYPES", "IMPLEMENTATIONS",
+           "INDEX_BYTES", "PARAMETER_SERVER", "hierarchical_all_to_all_seconds",
            "UVM_EFFICIENCY", "Embedding",
            "SHARDED_OPS", "SHARD_OPS", "ShardAccess", "Work", "all_reduce_seconds", "cache_hit_rates",
            "all_to_all_seconds", "all_to_all_bytes", "cross_layers", "data_loading",

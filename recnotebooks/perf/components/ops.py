@@ -13,8 +13,9 @@ from recnotebooks.config import DENSE_OPTIMIZERS, DLRMConfig
 from recnotebooks.perf.hardware import Hardware
 from recnotebooks.plan import Plan, data_parallel, table_wise
 
-__all__ = ["HUGECTR", "IMPLEMENTATIONS", "OPTIMIZER_OPS_PER_TENSOR", "SHARDED_OPS", "SHARD_OPS", "op_count",
-           "overhead", "overhead_of_remote_rows", "sharded_extra_ops", "sharded_op_terms"]  # fmt: skip
+__all__ = ["HUGECTR", "HUGECTR_DTYPES", "IMPLEMENTATIONS", "OPTIMIZER_OPS_PER_TENSOR", "SHARDED_OPS",
+           "SHARD_OPS", "op_count", "overhead", "overhead_of_remote_rows", "sharded_extra_ops",
+           "sharded_op_terms"]  # fmt: skip
 
 #: Operators of one training step of our DLRM (torch profiler, top-level aten ops, CPU):
 #: 115 + 25 per MLP layer (forward, backward, Adagrad) + 15 for the dot interaction.
@@ -78,6 +79,13 @@ IMPLEMENTATIONS = ("recnotebooks", "torchrec", "hugectr")
 #: and their gradients back in ``a2a_calls`` all-to-alls (the ids travel with the data reader's
 #: batches); and communication overlaps compute (its step is ``CostResult.step_time_overlap``).
 HUGECTR: dict[str, float] = {"step_s": 0.0, "cross_passes": 8, "mlp_passes": 0, "a2a_calls": 2}
+#: The precisions HugeCTR trains in, and so the ``dtype`` s the model prices its step in: fp32, fp32
+#: with TF32 GEMMs (its solver's ``enable_tf32_compute``) and fp16 mixed precision with a loss scaler
+#: (``use_mixed_precision`` and ``scaler``: fp16 GEMMs and activations, fp32 master weights), per its
+#: Python interface's ``CreateSolver``
+#: (https://nvidia-merlin.github.io/HugeCTR/v3.9/api/python_interface.html). It has no bf16 mode,
+#: and pure half precision is the model's lower bound, not a way to train.
+HUGECTR_DTYPES = ("fp32", "tf32", "amp_fp16")
 
 
 def _single_op_count(config: DLRMConfig, dense_optimizer: str = "adagrad") -> int:
