@@ -100,3 +100,13 @@ def test_best_placement_prices_the_precision_and_implementation_asked_for() -> N
     assert (fp32.dtype, amp.dtype) == ("fp32", "amp_fp16") and amp.step_time < fp32.step_time
     with pytest.raises(ValueError, match="implementation"):
         best_placement(cfg, hardware("dgx_h100"), 8, 55_296, implementation="jax")
+    # HugeCTR keeps every table in HBM: on Big Basin (8 x 16 GB) its only candidate does not fit, and a
+    # plan that puts tables elsewhere is refused by the model, naming the way out
+    label, r = best_placement(cfg, hardware("big_basin"), 8, 55_296, sparse_optimizer="adagrad",
+                              dtype="amp_fp16", implementation="hugectr")  # fmt: skip
+    assert label == "hbm" and not r.fits
+    from recnotebooks.perf import estimate
+
+    with pytest.raises(ValueError, match="implementation='torchrec'"):
+        estimate(cfg, hardware("big_basin"), batch_size=55_296, gpus=8, placement="host",
+                 implementation="hugectr", dtype="amp_fp16")  # fmt: skip

@@ -95,8 +95,8 @@ def estimate(
     ``recnb train --world-size``/``--distributed`` runs and ``recnb validate --distributed``
     measures), or ``"hugectr"`` (NVIDIA's HugeCTR as MLPerf's submissions ran it,
     :data:`~recnotebooks.perf.components.ops.HUGECTR`: one CUDA-graph replay a step, fused elementwise
-    work, grouped all-to-alls; in one of :data:`~recnotebooks.perf.components.ops.HUGECTR_DTYPES`,
-    else ``ValueError``). One process runs our single-process step either way.
+    work, grouped all-to-alls; in one of :data:`~recnotebooks.perf.components.ops.HUGECTR_DTYPES` and
+    with every table in HBM, else ``ValueError``). One process runs our single-process step either way.
     """
     check_choice("implementation", implementation, C.IMPLEMENTATIONS)
     if implementation == "hugectr" and dtype not in C.HUGECTR_DTYPES:  # HugeCTR has no bf16 mode
@@ -133,6 +133,12 @@ def estimate(
     if plan.world_size != world:
         raise ValueError(f"plan is for {plan.world_size} ranks but gpus x nodes = {world}")
     plan.check(config)
+    outside = sorted({s.placement for s in plan.shards} - {"hbm"})
+    if implementation == "hugectr" and outside:  # its embedding collection keeps every table in HBM
+        raise ValueError(
+            f"implementation='hugectr' keeps every table in device memory (HBM), but the plan places tables "
+            f"in {outside}; use more devices, or implementation='torchrec' (FBGEMM's caches and host memory)"
+        )
     step = Step(
         config, hw, plan, batch_size, gpus, nodes, dtype, zipf_exponent, sparse_optimizer, implementation,
         dense_optimizer,

@@ -140,8 +140,16 @@ def best_placement(
     ``plan.notes``) say why it won (``"hbm+cache chosen: 0.90 ms/step vs cache 1.20 ms, ..."``).
     When nothing fits, the fastest candidate is returned with ``fits=False``. The tables are sized
     and priced with the state ``sparse_optimizer`` keeps (exact Adagrad's doubles an fp32 table);
-    every candidate trains in ``dtype`` with ``implementation``'s step (:func:`~recnotebooks.perf.estimate`).
+    every candidate trains in ``dtype`` with ``implementation``'s step (:func:`~recnotebooks.perf.estimate`);
+    ``"hugectr"`` keeps every table in HBM, so its one candidate is HBM with its own plan
+    (:func:`~recnotebooks.perf.published.mlperf_plan`).
     """
+    common = {"batch_size": batch_size, "gpus": gpus, "dtype": dtype, "sparse_optimizer": sparse_optimizer,
+              "dense_optimizer": dense_optimizer, "implementation": implementation}  # fmt: skip
+    if implementation == "hugectr":
+        plan = mlperf_plan(config, gpus, 1, hw.hbm_bytes) if gpus > 1 else None
+        r = estimate(config, hw, plan=plan, **common)  # type: ignore[arg-type]
+        return "hbm", _explained("hbm", r, [("hbm", r)])
     order = placements_for(hw)
     tried: list[tuple[str, CostResult]] = []
     for place in order:
@@ -164,19 +172,7 @@ def best_placement(
                 for st in strategies
             ]
         for plan in plans:
-            r = estimate(
-                config,
-                hw,
-                batch_size=batch_size,
-                gpus=gpus,
-                plan=plan,
-                placement=place,
-                cache_hit_rate=hit,
-                dtype=dtype,
-                sparse_optimizer=sparse_optimizer,
-                dense_optimizer=dense_optimizer,
-                implementation=implementation,
-            )
+            r = estimate(config, hw, plan=plan, placement=place, cache_hit_rate=hit, **common)  # type: ignore[arg-type]
             tried.append((_placement_label(r.plan, place, order, hw), r))
     fitting = [t for t in tried if t[1].fits] or tried
     label, best = min(fitting, key=lambda t: t[1].step_time)
@@ -279,10 +275,12 @@ def model_of_record_servers(
     Adagrad on the tables, whose state doubles their 105 GB; Adagrad on the dense part,
     :func:`~recnotebooks.config.preset_training`), at MLPerf's one-node global batch (55,296) unless
     ``batch_size`` says otherwise, communication overlapped as HugeCTR overlaps it. Its plan is
-    MLPerf's (:func:`~recnotebooks.perf.published.mlperf_plan`: every table in HBM) where that fits
-    and is fastest, else the fastest placement that fits (:func:`best_placement`: host DRAM behind a
-    GPU cache of hit rate ``cache_hit_rate``, host DRAM, parameter servers). Each row: ``server``,
-    ``placement``, ``plan`` (``"MLPerf's"`` or ``"the planner's"``), ``step_ms``, ``throughput``,
+    MLPerf's (:func:`~recnotebooks.perf.published.mlperf_plan`: every table in HBM) where that fits;
+    else, as HugeCTR keeps every table in HBM, TorchRec's step (FBGEMM's GPU cache and host memory)
+    at the fastest placement that fits (:func:`best_placement`: host DRAM behind a GPU cache of hit
+    rate ``cache_hit_rate``, host DRAM, parameter servers). Each row: ``server``, ``placement``,
+    ``plan`` (``"MLPerf's"`` or ``"the planner's"``), ``software`` (``"hugectr"`` or
+    ``"torchrec"``), ``step_ms``, ``throughput``,
     ``samples_per_joule``, ``usd_per_billion_samples`` (:func:`~recnotebooks.perf.job.job_cost` at
     each preset's price per device-hour, parameter servers included), ``bound_by``, ``fits``,
     ``parameter_servers``, ``node_power_w``, ``largest_device_gb``, ``tables_gb`` (the tables' weights
@@ -295,12 +293,19 @@ def model_of_record_servers(
     rows, parts = [], []
     for name in servers:
         hw = hardware(name)
-        place, r = best_placement(config, hw, hw.devices, batch, cache_hit_rate, **setup)
-        plan = "the planner's"
         whole = mlperf_plan(config, hw.devices, 1, hw.hbm_bytes)
-        mine = estimate(config, hw, batch_size=batch, gpus=hw.devices, plan=whole, **setup)
-        if mine.fits and (not r.fits or mine.step_time_overlap <= r.step_time_overlap):
-            place, r, plan = "hbm", mine, "MLPerf's"
+        place, r, plan = (
+            "hbm",
+            estimate(config, hw, batch_size=batch, gpus=hw.devices, plan=whole, **setup),
+            "MLPerf's",
+        )
+        software = setup["implementation"]
+        if not r.fits:  # HugeCTR keeps every table in HBM: the tables elsewhere take TorchRec (FBGEMM)
+            software = "torchrec"
+            place, r = best_placement(
+                config, hw, hw.devices, batch, cache_hit_rate, **{**setup, "implementation": software}
+            )
+            plan = "the planner's"
         job = job_cost(
             samples=1e9,
             batch_size=batch,
@@ -318,6 +323,7 @@ def model_of_record_servers(
                 "server": name,
                 "placement": place,
                 "plan": plan,
+                "software": software,
                 "step_ms": r.step_time_overlap * 1e3,
                 "throughput": r.throughput_overlap,
                 "samples_per_joule": job.samples_per_joule,
