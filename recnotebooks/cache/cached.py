@@ -24,6 +24,7 @@ import torch
 
 from recnotebooks.cache.config import CacheConfig, hot_sets
 from recnotebooks.cache.policies import CachePolicy
+from recnotebooks.cache.prefetch import PrefetchingIterator
 from recnotebooks.cache.stats import CacheStats
 from recnotebooks.cache.store import CacheStore
 from recnotebooks.checks import check_fits_memory, check_module_device, check_type
@@ -229,8 +230,6 @@ class CachedEmbeddingBagCollection(EmbeddingBagCollection):
     def prefetching(self, data: Iterable[object], depth: int | None = None):  # type: ignore[no-untyped-def]
         """``data`` wrapped in a :class:`~recnotebooks.cache.prefetch.PrefetchingIterator`
         (``depth`` defaults to ``cache.prefetch_depth``)."""
-        from recnotebooks.cache.prefetch import PrefetchingIterator
-
         return PrefetchingIterator(data, self, self.cache.prefetch_depth if depth is None else depth)
 
     def flush(self) -> int:

@@ -41,6 +41,7 @@ from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.components import A2A_CALLS_PER_STEP, UVM_EFFICIENCY, gemm_time, op_count
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.memory import MemoryReport, memory_report
+from recnotebooks.perf.planner import RESERVE, plan_tables, table_bytes
 from recnotebooks.perf.precision import precision
 from recnotebooks.perf.result import COMMUNICATION, COMPONENTS, COMPUTE, CostResult
 from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, single_device_plan
@@ -447,8 +448,6 @@ def _default_plan(
     dtype: str,
     sparse_optimizer: str,
 ) -> Plan:
-    from recnotebooks.perf.planner import RESERVE, plan_tables, table_bytes
-
     if config.num_tables >= world:
         plan = plan_tables(
             config,
