@@ -152,9 +152,7 @@ def collective_bytes(
     if world % m:
         raise ValueError(f"world must be a multiple of plan.world_size={m} (2D: groups of it), got {world}")
     b = check_float("local_batch", local_batch, lo=0.0)
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype must be one of {list(DTYPE_BYTES)}, got {dtype!r}")
-    e, groups = DTYPE_BYTES[dtype], world // m
+    e, groups = DTYPE_BYTES[check_choice("dtype", dtype, DTYPE_BYTES)], world // m
     blocks = _blocks(config, plan)
     pooling = {t.name: t.pooling_factor for t in config.tables}
     mp: list[list[int]] = [[] for _ in range(m)]
@@ -323,9 +321,7 @@ def hierarchical_bytes(
     if world % gpus:
         raise ValueError(f"gpus must divide plan.world_size={world} (whole nodes), got {gpus}")
     b = check_float("local_batch", local_batch, lo=0.0)
-    if dtype not in DTYPE_BYTES:
-        raise ValueError(f"dtype must be one of {list(DTYPE_BYTES)}, got {dtype!r}")
-    e, nodes = DTYPE_BYTES[dtype], world // gpus
+    e, nodes = DTYPE_BYTES[check_choice("dtype", dtype, DTYPE_BYTES)], world // gpus
     blocks = _blocks(config, plan)
     w = [0] * world
     node_width: list[dict[tuple[str, int], int]] = [{} for _ in range(nodes)]
