@@ -132,9 +132,18 @@ def _totals(o: Outcome, note: str = "") -> list[dict[str, object]]:
 
 
 def _bound(o: Outcome) -> str:
-    b = o.result.breakdown()  # type: ignore[union-attr]
+    """The slowest rank's largest component and its share; of the components' sum where the step
+    overlaps them (HugeCTR's step is shorter than that sum), else of the step."""
+    r = o.result
+    assert r is not None
+    b = r.breakdown()
     top = max(b, key=lambda k: b[k])
-    return f"{top} ({b[top] / sum(b.values()):.0%} of the slowest rank's step)"
+    of = (
+        "the sum of the slowest rank's components"
+        if o.values["software"] == "hugectr"
+        else "the slowest rank's step"
+    )
+    return f"{top} ({b[top] / sum(b.values()):.0%} of {of})"
 
 
 def explore_job(**values: object) -> Result:
