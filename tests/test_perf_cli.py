@@ -259,6 +259,8 @@ def test_calibration_fields_are_finite_and_positive(
     assert math.isfinite(hw.bag_seconds_per_byte) and hw.bag_seconds_per_byte >= 0
     assert raw["bag_seconds_per_byte"] == hw.bag_seconds_per_byte
     assert str(hw.sources["bag_seconds_per_byte"]).startswith("calibrated here")
+    assert raw["update_efficiency"] == hw.update_efficiency and 1e-3 <= hw.update_efficiency <= 4.0
+    assert str(hw.sources["update_efficiency"]).startswith("calibrated here")  # the fused update ran
 
 
 def test_the_per_bag_cost_is_the_time_bags_of_one_add_over_long_bags(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -271,6 +273,20 @@ def test_the_per_bag_cost_is_the_time_bags_of_one_add_over_long_bags(monkeypatch
     n = 2**18  # quick
     assert cal._bag_cost(1, True) == pytest.approx(2.0 / (n - n / cal.LONG_BAG) / 256)
     assert cal._bag_cost(1, True) == 0.0  # long bags slower: no per-bag cost, not a negative one
+
+
+def test_the_update_efficiency_is_the_modeled_read_modify_writes_over_the_measured_ones() -> None:
+    """The uniform update took 3 s more than the few-rows one for 1e6 more distinct rows: the
+    efficiency is what the model gives those rows at efficiency 1 (row and state read and
+    written at the gather bandwidth of 128-byte rows) over the 3 s; clipped to [1e-3, 4]."""
+    import recnotebooks.measure.calibrate as cal
+
+    copy_bw, eff, half = 20e9, 0.8, 100.0
+    gather = copy_bw * eff * 128 / (128 + half)
+    t = {"update few": 1.0, "update every": 4.0, "update distinct": 1e6}
+    assert cal._fit_update(t, copy_bw, eff, half) == pytest.approx(1e6 * 132 * 2 / gather / 3.0)
+    assert cal._fit_update({**t, "update every": 1.0}, copy_bw, eff, half) == 4.0  # no extra time
+    assert cal._fit_update({**t, "update distinct": 1.0}, copy_bw, eff, half) == 1e-3
 
 
 def test_save_and_load_round_trip(calibrated: tuple[Hardware, dict[str, object], Path], tmp_path: Path,
@@ -354,6 +370,93 @@ def test_validate_mechanics(calibrated: tuple[Hardware, dict[str, object], Path]
     row = "config batch_size measured_s modeled_s error steps max_rows probe reliable reliability"
     assert set(d["configs"][0]) == {*row.split(), "measured_phases", "modeled_breakdown"}
     assert d["targets"] == {"mape": 0.15, "spearman": 0.9, "configs": 10}
+
+
+@pytest.fixture(scope="module")
+def one_round() -> dict[str, object]:
+    """One quick round of the calibration's microbenchmarks, measured."""
+    from recnotebooks.measure.calibrate import calibration_round
+
+    return calibration_round("cpu", quick=True)
+
+
+def _scaled(r: dict[str, object], f: float) -> dict[str, object]:
+    """Round ``r`` on a machine ``f`` times slower: its seconds times ``f``, its rates over ``f``."""
+    rates = ("bag per byte", "sort rate", "llc speedup")
+    out: dict[str, object] = {}
+    for k, v in r.items():
+        if k == "update distinct":  # a count of rows, not a time
+            out[k] = v
+        elif k == "probes":
+            out[k] = [{q: x / f for q, x in p.items()} for p in v]  # type: ignore[attr-defined]
+        elif k == "overhead pairs":
+            out[k] = [(a * f, b * f) for a, b in v]  # type: ignore[attr-defined]
+        else:
+            out[k] = v / f if k in rates and k != "bag per byte" else v * f  # type: ignore[operator]
+    return out
+
+
+def test_a_calibration_is_the_median_of_its_rounds(one_round: dict[str, object]) -> None:
+    """Three rounds, one of them 3x slower and one 2x faster than the measured one: the fit is
+    the measured round's (each figure is the median of its rounds), the probe is the median of
+    all the rounds' probes, and every overhead pair of every round counts."""
+    from recnotebooks.measure.calibrate import fit_calibration
+
+    alone, raw1 = fit_calibration([one_round], "cpu", quick=True)
+    three, raw3 = fit_calibration([_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)], "cpu", True)
+    for field in ("peak_flops", "hbm_bw", "gemm_half_dim", "gather_efficiency", "gather_half_row_bytes",
+                  "sort_rate", "bag_seconds_per_byte", "llc_speedup", "update_efficiency"):  # fmt: skip
+        assert getattr(three, field) == pytest.approx(getattr(alone, field), rel=1e-9), field
+    assert raw3["rounds"] == 3 and raw1["rounds"] == 1
+    probes = [p for r in (_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)) for p in r["probes"]]  # type: ignore[attr-defined]
+    assert raw3["probe"] == {
+        k: pytest.approx(float(np.median([p[k] for p in probes]))) for k in ("gflops", "copy_bw")
+    }
+    # the overhead pairs: the median over all 3 rounds' pairs, not of each round's median
+    pairs = [
+        p for r in (_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)) for p in r["overhead pairs"]
+    ]  # type: ignore[attr-defined]
+    ts = float(np.median([a for a, _ in pairs]))
+    assert three.step_overhead_s <= ts + 1e-12 and alone.step_overhead_s <= float(
+        np.median([a for a, _ in one_round["overhead pairs"]])
+    )  # type: ignore[attr-defined]
+
+
+def test_validate_calibrates_between_its_passes(
+    one_round: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``recnb validate`` (not ``--saved``): calibration round, sweep pass, round, pass, ...; the
+    fit is of those rounds and the rows are the median of those passes, with no drift
+    correction (both are medians over the same minute)."""
+    import recnotebooks.measure.validate as val
+
+    order: list[str] = []
+    passes: list[list[object]] = []
+
+    def fake_round(dev: str, quick: bool = False) -> dict[str, object]:
+        order.append("round")
+        return one_round
+
+    real_pass = val._pass
+
+    def recorded_pass(sweep, time_budget_s, dev):  # type: ignore[no-untyped-def]
+        order.append("pass")
+        passes.append(real_pass(sweep, time_budget_s, dev))
+        return passes[-1]
+
+    monkeypatch.setattr(val, "calibration_round", fake_round)
+    monkeypatch.setattr(val, "_pass", recorded_pass)
+    r, hw, raw = val.calibrate_and_validate(quick=True, time_budget_s=0.02, repeats=3)
+    assert order == ["round", "pass"] * 3
+    fit = val.fit_calibration([one_round] * 3, "cpu", True)[0]
+    free = {"hbm_bytes": 1e9, "host_mem_bytes": 1e9}  # the memory free now: not a fitted figure
+    assert hw.replace(**free) == fit.replace(**free) and raw["rounds"] == 3
+    assert r.drift_correction is False and r.reference_probe == raw["probe"]
+    for i, c in enumerate(r.configs):
+        times = sorted(p[i][0].seconds_per_step for p in passes)  # type: ignore[index]
+        assert c.measured_s == times[1]
+        assert c.modeled_s == pytest.approx(val._compare(c.config, val._sweep()[i][1], c.batch_size,
+                                                         passes[0][i][0], [], hw).modeled_s)  # type: ignore[index]  # fmt: skip
 
 
 def naive_spearman(a: list[float], b: list[float]) -> float:

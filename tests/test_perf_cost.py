@@ -105,6 +105,35 @@ def test_the_optimizer_update_reads_and_writes_each_distinct_rows_state(placemen
         assert extra == pytest.approx(distinct * floats * 4 * 2 / bw, rel=1e-6)
 
 
+@pytest.mark.parametrize("placement", ["hbm", "cache"])
+def test_the_update_of_distinct_rows_runs_at_the_hardwares_update_efficiency(placement: str) -> None:
+    """``update_efficiency`` e: backward, each distinct row and its state (read and written) take
+    1/e of their gather's time, and nothing else changes (a naive loop over tables with the
+    closed-form distinct rows); in a device cache only its hits are in device memory."""
+    from recnotebooks.perf.access import expected_unique
+
+    cfg = small_config(num_tables=3, dim=32)
+    hw = A100.replace(gather_efficiency=0.5, gather_half_row_bytes=64.0, llc_bytes=0.0)  # no L2 hits
+    batch, hit = 2048, 0.75
+    row = cfg.embedding_dim * 4
+    gather_bw = hw.hbm_bw * 0.5 * row / (row + 64.0)
+
+    def run(e: float) -> dict[str, float]:
+        return estimate(cfg, hw.replace(update_efficiency=e), batch_size=batch, placement=placement,
+                        cache_hit_rate=hit if placement == "cache" else None,
+                        sparse_optimizer="rowwise_adagrad").per_rank[0]  # fmt: skip
+
+    distinct = sum(expected_unique(batch * t.pooling_factor, t.num_rows, 1.05) for t in cfg.tables)
+    once = distinct * (row + 4) * 2 / gather_bw * (hit if placement == "cache" else 1.0)
+    base, slow = run(1.0), run(0.25)
+    assert slow["embedding_backward"] - base["embedding_backward"] == pytest.approx(3 * once, rel=1e-9)
+    assert {k: v for k, v in slow.items() if k != "embedding_backward"} == {
+        k: v for k, v in base.items() if k != "embedding_backward"
+    }
+    with pytest.raises(ValueError, match="update_efficiency"):
+        hw.replace(update_efficiency=0.0)
+
+
 def test_exact_adagrad_state_is_a_second_table_in_memory_and_on_the_wire() -> None:
     """Exact Adagrad keeps one fp32 per element: the footprint's embedding state equals the fp32
     tables, stays fp32 under fp16/bf16 tables, and a column-wise split divides it with the

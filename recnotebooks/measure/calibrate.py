@@ -26,7 +26,7 @@ import torch
 from recnotebooks.checks import available_memory_bytes
 from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.kernels.fused import fused_available
-from recnotebooks.kernels.fused_adagrad import group_lookups
+from recnotebooks.kernels.fused_adagrad import adagrad, group_lookups
 from recnotebooks.measure import measure_step
 from recnotebooks.nn.rows import group_by_row
 from recnotebooks.perf.components.ops import op_count
@@ -45,6 +45,9 @@ from recnotebooks.train import resolve_device
 
 __all__ = [
     "calibrate",
+    "calibration_device",
+    "calibration_round",
+    "fit_calibration",
     "save_calibration",
     "load_calibration",
     "load_probe",
@@ -132,50 +135,118 @@ def _fit_gemm(samples: list[tuple[int, int, int, float]], overhead: float) -> tu
     return best[1], best[2]
 
 
+#: Rounds of the microbenchmarks a full calibration takes the median of (``quick``: one).
+ROUNDS = 3
+#: Floats of the copy the memory bandwidth is read from (64 MB: the size of the tables the
+#: measurements train).
+COPY_FLOATS = 16 * 2**20
+#: Row sizes (bytes) the gather bandwidth is fitted over.
+GATHER_ROW_BYTES = (32, 128, 512)
+
+
+def _gemm_shapes() -> list[tuple[int, int, int]]:
+    """``(m, n, k)`` of the timed GEMMs: the three GEMMs of a linear layer in training, as
+    nn.Linear runs them (Y = X W^T + bias, dX = dY W and dW = dY^T X), on MLP-like shapes
+    (batch m, widths n and k)."""
+    out = []
+    for m in (64, 512, 4096):
+        for n, k in ((16, 128), (128, 16), (128, 1024), (1024, 128), (1024, 1024), (256, 2560)):
+            out += [(m, n, k), (m, k, n), (n, k, m)]
+    return out
+
+
+def _round(dev: str, reps: int, quick: bool, cuda: bool) -> dict[str, object]:
+    """One round of the calibration's microbenchmarks: seconds (``op``, ``copy``, ``gemm m n
+    k``, ``gather <row bytes>``) or derived rates (``bag per byte``, ``sort rate``, ``llc
+    speedup``), each the median of ``reps`` calls, and the speed ``probes`` taken around them."""
+    t: dict[str, object] = {"probes": [probe(device=dev)]}
+    a, b = torch.zeros(1, device=dev), torch.zeros(1, device=dev)
+    t["op"] = _best(lambda: [torch.add(a, b) for _ in range(200)], reps, device=dev) / 200
+    x = torch.randn(COPY_FLOATS, device=dev)
+    y = torch.empty_like(x)
+    t["copy"] = _best(lambda: y.copy_(x), reps, True, dev)
+    for m, n, k in _gemm_shapes()[::3]:
+        X, W, dY = (
+            torch.randn(m, k, device=dev),
+            torch.randn(n, k, device=dev),
+            torch.randn(m, n, device=dev),
+        )
+        bias = torch.randn(n, device=dev)
+        t[f"gemm {m} {n} {k}"] = _best(
+            lambda X=X, W=W, b=bias: torch.nn.functional.linear(X, W, b), reps, device=dev
+        )
+        t[f"gemm {m} {k} {n}"] = _best(lambda dY=dY, W=W: dY @ W, reps, device=dev)
+        t[f"gemm {n} {k} {m}"] = _best(lambda dY=dY, X=X: dY.t() @ X, reps, device=dev)
+    t["probes"].append(probe(device=dev))  # type: ignore[attr-defined]
+    if not cuda:
+        t["bag per byte"] = _bag_cost(reps, quick, dev)
+        speedup = _llc_speedup(reps, quick)
+        if speedup is not None:
+            t["llc speedup"] = speedup
+    for rb in GATHER_ROW_BYTES:
+        t[f"gather {rb}"] = _gather_seconds(GATHER_TABLE_BYTES, rb, LONG_BAG, reps, quick, True, dev)
+    t["sort rate"] = _grouping_rate(dev, reps)[0]
+    if _grouping_path(dev) == "fused counting sort":
+        t["update few"], t["update every"], t["update distinct"] = _update_times(reps, quick)
+    t["overhead pairs"] = _overhead_pairs(reps, dev)
+    return t
+
+
 def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[str, object]]:
     """Microbenchmark the local device; returns the fitted ``this_machine`` and the raw figures.
 
     ``device`` is ``"cpu"`` or ``"cuda"``/``"cuda:N"`` (then ``this_machine`` describes one
     GPU of this machine: kind ``gpu``, its memory, bandwidths and PCIe link as measured).
+    The microbenchmarks run in :data:`ROUNDS` rounds (``quick``: one) and each figure is the
+    median of its rounds (:func:`calibration_round`, :func:`fit_calibration`).
     """
+    dev = calibration_device(device)
+    rounds = [calibration_round(dev, quick) for _ in range(1 if quick else ROUNDS)]
+    return fit_calibration(rounds, dev, quick)
+
+
+def calibration_device(device: str) -> str:
+    """``device`` resolved as the calibration names it (``cuda`` becomes ``cuda:N``)."""
     dev = str(resolve_device(device))
-    cuda = dev.startswith("cuda")
-    if cuda and ":" not in dev:
+    if dev.startswith("cuda") and ":" not in dev:
         dev = f"cuda:{torch.cuda.current_device()}"
-    reps = 3 if quick else 7
-    probes = [probe(device=dev)]
+    return dev
+
+
+def calibration_round(dev: str, quick: bool = False) -> dict[str, object]:
+    """One round of the calibration's microbenchmarks on ``dev`` (a :func:`calibration_device`):
+    what :func:`fit_calibration` takes the median of. A shared machine has slow spells of
+    seconds, and one spell would otherwise set a constant (one round at a time, the gather
+    bandwidth read 0.5x-1.1x of the copy's run to run); rounds can be spread over a run, as
+    ``recnb validate`` spreads them between its passes."""
+    return _round(dev, 3 if quick else 5, quick, dev.startswith("cuda"))
+
+
+def fit_calibration(
+    rounds: list[dict[str, object]], dev: str, quick: bool = False
+) -> tuple[Hardware, dict[str, object]]:
+    """``this_machine`` fitted to the median of ``rounds`` (:func:`calibration_round`), and the
+    raw figures (``probe``: the median of every speed probe the rounds took)."""
+    cuda = dev.startswith("cuda")
+    reps = 3 if quick else 5
     raw: dict[str, object] = {"device": dev}
-    a, b = torch.zeros(1, device=dev), torch.zeros(1, device=dev)
-    op = _best(lambda: [torch.add(a, b) for _ in range(200)], reps, device=dev) / 200
+    probes: list[dict[str, float]] = [p for r in rounds for p in r["probes"]]  # type: ignore[attr-defined]
+    pairs: list[tuple[float, float]] = [p for r in rounds for p in r["overhead pairs"]]  # type: ignore[attr-defined]
+    skip = ("probes", "overhead pairs")
+    t = {k: float(np.median([r[k] for r in rounds])) for k in rounds[0] if k not in skip}  # type: ignore[arg-type]
+    raw["rounds"] = len(rounds)
+    op = t["op"]
     raw["op_overhead_s"] = op
-    x = torch.randn(16 * 2**20, device=dev)  # 64 MB: the size of the tables the measurements train
-    y = torch.empty_like(x)
-    copy_bw = 2 * x.numel() * 4 / _best(lambda x=x, y=y: y.copy_(x), reps, True, dev)
+    copy_bw = 2 * COPY_FLOATS * 4 / t["copy"]
     raw["copy_bw"] = copy_bw
-    # The three GEMMs of a linear layer in training, as nn.Linear runs them: Y = X W^T (+ bias),
-    # dX = dY W and dW = dY^T X, on MLP-like shapes (batch m, widths n and k).
-    gemm = []
-    for m in (64, 512, 4096):
-        for n, k in ((16, 128), (128, 16), (128, 1024), (1024, 128), (1024, 1024), (256, 2560)):
-            X, W, dY = (
-                torch.randn(m, k, device=dev),
-                torch.randn(n, k, device=dev),
-                torch.randn(m, n, device=dev),
-            )
-            bias = torch.randn(n, device=dev)
-            forward = _best(lambda X=X, W=W, b=bias: torch.nn.functional.linear(X, W, b), reps, device=dev)
-            gemm.append((m, n, k, forward))
-            gemm.append((m, k, n, _best(lambda dY=dY, W=W: dY @ W, reps, device=dev)))
-            gemm.append((n, k, m, _best(lambda dY=dY, X=X: dY.t() @ X, reps, device=dev)))
-    probes.append(probe(device=dev))
+    gemm = [(m, n, k, t[f"gemm {m} {n} {k}"]) for m, n, k in _gemm_shapes()]
     peak, half = _fit_gemm(gemm, op)
-    raw["gemm"] = [{"m": m, "n": n, "k": k, "gflops": 2 * m * n * k / t / 1e9} for m, n, k, t in gemm]
-    per_byte = 0.0 if cuda else _bag_cost(reps, quick, dev)
+    raw["gemm"] = [{"m": m, "n": n, "k": k, "gflops": 2 * m * n * k / s / 1e9} for m, n, k, s in gemm]
+    n_look = _lookups(quick)
+    per_byte = 0.0 if cuda else t["bag per byte"]
     raw["bag_seconds_per_byte"] = per_byte
-    gathers = []  # in long bags: the rows' own time (the bags' is _bag_cost's)
-    for row_bytes in (32, 128, 512):
-        t = _gather_seconds(GATHER_TABLE_BYTES, row_bytes, LONG_BAG, reps, quick, True, dev)
-        gathers.append((row_bytes, _lookups(quick) * row_bytes / t))
+    # in long bags: the rows' own time (the bags' is the per-bag cost's)
+    gathers = [(rb, n_look * rb / t[f"gather {rb}"]) for rb in GATHER_ROW_BYTES]
     raw["gather_bw"] = {f"{rb} B rows": bw for rb, bw in gathers}
     best = (float("inf"), 0.5, 64.0)
     for hb in np.geomspace(1, 1024, 60):
@@ -186,9 +257,11 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
         if err < best[0]:
             best = (err, e, float(hb))
     gather_eff, gather_half = min(best[1], 4.0), best[2]
-    sort_rate, raw["sort_path"] = _grouping_rate(dev, reps)
-    raw["sort_rate"] = sort_rate
-    llc = {} if cuda else _last_level_cache(reps, quick)
+    sort_rate = t["sort rate"]
+    # the fused update's rows: their read-modify-writes against a gather of their bytes
+    update_eff = _fit_update(t, copy_bw, gather_eff, gather_half) if "update few" in t else 1.0
+    raw["sort_rate"], raw["sort_path"], raw["update_efficiency"] = sort_rate, _grouping_path(dev), update_eff
+    llc = {"llc_bytes": _llc_bytes(), "llc_speedup": t["llc speedup"]} if "llc speedup" in t else {}
     raw.update(llc)
     fields: dict[str, object] = {
         "hbm_bytes": _host_bytes(),
@@ -197,7 +270,8 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
     }  # intra_node_bw is gloo's between local ranks: the preset's, or the saved collectives' (below)
     if cuda:
         props = torch.cuda.get_device_properties(dev)
-        host = torch.randn(16 * 2**20, pin_memory=True)
+        host = torch.randn(COPY_FLOATS, pin_memory=True)
+        x = torch.empty(COPY_FLOATS, device=dev)
         link = host.numel() * 4 / _best(lambda: x.copy_(host, non_blocking=True), reps, device=dev)
         raw["host_to_device_bw"] = link
         fields = {
@@ -218,24 +292,67 @@ def calibrate(device: str = "cpu", quick: bool = False) -> tuple[Hardware, dict[
         gather_half_row_bytes=gather_half,
         op_overhead_s=op,
         sort_rate=sort_rate,
+        update_efficiency=update_eff,
         bag_seconds_per_byte=per_byte,
         host_mem_bytes=_host_bytes(),
         description="this machine, calibrated by microbenchmarks (recnb calibrate)",
         **fields,
         **llc,
     )
-    probes.append(probe(device=dev))
-    op_step, step = _overheads(base, reps, dev)
-    probes.append(probe(device=dev))
+    op_step, step = _overheads(base, pairs)
     raw["probe"] = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
     base = base.replace(op_overhead_s=op_step, step_overhead_s=step)
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
     fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes",
               "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes", "bag_seconds_per_byte",
-              *llc)  # fmt: skip
+              *llc, *(("update_efficiency",) if "update few" in t else ()))  # fmt: skip
     base = base.replace(sources={**HARDWARE["this_machine"].sources, **dict.fromkeys(fitted, src)})
     return (base if cuda else _with_saved_collectives(base)), raw
+
+
+#: Row bytes and the few rows of the calibration's timing of the fused update (:func:`_update_times`).
+UPDATE_ROW_BYTES, UPDATE_FEW_ROWS = 128, 4096
+
+
+def _update_times(reps: int, quick: bool) -> tuple[float, float, float]:
+    """Seconds of our fused row-wise Adagrad update (what a training step's sparse optimizer
+    runs here) of :func:`_lookups` lookups in bags of :data:`LONG_BAG` into the calibration's
+    table of 128-byte rows, twice: the lookups on :data:`UPDATE_FEW_ROWS` rows spread over the
+    table, and uniform over all rows; and how many more distinct rows the second updates (what
+    its extra time is for: the same lookups, grouped and summed alike)."""
+    rng = np.random.default_rng(0)
+    rows, dim, n = GATHER_TABLE_BYTES // UPDATE_ROW_BYTES, UPDATE_ROW_BYTES // 4, _lookups(quick)
+    w = rng.standard_normal((rows, dim), dtype=np.float32)
+    state = np.ones((rows, 1), np.float32)
+    offsets = np.arange(0, n + 1, LONG_BAG, dtype=np.int64)
+    grad = rng.standard_normal((n // LONG_BAG, dim), dtype=np.float32)
+    coef, threads = np.zeros(1, np.float32), torch.get_num_threads()
+    few = rng.integers(0, UPDATE_FEW_ROWS, n) * (rows // UPDATE_FEW_ROWS)
+    every = rng.integers(0, rows, n)
+
+    def update(ids: np.ndarray):  # type: ignore[no-untyped-def]
+        return lambda: adagrad(w, grad, ids, offsets, coef, False, 1e-6, state, 1e-8, threads)
+
+    t_few, t_every = _best(update(few), reps, True), _best(update(every), reps, True)
+    return t_few, t_every, float(np.unique(every).size - np.unique(few).size)
+
+
+def _fit_update(t: dict[str, float], copy_bw: float, gather_eff: float, gather_half: float) -> float:
+    """``update_efficiency`` from :func:`_update_times`: the model prices a distinct row's
+    update as its row and state bytes (row-wise Adagrad: 4) read and written at
+    ``update_efficiency`` of their gather bandwidth
+    (:func:`~recnotebooks.perf.components.embeddings.gather_bandwidth`); fitted so that the extra
+    distinct rows cost what the second timing took more than the first."""
+    gather_bw = copy_bw * gather_eff * UPDATE_ROW_BYTES / (UPDATE_ROW_BYTES + gather_half)
+    modeled = t["update distinct"] * (UPDATE_ROW_BYTES + 4) * 2 / gather_bw
+    rmw = max(t["update every"] - t["update few"], 1e-12)
+    return float(min(4.0, max(1e-3, modeled / rmw)))
+
+
+def _grouping_path(dev: str) -> str:
+    """How a training step on ``dev`` groups its lookups by row (what :func:`_grouping_rate` times)."""
+    return "fused counting sort" if dev == "cpu" and fused_available() else "group_by_row sort"
 
 
 def _grouping_rate(dev: str, reps: int) -> tuple[float, str]:
@@ -244,13 +361,13 @@ def _grouping_rate(dev: str, reps: int) -> tuple[float, str]:
     else ``group_by_row``'s sort; 2**20 lookups into 2**20 rows, 8 per bag."""
     n = 2**20
     ids = torch.randint(0, 2**20, (n,), device=dev)
-    if dev == "cpu" and fused_available():
+    path = _grouping_path(dev)
+    if path == "fused counting sort":
         ids_np, offs = ids.numpy(), np.arange(0, n + 1, 8, dtype=np.int64)
         threads = torch.get_num_threads()
-        t = _best(lambda: group_lookups(ids_np, offs, n, threads), reps, True, dev)
-        return n / t, "fused counting sort"
+        return n / _best(lambda: group_lookups(ids_np, offs, n, threads), reps, True, dev), path
     bags = torch.arange(n, device=dev) // 8
-    return n / _best(lambda: group_by_row(ids, bags), reps, True, dev), "group_by_row sort"
+    return n / _best(lambda: group_by_row(ids, bags), reps, True, dev), path
 
 
 #: bytes of the table the calibration's row gathers read (uniform random rows, bags of LONG_BAG)
@@ -309,22 +426,32 @@ def _cache_levels() -> dict[int, tuple[float, float]]:
     return out
 
 
-def _last_level_cache(reps: int, quick: bool) -> dict[str, float]:
-    """``llc_bytes`` and ``llc_speedup`` for the cache where a Zipf table's hottest rows sit:
-    the largest CPU cache level whose instances are smaller than the calibration's gather
+def _llc_levels() -> tuple[float, float] | None:
+    """``(bytes of one instance, bytes of all)`` of the cache where a Zipf table's hottest rows
+    sit: the largest CPU cache level whose instances are smaller than the calibration's gather
     table (its L3; or its L2 where one L3 holds that whole table, so that the calibration's
-    gathers already run from L3). ``llc_bytes`` counts all of that level's instances (the
-    model's one device is the whole CPU); the speed-up is measured: random 128-byte row
-    gathers from a table half one instance's size, warm, against the calibration's table
-    after a step's worth of other traffic (:func:`_flush`). Empty where the OS does not say
-    (the preset's values stay)."""
+    gathers already run from L3); None where the OS does not say."""
     below = [(one, total) for total, one in _cache_levels().values() if one < GATHER_TABLE_BYTES]
-    if not below:
-        return {}
-    one, llc = max(below)
-    warm = _gather_seconds(one / 2, 128, LONG_BAG, reps, quick, False)
+    return max(below) if below else None
+
+
+def _llc_bytes() -> float:
+    """``llc_bytes``: all instances of :func:`_llc_levels`' cache (the model's one device is the
+    whole CPU)."""
+    levels = _llc_levels()
+    return levels[1] if levels else 0.0
+
+
+def _llc_speedup(reps: int, quick: bool) -> float | None:
+    """``llc_speedup``, measured: random 128-byte row gathers from a table half one instance
+    of :func:`_llc_levels`' cache, warm, against the calibration's table after a step's worth of
+    other traffic (:func:`_flush`); None where the OS does not say (the preset's values stay)."""
+    levels = _llc_levels()
+    if levels is None:
+        return None
+    warm = _gather_seconds(levels[0] / 2, 128, LONG_BAG, reps, quick, False)
     speedup = _gather_seconds(GATHER_TABLE_BYTES, 128, LONG_BAG, reps, quick, True) / warm
-    return {"llc_bytes": llc, "llc_speedup": float(min(100.0, max(1.0, speedup)))}
+    return float(min(100.0, max(1.0, speedup)))
 
 
 def _with_saved_collectives(hw: Hardware) -> Hardware:
@@ -346,26 +473,36 @@ def _host_bytes() -> float:
     return float(available_memory_bytes() or 8e9)
 
 
-def _overheads(hw: Hardware, reps: int, device: str = "cpu") -> tuple[float, float]:
-    """Per-operator and fixed per-step cost inside real training steps.
-
-    Two minimal models (1 table of dim 4, batch 2: no real work) that differ only in MLP
-    depth are measured; the step-time difference over the operators the extra layers add
-    gives the cost per operator (autograd and optimizer bookkeeping included), and what the
-    shallow one's step has beyond its modeled work is the fixed per-step cost.
-    """
+def _overhead_configs() -> tuple[DLRMConfig, DLRMConfig]:
+    """Two minimal models (1 table of dim 4, batch 2: no real work) that differ only in MLP
+    depth (1 and 5 layers each side)."""
 
     def cfg(depth: int) -> DLRMConfig:
         sizes = {"bottom_width": 16, "top_width": 16, "bottom_depth": depth, "top_depth": depth}
         return architecture_config(num_dense=1, num_tables=1, rows_per_table=1000, embedding_dim=4, **sizes)
 
+    return cfg(1), cfg(5)
+
+
+def _overhead_pairs(reps: int, device: str = "cpu") -> list[tuple[float, float]]:
+    """Seconds per step of :func:`_overhead_configs`' two models, measured back to back
+    ``reps`` times: a slow moment of the VM slows a pair, and the median pair's difference is
+    the operators' cost (measured apart, one slow spell inflated it 5x)."""
+
     def t(c: DLRMConfig) -> float:
         return measure_step(c, 2, time_budget_s=0.1, max_steps=100, device=device).seconds_per_step
 
-    shallow, deep = cfg(1), cfg(5)
-    # the two back to back, ``reps`` times: a slow moment of the VM slows a pair, and the median
-    # pair's difference is the operators' cost (measured apart, one slow spell inflated it 5x)
-    pairs = [(t(shallow), t(deep)) for _ in range(reps)]
+    shallow, deep = _overhead_configs()
+    return [(t(shallow), t(deep)) for _ in range(reps)]
+
+
+def _overheads(hw: Hardware, pairs: list[tuple[float, float]]) -> tuple[float, float]:
+    """Per-operator and fixed per-step cost inside real training steps, from
+    :func:`_overhead_pairs`: the step-time difference of the two models over the operators
+    the extra layers add gives the cost per operator (autograd and optimizer bookkeeping
+    included), and what the shallow one's step has beyond its modeled work is the fixed
+    per-step cost."""
+    shallow, deep = _overhead_configs()
     ts = float(np.median([a for a, _ in pairs]))
     per_op = float(np.median([(b - a) for a, b in pairs])) / (op_count(deep) - op_count(shallow))
     op = max(hw.op_overhead_s, per_op)

@@ -15,7 +15,7 @@ from recnotebooks.measure.calibrate import (
     save_calibration,
 )
 from recnotebooks.measure.calibrate_comm import calibrate_collectives
-from recnotebooks.measure.validate import TARGETS, ValidationResult, validate
+from recnotebooks.measure.validate import TARGETS, ValidationResult, calibrate_and_validate, validate
 from recnotebooks.perf.hardware import COLLECTIVE_FIELDS, COLLECTIVES_SOURCE, check_calibration_path
 from recnotebooks.train import resolve_device
 
@@ -134,12 +134,11 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  
                 f"--saved: the saved {kind} calibration {str(path)!r} {state}; "
                 "run `recnb calibrate` first, or drop --saved to calibrate now"
             )
+        result = validate(hw, ref, quick=args.quick, device=dev)
     else:
         check_calibration_path(kind=kind)  # before minutes of measuring
-        hw, raw = calibrate(device=dev, quick=args.quick)
-        ref = raw["probe"]  # type: ignore[assignment]
-        save_calibration(hw, ref)
-    result = validate(hw, ref, quick=args.quick, device=dev)
+        result, hw, raw = calibrate_and_validate(device=dev, quick=args.quick)
+        save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
     return result.to_dict(), lambda _: print_validation(result)
 
 

@@ -21,11 +21,25 @@ import torch
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.config import architecture_config as ac
 from recnotebooks.measure import StepMeasurement, default_max_rows, measure_step
-from recnotebooks.measure.calibrate import at_speed, probe
+from recnotebooks.measure.calibrate import (
+    at_speed,
+    calibration_device,
+    calibration_round,
+    fit_calibration,
+    probe,
+)
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration, load_probe
 
-__all__ = ["validate", "ValidationResult", "ValidationRow", "VALIDATION_SWEEP", "TARGETS", "spearman"]
+__all__ = [
+    "validate",
+    "calibrate_and_validate",
+    "ValidationResult",
+    "ValidationRow",
+    "VALIDATION_SWEEP",
+    "TARGETS",
+    "spearman",
+]
 
 #: What the validation asks of the model: MAPE and Spearman over at least this many configs.
 TARGETS = {"mape": 0.15, "spearman": 0.9, "configs": 10}
@@ -170,24 +184,72 @@ def validate(
     drift_correction: bool = True,
     device: str | None = None,
 ) -> ValidationResult:
-    """Measured vs modeled step time over :data:`VALIDATION_SWEEP` on this machine.
+    """Measured vs modeled step time over :data:`VALIDATION_SWEEP` on this machine, for a
+    calibration taken earlier (``hw``; default the saved one).
 
-    Each config is measured ``repeats`` times (``time_budget_s`` each), each right after a
-    speed :func:`probe` (recorded with the result); the median step time is compared with
-    the model for ``hw``. With ``drift_correction`` the model is first scaled to the
+    The sweep is measured ``repeats`` times, pass after pass (``time_budget_s`` per config,
+    each right after a speed :func:`probe`, recorded with the result), so that a config's
+    measurements lie a whole pass apart; the median of each config's step times is compared
+    with the model for ``hw``. With ``drift_correction`` the model is first scaled to the
     machine's speed over the run, the median of all its probes (:func:`at_speed`, relative
     to ``ref_probe``, the calibration's probe; ``run_probe`` in the result): this corrects
     for a machine whose speed drifted since the calibration (a shared VM), and not for one
     probe's own noise. Each row says whether its measurement was ``reliable``.
+    :func:`calibrate_and_validate` calibrates first, between the passes.
     """
     if hw is None:
         hw, ref_probe = load_calibration() or HARDWARE["this_machine"], ref_probe or load_probe()
     dev = device or ("cuda" if hw.kind == "gpu" else "cpu")  # where hw was calibrated
     sweep = _sweep()[:5] if quick else _sweep()
-    # the threads the calibration ran on: the model is of the machine on those (a busy machine
-    # makes a measurement unreliable, and each row says so, rather than one on fewer threads)
+    passes = [_pass(sweep, time_budget_s, dev) for _ in range(repeats)]
+    return _result(hw, ref_probe, sweep, passes, drift_correction)
+
+
+def calibrate_and_validate(
+    device: str = "cpu", quick: bool = False, time_budget_s: float = 0.4, repeats: int = 3
+) -> tuple[ValidationResult, Hardware, dict[str, object]]:
+    """Calibrate this machine and validate the model against it, interleaved: a calibration
+    round (:func:`~recnotebooks.measure.calibrate.calibration_round`), a pass over the
+    sweep, ``repeats`` times; then the calibration is fitted to its rounds and compared with
+    the passes as :func:`validate` compares them. Returns the result, the fitted
+    ``this_machine`` and the calibration's raw figures (``recnb validate`` saves them).
+
+    On a shared machine the speed of a training step wanders by 20-40% over tens of
+    seconds, and the speed probes do not follow it (here their copy bandwidth even rose
+    when steps slowed): a calibration taken in the minute before the sweep could read
+    another machine than the sweep met. Interleaved, both are medians over the same
+    minute, and no drift correction is needed.
+    """
+    dev = calibration_device(device)
+    sweep = _sweep()[:5] if quick else _sweep()
+    rounds, passes = [], []
+    for _ in range(repeats):
+        rounds.append(calibration_round(dev, quick))
+        passes.append(_pass(sweep, time_budget_s, dev))
+    hw, raw = fit_calibration(rounds, dev, quick)
+    ref: dict[str, float] = raw["probe"]  # type: ignore[assignment]
+    return _result(hw, ref, sweep, passes, drift_correction=False), hw, raw
+
+
+def _pass(
+    sweep: list[tuple[str, DLRMConfig, int]], time_budget_s: float, dev: str
+) -> list[tuple[StepMeasurement, dict[str, float]]]:
+    """One measurement of each config of ``sweep``. The threads are the calibration's: the model
+    is of the machine on those (a busy machine makes a measurement unreliable, and each row
+    says so, rather than one on fewer threads)."""
     threads = torch.get_num_threads()
-    taken = [_measure(cfg, bsz, repeats, time_budget_s, dev, threads) for _, cfg, bsz in sweep]
+    return [_measure_once(cfg, bsz, time_budget_s, dev, threads) for _, cfg, bsz in sweep]
+
+
+def _result(
+    hw: Hardware,
+    ref_probe: dict[str, float] | None,
+    sweep: list[tuple[str, DLRMConfig, int]],
+    passes: list[list[tuple[StepMeasurement, dict[str, float]]]],
+    drift_correction: bool,
+) -> ValidationResult:
+    """The ``passes`` over ``sweep`` against the model for ``hw``: each config's median."""
+    taken = [_median_of([p[i] for p in passes]) for i in range(len(sweep))]
     # the machine's speed over the whole run: the median of every probe taken in it (one probe
     # reads 20-30% off on a shared VM; scaling each config by its own would add that noise)
     run_speed = _median_probe([p for _, probes in taken for p in probes])
@@ -212,26 +274,30 @@ def _median_probe(probes: list[dict[str, float]]) -> dict[str, float]:
     return {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
 
 
-def _measure(
-    cfg: DLRMConfig, bsz: int, repeats: int, time_budget_s: float, dev: str, threads: int
+def _measure_once(
+    cfg: DLRMConfig, bsz: int, time_budget_s: float, dev: str, threads: int
+) -> tuple[StepMeasurement, dict[str, float]]:
+    """One measured step of ``cfg`` (row-capped), after a speed probe."""
+    speed = probe(3, dev)
+    m = measure_step(
+        cfg,
+        bsz,
+        max_rows=default_max_rows(cfg),
+        time_budget_s=time_budget_s,
+        min_steps=2,
+        max_steps=200,
+        device=dev,
+        threads=threads,
+    )
+    return m, speed
+
+
+def _median_of(
+    taken: list[tuple[StepMeasurement, dict[str, float]]],
 ) -> tuple[StepMeasurement, list[dict[str, float]]]:
-    """The median of ``repeats`` measured steps of ``cfg`` (row-capped), each after a speed probe."""
-    probes, ms = [], []
-    for _ in range(repeats):
-        probes.append(probe(3, dev))
-        ms.append(
-            measure_step(
-                cfg,
-                bsz,
-                max_rows=default_max_rows(cfg),
-                time_budget_s=time_budget_s,
-                min_steps=2,
-                max_steps=200,
-                device=dev,
-                threads=threads,
-            )
-        )
-    return sorted(ms, key=lambda x: x.seconds_per_step)[len(ms) // 2], probes
+    """The median of one config's measurements, and all their probes."""
+    ms = sorted((m for m, _ in taken), key=lambda x: x.seconds_per_step)
+    return ms[len(ms) // 2], [p for _, p in taken]
 
 
 def _compare(

@@ -73,6 +73,7 @@ FIELD_RANGES: dict[str, tuple[float, float, bool]] = {
     "gemm_max_efficiency": (1e-6, 1.0, False), "gemm_half_dim": (0.0, 1e9, True),
     "gather_efficiency": (1e-6, 4.0, False), "gather_half_row_bytes": (0.0, 1e12, True),
     "llc_speedup": (1.0, 100.0, False), "bag_seconds_per_byte": (0.0, 1.0, False),
+    "update_efficiency": (1e-3, 4.0, False),
 }  # fmt: skip
 #: Most devices in one node: the most ranks a plan may have (:data:`recnotebooks.plan.MAX_RANKS`).
 MAX_DEVICES = MAX_RANKS
@@ -106,7 +107,9 @@ class Hardware:
             ``hbm_bw * gather_efficiency * r/(r + half)`` for rows of ``r`` bytes (above 1
             only on a CPU whose caches hold the tables, as a calibration may find).
         power_w: power of one device at load; host_power_w: the rest of the node.
-        sort_rate: (key, value) pairs per second one device sorts (grouping lookups by row).
+        sort_rate: (key, value) pairs per second one device sorts (grouping lookups by row);
+            calibrated here, the lookups per second our fused update groups by row and sums
+            the gradients of (all but its rows' read-modify-writes, ``update_efficiency``).
         llc_bytes / llc_speedup: last-level cache (GPU L2, CPU L3) of one device; the hottest
             rows of Zipf-skewed tables stay there and are gathered ``llc_speedup`` times
             faster than from memory (0 / 1: no cache effect).
@@ -117,6 +120,12 @@ class Hardware:
             than in bags of 128, measured here in 2026-12). 0 for GPUs, whose warps pool bags
             in parallel (what is left of that cost is in ``gather_efficiency``); calibrated
             on a CPU.
+        update_efficiency: the sparse optimizer's update of a step's distinct rows (each row
+            and its optimizer state read and written: random read-modify-writes) runs at this
+            share of :func:`~recnotebooks.perf.components.embeddings.gather_bandwidth` for
+            those bytes. 1 (as fast as a gather of the same bytes) unless calibrated:
+            ``recnb calibrate`` times our fused update, and on the 2-core development machine
+            it read 0.56 (a row's update costs 1.8x the gather of its bytes; 2026-12-03).
         host_pools_embeddings: the host's CPUs serve lookups of tables in host DRAM
             themselves (pooling rows at ``host_mem_bw`` and sending pooled vectors to the
             devices over PCIe), as Zion is built to; otherwise devices read host rows via UVM.
@@ -158,6 +167,7 @@ class Hardware:
     llc_bytes: float = 0.0
     llc_speedup: float = 1.0
     bag_seconds_per_byte: float = 0.0
+    update_efficiency: float = 1.0
     host_pools_embeddings: bool = False
     description: str = ""
     price_per_hour: float = 0.0
@@ -234,6 +244,10 @@ _OP = (
     "so small kernels are overhead-bound"
 )
 _ALPHA = "approximate: NCCL small-message latency is on the order of 10 us per step inside a node"
+_UPDATE_ASSUMED = (
+    "modeling assumption: 1, a row's update (read and write it and its optimizer state) runs at the "
+    "speed of a gather of the same bytes (no public figure; recnb calibrate measures it on a CPU)"
+)
 _SORT = "approximate: GPU radix sort of 64-bit key-value pairs runs at a few billion pairs/s"
 _L2X = "approximate: GPU L2 serves gathers ~3x faster than HBM (L2 bandwidth is several times HBM's)"
 _NIC = "NIC line rate / 8 bits per byte: 100 Gb/s = 12.5 GB/s, 200 Gb/s = 25 GB/s, 400 Gb/s = 50 GB/s"
@@ -288,6 +302,7 @@ def _gpu_sources(datasheet: str, l2_source: str, **extra: str) -> dict[str, str]
         "llc_bytes": l2_source,
         "llc_speedup": _L2X,
         "host_power_w": _APPROX,
+        "update_efficiency": _UPDATE_ASSUMED,
         "bag_seconds_per_byte": "modeling assumption: 0, a GPU's warps pool bags in parallel (what is left "
         "of that cost is in gather_efficiency)",
         **extra,
@@ -360,6 +375,7 @@ def _ddr(sockets: int, channels: int, mts: int, where: str) -> str:
 
 
 _CPU_CLUSTER_SOURCES = {
+    "update_efficiency": _UPDATE_ASSUMED,
     "peak_flops": "computed (approximate): 2 sockets x 20 cores x 64 fp32 FLOP/cycle (AVX-512, 2 FMA units) "
     "x an assumed 1.6 GHz AVX-512 clock, " + cite("xeon6138"),
     "hbm_bw": "2 sockets x " + _DDR4,
@@ -713,11 +729,13 @@ _SPR_SOURCES = {
     "llc_speedup": _APPROX + ": an L3 hit costs ~1/4 of a DRAM access for random rows (as cpu_cluster)",
     "host_power_w": _APPROX + ": the rest of the node, as cpu_cluster",
     "bag_seconds_per_byte": "modeling assumption: 0 until calibrated on such a CPU (as cpu_cluster)",
+    "update_efficiency": _UPDATE_ASSUMED,
     "price_per_hour": _PRICE + "AWS m7i.48xlarge (2 Sapphire Rapids sockets, 192 vCPUs, 768 GiB) on-demand "
     "$9.6768/h in us-east-1 per node-hour, https://aws.amazon.com/ec2/instance-types/m7i/ (list price "
     "2023-2025, not re-read for this: approximate; 2026-12-01)",
 }
 _THIS_MACHINE_SOURCES = {
+    "update_efficiency": _UPDATE_ASSUMED,
     "peak_flops": _DEV + "~200 GFLOP/s fp32 matmul",
     "hbm_bw": _DEV + "~90 GB/s streaming copy (bytes read + written)",
     "gather_efficiency": _DEV + "random embedding-bag gather ~23 GB/s of 90",

@@ -76,10 +76,11 @@ def _pooling_work(a: ShardAccess, hw: Hardware, sort: float) -> Embedding:
 
 
 def embedding_in_hbm(a: ShardAccess, hw: Hardware) -> Embedding:
-    """Rows in device memory (a CPU node's own DRAM), gathered at :func:`gather_bandwidth`."""
+    """Rows in device memory (a CPU node's own DRAM), gathered at :func:`gather_bandwidth`;
+    backward each distinct row and its state are updated at ``hw.update_efficiency`` of it."""
     fwd, bwd = _row_traffic(a)
     bw = gather_bandwidth(hw, a.row_bytes, a.llc_hit_rate)
-    return Embedding(fwd / bw, bwd / bw, fwd + bwd)
+    return Embedding(fwd / bw, bwd / (bw * hw.update_efficiency), fwd + bwd)
 
 
 def embedding_in_host(a: ShardAccess, hw: Hardware) -> Embedding:
@@ -95,7 +96,8 @@ def embedding_in_cache(a: ShardAccess, hw: Hardware) -> Embedding:
     fwd, bwd = _row_traffic(a)
     h = a.cache_hit_rate
     bw, uvm = gather_bandwidth(hw, a.row_bytes, a.llc_hit_rate), uvm_bandwidth(hw)
-    return Embedding(h * fwd / bw + (1 - h) * fwd / uvm, h * bwd / bw + (1 - h) * bwd / uvm, h * (fwd + bwd))
+    backward = h * bwd / (bw * hw.update_efficiency) + (1 - h) * bwd / uvm
+    return Embedding(h * fwd / bw + (1 - h) * fwd / uvm, backward, h * (fwd + bwd))
 
 
 def _pooled_by_cpus(a: ShardAccess, link_bw: float, gather_bw: float, sort_s: float) -> Embedding:
