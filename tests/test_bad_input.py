@@ -619,6 +619,9 @@ def test_a_bad_calibration_path_is_refused_before_measuring(capsys, tmp_path, mo
     import recnotebooks.measure.commands as cal
 
     monkeypatch.setattr(cal, "calibrate", lambda *a, **k: pytest.fail("calibrated before checking the path"))
+    monkeypatch.setattr(
+        cal, "calibrate_and_validate", lambda *a, **k: pytest.fail("calibrated before checking the path")
+    )
     blocker = tmp_path / "a_file"
     blocker.write_text("x")
     path = blocker / "cal.json" if where == "under_a_file" else tmp_path
