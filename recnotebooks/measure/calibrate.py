@@ -4,7 +4,8 @@
 cost model uses: GEMM efficiency by shape (peak and half-dimension), memory copy
 bandwidth, embedding-row gather bandwidth by row size, the last-level cache (its size from
 the OS, its speed-up for random rows measured), the rate at which lookups are grouped by
-row, per-operator overhead and the fixed per-step cost. The result is a
+row, the speed of the sparse optimizer's update of rows against a gather of their bytes,
+per-operator overhead and the fixed per-step cost, each the median of three rounds. The result is a
 :class:`~recnotebooks.perf.hardware.Hardware` named ``this_machine``;
 :func:`~recnotebooks.perf.hardware.save_calibration` stores it (``~/.cache/recnotebooks``,
 or ``$RECNB_CALIBRATION``) and ``hardware("this_machine")`` loads it from then on. The
@@ -157,8 +158,10 @@ def _gemm_shapes() -> list[tuple[int, int, int]]:
 
 def _round(dev: str, reps: int, quick: bool, cuda: bool) -> dict[str, object]:
     """One round of the calibration's microbenchmarks: seconds (``op``, ``copy``, ``gemm m n
-    k``, ``gather <row bytes>``) or derived rates (``bag per byte``, ``sort rate``, ``llc
-    speedup``), each the median of ``reps`` calls, and the speed ``probes`` taken around them."""
+    k``, ``gather <row bytes>``, on a CPU ``update few`` and ``update every`` with the count
+    ``update distinct``: :func:`_update_times`) or derived rates (``bag per byte``, ``sort
+    rate``, ``llc speedup``), each the median of ``reps`` calls; the ``overhead pairs`` of
+    :func:`_overhead_pairs`; and the speed ``probes`` taken around them."""
     t: dict[str, object] = {"probes": [probe(device=dev)]}
     a, b = torch.zeros(1, device=dev), torch.zeros(1, device=dev)
     t["op"] = _best(lambda: [torch.add(a, b) for _ in range(200)], reps, device=dev) / 200
