@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -79,6 +80,51 @@ def test_shift_ids_matches_a_loop_and_finds_the_first_id_out_of_range(tables, as
     assert bad == (first_bad if check else -1)
     if bad < 0:
         assert got.dtype == dtype and got.tolist() == want
+
+
+def _shift_reference(vals: torch.Tensor, sizes: list[int], lengths: list[int]) -> tuple[list[int], int]:
+    """Each table's ids plus its row offset, and the first id outside its table: a plain loop."""
+    want, first_bad, j, off = [], -1, 0, 0
+    flat = vals.tolist()
+    for n, k in zip(sizes, lengths, strict=True):
+        for v in flat[j : j + k]:
+            want.append(v + off)
+            if first_bad < 0 and not 0 <= v < n:
+                first_bad = len(want) - 1
+        j, off = j + k, off + n
+    return want, first_bad
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_shift_ids_on_torchs_threads_matches_a_loop(threads: int, dtype: torch.dtype) -> None:
+    """Above PARALLEL_SHIFT_IDS ids the shift runs on PyTorch's OpenMP team, a slice per thread:
+    the same ids as a plain loop, and the first id out of range (not a later thread's) when
+    ids are bad in several slices; empty tables and slices that split a table included."""
+    import recnotebooks.kernels.rows as rows
+
+    g = torch.Generator().manual_seed(0)
+    sizes, lengths = [1000, 1, 70000, 5, 30000], [40000, 0, 50000, 7, 20001]
+    vals = torch.cat([torch.randint(0, n, (k,), generator=g) for n, k in zip(sizes, lengths, strict=True)])
+    vals = vals.to(dtype)
+    starts = torch.tensor([0, *lengths]).cumsum(0)
+    num_rows, row_offsets = torch.tensor(sizes), torch.tensor([0, *sizes]).cumsum(0)[:-1]
+    assert vals.numel() >= rows.PARALLEL_SHIFT_IDS
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got, bad = shift_ids(vals, starts, num_rows, row_offsets)
+        want, first = _shift_reference(vals, sizes, lengths)
+        assert first == -1 and bad == -1 and got is not None and got.dtype == dtype and got.tolist() == want
+        late, early = vals.numel() - 3, 41000  # in the last slice, and in table 2 (an earlier slice)
+        for positions in ([late], [late, early]):
+            broken = vals.clone()
+            broken[positions] = -1
+            _, bad = shift_ids(broken, starts, num_rows, row_offsets)
+            assert bad == _shift_reference(broken, sizes, lengths)[1] == min(positions)
+            assert shift_ids(broken, starts, num_rows, row_offsets, check=False)[1] == -1
+    finally:
+        torch.set_num_threads(before)
 
 
 @given(

@@ -1,5 +1,6 @@
-"""Compiled row kernels of the fused embeddings: one serial pass that shifts each table's ids
-into the fused weight's row space and checks their range (:func:`shift_ids`), the range check
+"""Compiled row kernels of the fused embeddings: one pass that shifts each table's ids into the
+fused weight's row space and checks their range (:func:`shift_ids`; serial below
+:data:`PARALLEL_SHIFT_IDS` ids, above it on PyTorch's OpenMP threads), the range check
 alone (:func:`first_out_of_range`), and transparent huge pages for big tables
 (:func:`advise_huge_pages`).
 
@@ -17,8 +18,11 @@ from __future__ import annotations
 import ctypes
 import sys
 
+import numpy as np
 import torch
-from numba import njit
+from numba import carray, cfunc, njit, types
+
+from recnotebooks.kernels.omp import address, call_int, i32_ptr, i64_ptr, run_on_openmp, torch_openmp
 
 __all__ = ["shift_ids", "first_out_of_range", "advise_huge_pages"]
 
@@ -27,12 +31,15 @@ _HUGE = 2 << 20
 
 
 @njit(cache=True)
-def _shift_ids(vals, starts, num_rows, row_offsets, check, out):  # pragma: no cover - compiled
-    """``out[j] = vals[j] + row_offsets[t]`` for the ids ``starts[t]:starts[t+1]`` of
-    table ``t``; returns the first id out of its table's range, or -1. One serial pass
-    (no thread pool), vectorised: the range check is folded into the add loop."""
+def _shift_range(vals, starts, num_rows, row_offsets, check, out, j0, j1):  # pragma: no cover - compiled
+    """``out[j] = vals[j] + row_offsets[t]`` for the ids ``j0:j1`` (each in its table ``t``'s
+    ``starts[t]:starts[t+1]``); returns the first of them out of its table's range, or -1.
+    Vectorised: the range check is folded into the add loop."""
     for t in range(num_rows.shape[0]):
-        a, z, n, off = starts[t], starts[t + 1], num_rows[t], row_offsets[t]
+        a, z = max(starts[t], j0), min(starts[t + 1], j1)
+        if a >= z:
+            continue
+        n, off = num_rows[t], row_offsets[t]
         outside = False
         for j in range(a, z):
             v = vals[j]
@@ -43,6 +50,41 @@ def _shift_ids(vals, starts, num_rows, row_offsets, check, out):  # pragma: no c
                 if vals[j] < 0 or vals[j] >= n:
                     return j
     return -1
+
+
+@njit(cache=True)
+def _shift_ids(vals, starts, num_rows, row_offsets, check, out):  # pragma: no cover - compiled
+    """:func:`_shift_range` over all the ids: one serial pass (no thread pool)."""
+    return _shift_range(vals, starts, num_rows, row_offsets, check, out, 0, vals.shape[0])
+
+
+#: the argument block of the OpenMP launch of the shift (see :func:`shift_ids`)
+_S_VALS, _S_N, _S_STARTS, _S_T, _S_ROWS, _S_OFFS, _S_OUT, _S_BAD, _S_CHECK, _S_ITEM = range(10)
+_S_TID, _S_NT, _S_NARGS = 10, 11, 12
+#: below this many ids one thread shifts them (a team's start costs more than it saves)
+PARALLEL_SHIFT_IDS = 65536
+
+try:  # compiled at import: where Numba cannot build it, the serial pass is used
+
+    @cfunc(types.void(types.voidptr), cache=True)
+    def _shift_omp(data):  # pragma: no cover - compiled
+        """One thread's share of :func:`_shift_range` on PyTorch's OpenMP team (an equal slice
+        of the ids each); its first id out of range goes to ``bad[thread]``."""
+        a = carray(data, (_S_NARGS,), np.int64)
+        n, nt, tid, T = a[_S_N], call_int(a[_S_NT]), call_int(a[_S_TID]), a[_S_T]
+        chunk = (n + nt - 1) // nt
+        j0, j1 = min(n, tid * chunk), min(n, (tid + 1) * chunk)
+        starts, rows = carray(i64_ptr(a[_S_STARTS]), (T + 1,)), carray(i64_ptr(a[_S_ROWS]), (T,))
+        offs, bad = carray(i64_ptr(a[_S_OFFS]), (T,)), carray(i64_ptr(a[_S_BAD]), (nt,))
+        check = a[_S_CHECK] == 1
+        if a[_S_ITEM] == 4:
+            v32, o32 = carray(i32_ptr(a[_S_VALS]), (n,)), carray(i32_ptr(a[_S_OUT]), (n,))
+            bad[tid] = _shift_range(v32, starts, rows, offs, check, o32, j0, j1)
+        else:
+            v64, o64 = carray(i64_ptr(a[_S_VALS]), (n,)), carray(i64_ptr(a[_S_OUT]), (n,))
+            bad[tid] = _shift_range(v64, starts, rows, offs, check, o64, j0, j1)
+except Exception:  # pragma: no cover - a Numba/llvmlite that cannot compile it
+    _shift_omp = None
 
 
 def shift_ids(
@@ -60,9 +102,21 @@ def shift_ids(
     if vals.device.type != "cpu" or vals.dtype not in (torch.int32, torch.int64):
         return None, -1
     out = torch.empty_like(vals)
-    as_np = [t.to(torch.int64).numpy() for t in (starts, num_rows, row_offsets)]
-    bad = _shift_ids(vals.contiguous().numpy(), *as_np, check, out.numpy())
-    return out, int(bad)
+    v = vals.contiguous().numpy()
+    st, rows, offs = (t.to(torch.int64).contiguous().numpy() for t in (starts, num_rows, row_offsets))
+    rt, threads = torch_openmp(), torch.get_num_threads()
+    if _shift_omp is None or rt is None or threads < 2 or v.shape[0] < PARALLEL_SHIFT_IDS:
+        return out, int(_shift_ids(v, st, rows, offs, check, out.numpy()))
+    # on PyTorch's own OpenMP threads, as the fused optimizer runs (kernels.omp: no second pool)
+    o, bad = out.numpy(), np.full(threads, -1, np.int64)
+    args = np.array(
+        [address(v), v.shape[0], address(st), rows.shape[0], address(rows), address(offs), address(o),
+         address(bad), int(check), v.dtype.itemsize, rt.thread_num, rt.num_threads],
+        np.int64,
+    )  # fmt: skip
+    run_on_openmp(rt, _shift_omp.address, args, threads)
+    found = bad[bad >= 0]
+    return out, int(found.min()) if found.size else -1
 
 
 @njit(cache=True)
