@@ -630,6 +630,25 @@ def test_a_bad_calibration_path_is_refused_before_measuring(capsys, tmp_path, mo
     refuses(capsys, command, "RECNB_CALIBRATION", str(path), *words)
 
 
+def test_validation_runs_refuse_bad_passes_and_budgets_before_measuring(monkeypatch):
+    """``repeats`` and ``time_budget_s`` of validate and calibrate_and_validate are checked before
+    anything is measured (``repeats=0`` used to reach an IndexError deep in the fit), and a
+    fit of no rounds says what it needs."""
+    import recnotebooks.measure.validate as val
+    from recnotebooks.measure.calibrate import fit_calibration
+
+    monkeypatch.setattr(val, "_pass", lambda *a, **k: pytest.fail("measured before checking"))
+    monkeypatch.setattr(val, "calibration_round", lambda *a, **k: pytest.fail("calibrated before checking"))
+    hw = HARDWARE["this_machine"]
+    for run in (lambda **k: val.validate(hw, None, **k), val.calibrate_and_validate):
+        raises_naming(ValueError, lambda run=run: run(repeats=0), "repeats", "0")
+        raises_naming(ValueError, lambda run=run: run(time_budget_s=float("nan")), "time_budget_s", "nan")
+        raises_naming(ValueError, lambda run=run: run(time_budget_s=0.0), "time_budget_s")
+        raises_naming(TypeError, lambda run=run: run(repeats="3"), "repeats", "'3'")
+    for bad in ([], None, [1]):
+        raises_naming(ValueError, lambda bad=bad: fit_calibration(bad, "cpu"), "rounds", "calibration_round")
+
+
 def test_loading_from_under_a_file_warns_and_uses_the_defaults(tmp_path, monkeypatch):
     blocker = tmp_path / "a_file"
     blocker.write_text("x")

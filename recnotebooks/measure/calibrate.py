@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from recnotebooks.checks import available_memory_bytes
+from recnotebooks.checks import available_memory_bytes, show
 from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.kernels.fused import fused_available
 from recnotebooks.kernels.fused_adagrad import adagrad, group_lookups
@@ -230,6 +230,10 @@ def fit_calibration(
 ) -> tuple[Hardware, dict[str, object]]:
     """``this_machine`` fitted to the median of ``rounds`` (:func:`calibration_round`), and the
     raw figures (``probe``: the median of every speed probe the rounds took)."""
+    if not isinstance(rounds, list) or not rounds or not all(isinstance(r, dict) for r in rounds):
+        raise ValueError(
+            f"rounds must be a non-empty list of calibration_round() results, got {show(rounds)}"
+        )
     cuda = dev.startswith("cuda")
     reps = 3 if quick else 5
     raw: dict[str, object] = {"device": dev}

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from recnotebooks.checks import check_float, check_int
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.config import architecture_config as ac
 from recnotebooks.measure import StepMeasurement, default_max_rows, measure_step
@@ -199,6 +200,7 @@ def validate(
     """
     if hw is None:
         hw, ref_probe = load_calibration() or HARDWARE["this_machine"], ref_probe or load_probe()
+    time_budget_s, repeats = _check_run(time_budget_s, repeats)
     dev = device or ("cuda" if hw.kind == "gpu" else "cpu")  # where hw was calibrated
     sweep = _sweep()[:5] if quick else _sweep()
     passes = [_pass(sweep, time_budget_s, dev) for _ in range(repeats)]
@@ -220,6 +222,7 @@ def calibrate_and_validate(
     another machine than the sweep met. Interleaved, both are medians over the same
     minute, and no drift correction is needed.
     """
+    time_budget_s, repeats = _check_run(time_budget_s, repeats)
     dev = calibration_device(device)
     sweep = _sweep()[:5] if quick else _sweep()
     rounds, passes = [], []
@@ -229,6 +232,12 @@ def calibrate_and_validate(
     hw, raw = fit_calibration(rounds, dev, quick)
     ref: dict[str, float] = raw["probe"]  # type: ignore[assignment]
     return _result(hw, ref, sweep, passes, drift_correction=False), hw, raw
+
+
+def _check_run(time_budget_s: object, repeats: object) -> tuple[float, int]:
+    """The seconds per measurement (over 0, at most a minute) and the passes (1 to 100)."""
+    seconds = check_float("time_budget_s", time_budget_s, lo=0.0, lo_open=True, hi=60.0)
+    return seconds, check_int("repeats", repeats, lo=1, hi=100)
 
 
 def _pass(
