@@ -261,6 +261,9 @@ def test_calibration_fields_are_finite_and_positive(
     assert str(hw.sources["bag_seconds_per_byte"]).startswith("calibrated here")
     assert raw["update_efficiency"] == hw.update_efficiency and 1e-3 <= hw.update_efficiency <= 4.0
     assert str(hw.sources["update_efficiency"]).startswith("calibrated here")  # the fused update ran
+    if "llc_speedup" in raw:  # the OS named the last-level cache: the update's speed-up was timed
+        assert raw["update_llc_speedup"] == hw.update_llc_speedup and 1.0 <= hw.update_llc_speedup <= 100.0
+        assert str(hw.sources["update_llc_speedup"]).startswith("calibrated here")
 
 
 def test_the_per_bag_cost_is_the_time_bags_of_one_add_over_long_bags(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -287,6 +290,20 @@ def test_the_update_efficiency_is_the_modeled_read_modify_writes_over_the_measur
     assert cal._fit_update(t, copy_bw, eff, half) == pytest.approx(1e6 * 132 * 2 / gather / 3.0)
     assert cal._fit_update({**t, "update every": 1.0}, copy_bw, eff, half) == 4.0  # no extra time
     assert cal._fit_update({**t, "update distinct": 1.0}, copy_bw, eff, half) == 1e-3
+
+
+def test_update_llc_speedup_fit_by_hand() -> None:
+    """``update_llc_speedup`` is the seconds per extra distinct row of the cold timings on
+    the big table over those of the warm timings on a cached table: 3 s over 1e6 rows cold
+    against 0.5 s over 1e6 rows warm is 6x; a warm row slower than a cold one reads 1 (the
+    field's floor: noise, not a slower cache), and a cache 1000x faster is held at 100."""
+    import recnotebooks.measure.calibrate as cal
+
+    t = {"update few": 1.0, "update every": 4.0, "update distinct": 1e6}
+    warm = {"warm update few": 1.0, "warm update every": 1.5, "warm update distinct": 1e6}
+    assert cal._fit_update_llc({**t, **warm}) == pytest.approx(6.0)
+    assert cal._fit_update_llc({**t, **warm, "warm update every": 9.0}) == 1.0
+    assert cal._fit_update_llc({**t, **warm, "warm update distinct": 1e9}) == 100.0
 
 
 def test_save_and_load_round_trip(calibrated: tuple[Hardware, dict[str, object], Path], tmp_path: Path,
@@ -385,7 +402,7 @@ def _scaled(r: dict[str, object], f: float) -> dict[str, object]:
     rates = ("bag per byte", "sort rate", "llc speedup")
     out: dict[str, object] = {}
     for k, v in r.items():
-        if k == "update distinct":  # a count of rows, not a time
+        if k.endswith("update distinct"):  # a count of rows, not a time
             out[k] = v
         elif k == "probes":
             out[k] = [{q: x / f for q, x in p.items()} for p in v]  # type: ignore[attr-defined]
@@ -405,7 +422,8 @@ def test_a_calibration_is_the_median_of_its_rounds(one_round: dict[str, object])
     alone, raw1 = fit_calibration([one_round], "cpu", quick=True)
     three, raw3 = fit_calibration([_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)], "cpu", True)
     for field in ("peak_flops", "hbm_bw", "gemm_half_dim", "gather_efficiency", "gather_half_row_bytes",
-                  "sort_rate", "bag_seconds_per_byte", "llc_speedup", "update_efficiency"):  # fmt: skip
+                  "sort_rate", "bag_seconds_per_byte", "llc_speedup", "update_efficiency",
+                  "update_llc_speedup"):  # fmt: skip
         assert getattr(three, field) == pytest.approx(getattr(alone, field), rel=1e-9), field
     assert raw3["rounds"] == 3 and raw1["rounds"] == 1
     probes = [p for r in (_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)) for p in r["probes"]]  # type: ignore[attr-defined]

@@ -134,6 +134,33 @@ def test_the_update_of_distinct_rows_runs_at_the_hardwares_update_efficiency(pla
         hw.replace(update_efficiency=0.0)
 
 
+@pytest.mark.parametrize("placement", ["hbm", "cache"])
+def test_the_update_gets_its_own_last_level_cache_speedup(placement: str) -> None:
+    """``update_llc_speedup`` s_u: backward, the update's bytes take ``(1 - h) + h / s_u`` of
+    their time from memory for a shard with ``h`` of its lookups in the last-level cache (the
+    forward keeps the gathers' ``llc_speedup``); unset, it is ``llc_speedup``; in a device cache
+    only its hits are in device memory (a hand computation of one shard)."""
+    from recnotebooks.perf.components.embeddings import embedding_in_cache, embedding_in_hbm
+    from recnotebooks.perf.components.lookups import ShardAccess
+
+    hw = A100.replace(gather_efficiency=0.5, gather_half_row_bytes=64.0, llc_speedup=3.0)
+    h, hit, distinct = 0.6, 0.75, 1e5
+    shard = TableShard("t0", 0, placement=placement, cache_hit_rate=hit if placement == "cache" else None)
+    a = ShardAccess(shard, 1.0, 32, 128.0, 2048, 2048 * 20, distinct, h, hit, 1e6, state_bytes=4.0)
+    run = embedding_in_hbm if placement == "hbm" else embedding_in_cache
+    from_memory = distinct * (128 + 4) * 2 / (hw.hbm_bw * 0.5 * 128 / (128 + 64.0))
+    in_device = hit if placement == "cache" else 1.0
+    base, same = run(a, hw), run(a, hw.replace(update_llc_speedup=3.0))
+    none, fast = run(a, hw.replace(update_llc_speedup=1.0)), run(a, hw.replace(update_llc_speedup=6.0))
+    assert base == same and hw.update_llc_speedup is None and hw.update_cache_speedup == 3.0
+    for e, s in ((none, 1.0), (base, 3.0), (fast, 6.0)):
+        uvm = (1 - hit) * distinct * 132 * 2 / (hw.host_link_bw * 0.1) if placement == "cache" else 0.0
+        assert e.backward == pytest.approx(in_device * from_memory * ((1 - h) + h / s) + uvm, rel=1e-9)
+        assert e.forward == base.forward and e.device_bytes == base.device_bytes
+    with pytest.raises(ValueError, match="update_llc_speedup"):
+        hw.replace(update_llc_speedup=0.5)
+
+
 def test_exact_adagrad_state_is_a_second_table_in_memory_and_on_the_wire() -> None:
     """Exact Adagrad keeps one fp32 per element: the footprint's embedding state equals the fp32
     tables, stays fp32 under fp16/bf16 tables, and a column-wise split divides it with the

@@ -190,7 +190,7 @@ def _round(dev: str, reps: int, quick: bool, cuda: bool) -> dict[str, object]:
         t[f"gather {rb}"] = _gather_seconds(GATHER_TABLE_BYTES, rb, LONG_BAG, reps, quick, True, dev)
     t["sort rate"] = _grouping_rate(dev, reps)[0]
     if _grouping_path(dev) == "fused counting sort":
-        t["update few"], t["update every"], t["update distinct"] = _update_times(reps, quick)
+        t |= _update_rounds(reps, quick)
     t["overhead pairs"] = _overhead_pairs(reps, dev)
     return t
 
@@ -269,6 +269,8 @@ def fit_calibration(
     update_eff = _fit_update(t, copy_bw, gather_eff, gather_half) if "update few" in t else 1.0
     raw["sort_rate"], raw["sort_path"], raw["update_efficiency"] = sort_rate, _grouping_path(dev), update_eff
     llc = {"llc_bytes": _llc_bytes(), "llc_speedup": t["llc speedup"]} if "llc speedup" in t else {}
+    if "warm update few" in t:
+        llc["update_llc_speedup"] = raw["update_llc_speedup"] = _fit_update_llc(t)
     raw.update(llc)
     fields: dict[str, object] = {
         "hbm_bytes": _host_bytes(),
@@ -322,27 +324,59 @@ def fit_calibration(
 UPDATE_ROW_BYTES, UPDATE_FEW_ROWS = 128, 4096
 
 
-def _update_times(reps: int, quick: bool) -> tuple[float, float, float]:
+def _update_times(
+    reps: int, quick: bool, table_bytes: float | None = None, cold: bool = True
+) -> tuple[float, float, float]:
     """Seconds of our fused row-wise Adagrad update (what a training step's sparse optimizer
-    runs here) of :func:`_lookups` lookups in bags of :data:`LONG_BAG` into the calibration's
-    table of 128-byte rows, twice: the lookups on :data:`UPDATE_FEW_ROWS` rows spread over the
-    table, and uniform over all rows; and how many more distinct rows the second updates (what
-    its extra time is for: the same lookups, grouped and summed alike)."""
+    runs here) of :func:`_lookups` lookups in bags of :data:`LONG_BAG` into a table of
+    ``table_bytes`` (default :data:`GATHER_TABLE_BYTES`) of 128-byte rows (caches flushed
+    before each call when ``cold``), twice: the lookups on :data:`UPDATE_FEW_ROWS` random rows
+    of the table, and uniform over all rows; and how many more distinct rows the second
+    updates (what its extra time is for: the same lookups, grouped and summed alike)."""
     rng = np.random.default_rng(0)
-    rows, dim, n = GATHER_TABLE_BYTES // UPDATE_ROW_BYTES, UPDATE_ROW_BYTES // 4, _lookups(quick)
+    table_bytes = GATHER_TABLE_BYTES if table_bytes is None else table_bytes
+    rows, dim, n = int(table_bytes // UPDATE_ROW_BYTES), UPDATE_ROW_BYTES // 4, _lookups(quick)
     w = rng.standard_normal((rows, dim), dtype=np.float32)
     state = np.ones((rows, 1), np.float32)
     offsets = np.arange(0, n + 1, LONG_BAG, dtype=np.int64)
     grad = rng.standard_normal((n // LONG_BAG, dim), dtype=np.float32)
     coef, threads = np.zeros(1, np.float32), torch.get_num_threads()
-    few = rng.integers(0, UPDATE_FEW_ROWS, n) * (rows // UPDATE_FEW_ROWS)
+    few = rng.choice(rows, UPDATE_FEW_ROWS, replace=False)[rng.integers(0, UPDATE_FEW_ROWS, n)]
     every = rng.integers(0, rows, n)
 
     def update(ids: np.ndarray):  # type: ignore[no-untyped-def]
         return lambda: adagrad(w, grad, ids, offsets, coef, False, 1e-6, state, 1e-8, threads)
 
-    t_few, t_every = _best(update(few), reps, True), _best(update(every), reps, True)
+    t_few, t_every = _best(update(few), reps, cold), _best(update(every), reps, cold)
     return t_few, t_every, float(np.unique(every).size - np.unique(few).size)
+
+
+def _update_rounds(reps: int, quick: bool) -> dict[str, float]:
+    """:func:`_update_times` on the calibration's table, cold (``update few``, ``update
+    every``, ``update distinct``), and where the OS names the last-level cache, warm on a
+    table half one instance of it (``warm update few``...): what :func:`_fit_update` and
+    :func:`_fit_update_llc` fit."""
+    keys = ("update few", "update every", "update distinct")
+    t = dict(zip(keys, _update_times(reps, quick), strict=True))
+    levels = _llc_levels()
+    if levels is not None:
+        t |= dict(
+            zip((f"warm {k}" for k in keys), _update_times(reps, quick, levels[0] / 2, False), strict=True)
+        )
+    return t
+
+
+def _update_row_seconds(t: dict[str, float], prefix: str = "") -> float:
+    """Seconds per extra distinct row between :func:`_update_times`' two timings."""
+    extra = t[f"{prefix}update every"] - t[f"{prefix}update few"]
+    return max(extra, 1e-12) / max(t[f"{prefix}update distinct"], 1.0)
+
+
+def _fit_update_llc(t: dict[str, float]) -> float:
+    """``update_llc_speedup``: a distinct row's update from memory (the cold timings on the
+    calibration's table) over one from the last-level cache (the warm timings on a table it
+    holds), within the field's range [1, 100] (a cache does not slow a row: below 1 is noise)."""
+    return float(min(100.0, max(1.0, _update_row_seconds(t) / _update_row_seconds(t, "warm "))))
 
 
 def _fit_update(t: dict[str, float], copy_bw: float, gather_eff: float, gather_half: float) -> float:
@@ -353,8 +387,7 @@ def _fit_update(t: dict[str, float], copy_bw: float, gather_eff: float, gather_h
     distinct rows cost what the second timing took more than the first."""
     gather_bw = copy_bw * gather_eff * UPDATE_ROW_BYTES / (UPDATE_ROW_BYTES + gather_half)
     modeled = t["update distinct"] * (UPDATE_ROW_BYTES + 4) * 2 / gather_bw
-    rmw = max(t["update every"] - t["update few"], 1e-12)
-    return float(min(4.0, max(1e-3, modeled / rmw)))
+    return float(min(4.0, max(1e-3, modeled / t["update distinct"] / _update_row_seconds(t))))
 
 
 def _grouping_path(dev: str) -> str:

@@ -73,8 +73,10 @@ FIELD_RANGES: dict[str, tuple[float, float, bool]] = {
     "gemm_max_efficiency": (1e-6, 1.0, False), "gemm_half_dim": (0.0, 1e9, True),
     "gather_efficiency": (1e-6, 4.0, False), "gather_half_row_bytes": (0.0, 1e12, True),
     "llc_speedup": (1.0, 100.0, False), "bag_seconds_per_byte": (0.0, 1.0, False),
-    "update_efficiency": (1e-3, 4.0, False),
+    "update_efficiency": (1e-3, 4.0, False), "update_llc_speedup": (1.0, 100.0, False),
 }  # fmt: skip
+#: Fields that may be ``None`` (then another field stands in: see :class:`Hardware`).
+OPTIONAL_FIELDS = ("sharded_op_overhead_s", "update_llc_speedup")
 #: Most devices in one node: the most ranks a plan may have (:data:`recnotebooks.plan.MAX_RANKS`).
 MAX_DEVICES = MAX_RANKS
 
@@ -126,6 +128,12 @@ class Hardware:
             those bytes. 1 (as fast as a gather of the same bytes) unless calibrated:
             ``recnb calibrate`` times our fused update, and on the 2-core development machine
             it read 0.56 (a row's update costs 1.8x the gather of its bytes; 2026-12-03).
+        update_llc_speedup: how much faster that update runs on rows held in the last-level
+            cache (a shard's ``llc_hit_rate`` of its lookups); ``None``: ``llc_speedup``, as
+            the gathers (assumed: the update reads and writes the rows the step's forward just
+            gathered). Calibrated on a CPU by ``recnb calibrate``: on the 2-core development
+            machine a row's update took 36-50 ns from L3 and 29-42 ns from DRAM (2026-12-03),
+            so it read 1: no cache benefit.
         host_pools_embeddings: the host's CPUs serve lookups of tables in host DRAM
             themselves (pooling rows at ``host_mem_bw`` and sending pooled vectors to the
             devices over PCIe), as Zion is built to; otherwise devices read host rows via UVM.
@@ -168,6 +176,7 @@ class Hardware:
     llc_speedup: float = 1.0
     bag_seconds_per_byte: float = 0.0
     update_efficiency: float = 1.0
+    update_llc_speedup: float | None = None
     host_pools_embeddings: bool = False
     description: str = ""
     price_per_hour: float = 0.0
@@ -188,7 +197,7 @@ class Hardware:
             _check(where, f"peak_flops[{dt!r}]", v, FIELD_RANGES["peak_flops"])
         for f, rng in FIELD_RANGES.items():
             v = getattr(self, f)
-            if f != "peak_flops" and not (f == "sharded_op_overhead_s" and v is None):
+            if f != "peak_flops" and not (f in OPTIONAL_FIELDS and v is None):
                 _check(where, f, v, rng)
         check_bool(f"{where}.host_pools_embeddings", self.host_pools_embeddings)
         check_str(f"{where}.description", self.description, nonempty=False)
@@ -202,6 +211,12 @@ class Hardware:
         """Seconds per operator of the sharded step's own work (``sharded_op_overhead_s``, or
         ``op_overhead_s`` when not calibrated)."""
         return self.op_overhead_s if self.sharded_op_overhead_s is None else self.sharded_op_overhead_s
+
+    @property
+    def update_cache_speedup(self) -> float:
+        """How much faster the sparse optimizer updates rows held in the last-level cache
+        (``update_llc_speedup``, or ``llc_speedup`` when not calibrated)."""
+        return self.llc_speedup if self.update_llc_speedup is None else self.update_llc_speedup
 
     def replace(self, **changes: object) -> Hardware:
         """A validated copy with fields changed (keeps the sources; note your own)."""

@@ -23,7 +23,7 @@ from recnotebooks.plan import Plan
 __all__ = ["INDEX_BYTES", "PARAMETER_SERVER", "UVM_EFFICIENCY", "Embedding", "embedding_in_cache",
            "embedding_in_hbm", "embedding_in_host", "embedding_on_parameter_server",
            "embedding_pooled_by_host", "embedding_shard", "gather_bandwidth", "parameter_servers",
-           "uvm_bandwidth"]  # fmt: skip
+           "update_bandwidth", "uvm_bandwidth"]  # fmt: skip
 
 #: Random row reads over PCIe through unified memory reach about a tenth of the link's
 #: bandwidth (TorchRec's planner constant for UVM; its UVM example ran 0.62 s vs 0.06 s per
@@ -48,8 +48,24 @@ class Embedding:
 def gather_bandwidth(hw: Hardware, row_bytes: float, llc_hit_rate: float = 0.0) -> float:
     """Random row gathers from device memory: ``hbm_bw * gather_efficiency * r/(r + half)``,
     faster by ``llc_speedup`` for the share of lookups that hit the last-level cache."""
-    bw = hw.hbm_bw * hw.gather_efficiency * row_bytes / (row_bytes + hw.gather_half_row_bytes)
-    return bw / ((1 - llc_hit_rate) + llc_hit_rate / hw.llc_speedup)
+    return _from_memory(hw, row_bytes) / _llc_time_share(llc_hit_rate, hw.llc_speedup)
+
+
+def update_bandwidth(hw: Hardware, row_bytes: float, llc_hit_rate: float = 0.0) -> float:
+    """The sparse optimizer's read-modify-writes of distinct rows (and their state): the
+    gather's bandwidth from memory at ``update_efficiency`` of it, faster by
+    ``hw.update_cache_speedup`` for the rows in the last-level cache."""
+    bw = _from_memory(hw, row_bytes) * hw.update_efficiency
+    return bw / _llc_time_share(llc_hit_rate, hw.update_cache_speedup)
+
+
+def _from_memory(hw: Hardware, row_bytes: float) -> float:
+    return hw.hbm_bw * hw.gather_efficiency * row_bytes / (row_bytes + hw.gather_half_row_bytes)
+
+
+def _llc_time_share(hit_rate: float, speedup: float) -> float:
+    """Time of traffic with ``hit_rate`` of it from a cache ``speedup`` times faster, over all from memory."""
+    return (1 - hit_rate) + hit_rate / speedup
 
 
 def uvm_bandwidth(hw: Hardware) -> float:
@@ -77,10 +93,13 @@ def _pooling_work(a: ShardAccess, hw: Hardware, sort: float) -> Embedding:
 
 def embedding_in_hbm(a: ShardAccess, hw: Hardware) -> Embedding:
     """Rows in device memory (a CPU node's own DRAM), gathered at :func:`gather_bandwidth`;
-    backward each distinct row and its state are updated at ``hw.update_efficiency`` of it."""
+    backward each distinct row and its state are updated at :func:`update_bandwidth`."""
     fwd, bwd = _row_traffic(a)
-    bw = gather_bandwidth(hw, a.row_bytes, a.llc_hit_rate)
-    return Embedding(fwd / bw, bwd / (bw * hw.update_efficiency), fwd + bwd)
+    gather, update = (
+        gather_bandwidth(hw, a.row_bytes, a.llc_hit_rate),
+        update_bandwidth(hw, a.row_bytes, a.llc_hit_rate),
+    )
+    return Embedding(fwd / gather, bwd / update, fwd + bwd)
 
 
 def embedding_in_host(a: ShardAccess, hw: Hardware) -> Embedding:
@@ -96,7 +115,7 @@ def embedding_in_cache(a: ShardAccess, hw: Hardware) -> Embedding:
     fwd, bwd = _row_traffic(a)
     h = a.cache_hit_rate
     bw, uvm = gather_bandwidth(hw, a.row_bytes, a.llc_hit_rate), uvm_bandwidth(hw)
-    backward = h * bwd / (bw * hw.update_efficiency) + (1 - h) * bwd / uvm
+    backward = h * bwd / update_bandwidth(hw, a.row_bytes, a.llc_hit_rate) + (1 - h) * bwd / uvm
     return Embedding(h * fwd / bw + (1 - h) * fwd / uvm, backward, h * (fwd + bwd))
 
 

@@ -72,7 +72,7 @@ def shard_access(
     row_bytes = [d * precision(dtype).embedding_bytes for d in dims]
     state = [4.0 * state_floats_per_row(sparse_optimizer, d) for d in dims]  # fp32 state per row
     llc = [0.0] * len(shards)
-    if hw.llc_bytes > 0 and hw.llc_speedup > 1:
+    if hw.llc_bytes > 0 and max(hw.llc_speedup, hw.update_cache_speedup) > 1:
         rank_lookups: dict[int, float] = {}
         for s, n, f in zip(shards, lookups, fracs, strict=True):
             rank_lookups[s.rank] = rank_lookups.get(s.rank, 0.0) + n / f
