@@ -256,7 +256,7 @@ def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_ke
 ) -> None:
     from recnotebooks.cli import build_parser
     from recnotebooks.measure import commands
-    from recnotebooks.perf.hardware import COLLECTIVES_SOURCE
+    from recnotebooks.perf.calibration_file import COLLECTIVES_SOURCE
 
     monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "cal.json"))
     base = HARDWARE["this_machine"]

@@ -14,16 +14,8 @@ import pytest
 
 from recnotebooks.config import preset
 from recnotebooks.perf.cost import estimate
-from recnotebooks.perf.hardware import (
-    GB,
-    HARDWARE,
-    MLPERF_ACCELERATORS,
-    OPTIONAL_FIELDS,
-    TB,
-    Hardware,
-    mlperf_layout,
-    preset_for_accelerator,
-)
+from recnotebooks.perf.hardware import GB, HARDWARE, OPTIONAL_FIELDS, TB, Hardware
+from recnotebooks.perf.mlperf_systems import MLPERF_ACCELERATORS, mlperf_layout, preset_for_accelerator
 
 #: The presets of MLPerf's DCNv2 accelerators added for them, and the two existing ones reviewed.
 NEW = ["spr_node", "a40_node", "dgx_a100_80gb", "l40_node", "l40s_node", "h100_pcie_node", "h200_nvl_node",

@@ -23,7 +23,8 @@ from recnotebooks.measure.calibrate import (
     save_calibration,
 )
 from recnotebooks.measure.validate import VALIDATION_SWEEP, spearman, validate
-from recnotebooks.perf.hardware import COLLECTIVES_SOURCE, HARDWARE, Hardware, hardware
+from recnotebooks.perf.calibration_file import COLLECTIVES_SOURCE
+from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:

@@ -19,14 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from recnotebooks.perf.access import cache_rows_for_hit_rate, expected_unique, hit_rate
-from recnotebooks.perf.hardware import (
-    HARDWARE,
-    Hardware,
-    hardware,
-    load_calibration,
-    load_probe,
-    save_calibration,
-)
+from recnotebooks.perf.calibration_file import load_probe
+from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware, load_calibration, save_calibration
 
 CITED = ("peak_flops", "hbm_bytes", "hbm_bw", "power_w", "nic_bw", "gemm_max_efficiency", "gather_efficiency",
          "op_overhead_s")  # fmt: skip
@@ -106,7 +100,7 @@ def test_hardware_lookup_and_overrides() -> None:
     assert hardware(hw) is hw
 
 
-# ----- the saved calibration (stored and loaded by perf.hardware, written by perf.calibrate) ----
+# ----- the saved calibration (stored and loaded by perf.hardware in perf.calibration_file's file) ----
 def test_this_machine_loads_without_importing_the_microbenchmarks(tmp_path: Path) -> None:
     """perf.hardware reads the saved calibration itself: no hardware <-> calibrate cycle."""
     saved = tmp_path / "cal.json"
@@ -123,8 +117,11 @@ def test_this_machine_loads_without_importing_the_microbenchmarks(tmp_path: Path
 def test_calibrate_reexports_the_storage_functions() -> None:
     calibrate = importlib.import_module("recnotebooks.measure.calibrate")
     hardware_module = importlib.import_module("recnotebooks.perf.hardware")
-    for name in ("calibration_path", "save_calibration", "load_calibration", "load_probe"):
+    file_module = importlib.import_module("recnotebooks.perf.calibration_file")
+    for name in ("save_calibration", "load_calibration"):
         assert getattr(calibrate, name) is getattr(hardware_module, name)
+    for name in ("calibration_path", "load_probe"):
+        assert getattr(calibrate, name) is getattr(file_module, name)
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,9 @@ per-operator overhead and the fixed per-step cost, each the median of three roun
 :class:`~recnotebooks.perf.hardware.Hardware` named ``this_machine``;
 :func:`~recnotebooks.perf.hardware.save_calibration` stores it (``~/.cache/recnotebooks``,
 or ``$RECNB_CALIBRATION``) and ``hardware("this_machine")`` loads it from then on. The
-stored file belongs to :mod:`recnotebooks.perf.hardware` (which loads it and must not
-import this module); its functions are re-exported here.
+stored file belongs to :mod:`recnotebooks.perf.calibration_file` and
+:mod:`recnotebooks.perf.hardware` (which loads it and must not import this module); their
+functions are re-exported here.
 
 :mod:`recnotebooks.measure.validate` checks the calibrated model against real steps; its
 speed :func:`probe` and :func:`at_speed` live here, beside what they correct.
@@ -30,18 +31,15 @@ from recnotebooks.kernels.fused import fused_available
 from recnotebooks.kernels.fused_adagrad import adagrad, group_lookups
 from recnotebooks.measure import measure_step
 from recnotebooks.nn.rows import group_by_row
-from recnotebooks.perf.components.ops import op_count
-from recnotebooks.perf.cost import estimate
-from recnotebooks.perf.hardware import (
+from recnotebooks.perf.calibration_file import (
     COLLECTIVE_FIELDS,
     COLLECTIVES_SOURCE,
-    HARDWARE,
-    Hardware,
     calibration_path,
-    load_calibration,
     load_probe,
-    save_calibration,
 )
+from recnotebooks.perf.components.ops import op_count
+from recnotebooks.perf.cost import estimate
+from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration, save_calibration
 from recnotebooks.train import resolve_device
 
 __all__ = [

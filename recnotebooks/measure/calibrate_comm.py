@@ -55,9 +55,10 @@ from recnotebooks.measure.collective_timing import (
     time_collectives_in_step,
     time_sharded_step,
 )
+from recnotebooks.perf.calibration_file import COLLECTIVES_SOURCE
 from recnotebooks.perf.components.collectives import COLLECTIVES
 from recnotebooks.perf.components.ops import sharded_extra_ops
-from recnotebooks.perf.hardware import COLLECTIVES_SOURCE, Hardware, hardware
+from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.plan import Plan, TableShard
 
 __all__ = ["COLLECTIVES", "PATTERNS", "DEFAULT_SIZES", "QUICK_SIZES", "model_steps", "model_volume",

@@ -16,7 +16,7 @@ from recnotebooks.measure.calibrate import (
 )
 from recnotebooks.measure.calibrate_comm import calibrate_collectives
 from recnotebooks.measure.validate import TARGETS, ValidationResult, calibrate_and_validate, validate
-from recnotebooks.perf.hardware import COLLECTIVE_FIELDS, COLLECTIVES_SOURCE, check_calibration_path
+from recnotebooks.perf.calibration_file import COLLECTIVE_FIELDS, COLLECTIVES_SOURCE, check_calibration_path
 from recnotebooks.train import resolve_device
 
 __all__ = ["add_parsers", "print_validation", "run"]

@@ -29,8 +29,9 @@ from recnotebooks.measure.calibrate import (
     fit_calibration,
     probe,
 )
+from recnotebooks.perf.calibration_file import load_probe
 from recnotebooks.perf.cost import estimate
-from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration, load_probe
+from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration
 
 __all__ = [
     "validate",

@@ -7,14 +7,15 @@ NVLink between devices, the node's NICs), latencies and power. Sources are in
 datasheets and whitepapers, the talks and papers that describe Big Basin, Zion and ZionEX),
 *measured* where a number was measured, or marked *approximate* / *modeling assumption*
 where no spec gives the number (efficiency curves, per-op overheads). ``this_machine`` is
-filled by :mod:`recnotebooks.measure.calibrate`.
+filled by :mod:`recnotebooks.measure.calibrate`; :func:`save_calibration` and
+:func:`load_calibration` store it in and read it from the file of
+:mod:`recnotebooks.perf.calibration_file`.
 
 The node of every accelerator in MLPerf Training's DLRM-DCNv2 results (v3.0-v5.1) has a preset,
 its links, host memory and NICs cited from a submission's system description
-(``systems/<system>.json``); :func:`preset_for_accelerator` and :func:`mlperf_layout` read such a
-description's accelerator name and counts (:data:`MLPERF_ACCELERATORS`). A GB200 NVL72 rack is
-one node of 72 GPUs (``gb200_nvl72``): its NVLink domain spans the rack, so collectives among
-MLPerf's 4-GPU trays run over NVLink, which ``intra_node_bw`` prices.
+(``systems/<system>.json``); :mod:`recnotebooks.perf.mlperf_systems` maps such a description to
+its preset. A GB200 NVL72 rack is one node of 72 GPUs (``gb200_nvl72``): its NVLink domain spans
+the rack, so collectives among MLPerf's 4-GPU trays run over NVLink, which ``intra_node_bw`` prices.
 
 Copy and edit a preset in a notebook with ``hardware("dgx_a100").replace(hbm_bytes=80e9)``.
 """
@@ -23,10 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import os
-import re
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,18 +35,15 @@ from recnotebooks.checks import (
     check_int,
     check_str,
     check_type,
-    check_writable_file,
-    parse_int,
     show,
 )
+from recnotebooks.perf.calibration_file import _ignored, _load, _path_name, check_calibration_path
 from recnotebooks.perf.precision import PRECISIONS
 from recnotebooks.perf.sources import cite
 from recnotebooks.plan import MAX_RANKS
 
 __all__ = ["Hardware", "HARDWARE", "hardware", "hardware_names", "GB", "DTYPE_BYTES", "FIELD_RANGES",
-           "calibration_path", "check_calibration_path", "save_calibration", "load_calibration",
-           "load_probe", "MLPERF_ACCELERATORS", "MLPERF_CPU_HOSTS", "preset_for_accelerator",
-           "mlperf_layout", "RACK_PRESETS"]  # fmt: skip
+           "save_calibration", "load_calibration"]  # fmt: skip
 
 GB = 1e9
 TB = 1e12
@@ -920,171 +914,14 @@ def hardware(name: str | Hardware, **overrides: object) -> Hardware:
     return hw.replace(**overrides) if overrides else hw
 
 
-# ----- MLPerf Training's DLRM-DCNv2 systems and the presets that model them -------------------
-#: Each ``accelerator_model_name`` of the DLRM-DCNv2 systems of MLPerf Training v3.0-v5.1
-#: (``<submitter>/systems/<system>.json`` of ``mlcommons/training_results_v3.0`` ... ``v5.1``) and
-#: the preset that models its node. 4-GPU HGX H100 nodes (Dell XE8640/XE9640, Supermicro
-#: SYS-421GU, Fujitsu GX2560M7) are ``gpus=4`` of ``dgx_h100``; MLPerf's GB200 "nodes" are
-#: 4-GPU trays of one NVL72 rack, all in ``gb200_nvl72`` (:func:`mlperf_layout`).
-MLPERF_ACCELERATORS: dict[str, str] = {
-    "NVIDIA A40": "a40_node",
-    "NVIDIA A100-SXM-80GB CTS": "dgx_a100_80gb",
-    "NVIDIA A100-SXM4-80GB": "dgx_a100_80gb",
-    "NVIDIA L40": "l40_node",
-    "NVIDIA L40S": "l40s_node",
-    "NVIDIA H100-PCIe-80GB": "h100_pcie_node",
-    "NVIDIA H100-SXM5-80GB": "dgx_h100",
-    "NVIDIA H200-NVL-141GB": "h200_nvl_node",
-    "NVIDIA H200-SXM5-141GB": "h200_node",
-    "NVIDIA Blackwell GPU (B200-SXM-180GB)": "dgx_b200",
-    "NVIDIA Blackwell GPU (GB200)": "gb200_nvl72",
-    "NVIDIA Blackwell Ultra GPU (B300-SXM-270GB)": "hgx_b300",
-}
-#: A CPU-only system (``accelerator_model_name`` "N/A", 0 accelerators per node) is modeled by
-#: its host processor (``host_processor_model_name``): the CPUs with a preset.
-MLPERF_CPU_HOSTS: dict[str, str] = {
-    "Intel Xeon Platinum 84xx (4th Gen Xeon Scalable: Sapphire Rapids)": "spr_node"
-}
-_CPU_PATTERNS = {"spr_node": r"xeon(\(r\))? platinum 84\d\d"}
-_NO_ACCELERATOR = ("n/a", "none", "")
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
-def preset_for_accelerator(
-    name: str, accelerators_per_node: int | str | None = None, host_processor: str | None = None
-) -> str:
-    """The preset that models an MLPerf system's node, from its system JSON's
-    ``accelerator_model_name`` (:data:`MLPERF_ACCELERATORS`; case and spacing ignored) and,
-    when given, its ``accelerators_per_node`` (an int or the JSON's string of digits, at most the
-    preset's ``devices``). A CPU-only system (name ``"N/A"``, 0 accelerators) needs its
-    ``host_processor_model_name`` (:data:`MLPERF_CPU_HOSTS`). ``ValueError`` naming the
-    parameter, its value and what is allowed for anything else:
-
-    >>> preset_for_accelerator("NVIDIA H100-SXM5-80GB", "8")
-    'dgx_h100'
-    """
-    check_str("name", name, nonempty=False)
-    if _normal(name) in _NO_ACCELERATOR:
-        if accelerators_per_node is not None and _count("accelerators_per_node", accelerators_per_node) != 0:
-            raise ValueError(
-                f"accelerators_per_node must be 0 for a CPU-only system (name {name!r}), "
-                f"got {show(accelerators_per_node)}"
-            )
-        if host_processor is None:
-            raise ValueError(
-                f"host_processor must name the host CPU of a CPU-only system (name {name!r}), "
-                f"one of {list(MLPERF_CPU_HOSTS)}, got None"
-            )
-        check_str("host_processor", host_processor)
-        for preset_name in MLPERF_CPU_HOSTS.values():
-            if re.search(_CPU_PATTERNS[preset_name], _normal(host_processor)):
-                return preset_name
-        raise ValueError(
-            f"host_processor must be one of {list(MLPERF_CPU_HOSTS)} (the CPUs with a preset), "
-            f"got {host_processor!r}"
-        )
-    known = {_normal(k): v for k, v in MLPERF_ACCELERATORS.items()}
-    if _normal(name) not in known:
-        raise ValueError(
-            f"name must be an accelerator of MLPerf's DLRM-DCNv2 systems, one of "
-            f"{list(MLPERF_ACCELERATORS)} (or 'N/A' for a CPU-only system), got {name!r}"
-        )
-    preset_name = known[_normal(name)]
-    if accelerators_per_node is not None:
-        devices = HARDWARE[preset_name].devices
-        n = _count("accelerators_per_node", accelerators_per_node, lo=1)
-        if n > devices:
-            raise ValueError(
-                f"accelerators_per_node must be <= {devices} (devices per {preset_name} node, "
-                f"the preset of {name!r}), got {show(accelerators_per_node)}"
-            )
-    return preset_name
-
-
-def _count(param: str, value: object, lo: int = 0) -> int:
-    """An int, or a system JSON's string of ASCII digits, at least ``lo``."""
-    if isinstance(value, str):
-        return parse_int(param, value.strip(), lo=lo, hi=MAX_RANKS)
-    return check_int(param, value, lo=lo, hi=MAX_RANKS)
-
-
-#: Presets whose one node holds several of MLPerf's nodes: an NVL72 rack of 4-GPU trays.
-RACK_PRESETS = ("gb200_nvl72",)
-
-
-def mlperf_layout(
-    name: str,
-    accelerators_per_node: int | str,
-    number_of_nodes: int | str,
-    host_processor: str | None = None,
-) -> tuple[str, int, int]:
-    """``(preset, gpus, nodes)`` that model an MLPerf system (``estimate(config, preset,
-    gpus=gpus, nodes=nodes, ...)``), from its system JSON's fields: the preset of
-    :func:`preset_for_accelerator` with MLPerf's accelerators per node and nodes; on a rack
-    preset (:data:`RACK_PRESETS`) MLPerf's trays fill one rack first (16 trays of 4 GPUs:
-    ``("gb200_nvl72", 64, 1)``); a CPU-only system is one device per node."""
-    preset_name = preset_for_accelerator(name, accelerators_per_node, host_processor)
-    per_node = _count("accelerators_per_node", accelerators_per_node)
-    nodes = _count("number_of_nodes", number_of_nodes, lo=1)
-    hw = HARDWARE[preset_name]
-    if hw.kind == "cpu":
-        return preset_name, 1, nodes
-    if preset_name in RACK_PRESETS:
-        total = per_node * nodes
-        if total <= hw.devices:
-            return preset_name, total, 1
-        if total % hw.devices:
-            raise ValueError(
-                f"number_of_nodes must fill whole {hw.devices}-GPU racks of {preset_name} beyond "
-                f"one rack, got {nodes} x {per_node} = {total} GPUs"
-            )
-        return preset_name, hw.devices, total // hw.devices
-    return preset_name, per_node, nodes
-
-
 # ----- the saved calibration of this machine (written by recnotebooks.measure.calibrate) -----
-#: The fields ``recnb calibrate --collectives`` fits (a plain calibration keeps a saved fit of
-#: them), and how each one's source begins once it has measured them here.
-COLLECTIVE_FIELDS = ("collective_latency_s", "intra_node_bw", "sharded_op_overhead_s")
-COLLECTIVES_SOURCE = "calibrated here by recnb calibrate --collectives"
-
-
-def calibration_path(kind: str = "cpu") -> Path:
-    """Where the calibration of this machine's CPU (``kind="cpu"``) or GPU (``"gpu"``) is
-    stored; ``$RECNB_CALIBRATION`` overrides the CPU one's path (a GPU one sits beside it)."""
-    if kind not in ("cpu", "gpu"):
-        raise ValueError(f"kind must be 'cpu' or 'gpu', got {kind!r}")
-    env = os.environ.get("RECNB_CALIBRATION")
-    cpu = Path(env) if env else Path.home() / ".cache" / "recnotebooks" / "this_machine.json"
-    return cpu if kind == "cpu" else cpu.with_name(cpu.stem + "_gpu" + cpu.suffix)
-
-
-def _path_name(path: str | Path | None) -> str:
-    """How an error names the calibration file: ``path`` when given, else the environment variable."""
-    return (
-        "path"
-        if path
-        else ("RECNB_CALIBRATION" if os.environ.get("RECNB_CALIBRATION") else "calibration path")
-    )
-
-
-def check_calibration_path(path: str | Path | None = None, kind: str = "cpu") -> Path:
-    """The file :func:`save_calibration` would write (``path``, else :func:`calibration_path`),
-    once a file can be written there: ``ValueError`` naming ``path`` (or ``RECNB_CALIBRATION``),
-    its value and why when it is a directory, sits under a file, or cannot be created. The
-    ``recnb calibrate`` and ``recnb validate`` commands check it before minutes of measuring."""
-    p = Path(path) if path else calibration_path(kind)
-    return check_writable_file(_path_name(path), p, example="this_machine.json")
-
-
+# The file itself (where it lives, reading it, the probe saved with it): perf.calibration_file.
 def save_calibration(
     hw: Hardware, probe: dict[str, float] | None = None, path: str | Path | None = None
 ) -> Path:
     """Store ``hw`` (and the speed probe taken with it) for ``hardware("this_machine")``;
-    ``ValueError`` (nothing written) when ``path`` cannot be written (:func:`check_calibration_path`)."""
+    ``ValueError`` (nothing written) when ``path`` cannot be written
+    (:func:`~recnotebooks.perf.calibration_file.check_calibration_path`)."""
     check_type("hw", hw, Hardware, "a Hardware")
     p = check_calibration_path(path, hw.kind)
     text = json.dumps({"hardware": dataclasses.asdict(hw), "probe": probe}, indent=1)
@@ -1093,34 +930,6 @@ def save_calibration(
     except OSError as e:
         raise ValueError(f"{_path_name(path)} {str(p)!r} cannot be written: {e.strerror or e}") from None
     return p
-
-
-def _load(path: str | Path | None, kind: str = "cpu") -> dict:
-    """The saved file as a dict: ``{}`` when there is none, and a warning naming the file when
-    it cannot be read (the uncalibrated defaults are used then)."""
-    p = Path(path) if path else calibration_path(kind)
-    if not p.exists():
-        blocker = next((f for f in p.parents if f.exists()), None)
-        if blocker is not None and not blocker.is_dir():  # it can never exist: say so once
-            _ignored(p, f"{str(blocker)!r} is a file, not a folder", stacklevel=4)
-        return {}
-    try:
-        d = json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        d = f"not readable JSON ({type(e).__name__}: {e})"
-    if not isinstance(d, dict):
-        _ignored(p, d if isinstance(d, str) else f"not a JSON object ({type(d).__name__})", stacklevel=4)
-        return {}
-    return d | {"_path": p}
-
-
-def _ignored(path: Path, why: str, stacklevel: int = 3) -> None:
-    why = why if len(why) <= 160 else why[:159] + "…"
-    warnings.warn(
-        f"ignoring the saved calibration {path}: {why}; using the uncalibrated defaults "
-        "(run `recnb calibrate` to write a new one)",
-        stacklevel=stacklevel,
-    )
 
 
 def load_calibration(path: str | Path | None = None, kind: str = "cpu") -> Hardware | None:
@@ -1138,12 +947,3 @@ def load_calibration(path: str | Path | None = None, kind: str = "cpu") -> Hardw
     except (KeyError, ValueError, TypeError, AttributeError) as e:
         _ignored(d["_path"], f"{type(e).__name__}: {e}")
         return None
-
-
-def load_probe(path: str | Path | None = None, kind: str = "cpu") -> dict[str, float] | None:
-    """The speed probe saved with the calibration (see :func:`recnotebooks.measure.calibrate.probe`),
-    or None when there is none or its speeds are not finite positive numbers."""
-    p = _load(path, kind).get("probe")
-    speeds = [p.get("gflops"), p.get("copy_bw")] if isinstance(p, dict) else [None]
-    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in speeds)
-    return p if ok else None  # type: ignore[return-value]

@@ -30,7 +30,7 @@ from recnotebooks.config import DLRMConfig, TableConfig, preset
 from recnotebooks.perf.components.ops import HUGECTR
 from recnotebooks.perf.convergence import EVAL_SAMPLES, evaluations
 from recnotebooks.perf.cost import estimate
-from recnotebooks.perf.hardware import GB, Hardware, hardware, mlperf_layout
+from recnotebooks.perf.hardware import GB, Hardware, hardware
 from recnotebooks.perf.mlperf import (
     FIT_ROUNDS,
     HELD_OUT_ROUNDS,
@@ -38,6 +38,7 @@ from recnotebooks.perf.mlperf import (
     TRAIN_SAMPLES,
     MLPerfResult,
 )
+from recnotebooks.perf.mlperf_systems import mlperf_layout
 from recnotebooks.perf.placement import _percent
 from recnotebooks.perf.planner import RESERVE
 from recnotebooks.perf.result import COMMUNICATION, COMPUTE, CostResult

@@ -1,0 +1,150 @@
+"""The systems of MLPerf Training's DLRM-DCNv2 results and the hardware presets that model them.
+
+Every accelerator in MLPerf Training's DLRM-DCNv2 results (v3.0-v5.1) has a preset in
+:mod:`recnotebooks.perf.hardware`, its links, host memory and NICs cited from a submission's
+system description (``systems/<system>.json``). :func:`preset_for_accelerator` and
+:func:`mlperf_layout` read such a description's accelerator name and counts
+(:data:`MLPERF_ACCELERATORS`; a CPU-only system by its host processor, :data:`MLPERF_CPU_HOSTS`)
+and say which preset, how many GPUs and how many nodes model it. A GB200 NVL72 rack is one node
+of 72 GPUs (``gb200_nvl72``, :data:`RACK_PRESETS`): its NVLink domain spans the rack, so
+MLPerf's 4-GPU trays fill one rack before the next.
+"""
+
+from __future__ import annotations
+
+import re
+
+from recnotebooks.checks import check_int, check_str, parse_int, show
+from recnotebooks.perf.hardware import HARDWARE
+from recnotebooks.plan import MAX_RANKS
+
+__all__ = [
+    "MLPERF_ACCELERATORS",
+    "MLPERF_CPU_HOSTS",
+    "RACK_PRESETS",
+    "mlperf_layout",
+    "preset_for_accelerator",
+]
+
+#: Each ``accelerator_model_name`` of the DLRM-DCNv2 systems of MLPerf Training v3.0-v5.1
+#: (``<submitter>/systems/<system>.json`` of ``mlcommons/training_results_v3.0`` ... ``v5.1``) and
+#: the preset that models its node. 4-GPU HGX H100 nodes (Dell XE8640/XE9640, Supermicro
+#: SYS-421GU, Fujitsu GX2560M7) are ``gpus=4`` of ``dgx_h100``; MLPerf's GB200 "nodes" are
+#: 4-GPU trays of one NVL72 rack, all in ``gb200_nvl72`` (:func:`mlperf_layout`).
+MLPERF_ACCELERATORS: dict[str, str] = {
+    "NVIDIA A40": "a40_node",
+    "NVIDIA A100-SXM-80GB CTS": "dgx_a100_80gb",
+    "NVIDIA A100-SXM4-80GB": "dgx_a100_80gb",
+    "NVIDIA L40": "l40_node",
+    "NVIDIA L40S": "l40s_node",
+    "NVIDIA H100-PCIe-80GB": "h100_pcie_node",
+    "NVIDIA H100-SXM5-80GB": "dgx_h100",
+    "NVIDIA H200-NVL-141GB": "h200_nvl_node",
+    "NVIDIA H200-SXM5-141GB": "h200_node",
+    "NVIDIA Blackwell GPU (B200-SXM-180GB)": "dgx_b200",
+    "NVIDIA Blackwell GPU (GB200)": "gb200_nvl72",
+    "NVIDIA Blackwell Ultra GPU (B300-SXM-270GB)": "hgx_b300",
+}
+#: A CPU-only system (``accelerator_model_name`` "N/A", 0 accelerators per node) is modeled by
+#: its host processor (``host_processor_model_name``): the CPUs with a preset.
+MLPERF_CPU_HOSTS: dict[str, str] = {
+    "Intel Xeon Platinum 84xx (4th Gen Xeon Scalable: Sapphire Rapids)": "spr_node"
+}
+_CPU_PATTERNS = {"spr_node": r"xeon(\(r\))? platinum 84\d\d"}
+_NO_ACCELERATOR = ("n/a", "none", "")
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def preset_for_accelerator(
+    name: str, accelerators_per_node: int | str | None = None, host_processor: str | None = None
+) -> str:
+    """The preset that models an MLPerf system's node, from its system JSON's
+    ``accelerator_model_name`` (:data:`MLPERF_ACCELERATORS`; case and spacing ignored) and,
+    when given, its ``accelerators_per_node`` (an int or the JSON's string of digits, at most the
+    preset's ``devices``). A CPU-only system (name ``"N/A"``, 0 accelerators) needs its
+    ``host_processor_model_name`` (:data:`MLPERF_CPU_HOSTS`). ``ValueError`` naming the
+    parameter, its value and what is allowed for anything else:
+
+    >>> preset_for_accelerator("NVIDIA H100-SXM5-80GB", "8")
+    'dgx_h100'
+    """
+    check_str("name", name, nonempty=False)
+    if _normal(name) in _NO_ACCELERATOR:
+        if accelerators_per_node is not None and _count("accelerators_per_node", accelerators_per_node) != 0:
+            raise ValueError(
+                f"accelerators_per_node must be 0 for a CPU-only system (name {name!r}), "
+                f"got {show(accelerators_per_node)}"
+            )
+        if host_processor is None:
+            raise ValueError(
+                f"host_processor must name the host CPU of a CPU-only system (name {name!r}), "
+                f"one of {list(MLPERF_CPU_HOSTS)}, got None"
+            )
+        check_str("host_processor", host_processor)
+        for preset_name in MLPERF_CPU_HOSTS.values():
+            if re.search(_CPU_PATTERNS[preset_name], _normal(host_processor)):
+                return preset_name
+        raise ValueError(
+            f"host_processor must be one of {list(MLPERF_CPU_HOSTS)} (the CPUs with a preset), "
+            f"got {host_processor!r}"
+        )
+    known = {_normal(k): v for k, v in MLPERF_ACCELERATORS.items()}
+    if _normal(name) not in known:
+        raise ValueError(
+            f"name must be an accelerator of MLPerf's DLRM-DCNv2 systems, one of "
+            f"{list(MLPERF_ACCELERATORS)} (or 'N/A' for a CPU-only system), got {name!r}"
+        )
+    preset_name = known[_normal(name)]
+    if accelerators_per_node is not None:
+        devices = HARDWARE[preset_name].devices
+        n = _count("accelerators_per_node", accelerators_per_node, lo=1)
+        if n > devices:
+            raise ValueError(
+                f"accelerators_per_node must be <= {devices} (devices per {preset_name} node, "
+                f"the preset of {name!r}), got {show(accelerators_per_node)}"
+            )
+    return preset_name
+
+
+def _count(param: str, value: object, lo: int = 0) -> int:
+    """An int, or a system JSON's string of ASCII digits, at least ``lo``."""
+    if isinstance(value, str):
+        return parse_int(param, value.strip(), lo=lo, hi=MAX_RANKS)
+    return check_int(param, value, lo=lo, hi=MAX_RANKS)
+
+
+#: Presets whose one node holds several of MLPerf's nodes: an NVL72 rack of 4-GPU trays.
+RACK_PRESETS = ("gb200_nvl72",)
+
+
+def mlperf_layout(
+    name: str,
+    accelerators_per_node: int | str,
+    number_of_nodes: int | str,
+    host_processor: str | None = None,
+) -> tuple[str, int, int]:
+    """``(preset, gpus, nodes)`` that model an MLPerf system (``estimate(config, preset,
+    gpus=gpus, nodes=nodes, ...)``), from its system JSON's fields: the preset of
+    :func:`preset_for_accelerator` with MLPerf's accelerators per node and nodes; on a rack
+    preset (:data:`RACK_PRESETS`) MLPerf's trays fill one rack first (16 trays of 4 GPUs:
+    ``("gb200_nvl72", 64, 1)``); a CPU-only system is one device per node."""
+    preset_name = preset_for_accelerator(name, accelerators_per_node, host_processor)
+    per_node = _count("accelerators_per_node", accelerators_per_node)
+    nodes = _count("number_of_nodes", number_of_nodes, lo=1)
+    hw = HARDWARE[preset_name]
+    if hw.kind == "cpu":
+        return preset_name, 1, nodes
+    if preset_name in RACK_PRESETS:
+        total = per_node * nodes
+        if total <= hw.devices:
+            return preset_name, total, 1
+        if total % hw.devices:
+            raise ValueError(
+                f"number_of_nodes must fill whole {hw.devices}-GPU racks of {preset_name} beyond "
+                f"one rack, got {nodes} x {per_node} = {total} GPUs"
+            )
+        return preset_name, hw.devices, total // hw.devices
+    return preset_name, per_node, nodes
