@@ -9,7 +9,7 @@ from recnotebooks.config import DLRMConfig, TableConfig, preset
 from recnotebooks.perf import traffic
 from recnotebooks.perf.components.collectives import hierarchical_all_to_all_seconds
 from recnotebooks.perf.hardware import hardware
-from recnotebooks.perf.published import hier_auto_nodes, mlperf_plan
+from recnotebooks.perf.mlperf_plan import hier_auto_nodes, mlperf_plan
 from recnotebooks.plan import combine, row_wise, table_wise
 
 

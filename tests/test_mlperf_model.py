@@ -1,7 +1,7 @@
 """The model against MLPerf Training's DLRM-DCNv2 results (recnotebooks.perf.published): the runs it
-compares, the plan and software stack it prices them with, and the errors it reports. The figures
-the documents quote (BENCHMARKS.md) are asserted here, so a change to the model that moves them
-fails until the documents say what the model says."""
+compares, the plan (recnotebooks.perf.mlperf_plan) and software stack it prices them with, and the
+errors it reports. The figures the documents quote (BENCHMARKS.md) are asserted here, so a change to
+the model that moves them fails until the documents say what the model says."""
 
 from __future__ import annotations
 
@@ -18,14 +18,12 @@ from recnotebooks.perf.components import collectives as coll
 from recnotebooks.perf.components.ops import HUGECTR
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.mlperf import FIT_ROUNDS, HELD_OUT_ROUNDS, MLPERF_DCNV2_RESULTS, TRAIN_SAMPLES
+from recnotebooks.perf.mlperf_plan import HIER_AUTO, SMALL_TABLE_ROWS, mlperf_plan
 from recnotebooks.perf.published import (
-    HIER_AUTO,
     MLPERF_RUNS,
-    SMALL_TABLE_ROWS,
     compare_published,
     fit_hugectr_step,
     mlperf_errors,
-    mlperf_plan,
     mlperf_ratios,
     mlperf_throughput,
 )

@@ -60,7 +60,8 @@ def test_a_billion_samples_priced_by_hand() -> None:
 def test_the_model_of_record_trains_as_mlperf_trains_it() -> None:
     from recnotebooks.perf import estimate
     from recnotebooks.perf.job import job_cost
-    from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan
+    from recnotebooks.perf.mlperf_plan import mlperf_plan
+    from recnotebooks.perf.published import MLPERF_SETUP
 
     rows, parts = model_of_record_servers(("big_basin", "dgx_h100"))
     cfg = preset("mlperf_dcnv2")

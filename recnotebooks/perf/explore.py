@@ -17,8 +17,9 @@ from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.job import job_cost, job_from_estimate
+from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import plan_tables, table_bytes
-from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan
+from recnotebooks.perf.published import MLPERF_SETUP
 from recnotebooks.plan import Plan
 
 __all__ = [
@@ -142,7 +143,7 @@ def best_placement(
     and priced with the state ``sparse_optimizer`` keeps (exact Adagrad's doubles an fp32 table);
     every candidate trains in ``dtype`` with ``implementation``'s step (:func:`~recnotebooks.perf.estimate`);
     ``"hugectr"`` keeps every table in HBM, so its one candidate is HBM with its own plan
-    (:func:`~recnotebooks.perf.published.mlperf_plan`).
+    (:func:`~recnotebooks.perf.mlperf_plan.mlperf_plan`).
     """
     common = {"batch_size": batch_size, "gpus": gpus, "dtype": dtype, "sparse_optimizer": sparse_optimizer,
               "dense_optimizer": dense_optimizer, "implementation": implementation}  # fmt: skip
@@ -275,7 +276,7 @@ def model_of_record_servers(
     Adagrad on the tables, whose state doubles their 105 GB; Adagrad on the dense part,
     :func:`~recnotebooks.config.preset_training`), at MLPerf's one-node global batch (55,296) unless
     ``batch_size`` says otherwise, communication overlapped as HugeCTR overlaps it. Its plan is
-    MLPerf's (:func:`~recnotebooks.perf.published.mlperf_plan`: every table in HBM) where that fits;
+    MLPerf's (:func:`~recnotebooks.perf.mlperf_plan.mlperf_plan`: every table in HBM) where that fits;
     else, as HugeCTR keeps every table in HBM, TorchRec's step (FBGEMM's GPU cache and host memory)
     at the fastest placement that fits (:func:`best_placement`: host DRAM behind a GPU cache of hit
     rate ``cache_hit_rate``, host DRAM, parameter servers). Each row: ``server``, ``placement``,

@@ -47,8 +47,9 @@ from recnotebooks.perf.cost import CostResult, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.hardware import hardware as _hardware  # convergence_jobs' parameter hides it
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate
+from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import STRATEGIES, plan_tables
-from recnotebooks.perf.published import MLPERF_SETUP, mlperf_plan, mlperf_seconds
+from recnotebooks.perf.published import MLPERF_SETUP, mlperf_seconds
 from recnotebooks.plan import PLACEMENTS, Plan
 
 __all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "MLPERF_STRATEGY",
@@ -85,7 +86,7 @@ PRECISION_OPTIONS = [("fp32", "fp32"), ("tf32", "tf32"), ("AMP bf16", "amp_bf16"
 #: one of :data:`~recnotebooks.perf.components.ops.HUGECTR_DTYPES` (no bf16).
 SOFTWARE_OPTIONS = [("TorchRec (eager PyTorch)", "torchrec"),
                     ("HugeCTR (MLPerf's: CUDA graphs, fused)", "hugectr")]  # fmt: skip
-#: The sharding strategy that is MLPerf's plan (:func:`~recnotebooks.perf.published.mlperf_plan`:
+#: The sharding strategy that is MLPerf's plan (:func:`~recnotebooks.perf.mlperf_plan.mlperf_plan`:
 #: small tables data-parallel, the busiest split row-wise, the rest whole, every table in HBM), what
 #: HugeCTR's planner builds for MLPerf's runs; the others are :data:`~recnotebooks.perf.planner.STRATEGIES`.
 MLPERF_STRATEGY = "mlperf"
@@ -517,7 +518,7 @@ def convergence_jobs(
 
     The step is the one notebook 02 holds against MLPerf's published runs
     (:data:`~recnotebooks.perf.published.MLPERF_SETUP`: NVIDIA's HugeCTR, mixed precision, exact
-    Adagrad; :func:`~recnotebooks.perf.published.mlperf_plan`), **modeled**; the epochs are the
+    Adagrad; :func:`~recnotebooks.perf.mlperf_plan.mlperf_plan`), **modeled**; the epochs are the
     curve's (:func:`job_epochs`, **published**); the run's minutes count its evaluations as MLPerf's
     do (:func:`~recnotebooks.perf.published.mlperf_seconds`). One row per layout and batch:
     ``layout``, ``nodes``, ``devices``, ``global_batch``, ``step_ms`` (communication overlapped, as

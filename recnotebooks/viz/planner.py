@@ -66,8 +66,8 @@ from recnotebooks.perf.job_planner import (
     setting_values,
     software_words,
 )
+from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import plan_tables
-from recnotebooks.perf.published import mlperf_plan
 from recnotebooks.perf.result import TABLE_HOMES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars, time_breakdown
