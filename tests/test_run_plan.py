@@ -1,4 +1,4 @@
-"""recnotebooks.distributed.sharded.run_plan: a plan run on local ranks in one call gives each rank its
+"""recnotebooks.distributed.plan_run.run_plan: a plan run on local ranks in one call gives each rank its
 samples' pooled outputs, equal to one process's collection, and the bytes its collectives moved
 (checked against the byte counts of the scheme, worked out here); bad settings are refused before
 any process starts."""
@@ -9,7 +9,7 @@ import pytest
 
 from recnotebooks.config import TableConfig
 from recnotebooks.distributed import PlanRun, run_plan
-from recnotebooks.distributed import sharded as S
+from recnotebooks.distributed.plan_run import MAX_RUN_PLAN_BATCH
 from recnotebooks.plan import Plan, TableShard, column_wise, combine, data_parallel, row_wise, table_wise
 
 pytestmark = pytest.mark.filterwarnings(
@@ -56,7 +56,7 @@ def test_the_bytes_are_the_schemes(mixed: PlanRun) -> None:
     [
         ({"batch_size": 7}, ValueError, "batch_size must be a multiple of the plan's world_size=2, got 7"),
         ({"batch_size": 1}, ValueError, "batch_size must be an int in"),
-        ({"batch_size": S.MAX_RUN_PLAN_BATCH + 2}, ValueError, "batch_size must be an int in"),
+        ({"batch_size": MAX_RUN_PLAN_BATCH + 2}, ValueError, "batch_size must be an int in"),
         ({"tables": TABLES[:3]}, ValueError, "'t3', which the config does not have"),
         ({"tables": ["t0"]}, TypeError, "tables must be a non-empty sequence of TableConfig"),
         ({"tables": (TableConfig("t0", 10**7), *TABLES[1:])}, ValueError, "more than a teaching run's"),

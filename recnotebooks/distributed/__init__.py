@@ -10,8 +10,9 @@
   :class:`~recnotebooks.plan.Plan` (table-, row-, column-wise, data-parallel, mixed) on the
   ranks: input all-to-all of ids, local fused lookups, output all-to-all of pooled vectors;
   :class:`ShardedSparseOptimizer` updates every shard (data-parallel replicas all-reduced);
-  ``start(batch)`` issues the output all-to-all asynchronously (:class:`ShardedLookup`);
-  :func:`run_plan` runs a plan on local ranks in one call, beside one process's collection.
+  ``start(batch)`` issues the output all-to-all asynchronously (:class:`ShardedLookup`).
+* :mod:`recnotebooks.distributed.plan_run` — :func:`run_plan` runs a plan on local ranks in one call,
+  beside one process's collection (:class:`PlanRun`).
 * :mod:`recnotebooks.distributed.hybrid` — :class:`HybridParallelDLRM`: sharded embeddings plus the MLPs
   in ``DistributedDataParallel``, the all-to-all overlapped with the bottom MLP.
 * :mod:`recnotebooks.distributed.twod` — 2D sparse parallelism: the plan shards tables inside groups of
@@ -26,14 +27,8 @@ from __future__ import annotations
 from .comm import CommHandle, CommLog, CommRecord, all_gather, all_reduce, all_to_all, reduce_scatter
 from .hybrid import HybridParallelDLRM, local_samples
 from .launch import LaunchError, LaunchResult, RankContext, RankFailure, launch, max_world_size
-from .sharded import (
-    LocalShard,
-    PlanRun,
-    ShardedEmbeddingBagCollection,
-    ShardedLookup,
-    ShardedSparseOptimizer,
-    run_plan,
-)
+from .plan_run import PlanRun, run_plan
+from .sharded import LocalShard, ShardedEmbeddingBagCollection, ShardedLookup, ShardedSparseOptimizer
 from .twod import TwoDShardedEmbeddingBagCollection, TwoDShardedSparseOptimizer, two_d_groups
 
 __all__ = ["CommHandle", "CommLog", "CommRecord", "HybridParallelDLRM", "LaunchError", "LaunchResult",
