@@ -18,6 +18,7 @@ attributes listed in the class body.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -273,7 +274,7 @@ class SlotStore:
             pol.load_state_dict(ps)
 
     # ----- device moves -----------------------------------------------------------------
-    def move(self, fn) -> None:  # type: ignore[no-untyped-def]
+    def move(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """``.to(device)`` / ``.double()`` of the collection (``fn``, after the collection's own
         parameters): the slots and their states move; the tables stay on the host."""
         w = self.weight
