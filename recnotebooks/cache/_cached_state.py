@@ -18,14 +18,19 @@ attributes listed in the class body.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from recnotebooks.cache.policies import CachePolicy
 from recnotebooks.cache.stats import CacheStats
+
+if TYPE_CHECKING:  # annotations only: store imports this module
+    from recnotebooks.cache.store import _Prefetched
 
 __all__ = ["RowState", "SlotStore"]
 
@@ -78,7 +83,10 @@ class SlotStore:
     _live: list[int]
     _epoch: int
     _hold_prefetch: bool
+    _prefetched: deque[_Prefetched]
     _stream: torch.cuda.Stream | None
+    # a method of CacheStore
+    new_row_state: Callable[..., torch.Tensor]
 
     # ----- views and storage ------------------------------------------------------------
     def _set_views(self, n: int) -> None:
@@ -228,7 +236,7 @@ class SlotStore:
                         if isinstance(t, torch.Tensor) and t.dim() == 2 and t.shape[1]
                         else None
                     )
-                    self.new_row_state(name, 0.0, t.dtype, width)  # type: ignore[attr-defined]
+                    self.new_row_state(name, 0.0, t.dtype, width)
         expected: dict[str, torch.Tensor] = {}
         self.save_state(expected, prefix)
         missing_keys.extend(k for k in expected if k not in state_dict)
@@ -253,7 +261,7 @@ class SlotStore:
     def _load_tensors(self, state_dict: dict[str, torch.Tensor], prefix: str) -> None:
         """Restore a checked state dict (see :meth:`save_state`)."""
         self._live.clear()
-        self._prefetched.clear()  # type: ignore[attr-defined]
+        self._prefetched.clear()
         self._staged = np.zeros(0, np.int64)
         self._set_views(self.capacity)
         cap = self.capacity
