@@ -21,16 +21,13 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import torch
 
 from recnotebooks.cache.policies import CachePolicy
 from recnotebooks.cache.stats import CacheStats
-
-if TYPE_CHECKING:  # annotations only: store imports this module
-    from recnotebooks.cache.store import _Prefetched
 
 __all__ = ["RowState", "SlotStore"]
 
@@ -83,7 +80,7 @@ class SlotStore:
     _live: list[int]
     _epoch: int
     _hold_prefetch: bool
-    _prefetched: deque[_Prefetched]
+    _prefetched: deque[Any]  # CacheStore's prefetched batches (store imports this module, not back)
     _stream: torch.cuda.Stream | None
     # a method of CacheStore
     new_row_state: Callable[..., torch.Tensor]
