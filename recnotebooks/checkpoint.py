@@ -214,7 +214,7 @@ def check_fields(
             {"momentum": sparse.get("momentum")},
             {"momentum": sparse_optimizer.momentum},
             p,
-        )  # type: ignore[attr-defined]
+        )
         m = sparse["momentum"]
         ok = torch.isfinite(m) & (m >= 0)
         if not bool(ok.all()):  # checked here, before the trainer changes anything

@@ -176,8 +176,9 @@ def check_str(name: str, value: object, *, nonempty: bool = True) -> str:
     return value
 
 
-def check_choice(name: str, value: T, allowed: Iterable[T]) -> T:
-    """``value`` if it is one of ``allowed`` (compared with ``==``, booleans never match numbers)."""
+def check_choice(name: str, value: object, allowed: Iterable[T]) -> T:
+    """The option of ``allowed`` that ``value`` equals (compared with ``==``, booleans never match
+    numbers), typed as the options are: ``check_choice("policy", p, ("lru", "lfu"))`` is a ``str``."""
     options = list(allowed)
     for o in options:
         if isinstance(o, bool) != isinstance(value, bool):
@@ -191,14 +192,23 @@ def check_choice(name: str, value: T, allowed: Iterable[T]) -> T:
 
 
 _V = TypeVar("_V")
+_W = TypeVar("_W")
+_X = TypeVar("_X")
 
 
 @overload
 def check_type(name: str, value: object, types: type[_V], what: str) -> _V: ...
 @overload
+def check_type(name: str, value: object, types: tuple[type[_V], type[_W]], what: str) -> _V | _W: ...
+@overload
+def check_type(
+    name: str, value: object, types: tuple[type[_V], type[_W], type[_X]], what: str
+) -> _V | _W | _X: ...
+@overload
 def check_type(name: str, value: object, types: tuple[type, ...], what: str) -> object: ...
 def check_type(name: str, value: object, types: type | tuple[type, ...], what: str) -> object:
-    """``value`` if it is an instance of ``types``; ``what`` says it in words (``"a DLRMConfig"``)."""
+    """``value`` if it is an instance of ``types``, typed as one; ``what`` says it in words
+    (``"a DLRMConfig"``)."""
     if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
         raise TypeError(f"{name} must be {what}, got {show(value)} (bool)")
     if not isinstance(value, types):
@@ -334,12 +344,12 @@ def format_bytes(n: float) -> str:
     return f"{n:,.0f} bytes"
 
 
-def available_memory_bytes(device: object = "cpu") -> int | None:
+def available_memory_bytes(device: torch.device | str | int | None = "cpu") -> int | None:
     """Free memory on ``device`` (host: MemAvailable; CUDA: free device memory; ``None``: torch's
     default device), or None if unknown."""
     import torch
 
-    dev = torch.get_default_device() if device is None else torch.device(device)  # type: ignore[arg-type]
+    dev = torch.get_default_device() if device is None else torch.device(device)
     if dev.type == "cuda":
         free, _ = torch.cuda.mem_get_info(dev)
         return int(free)
@@ -358,7 +368,9 @@ def available_memory_bytes(device: object = "cpu") -> int | None:
         return None
 
 
-def check_fits_memory(what: str, need: int, device: object = "cpu", *, hint: str = "") -> None:
+def check_fits_memory(
+    what: str, need: int, device: torch.device | str | int | None = "cpu", *, hint: str = ""
+) -> None:
     """Raise ``ValueError`` before allocating when ``need`` bytes exceed the memory ``device``
     has available now (:func:`available_memory_bytes`); the message gives both, in bytes.
     ``what`` names the thing allocated (``"embedding tables (weight)"``), ``hint`` what to change."""

@@ -14,10 +14,16 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from recnotebooks.checks import MAX_STEPS, parse_float, parse_int
+
+if TYPE_CHECKING:  # annotations only: the commands import what they run when they run
+    import torch
+
+    from recnotebooks.config import DLRMConfig
+    from recnotebooks.train import Trainer
 
 __all__ = ["main", "build_parser", "config_from_args", "training_settings", "TRAIN_DEFAULTS"]
 
@@ -45,7 +51,7 @@ class CLIError(Exception):
     """A user error: printed as one line, exit status 2."""
 
 
-def _int_arg(name: str, lo: int = 1, hi: int | None = None):  # type: ignore[no-untyped-def]
+def _int_arg(name: str, lo: int = 1, hi: int | None = None) -> Callable[[str], int]:
     """argparse type: an int in ``[lo, hi]`` written in ASCII digits
     (:func:`recnotebooks.checks.parse_int`)."""
 
@@ -58,7 +64,9 @@ def _int_arg(name: str, lo: int = 1, hi: int | None = None):  # type: ignore[no-
     return parse
 
 
-def _float_arg(name: str, lo: float = 0.0, hi: float | None = None, lo_open: bool = True):  # type: ignore[no-untyped-def]
+def _float_arg(
+    name: str, lo: float = 0.0, hi: float | None = None, lo_open: bool = True
+) -> Callable[[str], float]:
     """argparse type: a finite number in the range (default > 0), ASCII only, via
     :func:`recnotebooks.checks.parse_float`."""
 
@@ -71,7 +79,7 @@ def _float_arg(name: str, lo: float = 0.0, hi: float | None = None, lo_open: boo
     return parse
 
 
-def _add_train_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from recnotebooks.config import (
         DENSE_OPTIMIZERS,
         INTERACTIONS,
@@ -262,7 +270,7 @@ def _check_optimizers(args: argparse.Namespace) -> None:
             )
 
 
-def config_from_args(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def config_from_args(args: argparse.Namespace) -> DLRMConfig:
     """The preset named by ``--preset`` with the architecture overrides applied."""
     import dataclasses
 
@@ -331,7 +339,7 @@ def _check_train_options(args: argparse.Namespace) -> None:
         raise CLIError(f"--checkpoint-every {args.checkpoint_every} needs --checkpoint PATH")
 
 
-def _check_memory(cfg, device, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]
+def _check_memory(cfg: DLRMConfig, device: torch.device, args: argparse.Namespace) -> None:
     """Refuse a run whose weights, optimizer state, interaction buffers and one batch's
     activations (twice: values and gradients) would not fit in 80% of free memory."""
     from recnotebooks.doctor import available_memory_bytes
@@ -354,7 +362,7 @@ def _check_memory(cfg, device, args: argparse.Namespace) -> None:  # type: ignor
         )
 
 
-def _train_data(args: argparse.Namespace, cfg) -> tuple[Any, Any, dict[str, Any]]:  # type: ignore[no-untyped-def]
+def _train_data(args: argparse.Namespace, cfg: DLRMConfig) -> tuple[Any, Any, dict[str, Any]]:
     """Train and eval streams: synthetic, or a held-out split of ``--data`` files."""
     from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
 
@@ -384,7 +392,9 @@ def _train_data(args: argparse.Namespace, cfg) -> tuple[Any, Any, dict[str, Any]
     return HeldOutSplit(readers[0], fraction, "train"), HeldOutSplit(readers[1], fraction, "eval"), info
 
 
-def _trainer(args: argparse.Namespace, cfg, device):  # type: ignore[no-untyped-def]
+def _trainer(
+    args: argparse.Namespace, cfg: DLRMConfig, device: torch.device
+) -> tuple[Trainer, dict[str, Any]]:
     import torch
 
     from recnotebooks.nn import DLRM
@@ -412,7 +422,7 @@ def _trainer(args: argparse.Namespace, cfg, device):  # type: ignore[no-untyped-
     return trainer, info
 
 
-def _skipped_lines(reader) -> str:  # type: ignore[no-untyped-def]
+def _skipped_lines(reader: object) -> str:
     """Why a --data run found no usable lines, if the reader skipped some."""
     st = getattr(reader, "stats", None)
     if st is None or not st.skipped:

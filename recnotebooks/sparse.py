@@ -25,12 +25,16 @@ builds exactly this batch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from recnotebooks.checks import check_choice, check_float, check_int, check_type, show
+
+if TYPE_CHECKING:  # the optional torchrec package, for annotations only
+    from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 __all__ = ["JaggedBatch"]
 
@@ -211,7 +215,7 @@ class JaggedBatch:
         return out
 
     # ----- movement -----------------------------------------------------------------
-    def _map(self, fn) -> JaggedBatch:  # type: ignore[no-untyped-def]
+    def _map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> JaggedBatch:
         return JaggedBatch(
             self.keys,
             fn(self.values),
@@ -235,7 +239,7 @@ class JaggedBatch:
         return self.values.is_pinned()
 
     # ----- torchrec interop -----------------------------------------------------------
-    def to_kjt(self):  # type: ignore[no-untyped-def]
+    def to_kjt(self) -> KeyedJaggedTensor:
         """Convert to ``torchrec.KeyedJaggedTensor`` (needs the optional torchrec package)."""
         try:
             from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
@@ -250,7 +254,7 @@ class JaggedBatch:
         )
 
     @classmethod
-    def from_kjt(cls, kjt) -> JaggedBatch:  # type: ignore[no-untyped-def]
+    def from_kjt(cls, kjt: KeyedJaggedTensor) -> JaggedBatch:
         """Convert from a ``torchrec.KeyedJaggedTensor`` (key-major, like this class)."""
         return cls(
             keys=tuple(kjt.keys()),

@@ -105,7 +105,7 @@ def metric_lines(report: dict[str, Any]) -> list[str]:
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """``None``/``"auto"`` -> CUDA when available, else CPU; otherwise checked and returned."""
-    return check_device("device", device)  # type: ignore[return-value]
+    return check_device("device", device)
 
 
 @dataclass

@@ -18,7 +18,10 @@ attributes listed in the class body.
 from __future__ import annotations
 
 import threading
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -77,7 +80,10 @@ class SlotStore:
     _live: list[int]
     _epoch: int
     _hold_prefetch: bool
+    _prefetched: deque[Any]  # CacheStore's prefetched batches (store imports this module, not back)
     _stream: torch.cuda.Stream | None
+    # a method of CacheStore
+    new_row_state: Callable[..., torch.Tensor]
 
     # ----- views and storage ------------------------------------------------------------
     def _set_views(self, n: int) -> None:
@@ -227,7 +233,7 @@ class SlotStore:
                         if isinstance(t, torch.Tensor) and t.dim() == 2 and t.shape[1]
                         else None
                     )
-                    self.new_row_state(name, 0.0, t.dtype, width)  # type: ignore[attr-defined]
+                    self.new_row_state(name, 0.0, t.dtype, width)
         expected: dict[str, torch.Tensor] = {}
         self.save_state(expected, prefix)
         missing_keys.extend(k for k in expected if k not in state_dict)
@@ -252,7 +258,7 @@ class SlotStore:
     def _load_tensors(self, state_dict: dict[str, torch.Tensor], prefix: str) -> None:
         """Restore a checked state dict (see :meth:`save_state`)."""
         self._live.clear()
-        self._prefetched.clear()  # type: ignore[attr-defined]
+        self._prefetched.clear()
         self._staged = np.zeros(0, np.int64)
         self._set_views(self.capacity)
         cap = self.capacity
@@ -273,7 +279,7 @@ class SlotStore:
             pol.load_state_dict(ps)
 
     # ----- device moves -----------------------------------------------------------------
-    def move(self, fn) -> None:  # type: ignore[no-untyped-def]
+    def move(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """``.to(device)`` / ``.double()`` of the collection (``fn``, after the collection's own
         parameters): the slots and their states move; the tables stay on the host."""
         w = self.weight

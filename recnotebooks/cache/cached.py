@@ -18,7 +18,8 @@ and the cache's own API (``stats``, ``prefetch``, ``flush``, ``full_weight``...)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -181,16 +182,25 @@ class CachedEmbeddingBagCollection(EmbeddingBagCollection):
         """Re-initialise the host tables as the uncached collection would, and reload the slots."""
         self.store.reset(seed)
 
-    def _save_to_state_dict(self, destination, prefix, keep_vars):  # type: ignore[no-untyped-def]
+    def _save_to_state_dict(self, destination: dict[str, torch.Tensor], prefix: str, keep_vars: bool) -> None:
         self.store.save_state(destination, prefix)
 
-    def _load_from_state_dict(  # type: ignore[no-untyped-def]
-        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
-    ):
+    def _load_from_state_dict(
+        self,
+        state_dict: dict[str, torch.Tensor],
+        prefix: str,
+        local_metadata: dict[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
         EmbeddingBagCollection.clear_gradients(self)  # the store restores its own step state
         self.store.load_state(state_dict, prefix, missing_keys, unexpected_keys, error_msgs)
 
-    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+    def _apply(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True
+    ) -> CachedEmbeddingBagCollection:
         super()._apply(fn, recurse)
         self.store.move(fn)
         return self
@@ -227,7 +237,7 @@ class CachedEmbeddingBagCollection(EmbeddingBagCollection):
         """Forget prefetched batches not yet looked up (their rows stay, unprotected)."""
         self.store.cancel_prefetch()
 
-    def prefetching(self, data: Iterable[object], depth: int | None = None):  # type: ignore[no-untyped-def]
+    def prefetching(self, data: Iterable[object], depth: int | None = None) -> PrefetchingIterator:
         """``data`` wrapped in a :class:`~recnotebooks.cache.prefetch.PrefetchingIterator`
         (``depth`` defaults to ``cache.prefetch_depth``)."""
         return PrefetchingIterator(data, self, self.cache.prefetch_depth if depth is None else depth)

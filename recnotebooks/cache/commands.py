@@ -18,7 +18,7 @@ MAX_IDS = 2**31
 CURVE_POINTS = 12
 
 
-def _int(name: str, lo: int = 1, hi: int | None = None):  # type: ignore[no-untyped-def]
+def _int(name: str, lo: int = 1, hi: int | None = None) -> Callable[[str], int]:
     """argparse type: an int in ``[lo, hi]`` in ASCII digits (:func:`recnotebooks.checks.parse_int`)."""
 
     def parse(text: str) -> int:
@@ -53,7 +53,9 @@ def _alpha(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def add_cache_sim_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def add_cache_sim_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
     """Add ``cache-sim`` to ``subparsers`` and return its parser."""
     from recnotebooks.cache.simulate import SIM_POLICIES
 

@@ -212,11 +212,11 @@ def hot_sets(
         if shared:
             return [hot_rows_from_counts(counts, caps[0])]
         return [hot_rows_from_counts(counts[offsets[t] : offsets[t + 1]], c) for t, c in enumerate(caps)]
-    check_type("hot_rows", hot_rows, Mapping, "a mapping {table name: row ids}")
-    unknown = [k for k in hot_rows if k not in keys]  # type: ignore[union-attr]
+    hot_rows = check_type("hot_rows", hot_rows, Mapping, "a mapping {table name: row ids}")
+    unknown = [k for k in hot_rows if k not in keys]
     if unknown:
         raise ValueError(f"hot_rows has unknown tables {unknown}; the tables are {list(keys)}")
-    local = [np.asarray(torch.as_tensor(hot_rows.get(k, [])).cpu(), dtype=np.int64) for k in keys]  # type: ignore[union-attr]
+    local = [np.asarray(torch.as_tensor(hot_rows.get(k, [])).cpu(), dtype=np.int64) for k in keys]
     if shared:
         return [np.concatenate([r + offsets[t] for t, r in enumerate(local)])]
     return local

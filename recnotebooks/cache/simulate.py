@@ -135,7 +135,7 @@ def trace_ids(
     sparse = getattr(source, "sparse", source)
     if isinstance(sparse, JaggedBatch):
         return _jagged_ids(sparse, table, table_rows)
-    check_type("source", source, Iterable, "ids, a JaggedBatch, a Batch or an iterable of them")
+    source = check_type("source", source, Iterable, "ids, a JaggedBatch, a Batch or an iterable of them")
     if batches is None:
         try:
             len(source)  # type: ignore[arg-type]
@@ -145,7 +145,7 @@ def trace_ids(
             ) from None
     else:
         batches = check_steps("batches", batches, lo=1)
-    parts = [trace_ids(b, table, table_rows=table_rows) for b in itertools.islice(source, batches)]  # type: ignore[call-overload]
+    parts = [trace_ids(b, table, table_rows=table_rows) for b in itertools.islice(source, batches)]
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 

@@ -18,6 +18,7 @@ which decides whether they are valid and, if not, why.
 from __future__ import annotations
 
 import gzip
+import io
 import re
 import zlib
 from collections.abc import Iterator, Sequence
@@ -253,7 +254,7 @@ class CriteoReader:
         )
 
     # ----- reading ----------------------------------------------------------------------
-    def _open(self, path: Path):  # type: ignore[no-untyped-def]
+    def _open(self, path: Path) -> io.BufferedIOBase:
         with open(path, "rb") as f:
             magic = f.read(2)
         if path.suffix == ".gz" or magic == b"\x1f\x8b":
@@ -362,7 +363,7 @@ class CriteoReader:
             full = have - have % b
             for s in range(0, full, b):
                 yield self._make_batch(*(c[s : s + b] for c in cols))
-            parts = [tuple(c[full:] for c in cols)] if have > full else []  # type: ignore[misc]
+            parts = [tuple(c[full:] for c in cols)] if have > full else []  # type: ignore[list-item]
             have -= full
         if have and not self.drop_last:
             yield self._make_batch(*(np.concatenate(c) for c in zip(*parts, strict=True)))

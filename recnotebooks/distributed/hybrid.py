@@ -84,7 +84,7 @@ class _ScaleGrad(torch.autograd.Function):
         return grad * ctx.scale, None
 
 
-def _all_reduce_hook(state, bucket):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+def _all_reduce_hook(state, bucket):  # noqa: ANN001, ANN202
     """DDP's gradient all-reduce (mean over ranks), through the logged collective (DDP refuses
     hooks whose annotations are not its own classes, and this module's annotations are strings)."""
     out = all_reduce(bucket.buffer(), "mean", log=state.log, group=state.group)

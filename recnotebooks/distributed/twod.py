@@ -166,7 +166,7 @@ class TwoDShardedEmbeddingBagCollection(nn.Module):
             total = all_reduce(flat, log=self.log, group=self.replica_group)
         at = 0
         for c, g in zip(self.collections, grads, strict=True):
-            c.record_dense_gradient(total[at : at + g.numel()].view_as(g))  # type: ignore[operator]
+            c.record_dense_gradient(total[at : at + g.numel()].view_as(g))  # type: ignore[operator,index]
             at += g.numel()
 
     def sync_gradients(self) -> None:

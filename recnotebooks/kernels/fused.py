@@ -93,7 +93,7 @@ def _prefetch_row(typingctx, arr, idx):  # pragma: no cover - compiled
     if not (isinstance(arr, types.Array) and arr.ndim == 2 and arr.layout == "C"):
         return None
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         aryty, idxty = signature.args
         ary = context.make_array(aryty)(context, builder, args[0])
         cols = cgutils.unpack_tuple(builder, ary.shape)[1]
@@ -235,7 +235,7 @@ except Exception:  # pragma: no cover - a Numba/llvmlite that cannot compile it
     _sgd_omp = None
 
 
-def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads, seen, count):  # type: ignore[no-untyped-def]
+def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads, seen, count):
     """Run the SGD kernel on PyTorch's OpenMP threads where it can (see
     :mod:`recnotebooks.kernels.omp`), else on Numba's (the same results, up to a few float32
     ulps: each compiled version rounds its fast-math multiply-adds its own way)."""

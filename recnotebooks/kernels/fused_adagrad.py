@@ -234,7 +234,7 @@ except Exception:  # pragma: no cover - a Numba/llvmlite that cannot compile it
     _adagrad_omp = None
 
 
-def adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threads):  # type: ignore[no-untyped-def]
+def adagrad(w, grad, ids, offsets, coef, has_coef, lr, state, eps, threads):
     """Adagrad on NumPy views (float32 ``w``, ``grad``, ``state``, ``coef``, which is a dummy
     of length 1 when ``has_coef`` is false; int32 or int64 ``ids`` and ``offsets``): row-wise
     with ``state`` of shape ``(rows,)`` or ``(rows, 1)``, exact (one accumulator per element)

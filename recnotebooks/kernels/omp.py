@@ -109,7 +109,7 @@ def run_on_openmp(rt: OpenMPRuntime, kernel_address: int, args: np.ndarray, num_
 def call_int(typingctx, fn_address):  # pragma: no cover - compiled
     """Call ``int f(void)`` at ``fn_address`` (an int64); returns its value as int64."""
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         fnty = ir.FunctionType(ir.IntType(32), [])
         value = builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [])
         return builder.sext(value, ir.IntType(64))
@@ -121,7 +121,7 @@ def call_int(typingctx, fn_address):  # pragma: no cover - compiled
 def call_void(typingctx, fn_address):  # pragma: no cover - compiled
     """Call ``void f(void)`` at ``fn_address`` (an int64)."""
 
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+    def codegen(context, builder, signature, args):
         fnty = ir.FunctionType(ir.VoidType(), [])
         builder.call(builder.inttoptr(args[0], fnty.as_pointer()), [])
         return context.get_dummy_value()
@@ -129,10 +129,10 @@ def call_void(typingctx, fn_address):  # pragma: no cover - compiled
     return types.void(types.int64), codegen
 
 
-def _pointer_intrinsic(nbtype, irtype):  # type: ignore[no-untyped-def]
+def _pointer_intrinsic(nbtype, irtype):
     @intrinsic
     def as_pointer(typingctx, addr):  # pragma: no cover - compiled
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+        def codegen(context, builder, signature, args):
             return builder.inttoptr(args[0], irtype.as_pointer())
 
         return types.CPointer(nbtype)(types.int64), codegen

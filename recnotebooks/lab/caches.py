@@ -30,7 +30,7 @@ def _policy_hits() -> dict[str, float]:
     return {
         p: next(
             float(r["hit_rate"])
-            for r in curves  # type: ignore[arg-type]
+            for r in curves
             if r["policy"] == POLICY_NAMES[p] and r["capacity"] == cache_capacity(0.01, 100_000, p, 32)
         )
         for p in ("lru", "lfu", "static", "setassoc")

@@ -15,7 +15,7 @@ from recnotebooks.config import preset
 from recnotebooks.perf import estimate, plan_tables
 from recnotebooks.perf.cost import COMPONENTS
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES
-from recnotebooks.perf.job_planner import evaluate
+from recnotebooks.perf.job_planner import Outcome, evaluate
 
 from .core import number, register, settled
 
@@ -45,7 +45,7 @@ def _settings(answer: object) -> dict[str, object]:
     return dict(values)
 
 
-def _job(answer: object, deadline_h: float, budget_usd: float) -> object:
+def _job(answer: object, deadline_h: float, budget_usd: float) -> Outcome:
 
     v = _settings(answer)
     wrong = {k: v[k] for k in JOB if k in v and v[k] != JOB[k]}
@@ -54,7 +54,7 @@ def _job(answer: object, deadline_h: float, budget_usd: float) -> object:
     return evaluate(**{**v, **JOB, "deadline_h": deadline_h, "budget_usd": budget_usd})
 
 
-def _search(deadline_h: float, budget_usd: float) -> list[object]:
+def _search(deadline_h: float, budget_usd: float) -> list[Outcome]:
 
     keys = list(SEARCH)
     found = []
@@ -70,13 +70,13 @@ def _search(deadline_h: float, budget_usd: float) -> list[object]:
 
 
 def _cheapest_key() -> dict[str, object]:
-    best = min(_search(CHEAPEST_DEADLINE_H, 100_000), key=lambda o: o.job.cost_usd)  # type: ignore[attr-defined]
-    return dict(best.values)  # type: ignore[attr-defined]
+    best = min(_search(CHEAPEST_DEADLINE_H, 100_000), key=lambda o: o.job.cost_usd)  # type: ignore[union-attr]
+    return dict(best.values)
 
 
 def _fastest_key() -> dict[str, object]:
-    best = min(_search(168, FASTEST_BUDGET_USD), key=lambda o: o.job.hours)  # type: ignore[attr-defined]
-    return dict(best.values)  # type: ignore[attr-defined]
+    best = min(_search(168, FASTEST_BUDGET_USD), key=lambda o: o.job.hours)  # type: ignore[union-attr]
+    return dict(best.values)
 
 
 @register(
@@ -91,10 +91,10 @@ def _fastest_key() -> dict[str, object]:
 )
 def _cheapest(answer: object) -> tuple[bool, str]:
     o = _job(answer, CHEAPEST_DEADLINE_H, 100_000)
-    if not o.feasible:  # type: ignore[attr-defined]
-        return False, "This setting is not feasible: " + "; ".join(o.why_not()) + "."  # type: ignore[attr-defined]
+    if not o.feasible:
+        return False, "This setting is not feasible: " + "; ".join(o.why_not()) + "."
     key = _job(_cheapest_key(), CHEAPEST_DEADLINE_H, 100_000)
-    cost, best = o.job.cost_usd, key.job.cost_usd  # type: ignore[attr-defined]
+    cost, best = o.job.cost_usd, key.job.cost_usd  # type: ignore[union-attr]
     if cost <= best * _TOLERANCE + 0.01:
         return True, f"Right: ${cost:,.2f} meets the deadline."
     return False, f"It meets the deadline but costs ${cost:,.2f}; a cheaper setting does too."
@@ -111,10 +111,10 @@ def _cheapest(answer: object) -> tuple[bool, str]:
 )
 def _fastest(answer: object) -> tuple[bool, str]:
     o = _job(answer, 168, FASTEST_BUDGET_USD)
-    if not o.feasible:  # type: ignore[attr-defined]
-        return False, "This setting is not feasible: " + "; ".join(o.why_not()) + "."  # type: ignore[attr-defined]
+    if not o.feasible:
+        return False, "This setting is not feasible: " + "; ".join(o.why_not()) + "."
     key = _job(_fastest_key(), 168, FASTEST_BUDGET_USD)
-    hours, best = o.job.hours, key.job.hours  # type: ignore[attr-defined]
+    hours, best = o.job.hours, key.job.hours  # type: ignore[union-attr]
     if hours <= best * _TOLERANCE:
         return True, f"Right: {hours * 60:,.1f} minutes within the budget."
     return False, f"Within budget, but {hours * 60:,.1f} minutes; a faster setting stays within it too."

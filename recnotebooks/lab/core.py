@@ -238,5 +238,5 @@ def reliable_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
 
 
 def phase_share(rows: list[dict[str, object]], phases: tuple[str, ...]) -> float:
-    total = sum(float(r["seconds_per_step"]) for r in rows) or 1.0  # type: ignore[arg-type]
-    return sum(float(r["seconds_per_step"]) for r in rows if r["phase"] in phases) / total  # type: ignore[arg-type]
+    total = sum(float(r["seconds_per_step"]) for r in rows) or 1.0  # type: ignore[arg-type,misc]
+    return sum(float(r["seconds_per_step"]) for r in rows if r["phase"] in phases) / total  # type: ignore[arg-type,misc]

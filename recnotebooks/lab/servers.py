@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from recnotebooks.config import preset
+from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.explore import best_placement, compare_servers
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.viz.controls import option_values
@@ -11,7 +11,7 @@ from recnotebooks.viz.servers import SERVER_CONTROLS, explore_servers
 from .core import number, register
 
 
-def production_model() -> object:
+def production_model() -> DLRMConfig:
     """mlperf_v1 with 10x the rows per table (about 1 TB of fp32 tables): production scale."""
 
     return preset("mlperf_v1").with_rows_scale(10)
@@ -25,7 +25,7 @@ def _per_joule_key() -> str:
 
 def _where_key() -> str:
 
-    return best_placement(production_model(), hardware("big_basin"), 8, 8192)[0]  # type: ignore[arg-type]
+    return best_placement(production_model(), hardware("big_basin"), 8, 8192)[0]
 
 
 def _outgrow_key() -> object:

@@ -36,7 +36,7 @@ def _bytes_key() -> int:
 def _cliff_key() -> int:
 
     rows = scale_out(preset("criteo_terabyte"), links=("nvlink",))
-    return int(min(r["devices"] for r in rows if float(r["all_to_all_share"]) > 0.5))  # type: ignore[arg-type]
+    return int(min(r["devices"] for r in rows if float(r["all_to_all_share"]) > 0.5))  # type: ignore[call-overload,type-var,arg-type]
 
 
 @register(

@@ -20,6 +20,7 @@ speed :func:`probe` and :func:`at_speed` live here, beside what they correct.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +103,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
-def _best(fn, reps: int, cold: bool = False, device: str = "cpu") -> float:  # type: ignore[no-untyped-def]
+def _best(fn: Callable[..., object], reps: int, cold: bool = False, device: str = "cpu") -> float:
     """Median seconds of ``reps`` calls of ``fn`` after one warm-up (caches flushed before
     each call when ``cold``; the device synchronised around each call)."""
     fn()
@@ -238,7 +239,7 @@ def fit_calibration(
     probes: list[dict[str, float]] = [p for r in rounds for p in r["probes"]]  # type: ignore[attr-defined]
     pairs: list[tuple[float, float]] = [p for r in rounds for p in r["overhead pairs"]]  # type: ignore[attr-defined]
     skip = ("probes", "overhead pairs")
-    t = {k: float(np.median([r[k] for r in rounds])) for k in rounds[0] if k not in skip}  # type: ignore[arg-type]
+    t = {k: float(np.median([r[k] for r in rounds])) for k in rounds[0] if k not in skip}
     raw["rounds"] = len(rounds)
     op = t["op"]
     raw["op_overhead_s"] = op
@@ -342,7 +343,7 @@ def _update_times(
     few = rng.choice(rows, UPDATE_FEW_ROWS, replace=False)[rng.integers(0, UPDATE_FEW_ROWS, n)]
     every = rng.integers(0, rows, n)
 
-    def update(ids: np.ndarray):  # type: ignore[no-untyped-def]
+    def update(ids: np.ndarray) -> Callable[[], None]:
         return lambda: adagrad(w, grad, ids, offsets, coef, False, 1e-6, state, 1e-8, threads)
 
     t_few, t_every = _best(update(few), reps, cold), _best(update(every), reps, cold)

@@ -25,7 +25,7 @@ COMMANDS = ("calibrate", "validate")
 DEVICES = "cpu, cuda or cuda:N"
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``calibrate`` and ``validate`` to ``sub``."""
     cal = sub.add_parser("calibrate", help="microbenchmark this machine and save the fitted 'this_machine'")
     cal.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -72,7 +72,7 @@ def run(
         raise error(str(e)) from None
 
 
-def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
+def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
     dev = _device(args.device)
     check_calibration_path(kind="gpu" if dev.startswith("cuda") else "cpu")  # before minutes of measuring
     hw, raw = calibrate(device=dev, quick=args.quick)
@@ -117,7 +117,7 @@ def _print_calibrate(r: dict[str, Any]) -> None:
                   f"operator it adds ({ops['extra_ops']:.0f} counted)")  # fmt: skip
 
 
-def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
+def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
     dev = _device(args.device)
     if getattr(args, "distributed", False):
         if dev != "cpu":

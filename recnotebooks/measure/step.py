@@ -288,14 +288,14 @@ def _check_args(
     memory_budget: object,
     deadline_s: object,
 ) -> tuple[int, int, int, float, float | None]:
-    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    config = check_type("config", config, DLRMConfig, "a DLRMConfig")
     check_int("batch_size", batch_size, lo=1)
     check_int("memory_budget", memory_budget, lo=1)
     lo = check_steps("min_steps", min_steps, lo=1)
     hi = check_steps("max_steps", max_steps, lo=lo)
     budget = check_float("time_budget_s", time_budget_s, lo=0)
     deadline = None if deadline_s is None else check_float("deadline_s", deadline_s, lo=0, lo_open=True)
-    cap = default_max_rows(config) if max_rows is None else check_int("max_rows", max_rows, lo=1)  # type: ignore[arg-type]
+    cap = default_max_rows(config) if max_rows is None else check_int("max_rows", max_rows, lo=1)
     return cap, lo, hi, budget, deadline
 
 

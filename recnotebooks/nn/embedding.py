@@ -35,6 +35,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -132,7 +133,15 @@ class RowGradients:
 
 class _FusedBag(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, weight, ids, offsets, psw, mode, pending):  # type: ignore[no-untyped-def]
+    def forward(  # ctx: torch's context object, which this Function gives a `pending` attribute
+        ctx: Any,
+        weight: torch.Tensor,
+        ids: torch.Tensor,
+        offsets: torch.Tensor,
+        psw: torch.Tensor | None,
+        mode: str,
+        pending: _PendingGrad,
+    ) -> torch.Tensor:
         ctx.pending = pending
         pending.node = weakref.ref(ctx)  # ctx is the graph node: alive while a backward can come
         return F.embedding_bag(
@@ -140,7 +149,7 @@ class _FusedBag(torch.autograd.Function):
         )
 
     @staticmethod
-    def backward(ctx, grad_out):  # type: ignore[no-untyped-def]
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[None, None, None, None, None, None]:
         p = ctx.pending  # several backwards through one output add up, as autograd would
         p.grad = grad_out if p.grad is None else p.grad + grad_out
         return None, None, None, None, None, None

@@ -5,6 +5,7 @@ concatenation (:class:`DCNInteraction`, :class:`LowRankCrossNet`)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -26,14 +27,14 @@ class _PairwiseDots(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x, pairs, both):  # type: ignore[no-untyped-def]
+    def forward(ctx: Any, x: torch.Tensor, pairs: torch.Tensor, both: torch.Tensor) -> torch.Tensor:
         b, f, _ = x.shape
         z = torch.bmm(x, x.transpose(1, 2)).view(b, f * f)
         ctx.save_for_backward(x, both)
         return z.index_select(1, pairs)
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[no-untyped-def]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         x, both = ctx.saved_tensors
         b, f, _ = x.shape
         g = grad.new_zeros(b, f * f).index_add_(1, both, torch.cat([grad, grad], 1))

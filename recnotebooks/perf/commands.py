@@ -8,14 +8,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, preset, preset_names
+from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, DLRMConfig, preset, preset_names
 from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import hardware, hardware_names
 from recnotebooks.perf.memory import memory_report
 from recnotebooks.perf.planner import STRATEGIES, plan_tables
 from recnotebooks.perf.precision import precision_names
-from recnotebooks.plan import PLACEMENTS, single_device_plan
+from recnotebooks.plan import PLACEMENTS, Plan, single_device_plan
 
 __all__ = ["add_parsers", "run"]
 
@@ -28,7 +28,11 @@ COMMANDS = ("cost", "plan")
 MAX_WORLD_SIZE = 1024
 
 
-def add_parsers(sub: argparse._SubParsersAction, int_arg: Callable, number: Callable) -> None:  # type: ignore[type-arg]
+def add_parsers(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    int_arg: Callable[..., Callable[[str], int]],
+    number: Callable[..., Callable[[str], float]],
+) -> None:
     """Add ``cost`` and ``plan`` to ``sub`` (argparse types given)."""
 
     rate = number("--cache-hit-rate", lo=0.0, hi=1.0, lo_open=False)
@@ -124,7 +128,7 @@ def _cache_rows_arg(text: str) -> float:
     return int(text) if whole else value
 
 
-def _cache_plan(args: argparse.Namespace, cfg):  # type: ignore[no-untyped-def]
+def _cache_plan(args: argparse.Namespace, cfg: DLRMConfig) -> Plan:
     """``--cache-rows``: every table on one device behind a cache of that many slots."""
 
     if args.placement != "cache" or args.gpus * args.nodes != 1 or args.cache_hit_rate is not None:
@@ -140,7 +144,7 @@ def _cache_plan(args: argparse.Namespace, cfg):  # type: ignore[no-untyped-def]
     )
 
 
-def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+def _plan(args: argparse.Namespace) -> tuple[DLRMConfig, Plan]:
 
     cfg = preset(args.preset)
     world = args.gpus * args.nodes
@@ -182,7 +186,7 @@ def _plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return cfg, plan
 
 
-def cmd_cost(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
+def cmd_cost(args: argparse.Namespace) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
 
     cfg, plan = _plan(args)
     r = estimate(
@@ -251,7 +255,7 @@ def _print_hit_rates(rates: dict[str, float]) -> None:
     print(f"  cache hit rate per table (modeled): {text}")
 
 
-def cmd_plan(args: argparse.Namespace) -> tuple[dict[str, Any], Callable]:  # type: ignore[type-arg]
+def cmd_plan(args: argparse.Namespace) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:
 
     cfg, plan = _plan(args)
     mem = memory_report(

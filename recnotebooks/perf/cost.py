@@ -258,14 +258,14 @@ def _cache_figures(result: CostResult, accesses: list[C.ShardAccess]) -> None:
 
 def _check_inputs(
     config: object,
-    hw: object,
-    batch_size: object,
-    gpus: object,
-    nodes: object,
-    placement: object,
-    cache_hit_rate: object,
-    dtype: object,
-    cache_rows: object = None,
+    hw: Hardware | str,
+    batch_size: int,
+    gpus: int,
+    nodes: int,
+    placement: str,
+    cache_hit_rate: float | None,
+    dtype: str,
+    cache_rows: int | Mapping[str, int] | None = None,
 ) -> Hardware:
     """The hardware preset, after checking every argument of :func:`estimate`."""
     if not isinstance(config, DLRMConfig):
@@ -276,20 +276,20 @@ def _check_inputs(
     check_int("batch_size", batch_size, lo=1, hi=MAX_BATCH)
     _pos_int("gpus", gpus)
     _pos_int("nodes", nodes)
-    if gpus > hw.devices:  # type: ignore[operator]
+    if gpus > hw.devices:
         raise ValueError(f"gpus must be <= {hw.devices} (devices per {hw.name} node), got {gpus}")
-    if gpus * nodes > MAX_RANKS:  # type: ignore[operator]
+    if gpus * nodes > MAX_RANKS:
         raise ValueError(
             f"nodes must keep gpus x nodes <= {MAX_RANKS} devices (recnotebooks.plan.MAX_RANKS), got "
             f"gpus={gpus} x nodes={show(nodes)}"
         )
-    gemm = precision(dtype).gemm  # type: ignore[arg-type]
+    gemm = precision(dtype).gemm
     try:
-        hw.flops(gemm)  # type: ignore[attr-defined]
+        hw.flops(gemm)
     except ValueError:
         raise ValueError(
-            f"dtype={dtype!r} runs its GEMMs in {gemm}, which {hw.name} has no peak for "  # type: ignore[attr-defined]
-            f"(it has {sorted(hw.peak_flops)}); choose another dtype"  # type: ignore[attr-defined]
+            f"dtype={dtype!r} runs its GEMMs in {gemm}, which {hw.name} has no peak for "
+            f"(it has {sorted(hw.peak_flops)}); choose another dtype"
         ) from None
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
@@ -308,8 +308,8 @@ def _check_inputs(
                 "for a modeled hit rate), got None"
             )
         check_fraction("cache_hit_rate", cache_hit_rate)
-    world = gpus * nodes  # type: ignore[operator]
-    if batch_size < world:  # type: ignore[operator]
+    world = gpus * nodes
+    if batch_size < world:
         raise ValueError(f"batch_size must be >= the number of devices ({world}), got {batch_size}")
     return hw
 

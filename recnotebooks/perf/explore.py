@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from recnotebooks.config import DLRMConfig, architecture_config, preset, preset_training
 from recnotebooks.perf.components import PARAMETER_SERVER
@@ -92,7 +93,7 @@ def sweep(
 ) -> list[dict[str, object]]:
     """One modeled row per value of ``param`` (an :func:`architecture_config` argument or
     one of :data:`RUN_PARAMETERS`); ``arch`` fixes the other architecture arguments."""
-    run = {"batch_size": batch_size, "gpus": gpus, "cache_hit_rate": cache_hit_rate}
+    run: dict[str, Any] = {"batch_size": batch_size, "gpus": gpus, "cache_hit_rate": cache_hit_rate}
     arch_params = list(inspect.signature(architecture_config).parameters)
     if param not in RUN_PARAMETERS and param not in arch_params:
         raise ValueError(f"param must be one of {arch_params + list(RUN_PARAMETERS)}, got {param!r}")
@@ -109,9 +110,9 @@ def sweep(
             hw,
             batch_size=r["batch_size"],
             gpus=r["gpus"],
-            placement=placement,  # type: ignore[arg-type]
+            placement=placement,
             cache_hit_rate=r["cache_hit_rate"],
-        )  # type: ignore[arg-type]
+        )
         rows.append(result_row(res, **{param: v}))
     return rows
 

@@ -155,7 +155,7 @@ def job_setup(name: str) -> dict[str, object]:
     """The settings model ``name`` starts from, as its source trains it: :data:`SOURCE_SETUPS`'
     (mlperf_dcnv2: ``{"software": "hugectr", "strategy": "mlperf", "dtype": "amp_fp16"}``, as MLPerf's
     submissions), else none (:data:`JOB_SETTINGS`' defaults: TorchRec, the cost planner, fp32)."""
-    return dict(SOURCE_SETUPS.get(check_choice("model", name, setting_values("model")), {}))  # type: ignore[arg-type]
+    return dict(SOURCE_SETUPS.get(check_choice("model", name, setting_values("model")), {}))  # type: ignore[call-overload]
 
 
 def software_words(values: dict[str, object]) -> str:
@@ -218,9 +218,9 @@ def epochs_words(values: dict[str, object]) -> str:
     if values["epochs"] == TO_TARGET:
         return (
             f"{epochs:.3f}, what MLPerf's reference runs needed to reach its AUC target at global batch "
-            f"{int(values['batch_size']):,} (PUBLISHED convergence points, {DEFAULT_ROUND} rules, linear "
+            f"{int(values['batch_size']):,} (PUBLISHED convergence points, {DEFAULT_ROUND} rules, linear "  # type: ignore[call-overload]
             "between them)"
-        )  # type: ignore[call-overload]
+        )
     words = f"{epochs:g}, as set (explicit)"
     if values["model"] in CONVERGENCE_MODELS:
         words += "; \"to MLPerf's AUC target\" takes them from MLPerf's convergence curve"
@@ -311,10 +311,10 @@ def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
                 strategy=str(v["strategy"]),
                 placement=str(v["placement"]),
                 cache_hit_rate=hit,
-                batch_size=int(v["batch_size"]),
+                batch_size=int(v["batch_size"]),  # type: ignore[call-overload]
                 dtype=str(v["dtype"]),
                 sparse_optimizer=optimizers["sparse_optimizer"],
-            )  # type: ignore[call-overload]
+            )
             plan = _cached_plan(plan, config, float(v["cache_fraction"]), str(v["cache_policy"]))  # type: ignore[arg-type]
         if software == "hugectr":  # the cost planner moves what fits in no device's HBM elsewhere
             moved = sorted({s.placement for s in plan.shards} - {"hbm"})
@@ -323,10 +323,10 @@ def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
         r = estimate(
             config,
             hw,
-            batch_size=int(v["batch_size"]),
+            batch_size=int(v["batch_size"]),  # type: ignore[call-overload]
             gpus=gpus,
             nodes=nodes,
-            plan=plan,  # type: ignore[call-overload]
+            plan=plan,
             dtype=str(v["dtype"]),
             implementation=software,
             **optimizers,

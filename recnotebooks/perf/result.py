@@ -230,7 +230,7 @@ def describe_table_placement(
     HBM"; when a planner (``strategy``) asked for ``requested`` put bytes elsewhere, "you chose hbm;
     the cost planner kept 21.6 GB (2.0%) in HBM and moved what does not fit there: 1,032 GB (98%) to 5
     parameter servers" (shares as the charts print them)."""
-    total = sum(float(r["bytes"]) for r in rows)  # type: ignore[arg-type]
+    total = sum(float(r["bytes"]) for r in rows)  # type: ignore[arg-type,misc]
     held = [r for r in rows if float(r["bytes"]) > 0]  # type: ignore[arg-type]
     what = "of tables (weights and optimizer state)"
     if not held:

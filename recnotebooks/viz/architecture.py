@@ -396,7 +396,7 @@ def model_parts_chart(rows: list[dict[str, object]]) -> object:
         {**r, "display": f"{human(float(r['parameters']))} ({float(r['parameters']) / total:.0%} of dense)"}  # type: ignore[arg-type]
         for r in rows
         if r["part"] != MODEL_PARTS["embedding"]
-        for total in [sum(float(x["parameters"]) for x in rows  # type: ignore[arg-type]
+        for total in [sum(float(x["parameters"]) for x in rows  # type: ignore[arg-type,misc]
                           if x["model"] == r["model"] and x["part"] != MODEL_PARTS["embedding"])]
     ]  # fmt: skip
     params = part_bars(

@@ -36,7 +36,7 @@ import numpy as np
 
 from recnotebooks.cache.hot import PROFILE_SHARE, static_hit_curve
 from recnotebooks.cache.policies import CachePolicy
-from recnotebooks.cache.simulate import lru_mrc, opt_mrc, simulate, zipf_trace
+from recnotebooks.cache.simulate import SimResult, lru_mrc, opt_mrc, simulate, zipf_trace
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.measure.cache_overhead import measure_overhead
@@ -163,10 +163,10 @@ def _simulate(
     ways: int,
     profile: np.ndarray,
     batch_size: int = 1,
-) -> object:
+) -> SimResult:
 
     extra = {"ways": ways} if policy == "setassoc" else {"profile": profile} if policy == "static" else {}
-    return simulate(trace, policy, capacity, num_rows=num_rows, batch_size=batch_size, **extra)  # type: ignore[arg-type]
+    return simulate(trace, policy, capacity, num_rows=num_rows, batch_size=batch_size, **extra)
 
 
 @functools.lru_cache(maxsize=32)
@@ -202,7 +202,7 @@ def hit_rate_curves(
         add("lru", f, c, lru.at(c))
     for f in FEW_FRACTIONS:
         c = cache_capacity(f, num_rows)
-        add("lfu", f, c, _simulate("lfu", trace, c, num_rows, ways, profile).miss_ratio)  # type: ignore[attr-defined]
+        add("lfu", f, c, _simulate("lfu", trace, c, num_rows, ways, profile).miss_ratio)
     static = static_hit_curve(trace, profile, num_rows, list(every.values()))
     for (f, c), h in zip(every.items(), static, strict=True):
         add("static", f, c, 1.0 - h)
@@ -270,14 +270,14 @@ def _traffic(
     except ValueError as e:
         return [], f"As training steps of {per_step:,} lookups this cache is too small: {e}"
     n = max(1, math.ceil(len(trace) / per_step))
-    h2d = steps.misses / n * ROW_BYTES * MODEL_TABLES  # type: ignore[attr-defined]
-    d2h = steps.evictions / n * ROW_BYTES * MODEL_TABLES  # type: ignore[attr-defined]
+    h2d = steps.misses / n * ROW_BYTES * MODEL_TABLES
+    d2h = steps.evictions / n * ROW_BYTES * MODEL_TABLES
     rows = [{"direction": "host→device", "bytes_per_step": h2d, "source": "simulated"},
             {"direction": "device→host", "bytes_per_step": d2h, "source": "simulated"}]  # fmt: skip
     return rows, (
         f"SIMULATED per training step ({MODEL_BATCH:,} samples x {POOLING} lookups x {MODEL_TABLES} tables): "
         f"{human(h2d, 'B')} host→device (misses), {human(d2h, 'B')} device→host (evicted rows written "
-        f"back); step hit rate {percent(float(steps.hit_rate))}."  # type: ignore[attr-defined]
+        f"back); step hit rate {percent(float(steps.hit_rate))}."
     )
 
 
@@ -370,11 +370,11 @@ def explore_cache(
     policy, ways, num_rows = _check("policy", policy), _check("ways", ways), _check("num_rows", num_rows)
     hw = hardware(str(check_choice("hardware_name", hardware_name, GPUS)))
     num_ids = check_int("num_ids", num_ids, lo=1000)
-    cap = cache_capacity(cache_fraction, num_rows, policy, ways)  # type: ignore[arg-type]
-    trace, profile = cache_trace(num_rows, alpha, num_ids), cache_profile(num_rows, alpha, num_ids)  # type: ignore[arg-type]
-    curves = [dict(r) for r in hit_rate_curves(num_rows, alpha, ways, num_ids)]  # type: ignore[arg-type]
-    point = _simulate(policy, trace, cap, num_rows, ways, profile)  # type: ignore[arg-type]
-    hit = float(point.hit_rate)  # type: ignore[attr-defined]
+    cap = cache_capacity(cache_fraction, num_rows, policy, ways)
+    trace, profile = cache_trace(num_rows, alpha, num_ids), cache_profile(num_rows, alpha, num_ids)
+    curves = [dict(r) for r in hit_rate_curves(num_rows, alpha, ways, num_ids)]
+    point = _simulate(policy, trace, cap, num_rows, ways, profile)
+    hit = float(point.hit_rate)
     for r in curves:  # the current setting is a point of its policy's curve: ring it there
         r["current"] = r["policy"] == POLICY_NAMES[policy] and r["capacity"] == cap
     if not any(r["current"] for r in curves):  # a size that curve was not simulated at: add the point
@@ -394,23 +394,23 @@ def explore_cache(
         f"SIMULATED: {human(num_ids)} lookups of one table of {human(num_rows)} rows, Zipf({alpha}); "
         f"{POLICY_NAMES[policy]} with {cap:,} slots ({percent(cap / num_rows)} of rows) serves "
         f"{percent(hit)} of lookups (OPT with as many slots: "
-        f"{percent(opt_hit_rate(num_rows, alpha, cap, num_ids))}); "  # type: ignore[arg-type]
+        f"{percent(opt_hit_rate(num_rows, alpha, cap, num_ids))}); "
         f"{percent(first_touches(trace))} of lookups are first touches of a row, which no cache avoids."
     ]
     tables: dict[str, list[dict[str, object]]] = {"curves": curves}
-    traffic, note = _traffic(policy, trace, cap, num_rows, ways, profile)  # type: ignore[arg-type]
+    traffic, note = _traffic(policy, trace, cap, num_rows, ways, profile)
     notes.append(note)
     if traffic:
         tables["traffic"] = traffic
     h2d = float(traffic[0]["bytes_per_step"]) if traffic else 0.0  # type: ignore[arg-type]
-    tables["placements"], metrics, note = _modeled(num_rows, hw.name, hit)  # type: ignore[arg-type]
+    tables["placements"], metrics, note = _modeled(num_rows, hw.name, hit)
     metrics.insert(0, ("hit rate: simulated", hit, percent(hit), "fraction"))
     metrics.insert(
         1, ("host→device per step: simulated", h2d, human(h2d, "B") if traffic else "too small", "bytes")
     )
     notes.append(note)
     if measure:
-        notes.append(_measured(tables, metrics, num_rows, alpha, policy, cache_fraction, ways, num_ids))  # type: ignore[arg-type]
+        notes.append(_measured(tables, metrics, num_rows, alpha, policy, cache_fraction, ways, num_ids))
     tables["metrics"] = [
         {"metric": name, "value": float(v), "display": d, "unit": u, "source": name.rsplit(": ", 1)[1]}
         for name, v, d, u in metrics

@@ -45,7 +45,7 @@ def percent(fraction: float) -> str:
 
 def option_values(spec: Mapping[str, object]) -> list[object]:
     """The values a control with ``options`` allows (labels of ``(label, value)`` pairs dropped)."""
-    return [o[1] if isinstance(o, tuple) else o for o in spec.get("options", [])]  # type: ignore[union-attr]
+    return [o[1] if isinstance(o, tuple) else o for o in spec.get("options", [])]  # type: ignore[attr-defined]
 
 
 def check_control_value(name: str, widget: W.ValueWidget, value: object) -> object:
@@ -109,7 +109,7 @@ def _widget(spec: Mapping[str, object], value: object) -> W.ValueWidget:
     label = str(spec["label"])
     if spec.get("dropdown"):
         return W.Dropdown(options=spec["options"], value=value, description=label, style=style, layout=layout)
-    if "options" in spec and all(isinstance(o, str) for o in spec["options"]):  # type: ignore[union-attr]
+    if "options" in spec and all(isinstance(o, str) for o in spec["options"]):  # type: ignore[attr-defined]
         # each button as wide as its words (ipywidgets' default is 148 px each: a row of four wraps)
         return W.ToggleButtons(
             options=spec["options"],

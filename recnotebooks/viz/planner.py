@@ -234,9 +234,9 @@ def _placement(o: Outcome, label: str) -> list[dict[str, object]]:
             "display": f"{human(float(x['bytes']), 'B')} ({percent(float(x['share']))})",  # type: ignore[arg-type]
             "source": "modeled",
         }
-        for x in o.result.table_placement()
-        if float(x["bytes"]) > 0
-    ]  # type: ignore[union-attr,arg-type]
+        for x in o.result.table_placement()  # type: ignore[union-attr]
+        if float(x["bytes"]) > 0  # type: ignore[arg-type]
+    ]
 
 
 def _placement_label(o: Outcome) -> dict[str, str]:
@@ -269,8 +269,8 @@ def measure_job(**values: object) -> float:
     if not _measurable(v):
         raise ValueError(
             f"measure_job runs the tiny model on at most 4 ranks; got model={v['model']!r}, "
-            f"nodes x devices = {int(v['nodes']) * int(v['gpus'])}"
-        )  # type: ignore[call-overload]
+            f"nodes x devices = {int(v['nodes']) * int(v['gpus'])}"  # type: ignore[call-overload]
+        )
     key = _measure_key(v)
     if key in _MEASURED:
         return 0.0

@@ -376,8 +376,8 @@ def _summary(tables: dict[str, list[dict[str, object]]]) -> list[dict[str, objec
     for r in tables["modeled"]:
         steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
     sent = sum(
-        float(r["bytes"])
-        for r in tables["bytes"]  # type: ignore[arg-type]
+        float(r["bytes"])  # type: ignore[arg-type,misc]
+        for r in tables["bytes"]
         if r["source"] == "modeled" and str(r["collective"]).startswith("all_to_all")
     )
     here = next(v for k, v in steps.items() if k.startswith("here"))
@@ -421,14 +421,14 @@ def _notes(
     mean = sum(lookups) / len(lookups)
     notes = [f"Plan '{name}' on {ranks} rank{'s' if ranks > 1 else ''}: {', '.join(kinds)}; lookups per rank "
              f"max/mean {max(lookups) / mean:.2f} (1.00 = balanced)."]  # fmt: skip
-    a2a = {}
+    a2a: dict[tuple[str, int], float] = {}
     for r in tables["bytes"]:
         if str(r["collective"]).startswith("all_to_all"):
-            key = (str(r["source"]), int(r["rank"]))  # type: ignore[arg-type]
+            key = (str(r["source"]), int(r["rank"]))  # type: ignore[call-overload]
             a2a[key] = a2a.get(key, 0.0) + float(r["bytes"])  # type: ignore[arg-type]
     model_b = sum(v for (s, _), v in a2a.items() if s == "modeled")
     if ranks > 1:
-        parts = {c: sum(float(r["bytes"]) for r in tables["forward_parts"]  # type: ignore[arg-type]
+        parts = {c: sum(float(r["bytes"]) for r in tables["forward_parts"]  # type: ignore[arg-type,misc]
                         if r["rank"] == 0 and r["collective"] == c) for c in FORWARD_PARTS}  # fmt: skip
         said = ", ".join(f"{human(v, 'B')} of {FORWARD_PARTS[c]}" for c, v in parts.items())
         notes.append(f"MODELED: rank 0's 'all_to_all forward' bar adds three all-to-alls: {said}.")
@@ -453,7 +453,7 @@ def _notes(
     steps: dict[str, float] = {}
     for r in tables["modeled"]:
         steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
-    a2a_ms = {w: sum(float(r["seconds_per_step"]) for r in tables["modeled"]  # type: ignore[arg-type]
+    a2a_ms = {w: sum(float(r["seconds_per_step"]) for r in tables["modeled"]  # type: ignore[arg-type,misc]
                      if r["where"] == w and r["phase"] == "all_to_all") * 1e3 for w in steps}  # fmt: skip
     notes.append("MODELED all-to-all per step: " + "; ".join(f"{w} {a2a_ms[w]:.3g} ms" for w in steps) + ".")
     return notes
@@ -475,8 +475,8 @@ def _time_note(tables: dict[str, list[dict[str, object]]]) -> str:
         tot[1] += sec if r["phase"] in comm else 0.0
     step, coll, data = max(per_rank.values())
     here = [r for r in tables["modeled"] if str(r["where"]).startswith("here")]
-    model = sum(float(r["seconds_per_step"]) for r in here)  # type: ignore[arg-type]
-    model_coll = sum(float(r["seconds_per_step"]) for r in here if r["phase"] in comm)  # type: ignore[arg-type]
+    model = sum(float(r["seconds_per_step"]) for r in here)  # type: ignore[arg-type,misc]
+    model_coll = sum(float(r["seconds_per_step"]) for r in here if r["phase"] in comm)  # type: ignore[arg-type,misc]
     return (
         f"MEASURED step here {step * 1e3:.3g} ms (slowest rank; collectives {coll * 1e3:.3g} ms; not "
         f"counting {data * 1e3:.3g} ms of drawing its synthetic batch, which the model does not price) "
@@ -498,8 +498,8 @@ def _render(history: list[HistoryEntry]) -> object:
             "metric": f"{r['collective']}: bytes sent per step",
             "value": r["bytes"],
             "setting": f"{r['source']} · rank {r['rank']}",
-            "display": human(float(r["bytes"]), "B"),
-        }  # type: ignore[arg-type]
+            "display": human(float(r["bytes"]), "B"),  # type: ignore[arg-type]
+        }
         for r in now["bytes"]
     ]
     senders = list(dict.fromkeys(str(r["setting"]) for r in rows))
@@ -600,8 +600,8 @@ def strategy_chart(rows: list[dict[str, object]], title: str = "Planner strategi
             "setting": r["strategy"],
             "value": r[k],
             "source": "modeled",
-            "display": f"{float(r[k]):.2f}" if k == "imbalance" else human(float(r[k])),
-        }  # type: ignore[arg-type]
+            "display": f"{float(r[k]):.2f}" if k == "imbalance" else human(float(r[k])),  # type: ignore[arg-type]
+        }
         for r in rows
         for m, k in metrics
     ]
@@ -648,11 +648,11 @@ def two_d_chart(rows: list[dict[str, object]]) -> object:
     parts = (("all_to_all", "all_to_all_ms"), ("all_reduce", "replica_sync_ms"), ("overhead", "rest_ms"))
     bars = [
         {
-            "layout": f"{r['layout']} ({float(r['samples_per_s']) / 1e6:.1f} M samples/s)",
+            "layout": f"{r['layout']} ({float(r['samples_per_s']) / 1e6:.1f} M samples/s)",  # type: ignore[arg-type]
             "phase": ph,
-            "seconds_per_step": float(r[k]) / 1e3,
+            "seconds_per_step": float(r[k]) / 1e3,  # type: ignore[arg-type]
             "source": "modeled",
-        }  # type: ignore[arg-type]
+        }
         for r in rows
         for ph, k in parts
     ]

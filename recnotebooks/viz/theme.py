@@ -177,7 +177,7 @@ class ChartWidget(alt.JupyterChart):
 def _render_static(spec: dict, **metadata: object) -> dict:
     """Altair renderer: a chart shown as cell output is a :class:`ChartWidget` too."""
     widget = ChartWidget(alt.Chart.from_dict(spec), embed_options=metadata.get("embed_options"))
-    return widget._repr_mimebundle_()  # type: ignore[no-any-return]
+    return widget._repr_mimebundle_()  # type: ignore[return-value]
 
 
 def _load_bundle() -> None:
