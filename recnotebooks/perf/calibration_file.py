@@ -101,4 +101,4 @@ def load_probe(path: str | Path | None = None, kind: str = "cpu") -> dict[str, f
     p = _load(path, kind).get("probe")
     speeds = [p.get("gflops"), p.get("copy_bw")] if isinstance(p, dict) else [None]
     ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in speeds)
-    return p if ok else None  # type: ignore[return-value]
+    return p if ok else None

@@ -436,7 +436,7 @@ def mlperf_by_system(rows: Sequence[Mapping[str, object]]) -> list[dict[str, obj
             f"{_short(str(r['accelerator']))} {per_node}x{run.mlperf.nodes}",
             int(r["gpus"]),
             bool(r["held_out"]),
-        )  # type: ignore[union-attr]
+        )
         groups.setdefault(key, []).append(r)
     out = []
     for (name, gpus, held), rs in sorted(
