@@ -354,8 +354,8 @@ def test_the_model_of_record_with_hugectr_is_priced_as_mlperf_runs_it(hw, nodes,
 
 
 def test_the_planner_gives_the_step_of_05_and_06_section_5() -> None:
-    from recnotebooks.perf.explore import model_of_record_servers
     from recnotebooks.perf.job_planner import convergence_jobs
+    from recnotebooks.perf.servers import model_of_record_servers
 
     for row in convergence_jobs(batches=(65536,)):
         o = evaluate(model="mlperf_dcnv2", nodes=row["nodes"], gpus=8, batch_size=65536, epochs="to_target")

@@ -7,8 +7,8 @@ import pytest
 
 from recnotebooks.config import preset
 from recnotebooks.perf.components import PARAMETER_SERVER
-from recnotebooks.perf.explore import compare_servers, model_of_record_servers
 from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.servers import compare_servers, model_of_record_servers
 from recnotebooks.viz.architecture import MODEL_PARTS, model_parts, model_parts_chart, model_summary
 from recnotebooks.viz.servers import COST_METRIC, SERVER_METRICS, server_bars
 
@@ -92,7 +92,7 @@ def test_the_model_of_record_trains_as_mlperf_trains_it() -> None:
 
 
 def test_best_placement_prices_the_precision_and_implementation_asked_for() -> None:
-    from recnotebooks.perf.explore import best_placement
+    from recnotebooks.perf.servers import best_placement
 
     cfg = preset("mlperf_dcnv2")
     fp32 = best_placement(cfg, hardware("dgx_h100"), 8, 55_296, sparse_optimizer="adagrad")[1]

@@ -1,5 +1,5 @@
 """The policy-aware hit-rate model (perf.access) against the trace simulator, the cost model's
-cache inputs, and placement chosen by modeled step time (perf.explore.best_placement)."""
+cache inputs, and placement chosen by modeled step time (perf.servers.best_placement)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from recnotebooks.config import preset
 from recnotebooks.perf.access import CACHE_POLICIES, cache_rows_for_hit_rate, hit_rate, hit_rate_many
 from recnotebooks.perf.cost import estimate
-from recnotebooks.perf.explore import SERVERS, best_placement, placements_for
 from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.servers import SERVERS, best_placement, placements_for
 from recnotebooks.plan import Plan, TableShard, single_device_plan
 
 # (Zipf exponent, table rows): one trace of independent draws per skew, shared by every size

@@ -560,7 +560,7 @@ def test_a_cache_that_never_hits_is_no_faster_than_host_memory() -> None:
 
 
 def test_sweep_rejects_unknown_parameters_and_pointless_sweeps() -> None:
-    from recnotebooks.perf.explore import sweep
+    from recnotebooks.perf.sweeps import sweep
 
     with pytest.raises(ValueError, match="param must be one of"):
         sweep("tables", [1])

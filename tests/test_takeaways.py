@@ -12,7 +12,8 @@ import pytest
 from recnotebooks.config import preset
 from recnotebooks.lab import production_model
 from recnotebooks.perf import hardware
-from recnotebooks.perf.explore import SERVERS, compare_hardware, compare_models, table_count_sweep
+from recnotebooks.perf.servers import SERVERS, compare_hardware, compare_models
+from recnotebooks.perf.sweeps import table_count_sweep
 from recnotebooks.viz.advantage import gpu_advantage
 from recnotebooks.viz.servers import explore_servers
 
@@ -294,7 +295,7 @@ def test_05_explorer_story_batch_amortises_overhead() -> None:
     frugal = [max(r.tables["per_joule"], key=lambda x: x["value"])["metric"] for r in (small, large)]  # type: ignore[arg-type, return-value]
     assert frugal == ["cpu_cluster", "dgx_h100"]
     # "at small batches every GPU server is bounded by per-step overhead"
-    from recnotebooks.perf.explore import compare_servers
+    from recnotebooks.perf.servers import compare_servers
 
     rows, _ = compare_servers(preset("mlperf_v1"), SERVERS, batch_size=1024, cache_hit_rate=0.9)
     assert {r["bound_by"] for r in rows if r["server"] != "cpu_cluster"} == {"overhead"}
@@ -302,7 +303,7 @@ def test_05_explorer_story_batch_amortises_overhead() -> None:
 
 # ----- notebook 02 §3: the roofline --------------------------------------------------------------
 def test_02_no_preset_reaches_much_more_than_half_its_roof() -> None:
-    from recnotebooks.perf.explore import roofline_points
+    from recnotebooks.perf.sweeps import roofline_points
 
     points = {
         p["label"]: p

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from recnotebooks.perf.explore import precision_sweep
+from recnotebooks.perf.sweeps import precision_sweep
 
 
 def test_precision_moves_mlp_heavy_models_and_barely_moves_embedding_heavy_ones() -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from recnotebooks.config import DLRMConfig, preset
-from recnotebooks.perf.explore import best_placement, compare_servers
 from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.servers import best_placement, compare_servers
 from recnotebooks.viz.controls import option_values
 from recnotebooks.viz.servers import SERVER_CONTROLS, explore_servers
 

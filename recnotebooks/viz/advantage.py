@@ -5,7 +5,7 @@ and small for embedding-heavy ones. :func:`gpu_advantage` is the pure function: 
 preset, how many of its GPUs, the batch per device and a scale on the tables' rows in; for
 RM1 and RM2 (embedding-heavy), RM3 (MLP-heavy) and the Efficiency Explorer's own
 architecture, the throughput of the GPUs over one CPU training node
-(:func:`recnotebooks.perf.explore.gpu_over_cpu`), each at its fastest placement that fits.
+(:func:`recnotebooks.perf.servers.gpu_over_cpu`), each at its fastest placement that fits.
 Every number is **modeled**. Its notes set the finding beside what the model shows for the
 setting (:func:`finding_a`): similar gains per GPU while every table lives in HBM, and the gap
 of the finding once the embedding-heavy models' tables do not. No published ratio is drawn:
@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from recnotebooks.checks import check_choice
 from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.perf.cost import COMPONENTS
-from recnotebooks.perf.explore import CPU_NODE, gpu_over_cpu
 from recnotebooks.perf.hardware import HARDWARE, hardware
+from recnotebooks.perf.servers import CPU_NODE, gpu_over_cpu
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, option_values

@@ -13,8 +13,8 @@ from __future__ import annotations
 from recnotebooks.config import architecture_config
 from recnotebooks.measure import DoesNotFitError
 from recnotebooks.perf.cost import COMPONENTS, estimate
-from recnotebooks.perf.explore import device_words, placements_for
 from recnotebooks.perf.hardware import hardware, hardware_names
+from recnotebooks.perf.servers import device_words, placements_for
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, measure_here

@@ -14,7 +14,7 @@ energy-efficient server changes.
 from __future__ import annotations
 
 from recnotebooks.config import DLRMConfig, preset
-from recnotebooks.perf.explore import SERVERS, compare_servers
+from recnotebooks.perf.servers import SERVERS, compare_servers
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
@@ -164,7 +164,7 @@ def server_explorer(*, history: int = 4, **values: object) -> App:
 #: Human names of the per-server figures :func:`server_bars` draws.
 SERVER_METRICS = {"throughput": "samples per second", "samples_per_joule": "samples per joule"}
 #: ... and the cost of a billion samples (a node's device-hours at each preset's price, and its
-#: parameter servers'), which :func:`~recnotebooks.perf.explore.compare_servers` also gives.
+#: parameter servers'), which :func:`~recnotebooks.perf.servers.compare_servers` also gives.
 COST_METRIC = {"usd_per_billion_samples": "USD per billion samples"}
 
 
@@ -172,7 +172,7 @@ def server_bars(
     summary: list[dict[str, object]], models: list[str], metrics: dict[str, str] | None = None
 ) -> list[dict[str, object]]:
     """Rows for :func:`~recnotebooks.viz.charts.metric_bars` from the summary of
-    :func:`~recnotebooks.perf.explore.compare_models`: one panel per model and figure of ``metrics``
+    :func:`~recnotebooks.perf.servers.compare_models`: one panel per model and figure of ``metrics``
     (a summary column and its name in words; default :data:`SERVER_METRICS`), e.g.
     ``"rm1: samples per joule"``, one bar per server, its placement after the value (a price in
     dollars: ``"$13.4 (hbm)"``)."""
