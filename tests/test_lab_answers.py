@@ -10,10 +10,17 @@ from recnotebooks.lab import EXERCISES, AppSetting, answer_key, check
 
 
 @pytest.mark.parametrize("exercise_id", sorted(EXERCISES))
-def test_the_answer_key_passes_the_checker(exercise_id: str, quiet_machine: None) -> None:
+def test_the_answer_key_passes_the_checker(exercise_id: str) -> None:
     key = answer_key(exercise_id)
     answer = key.app() if isinstance(key, AppSetting) else key
     feedback = check(exercise_id, answer)
+    if not feedback.judged:
+        # A key judged on a measured step (01.embedding_bound) is judged only when the step can
+        # be trusted. Forcing trust on a busy machine judged a step whose phases other programs
+        # had stretched (the embedding share read 20% where an idle machine reads 85%). The
+        # judged path is tested with scripted rows in test_lab.py; here the checker must say why.
+        assert feedback.message and not feedback.passed, str(feedback)
+        pytest.skip(f"{exercise_id}'s key rests on a step measured on a busy machine: {feedback.message}")
     assert feedback.passed, str(feedback)
 
 

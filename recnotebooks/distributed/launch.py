@@ -54,6 +54,9 @@ __all__ = ["HOST", "LaunchError", "LaunchResult", "RankContext", "RankFailure", 
 
 #: Seconds the other ranks get to finish or report once one rank has failed.
 GRACE_S = 2.0
+#: Seconds at the end of ``timeout_s`` kept for stopping the ranks (a quarter of a shorter
+#: timeout): half for SIGTERM to take effect, the rest for SIGKILL and reaping.
+STOP_RESERVE_S = 2.0
 PORT_ENV = "RECNB_MASTER_PORT"
 #: Longest ``timeout_s`` a launch takes: a week (a longer one overflows the rendezvous store's
 #: ``timedelta`` and ``select``'s timeout, and a hung rank would hold the machine for good).
@@ -295,14 +298,14 @@ class _Ranks:
             key=lambda f: f.kind == "stopped" or (f.kind == "raised" and _peer_lost(f.message))
         )
 
-    def stop(self) -> None:
-        """Terminate, then kill, every rank still alive; join them all."""
+    def stop(self, grace_s: float) -> None:
+        """Terminate every rank still alive, kill those alive ``grace_s`` later; join them all."""
         self.pids = [p.pid for p in self.procs]
         started = [p for p in self.procs if p.pid is not None]
         for p in started:
             if p.is_alive():
                 p.terminate()
-        end = time.monotonic() + 1.0
+        end = time.monotonic() + grace_s
         for p in started:
             p.join(max(0.0, end - time.monotonic()))
         for p in started:
@@ -337,6 +340,7 @@ def launch(
     ``ValueError``/``TypeError`` before any process starts for bad settings (``world_size`` in
     ``[1, max_world_size()]``, ``timeout_s`` in ``[1, MAX_TIMEOUT_S]``).
     """
+    start = time.monotonic()  # timeout_s counts from the call: the load probe below sleeps
     fn = _check_fn(fn)
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
     backend = check_choice("backend", backend, ("gloo", "nccl"))
@@ -349,8 +353,8 @@ def launch(
     _check_picklable("args", args)
     _check_picklable("kwargs", kwargs)
     choice = rank_threads(world) if threads_per_rank is None else choose_threads(threads_per_rank)
-    start = time.monotonic()
-    deadline = start + timeout_s - min(2.0, 0.1 * timeout_s)  # leaves time to stop the ranks
+    reserve = min(STOP_RESERVE_S, 0.25 * timeout_s)
+    deadline = start + timeout_s - reserve  # leaves time to stop the ranks
     store, port = _master_store(timeout_s)
     context = mp.get_context("spawn")
     procs, conns, ends = [], [], []
@@ -387,7 +391,7 @@ def launch(
     finally:
         for send in ends:
             send.close()
-        ranks.stop()
+        ranks.stop(reserve / 2)
         del store
     result = LaunchResult(
         world,
