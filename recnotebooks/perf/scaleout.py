@@ -29,6 +29,8 @@ from recnotebooks.plan import MAX_RANKS
 
 from ..checks import check_choice, check_int, check_int_list
 from ..config import DLRMConfig
+from .access import expected_unique
+from .components import all_reduce_seconds, nic_per_device
 from .cost import COMMUNICATION, CostResult, estimate
 from .hardware import Hardware, hardware
 from .planner import STRATEGIES, plan_tables
@@ -191,8 +193,6 @@ def two_d(
     parallelism over every GPU. Rows: ``group_size``, ``groups``, ``all_to_all_ms``,
     ``replica_sync_ms``, ``rest_ms`` (the rest of the group's slowest step), ``step_ms``,
     ``samples_per_s``, ``source="modeled"``."""
-    from .access import expected_unique
-    from .components import all_reduce_seconds, nic_per_device
 
     base = hardware(hw)
     n = check_int("devices", devices, lo=1, hi=MAX_RANKS)
