@@ -156,8 +156,12 @@ def _add_train_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--dense-optimizer": "MLP optimizer (torch.optim): sgd, adagrad (one float per parameter), "
         "adam (two)",
     }
-    for flag, choices in (("--sparse-optimizer", SPARSE_OPTIMIZERS), ("--sparse-lr", None),
-                          ("--dense-optimizer", DENSE_OPTIMIZERS), ("--dense-lr", None)):  # fmt: skip
+    for flag, choices in (
+        ("--sparse-optimizer", SPARSE_OPTIMIZERS),
+        ("--sparse-lr", None),
+        ("--dense-optimizer", DENSE_OPTIMIZERS),
+        ("--dense-lr", None),
+    ):
         key = flag[2:].replace("-", "_")
         kind = {"choices": choices} if choices else {"type": _float_arg(flag)}
         what = helps.get(flag, flag[2:].replace("-", " "))
@@ -402,10 +406,15 @@ def _trainer(
 
     training_settings(args)  # the options left out: the preset's or the defaults
     tc = TrainConfig(
-        steps=args.steps, sparse_optimizer=args.sparse_optimizer, sparse_lr=args.sparse_lr,
-        dense_optimizer=args.dense_optimizer, dense_lr=args.dense_lr, eval_batches=args.eval_batches,
-        progress=not args.json and sys.stderr.isatty(), dtype=args.dtype,
-    )  # fmt: skip
+        steps=args.steps,
+        sparse_optimizer=args.sparse_optimizer,
+        sparse_lr=args.sparse_lr,
+        dense_optimizer=args.dense_optimizer,
+        dense_lr=args.dense_lr,
+        eval_batches=args.eval_batches,
+        progress=not args.json and sys.stderr.isatty(),
+        dtype=args.dtype,
+    )
     train, evals, info = _train_data(args, cfg)
     torch.manual_seed(args.seed)
     trainer = Trainer(DLRM(cfg, device=device, seed=args.seed), train, evals, tc, device=device)
@@ -505,8 +514,10 @@ def _print_train(r: dict[str, Any]) -> None:
     d = r["data"]
     if d["source"] == "criteo":
         files = ", ".join(d["files"])
-        print(f"  data        {files}: {d['eval_fraction']:.0%} of batches held out for eval; "
-              f"{d['lines_skipped']:,} of {d['lines_read']:,} lines skipped in this pass")  # fmt: skip
+        print(
+            f"  data        {files}: {d['eval_fraction']:.0%} of batches held out for eval; "
+            f"{d['lines_skipped']:,} of {d['lines_read']:,} lines skipped in this pass"
+        )
     if r["resumed_from"]:
         print(f"  resumed     from {r['resumed_from']} at step {r['resumed_at_step']}")
     if r["checkpoint"]:

@@ -98,8 +98,10 @@ def metric_lines(report: dict[str, Any]) -> list[str]:
     if report["auc"] is None:
         lines.append("  eval        skipped (see the warning above)")
     else:
-        lines.append(f"  eval        AUC {report['auc']:.4f}   log loss {report['logloss']:.4f}   "
-                     f"NE {report['ne']:.4f}   (held-out batches)")  # fmt: skip
+        lines.append(
+            f"  eval        AUC {report['auc']:.4f}   log loss {report['logloss']:.4f}   "
+            f"NE {report['ne']:.4f}   (held-out batches)"
+        )
     return lines
 
 

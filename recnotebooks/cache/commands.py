@@ -135,8 +135,10 @@ def _print(r: dict[str, Any]) -> None:
         f"{r['num_rows']:,}), Zipf({r['alpha']:g}) trace of {r['requests']:,} ids, "
         f"batch size {r['batch_size']}"
     )
-    print(f"  hit rate      {r['hit_rate']:.4f}   ({r['hits']:,} hits, {r['misses']:,} misses, "
-          f"{r['evictions']:,} evictions, {r['bypass']:,} bypassed)")  # fmt: skip
+    print(
+        f"  hit rate      {r['hit_rate']:.4f}   ({r['hits']:,} hits, {r['misses']:,} misses, "
+        f"{r['evictions']:,} evictions, {r['bypass']:,} bypassed)"
+    )
     if r["policy"] == "setassoc":
         print(
             f"  conflict misses {r['conflict_misses']:,} ({r['ways']} ways; a fully associative LRU "
@@ -148,8 +150,10 @@ def _print(r: dict[str, Any]) -> None:
     if "curve" in r:
         print("  miss-ratio curve:   capacity   fraction        LRU        OPT")
         for c in r["curve"]:
-            print(f"                   {c['capacity']:>10,} {c['cache_fraction']:>10.4%} "
-                  f"{c['lru_miss_ratio']:>10.4f} {c['opt_miss_ratio']:>10.4f}")  # fmt: skip
+            print(
+                f"                   {c['capacity']:>10,} {c['cache_fraction']:>10.4%} "
+                f"{c['lru_miss_ratio']:>10.4f} {c['opt_miss_ratio']:>10.4f}"
+            )
 
 
 def run(

@@ -141,11 +141,22 @@ DEFAULT_OPTIMIZERS = {"sparse_optimizer": "rowwise_adagrad", "sparse_lr": 0.05, 
                       "dense_lr": 0.02}  # fmt: skip
 
 
-def _check_run(config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: int, seed: int,
-               opts: dict[str, Any]) -> None:  # fmt: skip
+def _check_run(
+    config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: int, seed: int, opts: dict[str, Any]
+) -> None:
     """:func:`_check` with the optimizers of ``opts`` (a run's options over :data:`DEFAULT_OPTIMIZERS`)."""
-    _check(config, plan, world, steps, batch_size, seed, opts["sparse_optimizer"], opts["dense_optimizer"],
-           opts["sparse_lr"], opts["dense_lr"])  # fmt: skip
+    _check(
+        config,
+        plan,
+        world,
+        steps,
+        batch_size,
+        seed,
+        opts["sparse_optimizer"],
+        opts["dense_optimizer"],
+        opts["sparse_lr"],
+        opts["dense_lr"],
+    )
 
 
 def _check(

@@ -110,10 +110,22 @@ def shift_ids(
     # on PyTorch's own OpenMP threads, as the fused optimizer runs (kernels.omp: no second pool)
     o, bad = out.numpy(), np.full(threads, -1, np.int64)
     args = np.array(
-        [address(v), v.shape[0], address(st), rows.shape[0], address(rows), address(offs), address(o),
-         address(bad), int(check), v.dtype.itemsize, rt.thread_num, rt.num_threads],
+        [
+            address(v),
+            v.shape[0],
+            address(st),
+            rows.shape[0],
+            address(rows),
+            address(offs),
+            address(o),
+            address(bad),
+            int(check),
+            v.dtype.itemsize,
+            rt.thread_num,
+            rt.num_threads,
+        ],
         np.int64,
-    )  # fmt: skip
+    )
     run_on_openmp(rt, _shift_omp.address, args, threads)
     found = bad[bad >= 0]
     return out, int(found.min()) if found.size else -1

@@ -313,10 +313,17 @@ def calibrate_collectives(
         f"{COLLECTIVES_SOURCE} on {time.strftime('%Y-%m-%d')}: our "
         "sharded step on one rank minus the single-process step, per operator counted"
     )
-    out = hw.replace(collective_latency_s=alpha, intra_node_bw=bw,
-                     sharded_op_overhead_s=ops["sharded_op_overhead_s"],
-                     sources={**hw.sources, "collective_latency_s": src, "intra_node_bw": src,
-                              "sharded_op_overhead_s": src_ops})  # fmt: skip
+    out = hw.replace(
+        collective_latency_s=alpha,
+        intra_node_bw=bw,
+        sharded_op_overhead_s=ops["sharded_op_overhead_s"],
+        sources={
+            **hw.sources,
+            "collective_latency_s": src,
+            "intra_node_bw": src,
+            "sharded_op_overhead_s": src_ops,
+        },
+    )
     raw = {"rows": rows, **fit, "pattern": pattern, "sharded_op": ops, "seconds": time.perf_counter() - t0}
     return out, raw
 

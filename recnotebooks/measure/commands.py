@@ -89,32 +89,47 @@ def _print_calibrate(r: dict[str, Any]) -> None:
     print(f"MEASURED microbenchmarks, fitted into 'this_machine' (saved to {r['saved_to']}):")
     gflops = h["peak_flops"]["fp32"] / 1e9
     print(f"  GEMM: peak {gflops:,.0f} GFLOP/s, half-efficiency dimension {h['gemm_half_dim']:.1f}")
-    print(f"  copy bandwidth {h['hbm_bw'] / 1e9:.1f} GB/s (read + write); row gathers at "
-          f"{h['gather_efficiency']:.2f} of it for large rows "
-          f"(half at {h['gather_half_row_bytes']:.0f} B rows)")  # fmt: skip
-    print(f"  sort {h['sort_rate'] / 1e6:.0f} M pairs/s; per operator {h['op_overhead_s'] * 1e6:.1f} us; "
-          f"per step {h['step_overhead_s'] * 1e3:.2f} ms")  # fmt: skip
+    print(
+        f"  copy bandwidth {h['hbm_bw'] / 1e9:.1f} GB/s (read + write); row gathers at "
+        f"{h['gather_efficiency']:.2f} of it for large rows "
+        f"(half at {h['gather_half_row_bytes']:.0f} B rows)"
+    )
+    print(
+        f"  sort {h['sort_rate'] / 1e6:.0f} M pairs/s; per operator {h['op_overhead_s'] * 1e6:.1f} us; "
+        f"per step {h['step_overhead_s'] * 1e3:.2f} ms"
+    )
     comm = r["microbenchmarks"].get("collectives")
     if not comm and h["kind"] == "cpu":  # a GPU's link figures come from its own copy benchmark
         kept = any(s.startswith(COLLECTIVES_SOURCE) for s in r.get("collectives_sources", []))
-        print(f"  collectives: latency {h['collective_latency_s'] * 1e6:.0f} us per step, bandwidth "
-              f"{h['intra_node_bw'] / 1e9:.2f} GB/s, "
-              + ("kept from the saved --collectives calibration" if kept else
-                 "the preset's (--collectives measures them here)"))  # fmt: skip
+        print(
+            f"  collectives: latency {h['collective_latency_s'] * 1e6:.0f} us per step, bandwidth "
+            f"{h['intra_node_bw'] / 1e9:.2f} GB/s, "
+            + (
+                "kept from the saved --collectives calibration"
+                if kept
+                else "the preset's (--collectives measures them here)"
+            )
+        )
     if comm:
         how = {"in_step": "each call after compute, as in a step", "back_to_back": "back to back"}
-        print(f"  collectives (gloo, local ranks, {how.get(comm.get('pattern', ''), 'timed')}): latency "
-              f"{h['collective_latency_s'] * 1e6:.0f} us per step, bandwidth "
-              f"{h['intra_node_bw'] / 1e9:.2f} GB/s (fit error {comm['mape']:.0%})")  # fmt: skip
+        print(
+            f"  collectives (gloo, local ranks, {how.get(comm.get('pattern', ''), 'timed')}): latency "
+            f"{h['collective_latency_s'] * 1e6:.0f} us per step, bandwidth "
+            f"{h['intra_node_bw'] / 1e9:.2f} GB/s (fit error {comm['mape']:.0%})"
+        )
         for f in comm["fits"]:
-            print(f"    {f['collective']:<10} {f['world_size']} ranks: {f['latency_s'] * 1e6:7.0f} us + "
-                  f"bytes / {f['bandwidth'] / 1e9:.2f} GB/s")  # fmt: skip
+            print(
+                f"    {f['collective']:<10} {f['world_size']} ranks: {f['latency_s'] * 1e6:7.0f} us + "
+                f"bytes / {f['bandwidth'] / 1e9:.2f} GB/s"
+            )
         ops = comm.get("sharded_op")
         if ops:
-            print(f"  our sharded step on one rank: {ops['sharded_s'] * 1e3:.1f} ms vs "
-                  f"{ops['single_s'] * 1e3:.1f} ms single-process (batch {ops['batch_size']}; collectives "
-                  f"{ops['collectives_s'] * 1e3:.1f} ms): {ops['sharded_op_overhead_s'] * 1e6:.1f} us per "
-                  f"operator it adds ({ops['extra_ops']:.0f} counted)")  # fmt: skip
+            print(
+                f"  our sharded step on one rank: {ops['sharded_s'] * 1e3:.1f} ms vs "
+                f"{ops['single_s'] * 1e3:.1f} ms single-process (batch {ops['batch_size']}; collectives "
+                f"{ops['collectives_s'] * 1e3:.1f} ms): {ops['sharded_op_overhead_s'] * 1e6:.1f} us per "
+                f"operator it adds ({ops['extra_ops']:.0f} counted)"
+            )
 
 
 def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable[[dict[str, Any]], None]]:

@@ -136,9 +136,12 @@ def _cache_plan(args: argparse.Namespace, cfg: DLRMConfig) -> Plan:
             "--cache-rows applies to --placement cache on one device (--gpus 1 --nodes 1), "
             "without --cache-hit-rate (the model computes the hit rate)"
         )
-    rows = {t.name: max(1, min(t.num_rows, round(args.cache_rows * t.num_rows)))
-            if isinstance(args.cache_rows, float) else min(t.num_rows, args.cache_rows)
-            for t in cfg.tables}  # fmt: skip
+    rows = {
+        t.name: max(1, min(t.num_rows, round(args.cache_rows * t.num_rows)))
+        if isinstance(args.cache_rows, float)
+        else min(t.num_rows, args.cache_rows)
+        for t in cfg.tables
+    }
     return single_device_plan(
         cfg, "cache", cache_rows=rows, cache_policy=args.cache_policy, cache_ways=args.cache_ways
     )
@@ -215,8 +218,10 @@ def _print_cost(r: dict[str, Any]) -> None:
     print(f"  step time     {step:9.3f} ms   ({overlap:.3f} ms with compute/communication overlap)")
     print(f"  throughput    {r['throughput']:12,.0f} samples/s ({r['throughput_overlap']:,.0f} with overlap)")
     kj = r["joules_per_million_samples"] / 1e3
-    print(f"  busy {r['busy_fraction']:.0%} · FLOP/s {r['flops_efficiency']:.1%} of peak · HBM bandwidth "
-          f"{r['hbm_utilisation']:.0%} · {kj:,.1f} kJ per million samples")  # fmt: skip
+    print(
+        f"  busy {r['busy_fraction']:.0%} · FLOP/s {r['flops_efficiency']:.1%} of peak · HBM bandwidth "
+        f"{r['hbm_utilisation']:.0%} · {kj:,.1f} kJ per million samples"
+    )
     total = sum(r["breakdown_s"].values()) or 1.0
     print("  slowest rank, by component (ms/step):")
     for k, v in r["breakdown_s"].items():
@@ -279,8 +284,10 @@ def _print_plan(r: dict[str, Any]) -> None:
     print(f"plan ({r['strategy']}) for {r['config']} on {r['world_size']} x {r['hardware']}:")
     print(f"  {'table':<10} {'rank':>4}  {'sharding':<13} {'placement':<9} {'rows':>6} {'cols':>6}")
     for s in r["shards"]:
-        print(f"  {s['table']:<10} {s['rank']:>4}  {s['sharding']:<13} {s['placement']:<9} {s['rows']:>6.2f} "
-              f"{s['columns']:>6.2f}")  # fmt: skip
+        print(
+            f"  {s['table']:<10} {s['rank']:>4}  {s['sharding']:<13} {s['placement']:<9} {s['rows']:>6.2f} "
+            f"{s['columns']:>6.2f}"
+        )
     for n in r["notes"]:
         print(f"  - {n}")
     mem = ", ".join(f"{b / 1e9:.2f}" for b in r["memory_per_device_bytes"])

@@ -141,9 +141,18 @@ def estimate(
             f"in {outside}; use more devices, or implementation='torchrec' (FBGEMM's caches and host memory)"
         )
     step = Step(
-        config, hw, plan, batch_size, gpus, nodes, dtype, zipf_exponent, sparse_optimizer, implementation,
+        config,
+        hw,
+        plan,
+        batch_size,
+        gpus,
+        nodes,
+        dtype,
+        zipf_exponent,
+        sparse_optimizer,
+        implementation,
         dense_optimizer,
-    )  # fmt: skip
+    )
     accesses = C.shard_access(
         config, hw, plan, step.local_batch, batch_size, zipf_exponent, dtype, sparse_optimizer
     )

@@ -536,8 +536,10 @@ def convergence_jobs(
     batches = tuple(check_int(f"batches[{i}]", b, lo=1, hi=2**40) for i, b in enumerate(batches))
     hw = _hardware(check_choice("hardware", hardware, list(HARDWARE)))
     config = job_model(check_choice("model", model, setting_values("model")))
-    epochs = {b: job_epochs({"model": model, "epochs": TO_TARGET, "samples": TRAIN_SAMPLES, "batch_size": b})
-              for b in batches}  # fmt: skip
+    epochs = {
+        b: job_epochs({"model": model, "epochs": TO_TARGET, "samples": TRAIN_SAMPLES, "batch_size": b})
+        for b in batches
+    }
     rows = []
     for i, (nodes, gpus) in enumerate(layouts):
         nodes = check_int(f"layouts[{i}] nodes", nodes, lo=1, hi=1024)

@@ -205,9 +205,19 @@ def _offload(
     options.append(TableShard(name, least, placement="remote"))
     ps_bytes = PARAMETER_SERVER.host_mem_bytes
     share = max(1, math.ceil((remote[0] + size) / ps_bytes)) / len(remote[1] | {least})
-    cost = {o.placement: placement_seconds(config, hw, world, o, batch_size, dtype,
-                                           share if o.placement == "remote" else None, sparse_optimizer)
-            for o in options}  # fmt: skip
+    cost = {
+        o.placement: placement_seconds(
+            config,
+            hw,
+            world,
+            o,
+            batch_size,
+            dtype,
+            share if o.placement == "remote" else None,
+            sparse_optimizer,
+        )
+        for o in options
+    }
     best = min(options, key=lambda o: cost[o.placement])
     where = {
         "cache": f"host DRAM behind a {cache / 1e9:.2f} GB device cache (hit rate {hit:.0%})",

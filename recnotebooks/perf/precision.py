@@ -128,14 +128,29 @@ PRECISIONS: dict[str, Precision] = {
         Precision("tf32", "tf32", 4, 4, 4, description="fp32 storage, GEMMs at the TF32 tensor-core peak"),
         Precision("bf16", "bf16", 2, 2, 2, description="pure bf16 (model.half-style): every byte in half"),
         Precision("fp16", "fp16", 2, 2, 2, description="pure fp16 (model.half()): every byte in half"),
-        Precision("amp_fp16", "fp16", 2, 4, 4, casts=True, loss_scale=True,
-                  description="autocast fp16: half GEMMs and activations, fp32 master weights, optimizer "
-                  "state and tables, casts each step, loss scaling"),
-        Precision("amp_bf16", "bf16", 2, 4, 4, casts=True,
-                  description="autocast bf16: half GEMMs and activations, fp32 master weights, optimizer "
-                  "state and tables, casts each step, no loss scaling"),
+        Precision(
+            "amp_fp16",
+            "fp16",
+            2,
+            4,
+            4,
+            casts=True,
+            loss_scale=True,
+            description="autocast fp16: half GEMMs and activations, fp32 master weights, optimizer "
+            "state and tables, casts each step, loss scaling",
+        ),
+        Precision(
+            "amp_bf16",
+            "bf16",
+            2,
+            4,
+            4,
+            casts=True,
+            description="autocast bf16: half GEMMs and activations, fp32 master weights, optimizer "
+            "state and tables, casts each step, no loss scaling",
+        ),
     )
-}  # fmt: skip
+}
 
 
 def precision_names() -> list[str]:

@@ -311,8 +311,12 @@ def _part_parameters(cfg: DLRMConfig) -> dict[str, float]:
     def mlp(which: str) -> float:
         return float(sum(i * o + o for i, o in cfg.mlp_layers(which)))
 
-    return {"embedding": float(cfg.sparse_parameters), "bottom_mlp": mlp("bottom"),
-            "interaction": float(cfg.cross_parameters), "top_mlp": mlp("top")}  # fmt: skip
+    return {
+        "embedding": float(cfg.sparse_parameters),
+        "bottom_mlp": mlp("bottom"),
+        "interaction": float(cfg.cross_parameters),
+        "top_mlp": mlp("top"),
+    }
 
 
 def _config(model: DLRMConfig | str) -> DLRMConfig:
@@ -396,9 +400,14 @@ def model_parts_chart(rows: list[dict[str, object]]) -> object:
         {**r, "display": f"{human(float(r['parameters']))} ({float(r['parameters']) / total:.0%} of dense)"}  # type: ignore[arg-type]
         for r in rows
         if r["part"] != MODEL_PARTS["embedding"]
-        for total in [sum(float(x["parameters"]) for x in rows  # type: ignore[arg-type,misc]
-                          if x["model"] == r["model"] and x["part"] != MODEL_PARTS["embedding"])]
-    ]  # fmt: skip
+        for total in [
+            sum(
+                float(x["parameters"])
+                for x in rows  # type: ignore[arg-type,misc]
+                if x["model"] == r["model"] and x["part"] != MODEL_PARTS["embedding"]
+            )
+        ]
+    ]
     params = part_bars(
         dense,
         value="parameters",

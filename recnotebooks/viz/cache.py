@@ -250,10 +250,19 @@ def measure_cache_overhead(
         return {**_MEASURED[key], "reused": 1.0}
     rows = min(check_int("num_rows", num_rows, lo=1), MEASURED_ROWS_CAP)
     profile = cache_profile(num_rows, alpha, num_ids) % rows if policy == "static" else None
-    out = measure_overhead(cache_trace(num_rows, alpha, num_ids) % rows, rows,
-                           cache_capacity(capacity_fraction, rows, policy, ways), policy, ways=ways,
-                           profile=profile, steps=steps, warmup=MEASURED_WARMUP, batch_size=MEASURED_BATCH,
-                           pooling=MEASURED_POOLING, dim=MEASURED_DIM).to_dict()  # fmt: skip
+    out = measure_overhead(
+        cache_trace(num_rows, alpha, num_ids) % rows,
+        rows,
+        cache_capacity(capacity_fraction, rows, policy, ways),
+        policy,
+        ways=ways,
+        profile=profile,
+        steps=steps,
+        warmup=MEASURED_WARMUP,
+        batch_size=MEASURED_BATCH,
+        pooling=MEASURED_POOLING,
+        dim=MEASURED_DIM,
+    ).to_dict()
     out["reused"] = 0.0
     _MEASURED[key] = out
     return dict(out)

@@ -82,8 +82,11 @@ def time_breakdown(
     data = check_rows(rows, "time_breakdown", numeric=[value], fields=[by, phase])
     order = list(phases) if phases else list(dict.fromkeys(str(r[phase]) for r in data))
     bars = list(dict.fromkeys(str(r[by]) for r in data))
-    shaky = {str(r[by]): str(r.get("reliability") or "marked not reliable") for r in data
-             if r.get("reliable", True) is False}  # fmt: skip
+    shaky = {
+        str(r[by]): str(r.get("reliability") or "marked not reliable")
+        for r in data
+        if r.get("reliable", True) is False
+    }
     for r in data:
         r["ms"] = float(r[value]) * 1e3  # type: ignore[arg-type]
         r["_order"] = order.index(str(r[phase])) if str(r[phase]) in order else len(order)
@@ -141,9 +144,13 @@ def time_breakdown(
         alt.Chart()
         .transform_filter("datum._warn")
         .mark_text(align="left", baseline="middle", dx=4, fontWeight="bold", color="#9a6700")
-        .encode(x=alt.datum(0), y=alt.Y(f"{by}:N", sort=bars), text=alt.value("⚠ NOT RELIABLE"),
-                tooltip=[tooltip(by, "N"), tooltip("trust", "N", title="measurement")])
-    )  # fmt: skip
+        .encode(
+            x=alt.datum(0),
+            y=alt.Y(f"{by}:N", sort=bars),
+            text=alt.value("⚠ NOT RELIABLE"),
+            tooltip=[tooltip(by, "N"), tooltip("trust", "N", title="measurement")],
+        )
+    )
     layers = [bars_chart, warn]
     if any("min_ms" in r for r in first):
         layers.append(

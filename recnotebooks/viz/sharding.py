@@ -428,8 +428,14 @@ def _notes(
             a2a[key] = a2a.get(key, 0.0) + float(r["bytes"])  # type: ignore[arg-type]
     model_b = sum(v for (s, _), v in a2a.items() if s == "modeled")
     if ranks > 1:
-        parts = {c: sum(float(r["bytes"]) for r in tables["forward_parts"]  # type: ignore[arg-type,misc]
-                        if r["rank"] == 0 and r["collective"] == c) for c in FORWARD_PARTS}  # fmt: skip
+        parts = {
+            c: sum(
+                float(r["bytes"])
+                for r in tables["forward_parts"]  # type: ignore[arg-type,misc]
+                if r["rank"] == 0 and r["collective"] == c
+            )
+            for c in FORWARD_PARTS
+        }
         said = ", ".join(f"{human(v, 'B')} of {FORWARD_PARTS[c]}" for c, v in parts.items())
         notes.append(f"MODELED: rank 0's 'all_to_all forward' bar adds three all-to-alls: {said}.")
     if measured:
@@ -453,8 +459,15 @@ def _notes(
     steps: dict[str, float] = {}
     for r in tables["modeled"]:
         steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
-    a2a_ms = {w: sum(float(r["seconds_per_step"]) for r in tables["modeled"]  # type: ignore[arg-type,misc]
-                     if r["where"] == w and r["phase"] == "all_to_all") * 1e3 for w in steps}  # fmt: skip
+    a2a_ms = {
+        w: sum(
+            float(r["seconds_per_step"])
+            for r in tables["modeled"]  # type: ignore[arg-type,misc]
+            if r["where"] == w and r["phase"] == "all_to_all"
+        )
+        * 1e3
+        for w in steps
+    }
     notes.append("MODELED all-to-all per step: " + "; ".join(f"{w} {a2a_ms[w]:.3g} ms" for w in steps) + ".")
     return notes
 
