@@ -250,10 +250,14 @@ MLPERF_SETUP: dict[str, str] = {
 }
 
 
-def mlperf_seconds(result: CostResult, epochs: float, global_batch: int) -> tuple[float, float]:
+def mlperf_seconds(
+    result: CostResult, epochs: float, global_batch: int, overlapped: bool = True
+) -> tuple[float, float]:
     """``(training, evaluation)`` seconds of an MLPerf run of ``epochs`` epochs of Criteo 1TB at
     ``global_batch`` with the modeled step ``result``: its training steps at the step overlapped as
-    HugeCTR overlaps communication with compute (``step_time_overlap``), and its evaluations
+    HugeCTR overlaps communication with compute (``step_time_overlap``), or, with
+    ``overlapped=False``, at the step's components one after another (``step_time``: a training
+    loop that runs forward, backward and the optimizer in turn, as :data:`CPU_SETUP`'s), and its evaluations
     (:func:`recnotebooks.perf.convergence.evaluations`), each :data:`~recnotebooks.perf.convergence.
     EVAL_SAMPLES` samples through the forward pass: each rank's embedding lookups, a third of its MLP
     and interaction time (forward of forward + two backward GEMMs) and half its all-to-all."""
@@ -263,14 +267,18 @@ def mlperf_seconds(result: CostResult, epochs: float, global_batch: int) -> tupl
         c["embedding_forward"] + (c["bottom_mlp"] + c["top_mlp"] + c["interaction"]) / 3 + c["all_to_all"] / 2
         for c in result.per_rank
     )
-    return steps * result.step_time_overlap, evaluations(epochs) * EVAL_SAMPLES / global_batch * forward
+    step = result.step_time_overlap if overlapped else result.step_time
+    return steps * step, evaluations(epochs) * EVAL_SAMPLES / global_batch * forward
 
 
 def mlperf_throughput(result: CostResult, run: MLPerfResult) -> float:
     """Samples per second over a whole MLPerf run, as the logs count them: the run's samples
-    (its median epochs to the target) over its training and evaluation time (:func:`mlperf_seconds`)."""
+    (its median epochs to the target) over its training and evaluation time (:func:`mlperf_seconds`):
+    a GPU run's steps overlapped as HugeCTR runs them, the CPU-only run's one phase after another,
+    as its training loop runs them (:data:`CPU_SETUP`)."""
     epochs = statistics.median(run.epochs_to_target)
-    return epochs * TRAIN_SAMPLES / sum(mlperf_seconds(result, epochs, run.global_batch_size))
+    overlapped = run.accelerators_per_node > 0
+    return epochs * TRAIN_SAMPLES / sum(mlperf_seconds(result, epochs, run.global_batch_size, overlapped))
 
 
 def _mlperf_run(m: MLPerfResult) -> PublishedRun:
@@ -357,7 +365,10 @@ def fit_hugectr_step(runs: Sequence[PublishedRun] | None = None, hi: float = 5e-
 
 #: Intel's CPU-only submission (v3.1, 4 nodes of two Xeon 8480+) as the model prices it: eager
 #: PyTorch (its TorchRec-based training script), bf16 GEMMs with fp32 master weights (it calls
-#: ``ipex.optimize(..., dtype=torch.bfloat16)``), exact Adagrad:
+#: ``ipex.optimize(..., dtype=torch.bfloat16)``), exact Adagrad, and no pipeline: its ``_train``
+#: loop (``dlrm_main_mlperf.py``) runs the forward (with the embeddings' all-to-all), the backward
+#: and ``optimizer.step()`` one after another, so :func:`mlperf_throughput` prices its steps at
+#: ``step_time``, not at TorchRec's pipelined ``step_time_overlap``:
 #: https://github.com/mlcommons/training_results_v3.1/tree/main/Intel/benchmarks/dlrm_v2/torchrec_cpu
 CPU_SETUP: dict[str, str] = {"implementation": "torchrec", "dtype": "amp_bf16", "sparse_optimizer": "adagrad"}
 #: The issue's four ratios, each a pair of MLPerf results (round, submitter, system): the first's
