@@ -366,10 +366,11 @@ def fit_hugectr_step(runs: Sequence[PublishedRun] | None = None, hi: float = 5e-
 #: Intel's CPU-only submission (v3.1, 4 nodes of two Xeon 8480+) as the model prices it: eager
 #: PyTorch (its TorchRec-based training script), bf16 GEMMs with fp32 master weights (it calls
 #: ``ipex.optimize(..., dtype=torch.bfloat16)``), exact Adagrad, and no pipeline: its ``_train``
-#: loop (``dlrm_main_mlperf.py``) runs the forward (with the embeddings' all-to-all), the backward
-#: and ``optimizer.step()`` one after another, so :func:`mlperf_throughput` prices its steps at
-#: ``step_time``, not at TorchRec's pipelined ``step_time_overlap``:
+#: loop runs the forward (with the embeddings' all-to-all), the backward and ``optimizer.step()``
+#: one after another, so :func:`mlperf_throughput` prices its steps at ``step_time``, not at
+#: TorchRec's pipelined ``step_time_overlap``:
 #: https://github.com/mlcommons/training_results_v3.1/tree/main/Intel/benchmarks/dlrm_v2/torchrec_cpu
+#: (``_train``: https://github.com/mlcommons/training_results_v3.1/blob/main/Intel/benchmarks/dlrm_v2/torchrec_cpu/dlrm_main_mlperf.py)
 CPU_SETUP: dict[str, str] = {"implementation": "torchrec", "dtype": "amp_bf16", "sparse_optimizer": "adagrad"}
 #: The issue's four ratios, each a pair of MLPerf results (round, submitter, system): the first's
 #: throughput (or, for the CPU cluster, time to train) over the second's.
