@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -169,6 +170,19 @@ def test_all_reduce_across_nodes_is_hierarchical() -> None:
     )
 
 
+def _by_hand(res: Any, m: Any, step_s: float) -> tuple[float, int, float]:
+    """A run's logged throughput worked by hand from a modeled step of ``step_s`` seconds: its
+    training steps, and its evaluations through each rank's forward; ``(samples/s, steps, eval s)``."""
+    epochs = statistics.median(m.epochs_to_target)
+    steps = math.ceil(epochs * TRAIN_SAMPLES / m.global_batch_size)
+    fwd = max(
+        c["embedding_forward"] + (c["bottom_mlp"] + c["top_mlp"] + c["interaction"]) / 3 + c["all_to_all"] / 2
+        for c in res.per_rank
+    )
+    evals = cv.evaluations(epochs) * cv.EVAL_SAMPLES / m.global_batch_size * fwd
+    return epochs * TRAIN_SAMPLES / (steps * step_s + evals), steps, evals
+
+
 def test_throughput_counts_the_runs_evaluations() -> None:
     run = next(r for r in MLPERF_RUNS if r.mlperf.system == "eos_ngc24.04_merlin_hugectr")
     res = estimate(
@@ -181,14 +195,7 @@ def test_throughput_counts_the_runs_evaluations() -> None:
         implementation=run.implementation,
         plan=run.plan(),
     )
-    epochs = statistics.median(run.mlperf.epochs_to_target)
-    steps = math.ceil(epochs * TRAIN_SAMPLES / run.batch_size)
-    fwd = max(
-        c["embedding_forward"] + (c["bottom_mlp"] + c["top_mlp"] + c["interaction"]) / 3 + c["all_to_all"] / 2
-        for c in res.per_rank
-    )
-    evals = cv.evaluations(epochs) * cv.EVAL_SAMPLES / run.batch_size * fwd
-    want = epochs * TRAIN_SAMPLES / (steps * res.step_time_overlap + evals)
+    want, steps, evals = _by_hand(res, run.mlperf, res.step_time_overlap)
     assert mlperf_throughput(res, run.mlperf) == pytest.approx(want)
     assert 0 < evals < 0.3 * steps * res.step_time_overlap  # evaluations: a tenth or so of a run
 
@@ -198,18 +205,12 @@ def test_the_cpu_run_is_priced_one_phase_after_another() -> None:
     # its steps cost step_time, the GPU runs' step_time_overlap (HugeCTR overlaps)
     (intel,) = [m for m in MLPERF_DCNV2_RESULTS if m.submitter == "Intel"]
     assert intel.accelerators_per_node == 0
-    res = estimate(preset("mlperf_dcnv2"), "spr_node", batch_size=intel.global_batch_size, gpus=1,
-                   nodes=intel.nodes, **CPU_SETUP)  # fmt: skip
-    assert res.step_time > 1.5 * res.step_time_overlap  # the choice matters here
-    epochs = statistics.median(intel.epochs_to_target)
-    steps = math.ceil(epochs * TRAIN_SAMPLES / intel.global_batch_size)
-    fwd = max(
-        c["embedding_forward"] + (c["bottom_mlp"] + c["top_mlp"] + c["interaction"]) / 3 + c["all_to_all"] / 2
-        for c in res.per_rank
+    cfg = preset("mlperf_dcnv2")
+    res = estimate(
+        cfg, "spr_node", batch_size=intel.global_batch_size, gpus=1, nodes=intel.nodes, **CPU_SETUP
     )
-    evals = cv.evaluations(epochs) * cv.EVAL_SAMPLES / intel.global_batch_size * fwd
-    want = epochs * TRAIN_SAMPLES / (steps * res.step_time + evals)
-    assert mlperf_throughput(res, intel) == pytest.approx(want)
+    assert res.step_time > 1.5 * res.step_time_overlap  # the choice matters here
+    assert mlperf_throughput(res, intel) == pytest.approx(_by_hand(res, intel, res.step_time)[0])
 
 
 def test_the_stack_constant_is_its_fit_on_the_fit_rounds_only() -> None:

@@ -418,18 +418,7 @@ def train_torchrun(
         raise ValueError(f"--distributed runs under torchrun, which sets {missing}; they are not set here")
     rank, world, local = torchrun_env()
     timeout_s = check_float("timeout_s", timeout_s, lo=1.0, hi=MAX_TIMEOUT_S)
-    _check(
-        config,
-        plan,
-        world,
-        steps,
-        batch_size,
-        seed,
-        options.get("sparse_optimizer", "rowwise_adagrad"),
-        options.get("dense_optimizer", "adagrad"),
-        options.get("sparse_lr", 0.05),
-        options.get("dense_lr", 0.02),
-    )
+    _check_run(config, plan, world, steps, batch_size, seed, {**DEFAULT_OPTIMIZERS, **options})
     backend, device = "gloo", torch.device("cpu")
     if torch.cuda.is_available():
         backend, device = "nccl", torch.device("cuda", local % torch.cuda.device_count())
