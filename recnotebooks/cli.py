@@ -445,7 +445,8 @@ def _skipped_lines(reader: object) -> str:
 def cmd_train(args: argparse.Namespace) -> dict[str, Any]:
     """``recnb train``: train, evaluate, report measured throughput and phases (a dict)."""
 
-    from recnotebooks.train import resolve_device, train_report
+    from recnotebooks.run_report import train_report
+    from recnotebooks.train import resolve_device
 
     training_settings(args)
     _check_train_options(args)
@@ -523,9 +524,9 @@ def _print_train(r: dict[str, Any]) -> None:
     if r["checkpoint"]:
         print(f"  checkpoint  saved to {r['checkpoint']}")
     print(f"  throughput  {r['samples_per_s']:,.0f} samples/s  ({r['seconds_per_step'] * 1e3:.2f} ms/step)")
-    from recnotebooks.train import metric_lines
+    from recnotebooks.run_report import report_lines
 
-    for line in metric_lines(r):
+    for line in report_lines(r):
         print(line)
     total = sum(r["phases"].values()) or 1.0
     print("  phase breakdown (ms/step):")

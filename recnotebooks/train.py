@@ -45,64 +45,13 @@ from recnotebooks.nn.optim import SparseOptimizer, make_sparse_optimizer
 from recnotebooks.threads import choose_threads, load_monitor, usable_cores, use_threads
 from recnotebooks.timing import PhaseTimer, phase_rows, reliability, spread
 
-__all__ = ["TRAIN_REPORT_KEYS", "TrainConfig", "TrainResult", "Trainer", "config_from_dict", "config_to_dict",
-           "metric_lines", "resolve_device", "train_report"]  # fmt: skip
+__all__ = ["TrainConfig", "TrainResult", "Trainer", "config_from_dict", "config_to_dict", "resolve_device"]
 
 #: ``TrainConfig.dtype``: fp32, or bf16 autocast around the forward (fp32 master weights and
 #: optimizer state; no loss scaling needed). fp16 is refused: it needs loss scaling.
 TRAIN_DTYPES = ("fp32", "bf16", "fp16")
 #: Seconds of training between two looks at the machine's load (the thread count follows it).
 RECHECK_S = 2.0
-
-
-#: The keys of ``recnb train --json``, in order: one schema for one process and for
-#: ``--world-size N`` / ``--distributed`` (where a key does not apply it is ``None``, or an empty list).
-#: ``world_size``, ``backend`` (``None`` for one process), ``rank``, ``sharding`` and ``plan`` (``None``)
-#: and ``comm`` (the collectives' records, ``[]``) say how the run was spread; ``losses`` is every
-#: step's loss (its whole batch's mean, before its update; a resumed run's from ``resumed_at_step``
-#: on); ``auc``, ``logloss`` and ``ne`` are measured on the same held-out batches either way
-#: (``None`` when evaluation was skipped). ``threads`` is what the timed steps ran on, ``busy`` why
-#: the thread policy lowered it (``""``: it did not) and ``reliability`` why the measured throughput
-#: and phases cannot be trusted (``""``: they can; :func:`recnotebooks.timing.reliability`).
-TRAIN_REPORT_KEYS = (
-    "command", "source", "preset", "config", "device", "threads", "busy", "reliability", "world_size",
-    "backend", "rank", "sharding", "plan", "steps", "batch_size", "dtype", "samples_per_s",
-    "seconds_per_step", "auc", "logloss", "ne", "losses", "phases", "comm", "data", "resumed_from",
-    "resumed_at_step", "checkpoint",
-)  # fmt: skip
-
-
-def train_report(**fields: Any) -> dict[str, Any]:
-    """``recnb train``'s report with the keys of :data:`TRAIN_REPORT_KEYS`, in that order; a
-    missing or unknown key is a ``TypeError`` naming it (both paths build their report here)."""
-    missing = [k for k in TRAIN_REPORT_KEYS if k not in fields]
-    unknown = sorted(set(fields) - set(TRAIN_REPORT_KEYS))
-    if missing or unknown:
-        raise TypeError(f"train_report: missing keys {missing}, unknown keys {unknown}")
-    return {k: fields[k] for k in TRAIN_REPORT_KEYS}
-
-
-def metric_lines(report: dict[str, Any]) -> list[str]:
-    """The measurement, loss and held-out metric lines ``recnb train`` prints, one process or
-    several: a busy machine and an unreliable measurement are said first."""
-    losses = report["losses"]
-    lines = []
-    if report["busy"]:
-        lines.append(f"  threads     {report['threads']}: {report['busy']}")
-    if report["reliability"]:
-        lines.append(f"  NOT RELIABLE: {report['reliability']} (the throughput and phases below may be off)")
-    if losses:
-        first, last = losses[0], losses[-1]
-        what = "each step's batch mean, before its update"
-        lines.append(f"  loss        first {first:.4f}   last {last:.4f}   ({what})")
-    if report["auc"] is None:
-        lines.append("  eval        skipped (see the warning above)")
-    else:
-        lines.append(
-            f"  eval        AUC {report['auc']:.4f}   log loss {report['logloss']:.4f}   "
-            f"NE {report['ne']:.4f}   (held-out batches)"
-        )
-    return lines
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:

@@ -23,8 +23,8 @@ from recnotebooks.config import preset
 from recnotebooks.distributed import commands as dist_commands
 from recnotebooks.distributed.training import WARMUP_STEPS, DistTrainResult, train_local
 from recnotebooks.plan import round_robin
+from recnotebooks.run_report import TRAIN_REPORT_KEYS, train_report
 from recnotebooks.timing import PHASES
-from recnotebooks.train import TRAIN_REPORT_KEYS, train_report
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS, BATCH = 4, 128

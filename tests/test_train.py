@@ -301,16 +301,16 @@ def test_dense_modules_are_the_dlrms_own_without_its_tables() -> None:
 
 
 def test_the_report_says_a_busy_machine_and_an_unreliable_measurement_first() -> None:
-    """``recnb train`` (one process or several: both print :func:`metric_lines`) names the threads
+    """``recnb train`` (one process or several: both print :func:`report_lines`) names the threads
     the policy lowered to and why the numbers cannot be trusted, before the loss and eval lines."""
-    from recnotebooks.train import metric_lines
+    from recnotebooks.run_report import report_lines
 
     base = {"losses": [0.7, 0.5], "auc": 0.7, "logloss": 0.5, "ne": 0.9, "threads": 2, "busy": "",
             "reliability": ""}  # fmt: skip
-    assert [ln.split()[0] for ln in metric_lines(base)] == ["loss", "eval"]
+    assert [ln.split()[0] for ln in report_lines(base)] == ["loss", "eval"]
     busy = {**base, "threads": 1, "busy": "other programs kept 1.0 of 2 cores busy",
             "reliability": "its steps varied 3.0-fold"}  # fmt: skip
-    lines = metric_lines(busy)
+    lines = report_lines(busy)
     assert lines[0] == "  threads     1: other programs kept 1.0 of 2 cores busy"
     assert lines[1].startswith("  NOT RELIABLE: its steps varied 3.0-fold")
     assert [ln.split()[0] for ln in lines[2:]] == ["loss", "eval"]

@@ -23,7 +23,7 @@ Every rank prints its report (add ``--local-ranks-filter 0`` to torchrun to see 
 the losses and the held-out metrics (AUC, log loss, NE over ``--eval-batches`` batches, the ones
 the single-process run evaluates) are the global batch's and the same on every rank, the timings
 are the rank's own. ``--json`` prints the single-process run's keys
-(:data:`recnotebooks.train.TRAIN_REPORT_KEYS`), one schema for both.
+(:data:`recnotebooks.run_report.TRAIN_REPORT_KEYS`), one schema for both.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any
 from ..config import DLRMConfig
 from ..data.synthetic import SyntheticConfig
 from ..plan import round_robin
-from ..train import metric_lines, train_report
+from ..run_report import report_lines, train_report
 from .launch import max_world_size
 from .training import DistTrainResult, torchrun_env, train_local, train_torchrun
 
@@ -159,7 +159,7 @@ def _print(r: dict[str, Any]) -> None:
         f"{r['rank']}): {r['steps']} steps of {r['batch_size']} (global batch)"
     )
     print(f"  throughput  {r['samples_per_s']:,.0f} samples/s  ({r['seconds_per_step'] * 1e3:.2f} ms/step)")
-    for line in metric_lines(r):
+    for line in report_lines(r):
         print(line)
     total = sum(r["phases"].values()) or 1.0
     print("  phase breakdown (ms/step, this rank):")

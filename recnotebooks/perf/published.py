@@ -256,11 +256,12 @@ def mlperf_seconds(
     """``(training, evaluation)`` seconds of an MLPerf run of ``epochs`` epochs of Criteo 1TB at
     ``global_batch`` with the modeled step ``result``: its training steps at the step overlapped as
     HugeCTR overlaps communication with compute (``step_time_overlap``), or, with
-    ``overlapped=False``, at the step's components one after another (``step_time``: a training
-    loop that runs forward, backward and the optimizer in turn, as :data:`CPU_SETUP`'s), and its evaluations
-    (:func:`recnotebooks.perf.convergence.evaluations`), each :data:`~recnotebooks.perf.convergence.
-    EVAL_SAMPLES` samples through the forward pass: each rank's embedding lookups, a third of its MLP
-    and interaction time (forward of forward + two backward GEMMs) and half its all-to-all."""
+    ``overlapped=False``, at the step's components one after another (``step_time``: a training loop
+    that runs forward, backward and the optimizer in turn, as :data:`CPU_SETUP`'s), and its
+    evaluations (:func:`recnotebooks.perf.convergence.evaluations`), each
+    :data:`~recnotebooks.perf.convergence.EVAL_SAMPLES` samples through the forward pass: each
+    rank's embedding lookups, a third of its MLP and interaction time (forward of forward + two
+    backward GEMMs) and half its all-to-all."""
     samples = epochs * TRAIN_SAMPLES
     steps = math.ceil(samples / global_batch)
     forward = max(
