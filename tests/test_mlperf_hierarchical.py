@@ -100,3 +100,53 @@ def test_hier_auto_refuses_bad_input_naming_it(args: tuple, match: str) -> None:
     args = tuple(cfg if a is None else a for a in args)
     with pytest.raises((TypeError, ValueError), match=match):
         hier_auto_nodes(*args)
+
+
+def _exposed_by_hand(cfg: DLRMConfig, plan, batch: int, gpus: int, nodes: int, hw) -> list[float]:  # type: ignore[no-untyped-def]
+    """Each rank's network seconds, from the bytes and the formulas: the hierarchical exchange's
+    network phase (2 calls), the all-reduce's cross-node ring over 1/gpus of the gradients, and
+    what the ids' flat all-to-all spends on the NIC beyond its NVLink share."""
+    world, local = gpus * nodes, batch / (gpus * nodes)
+    nic = min(hw.nic_bw / gpus, hw.host_link_bw)
+    rows = traffic.collective_bytes(cfg, plan, local, world, "fp32")
+    pooled = ("pooled_all_to_all", "gradient_all_to_all")
+    vol = traffic.volumes([r for r in rows if r["collective"] not in pooled], world)
+    hier = traffic.hierarchical_bytes(cfg, plan, local, gpus, "fp32")
+    inside = (gpus - 1) / (world - 1)
+    out = []
+    for r in range(world):
+        network = 2 * max(hier[r]["network_sent"], hier[r]["network_received"]) / nic
+        grads = vol["all_reduce"][r] * world / (2 * (world - 1))
+        ring = 2 * (nodes - 1) / nodes * grads / gpus / nic
+        ids = vol["all_to_all"][r]
+        flat = (
+            max(ids * inside / hw.intra_node_bw, ids * (1 - inside) / nic) - ids * inside / hw.intra_node_bw
+        )
+        out.append(network + ring + flat)
+    return out
+
+
+def test_a_hugectr_step_on_two_nodes_waits_for_its_network_share() -> None:
+    from recnotebooks.perf import estimate
+    from recnotebooks.perf.result import COMMUNICATION, COMPUTE
+
+    cfg, hw = _toy(), hardware("dgx_h100")
+    plan = combine(row_wise(["a"], 4, ranks=[0, 1]), table_wise(["b"], 4, ranks=[2]))
+    args = dict(batch_size=65536, gpus=2, nodes=2, plan=plan, dtype="fp32")
+    r = estimate(cfg, hw, implementation="hugectr", **args)
+    assert r.network_exposed == pytest.approx(_exposed_by_hand(cfg, plan, 65536, 2, 2, hw), rel=1e-9)
+    assert all(e > 0 for e in r.network_exposed)
+    step = max(
+        max(
+            sum(c[k] for k in COMPUTE) + c["overhead"],
+            sum(c[k] for k in COMMUNICATION) - e,
+            c["data_loading"],
+        )
+        + e
+        for c, e in zip(r.per_rank, r.network_exposed, strict=True)
+    )
+    assert r.step_time_overlap == pytest.approx(step) and r.step_time_overlap <= r.step_time
+    # TorchRec's pipeline hides it (nothing exposed), as does one node of HugeCTR
+    assert not any(estimate(cfg, hw, implementation="torchrec", **args).network_exposed)
+    one = estimate(cfg, hw, batch_size=65536, gpus=4, plan=plan, dtype="fp32", implementation="hugectr")
+    assert not any(one.network_exposed)

@@ -220,13 +220,14 @@ def test_the_stack_constant_is_its_fit_on_the_fit_rounds_only() -> None:
 
 
 def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> None:
-    """BENCHMARKS.md: fit rounds MAPE 28.5% (target 20%: not met), held-out 12.4%; 8-GPU NVSwitch
-    nodes of the fit rounds within 20%, and NVIDIA's H100 runs on 8 and 16 nodes of v3.1-v4.0 within
-    5%; the error sits in PCIe nodes (model too fast) and in v3.0's multi-node runs on HugeCTR 23.04
-    (too fast: the same 16 nodes ran 1.6x faster on 23.09 in v3.1)."""
+    """BENCHMARKS.md: fit rounds MAPE 27.2% (target 20%: not met), held-out 10.7%; 8-GPU NVSwitch
+    nodes of the fit rounds within 20%, NVIDIA's H100 runs on 8 and 16 nodes of v3.1-v4.0 within
+    10% (a little slow), the other submitters' runs on several nodes (Dell's two 4-GPU nodes,
+    Juniper's 64 A100s) within 1%; the error sits in PCIe nodes (model too fast) and in v3.0's
+    multi-node runs on HugeCTR 23.04 (too fast: the same 16 nodes ran 1.6x faster on 23.09 in v3.1)."""
     err = mlperf_errors(rows)
     assert (err["fit_runs"], err["held_out_runs"]) == (42, 39)
-    assert round(100 * err["fit_mape"], 1) == 28.5 and round(100 * err["held_out_mape"], 1) == 12.4
+    assert round(100 * err["fit_mape"], 1) == 27.2 and round(100 * err["held_out_mape"], 1) == 10.7
     nvswitch8 = [
         r
         for r in rows
@@ -245,8 +246,12 @@ def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> No
     multi = [r for r in rows if r["round"] in FIT_ROUNDS and _run(r).nodes > 1 and r["gpus"] >= 64]
     nvidia = [r for r in multi if "NVIDIA" in str(r["run"]) and "H100" in str(r["accelerator"])]
     assert len(nvidia) == 6
-    assert all(0.95 <= r["ratio"] <= 1.05 for r in nvidia if r["round"] != "v3.0")
-    assert all(r["ratio"] > 1.2 for r in nvidia if r["round"] == "v3.0")
+    assert all(0.9 <= r["ratio"] <= 1.0 for r in nvidia if r["round"] != "v3.0")
+    assert all(r["ratio"] > 1.15 for r in nvidia if r["round"] == "v3.0")
+    others = [
+        r for r in rows if r["round"] in FIT_ROUNDS and _run(r).nodes > 1 and "NVIDIA" not in str(r["run"])
+    ]
+    assert len(others) == 2 and all(0.99 <= r["ratio"] <= 1.01 for r in others)
 
 
 def test_the_four_ratios() -> None:
@@ -256,6 +261,9 @@ def test_the_four_ratios() -> None:
     assert 1.05 < h200["published"] < 1.15 and 0.8 <= h200["modeled_over_published"] <= 1.2  # met
     for name, r in got.items():
         assert r["published"] > 1 and r["modeled"] > 1, name  # every direction right
+    # met since the network's share of a HugeCTR step on several nodes is on its path (EXPOSED_NETWORK)
+    for name in ("8 GPUs in one NVSwitch node / two 4-GPU nodes", "64 A100s / 8 A100s"):
+        assert 0.8 <= got[name]["modeled_over_published"] <= 1.2, name
     assert got["8xH100 node / 4-node CPU cluster (time to train)"]["published"] == pytest.approx(
         57.8, abs=0.1
     )
@@ -292,11 +300,16 @@ def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
     pcie = [v for (k, _), v in by.items() if k.split()[0] in ("A40", "L40", "L40S") or "PCIe" in k]
     assert len(pcie) == 5 and round(min(pcie), 1) == 1.3 and round(max(pcie), 1) == 3.6
     assert (
-        round(by[("H100-SXM5-80GB 8x8", False)], 2) == 1.05
-        and round(by[("H100-SXM5-80GB 8x16", False)], 2) == 0.99
+        round(by[("H100-SXM5-80GB 8x8", False)], 2) == 0.93
+        and round(by[("H100-SXM5-80GB 8x16", False)], 2) == 0.98
+    )
+    # "two 4-GPU nodes and 64 A100s within 1%"
+    assert (
+        round(by[("H100-SXM5-80GB 4x2", False)], 2) == 0.99
+        and round(by[("A100-SXM4-80GB 8x8", False)], 2) == 1.0
     )
     err = mlperf_errors(rows)
-    assert (round(100 * err["fit_mape"]), round(100 * err["held_out_mape"])) == (28, 12)
+    assert (round(100 * err["fit_mape"]), round(100 * err["held_out_mape"])) == (27, 11)
 
 
 @pytest.mark.parametrize(

@@ -222,13 +222,13 @@ def test_06_which_wins_depends_on_the_fixed_part(curve) -> None:  # type: ignore
     # "On 8 nodes ... the fixed part is 1.2 ms, 59% of the step at 32,768"
     assert (round(float(eight["fixed_ms"]), 1), round(float(eight["fixed_share"]), 2)) == (1.2, 0.59)  # type: ignore[arg-type]
     assert float(eight["fixed_ms"]) > float(one["fixed_ms"])  # the all-reduce across nodes: the larger part  # type: ignore[arg-type]
-    # "the samples per second grow 2.53x, more than the epochs, and the time to train falls 41% to its
-    # least, flat (within 1%) from 135,168 ... to 160,000"
+    # "the samples per second grow 2.14x, more than the epochs, and the time to train falls 33% to its
+    # least at 135,168 ... and stays flat (within 2%) to 160,000"
     speed, minutes = _column(curve, 64, "samples_per_s"), _column(curve, 64, "minutes")
-    assert round(speed[160_000] / speed[32_768], 2) == 2.53 > epochs[160_000] / epochs[32_768]
+    assert round(speed[160_000] / speed[32_768], 2) == 2.14 > epochs[160_000] / epochs[32_768]
     best = min(minutes, key=minutes.__getitem__)
-    assert best in (135_168, 160_000) and abs(minutes[135_168] / minutes[160_000] - 1) < 0.01
-    assert round(1 - minutes[best] / minutes[32_768], 2) == 0.41
+    assert best == 135_168 and abs(minutes[135_168] / minutes[160_000] - 1) < 0.02
+    assert round(1 - minutes[best] / minutes[32_768], 2) == 0.33
     # "where NVIDIA trains one node" / "where NVIDIA trains 8 nodes": NVIDIA's H100 submissions' batches
     nv = {(r.nodes, r.global_batch_size) for r in MLPERF_DCNV2_RESULTS
           if r.submitter == "NVIDIA" and "H100-SXM" in r.accelerator and r.nodes in (1, 8)}  # fmt: skip
@@ -237,16 +237,16 @@ def test_06_which_wins_depends_on_the_fixed_part(curve) -> None:  # type: ignore
 
 def test_06_beside_the_published_runs(curve) -> None:  # type: ignore[no-untyped-def]
     # "NVIDIA's v4.0 runs on DGX H100 took 3.8 minutes on 8 GPUs (batch 55,296) and 1.3 on 64 (batch
-    # 135,168); the model says 4.6 and 1.3: 1.2x and 1.0x the published time"
+    # 135,168); the model says 4.6 and 1.5: 1.2x and 1.1x the published time"
     nv = {(r.nodes * r.accelerators_per_node, r.global_batch_size): float(r.olympic_minutes)  # type: ignore[arg-type]
           for r in MLPERF_DCNV2_RESULTS
           if r.round == "v4.0" and r.submitter == "NVIDIA" and "H100-SXM" in r.accelerator}  # fmt: skip
     published = (nv[(8, 55_296)], nv[(64, 135_168)])
     modeled = (float(curve[(8, 55_296)]["minutes"]), float(curve[(64, 135_168)]["minutes"]))  # type: ignore[arg-type]
     assert tuple(round(x, 1) for x in published) == (3.8, 1.3)
-    assert tuple(round(x, 1) for x in modeled) == (4.6, 1.3)
+    assert tuple(round(x, 1) for x in modeled) == (4.6, 1.5)
     ratios = tuple(round(m / p, 1) for m, p in zip(modeled, published, strict=True))
-    assert ratios == (1.2, 1.0)
+    assert ratios == (1.2, 1.1)
 
 
 def test_06_the_planner_starts_the_model_of_record_as_mlperf_runs_it_and_torchrec_takes_longer(curve) -> None:  # type: ignore[no-untyped-def]

@@ -30,7 +30,7 @@ Memory per device comes from :mod:`recnotebooks.perf.memory`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from recnotebooks.checks import check_choice, check_float, check_fraction, check_int, show
@@ -156,7 +156,7 @@ def estimate(
     accesses = C.shard_access(
         config, hw, plan, step.local_batch, batch_size, zipf_exponent, dtype, sparse_optimizer
     )
-    per_rank, device_bytes, servers = _per_rank(step, accesses)
+    per_rank, device_bytes, servers, exposed = _per_rank(step, accesses)
     mem = memory_report(
         config,
         hw,
@@ -168,7 +168,7 @@ def estimate(
         sparse_optimizer=sparse_optimizer,
         dense_optimizer=dense_optimizer,
     )
-    result = _result(step, per_rank, device_bytes, mem, servers)
+    result = _result(step, per_rank, device_bytes, mem, servers, exposed)
     result.plan = plan
     _cache_figures(result, accesses)
     return result
@@ -204,9 +204,12 @@ class Step:
         return self.batch_size / self.world
 
 
-def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> tuple[list[dict[str, float]], list[float], int]:
-    """Seconds by component and device bytes moved on each rank, and the parameter servers the
-    plan's remote rows need."""
+def _per_rank(
+    step: Step, accesses: list[C.ShardAccess]
+) -> tuple[list[dict[str, float]], list[float], int, list[float]]:
+    """Seconds by component and device bytes moved on each rank, the parameter servers the
+    plan's remote rows need, and each rank's communication seconds that compute does not hide
+    (:func:`_exposed_network`)."""
     world = step.world
     dense = _dense_components(step)
     servers = C.parameter_servers(step.config, step.plan, step.dtype, step.sparse_optimizer)
@@ -225,14 +228,53 @@ def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> tuple[list[dict[str,
     by_rank: list[list[C.ShardAccess]] = [[] for _ in range(world)]
     for a in accesses:
         by_rank[a.shard.rank].append(a)
-    per_rank, device_bytes = [], []
+    per_rank, device_bytes, exposed = [], [], []
     for r in range(world):
         comp, moved = _rank_components(
             step, r, by_rank[r], dense, nic, volumes, max(1, servers) / users, ar_calls[r]
         )
         per_rank.append(comp)
         device_bytes.append(moved)
-    return per_rank, device_bytes, servers
+        exposed.append(_exposed_network(step, comp, nic, volumes, r, ar_calls[r]))
+    return per_rank, device_bytes, servers, exposed
+
+
+def _exposed_network(
+    step: Step,
+    comp: Mapping[str, float],
+    nic: float,
+    volumes: Mapping[str, list[float]],
+    rank: int,
+    ar_calls: int,
+) -> float:
+    """Seconds of ``rank``'s collectives that its step waits for, however it overlaps the rest:
+    where the implementation does not hide its network transfers
+    (:data:`~recnotebooks.perf.components.collectives.EXPOSED_NETWORK`) and the step spans nodes,
+    the network's share of its all-to-alls and all-reduce: their seconds (``comp``) less what they
+    would take over a network of unlimited bandwidth (the NVLink phases and the latencies stay
+    hideable). Otherwise 0."""
+    if step.nodes <= 1 or step.implementation not in C.EXPOSED_NETWORK:
+        return 0.0
+    unlimited = dict(_collective_seconds(step, rank, math.inf, volumes, ar_calls))
+    return sum(comp[k] - unlimited[k] for k in unlimited)
+
+
+def _collective_seconds(
+    step: Step, rank: int, nic: float, volumes: Mapping[str, list[float]], ar_calls: int
+) -> list[tuple[str, float]]:
+    """``rank``'s all-to-all and all-reduce seconds over a NIC share of ``nic`` bytes/s."""
+    hw, world = step.hw, step.world
+    a2a, ar = volumes["all_to_all"][rank], volumes["all_reduce"][rank]
+    calls = C.A2A_CALLS[step.implementation]
+    grouped = step.implementation == "hugectr"
+    all_to_all = C.all_to_all_seconds(a2a, world, step.gpus, hw, nic, calls, grouped)
+    if "hierarchical" in volumes:  # the pooled embeddings, node by node (HugeCTR on several nodes)
+        nvlink, network = volumes["hierarchical"][rank]  # type: ignore[misc]
+        all_to_all += C.hierarchical_all_to_all_seconds(nvlink, network, step.nodes, hw, nic, calls)
+    return [
+        ("all_to_all", all_to_all),
+        ("all_reduce", C.all_reduce_seconds(ar, world, step.gpus, hw, nic, ar_calls)),
+    ]
 
 
 def _hierarchical(step: Step) -> list[tuple[float, float]]:
@@ -365,16 +407,7 @@ def _rank_components(
     if any(e.remote for e in parts):
         comp["overhead"] += C.overhead_of_remote_rows(hw)
     if world > 1:  # bytes from perf.traffic.collective_bytes (the estimate reads them per rank)
-        a2a, ar = volumes["all_to_all"][rank], volumes["all_reduce"][rank]
-        calls = C.A2A_CALLS[step.implementation]
-        grouped = step.implementation == "hugectr"
-        comp["all_to_all"] = C.all_to_all_seconds(a2a, world, step.gpus, hw, nic, calls, grouped)
-        if "hierarchical" in volumes:  # the pooled embeddings, node by node (HugeCTR on several nodes)
-            nvlink, network = volumes["hierarchical"][rank]  # type: ignore[misc]
-            comp["all_to_all"] += C.hierarchical_all_to_all_seconds(
-                nvlink, network, step.nodes, hw, nic, calls
-            )
-        comp["all_reduce"] = C.all_reduce_seconds(ar, world, step.gpus, hw, nic, ar_calls)
+        comp.update(_collective_seconds(step, rank, nic, volumes, ar_calls))
     moved = sum(w.device_bytes for w in dense.values()) + sum(e.device_bytes for e in parts)
     return comp, moved
 
@@ -385,6 +418,7 @@ def _result(
     device_bytes: list[float],
     mem: MemoryReport,
     parameter_servers: int = 0,
+    exposed: Sequence[float] = (),
 ) -> CostResult:
     """Derived figures: step time with and without overlap, busy fraction, FLOP/s efficiency,
     device-memory bandwidth use, and energy: the devices, each node's host, and the parameter
@@ -393,9 +427,15 @@ def _result(
         step.config, step.hw, step.batch_size, step.nodes, step.dtype, step.world
     )  # fmt: skip
     serial = [sum(c.values()) for c in per_rank]
+    exposed = list(exposed) or [0.0] * len(per_rank)
     overlap = [
-        max(sum(c[k] for k in COMPUTE) + c["overhead"], sum(c[k] for k in COMMUNICATION), c["data_loading"])
-        for c in per_rank
+        max(
+            sum(c[k] for k in COMPUTE) + c["overhead"],
+            sum(c[k] for k in COMMUNICATION) - e,
+            c["data_loading"],
+        )
+        + e
+        for c, e in zip(per_rank, exposed, strict=True)
     ]
     step_s, step_o = max(serial), max(overlap)
     for v in (step_s, step_o):
@@ -443,6 +483,7 @@ def _result(
         memory=mem,
         notes=notes,
         parameter_servers=parameter_servers,
+        network_exposed=exposed,
         power_w=power,
     )
 

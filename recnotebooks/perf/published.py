@@ -334,21 +334,24 @@ def fit_hugectr_step(runs: Sequence[PublishedRun] | None = None, hi: float = 5e-
     priced = []
     for run in runs:
         res = estimate_run(run)
-        # per rank: its compute less the constant in use, and what it overlaps with (communication,
-        # data loading), so a step priced with another constant is exactly what estimate would give
+        # per rank: its compute less the constant in use, what it overlaps with (communication,
+        # data loading) and what it waits for (the network's exposed share), so a step priced with
+        # another constant is exactly what estimate would give
+        exposed = res.network_exposed or [0.0] * len(res.per_rank)
         parts = [
             (
                 sum(c[k] for k in COMPUTE) + c["overhead"] - HUGECTR["step_s"],
-                max(sum(c[k] for k in COMMUNICATION), c["data_loading"]),
+                max(sum(c[k] for k in COMMUNICATION) - e, c["data_loading"]),
+                e,
             )
-            for c in res.per_rank
+            for c, e in zip(res.per_rank, exposed, strict=True)
         ]
         priced.append((res, parts, run))
 
     def loss(s0: float) -> float:
         total = 0.0
         for res, parts, run in priced:
-            step = max(max(compute + s0, rest) for compute, rest in parts)
+            step = max(max(compute + s0, rest) + e for compute, rest, e in parts)
             shifted = dataclasses.replace(res, step_time_overlap=step)
             total += math.log(mlperf_throughput(shifted, run.mlperf) / run.samples_per_s) ** 2  # type: ignore[arg-type]
         return total

@@ -32,6 +32,7 @@ from __future__ import annotations
 from recnotebooks.perf.components.collectives import (
     A2A_CALLS,
     A2A_CALLS_PER_STEP,
+    EXPOSED_NETWORK,
     HIERARCHICAL,
     all_reduce_seconds,
     all_to_all_bytes,
@@ -78,7 +79,8 @@ from recnotebooks.perf.components.ops import (
     sharded_op_terms,
 )
 
-__all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "HIERARCHICAL", "HUGECTR_DTYPES", "IMPLEMENTATIONS",
+__all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "EXPOSED_NETWORK", "HIERARCHICAL", "HUGECTR_DTYPES",
+           "IMPLEMENTATIONS",
            "INDEX_BYTES", "PARAMETER_SERVER", "hierarchical_all_to_all_seconds",
            "UVM_EFFICIENCY", "Embedding",
            "SHARDED_OPS", "SHARD_OPS", "ShardAccess", "Work", "all_reduce_seconds", "cache_hit_rates",
