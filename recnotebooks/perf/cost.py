@@ -235,14 +235,13 @@ def _per_rank(
         )
         per_rank.append(comp)
         device_bytes.append(moved)
-        exposed.append(_exposed_network(step, comp, nic, volumes, r, ar_calls[r]))
+        exposed.append(_exposed_network(step, comp, volumes, r, ar_calls[r]))
     return per_rank, device_bytes, servers, exposed
 
 
 def _exposed_network(
     step: Step,
     comp: Mapping[str, float],
-    nic: float,
     volumes: Mapping[str, list[float]],
     rank: int,
     ar_calls: int,
