@@ -134,8 +134,8 @@ def test_a_hugectr_step_on_two_nodes_waits_for_its_network_share() -> None:
     plan = combine(row_wise(["a"], 4, ranks=[0, 1]), table_wise(["b"], 4, ranks=[2]))
     args = dict(batch_size=65536, gpus=2, nodes=2, plan=plan, dtype="fp32")
     r = estimate(cfg, hw, implementation="hugectr", **args)
-    assert r.network_exposed == pytest.approx(_exposed_by_hand(cfg, plan, 65536, 2, 2, hw), rel=1e-9)
-    assert all(e > 0 for e in r.network_exposed)
+    assert r.exposed_communication == pytest.approx(_exposed_by_hand(cfg, plan, 65536, 2, 2, hw), rel=1e-9)
+    assert all(e > 0 for e in r.exposed_communication)
     step = max(
         max(
             sum(c[k] for k in COMPUTE) + c["overhead"],
@@ -143,10 +143,30 @@ def test_a_hugectr_step_on_two_nodes_waits_for_its_network_share() -> None:
             c["data_loading"],
         )
         + e
-        for c, e in zip(r.per_rank, r.network_exposed, strict=True)
+        for c, e in zip(r.per_rank, r.exposed_communication, strict=True)
     )
     assert r.step_time_overlap == pytest.approx(step) and r.step_time_overlap <= r.step_time
     # TorchRec's pipeline hides it (nothing exposed), as does one node of HugeCTR
-    assert not any(estimate(cfg, hw, implementation="torchrec", **args).network_exposed)
+    assert not any(estimate(cfg, hw, implementation="torchrec", **args).exposed_communication)
     one = estimate(cfg, hw, batch_size=65536, gpus=4, plan=plan, dtype="fp32", implementation="hugectr")
-    assert not any(one.network_exposed)
+    assert not any(one.exposed_communication)
+
+
+def test_a_hugectr_step_on_a_pcie_node_waits_for_all_its_collectives() -> None:
+    from recnotebooks.perf import estimate
+    from recnotebooks.perf.components.collectives import peers_over_pcie
+
+    cfg, plan = _toy(), combine(row_wise(["a"], 4), table_wise(["b"], 4, ranks=[2]))
+    pcie, nvlink = hardware("h100_pcie_node"), hardware("dgx_h100")
+    assert (
+        peers_over_pcie(pcie)
+        and not peers_over_pcie(nvlink)
+        and not peers_over_pcie(hardware("this_machine"))
+    )
+    args = dict(batch_size=65536, gpus=4, plan=plan, dtype="fp32")
+    r = estimate(cfg, pcie, implementation="hugectr", **args)
+    assert r.exposed_communication == pytest.approx([c["all_to_all"] + c["all_reduce"] for c in r.per_rank])
+    assert all(e > 0 for e in r.exposed_communication)
+    # NVLink: hidden; TorchRec's pipeline: hidden
+    assert not any(estimate(cfg, nvlink, implementation="hugectr", **args).exposed_communication)
+    assert not any(estimate(cfg, pcie, implementation="torchrec", **args).exposed_communication)

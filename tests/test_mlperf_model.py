@@ -220,14 +220,15 @@ def test_the_stack_constant_is_its_fit_on_the_fit_rounds_only() -> None:
 
 
 def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> None:
-    """BENCHMARKS.md: fit rounds MAPE 27.2% (target 20%: not met), held-out 10.7%; 8-GPU NVSwitch
+    """BENCHMARKS.md: fit rounds MAPE 19.7% (target 20%: met), held-out 10.7%; 8-GPU NVSwitch
     nodes of the fit rounds within 20%, NVIDIA's H100 runs on 8 and 16 nodes of v3.1-v4.0 within
     10% (a little slow), the other submitters' runs on several nodes (Dell's two 4-GPU nodes,
-    Juniper's 64 A100s) within 1%; the error sits in PCIe nodes (model too fast) and in v3.0's
-    multi-node runs on HugeCTR 23.04 (too fast: the same 16 nodes ran 1.6x faster on 23.09 in v3.1)."""
+    Juniper's 64 A100s) within 1%; 8-GPU PCIe nodes within 25% (too slow but for the A40), Quanta's
+    4x H100 PCIe still 2.3-2.9x too fast (its logs: the machine at half its own first speed), and
+    v3.0's multi-node runs on HugeCTR 23.04 too fast (the same 16 nodes ran 1.6x faster on 23.09)."""
     err = mlperf_errors(rows)
     assert (err["fit_runs"], err["held_out_runs"]) == (42, 39)
-    assert round(100 * err["fit_mape"], 1) == 27.2 and round(100 * err["held_out_mape"], 1) == 10.7
+    assert round(100 * err["fit_mape"], 1) == 19.7 and round(100 * err["held_out_mape"], 1) == 10.7
     nvswitch8 = [
         r
         for r in rows
@@ -242,7 +243,9 @@ def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> No
         for r in rows
         if r["round"] in FIT_ROUNDS and any(k in str(r["accelerator"]) for k in ("PCIe", "A40", "L40"))
     ]
-    assert pcie and all(r["ratio"] > 1.2 for r in pcie)
+    quanta = [r for r in pcie if "D54U" in str(r["run"])]
+    assert len(pcie) == 6 and len(quanta) == 2 and all(2.3 < r["ratio"] < 2.9 for r in quanta)
+    assert all(0.75 <= r["ratio"] <= 1.25 for r in pcie if r not in quanta)
     multi = [r for r in rows if r["round"] in FIT_ROUNDS and _run(r).nodes > 1 and r["gpus"] >= 64]
     nvidia = [r for r in multi if "NVIDIA" in str(r["run"]) and "H100" in str(r["accelerator"])]
     assert len(nvidia) == 6
@@ -297,8 +300,10 @@ def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
     h200 = [v for (k, _), v in by.items() if k == "H200-SXM5-141GB 8x1"]
     assert h200 and all(0.93 <= round(v, 2) <= 0.97 for v in h200)
     assert round(by[("B200-SXM-180GB 8x1", True)], 2) == 1.05
-    pcie = [v for (k, _), v in by.items() if k.split()[0] in ("A40", "L40", "L40S") or "PCIe" in k]
-    assert len(pcie) == 5 and round(min(pcie), 1) == 1.3 and round(max(pcie), 1) == 3.6
+    # "PCIe nodes ... 0.76-1.10 on 8 GPUs ... Quanta's 4x H100 PCIe 2.6"
+    pcie = {k: v for (k, _), v in by.items() if k.split()[0] in ("A40", "L40", "L40S") or "PCIe" in k}
+    assert len(pcie) == 5 and round(pcie.pop("H100-PCIe-80GB 4x1"), 1) == 2.6
+    assert (round(min(pcie.values()), 2), round(max(pcie.values()), 2)) == (0.76, 1.1)
     assert (
         round(by[("H100-SXM5-80GB 8x8", False)], 2) == 0.93
         and round(by[("H100-SXM5-80GB 8x16", False)], 2) == 0.98
@@ -309,7 +314,7 @@ def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
         and round(by[("A100-SXM4-80GB 8x8", False)], 2) == 1.0
     )
     err = mlperf_errors(rows)
-    assert (round(100 * err["fit_mape"]), round(100 * err["held_out_mape"])) == (27, 11)
+    assert (round(100 * err["fit_mape"]), round(100 * err["held_out_mape"])) == (20, 11)
 
 
 @pytest.mark.parametrize(

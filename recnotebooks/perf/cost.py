@@ -209,7 +209,7 @@ def _per_rank(
 ) -> tuple[list[dict[str, float]], list[float], int, list[float]]:
     """Seconds by component and device bytes moved on each rank, the parameter servers the
     plan's remote rows need, and each rank's communication seconds that compute does not hide
-    (:func:`_exposed_network`)."""
+    (:func:`_exposed`)."""
     world = step.world
     dense = _dense_components(step)
     servers = C.parameter_servers(step.config, step.plan, step.dtype, step.sparse_optimizer)
@@ -235,24 +235,29 @@ def _per_rank(
         )
         per_rank.append(comp)
         device_bytes.append(moved)
-        exposed.append(_exposed_network(step, comp, volumes, r, ar_calls[r]))
+        exposed.append(_exposed(step, comp, volumes, r, ar_calls[r]))
     return per_rank, device_bytes, servers, exposed
 
 
-def _exposed_network(
+def _exposed(
     step: Step,
     comp: Mapping[str, float],
     volumes: Mapping[str, list[float]],
     rank: int,
     ar_calls: int,
 ) -> float:
-    """Seconds of ``rank``'s collectives that its step waits for, however it overlaps the rest:
-    where the implementation does not hide its network transfers
-    (:data:`~recnotebooks.perf.components.collectives.EXPOSED_NETWORK`) and the step spans nodes,
-    the network's share of its all-to-alls and all-reduce: their seconds (``comp``) less what they
-    would take over a network of unlimited bandwidth (the NVLink phases and the latencies stay
-    hideable). Otherwise 0."""
-    if step.nodes <= 1 or step.implementation not in C.EXPOSED_NETWORK:
+    """Seconds of ``rank``'s collectives that its step waits for, however it overlaps the rest,
+    where the implementation hides only what its GPUs move over NVLink
+    (:data:`~recnotebooks.perf.components.collectives.EXPOSED_COMMUNICATION`): on a node whose
+    GPUs reach each other over PCIe (:func:`~recnotebooks.perf.components.collectives.peers_over_pcie`),
+    all of its all-to-alls and all-reduce; on several NVLink nodes, the network's share of them:
+    their seconds (``comp``) less what they would take over a network of unlimited bandwidth (the
+    NVLink phases and the latencies stay hideable). Otherwise 0."""
+    if step.implementation not in C.EXPOSED_COMMUNICATION or step.world <= 1:
+        return 0.0
+    if C.peers_over_pcie(step.hw):
+        return comp["all_to_all"] + comp["all_reduce"]
+    if step.nodes <= 1:
         return 0.0
     unlimited = dict(_collective_seconds(step, rank, math.inf, volumes, ar_calls))
     return sum(comp[k] - unlimited[k] for k in unlimited)
@@ -482,7 +487,7 @@ def _result(
         memory=mem,
         notes=notes,
         parameter_servers=parameter_servers,
-        network_exposed=exposed,
+        exposed_communication=exposed,
         power_w=power,
     )
 

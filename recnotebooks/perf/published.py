@@ -335,9 +335,9 @@ def fit_hugectr_step(runs: Sequence[PublishedRun] | None = None, hi: float = 5e-
     for run in runs:
         res = estimate_run(run)
         # per rank: its compute less the constant in use, what it overlaps with (communication,
-        # data loading) and what it waits for (the network's exposed share), so a step priced with
+        # data loading) and what it waits for (its exposed communication), so a step priced with
         # another constant is exactly what estimate would give
-        exposed = res.network_exposed or [0.0] * len(res.per_rank)
+        exposed = res.exposed_communication or [0.0] * len(res.per_rank)
         parts = [
             (
                 sum(c[k] for k in COMPUTE) + c["overhead"] - HUGECTR["step_s"],

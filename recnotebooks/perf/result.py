@@ -67,9 +67,10 @@ class CostResult:
     #: parameter-server nodes holding remote rows (their power is in the energy figures)
     parameter_servers: int = 0
     #: per rank, seconds of its communication that the overlapped step waits for rather than hides
-    #: behind compute: the network's share of its collectives where the implementation exposes it
-    #: (:data:`~recnotebooks.perf.components.collectives.EXPOSED_NETWORK`); empty or zeros otherwise
-    network_exposed: list[float] = field(default_factory=list)
+    #: behind compute: what its collectives move over PCIe or the network where the implementation
+    #: hides only NVLink traffic (:data:`~recnotebooks.perf.components.collectives.EXPOSED_COMMUNICATION`);
+    #: empty or zeros otherwise
+    exposed_communication: list[float] = field(default_factory=list)
     #: watts the step draws: devices, hosts and parameter servers
     power_w: float = 0.0
     #: the plan this result models (its notes say why each table is where it is)

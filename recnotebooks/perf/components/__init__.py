@@ -32,13 +32,14 @@ from __future__ import annotations
 from recnotebooks.perf.components.collectives import (
     A2A_CALLS,
     A2A_CALLS_PER_STEP,
-    EXPOSED_NETWORK,
+    EXPOSED_COMMUNICATION,
     HIERARCHICAL,
     all_reduce_seconds,
     all_to_all_bytes,
     all_to_all_seconds,
     hierarchical_all_to_all_seconds,
     nic_per_device,
+    peers_over_pcie,
 )
 from recnotebooks.perf.components.dense import (
     Work,
@@ -79,7 +80,7 @@ from recnotebooks.perf.components.ops import (
     sharded_op_terms,
 )
 
-__all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "EXPOSED_NETWORK", "HIERARCHICAL", "HUGECTR_DTYPES",
+__all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "EXPOSED_COMMUNICATION", "HIERARCHICAL", "HUGECTR_DTYPES",
            "IMPLEMENTATIONS",
            "INDEX_BYTES", "PARAMETER_SERVER", "hierarchical_all_to_all_seconds",
            "UVM_EFFICIENCY", "Embedding",
@@ -89,6 +90,7 @@ __all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "EXPOSED_NETWORK", "HIERARCHICAL",
            "embedding_in_cache", "embedding_in_hbm", "embedding_in_host", "embedding_on_parameter_server",
            "embedding_pooled_by_host", "embedding_shard", "gather_bandwidth", "gemm_time", "host_to_device",
            "input_bytes_per_sample", "interaction", "mlp", "nic_per_device", "op_count", "overhead",
+           "peers_over_pcie",
            "overhead_of_remote_rows", "parameter_servers", "shard_access", "sharded_extra_ops",
            "sharded_op_terms",
            "uvm_bandwidth"]  # fmt: skip

@@ -78,8 +78,8 @@ IMPLEMENTATIONS = ("recnotebooks", "torchrec", "hugectr")
 #: ``mlp_passes`` for an MLP layer's bias and ReLU instead of 7); the pooled embeddings go forward
 #: and their gradients back in ``a2a_calls`` all-to-alls (the ids travel with the data reader's
 #: batches); and communication overlaps compute (its step is ``CostResult.step_time_overlap``),
-#: except the network's share on several nodes, which its step waits for
-#: (:data:`~recnotebooks.perf.components.collectives.EXPOSED_NETWORK`).
+#: except what it moves over PCIe or the network, which its step waits for
+#: (:data:`~recnotebooks.perf.components.collectives.EXPOSED_COMMUNICATION`).
 HUGECTR: dict[str, float] = {"step_s": 0.0, "cross_passes": 8, "mlp_passes": 0, "a2a_calls": 2}
 #: The precisions HugeCTR trains in, and so the ``dtype`` s the model prices its step in: fp32, fp32
 #: with TF32 GEMMs (its solver's ``enable_tf32_compute``) and fp16 mixed precision with a loss scaler
