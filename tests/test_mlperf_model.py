@@ -314,7 +314,8 @@ def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
         and round(by[("A100-SXM4-80GB 8x8", False)], 2) == 1.0
     )
     err = mlperf_errors(rows)
-    assert (round(100 * err["fit_mape"]), round(100 * err["held_out_mape"])) == (20, 11)
+    # "Over the fit rounds the mean error is 19.7% (the goal: at most 20%); over the held-out rounds 10.7%."
+    assert (round(100 * err["fit_mape"], 1), round(100 * err["held_out_mape"], 1)) == (19.7, 10.7)
 
 
 @pytest.mark.parametrize(
