@@ -411,3 +411,34 @@ def test_an_unreliable_measured_bar_is_drawn_pale_and_says_so() -> None:
     assert pale["now"] < 0.5 and pale["-1"] == 1.0  # the reliable bar keeps its full colour
     warned = [r for r in data if r.get("_warn")]
     assert [r["setting"] for r in warned] == ["now"] and warned[0]["max_ms"] == pytest.approx(12.4)
+
+
+def test_a_faded_line_under_another_is_drawn_once_and_said() -> None:
+    """The traffic app's trail: -1, -2 and -3 all at batch 2048 draw one curve against pooling;
+    drawn three times, faded, their colours would mix into one no legend entry has. The chart
+    keeps the newest of equal lines, and its subtitle names the others."""
+    import json
+
+    from recnotebooks.viz.traffic import lookup_traffic
+
+    settings = {
+        "now: pooling 20→40": dict(pooling=40, batch_size=8192),
+        "-1: batch_size 2048→8192": dict(pooling=20, batch_size=8192),
+        "-2: pooling 1→20": dict(pooling=20, batch_size=2048),
+        "-3: start": dict(pooling=1, batch_size=2048),
+    }
+    rows = [
+        {**r, "setting": name}
+        for name, kw in settings.items()
+        for r in lookup_traffic(**kw).tables["traffic"]
+    ]
+    chart = metric_lines(rows, x="pooling", y="MB_per_step", color="setting", highlight="now: pooling 20→40")
+    spec = chart.to_dict()
+    drawn = {r["setting"] for r in chart_rows(spec)}
+    # -1 moved the batch back to 8192 but not the pooling: its line is the highlighted one's
+    assert drawn == {"now: pooling 20→40", "-2: pooling 1→20"}
+    subtitle = json.dumps(spec["title"], ensure_ascii=False)
+    assert "-1: the same line as now" in subtitle and "-3: the same line as -2" in subtitle
+    # different lines all stay; without a highlight nothing is faded, so nothing is dropped
+    plain = metric_lines(rows, x="pooling", y="MB_per_step", color="setting")
+    assert {r["setting"] for r in chart_rows(plain.to_dict())} == set(settings)

@@ -353,6 +353,10 @@ def metric_lines(
         fields=[x, y] + ([color] if color else []),
     )
     check_rows(data, "metric_lines", numeric=[x, y])
+    if color and highlight is not None:  # a faded line hidden under another is drawn once
+        data, same = _drop_hidden_lines(data, x, y, color, highlight)
+        if same:
+            detail = "; ".join([*([detail] if detail else []), same])
     for r in data:
         r["_now"] = bool(r.get("current")) if current is None else r[x] == current
         r["_hl"] = highlight is None or (color is not None and r[color] == highlight)
@@ -398,6 +402,39 @@ def metric_lines(
         title=chart_title(title or f"{y} vs {x}".replace("_", " "), data, source, detail)
     )
     return with_data(chart, data)
+
+
+def _drop_hidden_lines(
+    data: list[dict[str, object]], x: str, y: str, color: str, highlight: object
+) -> tuple[list[dict[str, object]], str]:
+    """``data`` without the faded lines that would lie exactly on another line (a trail's
+    earlier settings that change nothing this chart plots), and the words that say so: "-2, -3:
+    the same line as -1" (a trail label's part before ``:``). The highlighted line and the first
+    of each set of equal lines, in the order given (the trail's newest first), stay, so every
+    line in the legend is one the chart shows in its own colour."""
+    points: dict[str, list[tuple[object, object]]] = {}
+    for r in data:
+        points.setdefault(str(r[color]), []).append((r[x], r[y]))
+    first: dict[tuple[tuple[object, object], ...], str] = {}
+    hidden: dict[str, list[str]] = {}
+    order = sorted(points, key=lambda n: n != str(highlight))  # the highlighted line wins a tie
+    for name in order:
+        key = tuple(sorted(points[name], key=repr))
+        if key in first:
+            hidden.setdefault(first[key], []).append(name)
+        else:
+            first[key] = name
+    if not hidden:
+        return data, ""
+
+    def short(name: str) -> str:
+        return name.split(":", 1)[0] if ":" in name else name
+
+    gone = {n for names in hidden.values() for n in names}
+    words_ = [
+        f"{', '.join(short(n) for n in names)}: the same line as {short(k)}" for k, names in hidden.items()
+    ]
+    return [r for r in data if str(r[color]) not in gone], "; ".join(words_)
 
 
 def metric_bars(

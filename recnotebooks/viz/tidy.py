@@ -133,13 +133,16 @@ SUBTITLE_CHARS = 90
 
 def wrap_line(line: str, limit: int = SUBTITLE_CHARS) -> list[str]:
     """``line`` broken into lines of at most ``limit`` characters, after a "; ", a " · ", a ", "
-    or a space (a word longer than ``limit`` stays whole)."""
+    or a space, the first of these (in that order) found in the second half of the line's first
+    ``limit`` characters, so that a clause stays whole where it can (a word longer than ``limit``
+    stays whole)."""
     out = []
+    seps = ("; ", " · ", ", ", " ")
     while len(line) > limit:
-        cut = max(line.rfind(sep, 0, limit) for sep in ("; ", " · ", ", ", " "))
+        found = [(line.rfind(sep, 0, limit), sep) for sep in seps]
+        cut, sep = next(((c, x) for c, x in found if c > limit // 2), max(found))
         if cut <= 0:
             break
-        sep = next(x for x in ("; ", " · ", ", ", " ") if line.startswith(x, cut))
         out.append(line[: cut + len(sep)].rstrip())
         line = line[cut + len(sep) :]
     return [*out, line]
