@@ -8,9 +8,9 @@ import pytest
 from recnotebooks.config import DLRMConfig, TableConfig, preset
 from recnotebooks.perf import traffic
 from recnotebooks.perf.components.collectives import hierarchical_all_to_all_seconds
-from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.mlperf_plan import hier_auto_nodes, mlperf_plan
-from recnotebooks.plan import combine, row_wise, table_wise
+from recnotebooks.plan import Plan, combine, row_wise, table_wise
 
 
 def _toy() -> DLRMConfig:
@@ -102,7 +102,9 @@ def test_hier_auto_refuses_bad_input_naming_it(args: tuple, match: str) -> None:
         hier_auto_nodes(*args)
 
 
-def _exposed_by_hand(cfg: DLRMConfig, plan, batch: int, gpus: int, nodes: int, hw) -> list[float]:  # type: ignore[no-untyped-def]
+def _exposed_by_hand(
+    cfg: DLRMConfig, plan: Plan, batch: int, gpus: int, nodes: int, hw: Hardware
+) -> list[float]:
     """Each rank's network seconds, from the bytes and the formulas: the hierarchical exchange's
     network phase (2 calls), the all-reduce's cross-node ring over 1/gpus of the gradients, and
     what the ids' flat all-to-all spends on the NIC beyond its NVLink share."""
