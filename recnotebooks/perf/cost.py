@@ -43,7 +43,7 @@ from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.memory import MemoryReport, memory_report
 from recnotebooks.perf.planner import RESERVE, plan_tables, table_bytes
 from recnotebooks.perf.precision import precision
-from recnotebooks.perf.result import COMMUNICATION, COMPONENTS, COMPUTE, CostResult
+from recnotebooks.perf.result import COMMUNICATION, COMPONENTS, COMPUTE, CostResult, overlapped_step
 from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, single_device_plan
 
 __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "CostResult", "estimate",
@@ -432,15 +432,7 @@ def _result(
     )  # fmt: skip
     serial = [sum(c.values()) for c in per_rank]
     exposed = list(exposed) or [0.0] * len(per_rank)
-    overlap = [
-        max(
-            sum(c[k] for k in COMPUTE) + c["overhead"],
-            sum(c[k] for k in COMMUNICATION) - e,
-            c["data_loading"],
-        )
-        + e
-        for c, e in zip(per_rank, exposed, strict=True)
-    ]
+    overlap = [overlapped_step(c, e) for c, e in zip(per_rank, exposed, strict=True)]
     step_s, step_o = max(serial), max(overlap)
     for v in (step_s, step_o):
         if not math.isfinite(v) or v <= 0:

@@ -39,7 +39,7 @@ from recnotebooks.perf.mlperf import (
 from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.mlperf_systems import mlperf_layout
 from recnotebooks.perf.placement import _percent
-from recnotebooks.perf.result import COMMUNICATION, COMPUTE, CostResult
+from recnotebooks.perf.result import CostResult, overlapped_step
 from recnotebooks.perf.sources import cite
 from recnotebooks.plan import Plan
 
@@ -334,24 +334,13 @@ def fit_hugectr_step(runs: Sequence[PublishedRun] | None = None, hi: float = 5e-
     priced = []
     for run in runs:
         res = estimate_run(run)
-        # per rank: its compute less the constant in use, what it overlaps with (communication,
-        # data loading) and what it waits for (its exposed communication), so a step priced with
-        # another constant is exactly what estimate would give
         exposed = res.exposed_communication or [0.0] * len(res.per_rank)
-        parts = [
-            (
-                sum(c[k] for k in COMPUTE) + c["overhead"] - HUGECTR["step_s"],
-                max(sum(c[k] for k in COMMUNICATION) - e, c["data_loading"]),
-                e,
-            )
-            for c, e in zip(res.per_rank, exposed, strict=True)
-        ]
-        priced.append((res, parts, run))
+        priced.append((res, list(zip(res.per_rank, exposed, strict=True)), run))
 
     def loss(s0: float) -> float:
         total = 0.0
-        for res, parts, run in priced:
-            step = max(max(compute + s0, rest) + e for compute, rest, e in parts)
+        for res, ranks, run in priced:  # the step as estimate prices it with s0 in place of step_s
+            step = max(overlapped_step(c, e, s0 - HUGECTR["step_s"]) for c, e in ranks)
             shifted = dataclasses.replace(res, step_time_overlap=step)
             total += math.log(mlperf_throughput(shifted, run.mlperf) / run.samples_per_s) ** 2  # type: ignore[arg-type]
         return total

@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 from recnotebooks.perf.memory import MemoryReport
 from recnotebooks.plan import Plan
 
-__all__ = ["COMMUNICATION", "COMPONENTS", "COMPUTE", "TABLE_HOMES", "CostResult", "describe_table_placement"]
+__all__ = [
+    "COMMUNICATION",
+    "COMPONENTS",
+    "COMPUTE",
+    "TABLE_HOMES",
+    "CostResult",
+    "describe_table_placement",
+    "overlapped_step",
+]
 
 #: Where a shard's rows live, for each placement (fastest first: the order of
 #: :meth:`CostResult.table_placement` and of its charts).
@@ -40,6 +48,22 @@ COMPUTE = (
     "dense_optimizer",
 )
 COMMUNICATION = ("host_to_device", "all_to_all", "all_reduce")
+
+
+def overlapped_step(component: Mapping[str, float], exposed: float = 0.0, extra: float = 0.0) -> float:
+    """One rank's step when communication overlaps compute (:attr:`CostResult.step_time_overlap`)
+    from its ``component`` seconds: the longest of its compute with its launch overhead (plus
+    ``extra`` seconds of it, to price another per-step constant), the communication it can hide,
+    and its data loading; then the communication it waits for (``exposed``, a part of its
+    communication: :attr:`CostResult.exposed_communication`)."""
+    return (
+        max(
+            sum(component[k] for k in COMPUTE) + component["overhead"] + extra,
+            sum(component[k] for k in COMMUNICATION) - exposed,
+            component["data_loading"],
+        )
+        + exposed
+    )
 
 
 @dataclass
@@ -179,6 +203,7 @@ class CostResult:
             "fits": self.fits,
             "reasons": list(self.memory.reasons),
             "breakdown_s": self.breakdown(),
+            "exposed_communication_s": max(self.exposed_communication, default=0.0),
             "memory_per_device_bytes": [d["total"] for d in self.memory.device],
             "notes": list(self.notes),
             "requested_placement": self.plan.requested_placement if self.plan is not None else None,
