@@ -44,6 +44,36 @@ def test_cost_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(out["memory_per_device_bytes"]) == 1  # type: ignore[arg-type]
 
 
+def test_cost_prices_an_mlperf_run_as_the_published_comparison_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """recnb cost --implementation hugectr --strategy mlperf gives the step the model compares with
+    MLPerf's published runs (the same estimate, built here from the plan and the setup directly)."""
+    from recnotebooks.config import preset
+    from recnotebooks.perf import estimate
+    from recnotebooks.perf.mlperf_plan import mlperf_plan
+
+    cfg = preset("mlperf_dcnv2")
+    for nodes in (1, 2):
+        argv = ["cost", "--preset", "mlperf_dcnv2", "--hardware", "dgx_h100", "--gpus", "8", "--nodes",
+                str(nodes), "--batch-size", "55296", "--implementation", "hugectr", "--strategy", "mlperf",
+                "--dtype", "amp_fp16", "--sparse-optimizer", "adagrad"]  # fmt: skip
+        out = run_json(capsys, *argv)
+        plan = mlperf_plan(cfg, 8, nodes, HARDWARE["dgx_h100"].hbm_bytes)
+        want = estimate(cfg, "dgx_h100", batch_size=55296, gpus=8, nodes=nodes, plan=plan, dtype="amp_fp16",
+                        sparse_optimizer="adagrad", implementation="hugectr")  # fmt: skip
+        assert out["implementation"] == "hugectr" and out["plan_strategy"] == "mlperf"
+        assert out["step_time_overlap_s"] == pytest.approx(want.step_time_overlap, rel=1e-12)
+        assert out["exposed_communication_s"] == pytest.approx(max(want.exposed_communication, default=0.0))
+        assert (out["exposed_communication_s"] > 0) is (nodes > 1)  # the network's share waits
+        assert main(argv) == 0
+        text = capsys.readouterr().out
+        assert ("waits" in text and "off NVLink" in text) is (nodes > 1)
+    # TorchRec's step (the default) hides all of it
+    out = run_json(capsys, *argv[: argv.index("--implementation")], "--dtype", "amp_fp16")
+    assert out["implementation"] == "torchrec" and out["exposed_communication_s"] == 0.0
+
+
 def test_cost_human_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cost", "--preset", "tiny", "--hardware", "dgx_a100"]) == 0
     text = capsys.readouterr().out
@@ -133,6 +163,12 @@ def test_plan_json_covers_every_table(capsys: pytest.CaptureFixture[str]) -> Non
         (["cost", "--preset", "tiny", "--gpus", "8", "--nodes", "2"], "tables"),
         (["cost", "--batch-size", "4", "--gpus", "8"], "batch_size"),
         (["cost", "--hardware", "big_basin", "--dtype", "bf16"], "bf16"),
+        (["cost", "--strategy", "mlperf", "--placement", "host"], "--placement host"),
+        (["cost", "--implementation", "hugectr", "--dtype", "amp_bf16"], "amp_fp16"),
+        (
+            ["cost", "--implementation", "hugectr", "--placement", "host"],
+            "implementation='torchrec'",
+        ),
     ],
 )
 def test_cli_errors_exit_2_naming_the_option(capsys: pytest.CaptureFixture[str], argv: list[str],
@@ -149,6 +185,7 @@ def test_cli_errors_exit_2_naming_the_option(capsys: pytest.CaptureFixture[str],
         (["cost", "--cache-hit-rate", "x"], "--cache-hit-rate"),
         (["cost", "--placement", "disk"], "--placement"),
         (["cost", "--gpus", "0"], "--gpus"),
+        (["cost", "--implementation", "tensorflow"], "--implementation"),
         (["plan", "--hardware", "tpu"], "--hardware"),
     ],
 )

@@ -10,9 +10,12 @@ from typing import Any
 
 from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, DLRMConfig, preset, preset_names
 from recnotebooks.perf.access import CACHE_POLICIES
+from recnotebooks.perf.components.ops import IMPLEMENTATIONS
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import hardware, hardware_names
+from recnotebooks.perf.job_planner import MLPERF_STRATEGY
 from recnotebooks.perf.memory import memory_report
+from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import STRATEGIES, plan_tables
 from recnotebooks.perf.precision import precision_names
 from recnotebooks.plan import PLACEMENTS, Plan, single_device_plan
@@ -97,7 +100,21 @@ def add_parsers(
         "cost", help="modeled step time, throughput, utilisation and memory on a hardware preset"
     )
     common(c)
-    c.add_argument("--strategy", default="greedy", choices=STRATEGIES, help="plan for several devices")
+    c.add_argument(
+        "--strategy",
+        default="greedy",
+        choices=(*STRATEGIES, MLPERF_STRATEGY),
+        help="plan for several devices (mlperf: the sharding the model prices MLPerf's runs with, every "
+        "table in HBM)",
+    )
+    c.add_argument(
+        "--implementation",
+        default="torchrec",
+        choices=IMPLEMENTATIONS,
+        help="whose training step is priced: torchrec (default: TorchRec's eager step; on one device, "
+        "ours), recnotebooks (our sharded step), hugectr (NVIDIA's CUDA-graphed step, as MLPerf's "
+        "DLRM-DCNv2 submissions ran it: tables in HBM, fp32, tf32 or amp_fp16)",
+    )
     pl = sub.add_parser("plan", help="assign tables to devices and placements; explain the plan")
     common(pl)
     pl.add_argument("--strategy", default="cost", choices=STRATEGIES, help="planner strategy (default cost)")
@@ -161,6 +178,13 @@ def _plan(args: argparse.Namespace) -> tuple[DLRMConfig, Plan]:
         )
     if getattr(args, "cache_rows", None) is not None:
         return cfg, _cache_plan(args, cfg)
+    if args.strategy == MLPERF_STRATEGY:
+        if args.placement != "hbm" or args.cache_hit_rate is not None:
+            raise ValueError(
+                f"--strategy {MLPERF_STRATEGY} keeps every table in HBM, as MLPerf's runs do: it takes no "
+                f"--placement {args.placement} or --cache-hit-rate (got {args.cache_hit_rate})"
+            )
+        return cfg, mlperf_plan(cfg, args.gpus, args.nodes, hardware(args.hardware).hbm_bytes)
     if args.placement == "cache" and args.cache_hit_rate is None:
         raise ValueError("--placement cache needs --cache-hit-rate H (0..1) or --cache-rows R|F")
     if args.cache_hit_rate is not None and args.placement != "cache" and args.strategy != "cost":
@@ -202,10 +226,12 @@ def cmd_cost(args: argparse.Namespace) -> tuple[dict[str, Any], Callable[[dict[s
         dtype=args.dtype,
         sparse_optimizer=args.sparse_optimizer,
         dense_optimizer=args.dense_optimizer,
+        implementation=args.implementation,
     )
-    out = {"command": "cost", **r.summary(), "cache_hit_rates": dict(r.cache_hit_rates),
-           "plan_strategy": plan.strategy, "plan_notes": list(plan.notes),
-           "memory_notes": list(r.memory.notes), "parameter_servers": r.memory.parameter_servers}  # fmt: skip
+    out = {"command": "cost", "implementation": args.implementation, **r.summary(),
+           "cache_hit_rates": dict(r.cache_hit_rates), "plan_strategy": plan.strategy,
+           "plan_notes": list(plan.notes), "memory_notes": list(r.memory.notes),
+           "parameter_servers": r.memory.parameter_servers}  # fmt: skip
     return out, _print_cost
 
 
@@ -216,6 +242,11 @@ def _print_cost(r: dict[str, Any]) -> None:
     )
     step, overlap = r["step_time_s"] * 1e3, r["step_time_overlap_s"] * 1e3
     print(f"  step time     {step:9.3f} ms   ({overlap:.3f} ms with compute/communication overlap)")
+    if r["exposed_communication_s"] > 0:
+        print(
+            f"    the overlapped step waits {r['exposed_communication_s'] * 1e3:.3f} ms for communication "
+            f"off NVLink ({r['implementation']} hides only what runs over NVLink)"
+        )
     print(f"  throughput    {r['throughput']:12,.0f} samples/s ({r['throughput_overlap']:,.0f} with overlap)")
     kj = r["joules_per_million_samples"] / 1e3
     print(
