@@ -69,6 +69,12 @@ def test_cost_prices_an_mlperf_run_as_the_published_comparison_does(
         assert main(argv) == 0
         text = capsys.readouterr().out
         assert ("waits" in text and "off NVLink" in text) is (nodes > 1)
+    # recnb plan shows the same sharding
+    out = run_json(capsys, "plan", *argv[1 : argv.index("--implementation")], "--strategy", "mlperf")
+    assert out["strategy"] == "mlperf" and len(out["shards"]) == len(plan.shards)  # type: ignore[arg-type]
+    assert {(s["table"], s["rank"], s["sharding"]) for s in out["shards"]} == {  # type: ignore[union-attr]
+        (s.table, s.rank, s.sharding) for s in plan.shards
+    }
     # TorchRec's step (the default) hides all of it
     out = run_json(capsys, *argv[: argv.index("--implementation")], "--dtype", "amp_fp16")
     assert out["implementation"] == "torchrec" and out["exposed_communication_s"] == 0.0

@@ -117,7 +117,12 @@ def add_parsers(
     )
     pl = sub.add_parser("plan", help="assign tables to devices and placements; explain the plan")
     common(pl)
-    pl.add_argument("--strategy", default="cost", choices=STRATEGIES, help="planner strategy (default cost)")
+    pl.add_argument(
+        "--strategy",
+        default="cost",
+        choices=(*STRATEGIES, MLPERF_STRATEGY),
+        help="planner strategy (default cost; mlperf: the sharding the model prices MLPerf's runs with)",
+    )
 
 
 def run(
