@@ -5,6 +5,7 @@ measured here, so the figures do not move with this machine's load.
     python benchmarks/mlperf.py            # the by-system table, the errors, the four ratios
     python benchmarks/mlperf.py --runs     # and every run
     python benchmarks/mlperf.py --fit      # refit HugeCTR's per-step constant on the fit rounds
+    python benchmarks/mlperf.py --phases   # the CPU-cluster ratio's two runs, phase by phase
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from recnotebooks.perf.published import (
     mlperf_by_system,
     mlperf_errors,
     mlperf_ratios,
+    modeled_phases,
 )
 
 
@@ -42,10 +44,36 @@ def time_to_train_check() -> None:
         )
 
 
+#: The two runs of the ratio "8xH100 node / 4-node CPU cluster", phase by phase as their logs time
+#: them (**published**): medians over each system's ten runs of the seconds from one ``eval_stop`` to
+#: the next ``eval_start`` (0.05 epoch of training) and from ``eval_start`` to ``eval_stop`` (one
+#: evaluation of 89,137,319 samples), read from ``results/<system>/dlrm_dcnv2/result_0..9.txt`` of
+#: https://github.com/mlcommons/training_results_v3.1 (2026-12-04).
+LOGGED_PHASES = {
+    ("v3.1", "NVIDIA", "eos_ngc23.09_merlin_hugectr"): {"train_s": 13.74, "eval_s": 1.73},
+    ("v3.1", "Intel", "4-nodes-SPR-pytorch"): {"train_s": 639.1, "eval_s": 181.6},
+}
+
+
+def phases() -> None:
+    """The CPU-cluster ratio's two runs, modeled beside their logs, phase by phase."""
+    for key, logged in LOGGED_PHASES.items():
+        (m,) = [m for m in MLPERF_DCNV2_RESULTS if (m.round, m.submitter, m.system) == key]
+        mod = modeled_phases(m)
+        train, ev = (
+            f"modeled {mod[k]:.2f} s, logged {logged[k]:.2f} s ({mod[k] / logged[k]:.2f}x)" for k in logged
+        )
+        print(
+            f"{key[1]} {key[2]}: 0.05 epoch of training {train}; one evaluation {ev}; "
+            f"run modeled {mod['minutes']:.1f} min, published {m.score_minutes:.1f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", action="store_true", help="print every run")
     parser.add_argument("--fit", action="store_true", help="refit HUGECTR['step_s'] on the fit rounds")
+    parser.add_argument("--phases", action="store_true", help="the CPU-cluster ratio's runs, phase by phase")
     args = parser.parse_args()
     rows = compare_published(MLPERF_RUNS)
     if args.runs:
@@ -68,6 +96,8 @@ def main() -> None:
             f"modeled/published {r['modeled_over_published']:.2f} (within 20%: {met})"
         )
     time_to_train_check()
+    if args.phases:
+        phases()
     if args.fit:
         fitted = fit_hugectr_step()
         print(f"HUGECTR['step_s'] fitted on v3.0-v4.0: {fitted:.3g} s (set: {HUGECTR['step_s']:.3g} s)")

@@ -384,13 +384,33 @@ def _find(key: tuple[str, str, str]) -> MLPerfResult:
     return m
 
 
-def _modeled_minutes(m: MLPerfResult) -> float:
+def _estimate_result(m: MLPerfResult) -> CostResult:
+    """``m``'s step as the model prices it: a GPU run as :data:`MLPERF_SETUP` with MLPerf's plan, the
+    CPU-only run as :data:`CPU_SETUP`."""
     preset_name, gpus, nodes = mlperf_layout(m.accelerator, m.accelerators_per_node, m.nodes, m.host_cpu)
     cfg = preset("mlperf_dcnv2")
     setup = MLPERF_SETUP if m.accelerators_per_node > 0 else CPU_SETUP
     plan = mlperf_plan(cfg, gpus, nodes, hardware(preset_name).hbm_bytes) if setup is MLPERF_SETUP else None
-    r = estimate(cfg, preset_name, batch_size=m.global_batch_size, gpus=gpus, nodes=nodes, plan=plan, **setup)
-    return m.samples_to_target / mlperf_throughput(r, m) / 60
+    return estimate(
+        cfg, preset_name, batch_size=m.global_batch_size, gpus=gpus, nodes=nodes, plan=plan, **setup
+    )
+
+
+def _modeled_minutes(m: MLPerfResult) -> float:
+    return m.samples_to_target / mlperf_throughput(_estimate_result(m), m) / 60
+
+
+def modeled_phases(m: MLPerfResult) -> dict[str, float]:
+    """``m``'s run phase by phase as the model prices it (:func:`mlperf_seconds`), in the units its
+    log can be read in: ``train_s`` per twentieth of an epoch (the training between two
+    evaluations), ``eval_s`` per evaluation, their ``evaluations`` and the run's ``minutes``, at its
+    median epochs to the target."""
+    r = _estimate_result(m)
+    epochs = statistics.median(m.epochs_to_target)
+    train, evals = mlperf_seconds(r, epochs, m.global_batch_size, overlapped=m.accelerators_per_node > 0)
+    n = evaluations(epochs)
+    return {"train_s": train / (20 * epochs), "eval_s": evals / n, "evaluations": float(n),
+            "minutes": (train + evals) / 60}  # fmt: skip
 
 
 def mlperf_ratios() -> list[dict[str, object]]:
@@ -491,7 +511,14 @@ def published_utilisation(
 
 
 __all__ += ["estimate_run"]
-__all__ += ["CPU_SETUP", "MLPERF_RATIOS", "mlperf_by_system", "mlperf_ratios", "published_utilisation"]
+__all__ += [
+    "CPU_SETUP",
+    "MLPERF_RATIOS",
+    "mlperf_by_system",
+    "mlperf_ratios",
+    "modeled_phases",
+    "published_utilisation",
+]
 __all__ += ["MLPERF_RUNS", "MLPERF_SETUP", "fit_hugectr_step", "mlperf_errors", "mlperf_seconds",
             "mlperf_throughput"]  # fmt: skip
 
