@@ -5,7 +5,7 @@ measured here, so the figures do not move with this machine's load.
     python benchmarks/mlperf.py            # the by-system table, the errors, the four ratios
     python benchmarks/mlperf.py --runs     # and every run
     python benchmarks/mlperf.py --fit      # refit HugeCTR's per-step constant on the fit rounds
-    python benchmarks/mlperf.py --phases   # the CPU-cluster ratio's two runs, phase by phase
+    python benchmarks/mlperf.py --phases   # training and evaluation apart, against each run's log
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from recnotebooks.perf import convergence as cv
 from recnotebooks.perf.components.ops import HUGECTR
 from recnotebooks.perf.mlperf import MLPERF_DCNV2_RESULTS
 from recnotebooks.perf.published import (
+    MLPERF_RATIOS,
     MLPERF_RUNS,
     compare_published,
     fit_hugectr_step,
     mlperf_by_system,
     mlperf_errors,
+    mlperf_phases,
     mlperf_ratios,
-    modeled_phases,
 )
 
 
@@ -44,28 +45,36 @@ def time_to_train_check() -> None:
         )
 
 
-#: The two runs of the ratio "8xH100 node / 4-node CPU cluster", phase by phase as their logs time
-#: them (**published**): medians over each system's ten runs of the seconds from one ``eval_stop`` to
-#: the next ``eval_start`` (0.05 epoch of training) and from ``eval_start`` to ``eval_stop`` (one
-#: evaluation of 89,137,319 samples), read from ``results/<system>/dlrm_dcnv2/result_0..9.txt`` of
-#: https://github.com/mlcommons/training_results_v3.1 (2026-12-04).
-LOGGED_PHASES = {
-    ("v3.1", "NVIDIA", "eos_ngc23.09_merlin_hugectr"): {"train_s": 13.74, "eval_s": 1.73},
-    ("v3.1", "Intel", "4-nodes-SPR-pytorch"): {"train_s": 639.1, "eval_s": 181.6},
-}
-
-
-def phases() -> None:
-    """The CPU-cluster ratio's two runs, modeled beside their logs, phase by phase."""
-    for key, logged in LOGGED_PHASES.items():
-        (m,) = [m for m in MLPERF_DCNV2_RESULTS if (m.round, m.submitter, m.system) == key]
-        mod = modeled_phases(m)
-        train, ev = (
-            f"modeled {mod[k]:.2f} s, logged {logged[k]:.2f} s ({mod[k] / logged[k]:.2f}x)" for k in logged
+def phases(show_runs: bool) -> None:
+    """Every run phase by phase, modeled beside its log: the training between evaluations and one
+    evaluation (time ratios: modeled over logged seconds), their mean absolute errors, and the
+    CPU-cluster ratio's two runs."""
+    rows = mlperf_phases()
+    for r in rows if show_runs else []:
+        train = (
+            f"{float(r['modeled_training_samples_per_s']) / 1e6:7.3f} / "  # type: ignore[arg-type]
+            f"{float(r['logged_training_samples_per_s']) / 1e6:7.3f} M/s"  # type: ignore[arg-type]
         )
+        ev = f"{r['modeled_eval_s']:7.2f} / {r['logged_eval_s']:7.2f} s"
         print(
-            f"{key[1]} {key[2]}: 0.05 epoch of training {train}; one evaluation {ev}; "
-            f"run modeled {mod['minutes']:.1f} min, published {m.score_minutes:.1f}"
+            f"{r['label']:<62} modeled / logged: training {train} (time {r['train_time_ratio']:.2f}x)   "
+            f"evaluation {ev} ({r['eval_time_ratio']:.2f}x)"
+        )
+    for held in (False, True):
+        part = [r for r in rows if r["held_out"] is held and "Intel" not in str(r["label"])]
+        train = statistics.mean(abs(float(r["train_time_ratio"]) - 1) for r in part)  # type: ignore[arg-type]
+        ev = statistics.mean(abs(float(r["eval_time_ratio"]) - 1) for r in part)  # type: ignore[arg-type]
+        which = "held out v4.1-v5.1" if held else "fit rounds v3.0-v4.0"
+        print(
+            f"phases, {which} ({len(part)} GPU runs), modeled time against logged: training between "
+            f"evaluations off by {train:.1%} on average, one evaluation by {ev:.1%}"
+        )
+    _, pair = next((k, v) for k, v in MLPERF_RATIOS.items() if "CPU" in k)
+    for key in pair:
+        (r,) = [r for r in rows if r["label"] == " ".join(key)]
+        print(
+            f"{r['label']}: modeled time over logged, training {r['train_time_ratio']:.2f}x, "
+            f"one evaluation {r['eval_time_ratio']:.2f}x"
         )
 
 
@@ -73,7 +82,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", action="store_true", help="print every run")
     parser.add_argument("--fit", action="store_true", help="refit HUGECTR['step_s'] on the fit rounds")
-    parser.add_argument("--phases", action="store_true", help="the CPU-cluster ratio's runs, phase by phase")
+    parser.add_argument(
+        "--phases", action="store_true", help="training and evaluation apart, against each run's log"
+    )
     args = parser.parse_args()
     rows = compare_published(MLPERF_RUNS)
     if args.runs:
@@ -97,7 +108,7 @@ def main() -> None:
         )
     time_to_train_check()
     if args.phases:
-        phases()
+        phases(args.runs)
     if args.fit:
         fitted = fit_hugectr_step()
         print(f"HUGECTR['step_s'] fitted on v3.0-v4.0: {fitted:.3g} s (set: {HUGECTR['step_s']:.3g} s)")

@@ -29,6 +29,7 @@ import argparse
 import datetime as dt
 import glob
 import json
+import math
 import re
 import statistics
 import subprocess
@@ -46,6 +47,7 @@ from recnotebooks.perf.mlperf import (  # noqa: E402
     HELD_OUT_ROUNDS,
     RUNS_REQUIRED,
     TARGET_AUC,
+    TRAIN_SAMPLES,
     MLPerfResult,
     median_or_none,
     olympic_mean,
@@ -139,6 +141,9 @@ class Run:
     division: str
     bad_lines: int
     stop_epoch: float | None
+    training_rates: tuple[float, ...] = ()
+    eval_s: tuple[float, ...] = ()
+    eval_every: tuple[float, ...] = ()
 
     @property
     def converged(self) -> bool:
@@ -169,6 +174,18 @@ def read_run(file: str, text: str) -> Run:
         if e.get("key") == "tracked_stats" and isinstance(e.get("value"), dict) and "throughput" in e["value"]
     )
     stop_epoch = None if stop is None else stop.get("metadata", {}).get("epoch_num")
+    # each evaluation: from its eval_start to its eval_stop; the training between two: from one
+    # eval_stop to the next eval_start, over the epochs between them (their epoch_num)
+    starts = [e for e in events if e.get("key") == "eval_start"]
+    stops = [int(e["time_ms"]) for e in events if e.get("key") == "eval_stop"]
+    n = min(len(starts), len(stops))
+    epochs = [float(e.get("metadata", {}).get("epoch_num", math.nan)) for e in starts[:n]]
+    eval_s = tuple((stops[i] - int(starts[i]["time_ms"])) / 1e3 for i in range(n))
+    every = tuple(epochs[i + 1] - epochs[i] for i in range(n - 1))
+    rates = tuple(
+        every[i] * TRAIN_SAMPLES / ((int(starts[i + 1]["time_ms"]) - stops[i]) / 1e3) for i in range(n - 1)
+    )
+    phases_ok = n > 1 and all(math.isfinite(x) and x > 0 for x in rates + eval_s + every)
     keys = ("global_batch_size", "opt_name", "opt_base_learning_rate", "submission_division")
     batch, opt, lr, division = (_first(events, k) for k in keys)
     return Run(
@@ -184,6 +201,9 @@ def read_run(file: str, text: str) -> Run:
         division="" if division is None else str(division["value"]),
         bad_lines=bad,
         stop_epoch=None if stop_epoch is None else float(stop_epoch),
+        training_rates=rates if phases_ok else (),
+        eval_s=eval_s if phases_ok else (),
+        eval_every=every if phases_ok else (),
     )
 
 
@@ -272,6 +292,13 @@ def read_result(
         "source": URL.format(round=repo.round, submitter=submitter, system=system),
         "same_runs_as": (),
         "notes": notes,
+        "training_samples_per_s": median_or_none(
+            [statistics.median(r.training_rates) for r in converged if r.training_rates]
+        ),
+        "seconds_per_eval": median_or_none([statistics.median(r.eval_s) for r in converged if r.eval_s]),
+        "eval_every_epochs": median_or_none(
+            [statistics.median(r.eval_every) for r in converged if r.eval_every]
+        ),
     }
     return row, runs
 

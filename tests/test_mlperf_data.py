@@ -219,6 +219,39 @@ def test_intel_v3_1_cpu_run_logs_no_throughput() -> None:
     assert [x for x in ROWS if x.samples_per_s is None] == [r]
 
 
+def test_each_runs_phases_add_up_to_its_logged_throughput() -> None:
+    """The phases a log times (the training between evaluations, one evaluation, the epochs
+    between two: read from eval_start/eval_stop) give back the throughput the same log states
+    (tracked_stats), at the run's median epochs: from 0.5% under it to 2.5% over (the phases leave
+    out each run's first stretch, from run_start to the first evaluation, which holds the
+    start-up). Two readings of one log: the phases are read as the logs mean them, and the
+    logged throughput counts the evaluations' time."""
+    checked = 0
+    for r in ROWS:
+        assert None not in (r.training_samples_per_s, r.seconds_per_eval, r.eval_every_epochs), r
+        if r.samples_per_s is None:
+            continue
+        epochs = sorted(r.epochs_to_target)[len(r.epochs_to_target) // 2]
+        evals = round(epochs / r.eval_every_epochs)  # type: ignore[operator]
+        seconds = epochs * mlperf.TRAIN_SAMPLES / r.training_samples_per_s + evals * r.seconds_per_eval  # type: ignore[operator]
+        assert 0.995 <= epochs * mlperf.TRAIN_SAMPLES / seconds / r.samples_per_s <= 1.025, r
+        checked += 1
+    assert checked == len(ROWS) - 1  # all but Intel's CPU run, which logs no throughput
+
+
+def test_phases_read_by_hand() -> None:
+    # Intel v3.1 result_0.txt: eval_stop 1696536366979 -> eval_start 1696536997900 (630.9 s) over
+    # epoch_num 0.05 -> 0.1; eval_start 1696536182635 -> eval_stop 1696536366977 (184.3 s); its
+    # ten runs' medians: 634.5-647.3 s of training a twentieth of an epoch, 180.1-184.5 s an evaluation
+    r = row("v3.1", "Intel", "4-nodes-SPR-pytorch")
+    twentieth = mlperf.TRAIN_SAMPLES / 20
+    assert twentieth / 647.3 <= r.training_samples_per_s <= twentieth / 634.5  # type: ignore[operator]
+    assert 180.0 <= r.seconds_per_eval <= 184.5 and abs(r.eval_every_epochs - 0.05) < 1e-4  # type: ignore[operator]
+    # University of Florida v5.1 result_0.txt evaluates every 0.1318 epoch (epoch_num 0.1318, 0.2636, ...)
+    uf = row("v5.1", "University-of-Florida", "hpg.dgxb200x8.n1")
+    assert uf.eval_every_epochs == pytest.approx(0.1318, abs=1e-4)
+
+
 def test_dell_v3_0_score_is_scaled_by_the_review() -> None:
     # https://github.com/mlcommons/training_results_v3.0/blob/main/Dell/results/XE8640x4H100-SXM-80GB/dlrm_dcnv2/scaling.json
     # {"scaling_factor": 1.010204081632653}; the system has 4 H100s and trains at batch 28000

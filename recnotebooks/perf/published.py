@@ -400,17 +400,48 @@ def _modeled_minutes(m: MLPerfResult) -> float:
     return m.samples_to_target / mlperf_throughput(_estimate_result(m), m) / 60
 
 
+def mlperf_phases(results: Sequence[MLPerfResult] | None = None) -> list[dict[str, object]]:
+    """Each result's run phase by phase, **modeled** (:func:`modeled_phases`) beside its log
+    (``training_samples_per_s``, ``seconds_per_eval``): the training between evaluations and one
+    evaluation, each as ``*_time_ratio``, modeled over logged seconds (above 1: the model is
+    slower than the run), with ``held_out`` and ``label``. ``results`` defaults to the runs
+    :data:`MLPERF_RUNS` prices and Intel's CPU-only run."""
+    if results is None:
+        results = [r.mlperf for r in MLPERF_RUNS if r.mlperf is not None]
+        results += [m for m in MLPERF_DCNV2_RESULTS if m.accelerators_per_node == 0 and not m.republished]
+    rows: list[dict[str, object]] = []
+    for m in results:
+        if m.training_samples_per_s is None or m.seconds_per_eval is None:
+            continue
+        mod = modeled_phases(m)
+        rows.append(
+            {
+                "label": f"{m.round} {m.submitter} {m.system}",
+                "round": m.round,
+                "held_out": m.round in HELD_OUT_ROUNDS,
+                "modeled_training_samples_per_s": mod["training_samples_per_s"],
+                "logged_training_samples_per_s": m.training_samples_per_s,
+                "train_time_ratio": m.training_samples_per_s / mod["training_samples_per_s"],
+                "modeled_eval_s": mod["eval_s"],
+                "logged_eval_s": m.seconds_per_eval,
+                "eval_time_ratio": mod["eval_s"] / m.seconds_per_eval,
+                "source": "modeled vs published (the run's log)",
+            }
+        )
+    return rows
+
+
 def modeled_phases(m: MLPerfResult) -> dict[str, float]:
-    """``m``'s run phase by phase as the model prices it (:func:`mlperf_seconds`), in the units its
-    log can be read in: ``train_s`` per twentieth of an epoch (the training between two
-    evaluations), ``eval_s`` per evaluation, their ``evaluations`` and the run's ``minutes``, at its
-    median epochs to the target."""
+    """``m``'s run phase by phase as the model prices it (:func:`mlperf_seconds`), at its median
+    epochs to the target: its ``training_samples_per_s`` (the samples over its training steps'
+    time), ``eval_s`` per evaluation, its ``evaluations`` (one each 0.05 epoch) and the run's
+    ``minutes``."""
     r = _estimate_result(m)
     epochs = statistics.median(m.epochs_to_target)
     train, evals = mlperf_seconds(r, epochs, m.global_batch_size, overlapped=m.accelerators_per_node > 0)
     n = evaluations(epochs)
-    return {"train_s": train / (20 * epochs), "eval_s": evals / n, "evaluations": float(n),
-            "minutes": (train + evals) / 60}  # fmt: skip
+    return {"training_samples_per_s": epochs * TRAIN_SAMPLES / train, "eval_s": evals / n,
+            "evaluations": float(n), "minutes": (train + evals) / 60}  # fmt: skip
 
 
 def mlperf_ratios() -> list[dict[str, object]]:
