@@ -546,6 +546,7 @@ __all__ += [
     "CPU_SETUP",
     "MLPERF_RATIOS",
     "mlperf_by_system",
+    "mlperf_phases",
     "mlperf_ratios",
     "modeled_phases",
     "published_utilisation",
