@@ -61,7 +61,7 @@ def phases(show_runs: bool) -> None:
             f"evaluation {ev} ({r['eval_time_ratio']:.2f}x)"
         )
     for held in (False, True):
-        part = [r for r in rows if r["held_out"] is held and "Intel" not in str(r["label"])]
+        part = [r for r in rows if r["held_out"] is held and r["accelerators"]]
         train = statistics.mean(abs(float(r["train_time_ratio"]) - 1) for r in part)  # type: ignore[arg-type]
         ev = statistics.mean(abs(float(r["eval_time_ratio"]) - 1) for r in part)  # type: ignore[arg-type]
         which = "held out v4.1-v5.1" if held else "fit rounds v3.0-v4.0"

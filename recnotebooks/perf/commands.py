@@ -184,10 +184,12 @@ def _plan(args: argparse.Namespace) -> tuple[DLRMConfig, Plan]:
     if getattr(args, "cache_rows", None) is not None:
         return cfg, _cache_plan(args, cfg)
     if args.strategy == MLPERF_STRATEGY:
-        if args.placement != "hbm" or args.cache_hit_rate is not None:
+        extra = [f"--placement {args.placement}"] if args.placement != "hbm" else []
+        extra += [f"--cache-hit-rate {args.cache_hit_rate}"] if args.cache_hit_rate is not None else []
+        if extra:
             raise ValueError(
-                f"--strategy {MLPERF_STRATEGY} keeps every table in HBM, as MLPerf's runs do: it takes no "
-                f"--placement {args.placement} or --cache-hit-rate (got {args.cache_hit_rate})"
+                f"--strategy {MLPERF_STRATEGY} keeps every table in HBM, as MLPerf's runs do; drop "
+                f"{' and '.join(extra)} or use another --strategy"
             )
         return cfg, mlperf_plan(cfg, args.gpus, args.nodes, hardware(args.hardware).hbm_bytes)
     if args.placement == "cache" and args.cache_hit_rate is None:
@@ -249,8 +251,8 @@ def _print_cost(r: dict[str, Any]) -> None:
     print(f"  step time     {step:9.3f} ms   ({overlap:.3f} ms with compute/communication overlap)")
     if r["exposed_communication_s"] > 0:
         print(
-            f"    the overlapped step waits {r['exposed_communication_s'] * 1e3:.3f} ms for communication "
-            f"off NVLink ({r['implementation']} hides only what runs over NVLink)"
+            f"    a rank's overlapped step waits up to {r['exposed_communication_s'] * 1e3:.3f} ms for "
+            f"communication off NVLink ({r['implementation']} hides only what runs over NVLink)"
         )
     print(f"  throughput    {r['throughput']:12,.0f} samples/s ({r['throughput_overlap']:,.0f} with overlap)")
     kj = r["joules_per_million_samples"] / 1e3

@@ -396,16 +396,13 @@ def _estimate_result(m: MLPerfResult) -> CostResult:
     )
 
 
-def _modeled_minutes(m: MLPerfResult) -> float:
-    return m.samples_to_target / mlperf_throughput(_estimate_result(m), m) / 60
-
-
 def mlperf_phases(results: Sequence[MLPerfResult] | None = None) -> list[dict[str, object]]:
     """Each result's run phase by phase, **modeled** (:func:`modeled_phases`) beside its log
     (``training_samples_per_s``, ``seconds_per_eval``): the training between evaluations and one
     evaluation, each as ``*_time_ratio``, modeled over logged seconds (above 1: the model is
-    slower than the run), with ``held_out`` and ``label``. ``results`` defaults to the runs
-    :data:`MLPERF_RUNS` prices and Intel's CPU-only run."""
+    slower than the run), with ``held_out``, ``accelerators`` (0 for the CPU-only run) and
+    ``label``. ``results`` defaults to the runs :data:`MLPERF_RUNS` prices and Intel's CPU-only
+    run."""
     if results is None:
         results = [r.mlperf for r in MLPERF_RUNS if r.mlperf is not None]
         results += [m for m in MLPERF_DCNV2_RESULTS if m.accelerators_per_node == 0 and not m.republished]
@@ -419,6 +416,7 @@ def mlperf_phases(results: Sequence[MLPerfResult] | None = None) -> list[dict[st
                 "label": f"{m.round} {m.submitter} {m.system}",
                 "round": m.round,
                 "held_out": m.round in HELD_OUT_ROUNDS,
+                "accelerators": m.accelerators,
                 "modeled_training_samples_per_s": mod["training_samples_per_s"],
                 "logged_training_samples_per_s": m.training_samples_per_s,
                 "train_time_ratio": m.training_samples_per_s / mod["training_samples_per_s"],
@@ -451,7 +449,7 @@ def mlperf_ratios() -> list[dict[str, object]]:
     rows = []
     for name, (a, b) in MLPERF_RATIOS.items():
         ma, mb = _find(a), _find(b)
-        ta, tb = _modeled_minutes(ma), _modeled_minutes(mb)
+        ta, tb = modeled_phases(ma)["minutes"], modeled_phases(mb)["minutes"]
         if "time to train" in name:  # the faster is the second: its speed-up over the first
             published, modeled = ma.score_minutes / mb.score_minutes, ta / tb
         else:  # samples per minute of the first over the second's

@@ -203,6 +203,7 @@ class CostResult:
             "fits": self.fits,
             "reasons": list(self.memory.reasons),
             "breakdown_s": self.breakdown(),
+            # the most any rank's overlapped step waits for communication it cannot hide
             "exposed_communication_s": max(self.exposed_communication, default=0.0),
             "memory_per_device_bytes": [d["total"] for d in self.memory.device],
             "notes": list(self.notes),
