@@ -4,8 +4,8 @@ Each notebook in ``notebooks/`` is opened in JupyterLab, all its cells run (smok
 the page must show: no error output, no warning on stderr, no element id twice inside the
 outputs (two charts sharing a clip path id clip each other), no output, chart or app control
 wider than its area, no chart text cut short (Vega ends a label past its limit with "…") nor a
-control's words (a button, a label or a readout narrower than its text), every
-slider with a visible track, no text of an output typeset as math (a "$50 > $30" stays as
+control's words (a button, a label or a readout narrower than its text), every slider with a
+visible track, no text of an output or a markdown cell typeset as math (a "$50 > $30" stays as
 written), and bars of every step-time breakdown drawn at a length proportional to their value,
 up to their end (the SVG geometry against the value each bar carries). In the notebooks with an
 app, a slider is then moved with the keyboard: the chart must redraw, name the change in its
@@ -127,9 +127,10 @@ PAGE_FAULTS = f"""() => {{
     return {{label: (s.querySelector('.widget-label') || s).innerText.slice(0, 40),
              track_px: track ? Math.round(track.getBoundingClientRect().width) : 0}};
   }}).filter(t => t.track_px < {MIN_TRACK_PX});
-  // output text typeset as math ("$50 > $30" read as TeX)
-  const math = [...root.querySelectorAll('.jp-OutputArea-output :is(mjx-container, .MathJax)')]
-    .map(m => (m.closest('.jp-OutputArea-output').innerText || '').slice(0, 80));
+  // output or markdown text typeset as math ("$50 > $30" read as TeX; the course has no real math)
+  const typeset = ':is(.jp-OutputArea-output, .jp-MarkdownOutput)';
+  const math = [...root.querySelectorAll(`${{typeset}} :is(mjx-container, .MathJax)`)]
+    .map(m => (m.closest(typeset).innerText || '').slice(0, 80));
   return {{duplicate_ids: dup, too_wide: wide, area_width: Math.max(0, ...widths),
            controls_too_wide: controls, cut_text: [...new Set(cut)], cut_controls: cutControls,
            short_tracks: tracks, math: math}};
@@ -337,7 +338,7 @@ def _page_faults(page: object) -> list[str]:
         + [f"chart text cut short: {t!r}" for t in found["cut_text"]]
         + [f"control text cut short: {t!r}" for t in found["cut_controls"]]
         + [f"slider track shorter than {MIN_TRACK_PX} px: {t}" for t in found["short_tracks"]]
-        + [f"output text typeset as math: {t!r}" for t in found["math"]]
+        + [f"text typeset as math: {t!r}" for t in found["math"]]
     )
 
 

@@ -88,7 +88,7 @@ def test_the_model_of_record_trains_as_mlperf_trains_it() -> None:
     assert {str(p["server"]).split(" ")[0] for p in parts} == {"big_basin", "dgx_h100"}
     bars = server_bars(rows, ["mlperf_dcnv2"], {**SERVER_METRICS, **COST_METRIC})
     money = [b for b in bars if str(b["metric"]).endswith("USD per billion samples")]
-    assert len(money) == 2 and all(str(b["display"]).startswith("$") for b in money)
+    assert len(money) == 2 and all(str(b["display"]).startswith("USD ") for b in money)
 
 
 def test_best_placement_prices_the_precision_and_implementation_asked_for() -> None:

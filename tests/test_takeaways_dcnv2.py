@@ -163,7 +163,8 @@ def test_05_todays_nodes_are_faster_and_cheaper_per_sample(servers) -> None:  # 
         assert runs, key
         published[name] = statistics.median(runs)
     assert [published[s] for s in TODAY] == sorted(published.values())
-    # "a billion samples cost $9.2 on Big Basin, $2.9 on Zion and $1.4 (B200) to $2.1 (H100) on today's nodes"
+    # "a billion samples cost USD 9.2 on Big Basin, USD 2.9 on Zion and USD 1.4 (B200) to USD 2.1 (H100) on
+    # today's nodes"
     cost = {s: float(r["usd_per_billion_samples"]) for s, r in rows.items()}  # type: ignore[arg-type]
     assert (round(cost["big_basin"], 1), round(cost["zion"], 1)) == (9.2, 2.9)
     today = {s: cost[s] for s in TODAY}

@@ -175,14 +175,14 @@ def server_bars(
     :func:`~recnotebooks.perf.servers.compare_models`: one panel per model and figure of ``metrics``
     (a summary column and its name in words; default :data:`SERVER_METRICS`), e.g.
     ``"rm1: samples per joule"``, one bar per server, its placement after the value (a price in
-    dollars: ``"$13.4 (hbm)"``)."""
+    US dollars as the course writes money: ``"USD 13.4 (hbm)"``)."""
     rows = []
     for m in models:
         for key, name in (metrics or SERVER_METRICS).items():
             for r in summary:
                 if r["model"] == m:
                     v = float(r[key])  # type: ignore[arg-type]
-                    shown = f"${v:,.3g}" if key.startswith("usd") else human(v)
+                    shown = f"USD {v:,.3g}" if key.startswith("usd") else human(v)
                     rows.append(
                         {
                             "metric": f"{m}: {name}",
