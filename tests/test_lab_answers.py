@@ -3,6 +3,8 @@ key, the checker and the model can never drift apart)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from recnotebooks import lab
@@ -22,6 +24,19 @@ def test_the_answer_key_passes_the_checker(exercise_id: str) -> None:
         assert feedback.message and not feedback.passed, str(feedback)
         pytest.skip(f"{exercise_id}'s key rests on a step measured on a busy machine: {feedback.message}")
     assert feedback.passed, str(feedback)
+    assert explains(feedback.message), f"{exercise_id} passes with {feedback.message!r}: say why it is right"
+
+
+def explains(message: str) -> bool:
+    """A success message says why the answer is right: more than "Right." (some words after it)."""
+    rest = re.sub(r"^\W*(right|correct|yes|pass(ed)?)\b\W*", "", message.strip(), flags=re.I)
+    return len(re.findall(r"\w+", rest)) >= 3
+
+
+@pytest.mark.parametrize("message", ["Right.", "", "Right!", "correct", "Right: yes."])
+def test_a_bare_right_does_not_explain(message: str) -> None:
+    assert not explains(message)
+    assert explains("Right: big_basin does 224 samples per joule.")
 
 
 def test_every_notebook_with_exercises_is_keyed() -> None:

@@ -11,6 +11,11 @@ from .core import amount, number, register
 #: Exercise 03.size: a table of EX03_ROWS rows, dim 64, fp32 plus row-wise Adagrad's 4 bytes per row,
 #: whose cache gets EX03_BUDGET bytes of HBM (Zipf exponent 1.05).
 EX03_ROWS, EX03_BUDGET, EX03_ROW_BYTES = 10_000_000, 256e6, 64 * 4 + 4
+#: The same number of binary megabytes: what a learner who reads "MB" as MiB divides.
+EX03_MIB = 256 * 2**20
+MIB_EXCESS = 1 - EX03_BUDGET / EX03_MIB
+#: The units, said in the exercise and in its feedback.
+UNITS = "MB = 10^6 bytes; MiB = 2^20 bytes"
 
 
 def _size_key() -> tuple[float, float]:
@@ -47,9 +52,10 @@ def _double_key() -> tuple[float, float]:
 @register(
     "03.size",
     "A table of 10M rows (dim 64, fp32, plus row-wise Adagrad's 4 bytes per row) gets 256 MB of HBM for its "
-    "cache. How many rows fit, and what hit rate does an LRU cache of that size serve at Zipf(1.05)? "
-    "Answer (rows, hit_rate).",
-    "A cached row costs its weights and its optimizer state: 64 x 4 + 4 bytes.",
+    f"cache ({UNITS}). How many rows fit, and what hit rate does an LRU cache of that size serve at "
+    "Zipf(1.05)? Answer (rows, hit_rate).",
+    "A cached row costs its weights and its optimizer state: 64 x 4 + 4 bytes; the budget is "
+    "256 x 10^6 bytes.",
     "Rows = budget // bytes per row. The hit rate of an LRU cache of that many rows is modeled by "
     "recnotebooks.perf.access.hit_rate(rows, n_rows, zipf_exponent, policy='lru').",
     "hit_rate(256e6 // 260, 10_000_000, 1.05, policy='lru'): pass both numbers as a tuple.",
@@ -61,7 +67,14 @@ def _size(answer: object) -> tuple[bool, str]:
     rows, hit = number(answer[0], "the rows"), number(answer[1], "the hit rate")
     want, ref = _size_key()
     if abs(rows - want) > 0.01 * want:
-        return False, f"{amount(rows)} rows is not what 256 MB holds."
+        mib = EX03_MIB // EX03_ROW_BYTES
+        if abs(rows - mib) <= 0.01 * mib:
+            return False, (
+                f"{amount(rows)} rows is what 256 MiB holds (256 x 2^20 bytes). The budget is 256 MB, "
+                "and MB here is 10^6 bytes, as in the HBM sizes of datasheets: 256 x 10^6 bytes, "
+                f"{MIB_EXCESS:.1%} less than 256 MiB."
+            )
+        return False, f"{amount(rows)} rows is not what 256 MB holds ({UNITS})."
     ok = abs(hit - ref) <= 0.02
     return ok, (
         f"Right: {want:,.0f} rows ({want / EX03_ROWS:.1%} of the table) serve about {ref:.0%} of lookups."

@@ -54,8 +54,36 @@ def _per_joule(answer: object) -> tuple[bool, str]:
     names = [str(r["server"]) for r in rows]
     if answer not in names:
         raise ValueError(f"answer with one of {names}")
-    best = _per_joule_key()
-    return answer == best, "Right." if answer == best else "Another server does more work per joule."
+    if answer != _per_joule_key():
+        return False, "Another server does more work per joule."
+    return True, _per_joule_why(rows)
+
+
+def _per_joule_why(rows: list[dict[str, object]]) -> str:
+    """Why the most efficient server wins: its samples per joule against the runner-up's, and what
+    bounds the GPU servers' step (at batch 8192, per-step overhead: a faster GPU draws more power
+    without running much faster)."""
+
+    def joules(r: dict[str, object]) -> float:
+        return float(r["samples_per_joule"])  # type: ignore[arg-type]
+
+    best, second = sorted(rows, key=joules, reverse=True)[:2]
+
+    def said(r: dict[str, object]) -> str:
+        return f"{float(r['throughput']):,.0f} samples/s on {float(r['node_power_w']):,.0f} W"  # type: ignore[arg-type]
+
+    why = (
+        f"Right: {best['server']} does {joules(best):.0f} samples per joule ({said(best)}), "
+        f"{joules(best) / joules(second) - 1:.0%} more than {second['server']} ({said(second)})"
+    )
+    gpus = [r for r in rows if r["server"] != "cpu_cluster"]
+    frugal = min(gpus, key=lambda r: float(r["node_power_w"]), default=None)  # type: ignore[arg-type]
+    if frugal is best and all(r["bound_by"] == "overhead" for r in gpus):
+        why += (
+            ": at this batch every GPU server is bound by per-step overhead, so faster GPUs barely raise "
+            "a node's throughput while they raise its power, and the GPU node drawing the least power wins"
+        )
+    return why + "."
 
 
 @register(
