@@ -60,9 +60,30 @@ def test_the_time_note_compares_the_step_without_its_synthetic_batch(measured: N
     nums = [float(x) for x in re.findall(r"([0-9.]+) ms", note)]
     assert nums[0] == pytest.approx(step, rel=5e-3) and nums[2] == pytest.approx(data, rel=5e-3)
     assert data > 0 and "does not price" in note
-    ratio = float(re.search(r"model is ([0-9.]+)x", note).group(1))  # type: ignore[union-attr]
     lo, hi = sorted((nums[0], nums[3]))
-    assert ratio == pytest.approx(hi / lo, abs=0.06)
+    if factor := re.search(r"model is ([0-9.]+)x", note):
+        assert float(factor.group(1)) == pytest.approx(hi / lo, abs=0.06) and hi / lo >= 1.09
+    elif percent := re.search(r"model is ([0-9]+)% too", note):
+        assert float(percent.group(1)) / 100 == pytest.approx(hi / lo - 1, abs=0.006) and hi / lo < 1.11
+    else:
+        assert "within 1%" in note and hi / lo < 1.011
+
+
+@pytest.mark.parametrize(
+    ("measured", "modeled", "said"),
+    [
+        (1.04, 1.0, "the model is 4% too fast here"),  # read "1.0x too fast" before
+        (1.0, 1.04, "the model is 4% too slow here"),
+        (1.003, 1.0, "the model is within 1% of it here"),
+        (1.3, 1.0, "the model is 1.3x too fast here"),
+        (2.0, 5.0, "the model is 2.5x too slow here"),
+        (1.099, 1.0, "the model is 10% too fast here"),
+    ],
+)
+def test_the_verdict_never_reads_one_point_oh(measured: float, modeled: float, said: str) -> None:
+    assert S.model_verdict(measured, modeled) == said
+    with pytest.raises(ValueError, match="modeled_s"):
+        S.model_verdict(1.0, 0.0)
 
 
 def test_row_wise_ids_are_modeled_at_their_expected_count(measured: None) -> None:

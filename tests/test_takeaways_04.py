@@ -41,6 +41,30 @@ def test_past_26_gpus_throughput_falls_although_gpus_were_added(scaling: list[di
         assert _at(scaling, link, 32)["samples_per_s"] < _at(scaling, link, 16)["samples_per_s"]
 
 
+def test_the_pcie_line_stops_at_one_node_and_the_chart_says_why(scaling: list[dict]) -> None:
+    """04 §5: "The PCIe line stops at 8 GPUs, one node: past it a GPU's traffic to its peers and to
+    the network would share the same PCIe x16 link, which the model does not split"."""
+    import json
+
+    from recnotebooks.perf.hardware import hardware
+    from recnotebooks.viz.sharding import PCIE_ONE_NODE, scale_out_chart
+
+    devices = {
+        link: [r["devices"] for r in scaling if r["link"] == link] for link in ("nvlink", "pcie", "network")
+    }
+    assert max(devices["pcie"]) == 8 == hardware("dgx_h100").devices  # one node
+    assert max(devices["nvlink"]) == max(devices["network"]) == 64
+    # the model prices PCIe peer traffic on the node's link and network traffic on its NICs apart
+    pcie = next(r for r in scaling if r["link"] == "pcie" and r["devices"] == 8)
+    assert pcie["nodes"] == 1 and pcie["gpus_per_node"] == 8
+    subtitle = json.dumps(scale_out_chart(scaling).to_dict())
+    assert (
+        "PCIe stops at one node" in subtitle and "x16 link" in subtitle and "does not split" in PCIE_ONE_NODE
+    )
+    nvlink_only = [r for r in scaling if r["link"] != "pcie"]
+    assert "PCIe stops" not in json.dumps(scale_out_chart(nvlink_only).to_dict())
+
+
 def test_2d_keeps_the_all_to_all_inside_a_node_and_pays_a_replica_sync() -> None:
     from recnotebooks.perf.scaleout import two_d
 

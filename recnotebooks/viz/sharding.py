@@ -33,7 +33,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from recnotebooks.checks import check_choice, check_int
+from recnotebooks.checks import check_choice, check_float, check_int
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.distributed.training import PROFILE_BATCHES, run_plans_local
 from recnotebooks.measure.calibrate_comm import local_ranks_hardware
@@ -49,7 +49,7 @@ from recnotebooks.viz.controls import build_controls, human, option_values
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["CACHES", "PLANS", "SHARDING_CONTROLS", "STEPS", "explore_sharding", "measure_sharding",
-           "sharding_explorer", "sharding_model", "sharding_plan"]  # fmt: skip
+           "model_verdict", "sharding_explorer", "sharding_model", "sharding_plan"]  # fmt: skip
 
 #: Plans offered: the cost planner's, its naive baseline (the dlrm repo's), and every table sharded
 #: one way (:data:`recnotebooks.plan.NAMED_PLANS`, built by :func:`recnotebooks.plan.named_plan`).
@@ -495,12 +495,25 @@ def _time_note(tables: dict[str, list[dict[str, object]]]) -> str:
         f"counting {data * 1e3:.3g} ms of drawing its synthetic batch, which the model does not price) "
         "against "
         f"{model * 1e3:.3g} ms MODELED for the same processes (collectives {model_coll * 1e3:.3g} ms): "
-        + (
-            f"the model is {step / model:.1f}x too fast here."
-            if step >= model
-            else f"the model is {model / step:.1f}x too slow here."
-        )
+        f"{model_verdict(step, model)}."
     )
+
+
+def model_verdict(measured_s: float, modeled_s: float) -> str:
+    """How far a modeled step is from a measured one, in words a ratio near 1 cannot hide: within
+    10% as a percentage ("the model is 4% too fast here": the measured step is 4% longer), beyond
+    it as a factor ("1.3x too fast"), and "within 1%" when the two agree that closely. A ratio
+    printed to one decimal would read "1.0x too fast" for anything up to 5% off."""
+    measured_s = check_float("measured_s", measured_s, lo=0.0, lo_open=True)
+    modeled_s = check_float("modeled_s", modeled_s, lo=0.0, lo_open=True)
+    fast = measured_s >= modeled_s  # the model's step is the shorter: it is too fast
+    ratio = measured_s / modeled_s if fast else modeled_s / measured_s
+    word = "fast" if fast else "slow"
+    if ratio < 1.005:
+        return "the model is within 1% of it here"
+    if ratio < 1.1:
+        return f"the model is {ratio - 1:.0%} too {word} here"
+    return f"the model is {ratio:.1f}x too {word} here"
 
 
 def _render(history: list[HistoryEntry]) -> object:
@@ -622,9 +635,19 @@ def strategy_chart(rows: list[dict[str, object]], title: str = "Planner strategi
     return metric_bars(bars, columns=2, title=title, source="modeled", detail=what)
 
 
+#: Why :func:`recnotebooks.perf.scaleout.scale_out` draws PCIe within one node only.
+PCIE_ONE_NODE = (
+    "PCIe stops at one node: past it a GPU's peer and network traffic share one PCIe x16 link, "
+    "which the model does not split, so it leaves those points out rather than draw them too fast"
+)
+
+
 def scale_out_chart(rows: list[dict[str, object]]) -> object:
     """All-to-all's share of the step and samples/s against GPUs, one line per link
-    (:func:`recnotebooks.perf.scaleout.scale_out` rows), **modeled**."""
+    (:func:`recnotebooks.perf.scaleout.scale_out` rows), **modeled**. When the PCIe line ends
+    before the others, the subtitle says why (:data:`PCIE_ONE_NODE`)."""
+    pcie = [int(r["devices"]) for r in rows if r["link"] == "pcie"]  # type: ignore[call-overload]
+    others = [int(r["devices"]) for r in rows if r["link"] != "pcie"]  # type: ignore[call-overload]
     share = metric_lines(
         rows,
         x="devices",
@@ -634,6 +657,7 @@ def scale_out_chart(rows: list[dict[str, object]]) -> object:
         y_format=".0%",
         title="All-to-all's share of the step",
         source="modeled",
+        detail=PCIE_ONE_NODE if pcie and others and max(pcie) < max(others) else None,
         x_title="GPUs",
         y_title="share of the step",
     )
@@ -652,7 +676,7 @@ def scale_out_chart(rows: list[dict[str, object]]) -> object:
     return stack(share, rate)
 
 
-__all__ += ["scale_out_chart", "strategy_chart"]
+__all__ += ["PCIE_ONE_NODE", "scale_out_chart", "strategy_chart"]
 
 
 def two_d_chart(rows: list[dict[str, object]]) -> object:
