@@ -122,6 +122,16 @@ def test_mixed_sources_are_distinguished() -> None:
     assert any("strokeDash" in m.get("encoding", {}) for m in _marks(spec))
 
 
+def test_a_detail_shared_by_several_sources_is_said_once() -> None:
+    """The Sharding Explorer's bytes chart (modeled and measured) printed its detail after each
+    source's line: twice."""
+    rows = [{"x": 1.0, "y": 2.0, "source": "measured"}, {"x": 2.0, "y": 3.0, "source": "modeled"}]
+    subtitle = metric_lines(rows, x="x", y="y", detail="modeled: perf.traffic").to_dict()["title"]["subtitle"]
+    assert subtitle == [SOURCES["measured"], SOURCES["modeled"], "modeled: perf.traffic"]
+    one = metric_lines(rows[:1], x="x", y="y", detail="cpu").to_dict()["title"]["subtitle"]
+    assert one == [f"{SOURCES['measured']} · cpu"]
+
+
 def test_metric_lines_and_bars_draw_the_one_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
     """Both build their channels with :func:`~recnotebooks.viz.charts.encoding`: the axes, colour,
     dash by source and tooltips their marks carry are the ones it returned."""

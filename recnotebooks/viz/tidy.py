@@ -151,11 +151,14 @@ def wrap_line(line: str, limit: int = SUBTITLE_CHARS) -> list[str]:
 def chart_title(
     title: str, rows: list[dict[str, object]], source: str | None, detail: str | None
 ) -> alt.TitleParams:
-    """``title`` with one subtitle line per source: MEASURED, MODELED... (``detail`` appended);
-    a long line is broken so that it fits a laptop's notebook (:func:`wrap_line`)."""
+    """``title`` with one subtitle line per source: MEASURED, MODELED... (``detail`` appended to a
+    single source's line; after several sources' lines, once, on a line of its own); a long line is
+    broken so that it fits a laptop's notebook (:func:`wrap_line`)."""
     srcs = [source] if source else row_sources(rows, "measured")
-    lines = [part for s in srcs for part in wrap_line(source_label(s, detail))]
-    return alt.TitleParams(title, subtitle=lines)
+    if len(srcs) == 1:
+        return alt.TitleParams(title, subtitle=wrap_line(source_label(srcs[0], detail)))
+    lines = [part for s in srcs for part in wrap_line(source_label(s))]
+    return alt.TitleParams(title, subtitle=lines + (wrap_line(detail) if detail else []))
 
 
 def tooltip(field: str, kind: str, fmt: str | None = None, title: str | None = None) -> alt.Tooltip:
