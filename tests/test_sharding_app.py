@@ -60,9 +60,41 @@ def test_the_time_note_compares_the_step_without_its_synthetic_batch(measured: N
     nums = [float(x) for x in re.findall(r"([0-9.]+) ms", note)]
     assert nums[0] == pytest.approx(step, rel=5e-3) and nums[2] == pytest.approx(data, rel=5e-3)
     assert data > 0 and "does not price" in note
-    ratio = float(re.search(r"model is ([0-9.]+)x", note).group(1))  # type: ignore[union-attr]
-    lo, hi = sorted((nums[0], nums[3]))
-    assert ratio == pytest.approx(hi / lo, abs=0.06)
+    measured_ms, modeled_ms = nums[0], nums[3]
+    lo, hi = sorted((measured_ms, modeled_ms))
+    factor = re.search(r"model is ([0-9.]+)x too (fast|slow)", note)
+    share = re.search(r"model is (\d+)% (faster|slower) than measured", note)
+    if factor:  # beyond 10% off: a factor, the model too fast when it is the shorter step
+        assert float(factor.group(1)) == pytest.approx(hi / lo, abs=0.06) and hi / lo > 1.09
+        assert (factor.group(2) == "fast") == (modeled_ms < measured_ms)
+    elif share:  # within 10%: a percentage, never "1.0x too fast"
+        assert int(share.group(1)) == pytest.approx(
+            100 * abs(modeled_ms - measured_ms) / measured_ms, abs=1.5
+        )
+        assert (share.group(2) == "faster") == (modeled_ms < measured_ms)
+    else:
+        assert "agrees with the measurement" in note and hi / lo < 1.01
+
+
+def test_the_verdict_on_the_model_reads_right_near_one() -> None:
+    """Issue 37: "the model is 1.0x too fast" read as a contradiction; within 10% it is a percentage."""
+    assert S.model_verdict(10.4e-3, 10.0e-3) == "the model is 4% faster than measured here."
+    assert S.model_verdict(10.0e-3, 10.6e-3) == "the model is 6% slower than measured here."
+    assert S.model_verdict(10.0e-3, 10.02e-3) == "the model agrees with the measurement here (within 0.5%)."
+    assert S.model_verdict(23e-3, 10e-3) == "the model is 2.3x too fast here."
+    assert S.model_verdict(10e-3, 15e-3) == "the model is 1.5x too slow here."
+
+
+def test_each_subtitle_line_of_the_bytes_chart_says_its_source_once(measured: None) -> None:
+    """Issue 37: the bytes chart's detail was printed twice, once under each source."""
+    app = S.sharding_explorer(ranks=2, plan="table_wise", batch_size=256)
+    assert app.result.tables["measured"]
+    title = app.altair_chart.vconcat[2].title  # the trail, the step, then the bytes
+    assert title.text == "Bytes each rank sends, modeled and measured"
+    assert title.subtitle == [
+        "MEASURED on this machine · the ranks' comm logs",
+        "MODELED by the efficiency model · perf.traffic",
+    ]
 
 
 def test_row_wise_ids_are_modeled_at_their_expected_count(measured: None) -> None:

@@ -33,6 +33,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import altair as alt
+
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.distributed.training import PROFILE_BATCHES, run_plans_local
@@ -46,6 +48,7 @@ from recnotebooks.plan import NAMED_PLANS, Plan, TableShard, named_plan
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
+from recnotebooks.viz.theme import source_label
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["CACHES", "PLANS", "SHARDING_CONTROLS", "STEPS", "explore_sharding", "measure_sharding",
@@ -495,11 +498,26 @@ def _time_note(tables: dict[str, list[dict[str, object]]]) -> str:
         f"counting {data * 1e3:.3g} ms of drawing its synthetic batch, which the model does not price) "
         "against "
         f"{model * 1e3:.3g} ms MODELED for the same processes (collectives {model_coll * 1e3:.3g} ms): "
-        + (
-            f"the model is {step / model:.1f}x too fast here."
-            if step >= model
-            else f"the model is {model / step:.1f}x too slow here."
-        )
+        + model_verdict(step, model)
+    )
+
+
+def model_verdict(measured_s: float, modeled_s: float) -> str:
+    """How far a modeled step is from the measured one, in words a learner reads right: within 10%
+    as a percentage ("the model is 4% faster than measured here"; "1.0x too fast" read as a
+    contradiction), beyond it as a factor ("the model is 2.3x too fast here")."""
+    if measured_s <= 0 or modeled_s <= 0:
+        return "the model and the measurement cannot be compared (a step of zero)."
+    ratio = measured_s / modeled_s
+    if abs(ratio - 1) < 0.005:
+        return "the model agrees with the measurement here (within 0.5%)."
+    if 1 / 1.1 < ratio < 1.1:
+        off = abs(modeled_s - measured_s) / measured_s
+        return f"the model is {off:.0%} {'faster' if ratio > 1 else 'slower'} than measured here."
+    return (
+        f"the model is {ratio:.1f}x too fast here."
+        if ratio > 1
+        else f"the model is {1 / ratio:.1f}x too slow here."
     )
 
 
@@ -545,18 +563,21 @@ def _render(history: list[HistoryEntry]) -> object:
                              title="One step of this plan, slowest rank", detail=detail,
                              width=min(480, room))]  # fmt: skip
     if rows:
-        logs = "modeled: perf.traffic; measured: the ranks' comm logs"
-        src = None if now["measured"] else "modeled"
-        charts.append(
-            metric_bars(
-                rows,
-                columns=2,
-                source=src,
-                detail=logs,
-                title="Bytes each rank sends, modeled and measured",
-                total_width=band_px(senders, titled=False) + room,
-            )
+        sent = metric_bars(
+            rows,
+            columns=2,
+            source="modeled",
+            detail="perf.traffic",
+            title="Bytes each rank sends, modeled and measured",
+            total_width=band_px(senders, titled=False) + room,
         )
+        if now["measured"]:  # one subtitle line per source, each with its own detail (once, not twice)
+            lines = [
+                source_label("measured", "the ranks' comm logs"),
+                source_label("modeled", "perf.traffic"),
+            ]
+            sent.title = alt.TitleParams(sent.title.text, subtitle=lines)
+        charts.append(sent)
     if cache_bars:
         charts.append(
             metric_bars(
