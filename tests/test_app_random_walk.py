@@ -20,6 +20,7 @@ and a measurement takes a second per move.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Callable
 
@@ -49,9 +50,13 @@ APPS: dict[str, Callable[[], App]] = {
     "servers": lambda: server_explorer(history=3),
     "planner": lambda: job_planner(history=3),
 }
-#: Moves per walk and walks per app (the planner's search makes its moves the slowest).
-STEPS = {"planner": 6}
-EXAMPLES = {"planner": 8, "cache": 8}
+#: Moves per walk and walks per app (the planner's search makes its moves the slowest): the whole
+#: file runs in about two minutes on two busy cores. ``RECNB_WALKS=10`` walks ten times as many (a
+#: deeper search, by hand; CI runs the same walks every time).
+STEPS = {"planner": 7}
+_SCALE = int(os.environ.get("RECNB_WALKS", "1"))
+EXAMPLES = {name: n * _SCALE for name, n in {"planner": 12, "cache": 8}.items()}
+DEFAULT_EXAMPLES = 15 * _SCALE
 
 #: An exception's class name where a sentence should be: "AssertionError: ...", "KeyError: 'x'"
 EXCEPTION_NAME = re.compile(r"\b[A-Z][A-Za-z]*(Error|Exception)\b|Traceback|\bassert\b")
@@ -182,7 +187,7 @@ def _walks(examples: int) -> settings:
 
 @pytest.mark.parametrize("name", sorted(set(APPS) - {"planner"}))
 def test_every_control_combination_shows_a_result_or_says_why(name: str) -> None:
-    @_walks(EXAMPLES.get(name, 15))
+    @_walks(EXAMPLES.get(name, DEFAULT_EXAMPLES))
     @given(moves=st.deferred(lambda: moves_of(_app(name), STEPS.get(name, 8))))
     def run(moves: list[tuple[str, object]]) -> None:
         walk(_app(name), moves)

@@ -487,8 +487,8 @@ def test_the_planner_offers_only_levers_that_help_or_says_none_does() -> None:
     for settings in (ISSUE_37, {}, dict(model="criteo_terabyte"), dict(model="tiny", hardware="big_basin")):
         job = plan_job(**settings)
         r = explore_job(**settings)
-        assert all(float(x["speedup"]) > 1 for x in r.tables["levers"])  # type: ignore[arg-type]
-        helps = [x for x in job.lever_rows if float(x["speedup"]) > 1]  # type: ignore[arg-type]
+        assert all(float(x["speedup"]) >= 1.005 for x in r.tables["levers"])  # type: ignore[arg-type]
+        helps = [x for x in job.lever_rows if float(x["speedup"]) >= 1.005]  # type: ignore[arg-type]
         assert len(r.tables["levers"]) == len(helps)
         said = [n for n in r.notes if "lever" in n.lower()]
         assert len(said) == 1

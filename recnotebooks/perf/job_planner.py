@@ -56,7 +56,8 @@ from recnotebooks.plan import PLACEMENTS, Plan
 
 __all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "MLPERF_STRATEGY",
            "PRECISION_OPTIONS", "SOFTWARE_OPTIONS", "SOURCE_SETUPS", "TO_TARGET", "JobPlan", "Outcome",
-           "best_lever", "check_settings", "convergence_jobs", "describe_change", "epochs_words", "evaluate",
+           "best_lever", "check_settings", "helps", "MIN_GAIN", "convergence_jobs", "describe_change",
+           "epochs_words", "evaluate",
            "job_epochs", "job_model", "job_optimizers", "job_setup", "nearest_feasible", "plan_job",
            "setting_values", "software_words", "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS"]  # fmt: skip
 
@@ -402,7 +403,8 @@ def _neighbours(values: dict[str, object], lever: str, notch: bool = True) -> li
 
 def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[str, object]]]:
     """Each lever of :data:`LEVERS` moved one notch (the next value up or down; every other choice
-    of a named option): the best by time to train among those that fit, and one row per lever
+    of a named option): the best by time to train among those that fit (None when it does not
+    speed the job up by :data:`MIN_GAIN`: :func:`helps`), and one row per lever
     (``lever``, ``change``, ``speedup`` = hours now / hours then, ``cost_ratio``, ``feasible``)."""
     now = evaluate(**values)
     if now.job is None:
@@ -426,7 +428,16 @@ def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[st
                 }
             )
     rows.sort(key=lambda r: -float(r["speedup"]))  # type: ignore[arg-type]
-    return (rows[0] if rows and float(rows[0]["speedup"]) > 1 else None), rows  # type: ignore[arg-type]
+    return (rows[0] if rows and helps(rows[0]) else None), rows
+
+
+#: A lever helps when it makes the job at least this much faster (a gain that prints as "1.00x" is none).
+MIN_GAIN = 1.005
+
+
+def helps(row: dict[str, object]) -> bool:
+    """Whether a :func:`best_lever` row speeds the job up by at least :data:`MIN_GAIN`."""
+    return float(row["speedup"]) >= MIN_GAIN  # type: ignore[arg-type]
 
 
 #: Levers whose value only matters to a device cache: moved only where the plan has one.

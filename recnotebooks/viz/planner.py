@@ -62,6 +62,7 @@ from recnotebooks.perf.job_planner import (
     check_settings,
     describe_change,
     epochs_words,
+    helps,
     job_model,
     job_setup,
     plan_job,
@@ -266,8 +267,7 @@ def explore_job(**values: object) -> Result:
                   "software": shown.values["software"], "source": "modeled"}],
         "levers": [{**x, "metric": "speed-up one notch away (x)", "setting": x["change"],
                     "value": x["speedup"], "display": f"{float(x['speedup']):.2f}x",  # type: ignore[arg-type]
-                    "source": "modeled"} for x in job.lever_rows
-                   if float(x["speedup"]) > 1],  # type: ignore[arg-type]  # levers that help; a note says when none does
+                    "source": "modeled"} for x in job.lever_rows if helps(x)],  # type: ignore[arg-type]  # helping levers only
         "measured": _measured_rows(v),
     }  # fmt: skip
     if not tables["measured"] and _measurable(v):
