@@ -238,3 +238,22 @@ def test_controls_sit_in_a_grid_of_cells_as_wide_as_the_widest_control() -> None
     cell = max(control_width(w) for w in (short, long, toggles))
     assert grid.layout.grid_template_columns == f"repeat(auto-fill, minmax(min({cell}px, 100%), 1fr))"
     assert all(w.layout.width == "auto" for w in (short, long, toggles))
+
+
+def test_history_labels_show_a_value_as_its_control_does() -> None:
+    """Issue 37: the trail said "rows 1000000→10000000" where the slider shows 1M; a number reads
+    as its option's label, else as the readout shows it; a label holding ", " (the trail's line
+    break) is not used; a name stays a name."""
+    controls = {
+        "rows": W.SelectionSlider(options=[("1M", 10**6), ("10M", 10**7)], value=10**6),
+        "batch": W.SelectionSlider(options=[4096, 131072], value=4096),
+        "size": W.Dropdown(options=[("small, 1 GB", 1), ("big, 9 GB", 9)], value=1),
+        "kind": W.Dropdown(options=[("the dot one", "dot"), ("cat", "cat")], value="dot"),
+    }
+
+    def compute(**kw: object) -> Result:
+        return Result({"m": [{"metric": "x", "value": 1.0, "display": "1"}]})
+
+    app = App("labels", controls, compute, lambda h: metric_bars(history_rows(h, "m"), source="analytic"))
+    app.set(rows=10**7, batch=131072, size=9, kind="cat")
+    assert app.history[0].label == "now: rows 1M→10M, batch 4096→131072, size 1→9, kind dot→cat"

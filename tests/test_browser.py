@@ -1,11 +1,11 @@
 """Real-browser tests: JupyterLab + headless Chromium run every notebook, as a learner would.
 
 Each notebook in ``notebooks/`` is opened in JupyterLab, all its cells run (smoke mode), and
-the page must show: no error output, no warning on stderr, no element id twice inside the
-outputs (two charts sharing a clip path id clip each other), no output, chart or app control
-wider than its area, no chart text cut short (Vega ends a label past its limit with "…") nor a
-control's words (a button, a label or a readout narrower than its text), every slider with a
-visible track, no text of an output or a markdown cell typeset as math (a "$50 > $30" stays as
+the page must show: no error output, no warning on stderr or from Vega on the browser console, no
+element id twice inside the outputs (two charts sharing a clip path id clip each other), no output,
+chart or app control wider than its area, no chart text cut short (Vega ends a label past its limit
+with "…") nor a control's words (a button, a label or a readout narrower than its text), every
+slider with a visible track, no text of an output or a markdown cell typeset as math (a "$50 > $30" stays as
 written), and bars of every step-time breakdown drawn at a length proportional to their value,
 up to their end (the SVG geometry against the value each bar carries). In the notebooks with an
 app, a slider is then moved with the keyboard: the chart must redraw, name the change in its
@@ -54,14 +54,17 @@ CHROMIUM_ARGS = [
 LAYOUTS = {"wide": {"window": 1400, "output": 1000}, "laptop": {"window": 1280, "output": None}}
 LAPTOP_MAX_OUTPUT = 870  # px: the laptop window's output area must be this narrow or narrower
 MIN_TRACK_PX = 80  # px: a slider's track must be at least this long to be read and dragged
+#: How Vega's and Vega-Lite's logger starts a console message: a chart spec it had to mend or could
+#: not scale ("WARN Infinite extent for field ...": a layer with no rows; "WARN strokeDash dropped ...").
+VEGA_LOG = ("WARN", "ERROR")
 #: notebook -> (slider label, text the history trail must show after one step right, source label)
 SLIDERS = {
     "00_start_here.ipynb": ("pooling factor", "pooling 20→40", "COMPUTED"),  # lookup traffic
     "01_dlrm_anatomy.ipynb": ("pooling factor", "pooling 1→2", "MEASURED on this machine"),  # Architecture
     "02_gpu_efficiency.ipynb": ("pooling factor", "pooling 40→80", "MEASURED on this machine"),  # Efficiency
-    "03_embedding_placement_and_caches.ipynb": ("cache size", "cache_fraction 0.1→0.2", "SIMULATED"),  # Cache
+    "03_embedding_placement_and_caches.ipynb": ("cache size", "cache_fraction 10%→20%", "SIMULATED"),  # Cache
     "04_multi_gpu_sharding.ipynb": ("processes (ranks)", "ranks 2→4", "MODELED"),  # Sharding
-    "05_server_design.ipynb": ("table rows x", "rows_scale 30→100", "MODELED"),  # Server Design
+    "05_server_design.ipynb": ("table rows x", "rows_scale 30x→100x", "MODELED"),  # Server Design
     "06_capstone.ipynb": ("global batch", "batch_size 65536→131072", "MODELED"),  # Training Job Planner
 }
 #: notebooks whose outputs must hold a step-time breakdown (its bars are checked)
@@ -384,6 +387,8 @@ def test_notebook_runs_clean_in_jupyterlab(
     jupyterlab: str, browser: object, notebook: str, layout: str
 ) -> None:
     page = browser.new_page(viewport={"width": LAYOUTS[layout]["window"], "height": 2000})  # type: ignore[attr-defined]
+    console: list[str] = []  # Vega's own warnings ("WARN Infinite extent ...", "WARN strokeDash dropped ...")
+    page.on("console", lambda m: console.append(m.text) if m.text.startswith(VEGA_LOG) else None)
     shots, stem = os.environ.get("RECNB_SHOTS"), Path(notebook).stem
     if shots:
         shots = f"{shots}/{layout}"
@@ -409,6 +414,7 @@ def test_notebook_runs_clean_in_jupyterlab(
             _move_slider(page, notebook, shots)
             again = _page_faults(page) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
             faults += [f"after the slider: {f}" for f in again]
+        faults += [f"Vega on the console: {t[:300]}" for t in dict.fromkeys(console)]
         assert faults == [], f"{notebook} ({layout}): what a learner would see wrong:\n" + "\n".join(faults)
     finally:
         try:  # the kernel, which closing the page leaves running

@@ -368,3 +368,23 @@ def test_the_note_gives_opt_with_as_many_slots_as_the_cache() -> None:
     assert hit <= ref + 1e-12  # no policy beats OPT with the same slots
     smaller = max(x["hit_rate"] for x in r.tables["curves"] if x["policy"] == "OPT" and x["capacity"] < cap)
     assert ref > smaller  # the old note's number (the curve below the size) was too low
+
+
+@pytest.mark.parametrize("setting", [{"cache_fraction": 0.001}, {"policy": "opt"}])
+def test_a_cache_that_cannot_run_is_not_priced(setting: dict) -> None:
+    """Issue 37: the explorer priced a cache it said could not run (too few slots for a training
+    step's rows; OPT, which reads the future). Such a cache has no step, no bytes and no cache bar;
+    the note says why, and the HBM and host DRAM steps stay."""
+    from recnotebooks.viz.cache import explore_cache
+
+    r = explore_cache(measure=False, num_ids=20_000, **setting)
+    assert "traffic" not in r.tables
+    assert [m["metric"] for m in r.tables["metrics"]] == ["hit rate: simulated"]
+    assert {p["key"] for p in r.tables["placements"]} == {"hbm", "host", "remote"}
+    modeled = next(n for n in r.notes if n.startswith("MODELED"))
+    assert "no step behind this cache: it cannot run as a training cache" in modeled
+    assert "ms in host DRAM" in modeled and "ms per step in HBM" in modeled
+    runs = explore_cache(measure=False, num_ids=20_000)  # the default 20% LRU cache runs, and is priced
+    assert "traffic" in runs.tables and any(
+        m["metric"].startswith("step, tables behind") for m in runs.tables["metrics"]
+    )

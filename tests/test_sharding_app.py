@@ -86,6 +86,18 @@ def test_the_verdict_never_reads_one_point_oh(measured: float, modeled: float, s
         S.model_verdict(1.0, 0.0)
 
 
+def test_each_subtitle_line_of_the_bytes_chart_says_its_source_once(measured: None) -> None:
+    """Issue 37: the bytes chart's detail was printed twice, once under each source."""
+    app = S.sharding_explorer(ranks=2, plan="table_wise", batch_size=256)
+    assert app.result.tables["measured"]
+    title = app.altair_chart.vconcat[2].title  # the trail, the step, then the bytes
+    assert title.text == "Bytes each rank sends, modeled and measured"
+    assert title.subtitle == [
+        "MEASURED on this machine · the ranks' comm logs",
+        "MODELED by the efficiency model · perf.traffic",
+    ]
+
+
 def test_row_wise_ids_are_modeled_at_their_expected_count(measured: None) -> None:
     res = S.explore_sharding(model="tiny", ranks=2, plan="row_wise", batch_size=256)
     assert any("MEASURED here" in n for n in res.notes)

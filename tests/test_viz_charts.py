@@ -452,3 +452,50 @@ def test_a_faded_line_under_another_is_drawn_once_and_said() -> None:
     # different lines all stay; without a highlight nothing is faded, so nothing is dropped
     plain = metric_lines(rows, x="pooling", y="MB_per_step", color="setting")
     assert {r["setting"] for r in chart_rows(plain.to_dict())} == set(settings)
+
+
+def _layers(spec: object) -> list[dict]:
+    found: list[dict] = []
+    if isinstance(spec, dict):
+        if "mark" in spec:
+            found.append(spec)
+        for v in spec.values():
+            found += _layers(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            found += _layers(v)
+    return found
+
+
+def test_metric_lines_draw_no_empty_layer_and_no_dash_on_text() -> None:
+    """Issue 37's console warnings: Vega's "Infinite extent" (a layer whose filter keeps no row: the
+    ring of the current point when none is current) and Vega-Lite's "strokeDash dropped as it is
+    incompatible with text" (the source's dash on the current point's label)."""
+    rows = [
+        {"x": i, "y": 2.0 * i, "source": s, "line": s} for i in (1, 2, 3) for s in ("measured", "modeled")
+    ]
+    none_current = metric_lines(rows, x="x", y="y", color="line").to_dict()
+    assert not any("filter" in str(layer.get("transform", "")) for layer in _layers(none_current))
+    ringed = metric_lines(rows, x="x", y="y", color="line", current=2).to_dict()
+    marks = [
+        layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]
+        for layer in _layers(ringed)
+    ]
+    assert marks.count("point") == 2 and "text" in marks
+    for layer in _layers(ringed):
+        dash = layer.get("encoding", {}).get("strokeDash")
+        kind = layer["mark"]["type"] if isinstance(layer["mark"], dict) else layer["mark"]
+        if kind == "text":
+            assert dash is None or "field" not in dash, dash
+        else:
+            assert dash is not None and dash.get("field") == "source"
+
+
+def test_a_band_axis_title_sits_above_its_labels() -> None:
+    """Issue 37: beside two-line trail labels Vega placed the title "setting" by the first line's
+    width and it ran over a longer second line; above the labels it cannot."""
+    rows = [{"setting": "now: a 1→2, rows_per_table 1M→10M", "phase": "data", "seconds_per_step": 0.01},
+            {"setting": "-1: start", "phase": "data", "seconds_per_step": 0.02}]  # fmt: skip
+    axis = time_breakdown(rows).to_dict()["encoding"]["y"]["axis"]
+    assert axis["title"] == "setting" and axis["titleAngle"] == 0 and axis["titleY"] < 0
+    assert axis["titleX"] <= -axis["labelLimit"]  # at the labels' left edge, not over them

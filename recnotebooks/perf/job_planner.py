@@ -9,7 +9,8 @@ policy, global batch, precision, and the software that runs the step): one value
 * :func:`evaluate`: one setting's step, job (time, cost, energy) and whether it is feasible
   (fits in memory, meets the deadline and the budget), or why it cannot be built;
 * :func:`best_lever`: each lever of :data:`LEVERS` moved one notch and the speed-up it gives;
-* :func:`nearest_feasible`: the cheapest feasible setting one change away (else two);
+* :func:`nearest_feasible`: the nearest feasible setting (fewest changes, the same hardware first;
+  the cheapest of those);
 * :func:`plan_job`: all three for one setting (:class:`JobPlan`), with the setting to show when
   this one cannot be built — never nothing;
 * :func:`convergence_jobs`: the model of record (DLRM-DCNv2) trained to MLPerf's quality target at
@@ -49,12 +50,14 @@ from recnotebooks.perf.hardware import hardware as _hardware  # convergence_jobs
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate
 from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import STRATEGIES, plan_tables
+from recnotebooks.perf.precision import precision
 from recnotebooks.perf.published import MLPERF_SETUP, mlperf_seconds
 from recnotebooks.plan import PLACEMENTS, Plan
 
 __all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "MLPERF_STRATEGY",
            "PRECISION_OPTIONS", "SOFTWARE_OPTIONS", "SOURCE_SETUPS", "TO_TARGET", "JobPlan", "Outcome",
-           "best_lever", "check_settings", "convergence_jobs", "describe_change", "epochs_words", "evaluate",
+           "best_lever", "check_settings", "helps", "MIN_GAIN", "convergence_jobs", "describe_change",
+           "epochs_words", "evaluate",
            "job_epochs", "job_model", "job_optimizers", "job_setup", "nearest_feasible", "plan_job",
            "setting_values", "software_words", "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS"]  # fmt: skip
 
@@ -234,7 +237,9 @@ class Outcome:
     values: dict[str, object]
     result: CostResult | None
     job: JobCost | None
-    problem: str | None  # the setting cannot be built (e.g. more devices than a node has)
+    problem: str | None  # the setting cannot be built (e.g. more devices than a node has): the first reason
+    #: every rule of building the setting it breaks (``problem`` first); empty when it builds
+    problems: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -248,9 +253,8 @@ class Outcome:
 
     def why_not(self) -> list[str]:
         """What makes the setting infeasible, in words (empty when it is feasible)."""
-        if self.problem:
-            return [self.problem]
-        assert self.result is not None and self.job is not None
+        if self.problem or self.result is None or self.job is None:
+            return list(self.problems or [self.problem or "the setting could not be modeled"])
         why = [] if self.fits else ["does not fit: " + "; ".join(self.result.memory.reasons)]
         if self.job.hours > float(self.values["deadline_h"]):  # type: ignore[arg-type]
             why.append(f"misses the deadline: {self.job.hours:,.3g} h > {self.values['deadline_h']} h")
@@ -277,29 +281,55 @@ def _cached_plan(plan: Plan, config: DLRMConfig, fraction: float, policy: str) -
     return dataclasses.replace(plan, shards=shards)
 
 
-@lru_cache(maxsize=512)
+def _rules_broken(v: dict[str, object]) -> list[str]:
+    """Every rule of building a setting that ``v`` breaks, in words (checked before modeling it, so
+    that a setting breaking several says each, not only the first): epochs to a target without a
+    curve, more devices than a node has, a table off HBM or bf16 under HugeCTR or MLPerf's plan,
+    a precision the hardware has no peak for."""
+    broken = []
+    try:
+        job_epochs(v)
+    except ValueError as e:  # epochs to a target this model or batch has no curve for
+        broken.append(str(e))
+    hw = hardware(str(v["hardware"]))
+    gpus = int(v["gpus"])  # type: ignore[call-overload]
+    if gpus > hw.devices:
+        broken.append(f"a {hw.name} node has {hw.devices} device(s), not {gpus}")
+    if v["software"] == "hugectr" or v["strategy"] == MLPERF_STRATEGY:  # tables in HBM only
+        try:
+            _check_in_hbm("placement", v["placement"], v)
+        except ValueError as e:
+            broken.append(str(e))
+    if v["software"] == "hugectr" and v["dtype"] not in HUGECTR_DTYPES:
+        broken.append(
+            f"dtype must be one of {list(HUGECTR_DTYPES)} with software 'hugectr' (HugeCTR trains in "
+            "fp32, with TF32 GEMMs or in fp16 mixed precision; it has no bf16 mode), got "
+            f"{v['dtype']!r}; choose one of those or software 'torchrec'"
+        )
+    gemm = precision(str(v["dtype"])).gemm
+    try:
+        hw.flops(gemm)
+    except ValueError:
+        broken.append(
+            f"dtype={v['dtype']!r} runs its GEMMs in {gemm}, which {hw.name} has no peak for "
+            f"(it has {sorted(hw.peak_flops)}); choose another dtype"
+        )
+    return broken
+
+
+@lru_cache(maxsize=4096)
 def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
     v = dict(key)
-    try:
-        epochs = job_epochs(v)
-    except ValueError as e:  # epochs to a target this model or batch has no curve for
-        return Outcome(v, None, None, str(e))
+    broken = _rules_broken(v)
+    if broken:
+        return Outcome(v, None, None, broken[0], tuple(broken))
+    epochs = job_epochs(v)
     hw = hardware(str(v["hardware"]))
     gpus, nodes = int(v["gpus"]), int(v["nodes"])  # type: ignore[call-overload]
-    if gpus > hw.devices:
-        return Outcome(v, None, None, f"a {hw.name} node has {hw.devices} device(s), not {gpus}")
     config = job_model(str(v["model"]))
     optimizers = job_optimizers(str(v["model"]))
     software = str(v["software"])
     try:
-        if software == "hugectr" or v["strategy"] == MLPERF_STRATEGY:  # tables in HBM only
-            _check_in_hbm("placement", v["placement"], v)
-        if software == "hugectr" and v["dtype"] not in HUGECTR_DTYPES:
-            raise ValueError(
-                f"dtype must be one of {list(HUGECTR_DTYPES)} with software 'hugectr' (HugeCTR trains in "
-                "fp32, with TF32 GEMMs or in fp16 mixed precision; it has no bf16 mode), got "
-                f"{v['dtype']!r}; choose one of those or software 'torchrec'"
-            )
         if v["strategy"] == MLPERF_STRATEGY:
             plan = mlperf_plan(config, gpus, nodes, hw.hbm_bytes)
         else:
@@ -332,7 +362,7 @@ def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
             **optimizers,
         )
     except ValueError as e:  # a combination the planner or the model cannot build, in its words
-        return Outcome(v, None, None, str(e))
+        return Outcome(v, None, None, str(e), (str(e),))
     job = job_from_estimate(r, hw, float(v["samples"]), epochs, overlap=software == "hugectr")  # type: ignore[arg-type]
     return Outcome(v, r, job, None)
 
@@ -373,7 +403,8 @@ def _neighbours(values: dict[str, object], lever: str, notch: bool = True) -> li
 
 def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[str, object]]]:
     """Each lever of :data:`LEVERS` moved one notch (the next value up or down; every other choice
-    of a named option): the best by time to train among those that fit, and one row per lever
+    of a named option): the best by time to train among those that fit (None when it does not
+    speed the job up by :data:`MIN_GAIN`: :func:`helps`), and one row per lever
     (``lever``, ``change``, ``speedup`` = hours now / hours then, ``cost_ratio``, ``feasible``)."""
     now = evaluate(**values)
     if now.job is None:
@@ -397,38 +428,74 @@ def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[st
                 }
             )
     rows.sort(key=lambda r: -float(r["speedup"]))  # type: ignore[arg-type]
-    return (rows[0] if rows and float(rows[0]["speedup"]) > 1 else None), rows  # type: ignore[arg-type]
+    return (rows[0] if rows and helps(rows[0]) else None), rows
+
+
+#: A lever helps when it makes the job at least this much faster (a gain that prints as "1.00x" is none).
+MIN_GAIN = 1.005
+
+
+def helps(row: dict[str, object]) -> bool:
+    """Whether a :func:`best_lever` row speeds the job up by at least :data:`MIN_GAIN`."""
+    return float(row["speedup"]) >= MIN_GAIN  # type: ignore[arg-type]
+
+
+#: Levers whose value only matters to a device cache: moved only where the plan has one.
+_CACHE_LEVERS = ("cache_fraction", "cache_policy")
+
+
+def _changed(v0: dict[str, object], changes: dict[str, object]) -> Outcome | None:
+    """The setting ``v0`` with ``changes``, modeled; None when a cache lever moves without a cache
+    (the same plan as without the change: nothing to try)."""
+    v = {**v0, **changes}
+    if any(k in _CACHE_LEVERS for k in changes) and v["placement"] != "cache":
+        return None
+    return evaluate(**v)
+
+
+def _near_changes(v0: dict[str, object]) -> list[list[dict[str, object]]]:
+    """The changes to ``v0`` :func:`nearest_feasible` tries, in tiers, nearest first: one change on
+    the same hardware (any value of a lever, or of a job setting :func:`_job_fixes` names), two
+    changes on the same hardware, one change of hardware, two changes one of which is the hardware
+    (other hardware is the largest move: another machine, not another setting of this one)."""
+    keys = [k for k in (*LEVERS, *_job_fixes(v0)) if k != "hardware"]
+    alts = {k: _neighbours(v0, k, notch=False) for k in (*keys, "hardware")}
+    return [
+        [{k: x} for k in keys for x in alts[k]],
+        [{a: x, b: y} for i, a in enumerate(keys) for b in keys[i + 1 :] for x in alts[a] for y in alts[b]],
+        [{"hardware": h} for h in alts["hardware"]],
+        [{"hardware": h, k: x} for h in alts["hardware"] for k in keys for x in alts[k]],
+    ]
 
 
 def nearest_feasible(**values: object) -> tuple[Outcome | None, str]:
-    """The cheapest feasible setting one change away (any value of a lever), else two changes
-    away (hardware, placement or precision with nodes; hardware with devices per node), and a
-    sentence saying which; when none is, ``(fastest fitting setting found, why)``."""
+    """The nearest feasible setting, and a sentence saying which.
+
+    Nearest is the same hardware before another, then fewest changes: one change on the same
+    hardware (any value of a lever: more nodes, another placement, precision...), else two changes
+    on the same hardware, else one change of hardware, else two changes one of which is the
+    hardware; among the feasible settings of the first tier that has one, the cheapest. When no
+    setting within two changes is feasible: ``(fastest setting found that fits, why)``, or
+    ``(None, why)`` when none fits."""
     now = evaluate(**values)
     v0 = now.values
-    keys = (*LEVERS, *_job_fixes(v0))
-    tried = [evaluate(**{**v0, k: x}) for k in keys for x in _neighbours(v0, k, notch=False)]
-    if not any(o.feasible for o in tried):
-        pairs = [("hardware", "nodes"), ("placement", "nodes"), ("dtype", "nodes"), ("hardware", "gpus")]
-        for a, b in pairs:
-            for x in setting_values(a):
-                for y in setting_values(b):
-                    if x != v0[a] and y != v0[b]:
-                        tried.append(evaluate(**{**v0, a: x, b: y}))
-    ok = [o for o in tried if o.feasible]
-    if ok:
-        best = min(ok, key=lambda o: o.job.cost_usd)  # type: ignore[union-attr]
-        return best, "nearest feasible: " + describe_change(v0, best.values)
-    fitting = [o for o in [now, *tried] if o.fits]
+    tried: list[Outcome] = []
+    for tier in _near_changes(v0):  # a later tier is modeled only when no earlier one has a feasible setting
+        outcomes = [o for o in (_changed(v0, c) for c in tier) if o is not None]
+        tried += outcomes
+        ok = [o for o in outcomes if o.feasible]
+        if ok:
+            best = min(ok, key=lambda o: o.job.cost_usd)  # type: ignore[union-attr]
+            return best, "nearest feasible: " + describe_change(v0, best.values)
+    fitting = [o for o in [now, *tried] if o.fits and o.job is not None]
     if not fitting:
         return None, "nothing within two changes fits in memory"
     fast = min(fitting, key=lambda o: o.job.hours)  # type: ignore[union-attr]
     j = fast.job
-    assert j is not None
     return fast, (
         f"no setting within two changes meets the deadline and the budget; the fastest that fits "
-        f"({describe_change(v0, fast.values)}) takes {j.hours:,.3g} h and costs "
-        f"${j.cost_usd:,.0f}"
+        f"({describe_change(v0, fast.values)}) takes {j.hours:,.3g} h and costs "  # type: ignore[union-attr]
+        f"USD {j.cost_usd:,.0f}"  # type: ignore[union-attr]
     )
 
 
@@ -468,6 +535,16 @@ class JobPlan:
     lever_rows: list[dict[str, object]]
 
 
+def _fallback(values: dict[str, object]) -> dict[str, object]:
+    """The setting shown when nothing within two changes of ``values`` fits: the same job (samples,
+    epochs, deadline, budget) of the tiny model with every other setting at its default (one DGX
+    H100 node, TorchRec, the cost planner, tables in HBM, fp32), which always builds."""
+    epochs = 1 if values["epochs"] == TO_TARGET else values["epochs"]  # tiny has no convergence curve
+    job = {"samples": values["samples"], "epochs": epochs, "deadline_h": values["deadline_h"],
+           "budget_usd": values["budget_usd"]}  # fmt: skip
+    return check_settings({"model": "tiny", **job})
+
+
 def plan_job(**values: object) -> JobPlan:
     """The verdict on one setting (``plan.now.feasible``, ``plan.now.why_not()``), the nearest
     feasible setting when it is not, the setting to show, and the levers (:class:`JobPlan`)."""
@@ -477,19 +554,11 @@ def plan_job(**values: object) -> JobPlan:
         near, sentence = nearest_feasible(**now.values)
     shown = now
     if now.job is None:  # nothing to show for this setting itself: show the nearest one instead
-        if near is None:  # nothing fits within two changes: fall back on a setting that always builds
-            epochs = 1 if now.values["epochs"] == TO_TARGET else now.values["epochs"]  # tiny has no curve
-            near = evaluate(
-                **{
-                    **now.values,
-                    "model": "tiny",
-                    "hardware": "dgx_h100",
-                    "nodes": 1,
-                    "gpus": 8,
-                    "epochs": epochs,
-                }
-            )
+        if near is None or near.job is None:  # nothing fits within two changes: a setting that always builds
+            near = evaluate(**_fallback(now.values))
             fallback = True
+            if near.job is None:  # the tiny model on one DGX H100 node with the defaults always builds
+                raise ValueError(f"the planner could not model its fallback setting: {near.problem}")
         shown = near
     lever, rows = best_lever(**shown.values)
     return JobPlan(now, shown, near, sentence, fallback, lever, rows)

@@ -103,10 +103,33 @@ def _relabel(trail: list[HistoryEntry]) -> list[HistoryEntry]:
     ]
 
 
-def _describe_change(old: Mapping[str, object] | None, new: Mapping[str, object]) -> str:
+def shown_value(widget: W.Widget | None, value: object) -> str:
+    """``value`` as the control ``widget`` shows it: a number by its option's label ("1M" for
+    1,000,000 on a slider labelled so), else as the slider's readout (``131072``); a name as it is.
+    A label with ", " is not used: a trail label is drawn one change per line, split there."""
+    options = getattr(widget, "options", None)
+    if options and isinstance(value, int | float) and not isinstance(value, bool):
+        for o in options:
+            if isinstance(o, tuple) and o[1] == value and ", " not in str(o[0]):
+                return str(o[0])
+    return str(value)
+
+
+def _describe_change(
+    old: Mapping[str, object] | None,
+    new: Mapping[str, object],
+    controls: Mapping[str, W.Widget] | None = None,
+) -> str:
+    """The settings ``new`` changes from ``old``, each value as its control shows it
+    (:func:`shown_value`): "rows_per_table 1M→10M, pooling 1→20"."""
     if old is None:
         return "start"
-    diff = [f"{k} {old.get(k)}→{v}" for k, v in new.items() if old.get(k) != v]
+    controls = controls or {}
+    diff = [
+        f"{k} {shown_value(controls.get(k), old.get(k))}→{shown_value(controls.get(k), v)}"
+        for k, v in new.items()
+        if old.get(k) != v
+    ]
     return ", ".join(diff) if diff else "same"
 
 
@@ -276,7 +299,10 @@ class App:
     def _entry(self, result: Result, values: dict[str, object]) -> HistoryEntry:
         prev = self.history[0].values if self.history else None
         return HistoryEntry(
-            label="now", values=dict(values), result=result, change=_describe_change(prev, values)
+            label="now",
+            values=dict(values),
+            result=result,
+            change=_describe_change(prev, values, self.controls),
         )
 
     def _push(self, result: Result) -> None:

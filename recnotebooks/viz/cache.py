@@ -274,6 +274,8 @@ def _traffic(
     """Bytes per training step each way, the trace replayed as steps of the modeled model's
     lookups of one table (a step's rows stay cached until it ends); [] if a step does not fit."""
     per_step = MODEL_BATCH * POOLING
+    if policy == "opt":
+        return [], "OPT cannot run as training steps: it needs every future id, which no training cache has."
     try:
         steps = _simulate(policy, trace, cap, num_rows, ways, profile, batch_size=per_step)
     except ValueError as e:
@@ -290,12 +292,24 @@ def _traffic(
     )
 
 
-def _modeled(num_rows: int, hw: str, hit: float) -> tuple[list[dict[str, object]], list[tuple], str]:
-    """The modeled model's step per placement, its bar metrics and its note."""
+def _modeled(
+    num_rows: int, hw: str, hit: float, cannot: str | None = None
+) -> tuple[list[dict[str, object]], list[tuple], str]:
+    """The modeled model's step per placement, its bar metrics and its note. A cache that cannot
+    run as a training cache (``cannot`` says why: a step needs more slots than it has, or OPT,
+    which reads the future) is not priced: its placement, its metrics and its words are left out,
+    and the note says why."""
 
     places = placement_costs(cache_model(num_rows), hw, hit, batch_size=MODEL_BATCH)
     step = {str(r["key"]): float(r["step_s"]) for r in places}  # type: ignore[arg-type]
     eff = {str(r["key"]): float(r["flops_efficiency"]) for r in places}  # type: ignore[arg-type]
+    if cannot:
+        note = (
+            f"MODELED on one {hw} GPU ({MODEL_TABLES} such tables, dim {MODEL_DIM}, batch {MODEL_BATCH:,}): "
+            f"{step['hbm'] * 1e3:.3g} ms per step in HBM, {step['host'] * 1e3:.3g} ms in host DRAM over "
+            f"UVM; no step behind this cache: it cannot run as a training cache ({cannot})."
+        )
+        return [r for r in places if r["key"] != "cache"], [], note
     ratio = step["cache"] / step["hbm"]
     metrics = [
         ("step, tables behind the cache: modeled", step["cache"], f"{step['cache'] * 1e3:.3g} ms", "ms"),
@@ -411,12 +425,16 @@ def explore_cache(
     notes.append(note)
     if traffic:
         tables["traffic"] = traffic
-    h2d = float(traffic[0]["bytes_per_step"]) if traffic else 0.0  # type: ignore[arg-type]
-    tables["placements"], metrics, note = _modeled(num_rows, hw.name, hit)
-    metrics.insert(0, ("hit rate: simulated", hit, percent(hit), "fraction"))
-    metrics.insert(
-        1, ("host→device per step: simulated", h2d, human(h2d, "B") if traffic else "too small", "bytes")
+    cannot = (
+        None
+        if traffic
+        else ("OPT reads every future id" if policy == "opt" else "too few slots for a step's rows")
     )
+    tables["placements"], metrics, note = _modeled(num_rows, hw.name, hit, cannot)
+    metrics.insert(0, ("hit rate: simulated", hit, percent(hit), "fraction"))
+    if traffic:  # a cache too small for a step moves no bytes of a step: no bar, the note says why
+        h2d = float(traffic[0]["bytes_per_step"])  # type: ignore[arg-type]
+        metrics.insert(1, ("host→device per step: simulated", h2d, human(h2d, "B"), "bytes"))
     notes.append(note)
     if measure:
         notes.append(_measured(tables, metrics, num_rows, alpha, policy, cache_fraction, ways, num_ids))

@@ -390,12 +390,13 @@ def metric_lines(
     enc = encoding(data, key, metric, color=series, dash_sources=True)
     base = alt.Chart().encode(**enc.channels(opacity=OPACITY))
     now = base.transform_filter("datum._now && datum._hl")
-    layers = [
-        base.mark_line(),
-        base.mark_point(),
-        now.mark_point(size=260, filled=False, strokeWidth=3),
-        now.mark_text(dy=-16, fontWeight="bold").encode(text=alt.Text(f"{y}:Q", format=y_format)),
-    ]
+    layers = [base.mark_line(), base.mark_point()]
+    if any(r["_now"] and r["_hl"] for r in data):  # an empty layer warns "Infinite extent" in Vega
+        # a text mark has no dash: Vega-Lite warns it drops the channel
+        plain = {k: v for k, v in enc.channels(opacity=OPACITY).items() if k != "strokeDash"}
+        text = alt.Chart().encode(**plain).transform_filter("datum._now && datum._hl")
+        text = text.mark_text(dy=-16, fontWeight="bold").encode(text=alt.Text(f"{y}:Q", format=y_format))
+        layers += [now.mark_point(size=260, filled=False, strokeWidth=3), text]
     if y_rule is not None:  # a dashed reference line (1.0 for a ratio)
         layers.insert(0, alt.Chart().mark_rule(color="#555", strokeDash=[4, 3]).encode(y=alt.datum(y_rule)))
     chart = alt.layer(*layers).properties(

@@ -51,15 +51,18 @@ from typing import Any
 
 from recnotebooks.distributed.training import train_local
 from recnotebooks.measure.calibrate_comm import local_ranks_hardware
-from recnotebooks.perf.cost import COMPONENTS, estimate
+from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.job import JobCost
 from recnotebooks.perf.job_planner import (
     JOB_SETTINGS,
     MLPERF_STRATEGY,
+    JobPlan,
     Outcome,
     check_settings,
     describe_change,
     epochs_words,
+    helps,
     job_model,
     job_setup,
     plan_job,
@@ -119,12 +122,18 @@ def _breakdown(o: Outcome, label: str) -> list[dict[str, object]]:
     ]
 
 
+def _job_of(o: Outcome) -> tuple[JobCost, CostResult]:
+    """The job and the step of an outcome that was modeled (:func:`plan_job` shows only those)."""
+    if o.job is None or o.result is None:
+        raise ValueError(f"the planner has no modeled job to show for this setting: {o.problem}")
+    return o.job, o.result
+
+
 def _totals(o: Outcome, note: str = "") -> list[dict[str, object]]:
-    j = o.job
-    assert j is not None
+    j, _ = _job_of(o)
     figures = [("samples per second", j.samples_per_s, human(j.samples_per_s)),
                ("time to train (hours)", j.hours, f"{j.hours:,.3g} h"),
-               ("cost (USD)", j.cost_usd, f"${human(j.cost_usd)}"),
+               ("cost (USD)", j.cost_usd, f"USD {human(j.cost_usd)}"),
                ("device-hours", j.device_hours, human(j.device_hours)),
                ("energy (kWh)", j.energy_kwh, human(j.energy_kwh, "Wh").replace(" Wh", " kWh")),
                ("samples per joule", j.samples_per_joule, human(j.samples_per_joule))]  # fmt: skip
@@ -134,8 +143,7 @@ def _totals(o: Outcome, note: str = "") -> list[dict[str, object]]:
 def _bound(o: Outcome) -> str:
     """The slowest rank's largest component and its share; of the components' sum where the step
     overlaps them (HugeCTR's step is shorter than that sum), else of the step."""
-    r = o.result
-    assert r is not None
+    _, r = _job_of(o)
     b = r.breakdown()
     top = max(b, key=lambda k: b[k])
     of = (
@@ -146,56 +154,102 @@ def _bound(o: Outcome) -> str:
     return f"{top} ({b[top] / sum(b.values()):.0%} of {of})"
 
 
+#: At most this many rules broken are named in the verdict's note; the rest are counted.
+NAMED_REASONS = 3
+
+
+def short_reason(reason: str) -> str:
+    """A reason a setting is impossible in one clause: up to its first " (" or "; " (the rest,
+    the explanation and the fix, is in the verdict table; the nearest feasible setting is the fix):
+    "does not fit: rank 0 needs 620 GB ... has 16 GB" without the next five ranks."""
+    cut = min((i for i in (reason.find(" ("), reason.find("; ")) if i > 0), default=len(reason))
+    return reason[:cut]
+
+
+def verdict_note(why: list[str]) -> str:
+    """The verdict on an impossible setting in one line: each rule it breaks in one clause
+    (:func:`short_reason`), at most :data:`NAMED_REASONS` of them, the rest counted."""
+    named = [short_reason(w) for w in why[:NAMED_REASONS]]
+    more = len(why) - len(named)
+    rules = f"{len(why)} rules broken: " if len(why) > 1 else ""
+    tail = f"; and {more} more (the verdict table lists them)" if more else ""
+    return f"MODELED: this plan is impossible: {rules}{'; '.join(named)}{tail}."
+
+
+def _figures(o: Outcome) -> str:
+    """A setting's job in a few figures: samples/s, step, hours, cost, energy and what bounds it."""
+    j, _ = _job_of(o)
+    price = hardware(str(o.values["hardware"])).price_per_hour
+    return (
+        f"{human(j.samples_per_s)} samples/s (a {j.step_time_s * 1e3:.3g} ms step), "
+        f"{j.hours:,.3g} h to train, {j.device_hours:,.4g} device-hours, "
+        f"USD {j.cost_usd:,.0f} at USD {price:g}/device-hour, "
+        f"{j.energy_kwh:,.3g} kWh, bound by {_bound(o)}"
+    )
+
+
+def _lever_note(job: JobPlan, who: str) -> str:
+    """The lever that helps ``who`` most one notch away, or that none does."""
+    lever = job.lever
+    if lever is None:
+        return (
+            f"No lever one notch away makes {who} faster: each one moved is slower, the same or does not fit."
+        )
+    gain, cost = float(lever["speedup"]), float(lever["cost_ratio"])  # type: ignore[arg-type]
+    return (
+        f"Lever that helps {who} most one notch away: {lever['change']} "
+        f"({gain:.2f}x faster, cost x{cost:.2f})."
+    )
+
+
 def explore_job(**values: object) -> Result:
     """Tables ``verdict``, ``breakdown``, ``totals``, ``levers``, ``measured`` (module docstring)
-    and the notes under the controls, from :func:`~recnotebooks.perf.job_planner.plan_job`."""
+    and the notes under the controls, from :func:`~recnotebooks.perf.job_planner.plan_job`.
+
+    A feasible setting's notes: the verdict, where its tables live, its figures, epochs, software,
+    cache hit rates and the best lever. An impossible one's, three lines: the rules it breaks (at
+    most :data:`NAMED_REASONS`, each in a clause, the rest counted: :func:`verdict_note`), the
+    setting shown instead (the nearest feasible one) and its figures, and its best lever."""
     job = plan_job(**values)
     now, near, shown = job.now, job.near, job.shown
     v = now.values
-    notes: list[str] = []
-    verdict = "feasible" if now.feasible else "impossible"
     why = now.why_not()
-    notes.append(
-        "MODELED: fits, meets the deadline and the budget."
-        if now.feasible
-        else "MODELED: this plan is impossible: " + "; ".join(why) + "."
-    )
-    if not now.feasible:
-        notes.append(job.near_sentence[0].upper() + job.near_sentence[1:] + ".")
-    if job.fallback:
-        notes.append("Shown instead: the tiny model on one DGX H100 node.")
-    j, r = shown.job, shown.result
-    assert j is not None and r is not None
-    where = f"Where the tables {'' if shown is now else 'of the setting shown '}live (MODELED): "
-    where += r.table_placement_text() + "."
-    if shown is now:  # right under the verdict: "fits" may mean "fits, once most bytes left HBM"
-        notes.insert(1, where)
-    price = hardware(str(shown.values["hardware"])).price_per_hour
-    notes.append(
-        f"{'This setting' if shown is now else 'The setting shown'}: {human(j.samples_per_s)} "
-        f"samples/s (a {j.step_time_s * 1e3:.3g} ms step), {j.hours:,.3g} h to train, "
-        f"{j.device_hours:,.4g} device-hours, "
-        f"${j.cost_usd:,.0f} at ${price:g}/device-hour, {j.energy_kwh:,.3g} kWh, "
-        f"bound by {_bound(shown)}."
-    )
-    if shown is not now:
-        notes.append(where)
-    of = "" if shown is now else " of the setting shown"
-    notes.append(f"Epochs{of}: {epochs_words(shown.values)}.")
-    notes.append(f"Software{of}: {software_words(shown.values)}.")
-    if r.cache_hit_rates:
-        hits = sorted(r.cache_hit_rates.values())
-        policy = shown.values["cache_policy"]
-        lo, hi = f"{hits[0]:.0%}", f"{hits[-1]:.0%}"
-        span = lo if lo == hi else f"{lo}–{hi}"  # one figure when every table rounds to the same rate
-        what = "rate" if lo == hi else "rates"
-        notes.append(f"Cache hit {what} (modeled from the skew, {policy}): {span}.")
-    lever, lever_rows = job.lever, job.lever_rows
-    if lever:
-        gain, cost = float(lever["speedup"]), float(lever["cost_ratio"])  # type: ignore[arg-type]
-        notes.append(
-            f"Lever that helps most one notch away: {lever['change']} ({gain:.2f}x faster, cost x{cost:.2f})."
-        )
+    j, r = _job_of(shown)
+    if now.feasible:
+        where = "Where the tables live (MODELED): " + r.table_placement_text() + "."
+        notes = [
+            "MODELED: fits, meets the deadline and the budget.",
+            where,
+            f"This setting: {_figures(shown)}.",
+            f"Epochs: {epochs_words(shown.values)}.",
+            f"Software: {software_words(shown.values)}.",
+        ]
+        if r.cache_hit_rates:
+            hits = sorted(r.cache_hit_rates.values())
+            lo, hi = f"{hits[0]:.0%}", f"{hits[-1]:.0%}"
+            span = lo if lo == hi else f"{lo}–{hi}"  # one figure when every table rounds to the same rate
+            what = "rate" if lo == hi else "rates"
+            notes.append(f"Cache hit {what} (modeled from the skew, {shown.values['cache_policy']}): {span}.")
+        notes.append(_lever_note(job, "it"))
+    else:
+        sentence = job.near_sentence[0].upper() + job.near_sentence[1:]
+        if job.fallback:
+            shown_note = (
+                f"{sentence}; shown instead: the tiny model on one DGX H100 node with the default plan: "
+                f"{_figures(shown)}."
+            )
+        elif shown is now:
+            shown_note = f"{sentence}. This setting: {_figures(shown)}."
+        else:
+            shown_note = (
+                f"{sentence}; the charts show it: {human(j.samples_per_s)} samples/s, {j.hours:,.3g} h to "
+                f"train, USD {j.cost_usd:,.0f}."
+            )
+        notes = [
+            verdict_note(why),
+            shown_note,
+            _lever_note(job, "it" if shown is now else "the setting shown"),
+        ]
     kind = "nearest feasible" if near is not None and near.feasible else "fastest that fits"
     other = "" if near is None else f"{kind}, {describe_change(v, near.values)}"  # drawn one change per line
     breakdown = _breakdown(shown, "this setting" if shown is now else other)
@@ -204,7 +258,8 @@ def explore_job(**values: object) -> Result:
         breakdown += _breakdown(near, other)
         placement += _placement(near, other)
     tables = {
-        "verdict": [{"verdict": verdict, "fits": now.fits, "reasons": "; ".join(why), "source": "modeled"}],
+        "verdict": [{"verdict": "feasible" if now.feasible else "impossible", "fits": now.fits,
+                     "reasons": "; ".join(why), "source": "modeled"}],
         "breakdown": breakdown,
         "placement": placement,
         "totals": _totals(shown, "" if shown is now else " (nearest)"),
@@ -212,7 +267,7 @@ def explore_job(**values: object) -> Result:
                   "software": shown.values["software"], "source": "modeled"}],
         "levers": [{**x, "metric": "speed-up one notch away (x)", "setting": x["change"],
                     "value": x["speedup"], "display": f"{float(x['speedup']):.2f}x",  # type: ignore[arg-type]
-                    "source": "modeled"} for x in lever_rows],
+                    "source": "modeled"} for x in job.lever_rows if helps(x)],  # type: ignore[arg-type]  # helping levers only
         "measured": _measured_rows(v),
     }  # fmt: skip
     if not tables["measured"] and _measurable(v):
@@ -340,6 +395,21 @@ def _measured_rows(v: dict[str, object]) -> list[dict[str, object]]:
     return rows
 
 
+#: Units of the table-size axis, largest first: (name, units per GB, the least GB a bar reaches to use it).
+SIZE_UNITS = (("TB", 1e-3, 1e3), ("GB", 1.0, 1.0), ("MB", 1e3, 1e-3), ("kB", 1e6, 0.0))
+
+
+def size_unit(rows: list[dict[str, object]]) -> tuple[str, float]:
+    """The unit the table-size axis reads in for the bars of ``rows`` (their ``gb`` summed per
+    ``setting``): TB from 1 TB, GB from 1 GB, MB from 1 MB, else kB, so its ticks read 0–6 MB, not
+    0.0000–0.0060 GB. Returns (unit, units per GB)."""
+    totals: dict[str, float] = {}
+    for x in rows:
+        totals[str(x["setting"])] = totals.get(str(x["setting"]), 0.0) + float(x["gb"])  # type: ignore[arg-type]
+    top = max(totals.values(), default=0.0)
+    return next((name, per_gb) for name, per_gb, least in SIZE_UNITS if top >= least)
+
+
 def _render(history: list[HistoryEntry]) -> object:
     now, trail = history[0].result.tables, [e.label for e in history]
 
@@ -378,14 +448,15 @@ def _render(history: list[HistoryEntry]) -> object:
         total_width=band_px(trail, titled=False) + room,
     )
     chosen = f"you chose placement {history[0].values['placement']}; the bars: the plan modeled"
+    unit, per_gb = size_unit(now["placement"])
     where = part_bars(
-        now["placement"],
-        value="gb",
+        [{**x, "size": float(x["gb"]) * per_gb} for x in now["placement"]],  # type: ignore[arg-type]
+        value="size",
         part="where",
         parts=list(TABLE_HOMES.values()),
         colors=[PLACEMENT_COLORS[p] for p in TABLE_HOMES],
         text="display",
-        value_title="GB of tables (weights and optimizer state)",
+        value_title=f"{unit} of tables (weights and optimizer state)",
         title="Where the tables live",
         source="modeled",
         detail=chosen,

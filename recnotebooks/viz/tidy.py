@@ -213,11 +213,21 @@ def band_axis(labels: Sequence[str], title: str | None) -> tuple[alt.Axis, int, 
     lines, chars = label_lines(labels)
     width = min(280, round(chars * CHAR_PX) + 8)
     centre = {"expr": f"-(length({ONE_CHANGE_PER_LINE}) - 1) * {LINE_PX / 2}"}  # the block, not its 1st line
+    # the title above the labels, flush with their left edge: beside them Vega places it by the
+    # first line's width only, over a longer second line ("now: a 1→2" over "rows 1M→10M")
+    above = {
+        "titleAngle": 0,
+        "titleAlign": "left",
+        "titleBaseline": "bottom",
+        "titleX": -width - 8,
+        "titleY": -4,
+    }
     axis = alt.Axis(
         labelExpr=ONE_CHANGE_PER_LINE,
         labelLimit=width,
         labelLineHeight=LINE_PX,
         labelOffset=centre,
         title=title,
+        **(above if title else {}),
     )
     return axis, max(18, LINE_PX * lines + 4), width
