@@ -148,3 +148,70 @@ def test_published_vs_modeled_refuses_bad_rows() -> None:
     assert (
         chart_rows(spec["hconcat"][1]["layer"][2])[0]["ratio"] == 0.5
     )  # modeled / published where none is given
+
+
+# ----- 02 §5: 8 GPUs slower than one at batch 4096, and why ---------------------------------------------
+def _parts(**kw: object) -> tuple[float, float, float, float]:
+    """``(step, work, communication, overhead)`` ms of the explorer's modeled step."""
+    from recnotebooks.viz.efficiency import explore_efficiency
+
+    m = {
+        r["phase"]: float(r["seconds_per_step"])
+        for r in explore_efficiency(measure=False, **kw).tables["modeled"]
+    }
+    comm = m.get("all_to_all", 0.0) + m.get("all_reduce", 0.0)
+    total = sum(m.values())
+    return total * 1e3, (total - comm - m["overhead"]) * 1e3, comm * 1e3, m["overhead"] * 1e3
+
+
+def test_02_eight_gpus_slower_than_one_at_batch_4096_and_why() -> None:
+    from recnotebooks.viz.efficiency import efficiency_explorer
+
+    cell = _code("explorer.set(gpus=8)")
+    explorer = efficiency_explorer(measure=False)  # the modeled numbers do not depend on the measurement
+    for line in cell.splitlines():
+        if line.startswith("explorer.set("):
+            exec(line.split("#")[0], {"explorer": explorer})  # the cell's own moves
+    tput = [round(float(e.result.tables["metrics"][0]["value"])) for e in explorer.history][::-1]
+    one, eight, host, cache = tput  # oldest first: pooling 40, 8 GPUs, host DRAM, a GPU cache
+    text = _markdown("8 GPUs run fewer")
+    assert eight < one and (round(one, -3), round(eight, -3), round(host, -3), round(cache, -3)) == (
+        799_000,
+        784_000,
+        265_000,
+        655_000,
+    )
+    assert all(s in text for s in ("about 799,000", "about 784,000", "about 265,000", "about 655,000"))
+    step1, work1, comm1, over1 = _parts(pooling=40, gpus=1)
+    step8, work8, comm8, over8 = _parts(pooling=40, gpus=8)
+    said = {"1.82 ms to 0.23 ms": (work1, work8), "3.30 to 4.49 ms": (over1, over8),
+            "5.12 ms on one GPU": (step1,), "5.22 ms on 8": (step8,), "add 0.50 ms": (comm8,)}  # fmt: skip
+    for phrase, values in said.items():
+        assert phrase in text, phrase
+        assert all(f"{v:.2f}" in phrase for v in values), (phrase, values)
+    assert (
+        comm1 == 0 and over8 > over1 and over8 + comm8 > step1 - work1
+    )  # the fixed part grew more than work shrank
+    assert 4096 // 8 == 512 and "Each of the 8 gets 512 samples" in text
+    # "at a global batch of 65,536, 8 GPUs run 3.7x the samples per second of one"
+    big1, big8 = (
+        _parts(pooling=40, gpus=1, batch_size=65536)[0],
+        _parts(pooling=40, gpus=8, batch_size=65536)[0],
+    )
+    assert round(big1 / big8, 1) == 3.7 and "8 GPUs run 3.7× the samples per second of one" in text
+
+
+# ----- 02 §8: the precision chart's panels share one scale, and say so ----------------------------------
+def test_02_the_precision_panels_share_one_scale_and_say_so() -> None:
+    from recnotebooks.perf.sweeps import precision_sweep
+    from recnotebooks.viz import metric_bars
+
+    cell = _code("precision_sweep(")
+    assert "shared_scale=True" in cell and "one scale for both panels" in cell
+    rows = precision_sweep(("rm1", "rm3"), hw="dgx_a100", batch_size=8192)
+    chart = metric_bars(rows, columns=2, title="t", source="modeled", detail="one scale for both panels",
+                        rule_at=1.0, shared_scale=True).to_dict()  # fmt: skip
+    reach = {r["metric"]: r["_reach"] for r in chart_rows(chart)}
+    assert len(reach) == 2 and len(set(reach.values())) == 1  # rm1's panel reaches as far as rm3's
+    assert max(float(r["value"]) for r in rows) <= min(reach.values())
+    assert "one scale for both panels" in " ".join(chart["title"]["subtitle"])
