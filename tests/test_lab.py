@@ -284,3 +284,17 @@ def test_a_measurement_that_cannot_be_trusted_is_neither_passed_nor_failed() -> 
     assert str(fb).startswith("CANNOT JUDGE") and "?" in fb._repr_html_()
     fb = lab.check("01.embedding_bound", _phases_app(reliable=True))
     assert not fb and fb.judged and "30%" in fb.message and "Hint 1/3" in fb.message  # the first hint
+
+
+@pytest.mark.parametrize("given", ["overhead", "embedding_forward", "top_mlp"])
+def test_02_bound_hints_never_name_back_the_answer_just_given(given: str) -> None:
+    """Issue 37: 02.bound's last hint listed the wrong answer just given among the candidates."""
+    from recnotebooks.lab.efficiency import BOUND_CANDIDATES
+
+    key = lab.answer_key("02.bound")
+    assert key in BOUND_CANDIDATES and given != key
+    for _ in range(len(lab.EXERCISES["02.bound"].hints) + 1):
+        fb = lab.check("02.bound", given)
+        hint = fb.message.split("Hint", 1)[1]
+        assert not fb and given not in hint, fb.message
+    assert key in hint and "compare their seconds" in hint  # the last hint still narrows it down

@@ -296,3 +296,33 @@ def test_the_apps_reuse_a_setting_when_only_modeled_inputs_change() -> None:
         return
     assert first.tables["measured"] == again.tables["measured"]
     assert "reused" in again.notes[-1] and "median of" in again.notes[-1]
+
+
+@pytest.mark.parametrize("during, flagged", [(1.1, False), (1.4, True)])
+def test_01_and_02_flag_a_busy_measurement_alike_and_say_the_load_they_judge(
+    monkeypatch: pytest.MonkeyPatch, during: float, flagged: bool
+) -> None:
+    """Issue 37: 02's explorer said "2.0 of 2 cores busy" (the load when its threads were chosen) and
+    did not flag the bar, while 01 flagged a load of 1.3 *while it ran*. Both apps measure through
+    ``measure_here`` and flag by :func:`recnotebooks.timing.reliability` on the load while it ran; the
+    note now says that load beside the one the threads were chosen by, so the two read alike."""
+    import recnotebooks.viz.architecture as arch
+    import recnotebooks.viz.efficiency as eff
+
+    busy = "other programs kept 2.0 of 2 cores busy: measured on 1 thread(s) so that no step waits for a core"
+    m = StepMeasurement("x", 512, "cpu", 1024, 8, {"top_mlp": 0.01}, 0.01, step_seconds=(0.01,) * 8,
+                        threads=1, busy=busy, other_load=during, spare_cores=1.0)  # fmt: skip
+    assert m.reliable is (not flagged)
+    monkeypatch.setattr(eff, "measure_here", lambda *a, **k: (m, 1024))
+    monkeypatch.setattr(arch, "measure_here", lambda *a, **k: (m, 1024))
+    for result, rows in (
+        (eff.explore_efficiency(), "measured"),
+        (arch.explore_architecture(), "phases"),
+    ):
+        note = result.notes[-1]
+        assert {r["reliable"] for r in result.tables[rows]} == {not flagged}  # the bar, flagged or not
+        if flagged:
+            assert f"NOT RELIABLE: other programs kept {during:.1f} cores busy while it ran" in note
+        else:
+            assert f"while it ran they kept {during:.2f} cores busy, not more than the 1" in note
+            assert "reliable" in note and "NOT RELIABLE" not in note

@@ -102,11 +102,17 @@ def test_quick_real_run_on_two_ranks_reports_step_and_collectives() -> None:
             (src, "collective", "all_to_all"),
             (src, "collective", "all_reduce"),
         } <= kinds
-    assert r.passed is None  # fewer than 8 configs: no verdict
+    # fewer than 8 configs: not judged, unless a target is missed
+    assert r.passed is (None if r.mape <= VD.TARGETS["mape"] and r.spearman >= 0.9 else False)
     assert math.isfinite(r.mape)
     # the JSON of `recnb validate --distributed --json`: the schema it had as a dict
     d = json.loads(json.dumps(r.to_dict(), default=str))
-    assert d["distributed"] is True and d["pass"] is None and d["mape"] == pytest.approx(r.mape)
+    assert (
+        d["distributed"] is True
+        and d["pass"] is d["passed"] is r.passed
+        and d["mape"] == pytest.approx(r.mape)
+    )
+    assert d["why_not"] == list(r.verdict.why_not)
     assert d["rows"] == r.rows() and d["worlds"] == [2] and d["calibration"] == "given"
     for c, row in zip(r.configs, d["configs"], strict=True):
         assert row["measured_all_to_all_s"] == c.measured_collectives["all_to_all"]
@@ -151,7 +157,12 @@ def test_result_totals_and_tidy_rows_by_hand() -> None:
     assert r.mape == pytest.approx((0.1 + 0.55 + 0.1) / 3)
     assert r.mape_without_drift_correction == pytest.approx((1.2 + 0.1 + 1.2) / 3)
     assert r.spearman == pytest.approx(0.5)  # ranks (0, 1, 2) against (1, 0, 2): 1 - 6 * 2 / (3 * 8)
-    assert r.passed is None  # 3 configs, fewer than the 8 a verdict needs
+    assert r.passed is False  # 3 configs, fewer than the 8 a verdict needs; MAPE and Spearman miss
+    assert r.verdict.why_not == (
+        "MAPE 25.0% is above the target of 20%",
+        "Spearman 0.50 is below the target of 0.9",
+        "3 configs, fewer than the 8 a verdict needs",
+    )
     tidy = r.rows()
     assert len(tidy) == 3 * 2 * (1 + len(VD.COLLECTIVES))
     assert tidy[0] == {"config": "a", "world_size": 2, "source": "measured", "kind": "step", "seconds": 1.0}
@@ -194,4 +205,10 @@ def test_cli_validate_distributed_dispatches(monkeypatch, capsys) -> None:  # ty
     assert '"distributed": true' in capsys.readouterr().out
     assert cli.main(["validate", "--distributed"]) in (0, None)  # the table printed from the result
     out = capsys.readouterr().out
-    assert "a " in out and "+10.0%" in out and "1.00/2.00" in out and "n/a (fewer than 8 configs)" in out
+    assert (
+        "a " in out
+        and "+10.0%" in out
+        and "1.00/2.00" in out
+        and "NOT JUDGED: MAPE" in out
+        and "fewer than the 8 a verdict needs" in out
+    )

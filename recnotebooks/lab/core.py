@@ -82,15 +82,21 @@ class AppSetting:
         return app
 
 
+#: A hint: its text, or a function of the answer given that returns it.
+Hint = str | Callable[[object], str]
+
+
 @dataclass
 class Exercise:
-    """An exercise: ``checker(answer)`` returns ``(passed, feedback)``; ``hints`` escalate;
-    ``answer()`` computes the expected answer (a value, or an :class:`AppSetting`)."""
+    """An exercise: ``checker(answer)`` returns ``(passed, feedback)``; ``hints`` escalate (a
+    hint is a string, or a function of the answer given that returns one: a hint that narrows
+    the choices leaves out the one just tried); ``answer()`` computes the expected answer (a
+    value, or an :class:`AppSetting`)."""
 
     id: str
     title: str
     checker: Callable[[object], tuple[bool, str]]
-    hints: tuple[str, ...]
+    hints: tuple[Hint, ...]
     answer: Callable[[], object] | None = None
 
 
@@ -99,7 +105,7 @@ _ATTEMPTS: dict[str, int] = {}
 
 
 def register(
-    id: str, title: str, *hints: str, answer: Callable[[], object] | None = None
+    id: str, title: str, *hints: Hint, answer: Callable[[], object] | None = None
 ) -> Callable[[Callable[[object], tuple[bool, str]]], None]:
     """Decorator: register the checker of exercise ``id`` (its ``answer`` computes the key)."""
 
@@ -158,6 +164,11 @@ def check(exercise_id: str, answer: object) -> Feedback:
         return Feedback(exercise_id, True, feedback or "Right.")
     n = _ATTEMPTS[exercise_id] = _ATTEMPTS.get(exercise_id, 0) + 1
     hint = ex.hints[min(n, len(ex.hints)) - 1] if ex.hints else ""
+    if callable(hint):  # a hint that depends on the answer given (it never names it back)
+        try:
+            hint = hint(answer)
+        except Exception:  # an answer the hint cannot read: the checker's feedback already says why
+            hint = ""
     return Feedback(
         exercise_id, False, f"{feedback} Hint {min(n, len(ex.hints))}/{len(ex.hints)}: {hint}".strip()
     )

@@ -58,7 +58,7 @@ def _efficient(answer: object) -> tuple[bool, str]:
     "(tables in HBM)? Answer with its name, e.g. 'top_mlp'.",
     "Use recnotebooks.perf.estimate(preset('rm2'), 'dgx_a100', batch_size=4096) and look at .breakdown().",
     "rm2 has 32 tables with 120 lookups each per sample: which components scale with lookups?",
-    "It is one of embedding_forward / embedding_backward / overhead; compare their seconds.",
+    lambda given: _last_bound_hint(given),
     answer=lambda: _bound_key(),
 )
 def _bound(answer: object) -> tuple[bool, str]:
@@ -67,6 +67,17 @@ def _bound(answer: object) -> tuple[bool, str]:
         raise ValueError(f"answer with one of {list(COMPONENTS)}")
     ok = answer == _bound_key()
     return ok, "Right: embedding-heavy models are bound by row traffic, not FLOPs." if ok else "Not that one."
+
+
+#: The components 02.bound's last hint narrows the answer to (the answer among them).
+BOUND_CANDIDATES = ("embedding_forward", "embedding_backward", "overhead")
+
+
+def _last_bound_hint(given: object) -> str:
+    """02.bound's last hint: the candidates, less the one just given (a hint never names back the
+    answer that was just judged wrong)."""
+    left = [c for c in BOUND_CANDIDATES if c != given]
+    return f"It is one of {' / '.join(left)}; compare their seconds."
 
 
 def _bound_key() -> str:

@@ -31,6 +31,7 @@ from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.kernels.fused import fused_available
 from recnotebooks.kernels.fused_adagrad import adagrad, group_lookups
 from recnotebooks.measure import measure_step
+from recnotebooks.measure.verdict import Verdict, verdict
 from recnotebooks.nn.rows import group_by_row
 from recnotebooks.perf.calibration_file import (
     COLLECTIVE_FIELDS,
@@ -41,12 +42,14 @@ from recnotebooks.perf.calibration_file import (
 from recnotebooks.perf.components.ops import op_count
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration, save_calibration
+from recnotebooks.threads import SLACK, LoadMonitor
 from recnotebooks.train import resolve_device
 
 __all__ = [
     "calibrate",
     "calibration_device",
     "calibration_round",
+    "calibration_verdict",
     "fit_calibration",
     "save_calibration",
     "load_calibration",
@@ -220,8 +223,43 @@ def calibration_round(dev: str, quick: bool = False) -> dict[str, object]:
     what :func:`fit_calibration` takes the median of. A shared machine has slow spells of
     seconds, and one spell would otherwise set a constant (one round at a time, the gather
     bandwidth read 0.5x-1.1x of the copy's run to run); rounds can be spread over a run, as
-    ``recnb validate`` spreads them between its passes."""
-    return _round(dev, 3 if quick else 5, quick, dev.startswith("cuda"))
+    ``recnb validate`` spreads them between its passes. The round records the cores other
+    programs kept busy while it ran (``load``: :func:`calibration_verdict` reads it)."""
+    monitor = LoadMonitor()  # a window of its own over the whole round
+    monitor.mark()
+    t = _round(dev, 3 if quick else 5, quick, dev.startswith("cuda"))
+    during = monitor.since_mark()
+    t["load"] = {
+        "others": during.others,
+        "cores": float(during.cores),
+        "threads": float(torch.get_num_threads()),
+    }
+    return t
+
+
+def calibration_verdict(rounds: list[dict[str, object]]) -> Verdict:
+    """Whether a calibration's rounds (:func:`calibration_round`) can be trusted: NOT PASSED when
+    other programs kept more cores busy than the rounds' threads left free (by over
+    :data:`~recnotebooks.threads.SLACK`, the rule of :func:`recnotebooks.timing.reliability`) in
+    half of the rounds or more, so that the median round was measured on shared cores."""
+    busy = []
+    for r in rounds:
+        load = r.get("load")
+        if not isinstance(load, dict) or load.get("others") is None:
+            continue
+        spare = max(0.0, float(load["cores"]) - float(load["threads"]))
+        if float(load["others"]) > spare + SLACK:
+            busy.append((float(load["others"]), spare))
+    if not busy or 2 * len(busy) < len(rounds):
+        return verdict([])
+    most, spare = max(busy)
+    left = f", more than the {spare:.0f} its threads left free" if spare >= 1 else ""
+    return verdict(
+        [
+            f"the machine was busy: other programs kept up to {most:.1f} cores busy during "
+            f"{len(busy)} of {len(rounds)} calibration rounds{left}, so its figures are of shared cores"
+        ]
+    )
 
 
 def fit_calibration(
@@ -238,7 +276,7 @@ def fit_calibration(
     raw: dict[str, object] = {"device": dev}
     probes: list[dict[str, float]] = [p for r in rounds for p in r["probes"]]  # type: ignore[attr-defined]
     pairs: list[tuple[float, float]] = [p for r in rounds for p in r["overhead pairs"]]  # type: ignore[attr-defined]
-    skip = ("probes", "overhead pairs")
+    skip = ("probes", "overhead pairs", "load")
     t = {k: float(np.median([r[k] for r in rounds])) for k in rounds[0] if k not in skip}
     raw["rounds"] = len(rounds)
     op = t["op"]
@@ -311,6 +349,7 @@ def fit_calibration(
     raw["probe"] = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
     base = base.replace(op_overhead_s=op_step, step_overhead_s=step)
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
+    raw.update(calibration_verdict(rounds).to_dict())
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
     fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes",
               "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes", "bag_seconds_per_byte",

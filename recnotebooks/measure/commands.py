@@ -15,7 +15,8 @@ from recnotebooks.measure.calibrate import (
     save_calibration,
 )
 from recnotebooks.measure.calibrate_comm import calibrate_collectives
-from recnotebooks.measure.validate import TARGETS, ValidationResult, calibrate_and_validate, validate
+from recnotebooks.measure.validate import ValidationResult, calibrate_and_validate, validate
+from recnotebooks.measure.verdict import Verdict
 from recnotebooks.perf.calibration_file import COLLECTIVE_FIELDS, COLLECTIVES_SOURCE, check_calibration_path
 from recnotebooks.train import resolve_device
 
@@ -80,13 +81,19 @@ def cmd_calibrate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable[[d
         hw, raw["collectives"] = calibrate_collectives(hw, quick=args.quick)
     path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
     out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw,
-           "collectives_sources": [str(hw.sources.get(f, "")) for f in COLLECTIVE_FIELDS]}  # fmt: skip
+           "collectives_sources": [str(hw.sources.get(f, "")) for f in COLLECTIVE_FIELDS],
+           **{k: raw[k] for k in ("passed", "verdict", "why_not")}}  # fmt: skip
     return out, _print_calibrate
 
 
 def _print_calibrate(r: dict[str, Any]) -> None:
     h = r["hardware"]
-    print(f"MEASURED microbenchmarks, fitted into 'this_machine' (saved to {r['saved_to']}):")
+    verdict = Verdict(r["passed"], tuple(r["why_not"]))  # first, as prominent as the figures
+    print(
+        "\n".join(
+            verdict.lines(f"MEASURED microbenchmarks, fitted into 'this_machine' (saved to {r['saved_to']}):")
+        )
+    )
     gflops = h["peak_flops"]["fp32"] / 1e9
     print(f"  GEMM: peak {gflops:,.0f} GFLOP/s, half-efficiency dimension {h['gemm_half_dim']:.1f}")
     print(
@@ -160,14 +167,7 @@ def cmd_validate(args: argparse.Namespace) -> tuple[dict[str, Any], Callable[[di
 def print_validation(r: ValidationResult) -> None:
     """The CLI's table of :func:`~recnotebooks.measure.validate.validate`'s result."""
     print("MEASURED here vs MODELED for 'this_machine' (step time of a row-capped copy):")
-    for c in r.configs:
-        shaky = f"   NOT RELIABLE: {c.reliability}" if c.reliability else ""
-        print(
-            f"  {c.config:<26} measured {c.measured_s * 1e3:9.2f} ms   modeled {c.modeled_s * 1e3:9.2f} ms"
-            f"   error {c.error * 100:+6.1f}%{shaky}"
-        )
-    verdict = {True: "PASS", False: "FAIL", None: f"n/a (fewer than {TARGETS['configs']} configs)"}[r.passed]
-    print(f"  MAPE {r.mape:.1%} (target <= 15%), Spearman {r.spearman:.3f} (target >= 0.9): {verdict}")
+    print(r.text())
 
 
 _COMMANDS = {"calibrate": cmd_calibrate, "validate": cmd_validate}

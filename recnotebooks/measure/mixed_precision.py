@@ -30,7 +30,9 @@ def compare_precision(
     (``TrainConfig.dtype``: ``"bf16"`` is autocast around forward with fp32 master weights) and
     evaluate each on the same held-out batches: one tidy row per dtype, ``source="measured"``,
     with ``samples_per_s`` (steady state), ``seconds_per_step``, ``auc``, ``logloss``, ``steps``,
-    ``batch_size`` and ``device`` — speed and accuracy side by side for a notebook."""
+    ``batch_size``, ``device`` and whether the speed can be trusted (``reliable``, and
+    ``reliability``: why not, :func:`recnotebooks.timing.reliability`'s words) — speed and accuracy
+    side by side for a notebook."""
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     steps = check_steps("steps", steps, lo=2)
     batch_size = check_int("batch_size", batch_size, lo=1)
@@ -66,6 +68,8 @@ def compare_precision(
                 "steps": r.steps,
                 "batch_size": r.batch_size,
                 "device": r.device,
+                "reliable": r.reliable,
+                "reliability": r.reliability,
             }
         )
     return rows

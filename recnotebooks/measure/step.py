@@ -44,7 +44,7 @@ from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.perf.memory import memory_footprint
-from recnotebooks.threads import choose_threads, load_monitor, use_threads
+from recnotebooks.threads import SLACK, choose_threads, load_monitor, use_threads
 from recnotebooks.timing import MIN_RELIABLE_STEPS, NULL_TIMER, PhaseTimer, phase_rows, reliability, spread
 from recnotebooks.train import TrainConfig, Trainer, resolve_device
 
@@ -162,6 +162,11 @@ class StepMeasurement:
             )
         if self.busy:
             words.append(self.busy)
+            if self.reliable and self.other_load is not None:  # the load the flag judges, said beside it
+                words.append(
+                    f"while it ran they kept {self.other_load:.2f} cores busy, not more than the "
+                    f"{self.spare_cores:.0f} its threads left free and {SLACK:g} of slack: reliable"
+                )
         elif self.threads:
             words.append(f"{self.threads} thread(s)")
         if self.reused:

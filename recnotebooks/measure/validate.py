@@ -13,6 +13,8 @@ The result is a :class:`ValidationResult`: one :class:`ValidationRow` per config
 
 from __future__ import annotations
 
+import dataclasses
+import textwrap
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -26,12 +28,23 @@ from recnotebooks.measure.calibrate import (
     at_speed,
     calibration_device,
     calibration_round,
+    calibration_verdict,
     fit_calibration,
     probe,
+)
+from recnotebooks.measure.verdict import (
+    PRINT_WIDTH,
+    Verdict,
+    busy_reason,
+    probe_reason,
+    target_reasons,
+    verdict,
 )
 from recnotebooks.perf.calibration_file import load_probe
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration
+from recnotebooks.threads import LoadMonitor
+from recnotebooks.timing import MIN_RELIABLE_STEPS
 
 __all__ = [
     "validate",
@@ -132,6 +145,8 @@ class ValidationResult:
     reference_probe: dict[str, float] | None
     run_probe: dict[str, float]
     drift_correction: bool
+    #: why the calibration taken with this run did not pass (:func:`calibration_verdict`), if it did not
+    calibration_why_not: tuple[str, ...] = ()
 
     @property
     def mape(self) -> float:
@@ -144,11 +159,47 @@ class ValidationResult:
         return spearman([c.measured_s for c in self.configs], [c.modeled_s for c in self.configs])
 
     @property
+    def verdict(self) -> Verdict:
+        """Whether the run passed, and why not: MAPE or Spearman off :data:`TARGETS`, a
+        measurement NOT RELIABLE (taken while other programs kept the cores busy, or too
+        erratic: :func:`recnotebooks.timing.reliability`), or, where the model was not scaled to
+        the run's speed (no ``drift_correction``), the run's speed probe more than
+        :data:`~recnotebooks.measure.verdict.PROBE_TOLERANCE` from the calibration's; not judged
+        (``passed`` ``None``) with fewer configs than the targets ask for and nothing else wrong."""
+        n = len(self.configs)
+        failed, small = target_reasons(self.mape, self.spearman, n, TARGETS, quick=n < len(VALIDATION_SWEEP))
+        busy = busy_reason([(c.config, c.reliability) for c in self.configs])
+        probe = "" if self.drift_correction else probe_reason(self.run_probe, self.reference_probe)
+        calibration = [f"the calibration: {w}" for w in self.calibration_why_not]
+        return verdict([*failed, *(w for w in (busy, probe) if w), *calibration], small)
+
+    @property
     def passed(self) -> bool | None:
-        """Whether :data:`TARGETS` are met; ``None`` with fewer configs than they ask for."""
-        if len(self.configs) < TARGETS["configs"]:
-            return None
-        return self.mape <= TARGETS["mape"] and self.spearman >= TARGETS["spearman"]
+        """:attr:`verdict`'s ``passed``: ``True``, ``False`` or ``None`` (not judged)."""
+        return self.verdict.passed
+
+    def summary(self) -> str:
+        """The verdict first, then the totals, then every reason it did not pass, one per line
+        (wrapped within a notebook's width): what the notebook and ``recnb validate`` print."""
+        headline = (
+            f"MAPE {self.mape:.1%} (target <= {TARGETS['mape']:.0%}), Spearman {self.spearman:.2f} "
+            f"(target >= {TARGETS['spearman']:g}), {len(self.configs)} configs"
+        )
+        return "\n".join(self.verdict.lines(headline))
+
+    def text(self) -> str:
+        """Every config, MEASURED beside MODELED with its error (and, under it, why it is NOT
+        RELIABLE where it is), then :meth:`summary`: what the notebook and ``recnb validate`` print."""
+        out = []
+        for c in self.configs:
+            out.append(
+                f"{c.config:<24} MEASURED {c.measured_s * 1e3:8.2f} ms  MODELED {c.modeled_s * 1e3:8.2f} ms"
+                f"  error {c.error:+.0%}"
+            )
+            if c.reliability:
+                out += textwrap.wrap(f"NOT RELIABLE: {c.reliability}", PRINT_WIDTH, initial_indent="    ",
+                                     subsequent_indent="    ")  # fmt: skip
+        return "\n".join([*out, self.summary()])
 
     def rows(self) -> list[dict[str, object]]:
         """Tidy rows: per config, one ``source="measured"`` and one ``"modeled"`` row
@@ -166,8 +217,10 @@ class ValidationResult:
         ]
 
     def to_dict(self) -> dict[str, object]:
-        """Plain data (``recnb validate --json``): the fields, ``mape``, ``spearman``, ``targets``
-        and ``pass``."""
+        """Plain data (``recnb validate --json``): the fields, ``mape``, ``spearman``, ``targets``,
+        the :attr:`verdict` (``passed``, ``verdict``, ``why_not``) and ``pass`` (``passed``, as
+        scripts read it before)."""
+        v = self.verdict
         return {
             "command": "validate",
             "hardware": self.hardware,
@@ -175,7 +228,8 @@ class ValidationResult:
             "mape": self.mape,
             "spearman": self.spearman,
             "targets": dict(TARGETS),
-            "pass": self.passed,
+            "pass": v.passed,
+            **v.to_dict(),
             "calibrated": self.calibrated,
             "reference_probe": self.reference_probe,
             "run_probe": self.run_probe,
@@ -238,7 +292,9 @@ def calibrate_and_validate(
         passes.append(_pass(sweep, time_budget_s, dev))
     hw, raw = fit_calibration(rounds, dev, quick)
     ref: dict[str, float] = raw["probe"]  # type: ignore[assignment]
-    return _result(hw, ref, sweep, passes, drift_correction=False), hw, raw
+    result = _result(hw, ref, sweep, passes, drift_correction=False)
+    why = calibration_verdict(rounds).why_not
+    return dataclasses.replace(result, calibration_why_not=why), hw, raw
 
 
 def _check_run(time_budget_s: object, repeats: object) -> tuple[float, int]:
@@ -293,19 +349,38 @@ def _median_probe(probes: list[dict[str, float]]) -> dict[str, float]:
 def _measure_once(
     cfg: DLRMConfig, bsz: int, time_budget_s: float, dev: str, threads: int
 ) -> tuple[StepMeasurement, dict[str, float]]:
-    """One measured step of ``cfg`` (row-capped), after a speed probe."""
+    """One measured step of ``cfg`` (row-capped), after a speed probe, under the measurements'
+    load policy: the cores other programs kept busy while it ran are recorded with it, so that
+    :func:`recnotebooks.timing.reliability` judges it as it judges the apps' measurements; one
+    that cannot be trusted is measured again once (as
+    :func:`~recnotebooks.measure.measure_step_cached` does), and stays flagged if it still cannot."""
     speed = probe(3, dev)
+    m = _measure_with_load(cfg, bsz, time_budget_s, dev, threads)
+    if not m.reliable:
+        m = _measure_with_load(cfg, bsz, time_budget_s, dev, threads)
+    return m, speed
+
+
+def _measure_with_load(
+    cfg: DLRMConfig, bsz: int, time_budget_s: float, dev: str, threads: int
+) -> StepMeasurement:
+    """:func:`~recnotebooks.measure.measure_step` on the calibration's ``threads`` with the load
+    of other programs while it ran (``other_load``) and the cores its threads left free
+    (``spare_cores``): a measurement on a count of threads given is not load-checked by itself."""
+    monitor = LoadMonitor()  # its own window: the process-wide one is measure_step's
+    monitor.mark()
     m = measure_step(
         cfg,
         bsz,
         max_rows=default_max_rows(cfg),
         time_budget_s=time_budget_s,
-        min_steps=2,
+        min_steps=MIN_RELIABLE_STEPS,
         max_steps=200,
         device=dev,
         threads=threads,
     )
-    return m, speed
+    during = monitor.since_mark()
+    return dataclasses.replace(m, other_load=during.others, spare_cores=float(max(0, during.cores - threads)))
 
 
 def _median_of(

@@ -478,8 +478,8 @@ def mlperf_by_system(rows: Sequence[Mapping[str, object]]) -> list[dict[str, obj
     """:func:`compare_published`'s MLPerf rows grouped by system (accelerator, GPUs per node x
     nodes) and by fit or held-out rounds: one row each with the ``runs`` it holds, the median
     ``published`` and ``modeled`` samples/s and the median ``ratio`` (modeled over published),
-    ``label`` naming it with its published samples/s (held-out ones marked), sorted by fit or
-    held out, then accelerator and scale."""
+    ``label`` naming it and its runs (held-out ones marked), sorted by fit or held out, then
+    accelerator and scale."""
     groups: dict[tuple[str, int, bool], list[Mapping[str, object]]] = {}
     for r in rows:
         if "round" not in r:
@@ -501,7 +501,7 @@ def mlperf_by_system(rows: Sequence[Mapping[str, object]]) -> list[dict[str, obj
         tag = " (held out)" if held else ""
         out.append(
             {
-                "label": f"{name}{tag}, {published / 1e6:.1f} M/s published ({runs})",
+                "label": f"{name}{tag}, {runs}",
                 "system": name,
                 "gpus": gpus,
                 "held_out": held,
@@ -513,6 +513,20 @@ def mlperf_by_system(rows: Sequence[Mapping[str, object]]) -> list[dict[str, obj
             }
         )
     return out
+
+
+#: The band notebook 02's MLPerf chart shades: the model within 1.25x of a system's published
+#: throughput either way (0.8 to 1.25; a ratio is modeled over published).
+MLPERF_BAND: tuple[float, float] = (0.8, 1.25)
+
+
+def mlperf_outside_band(
+    by_system: Sequence[Mapping[str, object]], band: tuple[float, float] = MLPERF_BAND
+) -> list[dict[str, object]]:
+    """The rows of :func:`mlperf_by_system` whose median ``ratio`` lies outside ``band`` (the
+    systems notebook 02's chart draws outside its shaded band), in the same order."""
+    lo, hi = band
+    return [dict(r) for r in by_system if not lo <= float(r["ratio"]) <= hi]  # type: ignore[arg-type]
 
 
 def published_utilisation(
@@ -542,8 +556,10 @@ def published_utilisation(
 __all__ += ["estimate_run"]
 __all__ += [
     "CPU_SETUP",
+    "MLPERF_BAND",
     "MLPERF_RATIOS",
     "mlperf_by_system",
+    "mlperf_outside_band",
     "mlperf_phases",
     "mlperf_ratios",
     "modeled_phases",

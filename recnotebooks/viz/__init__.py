@@ -18,6 +18,7 @@ from recnotebooks.viz.charts import (
     time_breakdown,
     training_curves,
 )
+from recnotebooks.viz.reference import published_vs_modeled
 from recnotebooks.viz.theme import PHASE_COLORS, PLACEMENT_COLORS, SOURCES, enable_offline, source_label
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "metric_bars",
     "metric_lines",
     "part_bars",
+    "published_vs_modeled",
     "rank_bars",
     "ratio_bars",
     "roofline",

@@ -1,5 +1,6 @@
-"""Charts against a reference: achieved FLOP/s under the hardware's roofline, and ratios
-(modeled ÷ published) around agreement, 1.0, with a band of "close enough" shaded.
+"""Charts against a reference: achieved FLOP/s under the hardware's roofline, ratios
+(modeled ÷ published) around agreement, 1.0, with a band of "close enough" shaded, and the
+published and modeled values themselves beside their ratio (:func:`published_vs_modeled`).
 
 Both take tidy rows like every factory in :mod:`recnotebooks.viz.charts` and are exported
 from there and from :mod:`recnotebooks.viz`.
@@ -11,9 +12,19 @@ import math
 
 import altair as alt
 
-from recnotebooks.viz.tidy import Rows, band_axis, chart_title, check_rows, row_sources, tooltip, with_data
+from recnotebooks.viz.theme import SOURCES
+from recnotebooks.viz.tidy import (
+    Rows,
+    band_axis,
+    chart_title,
+    check_rows,
+    row_sources,
+    tooltip,
+    with_data,
+    wrap_line,
+)
 
-__all__ = ["ratio_bars", "roofline"]
+__all__ = ["published_vs_modeled", "ratio_bars", "roofline"]
 
 
 def ratio_bars(
@@ -28,10 +39,12 @@ def ratio_bars(
     source: str | None = None,
     detail: str | None = None,
     width: int = 420,
+    labels: bool = True,
 ) -> alt.LayerChart:
     """Ratios (e.g. modeled ÷ published) on a log axis: a rule at ``reference`` (1.0: the two
     agree), a shaded ``band`` (within 2x either way by default) and a stem from the reference
-    to each row's ratio, so over- and under-estimates read alike."""
+    to each row's ratio, so over- and under-estimates read alike. ``labels=False`` leaves the
+    rows' names off (a panel beside another that names them)."""
     data = check_rows(rows, "ratio_bars", positive=[value], fields=[by])
     lo, hi = band
     for name, v in (("reference", reference), ("band[0]", lo), ("band[1]", hi)):
@@ -58,7 +71,7 @@ def ratio_bars(
         tooltip(value, "Q", ".3~g"),
         *([tooltip("note", "N")] if "note" in data[0] else []),
     ]
-    base = alt.Chart().encode(y=alt.Y(f"{by}:N", sort=names, axis=y_axis), tooltip=tips)
+    base = alt.Chart().encode(y=alt.Y(f"{by}:N", sort=names, axis=y_axis if labels else None), tooltip=tips)
     shade = alt.Chart(
         alt.Data(values=[{"lo": lo, "hi": hi, "what": f"within {hi / reference:g}x of {reference:g}"}])
     )
@@ -77,6 +90,88 @@ def ratio_bars(
         layers.append(with_data(text.encode(x=x, text="_text:N").transform_filter(test), data))
     return alt.layer(*layers).properties(
         title=chart_title(title, data, source, detail), width=width, height=alt.Step(step)
+    )
+
+
+#: The two kinds of number :func:`published_vs_modeled` draws, and their marks' colours.
+KINDS = {"PUBLISHED": "#222222", "MODELED": "#4c78a8"}
+
+
+def published_vs_modeled(
+    rows: Rows,
+    *,
+    by: str = "label",
+    published: str = "published",
+    modeled: str = "modeled",
+    band: tuple[float, float] = (0.5, 2.0),
+    title: str = "Modeled vs published",
+    value_title: str = "samples/s",
+    value_format: str = "~s",
+    ratio_title: str = "MODELED ÷ PUBLISHED",
+    detail: str | None = None,
+    width: int = 250,
+    ratio_width: int = 200,
+) -> alt.HConcatChart:
+    """Each row's PUBLISHED and MODELED value side by side, and their ratio beside them.
+
+    Left: two marks per row on one log axis, a dark diamond for the ``published`` value and a
+    blue circle for the ``modeled`` one, joined by a line (its length is the disagreement); right:
+    :func:`ratio_bars` of modeled ÷ published, with agreement at 1.0 and ``band`` shaded. Both
+    panels share the rows' order; the subtitle says which number is which (and ``detail``). The
+    chart's data holds, per row, ``kind`` ``"PUBLISHED"`` and ``"MODELED"`` with its ``value``
+    (:func:`~recnotebooks.viz.tidy.chart_rows` of the left panel's layers) and the ``ratio``: the
+    row's own ``ratio`` where it has one (e.g. the median of a system's runs' ratios), else
+    modeled ÷ published."""
+    data = check_rows(rows, "published_vs_modeled", positive=[published, modeled], fields=[by])
+    names = list(dict.fromkeys(str(r[by]) for r in data))
+    for r in data:
+        r[by] = str(r[by])
+        if "ratio" not in r:  # a given ratio (a median of runs' ratios) is drawn as given
+            r["ratio"] = float(r[modeled]) / float(r[published])  # type: ignore[arg-type]
+        r["_lo"] = min(float(r[published]), float(r[modeled]))  # type: ignore[arg-type]
+        r["_hi"] = max(float(r[published]), float(r[modeled]))  # type: ignore[arg-type]
+    long = [
+        {by: r[by], "kind": kind, "value": float(r[col]), "ratio": r["ratio"]}  # type: ignore[arg-type]
+        for r in data
+        for kind, col in (("PUBLISHED", published), ("MODELED", modeled))
+    ]
+    y_axis, step, _ = band_axis(names, None)
+    y = alt.Y(f"{by}:N", sort=names, axis=y_axis)
+    scale = alt.Scale(type="log", zero=False)
+    x = alt.X("value:Q", scale=scale, title=value_title, axis=alt.Axis(format=value_format, tickCount=4))
+    kinds = list(KINDS)
+    color = alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=list(KINDS.values())),
+                      legend=alt.Legend(title=None, orient="top"))  # fmt: skip
+    shape = alt.Shape("kind:N", scale=alt.Scale(domain=kinds, range=["diamond", "circle"]), legend=None)
+    tips = [
+        tooltip(by, "N"),
+        tooltip("kind", "N"),
+        tooltip("value", "Q", ".3~s"),
+        tooltip("ratio", "Q", ".2f"),
+    ]
+    join = with_data(
+        alt.Chart()
+        .mark_rule(color="#999", strokeWidth=2)
+        .encode(y=y, x=alt.X("_lo:Q", scale=scale, title=value_title), x2="_hi:Q"),
+        data,
+    )
+    # MODELED first, PUBLISHED (smaller) on top: where the two agree the diamond sits inside the circle
+    point = alt.Chart().encode(y=y, x=x, color=color, shape=shape, tooltip=tips)
+    marks = [
+        with_data(
+            point.mark_point(size=size, filled=True, opacity=1.0), [r for r in long if r["kind"] == kind]
+        )
+        for kind, size in (("MODELED", 110), ("PUBLISHED", 50))
+    ]
+    values = alt.layer(join, *marks).properties(
+        width=width, height=alt.Step(step), title="PUBLISHED and MODELED"
+    )
+    ratios = ratio_bars(data, by=by, band=band, value_title=ratio_title, width=ratio_width, labels=False,
+                        source="modeled")  # fmt: skip
+    ratios.title = alt.TitleParams(ratio_title)  # the chart's title says where the numbers come from
+    what = f"{SOURCES['modeled']}, beside {SOURCES['published']}" + (f" · {detail}" if detail else "")
+    return alt.hconcat(values, ratios, spacing=12).properties(
+        title=alt.TitleParams(title, subtitle=wrap_line(what))
     )
 
 
