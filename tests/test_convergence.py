@@ -163,6 +163,11 @@ def test_the_convergence_chart_marks_interpolated_values_apart_from_published_po
     for channel in ("fill", "stroke", "shape"):
         assert point["encoding"][channel]["field"] == "epochs_from"
         assert point["encoding"][channel]["scale"]["domain"] == list(cv.EPOCHS_FROM)
+    from recnotebooks.viz.tidy import (
+        CHAR_PX,
+    )  # the legend names each kind whole (Vega cuts a label at its limit)
+
+    assert point["encoding"]["fill"]["legend"]["labelLimit"] >= max(map(len, cv.EPOCHS_FROM)) * CHAR_PX
     fills = dict(zip(cv.EPOCHS_FROM, point["encoding"]["fill"]["scale"]["range"], strict=True))
     assert fills[interpolated] == "white" and fills[published] != "white"  # hollow: not a published point
     # the line is the curve: published points and the values between them, not the pruned ones

@@ -139,3 +139,14 @@ def test_printed_reports_keep_to_the_notebook_width(cell: int) -> None:
     # every long line this notebook prints goes through say() (the smoke run checks the output too)
     src = _source(cell)
     assert "say(" in src
+
+
+def test_5_the_curve_is_criteo_1tb_to_mlperfs_target_from_dozens_of_runs() -> None:
+    # cell 11: "the epochs of Criteo 1TB (4.2 billion samples) that dozens of seeded reference runs needed to
+    # reach the target AUC of 0.80275 at each of a few global batches"
+    from recnotebooks.perf.convergence import DEFAULT_ROUND, rules_for_round
+    from recnotebooks.perf.mlperf import TARGET_AUC, TRAIN_SAMPLES
+
+    assert round(TRAIN_SAMPLES / 1e9, 1) == 4.2 and TARGET_AUC == 0.80275
+    points = rules_for_round(DEFAULT_ROUND)
+    assert 3 <= len(points) <= 8 and all(len(p.epochs) >= 20 for p in points)

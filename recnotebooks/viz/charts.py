@@ -657,7 +657,9 @@ def reference_curve(
         y=alt.Y(f"{y}:Q", title=words(y), axis=alt.Axis(format=y_format), scale=alt.Scale(zero=False)),
         tooltip=[tooltip(kind, "N"), tooltip(x, "Q", x_format), tooltip(y, "Q", y_format)],
     )  # fmt: skip
-    legend = alt.Legend(title=words(kind))
+    legend = alt.Legend(
+        title=words(kind), labelLimit=round(max(len(k) for k in kinds) * CHAR_PX) + 8
+    )  # whole
 
     def scale(i: int) -> alt.Scale:
         return alt.Scale(domain=list(kinds), range=[m[i] for m in marks])
