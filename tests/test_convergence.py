@@ -113,3 +113,74 @@ def test_logged_throughput_predicts_the_published_time_to_train() -> None:
     for r in below:
         with pytest.raises(ValueError, match="global_batch must lie on"):
             cv.time_to_train(1e7, r.global_batch_size, r.round)
+
+
+# ----- published points, interpolated values and pruned points kept apart (06 §5's chart) ---------
+JOB_BATCHES = (32768, 55296, 65536, 102400, 135168, 160000)  # convergence_jobs' batches, the RCP files'
+
+
+def test_curve_points_say_which_epochs_were_published() -> None:
+    # v6.0 (rules 5.1.0): the checker keeps 32,768, 55,296 and 160,000 (CHECKER_PRUNED); the RCP files'
+    # 65,536, 102,400 and 135,168 lie above the line between them and are pruned
+    rows = cv.curve_points(JOB_BATCHES, "v6.0")
+    kinds: dict[tuple[int, str], float] = {
+        (int(r["global_batch"]), str(r["epochs_from"])): float(r["epochs"]) for r in rows
+    }  # type: ignore[call-overload]
+    published, interpolated, pruned = cv.EPOCHS_FROM
+    kept = dict(CHECKER_PRUNED["5.1.0"])
+    assert {b for b, k in kinds if k == published} == set(kept)
+    assert {b for b, k in kinds if k == interpolated} == {65536, 102400, 135168}
+    assert {b for b, k in kinds if k == pruned} == {65536, 102400, 135168}
+    for b in kept:
+        assert round(kinds[(b, published)], 4) == kept[b]
+    for b in (65536, 102400, 135168):  # on the line between 55,296 and 160,000, by hand
+        line = kept[55296] + (kept[160000] - kept[55296]) * (b - 55296) / (160000 - 55296)
+        assert kinds[(b, interpolated)] == pytest.approx(line, abs=1e-4)
+        (point,) = [p for p in cv.rules_for_round("v6.0") if p.batch_size == b]
+        assert kinds[(b, pruned)] == pytest.approx(olympic_mean(point.epochs))
+        assert kinds[(b, pruned)] > kinds[(b, interpolated)]  # above the line: why the checker drops it
+    assert [r["global_batch"] for r in rows] == sorted(r["global_batch"] for r in rows)  # type: ignore[type-var]
+
+
+def test_curve_points_refuse_a_batch_off_the_curve() -> None:
+    with pytest.raises(ValueError, match="convergence curve"):
+        cv.curve_points((262144,))
+
+
+def test_the_convergence_chart_marks_interpolated_values_apart_from_published_points() -> None:
+    from recnotebooks.perf.job_planner import convergence_jobs
+    from recnotebooks.viz.charts import chart_rows
+    from recnotebooks.viz.planner import convergence_chart
+
+    spec = convergence_chart(convergence_jobs(layouts=((1, 8),))).to_dict()  # type: ignore[attr-defined]
+    epochs = spec["vconcat"][0]
+    drawn = {(r["global_batch"], r["epochs_from"]) for r in chart_rows(epochs)}
+    published, interpolated, pruned = cv.EPOCHS_FROM
+    assert {b for b, k in drawn if k == published} == {32768, 55296, 160000}
+    assert {b for b, k in drawn if k == interpolated} == {65536, 102400, 135168}
+    # each kind has its own mark, and the legend names it
+    point = next(layer for layer in epochs["layer"] if layer["mark"]["type"] == "point")
+    for channel in ("fill", "stroke", "shape"):
+        assert point["encoding"][channel]["field"] == "epochs_from"
+        assert point["encoding"][channel]["scale"]["domain"] == list(cv.EPOCHS_FROM)
+    from recnotebooks.viz.tidy import (
+        CHAR_PX,
+    )  # the legend names each kind whole (Vega cuts a label at its limit)
+
+    assert point["encoding"]["fill"]["legend"]["labelLimit"] >= max(map(len, cv.EPOCHS_FROM)) * CHAR_PX
+    fills = dict(zip(cv.EPOCHS_FROM, point["encoding"]["fill"]["scale"]["range"], strict=True))
+    assert fills[interpolated] == "white" and fills[published] != "white"  # hollow: not a published point
+    # the line is the curve: published points and the values between them, not the pruned ones
+    line = next(layer for layer in epochs["layer"] if layer["mark"]["type"] == "line")
+    assert line["transform"] == [{"filter": "datum._on_curve"}]
+    assert all(r["_on_curve"] == (r["epochs_from"] != pruned) for r in chart_rows(epochs))
+
+
+def test_reference_curve_refuses_an_unknown_kind() -> None:
+    from recnotebooks.viz.charts import reference_curve
+
+    rows = [{"x": 1, "y": 2.0, "k": "published"}, {"x": 2, "y": 3.0, "k": "guessed"}]
+    with pytest.raises(ValueError, match="column 'k' must be one of"):
+        reference_curve(rows, x="x", y="y", kind="k", kinds=("published", "interpolated"), title="t")
+    with pytest.raises(ValueError, match="kinds must be 2 or 3"):
+        reference_curve(rows, x="x", y="y", kind="k", kinds=("published",), title="t")

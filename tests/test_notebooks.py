@@ -67,6 +67,8 @@ def test_notebook_runs_headless_in_smoke_mode(path: Path, monkeypatch: pytest.Mo
     assert walls == [], (
         f"{path.name}: (cell, characters) of outputs too long to read; print what a learner needs"
     )
+    if path.stem not in WIDE_PRINTS_PENDING:
+        assert _too_wide(nb) == [], f"{path.name}: printed lines wider than the notebook; print with say()"
 
 
 #: The most characters one output may show as text: about a page (a printed Result, 9,400 characters
@@ -80,3 +82,19 @@ def _shown_text(output: dict) -> str:
         return str(output.get("text", ""))
     data = output.get("data", {})
     return str(data.get("text/plain", "")) if set(data) <= {"text/plain"} else ""
+
+
+#: Notebooks whose cells still print() lines wider than REPORT_CHARS (their rows and the library's notes):
+#: each leaves this set once those cells print with recnotebooks.viz.report.say.
+WIDE_PRINTS_PENDING = {"01_dlrm_anatomy", "02_gpu_efficiency", "03_embedding_placement_and_caches",
+                       "04_multi_gpu_sharding", "05_server_design"}  # fmt: skip
+
+
+def _too_wide(nb: object) -> list[tuple[int, int, str]]:
+    """(cell, characters, line) of every printed line longer than REPORT_CHARS: JupyterLab would break
+    it anywhere, inside a number (recnotebooks.viz.report)."""
+    from recnotebooks.viz.report import REPORT_CHARS
+
+    return [(i, len(line), line[:60]) for i, c in enumerate(nb.cells) if c.cell_type == "code"  # type: ignore[attr-defined]
+            for o in c.outputs if o.output_type == "stream"
+            for line in str(o.text).splitlines() if len(line) > REPORT_CHARS]  # fmt: skip

@@ -45,6 +45,8 @@ __all__ = [
     "rules_for_round",
     "convergence_curve",
     "epochs_to_converge",
+    "EPOCHS_FROM",
+    "curve_points",
     "samples_to_converge",
     "time_to_train",
     "evaluations",
@@ -175,6 +177,40 @@ def epochs_to_converge(global_batch: int, mlperf_round: str = DEFAULT_ROUND) -> 
         if lo[0] <= b <= hi[0]:
             return _interp(b, lo, hi)
     return curve[0][1]  # a curve of one point
+
+
+#: Where an epochs value of :func:`curve_points` comes from: a reference point the checker keeps (on
+#: the curve), the curve's line between two of them, or a reference point the checker prunes (its
+#: runs' olympic mean, above the line: not on the curve).
+EPOCHS_FROM = ("published RCP point", "interpolated", "published RCP point, pruned")
+
+
+def curve_points(batches: tuple[int, ...] = (), mlperf_round: str = DEFAULT_ROUND) -> list[dict[str, object]]:
+    """The curve of round ``mlperf_round`` as a chart draws it: one row per global batch
+    (``global_batch``, ``epochs``, ``epochs_from``: one of :data:`EPOCHS_FROM`), ascending in batch.
+
+    Each kept reference point is a "published RCP point"; each of ``batches`` off them gets the
+    curve's value there, "interpolated" (a batch off the curve raises ``ValueError``, as
+    :func:`epochs_to_converge`); each reference point the checker pruned is a "published RCP
+    point, pruned", at its olympic mean. Only the first kind and the line between them are what
+    MLPerf holds a run to.
+
+    >>> [(r["global_batch"], r["epochs_from"]) for r in curve_points((65536,), "v4.0")][:3]
+    [(32768, 'published RCP point'), (55296, 'published RCP point'), (65536, 'interpolated')]
+    """
+    kept = dict(convergence_curve(mlperf_round))
+    rows = [{"global_batch": b, "epochs": e, "epochs_from": EPOCHS_FROM[0]} for b, e in kept.items()]
+    for b in dict.fromkeys(batches):
+        if b not in kept:
+            epochs = epochs_to_converge(b, mlperf_round)
+            rows.append({"global_batch": b, "epochs": epochs, "epochs_from": EPOCHS_FROM[1]})
+    for p in rules_for_round(mlperf_round):
+        if p.batch_size not in kept:
+            rows.append(
+                {"global_batch": p.batch_size, "epochs": p.mean_epochs, "epochs_from": EPOCHS_FROM[2]}
+            )
+    order = {k: i for i, k in enumerate(EPOCHS_FROM)}
+    return sorted(rows, key=lambda r: (r["global_batch"], order[str(r["epochs_from"])]))  # type: ignore[arg-type]
 
 
 def samples_to_converge(global_batch: int, mlperf_round: str = DEFAULT_ROUND) -> float:

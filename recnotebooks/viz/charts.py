@@ -50,6 +50,7 @@ __all__ = [
     "roofline",
     "rank_bars",
     "hit_rate_curve",
+    "reference_curve",
     "training_curves",
     "save_png",
     "save_svg",
@@ -607,6 +608,72 @@ def hit_rate_curve(
         y_format=".0%",
     )
     return chart
+
+
+#: How :func:`reference_curve` marks a point of each kind, in the order of its ``kinds``: a published
+#: point on the curve filled, a value read off the line between two of them hollow, a published
+#: point off the curve a grey cross. (fill, stroke, shape)
+_CURVE_MARKS = (
+    ("#4c78a8", "#4c78a8", "circle"),
+    ("white", "#4c78a8", "circle"),
+    ("#9d9d9d", "#9d9d9d", "cross"),
+)
+
+
+def reference_curve(
+    rows: Rows,
+    *,
+    x: str,
+    y: str,
+    kind: str,
+    kinds: Sequence[str],
+    title: str,
+    source: str = "published",
+    detail: str | None = None,
+    y_format: str = ".2f",
+    x_title: str | None = None,
+    x_format: str = "~s",
+) -> alt.LayerChart:
+    """A published curve against a parameter, each point marked by where its value comes from.
+
+    ``rows`` have a ``kind`` column, one of ``kinds`` (two or three): ``kinds[0]`` for a point that
+    was published (drawn filled), ``kinds[1]`` for a value read off the curve between two of them
+    (hollow), ``kinds[2]`` for a published point that is not on the curve (a grey cross, off the
+    line). The line joins the points of the first two kinds in ``x`` order; a legend names each
+    kind, so an interpolated value never reads as a published one."""
+    if not 2 <= len(kinds) <= len(_CURVE_MARKS) or len(set(kinds)) != len(kinds):
+        raise ValueError(f"reference_curve: kinds must be 2 or 3 distinct names, got {list(kinds)!r}")
+    data = check_rows(rows, "reference_curve", numeric=[x, y], fields=[kind])
+    for i, r in enumerate(data):
+        if r[kind] not in kinds:
+            raise ValueError(
+                f"reference_curve: column {kind!r} must be one of {list(kinds)}, got {r[kind]!r} in rows[{i}]"
+            )
+        r["_on_curve"] = r[kind] in kinds[:2]
+    xs = sorted({float(r[x]) for r in data})  # type: ignore[arg-type]
+    marks = _CURVE_MARKS[: len(kinds)]
+    base = alt.Chart().encode(
+        x=alt.X(f"{x}:Q", title=x_title or words(x),
+                axis=alt.Axis(values=xs, tickCount=len(xs), format=x_format, labelFlush=False)),
+        y=alt.Y(f"{y}:Q", title=words(y), axis=alt.Axis(format=y_format), scale=alt.Scale(zero=False)),
+        tooltip=[tooltip(kind, "N"), tooltip(x, "Q", x_format), tooltip(y, "Q", y_format)],
+    )  # fmt: skip
+    legend = alt.Legend(
+        title=words(kind), labelLimit=round(max(len(k) for k in kinds) * CHAR_PX) + 8
+    )  # whole
+
+    def scale(i: int) -> alt.Scale:
+        return alt.Scale(domain=list(kinds), range=[m[i] for m in marks])
+
+    points = base.mark_point(size=70, strokeWidth=2, opacity=1).encode(
+        fill=alt.Fill(f"{kind}:N", scale=scale(0), legend=legend),
+        stroke=alt.Stroke(f"{kind}:N", scale=scale(1), legend=legend),
+        shape=alt.Shape(f"{kind}:N", scale=scale(2), legend=legend),
+    )
+    line = base.transform_filter("datum._on_curve").mark_line(color=marks[0][1])
+    chart = alt.layer(line, points).properties(title=chart_title(title, data, source, detail))
+    # the points off the curve first, so that a point on it is drawn over one close by
+    return with_data(chart, sorted(data, key=lambda r: (bool(r["_on_curve"]), float(r[x]))))  # type: ignore[arg-type]
 
 
 def training_curves(history: Rows, *, title: str = "Training", detail: str | None = None) -> alt.HConcatChart:

@@ -51,6 +51,7 @@ from typing import Any
 
 from recnotebooks.distributed.training import train_local
 from recnotebooks.measure.calibrate_comm import local_ranks_hardware
+from recnotebooks.perf.convergence import EPOCHS_FROM, curve_points
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.job import JobCost
@@ -73,7 +74,7 @@ from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.result import TABLE_HOMES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars, time_breakdown
+from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars, reference_curve, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, percent
 from recnotebooks.viz.theme import PLACEMENT_COLORS
 from recnotebooks.viz.tidy import band_px, stack, stack_room
@@ -538,23 +539,23 @@ def job_planner(*, history: int = 4, **values: object) -> App:
 
 def convergence_chart(rows: list[dict[str, object]]) -> object:
     """:func:`~recnotebooks.perf.job_planner.convergence_jobs`'s rows drawn against the global batch:
-    the epochs MLPerf's reference runs needed (**published**), above the samples per second and the
+    the epochs MLPerf's reference runs needed (**published**: its reference points filled, the
+    values between them interpolated hollow, the points MLPerf's checker prunes grey crosses;
+    :func:`~recnotebooks.perf.convergence.curve_points`), above the samples per second and the
     minutes to train on each layout (**modeled**, as MLPerf's submissions run the model)."""
     if not rows:
         raise ValueError("convergence_chart needs the rows of convergence_jobs, got none")
-    first = rows[0]
-    curve = [{**r, "source": "published"} for r in rows if r["layout"] == first["layout"]]
+    points = curve_points(tuple(int(r["global_batch"]) for r in rows))  # type: ignore[call-overload]
     size = {"width": 400, "height": 130}
-    epochs = metric_lines(
-        curve,
+    epochs = reference_curve(
+        points,
         x="global_batch",
         y="epochs",
+        kind="epochs_from",
+        kinds=EPOCHS_FROM,
         title="Epochs to MLPerf's AUC target",
-        source="published",
-        detail="MLPerf's reference convergence points, linear between them",
-        y_format=".2f",
+        detail="MLPerf's reference convergence points (RCPs), linear between them",
         x_title="global batch",
-        x_format="~s",
     ).properties(**size)
     speed = metric_lines(
         rows,

@@ -135,14 +135,17 @@ def wrap_line(line: str, limit: int = SUBTITLE_CHARS) -> list[str]:
     """``line`` broken into lines of at most ``limit`` characters, after a "; ", a " · ", a ", "
     or a space, the first of these (in that order) found in the second half of the line's first
     ``limit`` characters, so that a clause stays whole where it can (a word longer than ``limit``
-    stays whole)."""
+    stays whole, on a line of its own)."""
     out = []
     seps = ("; ", " · ", ", ", " ")
     while len(line) > limit:
         found = [(line.rfind(sep, 0, limit), sep) for sep in seps]
         cut, sep = next(((c, x) for c, x in found if c > limit // 2), max(found))
-        if cut <= 0:
-            break
+        if cut <= 0:  # a first word longer than the line: it stays whole, on a line of its own
+            after = [(c, x) for c, x in ((line.find(sep, 1), sep) for sep in seps) if c > 0]
+            if not after:
+                break
+            cut, sep = min(after)
         out.append(line[: cut + len(sep)].rstrip())
         line = line[cut + len(sep) :]
     return [*out, line]

@@ -1,0 +1,73 @@
+"""Printed reports keep within the notebook's width (recnotebooks.viz.report): lines are broken at word
+boundaries only, never inside a number, and nothing is lost or reordered."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recnotebooks.viz.report import INDENT, REPORT_CHARS, say, wrap_report
+
+# what 06 §5 printed before: JupyterLab broke it inside "4.55" at 848 px
+LONG = (
+    "64 GPUs (8 nodes) batch  32,768:  1.32 ms/step, 24.8 M samples/s (MODELED) x 0.707 epochs (PUBLISHED) "
+    "= 2.19 min to train (MODELED); fixed part of a step  59%"
+)
+
+
+def test_the_width_fits_a_laptops_output_area() -> None:
+    # JupyterLab's stream text: 13 px DejaVu Sans Mono, 0.602 em a character (1233/2048 units), in the
+    # 840 px of text of the laptop layout's 848-px output area (tests/test_browser.py, measured there)
+    char_px = 13 * 1233 / 2048
+    assert int(840 / char_px) == 107 and REPORT_CHARS <= 107
+
+
+def test_a_long_report_line_breaks_between_words() -> None:
+    lines = wrap_report(LONG)
+    assert len(lines) == 2 and all(len(line) <= REPORT_CHARS for line in lines)
+    assert lines[1].startswith(INDENT) and not lines[1].startswith(INDENT + " ")
+    assert " ".join(line.strip() for line in lines).split() == LONG.split()  # every word, in order, whole
+
+
+def test_a_short_line_and_its_indentation_stay_as_they_are() -> None:
+    assert wrap_report("   12.4 M/s") == ["   12.4 M/s"]
+    lines = wrap_report("    " + LONG)
+    assert lines[0].startswith("    ") and lines[1].startswith("    " + INDENT)
+
+
+def test_each_line_of_a_text_is_wrapped_on_its_own() -> None:
+    assert wrap_report("a\n\nb") == ["a", "", "b"]
+
+
+def test_a_word_longer_than_a_line_stays_whole() -> None:
+    url = "https://example.org/" + "x" * 120
+    assert wrap_report(f"source: {url} (read 2026)") == ["source:", f"{INDENT}{url}", f"{INDENT}(read 2026)"]
+
+
+def test_say_prints_like_print(capsys: pytest.CaptureFixture[str]) -> None:
+    say("refused:", ValueError("too big"), 3)
+    assert capsys.readouterr().out == "refused: too big 3\n"
+    say(LONG)
+    assert capsys.readouterr().out == "\n".join(wrap_report(LONG)) + "\n"
+
+
+@pytest.mark.parametrize("bad, error", [(("text", 5), ValueError), ((3,), TypeError)])
+def test_bad_input_is_named(bad: tuple[object, ...], error: type[Exception]) -> None:
+    with pytest.raises(error, match="width|text"):
+        wrap_report(*bad)  # type: ignore[arg-type]
+
+
+WORD = st.one_of(
+    st.from_regex(r"[0-9]{1,3}(,[0-9]{3}){0,2}(\.[0-9]{1,3})?", fullmatch=True),  # numbers, as printed
+    st.from_regex(r"[a-zA-Z()%/;:,.-]{1,14}", fullmatch=True),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(WORD, min_size=1, max_size=60), st.integers(30, 120))
+def test_no_line_is_wider_than_asked_and_no_word_is_cut(words: list[str], width: int) -> None:
+    text = " ".join(words)
+    lines = wrap_report(text, width)
+    assert all(len(line) <= width for line in lines)
+    assert [w for line in lines for w in line.split()] == text.split()
