@@ -20,7 +20,7 @@ from recnotebooks.measure import (
     default_max_rows,
     measure_step_cached,
 )
-from recnotebooks.measure.table_batching import published_speedups, speedups
+from recnotebooks.measure.table_batching import published_speedups, speedups, table_batching_flags
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.timing import PHASES
@@ -261,6 +261,8 @@ def table_batching_chart(rows: list[dict[str, object]]) -> object:
 
     first = rows[0]
     detail = f"{first['device']}, {first['threads']} thread(s), fastest of {first['repeats']} runs"
+    if table_batching_flags(rows):  # a busy machine or a step back against the trend: said on the chart
+        detail += " · ⚠ NOT RELIABLE as a trend: why is printed below"
     title = "How many times faster one fused lookup is than a loop over tables"
     ratio = metric_lines(
         speedups(rows) + published_speedups(),
