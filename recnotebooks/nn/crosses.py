@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import textwrap
 from dataclasses import dataclass
 
 import torch
@@ -109,11 +110,12 @@ class PlantedCross:
     def describe(self) -> str:
         """The result in words."""
         cross = self.name(*self.pair)
-        return (
+        text = (
             f"planted: {self.strength:g} x {cross}; learned: {self.planted:.2f} on {cross}, "
             f"at most {self.largest_other:.2f} on any other product. Held-out AUC {self.auc:.3f} with the "
             f"cross layer, {self.linear_auc:.3f} for a linear model on the same features."
         )
+        return textwrap.fill(text, 100, break_on_hyphens=False)  # within a notebook's output area
 
 
 def _auc(score: torch.Tensor, y: torch.Tensor) -> float:
