@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import altair as alt
+
 from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.doctor import available_memory_bytes
 from recnotebooks.measure import (
@@ -261,8 +263,6 @@ def table_batching_chart(rows: list[dict[str, object]]) -> object:
 
     first = rows[0]
     detail = f"{first['device']}, {first['threads']} thread(s), fastest of {first['repeats']} runs"
-    if table_batching_flags(rows):  # a busy machine or a step back against the trend: said on the chart
-        detail += " · ⚠ NOT RELIABLE as a trend: why is printed below"
     title = "How many times faster one fused lookup is than a loop over tables"
     ratio = metric_lines(
         speedups(rows) + published_speedups(),
@@ -288,9 +288,13 @@ def table_batching_chart(rows: list[dict[str, object]]) -> object:
         detail=detail,
         y_format=".3~f",
     )
-    return (ratio.properties(width=440, height=220) & times.properties(width=440, height=220)).resolve_scale(
+    chart = (ratio.properties(width=440, height=220) & times.properties(width=440, height=220)).resolve_scale(
         color="independent"
     )
+    if table_batching_flags(rows):  # a busy machine or a step back against the trend: said above both charts
+        warning = "⚠ NOT RELIABLE as a trend (other work on the machine): why is printed below the chart"
+        chart = chart.properties(title=alt.TitleParams(warning, color="#b42318", fontSize=13, anchor="start"))
+    return chart
 
 
 # ----- a model's parts: where its parameters and FLOPs go (notebook 01 §6) -----------------------
