@@ -158,9 +158,10 @@ def test_01_the_data_phase_is_one_of_the_two_largest_of_the_dcnv2_small_step() -
     if not result.reliable:  # a machine too busy to measure it: the page says so instead
         assert "NOT RELIABLE" in text
         return
-    # "data is one of the step's two largest phases, roughly a third of it; the other is backward"
+    # "data is one of the step's two largest phases, between a quarter and a half of it ...; the other is
+    # backward"
     assert set(list(reading.shares)[:2]) == {"data", "backward"}
-    assert 0.25 <= reading.shares["data"] <= 0.45
+    assert 0.25 <= reading.shares["data"] <= 0.5
     # "The last lines above give the step without it"
     assert f"the step would take {reading.without_data * 1e3:.1f} ms" in " ".join(text.split())
 

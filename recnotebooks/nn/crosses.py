@@ -111,7 +111,7 @@ class PlantedCross:
         """The result in words."""
         cross = self.name(*self.pair)
         text = (
-            f"planted: {self.strength:g} x {cross}; learned: {self.planted:.2f} on {cross}, "
+            f"planted: {self.strength:g}·{cross}; learned: {self.planted:.2f} on {cross}, "
             f"at most {self.largest_other:.2f} on any other product. Held-out AUC {self.auc:.3f} with the "
             f"cross layer, {self.linear_auc:.3f} for a linear model on the same features."
         )
