@@ -292,7 +292,7 @@ def table_batching_chart(rows: list[dict[str, object]]) -> object:
         color="independent"
     )
     if table_batching_flags(rows):  # a busy machine or a step back against the trend: said above both charts
-        warning = "⚠ NOT RELIABLE as a trend (other work on the machine): why is printed below the chart"
+        warning = "⚠ NOT RELIABLE as a trend: why is printed below the chart"
         chart = chart.properties(title=alt.TitleParams(warning, color="#b42318", fontSize=13, anchor="start"))
     return chart
 
