@@ -69,6 +69,9 @@ MAX_POOLING = 1e6
 MAX_WIDTH = 2**20
 #: Most cross layers of a ``"dcn"`` interaction (DCN-V2's papers and MLPerf use 2-4).
 MAX_DCN_LAYERS = 64
+#: Most bytes of one table element or one id (``dtype_bytes``, ``index_bytes``): 16, a complex128 or
+#: an int128; :func:`recnotebooks.perf.memory.memory_footprint` takes the same range.
+MAX_ELEMENT_BYTES = 16
 #: The cross network's defaults (MLPerf's DLRM-DCNv2: 3 layers of rank 512).
 DCN_DEFAULTS = {"dcn_layers": 3, "dcn_rank": 512}
 
@@ -256,12 +259,10 @@ class DLRMConfig:
 
     def mlp_layers(self, which: str) -> list[tuple[int, int]]:
         """(in, out) widths of each linear layer of the ``"bottom"`` or ``"top"`` MLP."""
-        if which == "bottom":
+        if check_choice("which", which, ("bottom", "top")) == "bottom":
             ins, outs = self.num_dense, self.bottom_mlp
-        elif which == "top":
-            ins, outs = self.interaction_output_dim, self.top_mlp
         else:
-            raise ValueError(f"which must be 'bottom' or 'top', got {which!r}")
+            ins, outs = self.interaction_output_dim, self.top_mlp
         layers = []
         for o in outs:
             layers.append((ins, o))
@@ -342,8 +343,13 @@ class DLRMConfig:
 
         ``forward``: rows read plus indices; ``backward``: pooled gradient written per table
         and rows read-modified-written by the sparse SGD update (upper bound: assumes every
-        lookup is a distinct row).
+        lookup is a distinct row). ``dtype_bytes`` (of a table element) and ``index_bytes`` (of
+        an id) are whole numbers of bytes in ``[1, 16]`` (:data:`MAX_ELEMENT_BYTES`); anything else
+        raises ``TypeError``/``ValueError`` naming the parameter (a negative size once gave
+        negative byte counts).
         """
+        dtype_bytes = check_int("dtype_bytes", dtype_bytes, lo=1, hi=MAX_ELEMENT_BYTES)
+        index_bytes = check_int("index_bytes", index_bytes, lo=1, hi=MAX_ELEMENT_BYTES)
         rows = self.lookups_per_sample * self.embedding_dim * dtype_bytes
         fwd = rows + self.lookups_per_sample * index_bytes
         bwd = self.num_tables * self.embedding_dim * dtype_bytes + 2 * rows

@@ -288,3 +288,37 @@ def test_multi_hot_batches_are_sized_by_their_lookups():
     fp = memory_footprint(c, batch_size=10)
     assert fp["batch_inputs"] == 10 * (8 * (214 + 26) + 4 * (13 + 1))
     assert c.embedding_bytes_per_sample()["backward"] == 26 * 16 * 4 + 2 * 214 * 16 * 4
+
+
+# ----- sizes of an element and an id: whole bytes in [1, 16], refused otherwise (issue 37) ----------
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "words"),
+    [({"dtype_bytes": -4}, ValueError, "dtype_bytes must be an int in [1, 16], got -4"),
+     ({"dtype_bytes": 0}, ValueError, "dtype_bytes must be an int in [1, 16], got 0"),
+     ({"dtype_bytes": 32}, ValueError, "dtype_bytes must be an int in [1, 16], got 32"),
+     ({"dtype_bytes": 2.0}, TypeError, "dtype_bytes must be an int in [1, 16], got 2.0 (float)"),
+     ({"dtype_bytes": True}, TypeError, "dtype_bytes must be an int"),
+     ({"dtype_bytes": "4"}, TypeError, "dtype_bytes must be an int"),
+     ({"index_bytes": -8}, ValueError, "index_bytes must be an int in [1, 16], got -8"),
+     ({"index_bytes": float("nan")}, TypeError, "index_bytes must be an int")],
+)  # fmt: skip
+def test_embedding_bytes_refuse_sizes_that_are_not_bytes(kwargs, exc, words):
+    with pytest.raises(exc) as err:
+        preset("tiny").embedding_bytes_per_sample(**kwargs)
+    assert words in str(err.value)
+
+
+def test_embedding_bytes_count_each_element_and_id_size():
+    """Every allowed size gives the byte counts of the formula, by hand (fp16 rows, int32 ids...)."""
+    c = DLRMConfig(2, (TableConfig("a", 10, 2.0), TableConfig("b", 5, 1.0)), 4, (4,), (1,))
+    for dtype_bytes, index_bytes in ((1, 4), (2, 4), (4, 8), (16, 16)):
+        b = c.embedding_bytes_per_sample(dtype_bytes, index_bytes)
+        rows = 3 * 4 * dtype_bytes  # 3 lookups of 4-wide rows
+        assert b == {"forward": rows + 3 * index_bytes, "backward": 2 * 4 * dtype_bytes + 2 * rows}
+        assert min(b.values()) > 0
+
+
+@pytest.mark.parametrize(("which", "exc"), [("middle", ValueError), (None, ValueError), ("Top", ValueError)])
+def test_mlp_layers_names_the_part(which, exc):
+    with pytest.raises(exc, match=r"which must be one of \['bottom', 'top'\]"):
+        preset("tiny").mlp_layers(which)

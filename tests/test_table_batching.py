@@ -136,7 +136,7 @@ def test_takeaway_quotes_the_measured_numbers(measured: list[dict[str, object]])
     from recnotebooks.measure.table_batching import table_batching_takeaway
 
     s = table_batching_summary(measured)
-    text = table_batching_takeaway(s)
+    text = " ".join(table_batching_takeaway(s).split())  # the printed lines break between words
     assert f"{s['speedup'][50]:.1f}x as fast" in text and f"grew {s['loop_growth']:.0f}x" in text
     assert text.startswith("Measured here") and "from 1 to 50 tables" in text
     none = table_batching_takeaway({**s, "faster_from": None})
@@ -171,3 +171,94 @@ def test_a_fused_update_keeps_the_thread_count_it_was_given() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip().splitlines()[-1] == "1"
+
+
+# ----- a sweep that cannot be read as a trend says so (issue 37: 01 §5 on a busy machine) -----------
+def _sweep(speedup: dict[int, float], why: dict[int, str] | None = None) -> list[dict[str, object]]:
+    """Hand-made rows of :func:`measure_table_batching`: the fused step 1 ms at every count, the loop's
+    ``speedup`` times that; ``why``: the reliability verdict of a count (none: reliable)."""
+    out: list[dict[str, object]] = []
+    for t, ratio in speedup.items():
+        verdict = (why or {}).get(t, "")
+        c = {"num_tables": t, "device": "cpu", "reliable": not verdict, "reliability": verdict}
+        fused = {**c, "implementation": FUSED, "seconds_per_step": 1e-3, "speedup": 1.0}
+        out += [fused, {**fused, "implementation": LOOP, "seconds_per_step": ratio * 1e-3, "speedup": ratio}]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("speedup", "dips"),
+    [({1: 0.8, 10: 1.5, 50: 3.0}, []),  # rising: a trend
+     ({1: 3.0, 10: 2.0, 50: 1.2}, []),  # falling all the way is a trend too (a linear-fractional ratio)
+     ({1: 0.8, 10: 1.5, 20: 1.4, 50: 3.0}, []),  # a 7% step back: within the tolerance
+     ({1: 0.8, 10: 1.5, 20: 1.2, 50: 3.0}, [(10, 20)]),  # 20% back: non-monotonic
+     ({1: 0.8, 2: 0.6, 10: 1.5, 20: 1.2, 50: 3.0}, [(1, 2), (10, 20)]),
+     ({1: 3.0, 10: 1.0, 50: 1.5}, [(10, 50)])],  # falling, then up by 50%
+)  # fmt: skip
+def test_a_speedup_that_steps_back_is_flagged(speedup: dict[int, float], dips: list[tuple[int, int]]) -> None:
+    from recnotebooks.measure.table_batching import (
+        DIP_TOLERANCE,
+        table_batching_flags,
+        table_batching_takeaway,
+    )
+
+    assert DIP_TOLERANCE == 0.10
+    rows = _sweep(speedup)
+    flags = table_batching_flags(rows)
+    assert len(flags) == len(dips)
+    for (a, b), flag in zip(dips, flags, strict=True):
+        assert f"from {speedup[a]:.2f}x at {a} tables to {speedup[b]:.2f}x at {b}" in flag
+    summary = table_batching_summary(rows)
+    assert summary["monotonic"] is not dips and summary["flags"] == flags
+    text = table_batching_takeaway(summary)
+    assert ("NOT RELIABLE" in text) is bool(dips)
+    assert all(len(line) <= 100 for line in text.splitlines())
+
+
+def test_a_count_measured_under_load_is_flagged() -> None:
+    from recnotebooks.measure.table_batching import table_batching_flags, table_batching_takeaway
+
+    busy = "other programs kept 1.8 cores busy while it ran, more than the 1 its threads left free"
+    rows = _sweep({1: 0.8, 10: 1.5, 50: 3.0}, {10: busy})
+    assert table_batching_flags(rows) == [f"at 10 tables: {busy}"]
+    text = " ".join(table_batching_takeaway(table_batching_summary(rows)).split())
+    assert "⚠ NOT RELIABLE as a trend" in text and f"at 10 tables: {busy}" in text
+
+
+def test_the_sweep_measures_the_load_with_the_projects_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every core busy with other work while a count is measured: its rows say NOT reliable, by the
+    one rule (recnotebooks.timing.reliability), though the sweep runs on a fixed single thread."""
+    import recnotebooks.measure.table_batching as tb
+    from recnotebooks.threads import CpuLoad, usable_cores
+
+    class Busy:
+        def mark(self) -> None: ...
+
+        def since_mark(self) -> CpuLoad:
+            return CpuLoad(usable_cores(), float(usable_cores()), 0.5)
+
+    monkeypatch.setattr(tb, "load_monitor", lambda: Busy())
+    rows = measure_table_batching((1, 2), repeats=1, steps=1)
+    assert all(r["other_load"] == usable_cores() and not r["reliable"] for r in rows)
+    assert all(f"other programs kept {usable_cores():.1f} cores busy" in str(r["reliability"]) for r in rows)
+    assert len(tb.table_batching_flags(rows)) >= 2  # both counts (and maybe a step back)
+
+
+def test_a_quiet_sweep_is_not_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
+    import recnotebooks.measure.table_batching as tb
+
+    monkeypatch.setattr(tb, "reliability", lambda *a: "")
+    rows = measure_table_batching((1, 2), repeats=1, steps=1)
+    assert all(r["reliable"] and r["reliability"] == "" for r in rows)
+
+
+def test_the_chart_says_when_the_sweep_is_not_a_trend() -> None:
+    from recnotebooks.viz.architecture import table_batching_chart
+
+    def title(rows: list[dict[str, object]]) -> str:
+        rows = [{**r, "threads": 1, "repeats": 3, "what": "a step"} for r in rows]
+        return str(table_batching_chart(rows).to_dict().get("title", {}).get("text", ""))
+
+    assert "NOT RELIABLE" not in title(_sweep({1: 0.8, 10: 1.5, 50: 3.0}))
+    assert title(_sweep({1: 0.8, 10: 1.5, 20: 1.0, 50: 3.0})).startswith("⚠ NOT RELIABLE as a trend")
+    assert title(_sweep({1: 0.8, 10: 1.5}, {1: "its runs varied 3.0-fold"})).startswith("⚠ NOT RELIABLE")

@@ -8,7 +8,9 @@ disagree: find out which is wrong before changing either.
 
 from __future__ import annotations
 
+import json
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -88,6 +90,95 @@ def test_01_the_small_sibling_splits_its_flops_the_same_way() -> None:
     # "so its FLOPs split as its big sibling's do (66% in the cross layers)"
     share = _shares(model_parts(["dcnv2_small"]), "dcnv2_small", "flops_share")[MODEL_PARTS["interaction"]]
     assert round(share, 2) == 0.66
+
+
+# ----- notebook 01 §6: what a cross layer learns, the measured step read, DLRM vs DLRM-DCNv2 here ----
+NOTEBOOK_01 = Path(__file__).resolve().parent.parent / "notebooks" / "01_dlrm_anatomy.ipynb"
+#: The notebook's full setting (its parameters cell: ``DCN_STEPS = 10 if SMOKE else 150``).
+DCN_STEPS = 150
+
+
+def _notebook_01() -> str:
+    return "\n".join("".join(c["source"]) for c in json.loads(NOTEBOOK_01.read_text())["cells"])
+
+
+def test_01_the_settings_are_the_notebooks() -> None:
+    text = _notebook_01()
+    assert f"DCN_STEPS = 10 if SMOKE else {DCN_STEPS}" in text
+    assert "learn_planted_cross(pair=(0, 2), strength=2.0, samples=4096)" in text
+    assert "compare_interactions(DCN_STEPS)" in text
+    assert 'read_step(small_result.phases, how["batch_size"])' in text
+
+
+def test_01_one_cross_layer_learns_the_planted_cross() -> None:
+    from recnotebooks.nn.crosses import cross_degree, learn_planted_cross
+
+    planted = learn_planted_cross(pair=(0, 2), strength=2.0, samples=4096)  # as the cell calls it
+    # "puts a weight of about 2 on x1 x3, the planted cross, and under 0.1 on every other product"
+    assert planted.name(*planted.pair) == "x1·x3" and abs(planted.planted - 2.0) < 0.1
+    assert planted.largest_other < 0.1
+    # "With it the model ranks fresh samples with AUC 0.79; a linear model ... stays at chance (0.49)"
+    assert round(planted.auc, 2) == 0.79 and round(planted.linear_auc, 2) == 0.49
+    assert abs(planted.linear_auc - 0.5) < 0.02
+    # "after l layers the output holds products of up to l + 1 features (MLPerf's 3 layers: up to 4)"
+    assert [cross_degree(layers) for layers in (1, 2, 3)] == [2, 3, 4]
+    # "DLRM-DCNv2 does the same over 3,456 features at once, its W factored at rank 512"
+    big = preset("mlperf_dcnv2")
+    assert (big.interaction_output_dim, big.dcn_rank, big.dcn_layers) == (3456, 512, 3)
+
+
+@pytest.mark.slow
+def test_01_the_data_phase_is_one_of_the_two_largest_of_the_dcnv2_small_step() -> None:
+    from recnotebooks.config import preset_training
+    from recnotebooks.data import SyntheticCriteo
+    from recnotebooks.measure.step import read_step
+    from recnotebooks.nn import DLRM
+    from recnotebooks.train import TrainConfig, Trainer
+
+    small, how = preset("dcnv2_small"), preset_training("dcnv2_small")
+    result = Trainer(  # the notebook's cell, at its full setting
+        DLRM(small, seed=0),
+        SyntheticCriteo(small, how["batch_size"], seed=0),
+        SyntheticCriteo(small, how["batch_size"], seed=0, split="eval"),
+        TrainConfig(
+            steps=DCN_STEPS,
+            sparse_optimizer=how["sparse_optimizer"],
+            sparse_lr=how["sparse_lr"],
+            dense_optimizer=how["dense_optimizer"],
+            dense_lr=how["dense_lr"],
+            eval_batches=4,
+            progress=False,
+        ),
+        device="cpu",
+    ).fit()
+    reading = read_step(result.phases, how["batch_size"])
+    text = reading.describe("dcnv2_small", result.reliability)
+    # "512 samples x 214 lookups are 109,568 ids"
+    assert how["batch_size"] * small.lookups_per_sample == 109_568
+    if not result.reliable:  # a machine too busy to measure it: the page says so instead
+        assert "NOT RELIABLE" in text
+        return
+    # "data is one of the step's two largest phases, between a quarter and a half of it ...; the other is
+    # backward"
+    assert set(list(reading.shares)[:2]) == {"data", "backward"}
+    assert 0.25 <= reading.shares["data"] <= 0.5
+    # "The last lines above give the step without it"
+    assert f"the step would take {reading.without_data * 1e3:.1f} ms" in " ".join(text.split())
+
+
+@pytest.mark.slow
+def test_01_dlrm_and_dcnv2_are_too_close_to_call_on_this_data() -> None:
+    from recnotebooks.measure.interaction_accuracy import compare_interactions
+
+    versus = compare_interactions(DCN_STEPS)  # as the cell calls it
+    # "both are scored on the same 8,192 held-out samples"
+    assert versus.eval_samples == 8192
+    # "the two AUCs differ by less than the sampling error of either one on these samples (about 0.007)"
+    assert abs(versus.difference) < versus.standard_error and round(versus.standard_error, 3) == 0.007
+    # "both models stay far below the teacher's 0.90"
+    assert round(versus.teacher_auc, 2) == 0.90
+    assert max(versus.auc.values()) < versus.teacher_auc - 0.1
+    assert "too close to call" in " ".join(versus.takeaway().split())
 
 
 # ----- notebook 05 §4: the model of record on today's servers ---------------------------------------

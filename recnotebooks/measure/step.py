@@ -32,8 +32,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import statistics
+import textwrap
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -60,6 +62,9 @@ __all__ = [
     "clear_measurements",
     "median_step",
     "outlier_steps",
+    "PHASE_WORK",
+    "StepReading",
+    "read_step",
 ]
 
 #: Largest working set :func:`measure_step` will allocate by default (bytes).
@@ -448,3 +453,102 @@ def measure_step_cached(
 def clear_measurements() -> None:
     """Forget the measurements :func:`measure_step_cached` remembers."""
     _MEASURED.clear()
+
+
+# ----- reading a measured step phase by phase (notebook 01 §6) ------------------------------------
+#: What each phase of a CPU training step does (the trainer's phases, :data:`~recnotebooks.timing.PHASES`).
+PHASE_WORK: dict[str, str] = {
+    "data": "making the batch on the CPU: ids drawn, hashed and labelled",
+    "embedding_forward": "looking up and pooling every bag's rows",
+    "bottom_mlp": "the bottom MLP on the dense features",
+    "interaction": "the interaction (dot products, or the cross layers)",
+    "top_mlp": "the top MLP",
+    "backward": "the gradients of every part, one autograd pass",
+    "sparse_optimizer": "updating the table rows looked up",
+    "dense_optimizer": "updating the MLP and cross-layer weights",
+}
+#: Characters per printed line (a notebook's output area at 1280 px holds about 108).
+PRINT_WIDTH = 100
+
+
+@dataclass(frozen=True)
+class StepReading:
+    """A measured step read phase by phase (:func:`read_step`): ``phases`` in seconds per step,
+    ``batch_size`` samples per step."""
+
+    phases: dict[str, float]
+    batch_size: int
+
+    @property
+    def seconds(self) -> float:
+        """The whole step."""
+        return sum(self.phases.values())
+
+    @property
+    def shares(self) -> dict[str, float]:
+        """Each phase's share of the step, largest first."""
+        total = self.seconds or 1.0
+        return {k: v / total for k, v in sorted(self.phases.items(), key=lambda kv: -kv[1])}
+
+    @property
+    def largest(self) -> str:
+        """The phase that took longest."""
+        return next(iter(self.shares))
+
+    @property
+    def without_data(self) -> float:
+        """The step without its ``data`` phase: what it would take if ready batches were handed
+        over, as a production loader does while the previous step runs."""
+        return self.seconds - self.phases.get("data", 0.0)
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.batch_size / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def samples_per_s_without_data(self) -> float:
+        return self.batch_size / self.without_data if self.without_data > 0 else 0.0
+
+    def rows(self, **extra: object) -> list[dict[str, object]]:
+        """Tidy rows ``{phase, seconds_per_step, share, rank, work, source="measured", **extra}``,
+        largest first."""
+        return [
+            {"phase": k, "seconds_per_step": self.phases[k], "share": share, "rank": i + 1,
+             "work": PHASE_WORK.get(k, k), "source": "measured", **extra}
+            for i, (k, share) in enumerate(self.shares.items())
+        ]  # fmt: skip
+
+    def describe(self, name: str, reliability: str = "") -> str:
+        """The reading in words: one line per phase (ms, share, what it does), which phase is
+        largest, and the step without the data phase; ``reliability`` (a measurement's verdict,
+        :func:`recnotebooks.timing.reliability`) is printed as NOT RELIABLE when not empty."""
+        lines = [
+            f"{name}: one training step of batch {self.batch_size}, {self.seconds * 1e3:.1f} ms (MEASURED)"
+        ]
+        for k, share in self.shares.items():
+            lines.append(f"  {k:<17} {self.phases[k] * 1e3:6.1f} ms {share:4.0%}  {PHASE_WORK.get(k, '')}")
+        first, second = list(self.shares)[:2]
+        data = self.shares.get("data", 0.0)
+        summary = (
+            f"Largest: {first} ({self.shares[first]:.0%}), then {second} ({self.shares[second]:.0%}). "
+            f"Without the data phase ({data:.0%}) the step would take {self.without_data * 1e3:.1f} ms: "
+            f"{self.seconds / self.without_data if self.without_data > 0 else 0:.1f}x the samples per second "
+            f"({self.samples_per_s_without_data:,.0f} instead of {self.samples_per_s:,.0f})."
+        )
+        lines += textwrap.wrap(summary, PRINT_WIDTH, break_on_hyphens=False)
+        if reliability:
+            lines += textwrap.wrap(f"NOT RELIABLE: {reliability}", PRINT_WIDTH, break_on_hyphens=False)
+        return "\n".join(lines)
+
+
+def read_step(phases: Mapping[str, float], batch_size: int) -> StepReading:
+    """A measured step (a :class:`~recnotebooks.train.TrainResult`'s or a :class:`StepMeasurement`'s
+    ``phases``: seconds per step by phase) read phase by phase: shares, the largest phase, the step
+    without its data phase (:class:`StepReading`). Phases must be finite seconds >= 0, at least
+    one of them > 0."""
+    if not isinstance(phases, Mapping) or not phases:
+        raise TypeError(f"phases must be a non-empty dict of phase -> seconds, got {type(phases).__name__}")
+    secs = {str(k): check_float(f"phases[{k!r}]", v, lo=0.0) for k, v in phases.items()}
+    if not sum(secs.values()) > 0:
+        raise ValueError(f"phases must add up to more than 0 seconds, got {secs}")
+    return StepReading(secs, check_int("batch_size", batch_size, lo=1))

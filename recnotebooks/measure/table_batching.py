@@ -15,11 +15,20 @@ and a sparse SGD update of the rows looked up. The loop gets its inputs already 
 table (its best case: splitting a batch by table is not timed). The two sides take turns,
 and each row reports the fastest of several runs with their median and slowest.
 :data:`PUBLISHED_SPEEDUPS` are TorchRec's GPU figures for the same comparison.
+
+A sweep says when it cannot be read as a trend (:func:`table_batching_flags`), by the project's one
+rule for measured numbers (:func:`recnotebooks.timing.reliability`: other programs kept busy more
+cores than its thread left free, or its runs varied too much) and by one rule of its own: the
+fixed cost per table and the work per lookup make each side's step a straight line in the
+number of tables, so the speedup (their ratio) can only rise or only fall with it; a speedup
+that steps back against the sweep's trend by more than :data:`DIP_TOLERANCE` is noise, not the
+lookups.
 """
 
 from __future__ import annotations
 
 import statistics
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +40,8 @@ from recnotebooks.checks import check_device, check_int, check_int_list
 from recnotebooks.config import TableConfig
 from recnotebooks.nn import EmbeddingBagCollection, SparseSGD
 from recnotebooks.sparse import JaggedBatch
-from recnotebooks.threads import choose_threads, use_threads
+from recnotebooks.threads import choose_threads, load_monitor, use_threads
+from recnotebooks.timing import reliability, spread
 
 __all__ = [
     "FUSED",
@@ -42,6 +52,7 @@ __all__ = [
     "measure_table_batching",
     "published_speedups",
     "speedups",
+    "table_batching_flags",
     "table_batching_summary",
     "table_batching_takeaway",
 ]
@@ -62,6 +73,13 @@ PUBLISHED_SOURCE = (
 )
 #: TorchRec's published speedup of the fused (table-batched) module over the loop, on GPU.
 PUBLISHED_SPEEDUPS: dict[int, float] = {10: 3.0, 100: 10.2, 1000: 13.1}
+#: A measured speedup that steps back against the sweep's trend by more than this share (10%)
+#: between two table counts makes the sweep non-monotonic: the fastest of several runs varies by a
+#: few percent on a quiet machine, so a larger step back is other work on the machine.
+DIP_TOLERANCE = 0.10
+#: Characters per printed line: the take-away breaks between words within a notebook's output
+#: area at 1280 px (about 108 monospace characters), never inside a number.
+PRINT_WIDTH = 100
 
 
 @dataclass
@@ -187,7 +205,10 @@ def measure_table_batching(
     untimed step), the two sides taking turns; ``seconds_per_step`` is the fastest run (on
     a shared machine other processes only ever *add* time, so the fastest run is the least
     disturbed), ``median_s`` and ``max_s`` show the spread. ``speedup`` (on the loop's
-    rows) is the loop's ``seconds_per_step`` over the fused one's. ``threads``: CPU threads
+    rows) is the loop's ``seconds_per_step`` over the fused one's. ``other_load`` (cores other
+    programs kept busy while the table count was measured; ``None``: unknown, or too short to
+    tell), ``reliable`` and ``reliability`` apply :func:`recnotebooks.timing.reliability` to its
+    runs (:func:`table_batching_flags` reads them). ``threads``: CPU threads
     (default one: both sides are bound by per-operation costs, and on a busy machine a
     step split over threads waits for its slowest thread, which makes timings erratic;
     ``None``: the thread policy's, :func:`recnotebooks.threads.choose_threads`). See the
@@ -208,22 +229,28 @@ def measure_table_batching(
     reps = check_int("repeats", repeats, lo=1, hi=50)
     n = check_int("steps", steps, lo=1, hi=1000)
     dev = _device(device)
-    with use_threads(choose_threads(threads).threads):
-        return [row for t in counts for row in _measure_pair(t, b, p, d, r, reps, n, dev, seed)]
+    choice = choose_threads(threads)
+    with use_threads(choice.threads) as used:
+        spare = float(max(0, choice.cores - used))
+        return [row for t in counts for row in _measure_pair(t, b, p, d, r, reps, n, dev, seed, spare)]
 
 
 def _measure_pair(
-    t: int, b: int, p: int, d: int, r: int, reps: int, n: int, dev: torch.device, seed: int
+    t: int, b: int, p: int, d: int, r: int, reps: int, n: int, dev: torch.device, seed: int, spare: float
 ) -> list[dict[str, object]]:
-    """The two rows of one table count (see :func:`measure_table_batching`)."""
+    """The two rows of one table count (see :func:`measure_table_batching`); ``spare``: the cores
+    its thread(s) left free."""
     pair = build_pair(t, batch_size=b, pooling=p, embedding_dim=d, rows_per_table=r, device=dev, seed=seed)
     fused_step(pair, 0), loop_step(pair, 0)  # untimed: allocator, kernel selection, JIT
     times: dict[str, list[float]] = {FUSED: [], LOOP: []}
+    load_monitor().mark()
     for k in range(reps):  # alternate the order so neither side always runs second
         order = ((FUSED, fused_step), (LOOP, loop_step))
         for name, step in order if k % 2 == 0 else order[::-1]:
             times[name].append(_seconds_per_step(step, pair, n))
+    other = load_monitor().since_mark().others
     speedup = min(times[LOOP]) / min(times[FUSED])
+    why = reliability(reps, max(spread(ts) for ts in times.values()), other, spare)
     return [
         {
             "num_tables": t,
@@ -237,6 +264,9 @@ def _measure_pair(
             "device": str(dev),
             "threads": torch.get_num_threads(),
             "what": WHAT,
+            "other_load": other,
+            "reliable": not why,
+            "reliability": why,
         }
         for name, ts in times.items()
     ]
@@ -266,13 +296,49 @@ def published_speedups() -> list[dict[str, object]]:
     ]
 
 
+def _dips(ratio: dict[int, float], tolerance: float) -> list[tuple[int, int]]:
+    """Pairs of successive table counts ``(a, b)`` where the speedup stepped back against the
+    sweep's trend (its direction from the smallest count to the largest) by more than
+    ``tolerance``."""
+    counts = sorted(ratio)
+    rising = ratio[counts[-1]] >= ratio[counts[0]]
+    return [
+        (a, b)
+        for a, b in zip(counts, counts[1:], strict=False)
+        if (ratio[b] < ratio[a] * (1 - tolerance) if rising else ratio[b] > ratio[a] * (1 + tolerance))
+    ]
+
+
+def table_batching_flags(rows: Sequence[dict[str, object]], tolerance: float = DIP_TOLERANCE) -> list[str]:
+    """Why a sweep of :func:`measure_table_batching` cannot be read as a trend, in words (``[]``:
+    it can): each table count whose runs were unreliable (:func:`recnotebooks.timing.reliability`:
+    other programs busy on the cores its thread needed, runs that varied too much), and each step
+    of the speedup back against the sweep's trend by more than ``tolerance`` (non-monotonic; see
+    the module docstring). Rows without a verdict (made by hand) count as reliable."""
+    flags = [
+        f"at {x['num_tables']} table{'s' if x['num_tables'] != 1 else ''}: {x['reliability']}"
+        for x in sorted(rows, key=lambda x: int(x["num_tables"]))  # type: ignore[call-overload]
+        if x.get("implementation") == LOOP and x.get("reliable") is False
+    ]
+    ratio = {int(x["num_tables"]): float(x["speedup"]) for x in speedups(rows)}  # type: ignore[call-overload,arg-type]
+    flags += [
+        f"the speedup went from {ratio[a]:.2f}x at {a} tables to {ratio[b]:.2f}x at {b}, against the "
+        f"trend by more than {tolerance:.0%}: a fixed cost per table cannot do that, other work on the "
+        "machine can"
+        for a, b in _dips(ratio, tolerance)
+    ]
+    return flags
+
+
 def table_batching_summary(rows: Sequence[dict[str, object]]) -> dict[str, object]:
     """The numbers a take-away may quote, from :func:`measure_table_batching`'s rows.
 
     ``faster_from``: the smallest table count from which the fused lookup was faster at
     every larger count measured (``None`` if it was not faster at the largest);
     ``speedup``: table count -> measured speedup; ``loop_growth``/``fused_growth``: how many
-    times longer a step took at the largest table count than at the smallest.
+    times longer a step took at the largest table count than at the smallest; ``monotonic``:
+    whether the speedup kept its trend at every step (within :data:`DIP_TOLERANCE`);
+    ``flags``: :func:`table_batching_flags` (``[]``: the sweep can be read as a trend).
     """
     ratio = {int(x["num_tables"]): float(x["speedup"]) for x in speedups(rows)}  # type: ignore[call-overload,arg-type]
     counts = sorted(ratio)
@@ -290,6 +356,8 @@ def table_batching_summary(rows: Sequence[dict[str, object]]) -> dict[str, objec
         "largest": hi,
         "loop_growth": sec[hi, LOOP] / sec[lo, LOOP],
         "fused_growth": sec[hi, FUSED] / sec[lo, FUSED],
+        "monotonic": not _dips(ratio, DIP_TOLERANCE),
+        "flags": table_batching_flags(rows),
     }
 
 
@@ -304,8 +372,16 @@ def table_batching_takeaway(summary: dict[str, object]) -> str:
         else f"not faster at {hi} tables here"
     )
     loop, fused = summary["loop_growth"], summary["fused_growth"]
-    return (
+    text = (
         f"Measured here: from {lo} to {hi} tables the loop's step grew {loop:.0f}x and the fused step "
         f"{fused:.1f}x; at {hi} tables the fused lookup ran {ratio:.1f}x as fast as the loop "
         f"({where})."
+    )
+    flags: list[str] = summary.get("flags") or []  # type: ignore[assignment]
+    paragraphs = [text]
+    if flags:
+        why = "; ".join(flags)
+        paragraphs.append(f"⚠ NOT RELIABLE as a trend (close other programs, run the cell again): {why}.")
+    return "\n".join(
+        textwrap.fill(p, PRINT_WIDTH, break_long_words=False, break_on_hyphens=False) for p in paragraphs
     )

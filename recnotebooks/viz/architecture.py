@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import altair as alt
+
 from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.doctor import available_memory_bytes
 from recnotebooks.measure import (
@@ -20,7 +22,7 @@ from recnotebooks.measure import (
     default_max_rows,
     measure_step_cached,
 )
-from recnotebooks.measure.table_batching import published_speedups, speedups
+from recnotebooks.measure.table_batching import published_speedups, speedups, table_batching_flags
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.timing import PHASES
@@ -286,9 +288,13 @@ def table_batching_chart(rows: list[dict[str, object]]) -> object:
         detail=detail,
         y_format=".3~f",
     )
-    return (ratio.properties(width=440, height=220) & times.properties(width=440, height=220)).resolve_scale(
+    chart = (ratio.properties(width=440, height=220) & times.properties(width=440, height=220)).resolve_scale(
         color="independent"
     )
+    if table_batching_flags(rows):  # a busy machine or a step back against the trend: said above both charts
+        warning = "⚠ NOT RELIABLE as a trend: why is printed below the chart"
+        chart = chart.properties(title=alt.TitleParams(warning, color="#b42318", fontSize=13, anchor="start"))
+    return chart
 
 
 # ----- a model's parts: where its parameters and FLOPs go (notebook 01 §6) -----------------------
