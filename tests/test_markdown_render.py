@@ -18,9 +18,10 @@ pattern ships in the 4.6.6 bundle this project installs; the MathJax delimiters 
 steps: code removed, Markdown's backslash escapes undone, then MathJax's delimiters searched in
 each paragraph.
 
-The course has no real math in its markdown (formulas are written in words or in code spans), so
-nothing may be typeset, and the project writes money one way: "USD 9.2", never a dollar sign
-(notebooks/README.md, Conventions).
+The course's markdown holds real math in a few places (notebook 01's cross layer, in TeX between
+dollar signs): such a piece must be a formula (:func:`is_formula`: symbols, numbers, TeX commands and
+one-letter names, no words of prose), and nothing else may be typeset. The project writes money one
+way: "USD 9.2", never a dollar sign (notebooks/README.md, Conventions).
 """
 
 from __future__ import annotations
@@ -149,6 +150,19 @@ def typeset_as_math(source: str) -> list[str]:
     return found
 
 
+#: a TeX command (``\\sum``, ``\\odot``) or a braced sub/superscript (``W_{ij}``): a formula's own words
+_TEX_WORDS = re.compile(r"\\[A-Za-z]+|[_^]\{[^{}]*\}")
+
+
+def is_formula(math: str) -> bool:
+    """Whether a typeset piece is a formula someone meant: with its TeX commands and braced
+    sub/superscripts left out, it has a letter and no word of two letters or more. Prose caught
+    between two dollar amounts ("$9.2 on Big Basin, $") has words; two amounts alone ("$5, $")
+    have no letter."""
+    inner = _TEX_WORDS.sub(" ", math.strip("$"))
+    return bool(re.search(r"[A-Za-z]", inner)) and not re.search(r"[A-Za-z]{2,}", inner)
+
+
 def dollars(source: str) -> list[str]:
     """Each dollar sign in the rendered prose (code left out), with a little context: the course
     writes money as "USD 9.2" (notebooks/README.md), since one more "$" in the paragraph would
@@ -223,13 +237,33 @@ def test_no_markdown_is_typeset_as_math(notebook: str) -> None:
     """No text of the course is eaten by MathJax, and no dollar sign waits for a second one."""
     mine = [(where, source) for where, source in _markdown() if _of(where, notebook)]
     assert mine or notebook.endswith("README.md")
-    bad = [f"{where}: typeset as math {math!r}" for where, source in mine for math in typeset_as_math(source)]
+    bad = [
+        f"{where}: typeset as math {math!r}"
+        for where, source in mine
+        for math in typeset_as_math(source)
+        if not is_formula(math)
+    ]
     bad += [
         f"{where}: a dollar sign in prose (write money as 'USD 9.2'): ...{near!r}..."
         for where, source in mine
         for near in dollars(source)
     ]
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    ("math", "meant"),
+    [
+        ("$y = x \\odot (W x + b) + x$", True),
+        ("$$y_i = \\sum_j W_{ij}\\, x_i\\, x_j + (b_i + 1)\\, x_i ,$$", True),
+        ("$l + 1$", True),
+        ("$9.2 on Big Basin, $", False),  # 05 §4 as it stood
+        ("$1.4 (B200) to $", False),
+        ("$5, $", False),  # two amounts, no formula
+    ],
+)
+def test_a_formula_is_told_from_prose_caught_between_dollars(math: str, meant: bool) -> None:
+    assert is_formula(math) is meant
 
 
 def test_the_currency_convention_is_stated() -> None:
