@@ -96,13 +96,13 @@ def _cheapest(answer: object) -> tuple[bool, str]:
     key = _job(_cheapest_key(), CHEAPEST_DEADLINE_H, 100_000)
     cost, best = o.job.cost_usd, key.job.cost_usd  # type: ignore[union-attr]
     if cost <= best * _TOLERANCE + 0.01:
-        return True, f"Right: ${cost:,.2f} meets the deadline."
-    return False, f"It meets the deadline but costs ${cost:,.2f}; a cheaper setting does too."
+        return True, f"Right: USD {cost:,.2f} meets the deadline."
+    return False, f"It meets the deadline but costs USD {cost:,.2f}; a cheaper setting does too."
 
 
 @register(
     "06.fastest",
-    f"Same job as 06.cheapest. Within a budget of ${FASTEST_BUDGET_USD} (and any deadline), find the "
+    f"Same job as 06.cheapest. Within a budget of USD {FASTEST_BUDGET_USD} (and any deadline), find the "
     "setting that trains fastest; pass the app (or a dict of settings).",
     "More devices finish sooner but each device-hour costs; watch both the time and the cost bars.",
     "The lever chart shows what one notch of each control buys; follow it while the budget holds.",

@@ -259,7 +259,7 @@ class Outcome:
         if self.job.hours > float(self.values["deadline_h"]):  # type: ignore[arg-type]
             why.append(f"misses the deadline: {self.job.hours:,.3g} h > {self.values['deadline_h']} h")
         if self.job.cost_usd > float(self.values["budget_usd"]):  # type: ignore[arg-type]
-            why.append(f"over budget: ${self.job.cost_usd:,.0f} > ${self.values['budget_usd']:,}")
+            why.append(f"over budget: USD {self.job.cost_usd:,.0f} > USD {self.values['budget_usd']:,}")
         return why
 
 
