@@ -37,12 +37,13 @@ INDENT = "  "
 def wrap_line(line: str, limit: int = REPORT_CHARS) -> list[str]:
     """``line`` broken into lines of at most ``limit`` characters, after a "; ", a " · ", a ", "
     or a space, the first of these (in that order) found in the second half of the line's first
-    ``limit`` characters, so that a clause stays whole where it can (a word longer than ``limit``
+    ``limit`` characters, so that a clause stays whole where it can, and not at a space after a
+    number where another will do, so that a number keeps its unit (a word longer than ``limit``
     stays whole, on a line of its own)."""
     out = []
     seps = ("; ", " · ", ", ", " ")
     while len(line) > limit:
-        found = [(line.rfind(sep, 0, limit), sep) for sep in seps]
+        found = [(line.rfind(sep, 0, limit), sep) for sep in seps[:-1]] + [(_space(line, limit), " ")]
         cut, sep = next(((c, x) for c, x in found if c > limit // 2), max(found))
         if cut <= 0:  # a first word longer than the line: it stays whole, on a line of its own
             after = [(c, x) for c, x in ((line.find(sep, 1), sep) for sep in seps) if c > 0]
@@ -52,6 +53,15 @@ def wrap_line(line: str, limit: int = REPORT_CHARS) -> list[str]:
         out.append(line[: cut + len(sep)].rstrip())
         line = line[cut + len(sep) :]
     return [*out, line]
+
+
+def _space(line: str, limit: int) -> int:
+    """The last space within ``line``'s first ``limit`` characters, one after a number skipped
+    ("6.15 ms" stays on one line) where another is found in the second half of them."""
+    last = cut = line.rfind(" ", 0, limit)
+    while cut > limit // 2 and line[cut - 1].isdigit():
+        cut = line.rfind(" ", 0, cut)
+    return cut if cut > limit // 2 else last
 
 
 def wrap_report(text: str, width: int = REPORT_CHARS, indent: str = INDENT) -> list[str]:

@@ -21,6 +21,7 @@ from recnotebooks.measure.validate import TARGETS, VALIDATION_SWEEP, ValidationR
 from recnotebooks.measure.verdict import PROBE_TOLERANCE, Verdict, probe_reason, verdict
 from recnotebooks.text import REPORT_CHARS
 from recnotebooks.threads import CpuLoad
+from recnotebooks.viz.report import say
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "02_gpu_efficiency.ipynb"
 BUSY = "other programs kept 1.2 cores busy while it ran"
@@ -157,7 +158,8 @@ def _exec_notebook_cell(source: str, report: ValidationResult, monkeypatch: pyte
     monkeypatch.setattr(val, "calibrate_and_validate", lambda **kw: (report, None, {}))
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        exec(source, {"VALIDATE_REPEATS": 1, "SMOKE": True})  # the notebook's own cell, as it runs
+        # the notebook's own cell, as it runs (say: imported by an earlier cell)
+        exec(source, {"VALIDATE_REPEATS": 1, "SMOKE": True, "say": say})
     return buf.getvalue()
 
 
