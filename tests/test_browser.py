@@ -130,10 +130,13 @@ PAGE_FAULTS = f"""() => {{
     return {{label: (s.querySelector('.widget-label') || s).innerText.slice(0, 40),
              track_px: track ? Math.round(track.getBoundingClientRect().width) : 0}};
   }}).filter(t => t.track_px < {MIN_TRACK_PX});
-  // output or markdown text typeset as math ("$50 > $30" read as TeX; the course has no real math)
+  // output or markdown text typeset as math ("$50 > $30" read as TeX); a markdown cell says which
+  // cell it is (its index among the notebook's cells), so a cell whose math is all formulas passes
   const typeset = ':is(.jp-OutputArea-output, .jp-MarkdownOutput)';
-  const math = [...root.querySelectorAll(`${{typeset}} :is(mjx-container, .MathJax)`)]
-    .map(m => (m.closest(typeset).innerText || '').slice(0, 80));
+  const cells = [...root.querySelectorAll('.jp-Cell')];
+  const math = [...root.querySelectorAll(`${{typeset}} :is(mjx-container, .MathJax)`)].map(m => ({{
+    cell: m.closest('.jp-MarkdownOutput') ? cells.indexOf(m.closest('.jp-Cell')) : -1,
+    text: (m.closest(typeset).innerText || '').slice(0, 80)}}));
   return {{duplicate_ids: dup, too_wide: wide, area_width: Math.max(0, ...widths),
            controls_too_wide: controls, cut_text: [...new Set(cut)], cut_controls: cutControls,
            short_tracks: tracks, math: math}};
@@ -331,8 +334,21 @@ def _bar_faults(page: object, must_have: bool) -> list[str]:
     return faults
 
 
-def _page_faults(page: object) -> list[str]:
+def _formula_cells(notebook: str) -> set[int]:
+    """Indices of the markdown cells whose typeset pieces are all formulas (notebook 01's cross
+    layer): MathJax may typeset those, and nothing else (tests/test_markdown_render.py)."""
+    from test_markdown_render import is_formula, typeset_as_math
+
+    cells = json.loads((NOTEBOOKS / notebook).read_text())["cells"]
+    pieces = {
+        i: typeset_as_math("".join(c["source"])) for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+    }
+    return {i for i, found in pieces.items() if found and all(is_formula(m) for m in found)}
+
+
+def _page_faults(page: object, notebook: str) -> list[str]:
     found = page.evaluate(PAGE_FAULTS)  # type: ignore[attr-defined]
+    formulas = _formula_cells(notebook)
     area = found["area_width"]
     return (
         [f"element id used twice in the outputs: {i!r}" for i in found["duplicate_ids"]]
@@ -341,7 +357,7 @@ def _page_faults(page: object) -> list[str]:
         + [f"chart text cut short: {t!r}" for t in found["cut_text"]]
         + [f"control text cut short: {t!r}" for t in found["cut_controls"]]
         + [f"slider track shorter than {MIN_TRACK_PX} px: {t}" for t in found["short_tracks"]]
-        + [f"text typeset as math: {t!r}" for t in found["math"]]
+        + [f"text typeset as math: {m['text']!r}" for m in found["math"] if m["cell"] not in formulas]
     )
 
 
@@ -409,10 +425,10 @@ def test_notebook_runs_clean_in_jupyterlab(
         _wait_for_charts(page, expected=len(widgets))
         _fit_viewport(page, layout)
         _shoot(page, shots, stem)
-        faults += _page_faults(page) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
+        faults += _page_faults(page, notebook) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
         if notebook in SLIDERS:
             _move_slider(page, notebook, shots)
-            again = _page_faults(page) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
+            again = _page_faults(page, notebook) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
             faults += [f"after the slider: {f}" for f in again]
         faults += [f"Vega on the console: {t[:300]}" for t in dict.fromkeys(console)]
         assert faults == [], f"{notebook} ({layout}): what a learner would see wrong:\n" + "\n".join(faults)

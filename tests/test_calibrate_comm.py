@@ -11,6 +11,9 @@ import pytest
 from recnotebooks.measure import calibrate_comm as CC
 from recnotebooks.perf.hardware import HARDWARE, load_calibration, save_calibration
 
+#: the verdict a calibration's raw figures carry (measure.calibrate.calibration_verdict), for the fakes
+PASSED = {"passed": True, "verdict": "PASSED", "why_not": []}
+
 
 def test_fit_recovers_latency_and_bandwidth_from_synthetic_timings() -> None:
     rng = np.random.default_rng(0)
@@ -233,7 +236,9 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypa
     fits = [{"collective": "all_to_all", "world_size": 2, "latency_s": 1e-4, "bandwidth": 1e9}]
     monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "cal.json"))
     monkeypatch.setattr(
-        commands, "calibrate", lambda device, quick: (base, {"probe": {"gflops": 1.0, "copy_bw": 1.0}})
+        commands,
+        "calibrate",
+        lambda device, quick: (base, {"probe": {"gflops": 1.0, "copy_bw": 1.0}, **PASSED}),
     )
     monkeypatch.setattr(commands, "calibrate_collectives",
                         lambda hw, quick: (hw.replace(collective_latency_s=77e-6, intra_node_bw=0.5e9),
@@ -266,7 +271,7 @@ def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_ke
     for hw, words in ((base, "the preset's (--collectives measures them here)"),
                       (measured, "kept from the saved --collectives calibration")):  # fmt: skip
         monkeypatch.setattr(
-            commands, "calibrate", lambda device, quick, hw=hw: (hw, {"probe": {"gflops": 1.0}})
+            commands, "calibrate", lambda device, quick, hw=hw: (hw, {"probe": {"gflops": 1.0}, **PASSED})
         )
         out, show_it = commands.run(build_parser().parse_args(["calibrate", "--quick"]), SystemExit)
         show_it(out)

@@ -137,12 +137,14 @@ def published_vs_modeled(
     ]
     y_axis, step, _ = band_axis(names, None)
     y = alt.Y(f"{by}:N", sort=names, axis=y_axis)
-    scale = alt.Scale(type="log", zero=False)
+    scale = alt.Scale(type="log")  # a log scale has no zero: naming it makes Vega-Lite warn
     x = alt.X("value:Q", scale=scale, title=value_title, axis=alt.Axis(format=value_format, tickCount=4))
     kinds = list(KINDS)
-    color = alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=list(KINDS.values())),
-                      legend=alt.Legend(title=None, orient="top"))  # fmt: skip
-    shape = alt.Shape("kind:N", scale=alt.Scale(domain=kinds, range=["diamond", "circle"]), legend=None)
+    # one legend for colour and shape (the same field, the same legend): a diamond and a circle in
+    # their colours; a legend on one and none on the other is a conflict Vega-Lite warns about
+    legend = alt.Legend(title=None, orient="top")
+    color = alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=list(KINDS.values())), legend=legend)
+    shape = alt.Shape("kind:N", scale=alt.Scale(domain=kinds, range=["diamond", "circle"]), legend=legend)
     tips = [
         tooltip(by, "N"),
         tooltip("kind", "N"),
