@@ -576,7 +576,7 @@ PRESET_TRAINING: Mapping[str, Mapping[str, object]] = {
     # eps 1e-8, no warm-up or decay (the reference's ADAGRAD_EPS and --lr_warmup_steps in its
     # dlrm_main.py, https://github.com/mlcommons/training/tree/master/recommendation_v2/torchrec_dlrm);
     # one learning rate, 0.004 at 55,296 (0.0034 at 135,168), as MLPerf's reference convergence points
-    # were run (opt_base_learning_rate, recnotebooks.perf.convergence) and NVIDIA's logs record it (the
+    # were run (opt_base_learning_rate, recnotebooks.published.convergence) and NVIDIA's logs record it (the
     # reference README's command, at another batch, uses 0.005); the global
     # batch of NVIDIA's v3.0 submissions: 55,296 on one 8-GPU node (8 x 6,912, its 1x8x6912 config),
     # 135,168 on 8 nodes (8 x 8 x 2,112, its 8x8x2112 config, learning rate 0.0034 there), in

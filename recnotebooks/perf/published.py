@@ -26,22 +26,17 @@ from functools import partial
 from recnotebooks.checks import check_fraction, check_type
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.components.ops import HUGECTR
-from recnotebooks.perf.convergence import EVAL_SAMPLES, evaluations
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import GB, Hardware, hardware
-from recnotebooks.perf.mlperf import (
-    FIT_ROUNDS,
-    HELD_OUT_ROUNDS,
-    MLPERF_DCNV2_RESULTS,
-    TRAIN_SAMPLES,
-    MLPerfResult,
-)
 from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.mlperf_systems import mlperf_layout
 from recnotebooks.perf.placement import _percent
 from recnotebooks.perf.result import CostResult, overlapped_step
 from recnotebooks.perf.sources import cite
 from recnotebooks.plan import Plan
+from recnotebooks.published.convergence import EVAL_SAMPLES, evaluations
+from recnotebooks.published.mlperf import FIT_ROUNDS, HELD_OUT_ROUNDS, TRAIN_SAMPLES, MLPerfResult
+from recnotebooks.published.mlperf_results import MLPERF_DCNV2_RESULTS
 
 __all__ = ["PublishedRun", "PUBLISHED_RUNS", "TORCHREC_README_ROWS", "compare_published"]
 
@@ -258,8 +253,8 @@ def mlperf_seconds(
     HugeCTR overlaps communication with compute (``step_time_overlap``), or, with
     ``overlapped=False``, at the step's components one after another (``step_time``: a training loop
     that runs forward, backward and the optimizer in turn, as :data:`CPU_SETUP`'s), and its
-    evaluations (:func:`recnotebooks.perf.convergence.evaluations`), each
-    :data:`~recnotebooks.perf.convergence.EVAL_SAMPLES` samples through the forward pass: each
+    evaluations (:func:`recnotebooks.published.convergence.evaluations`), each
+    :data:`~recnotebooks.published.convergence.EVAL_SAMPLES` samples through the forward pass: each
     rank's embedding lookups, a third of its MLP and interaction time (forward of forward + two
     backward GEMMs) and half its all-to-all."""
     samples = epochs * TRAIN_SAMPLES
@@ -304,8 +299,8 @@ def _mlperf_run(m: MLPerfResult) -> PublishedRun:
 
 
 #: One :class:`PublishedRun` per MLPerf DLRM-DCNv2 GPU result that logged its throughput
-#: (:data:`~recnotebooks.perf.mlperf.MLPERF_DCNV2_RESULTS`), the runs a round republished from an
-#: earlier one left out; rounds in :data:`~recnotebooks.perf.mlperf.HELD_OUT_ROUNDS` are the
+#: (:data:`~recnotebooks.published.mlperf_results.MLPERF_DCNV2_RESULTS`), the runs a round republished from an
+#: earlier one left out; rounds in :data:`~recnotebooks.published.mlperf.HELD_OUT_ROUNDS` are the
 #: held-out test (never used to fit :data:`~recnotebooks.perf.components.ops.HUGECTR`).
 MLPERF_RUNS: tuple[PublishedRun, ...] = tuple(
     _mlperf_run(m)
