@@ -28,6 +28,10 @@ MOVED: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ),  # fmt: skip
         ("recnotebooks.published.mlperf_results", ("MLPERF_DCNV2_RESULTS", "READ_DATE", "SOURCE_COMMITS")),
     ],
+    "recnotebooks.perf.sources": [("recnotebooks.published.sources", ("DOCUMENTS", "cite"))],
+    "recnotebooks.perf.published": [
+        ("recnotebooks.published.runs", ("TORCHREC_README_ROWS", "TORCHREC_UVM", "TORCHREC_UVM_SOURCE")),
+    ],
     "recnotebooks.perf.convergence": [
         (
             "recnotebooks.published.convergence",

@@ -1,7 +1,7 @@
 """Hardware presets for the efficiency model (:data:`HARDWARE`), each number with its source.
 
 Each preset is a :class:`~recnotebooks.perf.hardware_record.Hardware`. Sources are in
-``Hardware.sources``: the public documents of :mod:`recnotebooks.perf.sources` (vendor
+``Hardware.sources``: the public documents of :mod:`recnotebooks.published.sources` (vendor
 datasheets and whitepapers, the talks and papers that describe Big Basin, Zion and ZionEX),
 *measured* where a number was measured, or marked *approximate* / *modeling assumption*
 where no spec gives the number (efficiency curves, per-op overheads). ``this_machine`` holds the
@@ -18,12 +18,12 @@ the rack, so collectives among MLPerf's 4-GPU trays run over NVLink, which ``int
 from __future__ import annotations
 
 from recnotebooks.perf.hardware_record import GB, TB, Hardware
-from recnotebooks.perf.sources import cite
+from recnotebooks.published.sources import cite
 
 __all__ = ["HARDWARE"]
 
 
-# ----- sources (titles and addresses in recnotebooks.perf.sources) --------------------------
+# ----- sources (titles and addresses in recnotebooks.published.sources) --------------------------
 _APPROX = "approximate"
 _GEMM = (
     "modeling assumption (approximate): large GEMMs reach ~80-85% of dense peak, and a "

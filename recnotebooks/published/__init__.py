@@ -6,6 +6,9 @@
   table that ``datasets/mlperf_dcnv2.py`` generates;
 - :mod:`~recnotebooks.published.convergence`: MLPerf's reference convergence points and the
   curve its checker draws through them.
+- :mod:`~recnotebooks.published.runs`: the training throughputs the TorchRec project, NVIDIA
+  and the DLRM paper published, and TorchRec's UVM-caching benchmark;
+- :mod:`~recnotebooks.published.sources`: the public documents cited, hardware's included.
 
 The model is compared with these numbers in :mod:`recnotebooks.perf.published`.
 """
