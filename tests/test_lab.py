@@ -218,6 +218,21 @@ def test_exercises_are_listed_per_notebook() -> None:
     assert ids and all(i.startswith("01.") for i in ids)
 
 
+@pytest.mark.parametrize("notebook", ["00", "01", "02", "03", "04", "05", "06"])
+def test_a_notebook_shows_its_exercises_one_a_line_within_its_width(notebook: str) -> None:
+    from IPython.lib.pretty import pretty
+
+    from recnotebooks.text import REPORT_CHARS
+
+    listed = lab.exercises(notebook)
+    shown = pretty(listed)  # what a cell ending in exercises("NN") shows as text
+    assert shown == str(listed) and all(len(line) <= REPORT_CHARS for line in shown.splitlines())
+    starts = [line.split(": ", 1)[0] for line in shown.splitlines() if not line.startswith(" ")]
+    assert starts == [i for i, _ in listed]  # one exercise a line (its wrapped rest indented)
+    assert " ".join(shown.split()) == " ".join(f"{i}: {t}" for i, t in listed)  # every word, whole
+    assert dict(listed) and isinstance(listed, list)  # still the list of (id, title) pairs
+
+
 def test_numpy_and_torch_scalars_are_numbers() -> None:
     import numpy as np
     import torch

@@ -67,8 +67,7 @@ def test_notebook_runs_headless_in_smoke_mode(path: Path, monkeypatch: pytest.Mo
     assert walls == [], (
         f"{path.name}: (cell, characters) of outputs too long to read; print what a learner needs"
     )
-    if path.stem not in WIDE_PRINTS_PENDING:
-        assert _too_wide(nb) == [], f"{path.name}: printed lines wider than the notebook; print with say()"
+    assert _too_wide(nb) == [], f"{path.name}: printed lines wider than the notebook; print with say()"
 
 
 #: The most characters one output may show as text: about a page (a printed Result, 9,400 characters
@@ -84,17 +83,27 @@ def _shown_text(output: dict) -> str:
     return str(data.get("text/plain", "")) if set(data) <= {"text/plain"} else ""
 
 
-#: Notebooks whose cells still print() lines wider than REPORT_CHARS (their rows and the library's notes):
-#: each leaves this set once those cells print with recnotebooks.viz.report.say.
-WIDE_PRINTS_PENDING = {"01_dlrm_anatomy", "02_gpu_efficiency", "03_embedding_placement_and_caches",
-                       "04_multi_gpu_sharding", "05_server_design"}  # fmt: skip
-
-
 def _too_wide(nb: object) -> list[tuple[int, int, str]]:
-    """(cell, characters, line) of every printed line longer than REPORT_CHARS: JupyterLab would break
-    it anywhere, inside a number (recnotebooks.viz.report)."""
-    from recnotebooks.viz.report import REPORT_CHARS
+    """(cell, characters, line) of every line a cell shows as text (printed, or a result with nothing
+    richer, such as ``exercises("04")``) longer than REPORT_CHARS: JupyterLab would break it anywhere,
+    inside a number (recnotebooks.text). A line that is one unbreakable token (a bare URL), with at
+    most its indentation before it, is allowed: it cannot be broken at a word boundary."""
+    from recnotebooks.text import REPORT_CHARS
 
     return [(i, len(line), line[:60]) for i, c in enumerate(nb.cells) if c.cell_type == "code"  # type: ignore[attr-defined]
-            for o in c.outputs if o.output_type == "stream"
-            for line in str(o.text).splitlines() if len(line) > REPORT_CHARS]  # fmt: skip
+            for o in c.outputs for line in _shown_text(o).splitlines()
+            if len(line) > REPORT_CHARS and len(line.split()) > 1]  # fmt: skip
+
+
+def test_the_width_check_flags_a_wide_line_and_allows_a_bare_url() -> None:
+    nbformat = pytest.importorskip("nbformat")
+    v4 = nbformat.v4
+    url = "https://example.org/" + "x" * 120
+    wide = "64 GPUs (8 nodes) " + "1.32 ms a step; " * 7
+    html = {"text/plain": wide, "text/html": "<b>"}  # a richer view: what the page shows is not this text
+    nb = v4.new_notebook(cells=[
+        v4.new_code_cell(outputs=[v4.new_output("stream", text=f"ok\n{wide}\n  {url}\n")]),
+        v4.new_code_cell(outputs=[v4.new_output("execute_result", data={"text/plain": repr([wide])})]),
+        v4.new_code_cell(outputs=[v4.new_output("display_data", data=html)]),
+    ])  # fmt: skip
+    assert [(i, n) for i, n, _ in _too_wide(nb)] == [(0, len(wide)), (1, len(repr([wide])))]

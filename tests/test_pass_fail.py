@@ -18,8 +18,10 @@ from recnotebooks.measure import validate as val
 from recnotebooks.measure import validate_dist as VD
 from recnotebooks.measure.calibrate import calibration_verdict
 from recnotebooks.measure.validate import TARGETS, VALIDATION_SWEEP, ValidationResult, ValidationRow
-from recnotebooks.measure.verdict import PRINT_WIDTH, PROBE_TOLERANCE, Verdict, probe_reason, verdict
+from recnotebooks.measure.verdict import PROBE_TOLERANCE, Verdict, probe_reason, verdict
+from recnotebooks.text import REPORT_CHARS
 from recnotebooks.threads import CpuLoad
+from recnotebooks.viz.report import say
 
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "02_gpu_efficiency.ipynb"
 BUSY = "other programs kept 1.2 cores busy while it ran"
@@ -86,7 +88,7 @@ def test_a_failed_validation_says_not_passed_and_why_in_text_and_json() -> None:
     ):
         assert needle in " ".join(text.split()), needle
     assert "NOT RELIABLE: other programs kept 1.2" in text  # under its own row too
-    assert all(len(line) <= PRINT_WIDTH for line in text.splitlines())
+    assert all(len(line) <= REPORT_CHARS for line in text.splitlines())
     d = json.loads(json.dumps(r.to_dict()))
     assert d["passed"] is False and d["pass"] is False and d["verdict"] == "NOT PASSED"
     assert len(d["why_not"]) == 5 and any("65.6 GFLOP/s" in w for w in d["why_not"])
@@ -156,7 +158,8 @@ def _exec_notebook_cell(source: str, report: ValidationResult, monkeypatch: pyte
     monkeypatch.setattr(val, "calibrate_and_validate", lambda **kw: (report, None, {}))
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        exec(source, {"VALIDATE_REPEATS": 1, "SMOKE": True})  # the notebook's own cell, as it runs
+        # the notebook's own cell, as it runs (say: imported by an earlier cell)
+        exec(source, {"VALIDATE_REPEATS": 1, "SMOKE": True, "say": say})
     return buf.getvalue()
 
 

@@ -1,13 +1,22 @@
-"""Printed reports keep within the notebook's width (recnotebooks.viz.report): lines are broken at word
-boundaries only, never inside a number, and nothing is lost or reordered."""
+"""Printed reports keep within the notebook's width (recnotebooks.text, and viz.report's say built on it):
+lines are broken at word boundaries only, never inside a number, and nothing is lost or reordered; the
+width and the wrap have one home."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recnotebooks import text
+from recnotebooks.text import wrap_paragraph
+from recnotebooks.viz import report, tidy
 from recnotebooks.viz.report import INDENT, REPORT_CHARS, say, wrap_report
+
+PACKAGE = Path(text.__file__).parent
 
 # what 06 §5 printed before: JupyterLab broke it inside "4.55" at 848 px
 LONG = (
@@ -71,3 +80,37 @@ def test_no_line_is_wider_than_asked_and_no_word_is_cut(words: list[str], width:
     lines = wrap_report(text, width)
     assert all(len(line) <= width for line in lines)
     assert [w for line in lines for w in line.split()] == text.split()
+
+
+def test_the_width_and_the_wrap_have_one_home() -> None:
+    assert report.wrap_report is text.wrap_report and report.REPORT_CHARS == text.REPORT_CHARS == 100
+    assert tidy.wrap_subtitle(LONG) == text.wrap_line(LONG, tidy.SUBTITLE_CHARS)  # subtitles: same wrap
+    copies = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        src = path.read_text()
+        if re.search(r"^\s*(import textwrap|from textwrap )", src, re.M):
+            copies.append(f"{path.name}: textwrap")
+        copies += [
+            f"{path.name}: {m}"
+            for m in re.findall(r"^\s*([A-Z_]*(?:PRINT|REPORT)_(?:WIDTH|CHARS)) *=", src, re.M)
+        ]
+    assert copies == ["text.py: REPORT_CHARS"], (
+        "print with recnotebooks.text, not a copy of its width or wrap"
+    )
+
+
+def test_a_paragraph_wraps_flush() -> None:
+    lines = wrap_paragraph(LONG, 60).split("\n")
+    assert len(lines) > 1 and all(len(line) <= 60 and not line.startswith(" ") for line in lines)
+    assert " ".join(lines).split() == LONG.split()
+    assert wrap_paragraph("  x\n\ny") == "  x\n\ny"
+
+
+def test_an_indent_that_is_not_spaces_is_refused() -> None:
+    with pytest.raises(ValueError, match="indent"):
+        text.wrap_report(LONG, indent="--")
+
+
+def test_a_number_keeps_its_unit() -> None:
+    line = "MEASURED step here 6.4 ms against 10.3 ms MODELED for the same processes (collectives 6.15 ms)"
+    assert text.wrap_line(line, 92) == [line[: line.index(" 6.15")], "6.15 ms)"]  # not "...6.15", "ms)"

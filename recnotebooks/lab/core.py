@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from recnotebooks.checks import show
+from recnotebooks.text import wrap_report
 from recnotebooks.viz.theme import NO_MATH
 
-__all__ = ["AppSetting", "CannotJudge", "EXERCISES", "Exercise", "Feedback", "answer_key", "check",
-           "exercises", "reset", "smoke_mode"]  # fmt: skip
+__all__ = ["AppSetting", "CannotJudge", "EXERCISES", "Exercise", "ExerciseList", "Feedback", "answer_key",
+           "check", "exercises", "reset", "smoke_mode"]  # fmt: skip
 
 
 def smoke_mode() -> bool:
@@ -115,9 +116,22 @@ def register(
     return deco
 
 
-def exercises(notebook: str = "") -> list[tuple[str, str]]:
-    """``(id, title)`` of the exercises whose id starts with ``notebook`` (e.g. ``"01"``)."""
-    return [(e.id, e.title) for e in EXERCISES.values() if e.id.startswith(notebook)]
+class ExerciseList(list[tuple[str, str]]):
+    """A list of ``(id, title)`` pairs that a notebook shows one exercise per line, each line
+    broken at word boundaries within the notebook's width (:func:`recnotebooks.text.wrap_report`),
+    not as a list's one long repr."""
+
+    def __str__(self) -> str:
+        return "\n".join(wrap_report("\n".join(f"{i}: {title}" for i, title in self))) or "(no exercises)"
+
+    def _repr_pretty_(self, p: object, cycle: bool) -> None:  # IPython's plain-text display
+        p.text(str(self))  # type: ignore[attr-defined]
+
+
+def exercises(notebook: str = "") -> ExerciseList:
+    """``(id, title)`` of the exercises whose id starts with ``notebook`` (e.g. ``"01"``), as a list
+    that a notebook shows one exercise per line, wrapped at words (:class:`ExerciseList`)."""
+    return ExerciseList((e.id, e.title) for e in EXERCISES.values() if e.id.startswith(notebook))
 
 
 def reset(exercise_id: str | None = None) -> None:

@@ -23,7 +23,6 @@ says little about Criteo, where DCN-V2's authors measured theirs (Wang et al. 20
 from __future__ import annotations
 
 import math
-import textwrap
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +32,7 @@ from recnotebooks.config import DLRMConfig, preset, preset_training
 from recnotebooks.data import SyntheticCriteo
 from recnotebooks.metrics import auc
 from recnotebooks.nn import DLRM
+from recnotebooks.text import wrap_paragraph
 from recnotebooks.train import TrainConfig, Trainer, TrainResult
 
 __all__ = [
@@ -48,8 +48,6 @@ __all__ = [
 EVAL_BATCHES = 16
 #: The two models' names, by interaction.
 MODELS = {"dcn": "DLRM-DCNv2 (cross network)", "dot": "DLRM (dot interaction)"}
-#: Characters per printed line (a notebook's output area at 1280 px holds about 108).
-PRINT_WIDTH = 100
 
 
 def dot_sibling(config: DLRMConfig) -> DLRMConfig:
@@ -136,7 +134,7 @@ class InteractionComparison:
         ]
 
     def takeaway(self) -> str:
-        """The comparison in words, wrapped at :data:`PRINT_WIDTH` characters."""
+        """The comparison in words, wrapped at word boundaries (:func:`~recnotebooks.text.wrap_paragraph`)."""
         a, d, se = self.auc, self.difference, self.standard_error
         ahead = MODELS["dcn" if d > 0 else "dot"].split(" (")[0]
         verdict = (
@@ -152,7 +150,7 @@ class InteractionComparison:
             f"The teacher that labelled the data scores {self.teacher_auc:.3f} on them: both models are "
             "still far from what the data allow.",
         ]
-        return "\n".join(textwrap.fill(x, PRINT_WIDTH, break_on_hyphens=False) for x in lines)
+        return wrap_paragraph("\n".join(lines))
 
 
 def _train(

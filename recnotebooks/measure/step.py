@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import statistics
-import textwrap
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -46,6 +45,7 @@ from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.perf.memory import memory_footprint
+from recnotebooks.text import wrap_report
 from recnotebooks.threads import SLACK, choose_threads, load_monitor, use_threads
 from recnotebooks.timing import MIN_RELIABLE_STEPS, NULL_TIMER, PhaseTimer, phase_rows, reliability, spread
 from recnotebooks.train import TrainConfig, Trainer, resolve_device
@@ -467,8 +467,6 @@ PHASE_WORK: dict[str, str] = {
     "sparse_optimizer": "updating the table rows looked up",
     "dense_optimizer": "updating the MLP and cross-layer weights",
 }
-#: Characters per printed line (a notebook's output area at 1280 px holds about 108).
-PRINT_WIDTH = 100
 
 
 @dataclass(frozen=True)
@@ -535,9 +533,9 @@ class StepReading:
             f"{self.seconds / self.without_data if self.without_data > 0 else 0:.1f}x the samples per second "
             f"({self.samples_per_s_without_data:,.0f} instead of {self.samples_per_s:,.0f})."
         )
-        lines += textwrap.wrap(summary, PRINT_WIDTH, break_on_hyphens=False)
+        lines += wrap_report(summary, indent="")
         if reliability:
-            lines += textwrap.wrap(f"NOT RELIABLE: {reliability}", PRINT_WIDTH, break_on_hyphens=False)
+            lines += wrap_report(f"NOT RELIABLE: {reliability}", indent="")
         return "\n".join(lines)
 
 

@@ -28,7 +28,6 @@ lookups.
 from __future__ import annotations
 
 import statistics
-import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from recnotebooks.checks import check_device, check_int, check_int_list
 from recnotebooks.config import TableConfig
 from recnotebooks.nn import EmbeddingBagCollection, SparseSGD
 from recnotebooks.sparse import JaggedBatch
+from recnotebooks.text import wrap_paragraph
 from recnotebooks.threads import choose_threads, load_monitor, use_threads
 from recnotebooks.timing import reliability, spread
 
@@ -77,9 +77,6 @@ PUBLISHED_SPEEDUPS: dict[int, float] = {10: 3.0, 100: 10.2, 1000: 13.1}
 #: between two table counts makes the sweep non-monotonic: the fastest of several runs varies by a
 #: few percent on a quiet machine, so a larger step back is other work on the machine.
 DIP_TOLERANCE = 0.10
-#: Characters per printed line: the take-away breaks between words within a notebook's output
-#: area at 1280 px (about 108 monospace characters), never inside a number.
-PRINT_WIDTH = 100
 
 
 @dataclass
@@ -382,6 +379,4 @@ def table_batching_takeaway(summary: dict[str, object]) -> str:
     if flags:
         why = "; ".join(flags)
         paragraphs.append(f"⚠ NOT RELIABLE as a trend (close other programs, run the cell again): {why}.")
-    return "\n".join(
-        textwrap.fill(p, PRINT_WIDTH, break_long_words=False, break_on_hyphens=False) for p in paragraphs
-    )
+    return wrap_paragraph("\n".join(paragraphs))

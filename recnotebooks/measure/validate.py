@@ -14,7 +14,6 @@ The result is a :class:`ValidationResult`: one :class:`ValidationRow` per config
 from __future__ import annotations
 
 import dataclasses
-import textwrap
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -33,7 +32,6 @@ from recnotebooks.measure.calibrate import (
     probe,
 )
 from recnotebooks.measure.verdict import (
-    PRINT_WIDTH,
     Verdict,
     busy_reason,
     probe_reason,
@@ -43,6 +41,7 @@ from recnotebooks.measure.verdict import (
 from recnotebooks.perf.calibration_file import load_probe
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration
+from recnotebooks.text import wrap_report
 from recnotebooks.threads import LoadMonitor
 from recnotebooks.timing import MIN_RELIABLE_STEPS
 
@@ -197,8 +196,7 @@ class ValidationResult:
                 f"  error {c.error:+.0%}"
             )
             if c.reliability:
-                out += textwrap.wrap(f"NOT RELIABLE: {c.reliability}", PRINT_WIDTH, initial_indent="    ",
-                                     subsequent_indent="    ")  # fmt: skip
+                out += wrap_report(f"    NOT RELIABLE: {c.reliability}", indent="")
         return "\n".join([*out, self.summary()])
 
     def rows(self) -> list[dict[str, object]]:

@@ -17,13 +17,13 @@ failed run never reads as a result::
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from recnotebooks.text import REPORT_CHARS, wrap_report
+
 __all__ = [
     "PROBE_TOLERANCE",
-    "PRINT_WIDTH",
     "Verdict",
     "busy_reason",
     "probe_reason",
@@ -35,8 +35,6 @@ __all__ = [
 #: ratio, GEMM or copy) before the comparison is no test of the model: 15%, the single-process
 #: validation's MAPE target (a machine that much slower alone would use up the error allowed).
 PROBE_TOLERANCE = 0.15
-#: Printed reports wrap at word boundaries within this many characters (a laptop's notebook).
-PRINT_WIDTH = 88
 
 
 @dataclass(frozen=True)
@@ -52,13 +50,12 @@ class Verdict:
         """``"PASSED"``, ``"NOT PASSED"`` or ``"NOT JUDGED"``."""
         return {True: "PASSED", False: "NOT PASSED", None: "NOT JUDGED"}[self.passed]
 
-    def lines(self, headline: str, width: int = PRINT_WIDTH) -> list[str]:
+    def lines(self, headline: str, width: int = REPORT_CHARS) -> list[str]:
         """The verdict first, then ``headline`` (the numbers), then one line per reason, each
-        wrapped at word boundaries within ``width`` characters."""
-        out = textwrap.wrap(f"{self.label}: {headline}", width, subsequent_indent="  ")
-        for why in self.why_not:
-            out += textwrap.wrap(why, width, initial_indent="  - ", subsequent_indent="    ")
-        return out
+        wrapped at word boundaries within ``width`` characters (:func:`~recnotebooks.text.wrap_report`)."""
+        return wrap_report(
+            "\n".join([f"{self.label}: {headline}", *(f"  - {why}" for why in self.why_not)]), width
+        )
 
     def to_dict(self) -> dict[str, object]:
         """``{"passed", "verdict", "why_not"}`` as the ``--json`` outputs carry them."""

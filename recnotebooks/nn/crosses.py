@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import textwrap
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +29,7 @@ from torch import nn
 
 from recnotebooks.checks import check_float, check_int, check_steps
 from recnotebooks.nn.interaction import LowRankCrossNet
+from recnotebooks.text import wrap_paragraph
 from recnotebooks.threads import use_threads
 
 __all__ = ["PlantedCross", "cross_coefficients", "cross_degree", "learn_planted_cross", "planted_cross_data"]
@@ -115,7 +115,7 @@ class PlantedCross:
             f"at most {self.largest_other:.2f} on any other product. Held-out AUC {self.auc:.3f} with the "
             f"cross layer, {self.linear_auc:.3f} for a linear model on the same features."
         )
-        return textwrap.fill(text, 100, break_on_hyphens=False)  # within a notebook's output area
+        return wrap_paragraph(text)
 
 
 def _auc(score: torch.Tensor, y: torch.Tensor) -> float:

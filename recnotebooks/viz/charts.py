@@ -37,7 +37,7 @@ from recnotebooks.viz.tidy import (
     row_sources,
     tooltip,
     with_data,
-    wrap_line,
+    wrap_subtitle,
 )
 
 __all__ = [
@@ -105,7 +105,7 @@ def time_breakdown(
     if shaky:
         said = "; ".join(dict.fromkeys(shaky.values()))
         title = alt.TitleParams(
-            title.text, subtitle=[*title.subtitle, *wrap_line(f"⚠ pale bars: NOT RELIABLE ({said})")]
+            title.text, subtitle=[*title.subtitle, *wrap_subtitle(f"⚠ pale bars: NOT RELIABLE ({said})")]
         )
     bars_chart = (
         alt.Chart()

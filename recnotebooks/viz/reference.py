@@ -21,7 +21,7 @@ from recnotebooks.viz.tidy import (
     row_sources,
     tooltip,
     with_data,
-    wrap_line,
+    wrap_subtitle,
 )
 
 __all__ = ["published_vs_modeled", "ratio_bars", "roofline"]
@@ -171,7 +171,7 @@ def published_vs_modeled(
     ratios.title = alt.TitleParams(ratio_title)  # the chart's title says where the numbers come from
     what = f"{SOURCES['modeled']}, beside {SOURCES['published']}" + (f" · {detail}" if detail else "")
     return alt.hconcat(values, ratios, spacing=12).properties(
-        title=alt.TitleParams(title, subtitle=wrap_line(what))
+        title=alt.TitleParams(title, subtitle=wrap_subtitle(what))
     )
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import altair as alt
 
+from recnotebooks.text import wrap_line
 from recnotebooks.viz.theme import LAYOUT_WIDTH, source_label
 
 __all__ = [
@@ -36,7 +37,7 @@ __all__ = [
     "stack_room",
     "tooltip",
     "with_data",
-    "wrap_line",
+    "wrap_subtitle",
 ]
 
 #: Most rows a chart takes (aggregate before charting: Altair inlines every row into the spec).
@@ -131,24 +132,10 @@ def row_sources(rows: list[dict[str, object]], default: str) -> list[str]:
 SUBTITLE_CHARS = 90
 
 
-def wrap_line(line: str, limit: int = SUBTITLE_CHARS) -> list[str]:
-    """``line`` broken into lines of at most ``limit`` characters, after a "; ", a " · ", a ", "
-    or a space, the first of these (in that order) found in the second half of the line's first
-    ``limit`` characters, so that a clause stays whole where it can (a word longer than ``limit``
-    stays whole, on a line of its own)."""
-    out = []
-    seps = ("; ", " · ", ", ", " ")
-    while len(line) > limit:
-        found = [(line.rfind(sep, 0, limit), sep) for sep in seps]
-        cut, sep = next(((c, x) for c, x in found if c > limit // 2), max(found))
-        if cut <= 0:  # a first word longer than the line: it stays whole, on a line of its own
-            after = [(c, x) for c, x in ((line.find(sep, 1), sep) for sep in seps) if c > 0]
-            if not after:
-                break
-            cut, sep = min(after)
-        out.append(line[: cut + len(sep)].rstrip())
-        line = line[cut + len(sep) :]
-    return [*out, line]
+def wrap_subtitle(line: str) -> list[str]:
+    """A chart subtitle's ``line`` broken within :data:`SUBTITLE_CHARS` characters at word
+    boundaries, where printed reports break theirs (:func:`recnotebooks.text.wrap_line`)."""
+    return wrap_line(line, SUBTITLE_CHARS)
 
 
 def chart_title(
@@ -156,12 +143,12 @@ def chart_title(
 ) -> alt.TitleParams:
     """``title`` with one subtitle line per source: MEASURED, MODELED... (``detail`` appended to a
     single source's line; after several sources' lines, once, on a line of its own); a long line is
-    broken so that it fits a laptop's notebook (:func:`wrap_line`)."""
+    broken so that it fits a laptop's notebook (:func:`wrap_subtitle`)."""
     srcs = [source] if source else row_sources(rows, "measured")
     if len(srcs) == 1:
-        return alt.TitleParams(title, subtitle=wrap_line(source_label(srcs[0], detail)))
-    lines = [part for s in srcs for part in wrap_line(source_label(s))]
-    return alt.TitleParams(title, subtitle=lines + (wrap_line(detail) if detail else []))
+        return alt.TitleParams(title, subtitle=wrap_subtitle(source_label(srcs[0], detail)))
+    lines = [part for s in srcs for part in wrap_subtitle(source_label(s))]
+    return alt.TitleParams(title, subtitle=lines + (wrap_subtitle(detail) if detail else []))
 
 
 def tooltip(field: str, kind: str, fmt: str | None = None, title: str | None = None) -> alt.Tooltip:
