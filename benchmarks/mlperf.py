@@ -13,9 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from recnotebooks.perf import convergence as cv
 from recnotebooks.perf.components.ops import HUGECTR
-from recnotebooks.perf.mlperf import MLPERF_DCNV2_RESULTS
 from recnotebooks.perf.published import (
     MLPERF_RATIOS,
     MLPERF_RUNS,
@@ -26,6 +24,8 @@ from recnotebooks.perf.published import (
     mlperf_phases,
     mlperf_ratios,
 )
+from recnotebooks.published import convergence as cv
+from recnotebooks.published.mlperf_results import MLPERF_DCNV2_RESULTS
 
 
 def time_to_train_check() -> None:

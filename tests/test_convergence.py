@@ -1,4 +1,4 @@
-"""MLPerf's DLRM-DCNv2 convergence curve (recnotebooks.perf.convergence) against MLPerf's own
+"""MLPerf's DLRM-DCNv2 convergence curve (recnotebooks.published.convergence) against MLPerf's own
 RCP checker, whose figures are written below as it printed them, and by its definition."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recnotebooks.perf import convergence as cv
-from recnotebooks.perf.mlperf import TRAIN_SAMPLES, olympic_mean
+from recnotebooks.published import convergence as cv
+from recnotebooks.published.mlperf import TRAIN_SAMPLES, olympic_mean
 
 # mlcommons/logging's rcp_checker.RCP_Checker("training", version, "dlrm_dcnv2").pruned_rcp_data,
 # run on the JSON files of RCP_SOURCE (2026-12-03): (batch, "RCP Mean") after pruning.
@@ -101,7 +101,7 @@ def test_logged_throughput_predicts_the_published_time_to_train() -> None:
     """Issue 24 item 6: fed a submission's logged throughput (evaluations inside it), the curve
     predicts its published score (olympic mean x the review's scaling) within 5%; NVIDIA's rows
     all, and every other row on the curve too (rows at 28,000, below it, are refused)."""
-    from recnotebooks.perf.mlperf import MLPERF_DCNV2_RESULTS
+    from recnotebooks.published.mlperf_results import MLPERF_DCNV2_RESULTS
 
     rows = [r for r in MLPERF_DCNV2_RESULTS if _on_curve(r)]
     assert sum(r.submitter == "NVIDIA" for r in rows) >= 18 and len(rows) >= 80

@@ -170,7 +170,7 @@ def code_of(source: str) -> str:
 
 def test_the_reading_path_starts_at_config_and_ends_at_train() -> None:
     files = [f for f, _ in reading_path()]
-    core = ["config.py", "sparse.py", "nn/embedding.py", "nn/dlrm.py", "nn/optim.py", "train.py"]
+    core = ["config/model.py", "sparse.py", "nn/embedding.py", "nn/dlrm.py", "nn/optim.py", "train.py"]
     positions = [next(i for i, f in enumerate(files) if f.endswith("recnotebooks/" + c)) for c in core]
     assert positions == sorted(positions), files
 

@@ -227,7 +227,7 @@ def test_plan_job_is_the_verdict_the_app_draws() -> None:
 
 # ----- epochs to MLPerf's target: DLRM-DCNv2's convergence curve ----------------------------------
 def test_to_target_takes_the_epochs_from_the_curve_and_labels_them() -> None:
-    from recnotebooks.perf.convergence import convergence_curve, epochs_to_converge
+    from recnotebooks.published.convergence import convergence_curve, epochs_to_converge
 
     (b0, e0), (b1, e1) = convergence_curve()[:2]
     o = evaluate(model="mlperf_dcnv2", epochs="to_target", batch_size=65536)

@@ -43,7 +43,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         "cache.commands": {"cache"},
         "train": {"data", "nn", "metrics", "checkpoint"},
         "plan": {"config"},
-        "perf": {"config", "plan"},
+        "published": {"config"},
+        "perf": {"config", "plan", "published"},
         "distributed": {"cache", "plan"},
         "distributed.training": {"distributed", "train"},
         "run_report": set(),
@@ -93,6 +94,7 @@ MUST_NOT_IMPORT: dict[str, frozenset[str]] = {
     "kernels": frozenset({"nn", "data", "train"}),
     "nn": frozenset({"data", "train"}),
     "perf": frozenset({"viz", "measure", "cache", "distributed", "train", "nn", "data", "kernels"}),
+    "published": frozenset({"perf", "plan", "viz", "measure", "cache", "distributed", "train", "nn", "data"}),
     "distributed": frozenset({"perf", "measure"}),
 }
 

@@ -16,16 +16,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recnotebooks.perf import mlperf
-from recnotebooks.perf.mlperf import (
+from recnotebooks.published import mlperf, mlperf_results
+from recnotebooks.published.mlperf import (
     FIT_ROUNDS,
     HELD_OUT_ROUNDS,
-    MLPERF_DCNV2_RESULTS,
     RUNS_REQUIRED,
-    SOURCE_COMMITS,
     MLPerfResult,
     olympic_mean,
 )
+from recnotebooks.published.mlperf_results import MLPERF_DCNV2_RESULTS, SOURCE_COMMITS
 
 ROWS = MLPERF_DCNV2_RESULTS
 BY_KEY = {(r.round, r.submitter, r.system): r for r in ROWS}
@@ -147,12 +146,17 @@ def test_rows_with_the_same_runs_point_at_each_other() -> None:
 
 
 def test_the_read_date_is_recorded_in_the_docstring() -> None:
-    dt.date.fromisoformat(mlperf.READ_DATE)
-    assert f"read from the mirrors on {mlperf.READ_DATE}." in (mlperf.__doc__ or "")
+    dt.date.fromisoformat(mlperf_results.READ_DATE)
+    assert f"read from the mirrors on {mlperf_results.READ_DATE}." in (mlperf_results.__doc__ or "")
 
 
-def test_the_module_imports_only_checks_and_the_standard_library() -> None:
-    tree = ast.parse(Path(mlperf.__file__).read_text())
+@pytest.mark.parametrize(
+    ("module", "allowed"),
+    [(mlperf, "recnotebooks.checks"), (mlperf_results, "recnotebooks.published.mlperf")],
+    ids=["record", "table"],
+)
+def test_the_modules_import_only_the_record_checks_and_the_standard_library(module, allowed: str) -> None:
+    tree = ast.parse(Path(module.__file__).read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -162,7 +166,7 @@ def test_the_module_imports_only_checks_and_the_standard_library() -> None:
             continue
         for name in names:
             top = name.split(".")[0]
-            assert name == "recnotebooks.checks" or top in sys.stdlib_module_names, name
+            assert name == allowed or top in sys.stdlib_module_names, name
 
 
 def test_a_row_refuses_impossible_values() -> None:
@@ -258,3 +262,20 @@ def test_dell_v3_0_score_is_scaled_by_the_review() -> None:
     r = row("v3.0", "Dell", "XE8640x4H100-SXM-80GB")
     assert r.scaling_factor == 1.010204081632653
     assert (r.accelerators_per_node, r.global_batch_size) == (4, 28000)
+
+
+def test_the_generator_writes_the_table_file_as_it_stands() -> None:
+    """``datasets/mlperf_dcnv2.py`` rewrites recnotebooks/published/mlperf_results.py: rendering
+    today's rows again gives the file back, byte for byte (so a refresh changes only what the
+    mirrors changed)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "datasets"))
+    try:
+        import mlperf_dcnv2 as generator
+    finally:
+        sys.path.pop(0)
+    assert Path(mlperf_results.__file__) == generator.MODULE
+    text = generator.MODULE.read_text()
+    head, sep, _ = text.partition(generator.GENERATED)
+    assert sep and generator.READ_LINE.search(head)
+    block = generator.render(MLPERF_DCNV2_RESULTS, SOURCE_COMMITS, mlperf_results.READ_DATE)
+    assert generator.ruff_format(head + block) == text

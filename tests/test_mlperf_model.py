@@ -13,12 +13,10 @@ from typing import Any
 import pytest
 
 from recnotebooks.config import preset
-from recnotebooks.perf import convergence as cv
 from recnotebooks.perf import estimate
 from recnotebooks.perf.components import collectives as coll
 from recnotebooks.perf.components.ops import HUGECTR
 from recnotebooks.perf.hardware import hardware
-from recnotebooks.perf.mlperf import FIT_ROUNDS, HELD_OUT_ROUNDS, MLPERF_DCNV2_RESULTS, TRAIN_SAMPLES
 from recnotebooks.perf.mlperf_plan import HIER_AUTO, SMALL_TABLE_ROWS, mlperf_plan
 from recnotebooks.perf.mlperf_systems import mlperf_layout
 from recnotebooks.perf.published import (
@@ -34,6 +32,9 @@ from recnotebooks.perf.published import (
     mlperf_throughput,
     modeled_phases,
 )
+from recnotebooks.published import convergence as cv
+from recnotebooks.published.mlperf import FIT_ROUNDS, HELD_OUT_ROUNDS, TRAIN_SAMPLES
+from recnotebooks.published.mlperf_results import MLPERF_DCNV2_RESULTS
 
 CFG = preset("mlperf_dcnv2")
 

@@ -21,7 +21,8 @@ import pytest
 
 from recnotebooks.perf.hardware import HARDWARE, Hardware
 from recnotebooks.perf.published import PUBLISHED_RUNS
-from recnotebooks.perf.sources import DOCUMENTS, cite
+from recnotebooks.published.runs import PUBLISHED_THROUGHPUTS
+from recnotebooks.published.sources import DOCUMENTS, cite
 
 ROOT = Path(__file__).resolve().parent.parent
 URL = re.compile(r"https?://[\w.-]+\.[a-z]{2,}(?:/\S*)?")
@@ -214,3 +215,10 @@ def test_python_prose_is_docstrings_and_comments() -> None:
     src = '"""Module doc, see A.md."""\nx = "runtime.json"  # a comment on B.md\ndef f():\n    """C.md"""\n'
     prose = python_prose(src)
     assert "A.md" in prose and "B.md" in prose and "C.md" in prose and "runtime.json" not in prose
+
+
+def test_each_published_run_pairs_one_published_throughput_in_order() -> None:
+    assert len(PUBLISHED_RUNS) == len(PUBLISHED_THROUGHPUTS) == 10
+    for run, t in zip(PUBLISHED_RUNS, PUBLISHED_THROUGHPUTS, strict=True):
+        assert (run.label, run.source, run.gpus, run.nodes, run.batch_size, run.samples_per_s) == (
+            t.label, t.source, t.gpus, t.nodes, t.batch_size, t.samples_per_s)  # fmt: skip

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from recnotebooks.perf.convergence import EPOCHS_FROM
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.job_planner import (
     best_lever,
@@ -22,6 +21,7 @@ from recnotebooks.perf.job_planner import (
     nearest_feasible,
     plan_job,
 )
+from recnotebooks.published.convergence import EPOCHS_FROM
 from recnotebooks.viz.planner import job_planner
 
 PRODUCTION = "mlperf_v1_x10"  # the parameters cell's
@@ -144,8 +144,8 @@ def test_printed_reports_keep_to_the_notebook_width(cell: int) -> None:
 def test_5_the_curve_is_criteo_1tb_to_mlperfs_target_from_dozens_of_runs() -> None:
     # cell 11: "the epochs of Criteo 1TB (4.2 billion samples) that dozens of seeded reference runs needed to
     # reach the target AUC of 0.80275 at each of a few global batches"
-    from recnotebooks.perf.convergence import DEFAULT_ROUND, rules_for_round
-    from recnotebooks.perf.mlperf import TARGET_AUC, TRAIN_SAMPLES
+    from recnotebooks.published.convergence import DEFAULT_ROUND, rules_for_round
+    from recnotebooks.published.mlperf import TARGET_AUC, TRAIN_SAMPLES
 
     assert round(TRAIN_SAMPLES / 1e9, 1) == 4.2 and TARGET_AUC == 0.80275
     points = rules_for_round(DEFAULT_ROUND)

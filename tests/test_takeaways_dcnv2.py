@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from recnotebooks.config import preset
-from recnotebooks.perf.convergence import epochs_to_converge
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.job_planner import FIXED_COMPONENTS, convergence_jobs, evaluate, plan_job
-from recnotebooks.perf.mlperf import MLPERF_DCNV2_RESULTS
 from recnotebooks.perf.published import MLPERF_SETUP
 from recnotebooks.perf.servers import best_placement, model_of_record_servers
+from recnotebooks.published.convergence import epochs_to_converge
+from recnotebooks.published.mlperf_results import MLPERF_DCNV2_RESULTS
 from recnotebooks.viz.architecture import MODEL_PARTS, model_parts, model_summary
 
 

@@ -9,8 +9,8 @@ defaults are used then). :data:`COLLECTIVE_FIELDS` are the fields ``recnb calibr
 --collectives`` fits, their sources marked by :data:`COLLECTIVES_SOURCE`. The
 :class:`~recnotebooks.perf.hardware.Hardware` inside is written and read by
 :func:`~recnotebooks.perf.hardware.save_calibration` and
-:func:`~recnotebooks.perf.hardware.load_calibration`, beside the presets, since
-``hardware("this_machine")`` loads it: this module imports nothing of the model, so the arrow
+:func:`~recnotebooks.perf.hardware.load_calibration`, beside :func:`~recnotebooks.perf.hardware.hardware`,
+since ``hardware("this_machine")`` loads it: this module imports nothing of the model, so the arrow
 between the two points one way.
 """
 

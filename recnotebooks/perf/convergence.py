@@ -1,247 +1,44 @@
-"""How many samples DLRM-DCNv2 needs to reach MLPerf's quality target, by global batch.
+"""Moved: MLPerf's reference convergence points live in :mod:`recnotebooks.published.convergence`.
 
-MLPerf Training's recommendation benchmark (DLRM-DCNv2 on Criteo 1TB multi-hot, rounds v3.0 to
-v6.0) ends when the test AUC reaches 0.80275. How many samples that takes depends on the global
-batch: bigger batches take fewer, faster steps but need more samples. MLPerf publishes the
-**reference convergence points** (RCPs) it holds submissions to: for each of a few global
-batches, the epochs that many seeded reference runs needed (the ``rcps_dlrm_dcnv2`` files of
-``mlcommons/logging``'s RCP checker, :data:`RCP_SOURCE`). Every number here is **published**.
-
-The RCP checker (the ``rcp_checker`` module beside them,
-https://github.com/mlcommons/logging/blob/master/mlperf_logging/rcp_checker/rcp_checker.py)
-turns those lists into a curve, and so does :func:`convergence_curve`, the same way:
-
-1. each point's epochs are the **olympic mean** of its runs (drop the fastest and the slowest
-   run, average the rest);
-2. points slower than the straight line between their neighbours are **pruned** (with points
-   below the fastest-converging batch), leaving the curve the checker tests against;
-3. between points, epochs are **interpolated linearly** in the global batch
-   (:func:`epochs_to_converge`); outside the first and last point there is no reference, and
-   the functions here refuse the batch rather than guess.
-
-Time to train as MLPerf scores it runs from ``run_start`` to ``run_stop``: the training samples
-plus an evaluation of the :data:`EVAL_SAMPLES` test samples every :data:`EVAL_EVERY_EPOCHS`
-epochs. The throughput a submission logs (``tracked_stats`` ``throughput``) is training
-samples over that whole interval, evaluations included; :func:`time_to_train` turns such a
-throughput into minutes. (:data:`TARGET_AUC` and :data:`TRAIN_SAMPLES` are
-:mod:`recnotebooks.perf.mlperf`'s, imported here.)
+The old names work from here until the next release.
 """
 
-from __future__ import annotations
-
-import math
-from dataclasses import dataclass
-
-from recnotebooks.checks import check_choice, check_float, check_int, show
-from recnotebooks.perf.mlperf import TRAIN_SAMPLES, olympic_mean
-
-__all__ = [
-    "EVAL_SAMPLES",
-    "EVAL_EVERY_EPOCHS",
-    "RCP_SOURCE",
-    "ReferencePoint",
-    "RCPS",
-    "RULES",
-    "rules_for_round",
-    "convergence_curve",
-    "epochs_to_converge",
-    "EPOCHS_FROM",
-    "curve_points",
-    "samples_to_converge",
-    "time_to_train",
-    "evaluations",
-]
-
-_REFERENCE = "https://github.com/mlcommons/training/tree/master/recommendation_v2/torchrec_dlrm"
-#: Test samples of one evaluation (half of day 23), as every DLRM-DCNv2 submission logs
-#: ``eval_samples`` (e.g. NVIDIA's v3.0 logs, ``mlcommons/training_results_v3.0``).
-EVAL_SAMPLES = 89_137_319
-#: Evaluations run 20 times per epoch: ``--validation_freq_within_epoch`` is
-#: ``TOTAL_TRAINING_SAMPLES / (GLOBAL_BATCH_SIZE * 20)`` steps in the reference's README (:data:`_REFERENCE`).
-EVAL_EVERY_EPOCHS = 0.05
-RCP_SOURCE = (
-    "MLPerf reference convergence points for DLRM-DCNv2 (mlcommons/logging, rcp_checker), "
-    "https://github.com/mlcommons/logging/tree/master/mlperf_logging/rcp_checker "
-    "(training_3.0.0/ ... training_6.0.0/rcps_dlrm_dcnv2.json; read 2026-12-03)"
+from recnotebooks.published.convergence import (
+    DEFAULT_ROUND,
+    EPOCHS_FROM,
+    EVAL_EVERY_EPOCHS,
+    EVAL_SAMPLES,
+    RCP_SOURCE,
+    RCPS,
+    RULES,
+    TRAIN_SAMPLES,
+    ReferencePoint,
+    convergence_curve,
+    curve_points,
+    epochs_to_converge,
+    evaluations,
+    olympic_mean,
+    rules_for_round,
+    samples_to_converge,
+    time_to_train,
 )
 
-
-@dataclass(frozen=True)
-class ReferencePoint:
-    """One published reference convergence point: ``epochs`` that each seeded reference run at
-    ``batch_size`` needed to reach :data:`TARGET_AUC`, with its learning rate and who ran it."""
-
-    batch_size: int
-    learning_rate: float
-    creator: str
-    platform: str
-    epochs: tuple[float, ...]
-
-    @property
-    def mean_epochs(self) -> float:
-        """The olympic mean of :attr:`epochs` (the RCP checker's "RCP Mean": drop the fastest and the
-        slowest run, average the rest, as :func:`~recnotebooks.perf.mlperf.olympic_mean` scores runs)."""
-        return olympic_mean(self.epochs)
-
-
-# The reference runs at 32,768 ... 135,168 (NVIDIA, DGX A100, before and at v3.0) are the rules
-# of v3.0 through v5.0; v5.1 added Cisco's 160,000 (DGX H100). Copied from the JSON files of
-# RCP_SOURCE in their order.
-_NV_A100 = ("NVIDIA", "DGX-A100")
-_RCPS_V3 = (
-    ReferencePoint(32768, 0.004, *_NV_A100, (
-        0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.75, 0.7, 0.7, 0.7, 0.75, 0.75, 0.75, 0.7, 0.7,
-        0.7, 0.7, 0.7, 0.75, 0.7, 0.65, 0.7, 0.7, 0.7, 0.7, 0.7)),
-    ReferencePoint(55296, 0.004, *_NV_A100, (
-        0.75, 0.75, 0.75, 0.7, 0.8, 0.75, 0.75, 0.75, 0.75, 0.75, 0.9, 0.7, 0.75, 0.8, 0.7, 0.8, 0.7, 0.7,
-        0.75, 0.7, 0.7, 0.9, 0.75, 0.7, 0.8, 0.75, 0.75, 0.8, 0.75, 0.8, 0.9, 0.75, 0.8, 0.75, 0.8, 0.75,
-        0.75, 0.75, 0.7, 0.75, 0.75, 0.8, 0.75, 0.8, 0.8, 0.9, 0.75, 0.75, 0.7, 0.75)),
-    ReferencePoint(65536, 0.004, *_NV_A100, (
-        0.75, 0.8, 0.75, 0.75, 0.8, 0.75, 0.8, 0.9, 0.95, 0.75, 0.75, 0.75, 0.85, 0.85, 0.7, 0.75, 0.75, 0.9,
-        0.85, 0.8, 0.7, 0.75, 0.75, 0.75, 0.8, 0.9, 0.75, 0.8, 0.85, 0.8)),
-    ReferencePoint(102400, 0.004, *_NV_A100, (
-        0.85, 0.95, 0.95, 0.85, 0.9, 0.8, 0.85, 0.9, 0.9, 0.9, 0.95, 0.9, 0.9, 0.9, 0.9, 0.9, 0.85, 0.85, 0.9,
-        0.9, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.85, 0.9, 0.9, 0.9, 0.95, 0.85, 0.9, 0.9, 0.9, 0.85, 0.9,
-        0.95, 0.9, 0.85, 0.95, 0.9, 0.9, 0.8, 0.9, 0.9, 0.9, 0.85, 0.9)),
-    ReferencePoint(135168, 0.0034, *_NV_A100, (
-        0.95, 0.9, 0.9, 0.9, 0.9, 0.95, 0.9, 0.95, 0.95, 0.9, 0.95, 0.95, 0.95, 1.0, 0.85, 0.9, 0.9, 0.95,
-        0.95, 0.95, 0.95, 0.9, 0.9, 0.9, 0.95, 0.95, 1.0, 0.9, 0.95, 0.95, 0.85, 0.95, 0.95, 0.95, 0.9, 0.95,
-        0.9, 0.9, 1.0, 0.9, 0.95, 0.9, 0.95, 0.95, 0.95, 0.95, 0.95, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.95,
-        0.85, 0.95, 0.95, 0.9, 0.95, 0.95, 0.95, 0.95, 1.0, 0.9, 0.95, 0.9, 1.0, 0.85, 0.9, 0.9, 0.95, 0.95,
-        0.9, 0.95, 0.9, 0.95, 0.85, 0.95, 0.95, 0.95, 0.9, 0.9, 0.95, 0.9, 0.95, 0.9, 1.0)),
-)  # fmt: skip
-_RCPS_V51 = (
-    *_RCPS_V3,
-    ReferencePoint(160000, 0.004, "Cisco", "DGX-H100", (
-        0.95, 0.95, 1.0, 1.0, 0.95, 1.0, 1.0, 0.95, 0.95, 0.9, 0.9, 1.0, 0.9, 0.95, 0.9, 1.0, 0.95, 0.95,
-        0.95, 1.0)),
-)  # fmt: skip
-#: The reference points by rules version (the ``training_X.Y.0`` directory of :data:`RCP_SOURCE`).
-RCPS: dict[str, tuple[ReferencePoint, ...]] = {"3.0.0": _RCPS_V3, "5.1.0": _RCPS_V51}
-#: Which rules version each MLPerf Training round with DLRM-DCNv2 was held to (the files of
-#: 3.0.0 through 5.0.0 hold the same points, as do 5.1.0 and 6.0.0).
-RULES: dict[str, str] = {
-    "v3.0": "3.0.0", "v3.1": "3.0.0", "v4.0": "3.0.0", "v4.1": "3.0.0", "v5.0": "3.0.0",
-    "v5.1": "5.1.0", "v6.0": "5.1.0",
-}  # fmt: skip
-#: The round :func:`epochs_to_converge` uses unless told: the latest rules.
-DEFAULT_ROUND = "v6.0"
-
-
-def rules_for_round(mlperf_round: str) -> tuple[ReferencePoint, ...]:
-    """The reference points MLPerf Training round ``mlperf_round`` (``"v3.0"`` ... ``"v6.0"``) used."""
-    return RCPS[RULES[check_choice("mlperf_round", mlperf_round, tuple(RULES))]]
-
-
-def _interp(batch: float, lo: tuple[int, float], hi: tuple[int, float]) -> float:
-    return lo[1] + (hi[1] - lo[1]) * (batch - lo[0]) / (hi[0] - lo[0])
-
-
-def convergence_curve(mlperf_round: str = DEFAULT_ROUND) -> list[tuple[int, float]]:
-    """``(global batch, epochs)`` of the reference points round ``mlperf_round`` held submissions to,
-    after the RCP checker's pruning (module docstring): olympic means, ascending in batch.
-
-    >>> [(b, round(e, 4)) for b, e in convergence_curve("v4.0")]
-    [(32768, 0.7071), (55296, 0.7615), (135168, 0.9279)]
-    """
-    points = sorted((p.batch_size, p.mean_epochs) for p in rules_for_round(mlperf_round))
-    fastest = min(points, key=lambda p: p[1])
-    points = [p for p in points if p[0] >= fastest[0]]
-    i = 1
-    while i < len(points) - 1:  # the checker's loop: drop a point above its neighbours' line
-        if points[i][1] > _interp(points[i][0], points[i - 1], points[i + 1]):
-            del points[i]
-            i -= 1
-        i += 1
-    return points
-
-
-def epochs_to_converge(global_batch: int, mlperf_round: str = DEFAULT_ROUND) -> float:
-    """Epochs of Criteo 1TB that DLRM-DCNv2 needs to reach :data:`TARGET_AUC` at ``global_batch``
-    (the reference curve of round ``mlperf_round``, linear between points). A batch outside the curve
-    raises ``ValueError``: MLPerf has no reference there, and neither do we."""
-    curve = convergence_curve(mlperf_round)
-    lo_b, hi_b = curve[0][0], curve[-1][0]
-    if (
-        isinstance(global_batch, int)
-        and not isinstance(global_batch, bool)
-        and not lo_b <= global_batch <= hi_b
-    ):
-        raise ValueError(
-            f"global_batch must lie on MLPerf's DLRM-DCNv2 convergence curve of {mlperf_round}, between "
-            f"{lo_b:,} and {hi_b:,} samples (its reference points: {', '.join(f'{b:,}' for b, _ in curve)}), "
-            f"got {show(global_batch)}"
-        )
-    b = check_int("global_batch", global_batch, lo=lo_b, hi=hi_b)
-    for lo, hi in zip(curve, curve[1:], strict=False):
-        if lo[0] <= b <= hi[0]:
-            return _interp(b, lo, hi)
-    return curve[0][1]  # a curve of one point
-
-
-#: Where an epochs value of :func:`curve_points` comes from: a reference point the checker keeps (on
-#: the curve), the curve's line between two of them, or a reference point the checker prunes (its
-#: runs' olympic mean, above the line: not on the curve).
-EPOCHS_FROM = ("published RCP point", "interpolated", "published RCP point, pruned")
-
-
-def curve_points(batches: tuple[int, ...] = (), mlperf_round: str = DEFAULT_ROUND) -> list[dict[str, object]]:
-    """The curve of round ``mlperf_round`` as a chart draws it: one row per global batch
-    (``global_batch``, ``epochs``, ``epochs_from``: one of :data:`EPOCHS_FROM`), ascending in batch.
-
-    Each kept reference point is a "published RCP point"; each of ``batches`` off them gets the
-    curve's value there, "interpolated" (a batch off the curve raises ``ValueError``, as
-    :func:`epochs_to_converge`); each reference point the checker pruned is a "published RCP
-    point, pruned", at its olympic mean. Only the first kind and the line between them are what
-    MLPerf holds a run to.
-
-    >>> [(r["global_batch"], r["epochs_from"]) for r in curve_points((65536,), "v4.0")][:3]
-    [(32768, 'published RCP point'), (55296, 'published RCP point'), (65536, 'interpolated')]
-    """
-    kept = dict(convergence_curve(mlperf_round))
-    rows = [{"global_batch": b, "epochs": e, "epochs_from": EPOCHS_FROM[0]} for b, e in kept.items()]
-    for b in dict.fromkeys(batches):
-        if b not in kept:
-            epochs = epochs_to_converge(b, mlperf_round)
-            rows.append({"global_batch": b, "epochs": epochs, "epochs_from": EPOCHS_FROM[1]})
-    for p in rules_for_round(mlperf_round):
-        if p.batch_size not in kept:
-            rows.append(
-                {"global_batch": p.batch_size, "epochs": p.mean_epochs, "epochs_from": EPOCHS_FROM[2]}
-            )
-    order = {k: i for i, k in enumerate(EPOCHS_FROM)}
-    return sorted(rows, key=lambda r: (r["global_batch"], order[str(r["epochs_from"])]))  # type: ignore[arg-type]
-
-
-def samples_to_converge(global_batch: int, mlperf_round: str = DEFAULT_ROUND) -> float:
-    """Training samples to reach the target: :func:`epochs_to_converge` x :data:`TRAIN_SAMPLES`."""
-    return epochs_to_converge(global_batch, mlperf_round) * TRAIN_SAMPLES
-
-
-def evaluations(epochs: float) -> int:
-    """Evaluations run while training ``epochs`` epochs (one every :data:`EVAL_EVERY_EPOCHS`,
-    the last at convergence): ``ceil(epochs / 0.05)``."""
-    epochs = check_float("epochs", epochs, lo=0, lo_open=True, hi=1e6)
-    return math.ceil(round(epochs / EVAL_EVERY_EPOCHS, 9))
-
-
-def time_to_train(
-    samples_per_s: float,
-    global_batch: int,
-    mlperf_round: str = DEFAULT_ROUND,
-    *,
-    eval_samples_per_s: float | None = None,
-) -> float:
-    """Minutes to reach the target at ``global_batch`` (:func:`samples_to_converge`).
-
-    With only ``samples_per_s``, it is the throughput as MLPerf logs it: training samples over
-    the whole run, evaluations included, so minutes = samples / samples_per_s / 60. Given
-    ``eval_samples_per_s`` too, ``samples_per_s`` is the training throughput alone and each of
-    the :func:`evaluations` adds :data:`EVAL_SAMPLES` / ``eval_samples_per_s`` seconds."""
-    rate = check_float("samples_per_s", samples_per_s, lo=0, lo_open=True, hi=1e15)
-    epochs = epochs_to_converge(global_batch, mlperf_round)
-    seconds = epochs * TRAIN_SAMPLES / rate
-    if eval_samples_per_s is not None:
-        eval_rate = check_float("eval_samples_per_s", eval_samples_per_s, lo=0, lo_open=True, hi=1e15)
-        seconds += evaluations(epochs) * EVAL_SAMPLES / eval_rate
-    return seconds / 60.0
+__all__ = [
+    "DEFAULT_ROUND",
+    "EPOCHS_FROM",
+    "EVAL_EVERY_EPOCHS",
+    "EVAL_SAMPLES",
+    "RCPS",
+    "RCP_SOURCE",
+    "RULES",
+    "ReferencePoint",
+    "TRAIN_SAMPLES",
+    "convergence_curve",
+    "curve_points",
+    "epochs_to_converge",
+    "evaluations",
+    "olympic_mean",
+    "rules_for_round",
+    "samples_to_converge",
+    "time_to_train",
+]

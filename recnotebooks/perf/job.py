@@ -25,13 +25,13 @@ from recnotebooks.checks import check_float, check_int, check_type
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.cost import CostResult
 from recnotebooks.perf.hardware import Hardware
-from recnotebooks.perf.mlperf import TRAIN_SAMPLES
 from recnotebooks.plan import MAX_RANKS
+from recnotebooks.published.mlperf import TRAIN_SAMPLES
 
 __all__ = ["CRITEO_TERABYTE_SAMPLES", "LIMITS", "JobCost", "job_cost", "job_from_estimate"]
 
 #: Training samples of Criteo Terabyte (days 0-22 of the 24 days' click logs, as MLPerf trains):
-#: about 4.2 billion, as MLPerf's logs count them (:data:`recnotebooks.perf.mlperf.TRAIN_SAMPLES`).
+#: about 4.2 billion, as MLPerf's logs count them (:data:`recnotebooks.published.mlperf.TRAIN_SAMPLES`).
 CRITEO_TERABYTE_SAMPLES = TRAIN_SAMPLES
 #: Bounds on :func:`job_cost`'s arguments, far beyond any real job (a step of a picosecond to
 #: 30 years, 10^18 samples, a million epochs, 10^15 W, $10^9 per device-hour), inside which every

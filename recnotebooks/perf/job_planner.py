@@ -26,7 +26,7 @@ so its step is the one notebooks 02 and 05 price; every other model with TorchRe
 How many epochs a job trains is a setting: a number (explicit, as the job is given), or
 :data:`TO_TARGET` for a model with a published convergence curve (:data:`CONVERGENCE_MODELS`):
 then the epochs are those MLPerf's reference runs needed to reach the target at the job's global
-batch (:func:`recnotebooks.perf.convergence.epochs_to_converge`, **published**), and a batch off the
+batch (:func:`recnotebooks.published.convergence.epochs_to_converge`, **published**), and a batch off the
 curve cannot be planned (:func:`job_epochs` says why).
 
 The planner app of notebook 06 (:mod:`recnotebooks.viz.planner`) draws these; using them needs
@@ -43,7 +43,6 @@ from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, preset, preset_names, preset_training
 from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.components import HUGECTR_DTYPES
-from recnotebooks.perf.convergence import DEFAULT_ROUND, TRAIN_SAMPLES, epochs_to_converge, rules_for_round
 from recnotebooks.perf.cost import CostResult, estimate
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.hardware import hardware as _hardware  # convergence_jobs' parameter hides it
@@ -53,6 +52,12 @@ from recnotebooks.perf.planner import STRATEGIES, plan_tables
 from recnotebooks.perf.precision import precision
 from recnotebooks.perf.published import MLPERF_SETUP, mlperf_seconds
 from recnotebooks.plan import PLACEMENTS, Plan
+from recnotebooks.published.convergence import (
+    DEFAULT_ROUND,
+    TRAIN_SAMPLES,
+    epochs_to_converge,
+    rules_for_round,
+)
 
 __all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "MLPERF_STRATEGY",
            "PRECISION_OPTIONS", "SOFTWARE_OPTIONS", "SOURCE_SETUPS", "TO_TARGET", "JobPlan", "Outcome",
@@ -72,7 +77,7 @@ JOB_MODELS = [("tiny (8 small tables)", "tiny"), ("Criteo Kaggle", "criteo_kaggl
 #: needed at the job's global batch (:func:`job_epochs`).
 TO_TARGET = "to_target"
 #: The models with a published convergence curve (MLPerf's reference convergence points are
-#: DLRM-DCNv2's on Criteo 1TB, :mod:`recnotebooks.perf.convergence`): :data:`TO_TARGET` applies to these.
+#: DLRM-DCNv2's on Criteo 1TB, :mod:`recnotebooks.published.convergence`): :data:`TO_TARGET` applies to these.
 CONVERGENCE_MODELS = ("mlperf_dcnv2",)
 #: hardware presets, oldest and smallest first (one notch = the next one along)
 _HARDWARE = ["this_machine", *(h for h in HARDWARE if h != "this_machine")]
@@ -193,8 +198,8 @@ def check_settings(values: dict[str, object]) -> dict[str, object]:
 def job_epochs(values: dict[str, object]) -> float:
     """The epochs a setting trains: its ``epochs`` when a number (explicit); for :data:`TO_TARGET`,
     the epochs MLPerf's reference runs needed to reach the target at its ``batch_size``
-    (:func:`~recnotebooks.perf.convergence.epochs_to_converge`, rules of
-    :data:`~recnotebooks.perf.convergence.DEFAULT_ROUND`). ``ValueError`` says why :data:`TO_TARGET`
+    (:func:`~recnotebooks.published.convergence.epochs_to_converge`, rules of
+    :data:`~recnotebooks.published.convergence.DEFAULT_ROUND`). ``ValueError`` says why :data:`TO_TARGET`
     does not apply: a model without a curve (not one of :data:`CONVERGENCE_MODELS`), samples per
     epoch other than Criteo 1TB's (the curve counts its epochs), or a batch off the curve."""
     epochs = values["epochs"]
@@ -582,7 +587,7 @@ def convergence_jobs(
 ) -> list[dict[str, object]]:
     """``model`` trained to MLPerf's target as MLPerf's submissions train it, at each global batch of
     ``batches`` (default: the batches of MLPerf's reference convergence points,
-    :func:`~recnotebooks.perf.convergence.rules_for_round`, 32,768 to 160,000) on each layout
+    :func:`~recnotebooks.published.convergence.rules_for_round`, 32,768 to 160,000) on each layout
     ``(nodes, devices per node)`` of ``layouts`` of ``hardware``.
 
     The step is the one notebook 02 holds against MLPerf's published runs

@@ -1,5 +1,9 @@
 """Published training throughputs of DLRMs on real GPUs and CPUs, beside the model.
 
+The published numbers themselves are data in :mod:`recnotebooks.published` (``runs``: the
+TorchRec, NVIDIA and DLRM-paper runs; ``mlperf_results``: MLPerf's); this module sets the model
+up to match each run and compares.
+
 The calibration and ``recnb validate`` check the model against steps measured on this
 machine; these are the checks against real GPUs, which this machine does not have. Each
 :class:`PublishedRun` says where its number comes from and how the model is set up to
@@ -26,55 +30,24 @@ from functools import partial
 from recnotebooks.checks import check_fraction, check_type
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.components.ops import HUGECTR
-from recnotebooks.perf.convergence import EVAL_SAMPLES, evaluations
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import GB, Hardware, hardware
-from recnotebooks.perf.mlperf import (
-    FIT_ROUNDS,
-    HELD_OUT_ROUNDS,
-    MLPERF_DCNV2_RESULTS,
-    TRAIN_SAMPLES,
-    MLPerfResult,
-)
 from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.mlperf_systems import mlperf_layout
 from recnotebooks.perf.placement import _percent
 from recnotebooks.perf.result import CostResult, overlapped_step
-from recnotebooks.perf.sources import cite
 from recnotebooks.plan import Plan
+from recnotebooks.published.convergence import EVAL_SAMPLES, evaluations
+from recnotebooks.published.mlperf import FIT_ROUNDS, HELD_OUT_ROUNDS, TRAIN_SAMPLES, MLPerfResult
+from recnotebooks.published.mlperf_results import MLPERF_DCNV2_RESULTS
+from recnotebooks.published.runs import (
+    PUBLISHED_THROUGHPUTS,
+    TORCHREC_README_ROWS,
+    TORCHREC_UVM,
+    TORCHREC_UVM_SOURCE,
+)
 
 __all__ = ["PublishedRun", "PUBLISHED_RUNS", "TORCHREC_README_ROWS", "compare_published"]
-
-#: Table cardinalities of the TorchRec DLRM example's README runs (Criteo 1TB, 91.10 GB of
-#: fp32 tables at dim 128): https://github.com/facebookresearch/dlrm/tree/main/torchrec_dlrm
-TORCHREC_README_ROWS = (
-    45833188,
-    36746,
-    17245,
-    7413,
-    20243,
-    3,
-    7114,
-    1441,
-    62,
-    29275261,
-    1572176,
-    345138,
-    10,
-    2209,
-    11267,
-    128,
-    4,
-    974,
-    14,
-    48937457,
-    11316796,
-    40094537,
-    452104,
-    12606,
-    104,
-    35,
-)
 
 
 def _torchrec_readme() -> DLRMConfig:
@@ -121,65 +94,58 @@ class PublishedRun:
     mlperf: MLPerfResult | None = None  #: the MLPerf result it stands for (throughput, minutes, epochs)
 
 
-_TR = "TorchRec DLRM on 8x A100 40GB, published by the TorchRec project: " + cite("torchrec")
-_TRR = cite("torchrec_dlrm") + " (AWS p4d.24xlarge, A100 40GB, CUDA 11.0, NCCL 2.10.3)"
-_NV = "1x V100 32GB, Criteo Terabyte, dim 128: " + cite("nvidia_dlrm")
-_DP = "1000 batches of 2048 of its benchmark config, Caffe2: " + cite("dlrm_paper")
 _A100 = partial(hardware, "dgx_a100")
 _EARLY = (
     "the paper's early reference implementation; the model prices today's eager PyTorch with fused "
     "embeddings, so it is far faster: direction only"
 )
+_PUBLISHED = {t.label: t for t in PUBLISHED_THROUGHPUTS}
+
+
+def _run(
+    label: str, config: Callable[[], DLRMConfig], hw: Callable[[], Hardware], **setup: str
+) -> PublishedRun:
+    """The published throughput ``label`` (:data:`~recnotebooks.published.runs.PUBLISHED_THROUGHPUTS`)
+    with how the model is set up to match it."""
+    t = _PUBLISHED[label]
+    return PublishedRun(
+        t.label, t.source, config, hw, t.gpus, t.batch_size, t.samples_per_s, nodes=t.nodes, **setup
+    )
+
 
 PUBLISHED_RUNS: tuple[PublishedRun, ...] = (
-    PublishedRun("TorchRec 8xA100 @2k", _TR, partial(preset, "mlperf_v1"), _A100, 8, 2048, 204_800.0),
-    PublishedRun("TorchRec 8xA100 @16k", _TR, partial(preset, "mlperf_v1"), _A100, 8, 16384, 925_696.0),
-    PublishedRun("TorchRec README 4xA100 @16k", _TRR, _torchrec_readme, _A100, 4, 16384, 1_458_176.0),
-    PublishedRun("TorchRec README 8xA100 @2k", _TRR, _torchrec_readme, _A100, 8, 2048, 284_615.0),
-    PublishedRun("TorchRec README 8xA100 @16k", _TRR, _torchrec_readme, _A100, 8, 16384, 1_671_168.0),
-    PublishedRun(
+    _run("TorchRec 8xA100 @2k", partial(preset, "mlperf_v1"), _A100),
+    _run("TorchRec 8xA100 @16k", partial(preset, "mlperf_v1"), _A100),
+    _run("TorchRec README 4xA100 @16k", _torchrec_readme, _A100),
+    _run("TorchRec README 8xA100 @2k", _torchrec_readme, _A100),
+    _run("TorchRec README 8xA100 @16k", _torchrec_readme, _A100),
+    _run(
         "TorchRec README 8xA100 @64k",
-        _TRR,
         _torchrec_readme,
         _A100,
-        8,
-        65536,
-        5_373_952.0,
         note="fp32 top-MLP GEMMs bound the model here; priced with TF32 it is 1.03",
     ),
-    PublishedRun("NVIDIA 1xV100 FP32 @32k", _NV, _nvidia_terabyte, _v100_32gb, 1, 32768, 494_000.0),
-    PublishedRun(
+    _run("NVIDIA 1xV100 FP32 @32k", _nvidia_terabyte, _v100_32gb),
+    _run(
         "NVIDIA 1xV100 AMP @32k",
-        _NV,
         _nvidia_terabyte,
         _v100_32gb,
-        1,
-        32768,
-        875_000.0,
         dtype="amp_fp16",
         note="priced as AMP (amp_fp16): NVIDIA's README says 'mixed precision training with static loss "
         "scaling for the bottom and top MLPs while embedding tables are stored in FP32 format' (apex AMP O2 "
         "over the MLPs). Still too fast: the model prices fused embedding kernels and tensor-core GEMMs near "
         "peak, not 2020's 26 separate nn.Embedding lookups; as pure fp16 it was 2.30x",
     ),
-    PublishedRun(
+    _run(
         "DLRM paper 1xV100 @2k",
-        _DP,
         partial(preset, "dlrm_benchmark"),
         partial(hardware, "big_basin"),
-        1,
-        2048,
-        2048 / 0.062,
         note=_EARLY,
     ),
-    PublishedRun(
+    _run(
         "DLRM paper 2xXeon 6138 @2k",
-        _DP,
         partial(preset, "dlrm_benchmark"),
         partial(hardware, "cpu_cluster"),
-        1,
-        2048,
-        2048 / 0.256,
         note=_EARLY,
     ),
 )
@@ -258,8 +224,8 @@ def mlperf_seconds(
     HugeCTR overlaps communication with compute (``step_time_overlap``), or, with
     ``overlapped=False``, at the step's components one after another (``step_time``: a training loop
     that runs forward, backward and the optimizer in turn, as :data:`CPU_SETUP`'s), and its
-    evaluations (:func:`recnotebooks.perf.convergence.evaluations`), each
-    :data:`~recnotebooks.perf.convergence.EVAL_SAMPLES` samples through the forward pass: each
+    evaluations (:func:`recnotebooks.published.convergence.evaluations`), each
+    :data:`~recnotebooks.published.convergence.EVAL_SAMPLES` samples through the forward pass: each
     rank's embedding lookups, a third of its MLP and interaction time (forward of forward + two
     backward GEMMs) and half its all-to-all."""
     samples = epochs * TRAIN_SAMPLES
@@ -304,8 +270,8 @@ def _mlperf_run(m: MLPerfResult) -> PublishedRun:
 
 
 #: One :class:`PublishedRun` per MLPerf DLRM-DCNv2 GPU result that logged its throughput
-#: (:data:`~recnotebooks.perf.mlperf.MLPERF_DCNV2_RESULTS`), the runs a round republished from an
-#: earlier one left out; rounds in :data:`~recnotebooks.perf.mlperf.HELD_OUT_ROUNDS` are the
+#: (:data:`~recnotebooks.published.mlperf_results.MLPERF_DCNV2_RESULTS`), the runs a round republished from an
+#: earlier one left out; rounds in :data:`~recnotebooks.published.mlperf.HELD_OUT_ROUNDS` are the
 #: held-out test (never used to fit :data:`~recnotebooks.perf.components.ops.HUGECTR`).
 MLPERF_RUNS: tuple[PublishedRun, ...] = tuple(
     _mlperf_run(m)
@@ -569,17 +535,7 @@ __all__ += ["MLPERF_RUNS", "MLPERF_SETUP", "fit_hugectr_step", "mlperf_errors", 
             "mlperf_throughput"]  # fmt: skip
 
 
-# ----- TorchRec's UVM / UVM-caching benchmark ----------------------------------------------------
-#: TorchRec's benchmark of a UVM cache ("Full sized DLRM EMB w/ UVM/UVM-caching" in its benchmarks README,
-#: https://github.com/pytorch/torchrec/blob/main/benchmarks/README.md, cited as ``torchrec_benchmarks`` in
-#: :mod:`recnotebooks.perf.sources`): seconds per epoch of 10 batches of 64 samples (its benchmark script,
-#: https://github.com/pytorch/torchrec/blob/main/benchmarks/ebc_benchmarks.py), 26 tables of dim 128, 64
-#: ids per table and sample, SGD, one 16 GB V100; tables in host memory over UVM vs a UVM cache (load
-#: factor 0.2) with the five largest tables halved.
-TORCHREC_UVM = {"uvm_s": 0.62, "uvm_cache_s": 0.06, "batch_size": 64, "batches": 10, "pooling": 64}
-TORCHREC_UVM_SOURCE = cite("torchrec_benchmarks")  #: where :data:`TORCHREC_UVM` was published
-
-
+# ----- TorchRec's UVM / UVM-caching benchmark (published: recnotebooks.published.runs.TORCHREC_UVM) -----
 def _torchrec_uvm_model(halve: bool) -> DLRMConfig:
     """The TorchRec DLRM tables with 64 lookups each and minimal MLPs (the benchmark trains the
     embeddings alone); ``halve``: the five tables over 10M rows halved, as the cached run does."""

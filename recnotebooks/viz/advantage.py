@@ -44,7 +44,7 @@ ADVANTAGE_MODELS = {
     "explorer": "the Efficiency Explorer's model",
 }
 #: The seed paper's finding (a), in its words' substance (Acun et al., HPCA 2021,
-#: https://arxiv.org/abs/2011.05497; :data:`recnotebooks.perf.sources.DOCUMENTS` ``"seed"``).
+#: https://arxiv.org/abs/2011.05497; :data:`recnotebooks.published.sources.DOCUMENTS` ``"seed"``).
 FINDING_A = (
     "the seed paper's finding (a): a GPU's advantage over a CPU node is large for MLP-heavy models "
     "and small for embedding-heavy ones"

@@ -51,7 +51,6 @@ from typing import Any
 
 from recnotebooks.distributed.training import train_local
 from recnotebooks.measure.calibrate_comm import local_ranks_hardware
-from recnotebooks.perf.convergence import EPOCHS_FROM, curve_points
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.job import JobCost
@@ -73,6 +72,7 @@ from recnotebooks.perf.job_planner import (
 from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.result import TABLE_HOMES
+from recnotebooks.published.convergence import EPOCHS_FROM, curve_points
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars, reference_curve, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, percent
@@ -541,7 +541,7 @@ def convergence_chart(rows: list[dict[str, object]]) -> object:
     """:func:`~recnotebooks.perf.job_planner.convergence_jobs`'s rows drawn against the global batch:
     the epochs MLPerf's reference runs needed (**published**: its reference points filled, the
     values between them interpolated hollow, the points MLPerf's checker prunes grey crosses;
-    :func:`~recnotebooks.perf.convergence.curve_points`), above the samples per second and the
+    :func:`~recnotebooks.published.convergence.curve_points`), above the samples per second and the
     minutes to train on each layout (**modeled**, as MLPerf's submissions run the model)."""
     if not rows:
         raise ValueError("convergence_chart needs the rows of convergence_jobs, got none")

@@ -1,4 +1,4 @@
-"""Model configuration: :class:`DLRMConfig`, :class:`TableConfig`, presets and derived sizes.
+"""Model configuration: :class:`DLRMConfig`, :class:`TableConfig` and the sizes they imply.
 
 A ``DLRMConfig`` describes a DLRM (Naumov et al. 2019) the way the seed paper (Acun et al.,
 HPCA 2021) varies it: number of dense features, embedding tables (rows and pooling factor,
@@ -9,36 +9,30 @@ counts, FLOPs per sample, embedding bytes per sample). Its memory is the model's
 
 MLP widths list layer *outputs* after the input width, as the papers' model tables do, so
 ``bottom_mlp=(512, 256, 64)`` with 13 dense features is the dlrm repo's ``13-512-256-64``
-(https://github.com/facebookresearch/dlrm, which writes the input width first).
+(https://github.com/facebookresearch/dlrm, which writes the input width first). The public
+models, each with its source, are in :mod:`recnotebooks.config.presets`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from recnotebooks.checks import check_bool, check_choice, check_float, check_int, check_str, show
 
 __all__ = [
-    "TableConfig",
-    "DLRMConfig",
-    "PRESETS",
-    "preset",
-    "preset_names",
-    "architecture_config",
-    "parse_mlp",
-    "CRITEO_KAGGLE_CARDINALITIES",
-    "CRITEO_TERABYTE_CARDINALITIES",
-    "MLPERF_DCNV2_MULTI_HOT_SIZES",
-    "multi_hot_tables",
-    "PRESET_TRAINING",
-    "preset_training",
-    "SPARSE_OPTIMIZERS",
+    "DCN_DEFAULTS",
     "DENSE_OPTIMIZERS",
-    "state_floats_per_row",
+    "INTERACTIONS",
+    "POOLINGS",
+    "SPARSE_OPTIMIZERS",
+    "DLRMConfig",
+    "TableConfig",
+    "parse_mlp",
     "state_floats_per_parameter",
+    "state_floats_per_row",
 ]
 
 INTERACTIONS = ("dot", "cat", "dcn")
@@ -407,248 +401,3 @@ class DLRMConfig:
             "flops_per_sample": {k: v["forward"] + v["backward"] for k, v in fl.items()},
             "embedding_bytes_per_sample": self.embedding_bytes_per_sample(),
         }
-
-
-# ----- presets: public models, each with its source ---------------------------------------
-# Criteo Kaggle (Display Advertising Challenge) cardinalities C1..C26, no frequency threshold: the
-# distinct values per feature that the dlrm repo's preprocessing finds (https://github.com/facebookresearch/dlrm).
-CRITEO_KAGGLE_CARDINALITIES = (
-    1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194, 27,
-    14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105, 142572,
-)  # fmt: skip
-# Criteo Terabyte (1TB Click Logs) cardinalities with MLPerf's 40M cap per table (MLPerf Training DLRM
-# reference, https://github.com/mlcommons/training).
-CRITEO_TERABYTE_CARDINALITIES = (
-    40000000, 39060, 17295, 7424, 20265, 3, 7122, 1543, 63, 40000000, 3067956, 405282, 10,
-    2209, 11938, 155, 4, 976, 14, 40000000, 40000000, 40000000, 590152, 12973, 108, 36,
-)  # fmt: skip
-
-
-# MLPerf Training's DLRM-DCNv2 multi-hot sizes: lookups per sample of each of the 26 tables, 214 in
-# all, fixed per table (the reference's --multi_hot_sizes, in its README:
-# https://github.com/mlcommons/training/blob/master/recommendation_v2/torchrec_dlrm/README.MD).
-MLPERF_DCNV2_MULTI_HOT_SIZES = (
-    3, 2, 1, 2, 6, 1, 1, 1, 1, 7, 3, 8, 1, 6, 9, 5, 1, 1, 1, 12, 100, 27, 10, 3, 1, 1,
-)  # fmt: skip
-
-
-def _tables(rows: Sequence[int], pooling: float = 1.0, prefix: str = "C") -> tuple[TableConfig, ...]:
-    return tuple(TableConfig(f"{prefix}{i + 1}", int(r), pooling) for i, r in enumerate(rows))
-
-
-def multi_hot_tables(rows: Sequence[int], sizes: Sequence[int], prefix: str = "C") -> tuple[TableConfig, ...]:
-    """Tables ``<prefix>1, <prefix>2, ...`` of ``rows[i]`` rows, each sample looking up ``sizes[i]``
-    rows of table ``i`` (a multi-hot feature: ``pooling_factor`` = its size; draw the bags with the
-    synthetic data's ``"fixed"`` distribution for exactly that many). Every size must be a whole
-    number >= 1 and there must be one per table."""
-    rows, sizes = tuple(rows), tuple(sizes)
-    if len(sizes) != len(rows):
-        raise ValueError(f"sizes must have one multi-hot size per table ({len(rows)}), got {len(sizes)}")
-    sizes = tuple(check_int(f"sizes[{i}]", n, lo=1, hi=int(MAX_POOLING)) for i, n in enumerate(sizes))
-    return tuple(
-        TableConfig(f"{prefix}{i + 1}", int(r), float(n))
-        for i, (r, n) in enumerate(zip(rows, sizes, strict=True))
-    )
-
-
-def _make_presets() -> dict[str, DLRMConfig]:
-    tb = CRITEO_TERABYTE_CARDINALITIES
-    return {
-        # Small enough to train to a useful AUC in seconds on a laptop CPU.
-        "tiny": DLRMConfig(
-            13,
-            _tables((1000, 5000, 20000, 500, 100, 10000, 2000, 50000)),
-            16,
-            (64, 16),
-            (64, 32, 1),
-            name="tiny",
-        ),
-        # The dlrm repo's Criteo Kaggle and Terabyte configs (https://github.com/facebookresearch/dlrm).
-        "criteo_kaggle": DLRMConfig(
-            13,
-            _tables(CRITEO_KAGGLE_CARDINALITIES),
-            16,
-            (512, 256, 64, 16),
-            (512, 256, 1),
-            name="criteo_kaggle",
-        ),
-        "criteo_terabyte": DLRMConfig(
-            13,
-            _tables(tuple(min(r, 10_000_000) for r in tb)),
-            64,
-            (512, 256, 64),
-            (512, 512, 256, 1),
-            name="criteo_terabyte",
-        ),
-        # MLPerf Training v1 DLRM (https://github.com/mlcommons/training).
-        "mlperf_v1": DLRMConfig(
-            13,
-            _tables(tb),
-            128,
-            (512, 256, 128),
-            (1024, 1024, 512, 256, 1),
-            name="mlperf_v1",
-        ),
-        # The DLRM paper's benchmark config (Naumov et al. 2019, https://arxiv.org/abs/1906.00091).
-        "dlrm_benchmark": DLRMConfig(
-            512,
-            _tables((1_000_000,) * 8, 100.0, "T"),
-            64,
-            (512, 512, 64),
-            (1024, 1024, 1024, 1),
-            name="dlrm_benchmark",
-        ),
-        # MLPerf Training's DLRM-DCNv2 (v3.0 on): Criteo 1TB's 26 tables capped at 40M rows, multi-hot
-        # (214 lookups per sample), dim 128, bottom 13-512-256-128, 3 low-rank cross layers of rank 512
-        # over the 3,456-wide concatenation, top 1024-1024-512-256-1 (the reference's README's run
-        # command: --interaction_type=dcn --dcn_num_layers=3 --dcn_low_rank_dim=512, as its
-        # https://github.com/mlcommons/training/blob/master/recommendation_v2/torchrec_dlrm/dlrm_main.py
-        # builds TorchRec's DLRM_DCN).
-        "mlperf_dcnv2": DLRMConfig(
-            13,
-            multi_hot_tables(tb, MLPERF_DCNV2_MULTI_HOT_SIZES),
-            128,
-            (512, 256, 128),
-            (1024, 1024, 512, 256, 1),
-            interaction="dcn",
-            dcn_layers=3,
-            dcn_rank=512,
-            name="mlperf_dcnv2",
-        ),
-        # Its CPU-sized sibling: the same 26 multi-hot tables (214 lookups per sample) and 3 cross
-        # layers, with the rows capped at 10,000 and every width an eighth (dim 16, rank 64 of 432):
-        # trains a few hundred steps here in seconds.
-        "dcnv2_small": DLRMConfig(
-            13,
-            multi_hot_tables(tuple(min(r, 10_000) for r in tb), MLPERF_DCNV2_MULTI_HOT_SIZES),
-            16,
-            (64, 32, 16),
-            (128, 128, 64, 32, 1),
-            interaction="dcn",
-            dcn_layers=3,
-            dcn_rank=64,
-            name="dcnv2_small",
-        ),
-        # RM1-RM3 of DeepRecSys (Gupta et al., ISCA 2020, https://arxiv.org/abs/2001.02772).
-        "rm1": DLRMConfig(
-            128,
-            _tables((4_000_000,) * 8, 80.0, "T"),
-            32,
-            (128, 64, 32),
-            (256, 64, 1),
-            interaction="cat",
-            name="rm1",
-        ),
-        "rm2": DLRMConfig(
-            256,
-            _tables((500_000,) * 32, 120.0, "T"),
-            64,
-            (256, 128, 64),
-            (128, 64, 1),
-            interaction="cat",
-            name="rm2",
-        ),
-        "rm3": DLRMConfig(
-            2560,
-            _tables((2_000_000,) * 10, 20.0, "T"),
-            32,
-            (2560, 1024, 256, 32),
-            (512, 256, 1),
-            interaction="cat",
-            name="rm3",
-        ),
-    }
-
-
-PRESETS: Mapping[str, DLRMConfig] = _make_presets()
-
-#: How a preset is trained where its source says (the settings ``recnb train --preset NAME`` starts
-#: from; options given on the command line win). Keys: ``batch_size`` (global), ``sparse_optimizer``
-#: and ``dense_optimizer`` (names of :data:`SPARSE_OPTIMIZERS` / :data:`DENSE_OPTIMIZERS`),
-#: ``sparse_lr`` and ``dense_lr``, and ``pooling`` (the synthetic data's bag-size distribution:
-#: ``"fixed"`` for multi-hot tables, exactly ``pooling_factor`` lookups per table and sample).
-#: ``adagrad_eps``, ``lr_warmup_steps`` and ``batch_size_multi_node`` are the source's settings
-#: recorded for the reader and the cost model: the trainer here has no warm-up (MLPerf's reference
-#: has none either) and its own Adagrad epsilons (the tables' 1e-8, as MLPerf's; the dense part's
-#: torch.optim.Adagrad default, 1e-10).
-PRESET_TRAINING: Mapping[str, Mapping[str, object]] = {
-    # MLPerf's DLRM-DCNv2: exact (element-wise) Adagrad on the tables and Adagrad on the dense part,
-    # eps 1e-8, no warm-up or decay (the reference's ADAGRAD_EPS and --lr_warmup_steps in its
-    # dlrm_main.py, https://github.com/mlcommons/training/tree/master/recommendation_v2/torchrec_dlrm);
-    # one learning rate, 0.004 at 55,296 (0.0034 at 135,168), as MLPerf's reference convergence points
-    # were run (opt_base_learning_rate, recnotebooks.perf.convergence) and NVIDIA's logs record it (the
-    # reference README's command, at another batch, uses 0.005); the global
-    # batch of NVIDIA's v3.0 submissions: 55,296 on one 8-GPU node (8 x 6,912, its 1x8x6912 config),
-    # 135,168 on 8 nodes (8 x 8 x 2,112, its 8x8x2112 config, learning rate 0.0034 there), in
-    # https://github.com/mlcommons/training_results_v3.0/tree/main/NVIDIA/benchmarks/dlrm_dcnv2
-    "mlperf_dcnv2": {
-        "batch_size": 55_296,
-        "sparse_optimizer": "adagrad",
-        "sparse_lr": 0.004,
-        "dense_optimizer": "adagrad",
-        "dense_lr": 0.004,
-        "pooling": "fixed",
-        "adagrad_eps": 1e-8,
-        "lr_warmup_steps": 0,
-        "batch_size_multi_node": 135_168,
-    },
-    # Its CPU-sized sibling: the same optimizers, learning rate and fixed multi-hot bags at a batch a
-    # laptop trains (300 steps: held-out AUC about 0.76 on the synthetic data, measured here; the
-    # trainer's default dense rate, 0.02, makes Adagrad's first step blow the cross layers' loss up).
-    "dcnv2_small": {
-        "batch_size": 512,
-        "sparse_optimizer": "adagrad",
-        "sparse_lr": 0.005,
-        "dense_optimizer": "adagrad",
-        "dense_lr": 0.005,
-        "pooling": "fixed",
-    },
-}
-
-
-def preset_training(name: str) -> dict[str, object]:
-    """The training settings of preset ``name`` in :data:`PRESET_TRAINING` (a copy; empty for a
-    preset whose source sets none); an unknown name raises ``ValueError`` naming it."""
-    return dict(PRESET_TRAINING.get(check_choice("preset", name, preset_names()), {}))
-
-
-def architecture_config(
-    num_dense: int = 13,
-    num_tables: int = 8,
-    rows_per_table: int = 10**6,
-    embedding_dim: int = 32,
-    pooling: float = 1,
-    bottom_width: int = 256,
-    bottom_depth: int = 3,
-    top_width: int = 256,
-    top_depth: int = 3,
-    interaction: str = "dot",
-) -> DLRMConfig:
-    """The :class:`DLRMConfig` the explorer's sliders describe.
-
-    The bottom MLP has ``bottom_depth`` layers, ``bottom_width`` wide, the last of width
-    ``embedding_dim`` (the dot interaction needs it); the top MLP ``top_depth`` layers,
-    the last of width 1 (the click logit).
-    """
-    for name, v in (("bottom_depth", bottom_depth), ("top_depth", top_depth), ("num_tables", num_tables)):
-        check_int(name, v, lo=1, hi=MAX_WIDTH)
-    tables = tuple(TableConfig(f"t{i}", rows_per_table, pooling) for i in range(num_tables))
-    return DLRMConfig(
-        num_dense=num_dense,
-        tables=tables,
-        embedding_dim=embedding_dim,
-        bottom_mlp=(bottom_width,) * (bottom_depth - 1) + (embedding_dim,),
-        top_mlp=(top_width,) * (top_depth - 1) + (1,),
-        interaction=interaction,
-        name="explorer",
-    )
-
-
-def preset_names() -> list[str]:
-    return list(PRESETS)
-
-
-def preset(name: str, **overrides: object) -> DLRMConfig:
-    """A preset config by name (see :data:`PRESETS`), optionally with fields replaced."""
-    cfg = PRESETS[check_choice("preset", name, preset_names())]
-    return cfg.replace(**overrides) if overrides else cfg

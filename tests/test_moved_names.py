@@ -1,0 +1,73 @@
+"""Public names that moved keep working from their old modules until the next release.
+
+Each old module re-exports the very objects of the new home (no copy, no warning at import);
+ARCHITECTURE.md's "Moved names" table lists them. Delete a row here when its re-export goes.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+#: old module -> (new module, the names that moved to it)
+MOVED: dict[str, list[tuple[str, tuple[str, ...]]]] = {
+    "recnotebooks.perf.mlperf": [
+        (
+            "recnotebooks.published.mlperf",
+            (
+                "FIT_ROUNDS",
+                "HELD_OUT_ROUNDS",
+                "MLPerfResult",
+                "RUNS_REQUIRED",
+                "TARGET_AUC",
+                "TRAIN_SAMPLES",
+                "median_or_none",
+                "olympic_mean",
+            ),
+        ),  # fmt: skip
+        ("recnotebooks.published.mlperf_results", ("MLPERF_DCNV2_RESULTS", "READ_DATE", "SOURCE_COMMITS")),
+    ],
+    "recnotebooks.perf.sources": [("recnotebooks.published.sources", ("DOCUMENTS", "cite"))],
+    "recnotebooks.perf.published": [
+        ("recnotebooks.published.runs", ("TORCHREC_README_ROWS", "TORCHREC_UVM", "TORCHREC_UVM_SOURCE")),
+    ],
+    "recnotebooks.perf.convergence": [
+        (
+            "recnotebooks.published.convergence",
+            (
+                "DEFAULT_ROUND",
+                "EPOCHS_FROM",
+                "EVAL_EVERY_EPOCHS",
+                "EVAL_SAMPLES",
+                "RCPS",
+                "RCP_SOURCE",
+                "RULES",
+                "ReferencePoint",
+                "TRAIN_SAMPLES",
+                "convergence_curve",
+                "curve_points",
+                "epochs_to_converge",
+                "evaluations",
+                "rules_for_round",
+                "samples_to_converge",
+                "time_to_train",
+            ),
+        ),  # fmt: skip
+    ],
+}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_module_hands_on_the_new_homes_objects(old: str) -> None:
+    module = importlib.import_module(old)
+    for new, names in MOVED[old]:
+        home = importlib.import_module(new)
+        for name in names:
+            assert getattr(module, name) is getattr(home, name), f"{old}.{name} is not {new}.{name}"
+
+
+def test_the_new_convergence_module_exports_what_the_old_one_did() -> None:
+    old = importlib.import_module("recnotebooks.perf.convergence")
+    new = importlib.import_module("recnotebooks.published.convergence")
+    assert set(new.__all__) <= set(old.__all__)
