@@ -18,16 +18,24 @@ trainable.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from recnotebooks.checks import check_bool, check_choice, check_float
-from recnotebooks.config import SPARSE_OPTIMIZERS
+from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
 from recnotebooks.kernels import fused
 from recnotebooks.nn.embedding import EmbeddingBagCollection, PendingLookups
 
-__all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "ExactAdagrad", "make_sparse_optimizer"]
+__all__ = [
+    "SparseOptimizer",
+    "SparseSGD",
+    "RowWiseAdagrad",
+    "ExactAdagrad",
+    "make_sparse_optimizer",
+    "make_dense_optimizer",
+]
 
 
 def _check_lr(lr: object) -> float:
@@ -196,3 +204,21 @@ def make_sparse_optimizer(name: str, collection: EmbeddingBagCollection, lr: flo
 
 #: Each name of :data:`~recnotebooks.config.SPARSE_OPTIMIZERS` -> its class (its ``kind``).
 _BY_NAME: dict[str, type[SparseOptimizer]] = {c.kind: c for c in (SparseSGD, RowWiseAdagrad, ExactAdagrad)}
+
+
+def make_dense_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    """The dense (MLP) optimizer ``name``: ``torch.optim``'s SGD (``"sgd"``), Adagrad
+    (``"adagrad"``) or Adam (``"adam"``) over ``params`` with learning rate ``lr`` and their
+    defaults otherwise; the names of :data:`recnotebooks.config.DENSE_OPTIMIZERS` (another raises
+    ``ValueError`` naming ``dense_optimizer``). The one place the trainer, a rank's training
+    and the measurements build one."""
+    name = check_choice("dense_optimizer", name, DENSE_OPTIMIZERS)
+    return _DENSE_BY_NAME[name](list(params), lr=lr)
+
+
+#: Each name of :data:`~recnotebooks.config.DENSE_OPTIMIZERS` -> its ``torch.optim`` class.
+_DENSE_BY_NAME: dict[str, type[torch.optim.Optimizer]] = {
+    "sgd": torch.optim.SGD,
+    "adagrad": torch.optim.Adagrad,
+    "adam": torch.optim.Adam,
+}
