@@ -25,12 +25,12 @@ import time
 import torch
 
 import recnotebooks.kernels.fused as fused
-from recnotebooks.config import DLRMConfig, TableConfig
+from recnotebooks.config import SPARSE_OPTIMIZERS, DLRMConfig, TableConfig
 from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
 from recnotebooks.nn import EmbeddingBagCollection
 from recnotebooks.nn.optim import make_sparse_optimizer
 
-OPTIMIZERS = ("sgd", "rowwise_adagrad", "adagrad")
+OPTIMIZERS = SPARSE_OPTIMIZERS
 PATHS = ("fused", "torch")
 
 

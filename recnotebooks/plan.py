@@ -79,7 +79,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from recnotebooks.checks import check_choice, check_fraction, check_int, check_int_list, check_str, show
-from recnotebooks.config import DLRMConfig, TableConfig
+from recnotebooks.config import CACHE_REPLACEMENT_POLICIES, DLRMConfig, TableConfig
 
 __all__ = [
     "CACHE_POLICIES",
@@ -104,8 +104,10 @@ __all__ = [
 
 SHARDINGS = ("table_wise", "row_wise", "column_wise", "data_parallel")
 PLACEMENTS = ("hbm", "host", "cache", "remote")
-#: Replacement policies the hit-rate model knows (the trace simulator has these and more).
-CACHE_POLICIES = ("lru", "lfu", "static", "setassoc")
+#: Replacement policies the hit-rate model knows: all of
+#: :data:`~recnotebooks.config.CACHE_REPLACEMENT_POLICIES` but ``"lfu_cached"`` (the trace
+#: simulator has those and OPT).
+CACHE_POLICIES = tuple(p for p in CACHE_REPLACEMENT_POLICIES if p != "lfu_cached")
 #: Most ranks a plan may have: 4096 (512 eight-GPU nodes, 32 times the 128 GPUs on 16 ZionEX
 #: nodes that trained a 12-trillion-parameter DLRM in Mudigere et al., ISCA 2022). The cost model
 #: evaluates a step rank by rank (4096 ranks take about 8 s here) and the planner keeps a list

@@ -41,7 +41,7 @@ from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, DLRMConfig,
 from recnotebooks.data.batch import Batch
 from recnotebooks.metrics import click_metrics
 from recnotebooks.nn.dlrm import DLRM
-from recnotebooks.nn.optim import SparseOptimizer, make_sparse_optimizer
+from recnotebooks.nn.optim import SparseOptimizer, make_dense_optimizer, make_sparse_optimizer
 from recnotebooks.threads import choose_threads, load_monitor, usable_cores, use_threads
 from recnotebooks.timing import PhaseTimer, phase_rows, reliability, spread
 
@@ -163,15 +163,6 @@ def config_from_dict(d: dict[str, Any]) -> DLRMConfig:
     return DLRMConfig(**d)
 
 
-def _make_dense_optimizer(name: str, params: Iterable[nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    params = list(params)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr)
-    if name == "adagrad":
-        return torch.optim.Adagrad(params, lr=lr)
-    return torch.optim.Adam(params, lr=lr)
-
-
 class Trainer:
     """Train a :class:`~recnotebooks.nn.DLRM` on an iterable of :class:`Batch`.
 
@@ -220,7 +211,7 @@ class Trainer:
         self.sparse_opt: SparseOptimizer = make_sparse_optimizer(
             c.sparse_optimizer, model.embeddings, c.sparse_lr
         )
-        self.dense_opt = _make_dense_optimizer(c.dense_optimizer, model.dense_parameters(), c.dense_lr)
+        self.dense_opt = make_dense_optimizer(c.dense_optimizer, model.dense_parameters(), c.dense_lr)
         self.loss_fn = nn.BCEWithLogitsLoss()
         self.step = 0
         self.history: list[dict[str, float]] = []

@@ -445,6 +445,81 @@ def test_fused_step_declines_what_it_cannot_run():
         assert torch.equal(state, before) and not w.any()
 
 
+def test_can_run_says_exactly_where_the_fused_kernel_runs(monkeypatch):
+    """``can_run`` is False for what the kernels cannot take (switched off, not float32, not
+    contiguous, a gradient or coefficients of another shape, a state it cannot update in place),
+    True otherwise; ``fused_step`` runs exactly where it is True."""
+    import recnotebooks.kernels.fused as fused
+
+    ids, offsets, grad, w = torch.tensor([0, 2]), torch.tensor([0, 1, 2]), torch.ones(2, 2), torch.zeros(3, 2)
+    assert fused.can_run(w, ids, offsets, None, grad)
+    assert fused.can_run(w, ids, offsets, torch.ones(2), grad, torch.zeros(3))  # row-wise Adagrad
+    assert fused.can_run(w, ids, offsets, None, grad, torch.zeros(3, 2))  # exact Adagrad
+    cannot = [
+        (w.double(), ids, offsets, None, grad.double(), None),
+        (w.half(), ids, offsets, None, grad, None),
+        (w.bfloat16(), ids, offsets, None, grad, None),
+        (w, ids, offsets, None, grad.double(), None),
+        (torch.zeros(4, 2)[:, :1].expand(4, 2), ids, offsets, None, grad, None),
+        (w, ids, offsets, None, torch.ones(3, 2), None),  # a gradient row per bag
+        (w, ids, offsets, torch.ones(3), grad, None),  # a coefficient per lookup
+        (w, ids, offsets, None, grad, torch.zeros(3, dtype=torch.float64)),
+        (w, ids, offsets, None, grad, torch.zeros(2)),
+        (w, ids, offsets, None, grad, torch.zeros(2, 3).t()),
+        (w, ids, offsets, None, grad, torch.zeros(6)[::2]),
+    ]
+    for args in cannot:
+        assert not fused.can_run(*args)
+        weight, before = args[0], args[0].clone()
+        assert fused.fused_step(*args[:5], 0.1, args[5], 1e-8) is None and torch.equal(weight, before)
+    monkeypatch.setattr(fused, "ENABLED", False)  # RECNB_FUSED=0
+    assert not fused.can_run(w, ids, offsets, None, grad)
+
+
+@pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
+def test_each_path_runs_where_can_run_says_and_both_give_the_same_update(opt_name, monkeypatch):
+    """One random batch, one step through each path, forced: the fused kernel where ``can_run``
+    holds (the torch update made to fail, so it cannot be what ran), the torch update where
+    ``can_run`` is made False (the kernel made to fail). The updates agree within 1e-6, and a
+    float64 collection, which the kernel cannot take, takes the torch path by itself."""
+    import recnotebooks.kernels.fused as fused
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the other path ran")
+
+    rows, gen = [50, 8, 200], torch.Generator().manual_seed(11)
+    batch = random_batch(rows, 16, 6, gen, weighted=True)
+    up = torch.randn(16, len(rows), 8, generator=gen)
+    after = {}
+    for path in ("fused", "torch"):
+        ebc = EmbeddingBagCollection([TableConfig(f"t{i}", r) for i, r in enumerate(rows)], 8, seed=5)
+        opt = OPTIMIZERS[opt_name](ebc, 0.2)
+        (ebc(batch) * up).sum().backward()
+        with monkeypatch.context() as m:
+            if path == "fused":
+                p = ebc.pending_lookups()
+                assert fused.can_run(ebc.weight, p.ids, p.offsets, p.coef, p.grad, opt._state())
+                m.setattr(type(opt), "_update", refuse)
+            else:
+                m.setattr(fused, "can_run", lambda *args: False)
+                m.setattr(fused, "fused_step", refuse)
+            assert opt.step() == len(torch.unique(ebc.global_ids(batch).long()))
+        after[path] = (ebc.weight.detach().clone(), getattr(opt, "momentum", torch.zeros(1)).clone())
+    assert not torch.equal(after["fused"][0], EmbeddingBagCollection(ebc.tables, 8, seed=5).weight)
+    torch.testing.assert_close(after["fused"][0], after["torch"][0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(after["fused"][1], after["torch"][1], rtol=0, atol=1e-6)
+    ebc = EmbeddingBagCollection(
+        [TableConfig(f"t{i}", r) for i, r in enumerate(rows)], 8, seed=5, dtype=torch.float64
+    )
+    opt = OPTIMIZERS[opt_name](ebc, 0.2)
+    (ebc(batch) * up.double()).sum().backward()
+    p = ebc.pending_lookups()
+    assert not fused.can_run(ebc.weight, p.ids, p.offsets, p.coef, p.grad, opt._state())
+    monkeypatch.setattr(fused, "fused_step", refuse)
+    opt.step()
+    torch.testing.assert_close(ebc.weight.float(), after["torch"][0], rtol=0, atol=1e-6)
+
+
 @pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
 def test_step_without_the_row_count_applies_the_same_update(opt_name, kernel_path):
     """``step(count_rows=False)`` (the trainer's) returns None and updates the weights and

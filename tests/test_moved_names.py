@@ -71,3 +71,11 @@ def test_the_new_convergence_module_exports_what_the_old_one_did() -> None:
     old = importlib.import_module("recnotebooks.perf.convergence")
     new = importlib.import_module("recnotebooks.published.convergence")
     assert set(new.__all__) <= set(old.__all__)
+
+
+def test_a_renamed_name_is_the_new_homes_object() -> None:
+    """Names that moved under a new name (ARCHITECTURE.md's table says "renamed")."""
+    from recnotebooks.distributed.training import dense_optimizer_for
+    from recnotebooks.nn.optim import make_dense_optimizer
+
+    assert dense_optimizer_for is make_dense_optimizer

@@ -253,6 +253,17 @@ def test_the_plan_types_have_one_home() -> None:
     assert CACHE_POLICIES is plan_mod.CACHE_POLICIES
 
 
+def test_the_cache_policies_names_have_one_home() -> None:
+    """``config.CACHE_REPLACEMENT_POLICIES``: the cache runs all of them, the model all but
+    ``lfu_cached``, in the same order."""
+    from recnotebooks.cache.policies import POLICIES
+    from recnotebooks.config import CACHE_REPLACEMENT_POLICIES
+
+    assert POLICIES is CACHE_REPLACEMENT_POLICIES
+    assert plan_mod.CACHE_POLICIES == ("lru", "lfu", "static", "setassoc")
+    assert set(CACHE_REPLACEMENT_POLICIES) - set(plan_mod.CACHE_POLICIES) == {"lfu_cached"}
+
+
 def _split_counts_by_fractions(total: int, fractions: list[float]) -> tuple[int, ...]:
     """The cumulative rounding written with ``fractions.Fraction`` (an independent reference)."""
     import math

@@ -118,6 +118,25 @@ def test_the_trainer_builds_the_optimizers_it_is_named(sparse, dense):
     assert dense_state == cfg.dense_parameters * state_floats_per_parameter(dense)
 
 
+def test_one_factory_builds_the_dense_optimizer_by_its_names():
+    """``make_dense_optimizer`` knows exactly ``config.DENSE_OPTIMIZERS`` (another name raises
+    naming ``dense_optimizer``); the distributed rank's old name is the same function."""
+    from recnotebooks.config import DENSE_OPTIMIZERS
+    from recnotebooks.distributed.training import dense_optimizer_for
+    from recnotebooks.nn.optim import make_dense_optimizer
+
+    want = {"sgd": torch.optim.SGD, "adagrad": torch.optim.Adagrad, "adam": torch.optim.Adam}
+    assert set(want) == set(DENSE_OPTIMIZERS)
+    for name in DENSE_OPTIMIZERS:
+        p = torch.nn.Parameter(torch.zeros(2))
+        opt = make_dense_optimizer(name, iter([p]), 0.25)  # an iterator: read once
+        assert type(opt) is want[name] and opt.param_groups[0]["params"] == [p]
+        assert opt.param_groups[0]["lr"] == 0.25
+    with pytest.raises(ValueError, match="dense_optimizer"):
+        make_dense_optimizer("rmsprop", [torch.nn.Parameter(torch.zeros(2))], 0.1)
+    assert dense_optimizer_for is make_dense_optimizer
+
+
 def test_exact_adagrad_embeddings_and_adam_dense_learn_the_teacher():
     """The optimizers of MLPerf's DLRM-DCNv2 (exact Adagrad on the tables; Adam here on the MLPs)
     learn the synthetic teacher: held-out AUC 0.72 after 150 steps of 256 here, where plain SGD

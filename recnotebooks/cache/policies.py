@@ -45,10 +45,13 @@ from recnotebooks.cache import _kernels as K
 from recnotebooks.cache import _lfu_kernels as KF
 from recnotebooks.cache import _lru_kernels as KL
 from recnotebooks.checks import check_choice, check_int, check_type, show
+from recnotebooks.config import CACHE_REPLACEMENT_POLICIES
 
 __all__ = ["POLICIES", "Admission", "CachePolicy", "ReplayCounts", "set_of_rows"]
 
-POLICIES = ("lru", "lfu", "lfu_cached", "static", "setassoc")
+#: The policies (their names' one home: :data:`recnotebooks.config.CACHE_REPLACEMENT_POLICIES`);
+#: a policy's place here is its kind's number in the kernels.
+POLICIES = CACHE_REPLACEMENT_POLICIES
 _KIND = {p: i for i, p in enumerate(POLICIES)}
 _STATE = ("slot_of", "row_of", "stamp", "link", "count", "last", "meta")
 

@@ -2,6 +2,7 @@
 as presets (:mod:`~recnotebooks.config.presets`); import either from here."""
 
 from recnotebooks.config.model import (
+    CACHE_REPLACEMENT_POLICIES,
     DCN_DEFAULTS,
     DENSE_OPTIMIZERS,
     INTERACTIONS,
@@ -47,6 +48,7 @@ __all__ = [
     "preset_training",
     "SPARSE_OPTIMIZERS",
     "DENSE_OPTIMIZERS",
+    "CACHE_REPLACEMENT_POLICIES",
     "state_floats_per_row",
     "state_floats_per_parameter",
     "DCN_DEFAULTS",

@@ -24,6 +24,7 @@ from recnotebooks.checks import check_bool, check_choice, check_float, check_int
 
 __all__ = [
     "DCN_DEFAULTS",
+    "CACHE_REPLACEMENT_POLICIES",
     "DENSE_OPTIMIZERS",
     "INTERACTIONS",
     "POOLINGS",
@@ -50,8 +51,14 @@ SPARSE_OPTIMIZERS = tuple(_SPARSE_STATE_FLOATS)
 #: Optimizer state of each dense (MLP) optimizer, in floats per parameter: Adagrad's sum of
 #: squares, Adam's two moments.
 _DENSE_STATE_FLOATS = {"sgd": 0, "adagrad": 1, "adam": 2}
-#: The dense optimizers there are (``torch.optim``'s, as the trainer builds them).
+#: The dense optimizers there are (``torch.optim``'s, as
+#: :func:`recnotebooks.nn.optim.make_dense_optimizer` builds them).
 DENSE_OPTIMIZERS = tuple(_DENSE_STATE_FLOATS)
+#: The cache replacement policies there are, by name: the one home of their names.
+#: ``cache.policies.CachePolicy`` runs each (``cache.policies.POLICIES``); a plan's cached tables
+#: and the hit-rate model know all but ``"lfu_cached"`` (``plan.CACHE_POLICIES``). Here because
+#: ``cache`` and ``plan`` may both import this module and not each other.
+CACHE_REPLACEMENT_POLICIES = ("lru", "lfu", "lfu_cached", "static", "setassoc")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 #: Most rows a table may have: 2^48 (an id still fits an int64 index after the fused
 #: collection adds its table's row offset, and row counts stay exact as floats).

@@ -4,8 +4,9 @@ The readable path (:mod:`recnotebooks.nn`) says what a training step does in pla
 ``w[rows] -= lr * g`` for SGD, row-wise and exact Adagrad in four lines each
 (:mod:`recnotebooks.nn.optim`).
 That is what a student should read first. This package is how the same step runs fast on a
-CPU, one visible branch away (``if fused_available():`` in ``nn.optim``), with the same
-results up to float rounding (the tests check both paths against each other):
+CPU, one guarded early return at the top of ``SparseOptimizer.step`` (``if fused.can_run(...):``,
+the predicate saying where the kernels apply), with the same results up to float rounding
+(the tests check both paths against each other):
 
 * :mod:`~recnotebooks.kernels.fused` — the sparse optimizer as one fused pass over the
   lookups (as FBGEMM's table-batched backward does on GPUs): SGD updates each row where it is

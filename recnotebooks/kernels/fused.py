@@ -35,9 +35,9 @@ trainer does not ask). The Adagrads' kernel is in :mod:`recnotebooks.kernels.fus
 Both kernels run on PyTorch's own OpenMP threads (:mod:`recnotebooks.kernels.omp`). Run on
 Numba's thread pool straight after the backward, they shared the two cores with PyTorch's
 still-spinning workers, and SGD's took 1.5-1.65 times as long at pooling 20
-(BENCHMARKS.md). When Numba is not installed, or the weights are not float32 on the CPU,
-:func:`fused_step` returns None and the optimizers fall back to the unfused torch path
-(same results up to float rounding; the tests check both).
+(BENCHMARKS.md). Where they cannot run (:func:`can_run`: switched off, or weights not
+float32 on the CPU) the optimizers take the readable torch path instead (same results up to
+float rounding; the tests check both).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ import torch
 
 from recnotebooks.kernels.omp import address, run_on_openmp, torch_openmp
 
-__all__ = ["fused_step", "fused_available"]
+__all__ = ["can_run", "fused_step", "fused_available"]
 
 import numba
 from llvmlite import ir
@@ -280,6 +280,37 @@ def _sgd(w, grad, ids, offsets, coef, has_coef, lr, threads, seen, count):
     return int(distinct.sum())
 
 
+def can_run(
+    weight: torch.Tensor,
+    ids: torch.Tensor,
+    offsets: torch.Tensor,
+    coef: torch.Tensor | None,
+    grad: torch.Tensor,
+    state: torch.Tensor | None = None,
+) -> bool:
+    """Whether :func:`fused_step` runs for these arguments (its own, less ``lr``, ``eps`` and
+    ``count_rows``): the kernels are on (``RECNB_FUSED`` is not ``0``); the weight is a contiguous
+    float32 CPU tensor; the pooled gradient float32 and ``(bags, dim)``; ``coef``, if any, one
+    per lookup; and ``state``, if any (the Adagrads'), a contiguous float32 CPU tensor of one
+    accumulator per row (row-wise) or per element (exact), updated in place. Where it is False
+    the optimizers take the torch path (:mod:`recnotebooks.nn.optim`): a GPU, fp16 or bf16
+    weights, ``RECNB_FUSED=0``."""
+    if not fused_available() or weight.device.type != "cpu" or weight.dtype != torch.float32:
+        return False
+    if grad.dtype != torch.float32 or not weight.is_contiguous():
+        return False
+    if grad.shape != (offsets.numel() - 1, weight.shape[1]) or (
+        coef is not None and coef.numel() != ids.numel()
+    ):
+        return False  # the kernels size their arrays from these shapes
+    return state is None or (
+        state.dtype == torch.float32
+        and state.device.type == "cpu"
+        and state.shape in ((weight.shape[0],), weight.shape)
+        and state.is_contiguous()  # updated in place: a copy would lose the update
+    )
+
+
 def fused_step(
     weight: torch.Tensor,
     ids: torch.Tensor,
@@ -298,20 +329,7 @@ def fused_step(
     cannot run. SGD counts them only with ``count_rows`` (a second pass; without it, it returns
     -1); it keeps one scratch bit per row of the largest weight it has seen (12.5 MB per 100M
     rows), allocated once and reused. The Adagrads' grouping counts them for free."""
-    if not fused_available() or weight.device.type != "cpu" or weight.dtype != torch.float32:
-        return None
-    if grad.dtype != torch.float32 or not weight.is_contiguous():
-        return None
-    if grad.shape != (offsets.numel() - 1, weight.shape[1]) or (
-        coef is not None and coef.numel() != ids.numel()
-    ):
-        return None  # the kernels size their arrays from these shapes
-    if state is not None and (
-        state.dtype != torch.float32
-        or state.device.type != "cpu"
-        or state.shape not in ((weight.shape[0],), weight.shape)
-        or not state.is_contiguous()  # updated in place: a copy would lose the update
-    ):
+    if not can_run(weight, ids, offsets, coef, grad, state):
         return None
     if ids.numel() == 0:
         return 0 if count_rows or state is not None else -1

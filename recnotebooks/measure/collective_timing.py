@@ -18,7 +18,7 @@ import torch.distributed as dist
 from recnotebooks.distributed.comm import all_reduce, all_to_all
 from recnotebooks.distributed.hybrid import HybridParallelDLRM
 from recnotebooks.distributed.launch import RankContext
-from recnotebooks.nn import DLRM, RowWiseAdagrad
+from recnotebooks.nn import DLRM, RowWiseAdagrad, make_dense_optimizer
 from recnotebooks.sparse import JaggedBatch
 
 #: The collectives :func:`time_collectives` can time.
@@ -143,11 +143,11 @@ def time_sharded_step(
     single = DLRM(config, seed=seed)
     single_opts = (
         RowWiseAdagrad(single.embeddings, 0.05),
-        torch.optim.Adagrad(single.dense_parameters(), 0.02),
+        make_dense_optimizer("adagrad", single.dense_parameters(), 0.02),
     )
     sharded = HybridParallelDLRM(config, plan, ctx.rank, ctx.world_size, seed=seed, log=ctx.log)
     sharded_opts = (sharded.sparse_optimizer("rowwise_adagrad", 0.05),
-                    torch.optim.Adagrad(sharded.dense_parameters(), 0.02))  # fmt: skip
+                    make_dense_optimizer("adagrad", sharded.dense_parameters(), 0.02))  # fmt: skip
 
     def step_single(i: int) -> None:
         dense, sparse, labels = batches[i % len(batches)]

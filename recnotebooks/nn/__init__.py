@@ -15,6 +15,7 @@ from recnotebooks.nn.optim import (
     RowWiseAdagrad,
     SparseOptimizer,
     SparseSGD,
+    make_dense_optimizer,
     make_sparse_optimizer,
 )
 
@@ -33,4 +34,5 @@ __all__ = [
     "RowWiseAdagrad",
     "ExactAdagrad",
     "make_sparse_optimizer",
+    "make_dense_optimizer",
 ]

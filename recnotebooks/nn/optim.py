@@ -18,16 +18,24 @@ trainable.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from recnotebooks.checks import check_bool, check_choice, check_float
-from recnotebooks.config import SPARSE_OPTIMIZERS
-from recnotebooks.kernels.fused import fused_available, fused_step
+from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
+from recnotebooks.kernels import fused
 from recnotebooks.nn.embedding import EmbeddingBagCollection, PendingLookups
 
-__all__ = ["SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "ExactAdagrad", "make_sparse_optimizer"]
+__all__ = [
+    "SparseOptimizer",
+    "SparseSGD",
+    "RowWiseAdagrad",
+    "ExactAdagrad",
+    "make_sparse_optimizer",
+    "make_dense_optimizer",
+]
 
 
 def _check_lr(lr: object) -> float:
@@ -48,30 +56,37 @@ class SparseOptimizer:
         """Apply the gradients recorded since the last step; returns the rows updated, or
         None with ``count_rows=False``.
 
-        The update itself is :meth:`_update` (plain torch, the formula above). On a CPU the
-        same update runs as one fused kernel (:mod:`recnotebooks.kernels`) when it can; the
-        results agree up to float rounding. Counting the rows costs fused SGD a second pass
-        over the ids (about a sixth of its time at pooling 20), so the trainer passes
-        ``count_rows=False``.
+        The update is :meth:`_update` (plain torch, the formula above) on the distinct rows
+        touched and their summed gradients. Where :func:`recnotebooks.kernels.fused.can_run`
+        says so (float32 weights on a CPU), the same update runs instead as one fused kernel
+        over the lookups, without building the row gradients; the results agree up to float
+        rounding. Counting the rows costs fused SGD a second pass over the ids (about a sixth
+        of its time at pooling 20), so the trainer passes ``count_rows=False``.
         """
         count_rows = check_bool("count_rows", count_rows)
-        lookups = self.collection.pending_lookups()
-        if lookups is None:  # nothing was looked up (with a gradient) since the last step
-            rows: int | None = 0
-        elif fused_available():  # the fast path: one pass over the lookups, no row gradients
-            rows = self._fused(lookups, count_rows)  # None where it cannot run (GPU, fp16, ...)
-        else:
-            rows = None
-        if rows is None:  # the readable path: the distinct rows touched and their summed gradient
-            rg = self.collection.row_gradients()  # rg.rows (R,), rg.grads (R, D)
-            self._update(rg.rows, rg.grads)
-            rows = int(rg.rows.numel())
+        p = self.collection.pending_lookups()  # None: nothing was looked up since the last step
+        if p is not None and fused.can_run(
+            self.collection.weight, p.ids, p.offsets, p.coef, p.grad, self._state()
+        ):
+            return self._fused_step(p, count_rows)  # the fast path: one pass over the lookups
+        rg = self.collection.row_gradients()  # rg.rows (R,): the distinct rows touched; rg.grads (R, D)
+        self._update(rg.rows, rg.grads)
+        self.collection.clear_gradients()
+        return int(rg.rows.numel()) if count_rows else None
+
+    def _state(self) -> torch.Tensor | None:
+        """The optimizer's state the fused kernel updates beside the weights (SGD has none)."""
+        return None
+
+    def _fused_step(self, p: PendingLookups, count_rows: bool) -> int | None:
+        """:meth:`step` through the fused kernel (:func:`recnotebooks.kernels.fused.fused_step`)."""
+        rows = self._fused(p, count_rows)
         self.collection.clear_gradients()
         return rows if count_rows else None
 
     def _fused(self, p: PendingLookups, count_rows: bool) -> int | None:
         w = self.collection.weight
-        return fused_step(w, p.ids, p.offsets, p.coef, p.grad, self.lr, count_rows=count_rows)
+        return fused.fused_step(w, p.ids, p.offsets, p.coef, p.grad, self.lr, count_rows=count_rows)
 
     def zero_grad(self) -> None:
         self.collection.clear_gradients()
@@ -123,9 +138,12 @@ class _Adagrad(SparseOptimizer):
         width = collection.embedding_dim if self.per_element else None
         self.momentum = collection.new_row_state("momentum", init, width=width)
 
+    def _state(self) -> torch.Tensor:
+        return self.momentum
+
     def _fused(self, p: PendingLookups, count_rows: bool) -> int | None:
         w = self.collection.weight  # the grouping counts the rows: no extra pass to skip
-        return fused_step(w, p.ids, p.offsets, p.coef, p.grad, self.lr, self.momentum, self.eps)
+        return fused.fused_step(w, p.ids, p.offsets, p.coef, p.grad, self.lr, self.momentum, self.eps)
 
     def state_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "lr": self.lr, "eps": self.eps, "momentum": self.momentum}
@@ -186,3 +204,21 @@ def make_sparse_optimizer(name: str, collection: EmbeddingBagCollection, lr: flo
 
 #: Each name of :data:`~recnotebooks.config.SPARSE_OPTIMIZERS` -> its class (its ``kind``).
 _BY_NAME: dict[str, type[SparseOptimizer]] = {c.kind: c for c in (SparseSGD, RowWiseAdagrad, ExactAdagrad)}
+
+
+def make_dense_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    """The dense (MLP) optimizer ``name``: ``torch.optim``'s SGD (``"sgd"``), Adagrad
+    (``"adagrad"``) or Adam (``"adam"``) over ``params`` with learning rate ``lr`` and their
+    defaults otherwise; the names of :data:`recnotebooks.config.DENSE_OPTIMIZERS` (another raises
+    ``ValueError`` naming ``dense_optimizer``). The one place the trainer, a rank's training
+    and the measurements build one."""
+    name = check_choice("dense_optimizer", name, DENSE_OPTIMIZERS)
+    return _DENSE_BY_NAME[name](list(params), lr=lr)
+
+
+#: Each name of :data:`~recnotebooks.config.DENSE_OPTIMIZERS` -> its ``torch.optim`` class.
+_DENSE_BY_NAME: dict[str, type[torch.optim.Optimizer]] = {
+    "sgd": torch.optim.SGD,
+    "adagrad": torch.optim.Adagrad,
+    "adam": torch.optim.Adam,
+}
