@@ -97,6 +97,52 @@ def ratio_bars(
 KINDS = {"PUBLISHED": "#222222", "MODELED": "#4c78a8"}
 
 
+def _values_panel(
+    data: list[dict[str, object]],
+    long: list[dict[str, object]],
+    names: list[str],
+    by: str,
+    value_title: str,
+    value_format: str,
+    width: int,
+) -> alt.LayerChart:
+    """:func:`published_vs_modeled`'s left panel: per row, the published and the modeled value
+    on one log axis (``long``: a row a value), joined by a line from ``_lo`` to ``_hi``."""
+    y_axis, step, _ = band_axis(names, None)
+    y = alt.Y(f"{by}:N", sort=names, axis=y_axis)
+    scale = alt.Scale(type="log")  # a log scale has no zero: naming it makes Vega-Lite warn
+    x = alt.X("value:Q", scale=scale, title=value_title, axis=alt.Axis(format=value_format, tickCount=4))
+    kinds = list(KINDS)
+    # one legend for colour and shape (the same field, the same legend): a diamond and a circle in
+    # their colours; a legend on one and none on the other is a conflict Vega-Lite warns about
+    legend = alt.Legend(title=None, orient="top")
+    color = alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=list(KINDS.values())), legend=legend)
+    shape = alt.Shape("kind:N", scale=alt.Scale(domain=kinds, range=["diamond", "circle"]), legend=legend)
+    tips = [
+        tooltip(by, "N"),
+        tooltip("kind", "N"),
+        tooltip("value", "Q", ".3~s"),
+        tooltip("ratio", "Q", ".2f"),
+    ]
+    join = with_data(
+        alt.Chart()
+        .mark_rule(color="#999", strokeWidth=2)
+        .encode(y=y, x=alt.X("_lo:Q", scale=scale, title=value_title), x2="_hi:Q"),
+        data,
+    )
+    # MODELED first, PUBLISHED (smaller) on top: where the two agree the diamond sits inside the circle
+    point = alt.Chart().encode(y=y, x=x, color=color, shape=shape, tooltip=tips)
+    marks = [
+        with_data(
+            point.mark_point(size=size, filled=True, opacity=1.0), [r for r in long if r["kind"] == kind]
+        )
+        for kind, size in (("MODELED", 110), ("PUBLISHED", 50))
+    ]
+    return alt.layer(join, *marks).properties(
+        width=width, height=alt.Step(step), title="PUBLISHED and MODELED"
+    )
+
+
 def published_vs_modeled(
     rows: Rows,
     *,
@@ -135,39 +181,7 @@ def published_vs_modeled(
         for r in data
         for kind, col in (("PUBLISHED", published), ("MODELED", modeled))
     ]
-    y_axis, step, _ = band_axis(names, None)
-    y = alt.Y(f"{by}:N", sort=names, axis=y_axis)
-    scale = alt.Scale(type="log")  # a log scale has no zero: naming it makes Vega-Lite warn
-    x = alt.X("value:Q", scale=scale, title=value_title, axis=alt.Axis(format=value_format, tickCount=4))
-    kinds = list(KINDS)
-    # one legend for colour and shape (the same field, the same legend): a diamond and a circle in
-    # their colours; a legend on one and none on the other is a conflict Vega-Lite warns about
-    legend = alt.Legend(title=None, orient="top")
-    color = alt.Color("kind:N", scale=alt.Scale(domain=kinds, range=list(KINDS.values())), legend=legend)
-    shape = alt.Shape("kind:N", scale=alt.Scale(domain=kinds, range=["diamond", "circle"]), legend=legend)
-    tips = [
-        tooltip(by, "N"),
-        tooltip("kind", "N"),
-        tooltip("value", "Q", ".3~s"),
-        tooltip("ratio", "Q", ".2f"),
-    ]
-    join = with_data(
-        alt.Chart()
-        .mark_rule(color="#999", strokeWidth=2)
-        .encode(y=y, x=alt.X("_lo:Q", scale=scale, title=value_title), x2="_hi:Q"),
-        data,
-    )
-    # MODELED first, PUBLISHED (smaller) on top: where the two agree the diamond sits inside the circle
-    point = alt.Chart().encode(y=y, x=x, color=color, shape=shape, tooltip=tips)
-    marks = [
-        with_data(
-            point.mark_point(size=size, filled=True, opacity=1.0), [r for r in long if r["kind"] == kind]
-        )
-        for kind, size in (("MODELED", 110), ("PUBLISHED", 50))
-    ]
-    values = alt.layer(join, *marks).properties(
-        width=width, height=alt.Step(step), title="PUBLISHED and MODELED"
-    )
+    values = _values_panel(data, long, names, by, value_title, value_format, width)
     ratios = ratio_bars(data, by=by, band=band, value_title=ratio_title, width=ratio_width, labels=False,
                         source="modeled")  # fmt: skip
     ratios.title = alt.TitleParams(ratio_title)  # the chart's title says where the numbers come from
