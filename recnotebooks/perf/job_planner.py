@@ -61,7 +61,7 @@ from recnotebooks.published.convergence import (
 
 __all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "MLPERF_STRATEGY",
            "PRECISION_OPTIONS", "SOFTWARE_OPTIONS", "SOURCE_SETUPS", "TO_TARGET", "JobPlan", "Outcome",
-           "best_lever", "check_settings", "helps", "MIN_GAIN", "convergence_jobs", "describe_change",
+           "best_lever", "check_settings", "lever_helps", "MIN_GAIN", "convergence_jobs", "describe_change",
            "epochs_words", "evaluate",
            "job_epochs", "job_model", "job_optimizers", "job_setup", "nearest_feasible", "plan_job",
            "setting_values", "software_words", "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS"]  # fmt: skip
@@ -409,7 +409,7 @@ def _neighbours(values: dict[str, object], lever: str, notch: bool = True) -> li
 def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[str, object]]]:
     """Each lever of :data:`LEVERS` moved one notch (the next value up or down; every other choice
     of a named option): the best by time to train among those that fit (None when it does not
-    speed the job up by :data:`MIN_GAIN`: :func:`helps`), and one row per lever
+    speed the job up by :data:`MIN_GAIN`: :func:`lever_helps`), and one row per lever
     (``lever``, ``change``, ``speedup`` = hours now / hours then, ``cost_ratio``, ``feasible``)."""
     now = evaluate(**values)
     if now.job is None:
@@ -433,14 +433,14 @@ def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[st
                 }
             )
     rows.sort(key=lambda r: -float(r["speedup"]))  # type: ignore[arg-type]
-    return (rows[0] if rows and helps(rows[0]) else None), rows
+    return (rows[0] if rows and lever_helps(rows[0]) else None), rows
 
 
 #: A lever helps when it makes the job at least this much faster (a gain that prints as "1.00x" is none).
 MIN_GAIN = 1.005
 
 
-def helps(row: dict[str, object]) -> bool:
+def lever_helps(row: dict[str, object]) -> bool:
     """Whether a :func:`best_lever` row speeds the job up by at least :data:`MIN_GAIN`."""
     return float(row["speedup"]) >= MIN_GAIN  # type: ignore[arg-type]
 

@@ -62,9 +62,9 @@ from recnotebooks.perf.job_planner import (
     check_settings,
     describe_change,
     epochs_words,
-    helps,
     job_model,
     job_setup,
+    lever_helps,
     plan_job,
     setting_values,
     software_words,
@@ -268,7 +268,7 @@ def explore_job(**values: object) -> Result:
                   "software": shown.values["software"], "source": "modeled"}],
         "levers": [{**x, "metric": "speed-up one notch away (x)", "setting": x["change"],
                     "value": x["speedup"], "display": f"{float(x['speedup']):.2f}x",  # type: ignore[arg-type]
-                    "source": "modeled"} for x in job.lever_rows if helps(x)],  # type: ignore[arg-type]  # helping levers only
+                    "source": "modeled"} for x in job.lever_rows if lever_helps(x)],  # type: ignore[arg-type]  # helping levers only
         "measured": _measured_rows(v),
     }  # fmt: skip
     if not tables["measured"] and _measurable(v):
