@@ -31,8 +31,12 @@ from recnotebooks.config.presets import (
     preset_names,
     preset_training,
 )
+from recnotebooks.config.workload import DEFAULT_ZIPF_EXPONENT, DTYPES, Workload
 
 __all__ = [
+    "Workload",
+    "DTYPES",
+    "DEFAULT_ZIPF_EXPONENT",
     "TableConfig",
     "DLRMConfig",
     "PRESETS",
