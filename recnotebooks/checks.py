@@ -38,6 +38,7 @@ __all__ = [
     "check_float",
     "check_fraction",
     "check_int",
+    "check_jagged_offsets",
     "check_int_list",
     "check_module_device",
     "check_steps",
@@ -390,3 +391,41 @@ def check_module_device(name: str, value: object) -> torch.device | None:
     ``torch.nn`` modules take it), anything else as :func:`check_device` (``"cudaa"`` or CUDA on a
     machine without it is refused naming ``name``, before torch allocates or raises)."""
     return None if value is None else check_device(name, value)
+
+
+def check_jagged_offsets(
+    name: str, offsets: object, total: int, *, max_length: int | None = None
+) -> torch.Tensor:
+    """``offsets`` of a jagged batch over ``total`` values: a 1-D integer tensor of ``B + 1 >= 2``
+    running sums, from 0 to ``total``, never decreasing; with ``max_length``, no piece longer.
+    Returned as it is (int64 or int32); the message names the first offending piece."""
+    import torch
+
+    if (
+        not isinstance(offsets, torch.Tensor)
+        or offsets.ndim != 1
+        or offsets.dtype not in (torch.int32, torch.int64)
+    ):
+        raise TypeError(f"{name} must be a 1-D int32 or int64 tensor, got {show(offsets)} ({_kind(offsets)})")
+    if len(offsets) < 2:
+        raise ValueError(
+            f"{name} must hold at least two entries (an empty batch has nothing to train), got {len(offsets)}"
+        )
+    first, last = int(offsets[0]), int(offsets[-1])
+    if first != 0 or last != total:
+        raise ValueError(
+            f"{name} must run from 0 to the number of values ({total:,}), got {first:,} .. {last:,}"
+        )
+    lengths = offsets[1:] - offsets[:-1]
+    bad = torch.nonzero(lengths < 0).flatten()
+    if len(bad):
+        i = int(bad[0])
+        raise ValueError(
+            f"{name} must never decrease, got {int(offsets[i]):,} then {int(offsets[i + 1]):,} at {i}"
+        )
+    if max_length is not None and len(lengths) and int(lengths.max()) > max_length:
+        i = int(torch.argmax(lengths))
+        raise ValueError(
+            f"piece {i} of {name} holds {int(lengths[i]):,} values; at most {max_length:,} are allowed"
+        )
+    return offsets

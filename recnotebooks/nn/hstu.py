@@ -1,0 +1,234 @@
+"""HSTU: the Hierarchical Sequential Transduction Unit of generative recommenders (Zhai et al.,
+"Actions Speak Louder than Words", ICML 2024, https://arxiv.org/abs/2402.17152), the layer
+MLPerf Training's DLRMv4 stacks.
+
+A generative recommender reads each user's history as a sequence of tokens (one embedding
+per event) and predicts, at every position, the next action. The histories have different
+lengths, so a batch is **jagged**: ``values`` holds every token of every user one after the
+other, ``(L, dim)``, and ``offsets`` (``B + 1`` running sums of the lengths) says where each
+user's history starts; user ``b``'s tokens are ``values[offsets[b]:offsets[b + 1]]``. No
+padding is stored or computed.
+
+One HSTU layer, for the tokens ``x`` of one history of ``n`` events (Section 3.1 of the paper)::
+
+    U, V, Q, K = split(silu(LayerNorm(x) W1 + b1))          one projection, four outputs
+    A[i, j]    = silu(alpha Q_i . K_j + rab(i, j)) / N       for j <= i (causal), else 0
+    y          = x + W2 (LayerNorm(A V) * U) + b2            gated by U, plus the residual
+
+per head (``heads`` of them, each with its own slices of Q, K, V and U). There is no softmax:
+the attention weights are pointwise, each divided by ``N``, the configured maximum history
+length (as the paper's code does), so a token's output does not depend on the other histories
+in its batch or on how long they are. ``alpha`` is ``1 / sqrt(qk_dim)``. ``rab`` is the
+relative attention bias: a learned weight per distance ``i - j`` in positions plus a learned
+weight per log2-spaced bucket of the time between event ``j`` and the event position ``i``
+predicts (the next event's timestamp; the last event's own for the last position).
+
+The causal mask is what makes the cost ``sum_u n_u^2 / 2`` rather than ``n_u^2``: position
+``i`` attends to ``i + 1`` positions. The cost of a batch is set by the **distribution** of
+history lengths, not its mean: one user with 4,096 events costs as much attention as 256
+users with 256.
+
+This file is the readable path: :func:`hstu_attention` loops over the histories of the batch,
+one small attention per user, in plain PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from recnotebooks.checks import check_int, check_jagged_offsets, check_module_device, show
+
+__all__ = ["HSTU", "HSTULayer", "RelativeAttentionBias", "hstu_attention", "time_buckets"]
+
+#: Number of log2-spaced time-gap buckets of the relative attention bias: gaps of 0-1 s,
+#: 2-3 s, 4-7 s, ... up to 2^31 s (about 68 years) and beyond in the last.
+TIME_BUCKETS = 32
+
+
+def time_buckets(gaps: torch.Tensor, num_buckets: int = TIME_BUCKETS) -> torch.Tensor:
+    """The bucket of each time gap (seconds): ``floor(log2(max(|gap|, 1)))``, at most
+    ``num_buckets`` (so ``num_buckets + 1`` buckets in all)."""
+    g = gaps.abs().clamp(min=1).to(torch.float64)
+    return torch.floor(torch.log2(g)).to(torch.int64).clamp(max=num_buckets)
+
+
+class RelativeAttentionBias(nn.Module):
+    """``rab(i, j)`` of one layer: ``position[i - j] + time[bucket(t_next(i) - t(j))]``.
+
+    ``position`` has one weight per distance ``0 .. max_len - 1`` (a causal layer never looks
+    ahead); ``time`` one per :func:`time_buckets` bucket. Both start at ``N(0, 0.02)`` as in the
+    paper's code."""
+
+    def __init__(
+        self, max_len: int, num_buckets: int = TIME_BUCKETS, generator: torch.Generator | None = None
+    ):
+        super().__init__()
+        self.max_len = check_int("max_len", max_len, lo=1)
+        self.num_buckets = check_int("num_buckets", num_buckets, lo=1)
+        self.position = nn.Parameter(torch.empty(self.max_len).normal_(0, 0.02, generator=generator))
+        self.time = nn.Parameter(torch.empty(self.num_buckets + 1).normal_(0, 0.02, generator=generator))
+
+    def forward(self, timestamps: torch.Tensor | None, n: int) -> torch.Tensor:
+        """The ``(n, n)`` bias of one history of ``n`` events with these ``timestamps`` (or
+        positions alone when ``None``). Entries above the diagonal are never used."""
+        i = torch.arange(n, device=self.position.device)
+        distance = (i[:, None] - i[None, :]).clamp(min=0)
+        bias = self.position[distance]
+        if timestamps is not None:
+            target = torch.cat([timestamps[1:], timestamps[-1:]])  # the event position i predicts
+            bias = bias + self.time[time_buckets(target[:, None] - timestamps[None, :], self.num_buckets)]
+        return bias
+
+
+def hstu_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    offsets: torch.Tensor,
+    max_len: int,
+    bias: RelativeAttentionBias | None = None,
+    timestamps: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """HSTU's pointwise causal attention over jagged histories, one history at a time.
+
+    ``q``, ``k``: ``(L, heads, qk_dim)``; ``v``: ``(L, heads, v_dim)``; ``offsets``: ``(B + 1,)``.
+    Returns ``(L, heads, v_dim)``: for each history ``silu(alpha Q K^T + rab) / max_len`` under
+    the causal mask, times ``V``."""
+    alpha = 1.0 / math.sqrt(q.shape[-1])
+    out = []
+    for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+        n = end - start
+        scores = torch.einsum("ihd,jhd->hij", q[start:end], k[start:end]) * alpha
+        if bias is not None:
+            scores = scores + bias(None if timestamps is None else timestamps[start:end], n)
+        weights = F.silu(scores) / max_len * torch.ones(n, n, device=q.device).tril()
+        out.append(torch.einsum("hij,jhd->ihd", weights, v[start:end]))
+    return torch.cat(out)
+
+
+class HSTULayer(nn.Module):
+    """One HSTU layer on jagged histories of tokens of width ``dim`` (see the module docstring).
+
+    ``heads`` attention heads, each with ``qk_dim`` query/key and ``v_dim`` value/gate
+    columns (both ``dim // heads`` unless given); ``max_len`` the longest history allowed (the
+    attention's divisor ``N``); ``relative_bias`` adds :class:`RelativeAttentionBias`."""
+
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        max_len: int,
+        *,
+        qk_dim: int | None = None,
+        v_dim: int | None = None,
+        relative_bias: bool = True,
+        eps: float = 1e-6,
+        device: torch.device | str | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        self.dim = check_int("dim", dim, lo=1)
+        self.heads = check_int("heads", heads, lo=1)
+        if self.dim % self.heads:
+            raise ValueError(f"heads must divide dim ({self.dim}), got heads={self.heads}")
+        self.max_len = check_int("max_len", max_len, lo=1)
+        self.qk_dim = check_int("qk_dim", qk_dim if qk_dim is not None else dim // heads, lo=1)
+        self.v_dim = check_int("v_dim", v_dim if v_dim is not None else dim // heads, lo=1)
+        device = check_module_device("device", device)
+        self.eps = eps
+        hv, hq = self.heads * self.v_dim, self.heads * self.qk_dim
+        self.uvqk = nn.Linear(self.dim, 2 * hv + 2 * hq)  # U, V, Q, K in one GEMM
+        self.out = nn.Linear(hv, self.dim)
+        for linear in (self.uvqk, self.out):
+            nn.init.xavier_uniform_(linear.weight, generator=generator)
+            nn.init.zeros_(linear.bias)
+        self.bias = RelativeAttentionBias(self.max_len, generator=generator) if relative_bias else None
+        self.to(device)
+
+    def forward(
+        self, x: torch.Tensor, offsets: torch.Tensor, timestamps: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``x``: ``(L, dim)`` tokens of ``B`` histories; ``offsets``: ``(B + 1,)``;
+        ``timestamps``: ``(L,)`` seconds, non-decreasing within each history (or ``None``)."""
+        hv, hq = self.heads * self.v_dim, self.heads * self.qk_dim
+        u, v, q, k = F.silu(self.uvqk(F.layer_norm(x, [self.dim], eps=self.eps))).split(
+            [hv, hv, hq, hq], dim=1
+        )
+        attn = hstu_attention(
+            q.reshape(-1, self.heads, self.qk_dim),
+            k.reshape(-1, self.heads, self.qk_dim),
+            v.reshape(-1, self.heads, self.v_dim),
+            offsets,
+            self.max_len,
+            self.bias,
+            timestamps,
+        ).reshape(-1, hv)
+        return x + self.out(F.layer_norm(attn, [hv], eps=self.eps) * u)
+
+
+class HSTU(nn.Module):
+    """A stack of ``num_layers`` :class:`HSTULayer` (MLPerf's DLRMv4: 5 layers, 4 heads,
+    ``dim`` 512, 128 columns a head, histories up to 4,096 events).
+
+    ``forward(x, offsets, timestamps)`` checks the jagged batch once (``offsets`` monotone from
+    0 to ``len(x)``, no history longer than ``max_len``, ``timestamps`` one per token and
+    non-decreasing within each history) and runs the layers; the output has ``x``'s shape."""
+
+    def __init__(
+        self,
+        dim: int,
+        num_layers: int,
+        heads: int,
+        max_len: int,
+        *,
+        qk_dim: int | None = None,
+        v_dim: int | None = None,
+        relative_bias: bool = True,
+        device: torch.device | str | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        super().__init__()
+        num_layers = check_int("num_layers", num_layers, lo=1)
+        self.layers = nn.ModuleList(
+            HSTULayer(dim, heads, max_len, qk_dim=qk_dim, v_dim=v_dim, relative_bias=relative_bias,
+                      device=device, generator=generator)
+            for _ in range(num_layers)
+        )  # fmt: skip
+        self.dim, self.max_len = self.layers[0].dim, self.layers[0].max_len
+
+    def forward(
+        self, x: torch.Tensor, offsets: torch.Tensor, timestamps: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``(L, dim)`` tokens of the histories ``offsets`` delimits -> ``(L, dim)``."""
+        _check_batch(x, offsets, timestamps, self.dim, self.max_len)
+        for layer in self.layers:
+            x = layer(x, offsets, timestamps)
+        return x
+
+
+def _check_batch(
+    x: torch.Tensor, offsets: torch.Tensor, timestamps: torch.Tensor | None, dim: int, max_len: int
+) -> None:
+    if not isinstance(x, torch.Tensor) or x.ndim != 2 or x.shape[1] != dim or not x.is_floating_point():
+        raise ValueError(f"x must be a floating-point (L, {dim}) tensor of tokens, got {show(x)}")
+    check_jagged_offsets("offsets", offsets, len(x), max_length=max_len)
+    if timestamps is None:
+        return
+    if not isinstance(timestamps, torch.Tensor) or timestamps.shape != (len(x),):
+        raise ValueError(f"timestamps must be a ({len(x)},) tensor, one per token, got {show(timestamps)}")
+    steps = timestamps[1:] - timestamps[:-1]
+    starts = offsets[1:-1]
+    inside = torch.ones_like(steps, dtype=torch.bool)
+    inside[starts[(starts > 0) & (starts < len(x))] - 1] = False  # a new history may start earlier
+    backwards = torch.nonzero(inside & (steps < 0)).flatten()
+    if len(backwards):
+        pos = int(backwards[0]) + 1
+        user = int(torch.searchsorted(offsets, torch.tensor(pos), right=True)) - 1
+        raise ValueError(
+            f"timestamps must not decrease within a history: history {user} goes from "
+            f"{timestamps[pos - 1].item()} to {timestamps[pos].item()} at token {pos}"
+        )

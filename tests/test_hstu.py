@@ -1,0 +1,198 @@
+"""HSTU on jagged histories against a padded plain-PyTorch reference written from the paper's
+formula (Zhai et al. 2024, Section 3.1): forward and gradients, empty, length-1 and full-length
+histories, and the checks at the door."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recnotebooks.nn.hstu import HSTU, HSTULayer, hstu_attention, time_buckets
+
+DIM, HEADS, MAX_LEN = 16, 2, 12
+
+
+def jagged(
+    lengths: list[int], dim: int = DIM, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Tokens, offsets and non-decreasing timestamps (seconds) for histories of ``lengths``."""
+    g = torch.Generator().manual_seed(seed)
+    offsets = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64)
+    x = torch.randn(int(offsets[-1]), dim, generator=g)
+    gaps = torch.randint(0, 5000, (int(offsets[-1]),), generator=g)
+    ts = torch.cat(
+        [gaps[s:e].cumsum(0) + 1_700_000_000 for s, e in zip(offsets[:-1], offsets[1:], strict=True)]
+    )
+    return x, offsets, ts.to(torch.int64) if len(ts) else torch.zeros(0, dtype=torch.int64)
+
+
+def reference_layer(
+    layer: HSTULayer, x: torch.Tensor, offsets: torch.Tensor, ts: torch.Tensor | None
+) -> torch.Tensor:
+    """The layer on a padded ``(B, N, dim)`` batch, every sum written out: what a padded
+    implementation computes, then the padding dropped."""
+    n_max, b = layer.max_len, len(offsets) - 1
+    lengths = (offsets[1:] - offsets[:-1]).tolist()
+    xp = torch.zeros(b, n_max, layer.dim)
+    tp = torch.zeros(b, n_max, dtype=torch.int64)
+    for i, (s, n) in enumerate(zip(offsets[:-1].tolist(), lengths, strict=True)):
+        xp[i, :n] = x[s : s + n]
+        if ts is not None:
+            tp[i, :n] = ts[s : s + n]
+    h, dq, dv = layer.heads, layer.qk_dim, layer.v_dim
+    proj = F.silu(F.layer_norm(xp, [layer.dim], eps=layer.eps) @ layer.uvqk.weight.T + layer.uvqk.bias)
+    u, v, q, k = proj.split([h * dv, h * dv, h * dq, h * dq], dim=-1)
+    q, k, v = q.view(b, n_max, h, dq), k.view(b, n_max, h, dq), v.view(b, n_max, h, dv)
+    scores = torch.einsum("bihd,bjhd->bhij", q, k) / math.sqrt(dq)
+    i = torch.arange(n_max)
+    if layer.bias is not None:
+        dist = (i[:, None] - i[None, :]).clamp(min=0)
+        bias = layer.bias.position[dist].expand(b, n_max, n_max).clone()
+        if ts is not None:
+            for bi, n in enumerate(lengths):
+                if n:
+                    nxt = torch.cat([tp[bi, 1:n], tp[bi, n - 1 : n]])  # next event's time, last its own
+                    gap = (nxt[:, None] - tp[bi, None, :n]).abs().clamp(min=1).double()
+                    bucket = torch.floor(torch.log2(gap)).long().clamp(max=layer.bias.num_buckets)
+                    bias[bi, :n, :n] += layer.bias.time[bucket]
+        scores = scores + bias[:, None]
+    lens = torch.tensor(lengths)
+    valid = (i[None, :, None] < lens[:, None, None]) & (i[None, None, :] <= i[None, :, None])  # causal
+    weights = F.silu(scores) / n_max * valid[:, None]
+    attn = torch.einsum("bhij,bjhd->bihd", weights, v).reshape(b, n_max, h * dv)
+    y = xp + (F.layer_norm(attn, [h * dv], eps=layer.eps) * u) @ layer.out.weight.T + layer.out.bias
+    return torch.cat([y[bi, :n] for bi, n in enumerate(lengths)]) if lengths else y.reshape(0, layer.dim)
+
+
+def _grads(model: torch.nn.Module, x: torch.Tensor, out: torch.Tensor) -> list[torch.Tensor]:
+    w = torch.linspace(-1, 1, out.numel()).view_as(out)
+    params = [x, *model.parameters()]
+    grads = torch.autograd.grad(
+        (out * w).sum(), params, allow_unused=True
+    )  # time weights unused without timestamps
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
+
+
+@pytest.mark.parametrize("lengths", [[5, 0, 1, 12], [12, 12], [1], [0, 3], [7, 2, 9, 4, 1]])
+@pytest.mark.parametrize("with_time", [True, False])
+@pytest.mark.parametrize("relative_bias", [True, False])
+def test_layer_equals_padded_reference(lengths: list[int], with_time: bool, relative_bias: bool) -> None:
+    torch.manual_seed(1)
+    layer = HSTULayer(DIM, HEADS, MAX_LEN, relative_bias=relative_bias)
+    x, offsets, ts = jagged(lengths)
+    x.requires_grad_(True)
+    t = ts if with_time else None
+    ours, ref = layer(x, offsets, t), reference_layer(layer, x, offsets, t)
+    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
+    for g_ours, g_ref in zip(_grads(layer, x, ours), _grads(layer, x, ref), strict=True):
+        torch.testing.assert_close(g_ours, g_ref, atol=1e-5, rtol=1e-5)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, MAX_LEN), min_size=1, max_size=6),
+    heads=st.sampled_from([1, 2, 4]),
+    seed=st.integers(0, 2**16),
+)
+def test_stack_equals_reference_layer_by_layer(lengths: list[int], heads: int, seed: int) -> None:
+    torch.manual_seed(seed)
+    model = HSTU(DIM, num_layers=2, heads=heads, max_len=MAX_LEN)
+    x, offsets, ts = jagged(lengths, seed=seed)
+    x.requires_grad_(True)
+    ref = x
+    for layer in model.layers:
+        ref = reference_layer(layer, ref, offsets, ts)
+    ours = model(x, offsets, ts)
+    torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
+    for g_ours, g_ref in zip(_grads(model, x, ours), _grads(model, x, ref), strict=True):
+        torch.testing.assert_close(g_ours, g_ref, atol=1e-5, rtol=1e-5)
+
+
+def test_a_history_does_not_see_its_future_or_its_neighbours() -> None:
+    """Changing a later token of one history leaves its earlier outputs and other histories alone."""
+    torch.manual_seed(0)
+    model = HSTU(DIM, num_layers=2, heads=HEADS, max_len=MAX_LEN)
+    x, offsets, ts = jagged([6, 4])
+    y = model(x, offsets, ts)
+    x2 = x.clone()
+    x2[4] += 10.0  # history 0, position 4
+    y2 = model(x2, offsets, ts)
+    torch.testing.assert_close(y2[:4], y[:4])
+    torch.testing.assert_close(y2[6:], y[6:])
+    assert not torch.allclose(y2[4], y[4])
+
+
+def test_causal_attention_counts_half_the_products() -> None:
+    """Under the causal mask position i attends to i + 1 positions: n (n + 1) / 2 weights."""
+    n, h = 9, 1
+    q = k = torch.ones(n, h, 4)
+    v = torch.ones(n, h, 1)
+    out = hstu_attention(q, k, v, torch.tensor([0, n]), max_len=n)
+    weight = F.silu(torch.tensor(4 / 2.0)) / n  # alpha q.k = 4 / sqrt(4)
+    torch.testing.assert_close(out.flatten(), weight * torch.arange(1, n + 1, dtype=torch.float32))
+
+
+def test_time_buckets_are_log2_spaced() -> None:
+    gaps = torch.tensor([0, 1, 2, 3, 4, 7, 8, -8, 2**40])
+    assert time_buckets(gaps, num_buckets=32).tolist() == [0, 0, 1, 1, 2, 2, 3, 3, 32]
+
+
+@pytest.mark.parametrize(
+    ("offsets", "match"),
+    [
+        (torch.tensor([0, 3, 2, 5]), "never decrease"),
+        (torch.tensor([0, 2, 4]), "from 0 to the number of values"),
+        (torch.tensor([1, 5]), "from 0 to the number of values"),
+        (torch.tensor([0]), "at least two"),
+        (torch.tensor([0.0, 5.0]), "int32 or int64"),
+        (torch.tensor([0, 5]).view(1, 2), "1-D"),
+    ],
+)
+def test_bad_offsets_are_named(offsets: torch.Tensor, match: str) -> None:
+    model = HSTU(DIM, num_layers=1, heads=HEADS, max_len=MAX_LEN)
+    with pytest.raises((ValueError, TypeError), match=match):
+        model(torch.randn(5, DIM), offsets)
+
+
+def test_a_history_longer_than_max_len_is_refused() -> None:
+    model = HSTU(DIM, num_layers=1, heads=HEADS, max_len=4)
+    with pytest.raises(ValueError, match="piece 1 of offsets holds 5 values; at most 4"):
+        model(torch.randn(7, DIM), torch.tensor([0, 2, 7]))
+
+
+def test_timestamps_going_backwards_are_refused() -> None:
+    model = HSTU(DIM, num_layers=1, heads=HEADS, max_len=MAX_LEN)
+    x, offsets, ts = jagged([3, 4])
+    model(x, offsets, ts)  # a new history may start earlier than the last one ended
+    ts[5] = ts[4] - 1
+    with pytest.raises(ValueError, match="history 1 goes from"):
+        model(x, offsets, ts)
+    with pytest.raises(ValueError, match="one per token"):
+        model(x, offsets, ts[:-1])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"dim": 10, "heads": 4}, ValueError, "heads must divide dim"),
+        ({"heads": 0}, ValueError, "heads"),
+        ({"max_len": 0}, ValueError, "max_len"),
+        ({"num_layers": 0}, ValueError, "num_layers"),
+        ({"dim": 2.5}, TypeError, "dim"),
+    ],
+)
+def test_bad_shapes_are_named(kwargs: dict[str, object], error: type[Exception], match: str) -> None:
+    args: dict[str, object] = {"dim": DIM, "num_layers": 1, "heads": HEADS, "max_len": MAX_LEN, **kwargs}
+    with pytest.raises(error, match=match):
+        HSTU(**args)  # type: ignore[arg-type]
+
+
+def test_bad_tokens_are_named() -> None:
+    model = HSTU(DIM, num_layers=1, heads=HEADS, max_len=MAX_LEN)
+    with pytest.raises(ValueError, match=r"x must be a floating-point \(L, 16\)"):
+        model(torch.randn(5, DIM + 1), torch.tensor([0, 5]))
