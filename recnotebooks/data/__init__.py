@@ -1,7 +1,10 @@
-"""Data: the :class:`Batch` container, skewed synthetic Criteo-like streams and the Criteo reader."""
+"""Data: the :class:`Batch` container, skewed synthetic Criteo-like streams and the Criteo reader;
+for generative recommenders, a synthetic listening log of jagged histories
+(:mod:`~recnotebooks.data.listening`)."""
 
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.criteo import CriteoReader, ReadStats, write_criteo_tsv
+from recnotebooks.data.listening import ListeningBatch, ListeningConfig, SyntheticListening
 from recnotebooks.data.skew import fit_zipf_exponent, scatter_ids, zipf_ranks
 from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
 
@@ -15,4 +18,7 @@ __all__ = [
     "zipf_ranks",
     "scatter_ids",
     "fit_zipf_exponent",
+    "ListeningConfig",
+    "ListeningBatch",
+    "SyntheticListening",
 ]
