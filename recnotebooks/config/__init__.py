@@ -1,6 +1,7 @@
 """Model configuration: the record (:mod:`~recnotebooks.config.model`) and the public models
 as presets (:mod:`~recnotebooks.config.presets`); import either from here."""
 
+from recnotebooks.config.hstu import HSTU_PRESETS, HSTUConfig, hstu_preset
 from recnotebooks.config.model import (
     CACHE_REPLACEMENT_POLICIES,
     DCN_DEFAULTS,
@@ -34,6 +35,9 @@ from recnotebooks.config.presets import (
 from recnotebooks.config.workload import DEFAULT_ZIPF_EXPONENT, DTYPES, Workload
 
 __all__ = [
+    "HSTUConfig",
+    "HSTU_PRESETS",
+    "hstu_preset",
     "Workload",
     "DTYPES",
     "DEFAULT_ZIPF_EXPONENT",

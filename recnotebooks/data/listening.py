@@ -35,10 +35,13 @@ import torch
 
 from recnotebooks.checks import check_choice, check_float, check_fraction, check_int
 from recnotebooks.data.skew import _mix64
+from recnotebooks.sparse import JaggedBatch
 
-__all__ = ["ListeningConfig", "ListeningBatch", "SyntheticListening", "SPLITS", "YAMBDA_LENGTHS"]
+__all__ = ["ListeningConfig", "ListeningBatch", "SyntheticListening", "SPLITS", "TABLES", "YAMBDA_LENGTHS"]
 
 SPLITS = ("train", "eval")
+#: The ids of an event, one table each, as :meth:`ListeningBatch.tokens` gives them.
+TABLES = ("item", "album", "artist")
 #: Yambda's history lengths as its README states them (events per user): median, mean, max.
 YAMBDA_LENGTHS = {"median": 2_700, "mean": 4_800, "max": 28_000}
 #: Most tracks (the per-track tables are built in memory: 10M tracks are 120 MB).
@@ -127,6 +130,22 @@ class ListeningBatch:
     def num_tokens(self) -> int:
         """``L``: events in the batch."""
         return int(self.offsets[-1])
+
+    def tokens(self) -> JaggedBatch:
+        """The ids of every event as a model looks them up: one id per table (``item``,
+        ``album``, ``artist``) per event, a bag of one, ``batch_size = L``."""
+        n = self.num_tokens
+        return JaggedBatch(TABLES, torch.cat([self.items, self.albums, self.artists]),
+                           torch.ones(len(TABLES) * n, dtype=torch.int64), max(n, 1))  # fmt: skip
+
+    def previous_actions(self) -> torch.Tensor:
+        """For each event, what the user did on the event before it in the same history, as an
+        index into :data:`recnotebooks.config.hstu.ACTIONS`: 0 none (a history's first), 1 not
+        liked, 2 liked. Never the event's own label."""
+        actions = torch.zeros(self.num_tokens, dtype=torch.int64)
+        actions[1:] = 1 + self.labels[:-1].to(torch.int64)
+        actions[self.offsets[:-1][self.lengths > 0]] = 0
+        return actions
 
 
 def _zipf(u: torch.Tensor, n: torch.Tensor, s: float) -> torch.Tensor:

@@ -75,13 +75,20 @@ class RelativeAttentionBias(nn.Module):
     def forward(self, timestamps: torch.Tensor | None, n: int) -> torch.Tensor:
         """The ``(n, n)`` bias of one history of ``n`` events with these ``timestamps`` (or
         positions alone when ``None``). Entries above the diagonal are never used."""
+        bias = self.positions(n)
+        return bias if timestamps is None else bias + self.times(timestamps)
+
+    def positions(self, n: int) -> torch.Tensor:
+        """``position[i - j]`` for ``i, j < n`` (0 above the diagonal's distance): the same
+        for every history, so the top-left ``(m, m)`` block is a shorter history's."""
         i = torch.arange(n, device=self.position.device)
-        distance = (i[:, None] - i[None, :]).clamp(min=0)
-        bias = self.position[distance]
-        if timestamps is not None:
-            target = torch.cat([timestamps[1:], timestamps[-1:]])  # the event position i predicts
-            bias = bias + self.time[time_buckets(target[:, None] - timestamps[None, :], self.num_buckets)]
-        return bias
+        return self.position[(i[:, None] - i[None, :]).clamp(min=0)]
+
+    def times(self, timestamps: torch.Tensor) -> torch.Tensor:
+        """``time[bucket(t_next(i) - t(j))]`` of one history: ``t_next(i)`` is the timestamp of
+        the event position ``i`` predicts (the next one; the last event's own for the last)."""
+        target = torch.cat([timestamps[1:], timestamps[-1:]])
+        return self.time[time_buckets(target[:, None] - timestamps[None, :], self.num_buckets)]
 
 
 def hstu_attention(
@@ -99,14 +106,19 @@ def hstu_attention(
     Returns ``(L, heads, v_dim)``: for each history ``silu(alpha Q K^T + rab) / max_len`` under
     the causal mask, times ``V``."""
     alpha = 1.0 / math.sqrt(q.shape[-1])
+    bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True))
+    longest = max(end - start for start, end in bounds)
+    causal = torch.ones(longest, longest, device=q.device).tril() / max_len  # 1/N where j <= i
+    positions = bias.positions(longest) if bias is not None else None
     out = []
-    for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True):
+    for start, end in bounds:
         n = end - start
         scores = torch.einsum("ihd,jhd->hij", q[start:end], k[start:end]) * alpha
-        if bias is not None:
-            scores = scores + bias(None if timestamps is None else timestamps[start:end], n)
-        weights = F.silu(scores) / max_len * torch.ones(n, n, device=q.device).tril()
-        out.append(torch.einsum("hij,jhd->ihd", weights, v[start:end]))
+        if bias is not None and positions is not None:
+            scores = scores + positions[:n, :n]
+            if timestamps is not None:
+                scores = scores + bias.times(timestamps[start:end])
+        out.append(torch.einsum("hij,jhd->ihd", F.silu(scores) * causal[:n, :n], v[start:end]))
     return torch.cat(out)
 
 

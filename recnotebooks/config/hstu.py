@@ -1,0 +1,129 @@
+"""The configuration of a generative recommender: :class:`HSTUConfig`.
+
+Where a DLRM pools a bag of ids per table for each *sample*, a generative recommender looks
+up one id per table for each *event* of a user's history (a track, its album, its artist)
+and sums them into one token of width ``dim``; a stack of HSTU layers
+(:mod:`recnotebooks.nn.hstu`) reads the tokens in order, and a top MLP turns each position's
+output into the logit of the next action. The history length plays the part DLRM's pooling
+factor plays: the work per sample grows with it, the attention's with its square.
+
+>>> from recnotebooks.config import TableConfig
+>>> cfg = HSTUConfig((TableConfig("item", 1000), TableConfig("artist", 50)), dim=32, num_layers=2, heads=2)
+>>> cfg.embedding_parameters, cfg.head_dims
+(33696, (16, 16))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from recnotebooks.checks import check_bool, check_int, check_str, check_type, show
+from recnotebooks.config.model import TableConfig, parse_mlp
+
+__all__ = ["HSTUConfig", "HSTU_PRESETS", "ACTIONS", "hstu_preset"]
+
+#: What a token says about the event before it, as the model reads it: no event before
+#: (the first of a history), an event not liked, an event liked (``listen_plus``).
+ACTIONS = ("none", "not_liked", "liked")
+
+
+@dataclass(frozen=True)
+class HSTUConfig:
+    """A generative recommender: embedding tables (one lookup each per event), the HSTU stack
+    and the top MLP.
+
+    Attributes:
+        tables: one :class:`TableConfig` per id of an event (their ``pooling_factor`` is 1:
+            one lookup per event).
+        dim: the token width, every table's embedding dimension (MLPerf's DLRMv4: 512).
+        num_layers: HSTU layers (DLRMv4: 5).
+        heads: attention heads; must divide ``dim`` (DLRMv4: 4).
+        qk_dim, v_dim: query/key and value columns a head (default ``dim // heads``; DLRMv4: 128).
+        max_len: the longest history (DLRMv4: 4,096; the attention divides by it).
+        relative_bias: add the relative attention bias by position and time gap.
+        top_mlp: hidden widths of the MLP from a position's output to its logit.
+        name: what to call it.
+    """
+
+    tables: tuple[TableConfig, ...]
+    dim: int = 64
+    num_layers: int = 2
+    heads: int = 2
+    qk_dim: int | None = None
+    v_dim: int | None = None
+    max_len: int = 512
+    relative_bias: bool = True
+    top_mlp: tuple[int, ...] = (64,)
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        tables = tuple(self.tables) if isinstance(self.tables, (list, tuple)) else None
+        if not tables or any(not isinstance(t, TableConfig) for t in tables):
+            raise TypeError(f"tables must be a non-empty sequence of TableConfig, got {show(self.tables)}")
+        if len({t.name for t in tables}) != len(tables):
+            raise ValueError(f"table names must be unique, got {[t.name for t in tables]}")
+        object.__setattr__(self, "tables", tables)
+        dim = check_int("dim", self.dim, lo=1, hi=65_536)
+        heads = check_int("heads", self.heads, lo=1)
+        if dim % heads:
+            raise ValueError(f"heads must divide dim ({dim}), got heads={heads}")
+        check_int("num_layers", self.num_layers, lo=1, hi=1_000)
+        for name in ("qk_dim", "v_dim"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, dim // heads if value is None else check_int(name, value, lo=1))
+        check_int("max_len", self.max_len, lo=1, hi=1_048_576)
+        check_bool("relative_bias", self.relative_bias)
+        object.__setattr__(self, "top_mlp", parse_mlp(self.top_mlp, "top_mlp"))
+        check_str("name", self.name)
+
+    @property
+    def head_dims(self) -> tuple[int, int]:
+        """``(qk_dim, v_dim)`` of a head."""
+        return int(self.qk_dim or 0), int(self.v_dim or 0)
+
+    @property
+    def embedding_parameters(self) -> int:
+        """Rows times ``dim`` over the tables, plus the action embedding (one row per action)."""
+        return (sum(t.num_rows for t in self.tables) + len(ACTIONS)) * self.dim
+
+    @property
+    def layer_parameters(self) -> int:
+        """Weights and biases of one HSTU layer: the U, V, Q, K projection, the output
+        projection, and the relative bias (a weight per distance and per time bucket)."""
+        qk, v = self.head_dims
+        h = self.heads
+        uvqk = (self.dim + 1) * (2 * h * v + 2 * h * qk)
+        out = (h * v + 1) * self.dim
+        bias = self.max_len + 33 if self.relative_bias else 0  # 33: nn.hstu.TIME_BUCKETS + 1
+        return uvqk + out + bias
+
+    @property
+    def dense_parameters(self) -> int:
+        """Every parameter outside the tables: the HSTU layers and the top MLP."""
+        widths = (self.dim, *self.top_mlp, 1)
+        mlp = sum((a + 1) * b for a, b in zip(widths[:-1], widths[1:], strict=True))
+        return self.num_layers * self.layer_parameters + mlp
+
+    def replace(self, **changes: object) -> HSTUConfig:
+        """The same model with ``changes`` (checked again)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _small() -> HSTUConfig:
+    """A generative recommender a laptop trains in a minute on the synthetic listening log
+    (:class:`recnotebooks.data.SyntheticListening` with its default catalogue)."""
+    tables = (TableConfig("item", 100_000), TableConfig("album", 10_000), TableConfig("artist", 2_000))
+    return HSTUConfig(tables, dim=64, num_layers=2, heads=2, max_len=512, top_mlp=(64,), name="hstu_small")
+
+
+#: Generative recommenders by name (MLPerf's DLRMv4 joins with its cost model).
+HSTU_PRESETS = {"hstu_small": _small}
+
+
+def hstu_preset(name: str) -> HSTUConfig:
+    """The :data:`HSTU_PRESETS` model ``name``."""
+    check_type("name", name, str, "a preset name")
+    if name not in HSTU_PRESETS:
+        raise ValueError(f"name must be one of {sorted(HSTU_PRESETS)}, got {name!r}")
+    return HSTU_PRESETS[name]()
