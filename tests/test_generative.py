@@ -25,7 +25,7 @@ def test_logits_equal_the_parts_composed_by_hand() -> None:
     model = HSTURanker(CFG, seed=3)
     b = SyntheticListening(LOG, 8).batch(0)
     x = (
-        model.embeddings.weight[torch.cat([b.items, b.albums + 5_000, b.artists + 5_500])]
+        model.embeddings.weight[torch.cat([b.ids["item"], b.ids["album"] + 5_000, b.ids["artist"] + 5_500])]
         .view(3, -1, 32)
         .sum(0)
     )
@@ -49,7 +49,7 @@ def test_a_position_never_sees_its_own_action_or_the_future() -> None:
     logits = model(b.tokens(), b.offsets, b.previous_actions(), b.timestamps)
     flipped = b.labels.clone()
     flipped[t] = 1 - flipped[t]
-    object.__setattr__(b, "labels", flipped)
+    b = b.replace(labels=flipped)
     again = model(b.tokens(), b.offsets, b.previous_actions(), b.timestamps)
     torch.testing.assert_close(again[: t + 1], logits[: t + 1])  # its own label changes nothing up to t
     assert not torch.allclose(again[t + 1], logits[t + 1])  # the next event reads it
@@ -121,7 +121,7 @@ def test_bad_inputs_are_named() -> None:
     with pytest.raises(ValueError, match="actions must index"):
         model(b.tokens(), b.offsets, b.previous_actions() + 3, b.timestamps)
     with pytest.raises(ValueError, match="tokens must be a JaggedBatch with keys"):
-        model(b.items, b.offsets, b.previous_actions(), b.timestamps)  # type: ignore[arg-type]
+        model(b.ids["item"], b.offsets, b.previous_actions(), b.timestamps)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="HSTUConfig"):
         HSTURanker("hstu_small")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="hstu_small"):

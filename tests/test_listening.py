@@ -22,8 +22,9 @@ def log() -> SyntheticListening:
 
 def test_a_batch_is_the_same_every_time_and_batches_differ(log: SyntheticListening) -> None:
     a, b, c = log.batch(3), log.batch(3), log.batch(4)
-    for name in ("users", "offsets", "items", "timestamps", "labels"):
+    for name in ("users", "offsets", "timestamps", "labels"):
         assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert all(torch.equal(a.ids[k], b.ids[k]) for k in a.ids)
     assert not torch.equal(a.users, c.users)
 
 
@@ -31,9 +32,10 @@ def test_shapes_and_hierarchy(log: SyntheticListening) -> None:
     b = log.batch(0)
     n = b.num_tokens
     assert b.offsets[0] == 0 and b.offsets[-1] == n and len(b.users) == 128
-    assert all(t.shape == (n,) for t in (b.items, b.albums, b.artists, b.timestamps, b.labels))
-    assert torch.equal(b.albums, log.album_of_item[b.items])
-    assert torch.equal(b.artists, log.artist_of_album[b.albums])
+    assert list(b.ids) == ["item", "album", "artist"]
+    assert all(t.shape == (n,) for t in (*b.ids.values(), b.timestamps, b.labels))
+    assert torch.equal(b.ids["album"], log.album_of_item[b.ids["item"]])
+    assert torch.equal(b.ids["artist"], log.artist_of_album[b.ids["album"]])
     assert bool((b.lengths >= 1).all()) and int(b.lengths.max()) <= SMALL.max_length
     assert set(b.labels.unique().tolist()) <= {0.0, 1.0}
     HSTU(16, 1, 2, SMALL.max_length)(torch.randn(n, 16), b.offsets, b.timestamps)  # passes its checks
@@ -59,14 +61,14 @@ def test_timestamps_never_go_back_within_a_history(log: SyntheticListening) -> N
 
 
 def test_popularity_is_skewed_and_repeats_happen(log: SyntheticListening) -> None:
-    items = torch.cat([log.batch(i).items for i in range(4)])
+    items = torch.cat([log.batch(i).ids["item"] for i in range(4)])
     counts = torch.bincount(items, minlength=SMALL.items).sort(descending=True).values
     top = counts[: SMALL.items // 100].sum().item() / counts.sum().item()
     assert top > 0.2  # the top 1% of tracks take over a fifth of the listens
     b = log.batch(0)
     seen = 0
     for s, e in zip(b.offsets[:-1].tolist(), b.offsets[1:].tolist(), strict=True):
-        seen += e - s - len(set(b.items[s:e].tolist()))
+        seen += e - s - len(set(b.ids["item"][s:e].tolist()))
     assert 0.15 < seen / b.num_tokens < 0.6  # about `repeat` of the listens replay an earlier track
 
 
@@ -88,8 +90,8 @@ def test_the_label_rate_and_a_label_the_history_predicts(log: SyntheticListening
     for s, e in zip(b.offsets[:-1].tolist(), b.offsets[1:].tolist(), strict=True):
         seen: set[int] = set()
         for t in range(s, e):
-            heard[t] = float(int(b.artists[t]) in seen)
-            seen.add(int(b.artists[t]))
+            heard[t] = float(int(b.ids["artist"][t]) in seen)
+            seen.add(int(b.ids["artist"][t]))
     assert auc(heard, b.labels) > 0.55
 
 

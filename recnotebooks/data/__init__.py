@@ -4,7 +4,9 @@ for generative recommenders, a synthetic listening log of jagged histories
 
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.criteo import CriteoReader, ReadStats, write_criteo_tsv
-from recnotebooks.data.listening import ListeningBatch, ListeningConfig, SyntheticListening
+from recnotebooks.data.listening import ListeningConfig, SyntheticListening
+from recnotebooks.data.movielens import MovieLensHistories, read_movielens_ratings
+from recnotebooks.data.sequences import SequenceBatch
 from recnotebooks.data.skew import fit_zipf_exponent, scatter_ids, zipf_ranks
 from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
 
@@ -19,6 +21,8 @@ __all__ = [
     "scatter_ids",
     "fit_zipf_exponent",
     "ListeningConfig",
-    "ListeningBatch",
+    "SequenceBatch",
+    "MovieLensHistories",
+    "read_movielens_ratings",
     "SyntheticListening",
 ]

@@ -34,13 +34,13 @@ from dataclasses import dataclass
 import torch
 
 from recnotebooks.checks import check_choice, check_float, check_fraction, check_int
+from recnotebooks.data.sequences import SequenceBatch
 from recnotebooks.data.skew import _mix64
-from recnotebooks.sparse import JaggedBatch
 
-__all__ = ["ListeningConfig", "ListeningBatch", "SyntheticListening", "SPLITS", "TABLES", "YAMBDA_LENGTHS"]
+__all__ = ["ListeningConfig", "SyntheticListening", "SPLITS", "TABLES", "YAMBDA_LENGTHS"]
 
 SPLITS = ("train", "eval")
-#: The ids of an event, one table each, as :meth:`ListeningBatch.tokens` gives them.
+#: The ids of an event, one table each (the keys of :attr:`SequenceBatch.ids`).
 TABLES = ("item", "album", "artist")
 #: Yambda's history lengths as its README states them (events per user): median, mean, max.
 YAMBDA_LENGTHS = {"median": 2_700, "mean": 4_800, "max": 28_000}
@@ -105,49 +105,6 @@ class ListeningConfig:
         del users
 
 
-@dataclass(frozen=True)
-class ListeningBatch:
-    """One jagged batch of histories: ``B`` users, ``L`` events in all.
-
-    ``items``, ``albums``, ``artists``, ``timestamps`` (seconds) and ``labels`` (0./1.
-    ``listen_plus``) hold one entry per event, history after history; ``offsets`` (``B + 1``)
-    delimits the histories; ``users`` the user of each."""
-
-    users: torch.Tensor
-    offsets: torch.Tensor
-    items: torch.Tensor
-    albums: torch.Tensor
-    artists: torch.Tensor
-    timestamps: torch.Tensor
-    labels: torch.Tensor
-
-    @property
-    def lengths(self) -> torch.Tensor:
-        """Events per history, ``(B,)``."""
-        return self.offsets[1:] - self.offsets[:-1]
-
-    @property
-    def num_tokens(self) -> int:
-        """``L``: events in the batch."""
-        return int(self.offsets[-1])
-
-    def tokens(self) -> JaggedBatch:
-        """The ids of every event as a model looks them up: one id per table (``item``,
-        ``album``, ``artist``) per event, a bag of one, ``batch_size = L``."""
-        n = self.num_tokens
-        return JaggedBatch(TABLES, torch.cat([self.items, self.albums, self.artists]),
-                           torch.ones(len(TABLES) * n, dtype=torch.int64), max(n, 1))  # fmt: skip
-
-    def previous_actions(self) -> torch.Tensor:
-        """For each event, what the user did on the event before it in the same history, as an
-        index into :data:`recnotebooks.config.hstu.ACTIONS`: 0 none (a history's first), 1 not
-        liked, 2 liked. Never the event's own label."""
-        actions = torch.zeros(self.num_tokens, dtype=torch.int64)
-        actions[1:] = 1 + self.labels[:-1].to(torch.int64)
-        actions[self.offsets[:-1][self.lengths > 0]] = 0
-        return actions
-
-
 def _zipf(u: torch.Tensor, n: torch.Tensor, s: float) -> torch.Tensor:
     """Bounded Zipf ranks ``0 .. n - 1`` by the continuous inverse CDF of ``(k + 1)^-s``."""
     n1 = (n + 1).to(torch.float64)
@@ -173,7 +130,7 @@ class SyntheticListening:
 
     >>> log = SyntheticListening(ListeningConfig(users=100, items=500, albums=50, artists=10, tastes=2), 4)
     >>> b = log.batch(0)
-    >>> b.offsets.shape, bool((b.lengths >= 1).all()), b.items.shape == b.labels.shape
+    >>> b.offsets.shape, bool((b.lengths >= 1).all()), b.ids["item"].shape == b.labels.shape
     (torch.Size([5]), True, True)
     """
 
@@ -224,7 +181,7 @@ class SyntheticListening:
         raw = torch.exp(math.log(c.median_length) + sigma * torch.randn(b, generator=g, dtype=torch.float64))
         return raw.round().clamp(1, c.max_length).to(torch.int64)
 
-    def _draw(self, g: torch.Generator, b: int) -> ListeningBatch:
+    def _draw(self, g: torch.Generator, b: int) -> SequenceBatch:
         users, lengths = self._users(g, b), self._lengths(g, b)
         offsets = torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
         n = int(offsets[-1])
@@ -242,8 +199,8 @@ class SyntheticListening:
             torch.int64
         )
         albums = self.album_of_item[items]
-        return ListeningBatch(users, offsets, items, albums, self.artist_of_album[albums], timestamps,
-                              torch.zeros(n))  # fmt: skip
+        ids = {"item": items, "album": albums, "artist": self.artist_of_album[albums]}
+        return SequenceBatch(users, offsets, ids, timestamps, torch.zeros(n))
 
     def _fresh_items(self, g: torch.Generator, taste: torch.Tensor, n: int) -> torch.Tensor:
         c = self.config
@@ -268,11 +225,11 @@ class SyntheticListening:
                 return items[source]
             source = nxt
 
-    def _teacher_terms(self, b: ListeningBatch) -> torch.Tensor:
+    def _teacher_terms(self, b: SequenceBatch) -> torch.Tensor:
         c = self.config
         history = torch.repeat_interleave(torch.arange(len(b.users)), b.lengths)
-        in_taste = (self.taste_of_artist[b.artists] == self.taste_of_user(b.users)[history]).float()
-        key = history * c.artists + b.artists
+        in_taste = (self.taste_of_artist[b.ids["artist"]] == self.taste_of_user(b.users)[history]).float()
+        key = history * c.artists + b.ids["artist"]
         order = torch.argsort(key * (b.num_tokens + 1) + torch.arange(b.num_tokens))
         first = torch.ones(b.num_tokens, dtype=torch.bool)
         first[order[1:]] = key[order[1:]] != key[order[:-1]]
@@ -281,7 +238,7 @@ class SyntheticListening:
         breaks[1:] = (b.timestamps[1:] - b.timestamps[:-1] > _BREAK_AFTER).float()
         breaks[b.offsets[:-1][b.lengths > 0]] = 0.0  # a history's first listen follows no break
         heard = (~first).float()  # the artist came earlier in this history
-        quality = self.quality[b.items]
+        quality = self.quality[b.ids["item"]]
         return (
             w["in_taste"] * in_taste
             + w["heard_artist"] * heard
@@ -289,17 +246,16 @@ class SyntheticListening:
             + w["after_break"] * breaks
         )
 
-    def teacher_logits(self, b: ListeningBatch) -> torch.Tensor:
+    def teacher_logits(self, b: SequenceBatch) -> torch.Tensor:
         """The hidden teacher's logit of ``listen_plus`` for every event of a batch this log drew."""
         c = self.config
         z = (self._teacher_terms(b) - self._z_mean) / self._z_std
         return c.teacher_strength * z + self._intercept
 
-    def batch(self, index: int) -> ListeningBatch:
+    def batch(self, index: int) -> SequenceBatch:
         """Batch ``index`` (>= 0) of this split: the same every time it is asked for."""
         index = check_int("index", index, lo=0)
         g = torch.Generator().manual_seed(_mix64(self.config.seed, SPLITS.index(self.split) + 3, index))
         b = self._draw(g, self.batch_size)
         labels = (torch.rand(b.num_tokens, generator=g) < torch.sigmoid(self.teacher_logits(b))).float()
-        object.__setattr__(b, "labels", labels)
-        return b
+        return b.replace(labels=labels)

@@ -1,0 +1,91 @@
+"""Batches of user histories for generative recommenders: :class:`SequenceBatch`.
+
+A batch holds ``B`` histories, ``L`` events in all, **jagged**: every per-event tensor lists
+the events of history 0, then history 1, ...; ``offsets`` (``B + 1`` running sums of the
+lengths) says where each starts. No padding::
+
+    lengths = [3, 1, 2]
+    offsets = [0, 3, 4, 6]              history b is events offsets[b] .. offsets[b + 1] - 1
+    ids["item"] = [7, 7, 2 | 5 | 9, 1]  one id per table per event
+
+Where they come from: :class:`~recnotebooks.data.listening.SyntheticListening` (a synthetic
+listening log), :class:`~recnotebooks.data.movielens.MovieLensHistories` (MovieLens-1M's
+ratings, downloaded by the user).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from recnotebooks.checks import check_jagged_offsets, show
+from recnotebooks.sparse import JaggedBatch
+
+__all__ = ["SequenceBatch"]
+
+
+@dataclass(frozen=True)
+class SequenceBatch:
+    """``B`` histories of ``L`` events (checked on construction).
+
+    Attributes:
+        users: ``(B,)`` the user of each history.
+        offsets: ``(B + 1,)`` where each history starts (from 0 to ``L``, never decreasing).
+        ids: table name -> ``(L,)`` int64 ids, one per event (e.g. ``item``, ``album``, ``artist``).
+        timestamps: ``(L,)`` int64 seconds, non-decreasing within each history.
+        labels: ``(L,)`` float 0./1.: the action on each event (liked or not).
+    """
+
+    users: torch.Tensor
+    offsets: torch.Tensor
+    ids: Mapping[str, torch.Tensor]
+    timestamps: torch.Tensor
+    labels: torch.Tensor
+
+    def __post_init__(self) -> None:
+        n = int(self.offsets[-1]) if isinstance(self.offsets, torch.Tensor) and len(self.offsets) else 0
+        check_jagged_offsets("offsets", self.offsets, n)
+        if not isinstance(self.users, torch.Tensor) or self.users.shape != (len(self.offsets) - 1,):
+            raise ValueError(
+                f"users must be a ({len(self.offsets) - 1},) tensor, one per history, got {show(self.users)}"
+            )
+        if not isinstance(self.ids, Mapping) or not self.ids:
+            raise TypeError(f"ids must map table names to (L,) id tensors, got {show(self.ids)}")
+        object.__setattr__(self, "ids", dict(self.ids))
+        for name, t in (*((f"ids[{k!r}]", v) for k, v in self.ids.items()), ("timestamps", self.timestamps),
+                        ("labels", self.labels)):  # fmt: skip
+            if not isinstance(t, torch.Tensor) or t.shape != (n,):
+                raise ValueError(f"{name} must be a ({n},) tensor, one per event, got {show(t)}")
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """Events per history, ``(B,)``."""
+        return self.offsets[1:] - self.offsets[:-1]
+
+    @property
+    def num_tokens(self) -> int:
+        """``L``: events in the batch."""
+        return int(self.offsets[-1])
+
+    def tokens(self) -> JaggedBatch:
+        """The ids as a model looks them up: one id per table per event (a bag of one), the
+        tables in :attr:`ids`' order, ``batch_size = L``."""
+        n, keys = self.num_tokens, tuple(self.ids)
+        return JaggedBatch(keys, torch.cat([self.ids[k] for k in keys]),
+                           torch.ones(len(keys) * n, dtype=torch.int64), max(n, 1))  # fmt: skip
+
+    def previous_actions(self) -> torch.Tensor:
+        """For each event, what the user did on the event before it in the same history, as an
+        index into :data:`recnotebooks.config.hstu.ACTIONS`: 0 none (a history's first), 1 not
+        liked, 2 liked. Never the event's own label."""
+        actions = torch.zeros(self.num_tokens, dtype=torch.int64)
+        actions[1:] = 1 + self.labels[:-1].to(torch.int64)
+        actions[self.offsets[:-1][self.lengths > 0]] = 0
+        return actions
+
+    def replace(self, **changes: object) -> SequenceBatch:
+        """The same batch with ``changes`` (checked again)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
