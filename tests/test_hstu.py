@@ -5,6 +5,8 @@ histories, and the checks at the door."""
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -12,9 +14,22 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recnotebooks.kernels.jagged_attention import buckets, padded_length
 from recnotebooks.nn.hstu import HSTU, HSTULayer, hstu_attention, time_buckets
 
 DIM, HEADS, MAX_LEN = 16, 2, 12
+#: The readable path (one history at a time) and the bucketed one (kernels.jagged_attention).
+PATHS = {"readable": "0", "bucketed": "1"}
+
+
+@pytest.fixture(autouse=True)
+def _restore_fused_switch() -> Iterator[None]:
+    before = os.environ.get("RECNB_FUSED")
+    yield
+    if before is None:
+        os.environ.pop("RECNB_FUSED", None)
+    else:
+        os.environ["RECNB_FUSED"] = before
 
 
 def jagged(
@@ -78,10 +93,14 @@ def _grads(model: torch.nn.Module, x: torch.Tensor, out: torch.Tensor) -> list[t
     return [torch.zeros_like(p) if g is None else g for p, g in zip(params, grads, strict=True)]
 
 
-@pytest.mark.parametrize("lengths", [[5, 0, 1, 12], [12, 12], [1], [0, 3], [7, 2, 9, 4, 1]])
+@pytest.mark.parametrize("lengths", [[5, 0, 1, 12], [12, 12], [1], [0, 3], [7, 2, 9, 4, 1], [0, 0]])
 @pytest.mark.parametrize("with_time", [True, False])
 @pytest.mark.parametrize("relative_bias", [True, False])
-def test_layer_equals_padded_reference(lengths: list[int], with_time: bool, relative_bias: bool) -> None:
+@pytest.mark.parametrize("path", PATHS)
+def test_layer_equals_padded_reference(
+    lengths: list[int], with_time: bool, relative_bias: bool, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RECNB_FUSED", PATHS[path])
     torch.manual_seed(1)
     layer = HSTULayer(DIM, HEADS, MAX_LEN, relative_bias=relative_bias)
     x, offsets, ts = jagged(lengths)
@@ -99,7 +118,9 @@ def test_layer_equals_padded_reference(lengths: list[int], with_time: bool, rela
     heads=st.sampled_from([1, 2, 4]),
     seed=st.integers(0, 2**16),
 )
-def test_stack_equals_reference_layer_by_layer(lengths: list[int], heads: int, seed: int) -> None:
+@pytest.mark.parametrize("path", PATHS)
+def test_stack_equals_reference_layer_by_layer(lengths: list[int], heads: int, seed: int, path: str) -> None:
+    os.environ["RECNB_FUSED"] = PATHS[path]  # restored by the autouse fixture below
     torch.manual_seed(seed)
     model = HSTU(DIM, num_layers=2, heads=heads, max_len=MAX_LEN)
     x, offsets, ts = jagged(lengths, seed=seed)
@@ -196,3 +217,13 @@ def test_bad_tokens_are_named() -> None:
     model = HSTU(DIM, num_layers=1, heads=HEADS, max_len=MAX_LEN)
     with pytest.raises(ValueError, match=r"x must be a floating-point \(L, 16\)"):
         model(torch.randn(5, DIM + 1), torch.tensor([0, 5]))
+
+
+def test_buckets_pad_at_most_a_quarter_and_hold_every_history() -> None:
+    lengths = [0, 1, 7, 8, 9, 31, 33, 100, 257, 4096, 4097]
+    plan = buckets(lengths)
+    assert sorted(b for members in plan.values() for b in members) == [i for i, n in enumerate(lengths) if n]
+    for p, members in plan.items():
+        for b in members:
+            assert lengths[b] <= p <= max(lengths[b] + 7, lengths[b] * 1.25 + 1)
+    assert padded_length(100) == 112 and padded_length(4097) == 4096 + 1024

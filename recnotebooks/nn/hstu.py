@@ -29,7 +29,8 @@ history lengths, not its mean: one user with 4,096 events costs as much attentio
 users with 256.
 
 This file is the readable path: :func:`hstu_attention` loops over the histories of the batch,
-one small attention per user, in plain PyTorch.
+one small attention per user, in plain PyTorch. The fast path, one guarded early return at its
+top, runs histories of like length as one batch (:mod:`recnotebooks.kernels.jagged_attention`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from recnotebooks.checks import check_int, check_jagged_offsets, check_module_device, show
+from recnotebooks.kernels import jagged_attention
 
 __all__ = ["HSTU", "HSTULayer", "RelativeAttentionBias", "hstu_attention", "time_buckets"]
 
@@ -82,7 +84,20 @@ class RelativeAttentionBias(nn.Module):
         """``position[i - j]`` for ``i, j < n`` (0 above the diagonal's distance): the same
         for every history, so the top-left ``(m, m)`` block is a shorter history's."""
         i = torch.arange(n, device=self.position.device)
-        return self.position[(i[:, None] - i[None, :]).clamp(min=0)]
+        return self.position[(i[:, None] - i[None, :]).clamp(min=0, max=self.max_len - 1)]  # padding: any
+
+    def batched(self, timestamps: torch.Tensor | None, lengths: torch.Tensor, p: int) -> torch.Tensor:
+        """The ``(b, P, P)`` bias of ``b`` histories padded to ``P`` (``timestamps`` ``(b, P)``
+        or ``None``, ``lengths`` ``(b,)``); entries at padded positions are never used."""
+        bias = self.positions(p).expand(len(lengths), p, p)
+        if timestamps is None:
+            return bias
+        last = (lengths - 1).clamp(min=0)[:, None]
+        target = torch.cat([timestamps[:, 1:], timestamps[:, -1:]], dim=1)
+        i = torch.arange(p, device=timestamps.device)[None, :]
+        target = torch.where(i >= last, timestamps.gather(1, last).expand_as(timestamps), target)
+        gaps = target[:, :, None] - timestamps[:, None, :]
+        return bias + self.time[time_buckets(gaps, self.num_buckets)]
 
     def times(self, timestamps: torch.Tensor) -> torch.Tensor:
         """``time[bucket(t_next(i) - t(j))]`` of one history: ``t_next(i)`` is the timestamp of
@@ -105,6 +120,10 @@ def hstu_attention(
     ``q``, ``k``: ``(L, heads, qk_dim)``; ``v``: ``(L, heads, v_dim)``; ``offsets``: ``(B + 1,)``.
     Returns ``(L, heads, v_dim)``: for each history ``silu(alpha Q K^T + rab) / max_len`` under
     the causal mask, times ``V``."""
+    if jagged_attention.can_run(q):  # the same, histories of like length batched: kernels/
+        return jagged_attention.bucketed_attention(
+            q, k, v, offsets, max_len, None if bias is None else bias.batched, timestamps
+        )
     alpha = 1.0 / math.sqrt(q.shape[-1])
     bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True))
     longest = max(end - start for start, end in bounds)
