@@ -1,0 +1,237 @@
+"""One training step of a generative recommender (HSTU), **modeled** from its terms.
+
+Where a DLRM step's work grows with the batch and the pooling factor, an HSTU step's grows with
+the *tokens* (every event of every history) and its attention with the **sum of squared
+history lengths**: a history of ``n`` events costs ``n (n + 1) / 2`` query-key products a head
+under the causal mask (position ``i`` attends to ``i + 1`` positions; a kernel that skips the
+masked blocks saves nearly half of the ``n^2`` a full product computes). So the length
+*distribution* sets the cost: the same 100,000 tokens as 1,000 histories of 100 or as 100
+histories of 1,000 differ tenfold in attention work.
+
+Per device and step, each term a few lines of FLOPs over a rate or bytes over a bandwidth:
+
+* ``projections``: the U, V, Q, K projection and the output projection of every layer
+  (:func:`~recnotebooks.perf.components.dense.gemm_time` on ``tokens x dim`` GEMMs), forward
+  and backward (two GEMMs each);
+* ``attention``: ``Q K^T`` and ``A V`` of every history, forward (two products) and backward
+  (four), each history's at the GEMM efficiency of its ``(n, n, head dim)`` shape;
+* ``pointwise``: the elementwise passes over the tokens (layer norms, SiLU, the gate, the
+  residual; :data:`TOKEN_PASSES`) and, for an attention kernel that writes its weights to
+  memory (``fused_attention=False``, as plain PyTorch does), :data:`SCORE_PASSES` over every
+  attention weight;
+* ``top_mlp``: the MLP from each position to its logit;
+* ``embeddings``: one row per table per token gathered, and its row updated (row-wise Adagrad);
+* ``all_to_all``: each token's embeddings sent to the device of its history and the
+  gradients back, the tables sharded row-wise over every device (the priced collectives of
+  :mod:`recnotebooks.perf.components.collectives`);
+* ``all_reduce``: the dense gradients; ``optimizer``: Adam over the dense parameters;
+* ``overhead``: the operators a step launches times the per-operator host cost.
+
+A padded batch (``padded=True``, the common way) computes every history at the batch's longest
+length: its GEMMs see ``histories x longest`` tokens and its attention the full ``longest^2``
+products of each (a masked einsum skips nothing). Model FLOPs (for MFU) count the work the model
+needs: the jagged tokens and the causal half, forward and backward.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from recnotebooks.checks import check_bool, check_choice, check_int, check_type
+from recnotebooks.config.hstu import HSTUConfig
+from recnotebooks.perf.components.collectives import all_reduce_seconds, all_to_all_seconds, nic_per_device
+from recnotebooks.perf.components.dense import gemm_time
+from recnotebooks.perf.hardware import Hardware, hardware
+from recnotebooks.perf.precision import precision
+
+__all__ = ["HSTUStep", "hstu_step", "lognormal_lengths", "attention_products", "COMPONENTS"]
+
+#: The terms of one modeled HSTU step, in the order charts stack them.
+COMPONENTS = ("projections", "attention", "pointwise", "top_mlp", "embeddings", "all_to_all", "all_reduce",
+              "optimizer", "overhead")  # fmt: skip
+#: Elementwise passes over a layer's token tensors, each a read or a write of ``tokens x dim``
+#: elements (modeling assumption, counted from the layer's formula): forward the input layer
+#: norm (2), SiLU over U, V, Q, K (2, of four widths: counted as 8), the output layer norm (2),
+#: the gate (3) and the residual (3); backward about twice as many.
+TOKEN_PASSES = 3 * (2 + 8 + 2 + 3 + 3)
+#: Passes over every attention weight when a kernel writes them to memory (plain PyTorch:
+#: the scores written, the bias added, SiLU, the mask, read by ``A V``; the backward twice
+#: as many); a fused (flash-style) kernel keeps them on chip and makes none.
+SCORE_PASSES = 15
+#: Operators a layer launches in a step (forward and backward; modeling assumption, counted
+#: from the layer's formula as an eager PyTorch step runs it), and those of the rest of the step.
+OPS_PER_LAYER, OPS_PER_STEP = 60, 80
+#: Passes of Adam over each dense parameter (fp32 state): the moments, the square root, the update.
+ADAM_PASSES = 18
+
+
+@dataclass
+class HSTUStep:
+    """One modeled HSTU step on one device of ``devices``.
+
+    ``seconds``: per component (:data:`COMPONENTS`); ``tokens`` and ``histories`` per device;
+    ``model_flops``: the model's FLOPs per device and step (jagged, causal half, forward and
+    backward); ``source`` is always ``"modeled"``."""
+
+    config: HSTUConfig
+    hw: Hardware
+    devices: int
+    histories: int
+    tokens: int
+    padded: bool
+    seconds: dict[str, float] = field(default_factory=dict)
+    model_flops: float = 0.0
+    source: str = "modeled"
+
+    @property
+    def step_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens a second over every device."""
+        return self.tokens * self.devices / self.step_seconds
+
+    @property
+    def tflops_per_device(self) -> float:
+        return self.model_flops / self.step_seconds / 1e12
+
+    def mfu(self, dtype: str = "bf16") -> float:
+        """Model FLOPs utilisation: achieved model FLOP/s over the device's peak at ``dtype``."""
+        return self.model_flops / self.step_seconds / self.hw.flops(precision(dtype).gemm)
+
+    def rows(self) -> list[dict[str, object]]:
+        """Tidy rows: one per component, with ``seconds`` and ``share``."""
+        total = self.step_seconds
+        return [{"component": c, "seconds": s, "share": s / total, "source": self.source}
+                for c, s in self.seconds.items()]  # fmt: skip
+
+
+def lognormal_lengths(count: int, median: float, mean: float, longest: int) -> list[int]:
+    """``count`` history lengths at the quantiles ``(i + 0.5) / count`` of a log-normal law with
+    this ``median`` and ``mean`` (Yambda's shape: median 2.7k, mean 4.8k events), each at least 1
+    and at most ``longest``: the length distribution without the noise of a draw."""
+    count = check_int("count", count, lo=1, hi=10_000_000)
+    if not 0 < median <= mean:
+        raise ValueError(f"median and mean must satisfy 0 < median <= mean, got {median}, {mean}")
+    sigma = math.sqrt(2 * math.log(mean / median))
+    nd = _normal_quantile
+    return [
+        min(longest, max(1, round(median * math.exp(sigma * nd((i + 0.5) / count))))) for i in range(count)
+    ]
+
+
+def _normal_quantile(p: float) -> float:
+    """The standard normal's quantile (Acklam's rational approximation, error below 1.2e-9)."""
+    a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02,
+         -3.066479806614716e01, 2.506628277459239e00)  # fmt: skip
+    b = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01,
+         -1.328068155288572e01)  # fmt: skip
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00, -2.549732539343734e00,
+         4.374664141464968e00, 2.938163982698783e00)  # fmt: skip
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
+    if p < 0.02425 or p > 1 - 0.02425:
+        q = math.sqrt(-2 * math.log(min(p, 1 - p)))
+        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / (
+            (((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1
+        )
+        return x if p < 0.5 else -x
+    q = p - 0.5
+    r = q * q
+    return (
+        (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5])
+        * q
+        / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+    )
+
+
+def attention_products(lengths: Sequence[int], causal: bool = True) -> float:
+    """Query-key pairs a head computes over these histories: ``sum n (n + 1) / 2`` under the
+    causal mask, ``sum n^2`` without it."""
+    return float(sum(n * (n + 1) // 2 if causal else n * n for n in lengths))
+
+
+def hstu_step(
+    config: HSTUConfig,
+    hw: Hardware | str,
+    lengths: Sequence[int],
+    *,
+    gpus: int = 1,
+    nodes: int = 1,
+    dtype: str = "bf16",
+    padded: bool = False,
+    fused_attention: bool = True,
+) -> HSTUStep:
+    """Model one training step of ``config`` on each of ``gpus x nodes`` devices, each training
+    the histories of ``lengths`` (events each, at most ``config.max_len``; see the module
+    docstring for the terms). ``padded``: every history computed at the longest's length.
+    ``fused_attention``: the attention weights stay on chip (a flash-style kernel)."""
+    check_type("config", config, HSTUConfig, "an HSTUConfig")
+    hw = hardware(hw)
+    lengths = [check_int("lengths[i]", n, lo=0, hi=config.max_len) for n in lengths]
+    if not lengths or not sum(lengths):
+        raise ValueError("lengths must hold at least one history with events")
+    gpus, nodes = check_int("gpus", gpus, lo=1, hi=hw.devices), check_int("nodes", nodes, lo=1)
+    check_choice("dtype", dtype, ("fp32", "tf32", "bf16", "fp16", "amp_fp16", "amp_bf16"))
+    padded, fused_attention = check_bool("padded", padded), check_bool("fused_attention", fused_attention)
+    run = [max(lengths)] * len(lengths) if padded else lengths
+    step = HSTUStep(config, hw, gpus * nodes, len(lengths), sum(lengths), padded)
+    step.seconds = _terms(config, hw, run, gpus, nodes, dtype, padded, fused_attention)
+    step.model_flops = model_flops(config, lengths)
+    return step
+
+
+def model_flops(config: HSTUConfig, lengths: Sequence[int]) -> float:
+    """The model's FLOPs of one step over these histories: GEMMs on the jagged tokens and the
+    attention's causal half, forward and backward (3x forward)."""
+    qk, v = config.head_dims
+    h, t = config.heads, sum(lengths)
+    per_token = 2 * config.dim * (2 * h * v + 2 * h * qk) + 2 * h * v * config.dim
+    widths = (config.dim, *config.top_mlp, 1)
+    mlp = sum(2 * a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
+    attention = 2 * attention_products(lengths) * h * (qk + v)
+    return 3.0 * (config.num_layers * (t * per_token + attention) + t * mlp)
+
+
+def _terms(
+    config: HSTUConfig,
+    hw: Hardware,
+    run: list[int],
+    gpus: int,
+    nodes: int,
+    dtype: str,
+    padded: bool,
+    fused: bool,
+) -> dict[str, float]:
+    p = precision(dtype)
+    qk, v = config.head_dims
+    h, t, layers = config.heads, float(sum(run)), config.num_layers
+    width = 2 * h * v + 2 * h * qk
+    projections = 3 * (
+        gemm_time(hw, t, width, config.dim, dtype) + gemm_time(hw, t, config.dim, h * v, dtype)
+    )
+    attention = 3 * sum(_attention_time(hw, n, h, qk, v, dtype, causal=not padded) for n in run if n)
+    widths = (config.dim, *config.top_mlp, 1)
+    mlp = 3 * sum(gemm_time(hw, t, b, a, dtype) for a, b in zip(widths[:-1], widths[1:], strict=True))
+    scores = 0.0 if fused else SCORE_PASSES * h * attention_products(run, causal=False) * p.activation_bytes
+    pointwise = layers * (TOKEN_PASSES * t * config.dim * p.activation_bytes + scores) / hw.hbm_bw
+    table_bytes = t * len(config.tables) * config.dim * p.embedding_bytes
+    embeddings = 3 * table_bytes / (hw.hbm_bw * hw.gather_efficiency)  # gather, then read and write the rows
+    world, nic = gpus * nodes, nic_per_device(hw, gpus)
+    a2a = all_to_all_seconds(2 * table_bytes * (world - 1) / world, world, gpus, hw, nic, calls=2)
+    dense_bytes = config.dense_parameters * p.weight_bytes
+    reduce = all_reduce_seconds(2 * (world - 1) / world * dense_bytes, world, gpus, hw, nic)
+    optimizer = ADAM_PASSES * config.dense_parameters * 4 / hw.hbm_bw
+    overhead = (OPS_PER_LAYER * layers + OPS_PER_STEP) * hw.op_overhead_s + hw.step_overhead_s
+    return {"projections": layers * projections, "attention": layers * attention, "pointwise": pointwise,
+            "top_mlp": mlp, "embeddings": embeddings, "all_to_all": a2a, "all_reduce": reduce,
+            "optimizer": optimizer, "overhead": overhead}  # fmt: skip
+
+
+def _attention_time(hw: Hardware, n: int, heads: int, qk: int, v: int, dtype: str, causal: bool) -> float:
+    """Forward ``Q K^T`` and ``A V`` of one history of ``n`` events, every head, at the GEMM
+    efficiency of its shape; the causal half where the kernel skips the masked blocks."""
+    share = (n + 1) / (2 * n) if causal else 1.0
+    return heads * share * (gemm_time(hw, n, n, qk, dtype) + gemm_time(hw, n, v, n, dtype))

@@ -1,0 +1,103 @@
+"""The modeled HSTU step: its FLOPs counted by hand, attention by the sum of squared lengths,
+padding's cost, the causal half, and the checks at the door."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from recnotebooks.config import TableConfig
+from recnotebooks.config.hstu import HSTUConfig, hstu_preset
+from recnotebooks.perf.hstu import COMPONENTS, attention_products, hstu_step, lognormal_lengths, model_flops
+
+TABLES = (TableConfig("item", 1_000_000), TableConfig("artist", 10_000))
+CFG = HSTUConfig(TABLES, dim=256, num_layers=4, heads=2, max_len=2048, top_mlp=(128,))
+
+
+def test_attention_products_count_pairs() -> None:
+    assert attention_products([3]) == 6  # (0,0) (1,0) (1,1) (2,0) (2,1) (2,2)
+    assert attention_products([3], causal=False) == 9
+    assert attention_products([0, 1, 4]) == 0 + 1 + 10
+
+
+def test_model_flops_by_hand() -> None:
+    lengths = [5, 2]
+    t, h, d = 7, 2, 128
+    per_token = 2 * 256 * (4 * h * d) + 2 * h * d * 256  # U V Q K projection and the output projection
+    attention = 2 * (15 + 3) * h * (d + d)  # Q K^T and A V over the causal pairs
+    mlp = 2 * (256 * 128 + 128 * 1)
+    assert model_flops(CFG, lengths) == 3 * (4 * (t * per_token + attention) + t * mlp)
+
+
+def test_attention_follows_the_sum_of_squares_not_the_tokens() -> None:
+    """The same tokens as few long histories cost more attention than as many short ones."""
+    short = hstu_step(CFG, "dgx_h100", [100] * 100)
+    long = hstu_step(CFG, "dgx_h100", [1000] * 10)
+    assert short.tokens == long.tokens
+    assert short.seconds["projections"] == pytest.approx(long.seconds["projections"])
+    assert attention_products([1000] * 10) / attention_products([100] * 100) == pytest.approx(1001 / 101)
+    # ten times the products; short histories also run their small products less efficiently
+    assert 3 * short.seconds["attention"] < long.seconds["attention"] < 10 * short.seconds["attention"]
+
+
+def test_padding_costs_what_the_longest_history_makes_it() -> None:
+    lengths = lognormal_lengths(64, 54, 96, 512)
+    jagged = hstu_step(hstu_preset("hstu_small"), "dgx_h100", lengths)
+    padded = hstu_step(hstu_preset("hstu_small"), "dgx_h100", lengths, padded=True)
+    assert padded.model_flops == jagged.model_flops  # the model's work is the same
+    assert padded.seconds["attention"] > 10 * jagged.seconds["attention"]
+    assert padded.step_seconds > jagged.step_seconds
+    equal = [200] * 64  # nothing to pad: only the causal half differs
+    ratio = (
+        hstu_step(CFG, "dgx_h100", equal, padded=True).seconds["attention"]
+        / hstu_step(CFG, "dgx_h100", equal).seconds["attention"]
+    )
+    assert ratio == pytest.approx(2 * 200 / 201)
+
+
+def test_a_fused_attention_kernel_saves_the_score_traffic() -> None:
+    lengths = [1024] * 8
+    fused = hstu_step(CFG, "dgx_h100", lengths)
+    plain = hstu_step(CFG, "dgx_h100", lengths, fused_attention=False)
+    assert plain.seconds["pointwise"] > fused.seconds["pointwise"]
+    assert {k: v for k, v in plain.seconds.items() if k != "pointwise"} == {
+        k: v for k, v in fused.seconds.items() if k != "pointwise"
+    }
+
+
+def test_one_device_sends_nothing_and_many_do() -> None:
+    one = hstu_step(CFG, "dgx_h100", [300] * 16)
+    many = hstu_step(CFG, "dgx_h100", [300] * 16, gpus=8, nodes=2)
+    assert one.seconds["all_to_all"] == one.seconds["all_reduce"] == 0
+    assert many.seconds["all_to_all"] > 0 and many.seconds["all_reduce"] > 0
+    assert list(one.seconds) == list(COMPONENTS)
+    assert 0 < many.mfu() < 1 and many.tokens_per_s == pytest.approx(16 * 4800 / many.step_seconds)
+    assert sum(r["share"] for r in many.rows()) == pytest.approx(1.0)  # type: ignore[misc]
+
+
+def test_lognormal_lengths_have_the_median_and_mean() -> None:
+    lengths = lognormal_lengths(20_000, 2_700, 4_800, 10**9)
+    assert statistics.median(lengths) == pytest.approx(2_700, rel=0.01)
+    assert statistics.mean(lengths) == pytest.approx(4_800, rel=0.02)
+    assert max(lognormal_lengths(1000, 54, 96, 512)) == 512
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"lengths": []}, ValueError, "lengths"),
+        ({"lengths": [0, 0]}, ValueError, "lengths"),
+        ({"lengths": [5000]}, ValueError, "lengths"),
+        ({"gpus": 9}, ValueError, "gpus"),
+        ({"dtype": "fp8"}, ValueError, "dtype"),
+        ({"hw": "tpu"}, ValueError, "tpu"),
+        ({"config": "hstu_small"}, TypeError, "config"),
+    ],
+)
+def test_bad_input_is_named(kwargs: dict[str, object], error: type[Exception], match: str) -> None:
+    args: dict[str, object] = {"config": CFG, "hw": "dgx_h100", "lengths": [10, 20], **kwargs}
+    with pytest.raises(error, match=match):
+        hstu_step(**args)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="median"):
+        lognormal_lengths(10, 96, 54, 512)
