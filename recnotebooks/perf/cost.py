@@ -149,24 +149,12 @@ class Step:
     implementation: str
 
     @property
-    def config(self) -> DLRMConfig:
-        return self.workload.config
-
-    @property
-    def batch_size(self) -> int:
-        return self.workload.batch_size
-
-    @property
-    def dtype(self) -> str:
-        return self.workload.dtype
-
-    @property
     def world(self) -> int:
         return self.gpus * self.nodes
 
     @property
     def local_batch(self) -> float:
-        return self.batch_size / self.world
+        return self.workload.batch_size / self.world
 
 
 def _check_request(
@@ -300,9 +288,10 @@ def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> _RankTerms:
     (:func:`_exposed`)."""
     world = step.world
     dense = _dense_components(step)
-    servers = C.parameter_servers(step.config, step.plan, step.dtype, step.workload.sparse_optimizer)
+    w = step.workload
+    servers = C.parameter_servers(w.config, step.plan, w.dtype, w.sparse_optimizer)
     users = len({a.shard.rank for a in accesses if a.shard.placement == "remote"}) or 1
-    traffic_rows = T.collective_bytes(step.config, step.plan, step.local_batch, world, step.dtype)
+    traffic_rows = T.collective_bytes(w.config, step.plan, step.local_batch, world, w.dtype)
     hier = _hierarchical(step)
     pooled = ("pooled_all_to_all", "gradient_all_to_all")  # priced by `hier` where it is hierarchical
     volumes = T.volumes([r for r in traffic_rows if not (hier and r["collective"] in pooled)], world)
@@ -376,7 +365,9 @@ def _hierarchical(step: Step) -> list[tuple[float, float]]:
     on more than one node; otherwise none (``[]``)."""
     if step.nodes <= 1 or step.implementation not in C.HIERARCHICAL or step.plan.world_size != step.world:
         return []
-    rows = T.hierarchical_bytes(step.config, step.plan, step.local_batch, step.gpus, step.dtype)
+    rows = T.hierarchical_bytes(
+        step.workload.config, step.plan, step.local_batch, step.gpus, step.workload.dtype
+    )
     return [
         (max(r["nvlink_sent"], r["nvlink_received"]), max(r["network_sent"], r["network_received"]))
         for r in rows
@@ -401,8 +392,8 @@ def _cache_figures(result: CostResult, accesses: list[C.ShardAccess]) -> None:
 
 def _dense_components(step: Step) -> dict[str, C.Work]:
     """The components every rank runs the same way, with the device bytes each moves."""
-    config, hw, b, dtype, plan = step.config, step.hw, step.local_batch, step.dtype, step.plan
-    optimizer = step.workload.dense_optimizer
+    config, dtype, optimizer = step.workload.config, step.workload.dtype, step.workload.dense_optimizer
+    hw, b, plan = step.hw, step.local_batch, step.plan
     sharded = step.world > 1 and any(sh.sharding != "data_parallel" for sh in plan.shards)
     fused = step.implementation == "hugectr"  # elementwise work in the GEMMs' epilogues
     return {
@@ -451,30 +442,18 @@ def _result(step: Step, accesses: list[C.ShardAccess], terms: _RankTerms, mem: M
     """The modeled step from each rank's terms: step time with and without overlap, busy fraction,
     FLOP/s efficiency, device-memory bandwidth use and energy (:func:`_figures`), memory, notes,
     the plan and its caches' hit rates (:func:`_cache_figures`)."""
-    per_rank, servers = terms.per_rank, terms.parameter_servers
+    w, per_rank, servers = step.workload, terms.per_rank, terms.parameter_servers
     exposed = list(terms.exposed) or [0.0] * len(per_rank)
     step_s = _checked_step(step, max(sum(c.values()) for c in per_rank))
     step_o = _checked_step(step, max(overlapped_step(c, e) for c, e in zip(per_rank, exposed, strict=True)))
     power = _power(step, servers)
     figures = _figures(step, terms, step_s, step_o, power)
     result = CostResult(
-        config=step.config.name,
-        hardware=step.hw.name,
-        world_size=step.world,
-        nodes=step.nodes,
-        batch_size=step.batch_size,
-        dtype=step.dtype,
-        per_rank=per_rank,
-        step_time=step_s,
-        step_time_overlap=step_o,
-        **figures,
-        memory=mem,
-        notes=_notes(mem, servers, power[1]),
-        parameter_servers=servers,
-        exposed_communication=exposed,
-        power_w=power[0],
-        plan=step.plan,
-    )
+        config=w.config.name, hardware=step.hw.name, world_size=step.world, nodes=step.nodes,
+        batch_size=w.batch_size, dtype=w.dtype, per_rank=per_rank, step_time=step_s, step_time_overlap=step_o,
+        **figures, memory=mem, notes=_notes(mem, servers, power[1]), parameter_servers=servers,
+        exposed_communication=exposed, power_w=power[0], plan=step.plan,
+    )  # fmt: skip
     _cache_figures(result, accesses)
     return result
 
@@ -483,8 +462,8 @@ def _checked_step(step: Step, seconds: float) -> float:
     """``seconds``, a step time the model produced, refused unless finite and positive."""
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(
-            f"the model produced a step time of {seconds!r} for {step.config.name} on {step.hw.name}; check "
-            "the hardware numbers (recnotebooks.perf.hardware.FIELD_RANGES)"
+            f"the model produced a step time of {seconds!r} for {step.workload.config.name} on "
+            f"{step.hw.name}; check the hardware numbers (recnotebooks.perf.hardware.FIELD_RANGES)"
         )
     return seconds
 
@@ -515,14 +494,14 @@ def _figures(
 ) -> dict[str, float]:
     """Throughput with and without overlap, busy fraction, FLOP/s over peak, device-memory bandwidth
     use and energy per million samples, each refused unless finite."""
-    config, hw, batch_size, world = step.config, step.hw, step.batch_size, step.world
+    config, hw, batch_size, world = step.workload.config, step.hw, step.workload.batch_size, step.world
     busy = sum(sum(c[k] for k in COMPUTE) for c in terms.per_rank) / (world * step_s)
     flops = config.total_flops_per_sample() * batch_size
     figures = {
         "throughput": batch_size / step_s,
         "throughput_overlap": batch_size / step_o,
         "busy_fraction": busy,
-        "flops_efficiency": flops / step_s / (world * hw.flops(precision(step.dtype).gemm)),
+        "flops_efficiency": flops / step_s / (world * hw.flops(precision(step.workload.dtype).gemm)),
         "hbm_utilisation": max(terms.device_bytes) / step_s / hw.hbm_bw,
         "joules_per_million_samples": power[0] * step_s / batch_size * 1e6,
     }

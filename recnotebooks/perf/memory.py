@@ -54,17 +54,13 @@ def memory_footprint(
 
     ``dtype_bytes`` (4 unless given) is the bytes of a dense weight, its optimizer state and an
     activation; ``embedding_bytes`` of a table element (``None``: ``dtype_bytes``; 2 for fp16 or bf16
-    tables). Given a :class:`~recnotebooks.config.Workload` instead of a config, the model, its
-    optimizers and its batch are the workload's (``sparse_optimizer``, ``dense_optimizer`` and
-    ``batch_size`` given too are a ``TypeError``), and ``dtype_bytes`` defaults to its dtype's
-    bytes (:data:`~recnotebooks.perf.hardware.DTYPE_BYTES`; AMP's activations counted at that
-    width too, an upper bound).
+    tables). A :class:`~recnotebooks.config.Workload` in place of ``config`` gives the model, the
+    optimizers, the batch and ``dtype_bytes`` (:func:`_workload_footprint`).
     Optimizer state as :func:`~recnotebooks.config.state_floats_per_row` and
     :func:`~recnotebooks.config.state_floats_per_parameter` count it (sparse: ``sgd`` none,
     ``rowwise_adagrad`` one float per row, exact ``adagrad`` one per element; dense: ``sgd``
-    none, ``adagrad`` one per parameter, ``adam`` two). The embedding optimizer state is fp32
-    (4 bytes a float) whatever the tables' dtype: the sparse optimizers of
-    :mod:`recnotebooks.nn.optim` keep it so, as FBGEMM's do by default; the dense state has the
+    none, ``adagrad`` one per parameter, ``adam`` two). The embedding optimizer state is fp32 whatever
+    the tables' dtype (as :mod:`recnotebooks.nn.optim` and FBGEMM keep it); the dense state has the
     dense weights' dtype, as ``torch.optim`` keeps it.
     ``interaction_buffers`` are the dot interaction's pair indices (three int64 per pair,
     ``P = F(F-1)/2`` pairs for ``F = num_tables + 1``), plus the ``(batch, F^2)`` product
@@ -83,17 +79,13 @@ def memory_footprint(
     """
     if isinstance(config, Workload):
         older = {"sparse_optimizer": sparse_optimizer, "dense_optimizer": dense_optimizer}
-        w = workload_from(config, older, "memory_footprint", batch_size=batch_size)
-        width = DTYPE_BYTES[w.dtype] if dtype_bytes is None else dtype_bytes
-        return memory_footprint(
-            w.config, w.sparse_optimizer, w.dense_optimizer, width, w.batch_size, embedding_bytes
-        )
+        return _workload_footprint(config, older, dtype_bytes, batch_size, embedding_bytes)
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     row_state = state_floats_per_row(_given(sparse_optimizer), config.embedding_dim)
     dense_state = state_floats_per_parameter(_given(dense_optimizer))
     dtype_bytes = check_int("dtype_bytes", 4 if dtype_bytes is None else dtype_bytes, lo=1, hi=16)
-    eb = (
-        dtype_bytes if embedding_bytes is None else check_int("embedding_bytes", embedding_bytes, lo=1, hi=16)
+    eb = check_int(
+        "embedding_bytes", dtype_bytes if embedding_bytes is None else embedding_bytes, lo=1, hi=16
     )
     pairs = config.interaction_output_dim - config.embedding_dim if config.interaction == "dot" else 0
     out = {
@@ -109,6 +101,24 @@ def memory_footprint(
         out.update(_batch_bytes(config, check_int("batch_size", batch_size, lo=1), dtype_bytes, pairs))
     out["total"] = sum(out.values())
     return out
+
+
+def _workload_footprint(
+    workload: Workload,
+    older: dict[str, str | OlderDefault],
+    dtype_bytes: int | None,
+    batch_size: int | None,
+    embedding_bytes: int | None,
+) -> dict[str, int]:
+    """:func:`memory_footprint` of ``workload``: its model, optimizers and batch (``older``
+    optimizers or a ``batch_size`` given too are a ``TypeError``), ``dtype_bytes`` its dtype's
+    bytes unless given (:data:`~recnotebooks.perf.hardware.DTYPE_BYTES`; AMP's half activations
+    counted at that width too, an upper bound)."""
+    w = workload_from(workload, older, "memory_footprint", batch_size=batch_size)
+    width = DTYPE_BYTES[w.dtype] if dtype_bytes is None else dtype_bytes
+    return memory_footprint(
+        w.config, w.sparse_optimizer, w.dense_optimizer, width, w.batch_size, embedding_bytes
+    )
 
 
 def _given(value: str | OlderDefault) -> str:

@@ -160,35 +160,27 @@ def _placement_label(plan: Plan | None, place: str, order: list[str], hw: Hardwa
 
 
 def compare_servers(
-    config: DLRMConfig,
+    workload: Workload | DLRMConfig,
     servers: Sequence[str] = SERVERS,
     *,
-    batch_size: int = 8192,
     cache_hit_rate: float = 0.9,
-    sparse_optimizer: str = "rowwise_adagrad",
-    dense_optimizer: str = "adagrad",
+    **older: Any,
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """``config`` on one node of each server: (summary rows, per-component rows).
+    """``workload``'s step on one node of each server: (summary rows, per-component rows). The older
+    form, ``compare_servers(config, servers, batch_size=8192, sparse_optimizer=..., dense_optimizer=...)``,
+    still works (:func:`~recnotebooks.perf.workload_form.workload_from`).
 
-    Each node uses all its devices and the fastest placement that fits
-    (:func:`best_placement`, trained with ``sparse_optimizer`` and ``dense_optimizer``); throughput
-    per node and per joule are modeled. The power counts the node's devices and host and the
+    Each node uses all its devices and the fastest placement that fits (:func:`best_placement`);
+    throughput per node and per joule are modeled. The power counts the node's devices and host and the
     parameter servers its remote rows need; ``usd_per_billion_samples`` prices the node's
     device-hours and those servers' (:func:`~recnotebooks.perf.job.job_from_estimate`, at each
     preset's ``price_per_hour``), and ``largest_device_gb`` is the fullest device's memory.
     """
+    w = workload_from(workload, older, "compare_servers", {"batch_size": 8192})
     rows, parts = [], []
     for name in servers:
         hw = hardware(name)
-        place, r = best_placement(
-            config,
-            hw,
-            hw.devices,
-            batch_size,
-            cache_hit_rate,
-            sparse_optimizer=sparse_optimizer,
-            dense_optimizer=dense_optimizer,
-        )
+        place, r = best_placement(w, hw, hw.devices, None, cache_hit_rate)
         rows.append(
             result_row(
                 r,
@@ -251,34 +243,29 @@ def model_of_record_servers(
     for name in servers:
         hw = hardware(name)
         place, r, plan, software = _model_of_record_on(w, hw, cache_hit_rate)
-        job = job_from_estimate(r, hw, 1e9, overlap=True)
         slowest = max(r.per_rank, key=lambda c: sum(c.values()))
-        rows.append(
-            {
-                "model": MODEL_OF_RECORD,
-                "server": name,
-                "placement": place,
-                "plan": plan,
-                "software": software,
-                "step_ms": r.step_time_overlap * 1e3,
-                "throughput": r.throughput_overlap,
-                "samples_per_joule": job.samples_per_joule,
-                "usd_per_billion_samples": job.cost_usd,
-                "bound_by": max(slowest, key=lambda k: slowest[k]),
-                "fits": r.fits,
-                "parameter_servers": r.parameter_servers,
-                "node_power_w": r.power_w,
-                "largest_device_gb": max(d["total"] for d in r.memory.device) / 1e9,
-                "tables_gb": tables_gb,
-                "source": "modeled",
-            }  # fmt: skip
-        )
+        rows.append(_record_row(name, hw, place, plan, software, r, tables_gb))
         parts += [
             {"server": f"{name} ({place})", "phase": c, "seconds_per_step": slowest[c], "source": "modeled"}
             for c in COMPONENTS
             if slowest[c] > 0
         ]
     return rows, parts
+
+
+def _record_row(
+    name: str, hw: Hardware, place: str, plan: str, software: str, r: CostResult, tables_gb: float
+) -> dict[str, object]:
+    """One row of :func:`model_of_record_servers`: the step ``r`` on server ``name`` (``hw``)."""
+    job = job_from_estimate(r, hw, 1e9, overlap=True)
+    slowest = max(r.per_rank, key=lambda c: sum(c.values()))
+    return {"model": MODEL_OF_RECORD, "server": name, "placement": place, "plan": plan, "software": software,
+            "step_ms": r.step_time_overlap * 1e3, "throughput": r.throughput_overlap,
+            "samples_per_joule": job.samples_per_joule, "usd_per_billion_samples": job.cost_usd,
+            "bound_by": max(slowest, key=lambda k: slowest[k]), "fits": r.fits,
+            "parameter_servers": r.parameter_servers, "node_power_w": r.power_w,
+            "largest_device_gb": max(d["total"] for d in r.memory.device) / 1e9, "tables_gb": tables_gb,
+            "source": "modeled"}  # fmt: skip
 
 
 def _model_of_record_on(w: Workload, hw: Hardware, cache_hit_rate: float) -> tuple[str, CostResult, str, str]:
