@@ -51,11 +51,10 @@ def memory_footprint(
 ) -> dict[str, int]:
     """Bytes of ``config`` on one device: weights, optimizer state, the interaction's buffers
     and (if ``batch_size``) one batch's inputs and activations, by kind, and their ``total``.
-
     ``dtype_bytes`` (4 unless given) is the bytes of a dense weight, its optimizer state and an
     activation; ``embedding_bytes`` of a table element (``None``: ``dtype_bytes``; 2 for fp16 or bf16
-    tables). A :class:`~recnotebooks.config.Workload` in place of ``config`` gives the model, the
-    optimizers, the batch and ``dtype_bytes`` (:func:`_workload_footprint`).
+    tables). A :class:`~recnotebooks.config.Workload` for ``config`` gives the model, optimizers, batch
+    and ``dtype_bytes`` (its dtype's :data:`~recnotebooks.perf.hardware.DTYPE_BYTES`).
     Optimizer state as :func:`~recnotebooks.config.state_floats_per_row` and
     :func:`~recnotebooks.config.state_floats_per_parameter` count it (sparse: ``sgd`` none,
     ``rowwise_adagrad`` one float per row, exact ``adagrad`` one per element; dense: ``sgd``
