@@ -30,11 +30,12 @@ Memory per device comes from :mod:`recnotebooks.perf.memory`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from recnotebooks.checks import check_choice, check_float, check_fraction, check_int, show
-from recnotebooks.config import SPARSE_OPTIMIZERS, DLRMConfig, state_floats_per_parameter
+from recnotebooks.checks import check_choice, check_fraction, check_int, show
+from recnotebooks.config import DLRMConfig, Workload
 from recnotebooks.perf import components as C
 from recnotebooks.perf import traffic as T
 from recnotebooks.perf.access import CACHE_POLICIES
@@ -44,6 +45,7 @@ from recnotebooks.perf.memory import MemoryReport, memory_report
 from recnotebooks.perf.planner import RESERVE, plan_tables, table_bytes
 from recnotebooks.perf.precision import precision
 from recnotebooks.perf.result import COMMUNICATION, COMPONENTS, COMPUTE, CostResult, overlapped_step
+from recnotebooks.perf.workload_form import workload_from
 from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, single_device_plan
 
 __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "CostResult", "estimate",
@@ -54,30 +56,28 @@ __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "Cost
 MAX_BATCH = 2**40
 
 
-def _pos_int(name: str, v: object, lo: int = 1) -> int:
-    return check_int(name, v, lo=lo)
-
-
 def estimate(
-    config: DLRMConfig,
+    workload: Workload | DLRMConfig,
     hw: Hardware | str = "this_machine",
     *,
-    batch_size: int,
     gpus: int = 1,
     nodes: int = 1,
     plan: Plan | None = None,
     placement: str = "hbm",
     cache_hit_rate: float | None = None,
-    dtype: str = "fp32",
-    zipf_exponent: float = 1.05,
-    sparse_optimizer: str = "rowwise_adagrad",
-    dense_optimizer: str = "adagrad",
     cache_rows: int | Mapping[str, int] | None = None,
     cache_policy: str = "static",
     cache_ways: int = 32,
     implementation: str = "torchrec",
+    **older: Any,
 ) -> CostResult:
-    """Model one training step of ``config`` at global ``batch_size`` on ``gpus`` x ``nodes``.
+    """Model one training step of ``workload`` (the model, its global batch, precision, skew and
+    optimizers: a :class:`~recnotebooks.config.Workload`) on ``gpus`` x ``nodes`` devices of ``hw``.
+
+    The older form, ``estimate(config, hw, batch_size=..., dtype=..., zipf_exponent=...,
+    sparse_optimizer=..., dense_optimizer=..., ...)``, still works: a DLRMConfig first and the
+    workload's other fields as keywords (:func:`~recnotebooks.perf.workload_form.workload_from`;
+    a Workload *and* those keywords is a ``TypeError`` naming them).
 
     Without ``plan``, one device holds every table at ``placement``; for ``"cache"`` either
     a typed-in ``cache_hit_rate``, or ``cache_rows`` device slots per table (one number, or
@@ -100,100 +100,53 @@ def estimate(
     with every table in HBM, else ``ValueError``). One process runs our single-process step either way.
     """
     check_choice("implementation", implementation, C.IMPLEMENTATIONS)
-    if implementation == "hugectr" and dtype not in C.HUGECTR_DTYPES:  # HugeCTR has no bf16 mode
-        raise ValueError(
-            f"dtype with implementation='hugectr' must be one of {list(C.HUGECTR_DTYPES)} (HugeCTR trains in "
-            f"fp32, with TF32 GEMMs or in fp16 mixed precision), got {dtype!r}"
-        )
-    check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)  # checked here, before any work
-    state_floats_per_parameter(dense_optimizer)
-    hw = _check_inputs(config, hw, batch_size, gpus, nodes, placement, cache_hit_rate, dtype, cache_rows)
-    check_choice("cache_policy", cache_policy, CACHE_POLICIES)
-    check_int("cache_ways", cache_ways, lo=1)
-    check_float("zipf_exponent", zipf_exponent, lo=0)
-    world = gpus * nodes
-    if cache_rows is not None and (plan is not None or world > 1):
-        raise ValueError(
-            "cache_rows applies to the single-device plan estimate builds; for a plan (or several devices) "
-            "give each cache shard its cache_rows (TableShard(..., placement='cache', cache_rows=...))"
-        )
-    if plan is None:
-        if world == 1:
-            plan = single_device_plan(
-                config,
-                placement,
-                cache_hit_rate,
-                cache_rows=cache_rows,
-                cache_policy=cache_policy,
-                cache_ways=cache_ways,
-            )
-        else:
-            plan = _default_plan(
-                config, hw, world, placement, cache_hit_rate, batch_size, dtype, sparse_optimizer
-            )
-    if plan.world_size != world:
-        raise ValueError(f"plan is for {plan.world_size} ranks but gpus x nodes = {world}")
-    plan.check(config)
-    outside = sorted({s.placement for s in plan.shards} - {"hbm"})
-    if implementation == "hugectr" and outside:  # its embedding collection keeps every table in HBM
-        raise ValueError(
-            f"implementation='hugectr' keeps every table in device memory (HBM), but the plan places tables "
-            f"in {outside}; use more devices, or implementation='torchrec' (FBGEMM's caches and host memory)"
-        )
-    step = Step(
-        config,
-        hw,
-        plan,
-        batch_size,
-        gpus,
-        nodes,
-        dtype,
-        zipf_exponent,
-        sparse_optimizer,
-        implementation,
-        dense_optimizer,
-    )
+    w = _workload(workload, older)
+    where = _Where(placement, cache_hit_rate, cache_rows, cache_policy, cache_ways)
+    hw = _check_request(w, hw, gpus, nodes, where, plan, implementation)
+    plan = _plan_for(w, hw, gpus * nodes, where, plan)
+    _check_plan(w, plan, gpus * nodes, implementation)
+    step = Step(w, hw, plan, gpus, nodes, implementation)
     accesses = C.shard_access(
-        config, hw, plan, step.local_batch, batch_size, zipf_exponent, dtype, sparse_optimizer
+        w.config, hw, plan, step.local_batch, w.batch_size, w.zipf_exponent, w.dtype, w.sparse_optimizer
     )
-    per_rank, device_bytes, servers, exposed = _per_rank(step, accesses)
-    mem = memory_report(
-        config,
-        hw,
-        plan,
-        batch_size,
-        gpus=gpus,
-        dtype=dtype,
-        zipf_exponent=zipf_exponent,
-        sparse_optimizer=sparse_optimizer,
-        dense_optimizer=dense_optimizer,
-    )
-    result = _result(step, per_rank, device_bytes, mem, servers, exposed)
-    result.plan = plan
-    _cache_figures(result, accesses)
-    return result
+    return _result(step, accesses, _per_rank(step, accesses), memory_report(w, hw, plan, gpus=gpus))
+
+
+@dataclass(frozen=True)
+class _Where:
+    """Where :func:`estimate` puts the tables when it builds the plan itself (its arguments)."""
+
+    placement: str
+    cache_hit_rate: float | None
+    cache_rows: int | Mapping[str, int] | None
+    cache_policy: str
+    cache_ways: int
+
+
+def _workload(first: object, older: Mapping[str, object]) -> Workload:
+    """The workload :func:`estimate` models (:func:`workload_from`), its batch within :data:`MAX_BATCH`
+    (checked first in the older form, as estimate always checked it)."""
+    if isinstance(first, DLRMConfig) and "batch_size" in older:
+        check_int("batch_size", older["batch_size"], lo=1, hi=MAX_BATCH)
+    w = workload_from(first, older, "estimate")
+    check_int("batch_size", w.batch_size, lo=1, hi=MAX_BATCH)
+    return w
 
 
 @dataclass(frozen=True)
 class Step:
     """What every component of one modeled step needs to know, checked by :func:`estimate`: the
-    model, the hardware, the plan, the global batch over ``gpus`` x ``nodes`` devices, the
-    precision, the skew, the sparse optimizer (whose state per row each shard's access carries:
-    :attr:`~recnotebooks.perf.components.ShardAccess.state_bytes`) and whose sharded step is
-    priced (``implementation``)."""
+    workload (model, global batch, precision, skew and optimizers: the sparse optimizer's state per
+    row each shard's access carries, :attr:`~recnotebooks.perf.components.ShardAccess.state_bytes`),
+    the hardware, the plan, the ``gpus`` x ``nodes`` devices and whose sharded step is priced
+    (``implementation``)."""
 
-    config: DLRMConfig
+    workload: Workload
     hw: Hardware
     plan: Plan
-    batch_size: int
     gpus: int
     nodes: int
-    dtype: str
-    zipf_exponent: float
-    sparse_optimizer: str
     implementation: str
-    #: the dense parameters' optimizer (its passes over them and its operators)
-    dense_optimizer: str = "adagrad"
 
     @property
     def world(self) -> int:
@@ -201,20 +154,144 @@ class Step:
 
     @property
     def local_batch(self) -> float:
-        return self.batch_size / self.world
+        return self.workload.batch_size / self.world
 
 
-def _per_rank(
-    step: Step, accesses: list[C.ShardAccess]
-) -> tuple[list[dict[str, float]], list[float], int, list[float]]:
+def _check_request(
+    w: Workload,
+    hw: Hardware | str,
+    gpus: int,
+    nodes: int,
+    where: _Where,
+    plan: Plan | None,
+    implementation: str,
+) -> Hardware:
+    """The hardware preset, after checking the devices asked for, where the tables go and whether
+    ``implementation`` can run ``w``'s precision (HugeCTR has no bf16 mode)."""
+    if implementation == "hugectr" and w.dtype not in C.HUGECTR_DTYPES:
+        raise ValueError(
+            f"dtype with implementation='hugectr' must be one of {list(C.HUGECTR_DTYPES)} (HugeCTR trains in "
+            f"fp32, with TF32 GEMMs or in fp16 mixed precision), got {w.dtype!r}"
+        )
+    hw = _check_devices(w, hw, gpus, nodes)
+    _check_where(where)
+    world = gpus * nodes
+    if w.batch_size < world:
+        raise ValueError(f"batch_size must be >= the number of devices ({world}), got {w.batch_size}")
+    check_choice("cache_policy", where.cache_policy, CACHE_POLICIES)
+    check_int("cache_ways", where.cache_ways, lo=1)
+    if where.cache_rows is not None and (plan is not None or world > 1):
+        raise ValueError(
+            "cache_rows applies to the single-device plan estimate builds; for a plan (or several devices) "
+            "give each cache shard its cache_rows (TableShard(..., placement='cache', cache_rows=...))"
+        )
+    return hw
+
+
+def _check_devices(w: Workload, hw: Hardware | str, gpus: int, nodes: int) -> Hardware:
+    """The hardware preset, after checking ``gpus`` x ``nodes`` of it and its peak for ``w``'s GEMMs."""
+    hw = hardware(hw) if isinstance(hw, str) else hw
+    if not isinstance(hw, Hardware):
+        raise TypeError(f"hw must be a Hardware or a preset name, got {type(hw).__name__}")
+    check_int("gpus", gpus, lo=1)
+    check_int("nodes", nodes, lo=1)
+    if gpus > hw.devices:
+        raise ValueError(f"gpus must be <= {hw.devices} (devices per {hw.name} node), got {gpus}")
+    if gpus * nodes > MAX_RANKS:
+        raise ValueError(
+            f"nodes must keep gpus x nodes <= {MAX_RANKS} devices (recnotebooks.plan.MAX_RANKS), got "
+            f"gpus={gpus} x nodes={show(nodes)}"
+        )
+    gemm = precision(w.dtype).gemm
+    try:
+        hw.flops(gemm)
+    except ValueError:
+        raise ValueError(
+            f"dtype={w.dtype!r} runs its GEMMs in {gemm}, which {hw.name} has no peak for "
+            f"(it has {sorted(hw.peak_flops)}); choose another dtype"
+        ) from None
+    return hw
+
+
+def _check_where(where: _Where) -> None:
+    """The placement :func:`estimate` builds its plan at, and its cache: a typed-in hit rate or rows."""
+    placement, hit, rows = where.placement, where.cache_hit_rate, where.cache_rows
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
+    if rows is not None and placement != "cache":
+        raise ValueError(f"cache_rows applies to placement='cache', got placement={placement!r}")
+    if rows is not None and hit is not None:
+        raise ValueError(
+            "give cache_hit_rate (typed in) or cache_rows (the model computes the hit rate), not both: "
+            f"got cache_hit_rate={hit!r}, cache_rows={rows!r}"
+        )
+    if placement == "cache" and rows is None:
+        if hit is None:
+            raise ValueError(
+                "cache_hit_rate must be in [0, 1] with placement='cache' (or give cache_rows and "
+                "cache_policy for a modeled hit rate), got None"
+            )
+        check_fraction("cache_hit_rate", hit)
+
+
+def _plan_for(w: Workload, hw: Hardware, world: int, where: _Where, plan: Plan | None) -> Plan:
+    """``plan``, or the one :func:`estimate` builds: every table on one device at ``where``, or on
+    several the planner's greedy table-wise plan when it fits in device memory, else its cost plan."""
+    if plan is not None:
+        return plan
+    if world == 1:
+        return single_device_plan(
+            w.config,
+            where.placement,
+            where.cache_hit_rate,
+            cache_rows=where.cache_rows,
+            cache_policy=where.cache_policy,
+            cache_ways=where.cache_ways,
+        )
+    hit = where.cache_hit_rate
+    if w.config.num_tables >= world:
+        greedy = plan_tables(w, hw, world, strategy="greedy", placement=where.placement, cache_hit_rate=hit)
+        sizes = table_bytes(w.config, w.dtype, w.sparse_optimizer)
+        load = [sum(sizes[s.table] for s in greedy.on_rank(r)) for r in range(world)]
+        if where.placement != "hbm" or max(load) <= hw.hbm_bytes * (1 - RESERVE):
+            return greedy
+    return plan_tables(w, hw, world, strategy="cost", placement=where.placement, cache_hit_rate=hit)
+
+
+def _check_plan(w: Workload, plan: Plan, world: int, implementation: str) -> None:
+    """``plan`` is for ``world`` ranks and ``w``'s tables, and in HBM where ``implementation`` needs it."""
+    if plan.world_size != world:
+        raise ValueError(f"plan is for {plan.world_size} ranks but gpus x nodes = {world}")
+    plan.check(w.config)
+    outside = sorted({s.placement for s in plan.shards} - {"hbm"})
+    if implementation == "hugectr" and outside:  # its embedding collection keeps every table in HBM
+        raise ValueError(
+            f"implementation='hugectr' keeps every table in device memory (HBM), but the plan places tables "
+            f"in {outside}; use more devices, or implementation='torchrec' (FBGEMM's caches and host memory)"
+        )
+
+
+@dataclass(frozen=True)
+class _RankTerms:
+    """What :func:`_per_rank` models of each rank: seconds by component, device bytes moved and
+    communication seconds compute does not hide; and the parameter servers the plan's remote rows need."""
+
+    per_rank: list[dict[str, float]]
+    device_bytes: list[float]
+    parameter_servers: int
+    exposed: list[float]
+
+
+def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> _RankTerms:
     """Seconds by component and device bytes moved on each rank, the parameter servers the
     plan's remote rows need, and each rank's communication seconds that compute does not hide
     (:func:`_exposed`)."""
     world = step.world
     dense = _dense_components(step)
-    servers = C.parameter_servers(step.config, step.plan, step.dtype, step.sparse_optimizer)
+    w = step.workload
+    servers = C.parameter_servers(w.config, step.plan, w.dtype, w.sparse_optimizer)
     users = len({a.shard.rank for a in accesses if a.shard.placement == "remote"}) or 1
-    traffic_rows = T.collective_bytes(step.config, step.plan, step.local_batch, world, step.dtype)
+    traffic_rows = T.collective_bytes(w.config, step.plan, step.local_batch, world, w.dtype)
     hier = _hierarchical(step)
     pooled = ("pooled_all_to_all", "gradient_all_to_all")  # priced by `hier` where it is hierarchical
     volumes = T.volumes([r for r in traffic_rows if not (hier and r["collective"] in pooled)], world)
@@ -236,7 +313,7 @@ def _per_rank(
         per_rank.append(comp)
         device_bytes.append(moved)
         exposed.append(_exposed(step, comp, volumes, r, ar_calls[r]))
-    return per_rank, device_bytes, servers, exposed
+    return _RankTerms(per_rank, device_bytes, servers, exposed)
 
 
 def _exposed(
@@ -288,7 +365,9 @@ def _hierarchical(step: Step) -> list[tuple[float, float]]:
     on more than one node; otherwise none (``[]``)."""
     if step.nodes <= 1 or step.implementation not in C.HIERARCHICAL or step.plan.world_size != step.world:
         return []
-    rows = T.hierarchical_bytes(step.config, step.plan, step.local_batch, step.gpus, step.dtype)
+    rows = T.hierarchical_bytes(
+        step.workload.config, step.plan, step.local_batch, step.gpus, step.workload.dtype
+    )
     return [
         (max(r["nvlink_sent"], r["nvlink_received"]), max(r["network_sent"], r["network_received"]))
         for r in rows
@@ -311,67 +390,10 @@ def _cache_figures(result: CostResult, accesses: list[C.ShardAccess]) -> None:
         )
 
 
-def _check_inputs(
-    config: object,
-    hw: Hardware | str,
-    batch_size: int,
-    gpus: int,
-    nodes: int,
-    placement: str,
-    cache_hit_rate: float | None,
-    dtype: str,
-    cache_rows: int | Mapping[str, int] | None = None,
-) -> Hardware:
-    """The hardware preset, after checking every argument of :func:`estimate`."""
-    if not isinstance(config, DLRMConfig):
-        raise TypeError(f"config must be a DLRMConfig, got {type(config).__name__}")
-    hw = hardware(hw) if isinstance(hw, str) else hw
-    if not isinstance(hw, Hardware):
-        raise TypeError(f"hw must be a Hardware or a preset name, got {type(hw).__name__}")
-    check_int("batch_size", batch_size, lo=1, hi=MAX_BATCH)
-    _pos_int("gpus", gpus)
-    _pos_int("nodes", nodes)
-    if gpus > hw.devices:
-        raise ValueError(f"gpus must be <= {hw.devices} (devices per {hw.name} node), got {gpus}")
-    if gpus * nodes > MAX_RANKS:
-        raise ValueError(
-            f"nodes must keep gpus x nodes <= {MAX_RANKS} devices (recnotebooks.plan.MAX_RANKS), got "
-            f"gpus={gpus} x nodes={show(nodes)}"
-        )
-    gemm = precision(dtype).gemm
-    try:
-        hw.flops(gemm)
-    except ValueError:
-        raise ValueError(
-            f"dtype={dtype!r} runs its GEMMs in {gemm}, which {hw.name} has no peak for "
-            f"(it has {sorted(hw.peak_flops)}); choose another dtype"
-        ) from None
-    if placement not in PLACEMENTS:
-        raise ValueError(f"placement must be one of {list(PLACEMENTS)}, got {placement!r}")
-    if cache_rows is not None and placement != "cache":
-        raise ValueError(f"cache_rows applies to placement='cache', got placement={placement!r}")
-    if cache_rows is not None and cache_hit_rate is not None:
-        raise ValueError(
-            "give cache_hit_rate (typed in) or cache_rows (the model computes the hit rate), not both: "
-            f"got cache_hit_rate={cache_hit_rate!r}, cache_rows={cache_rows!r}"
-        )
-    if placement == "cache" and cache_rows is None:
-        if cache_hit_rate is None:
-            raise ValueError(
-                "cache_hit_rate must be in [0, 1] with placement='cache' (or give cache_rows and "
-                "cache_policy "
-                "for a modeled hit rate), got None"
-            )
-        check_fraction("cache_hit_rate", cache_hit_rate)
-    world = gpus * nodes
-    if batch_size < world:
-        raise ValueError(f"batch_size must be >= the number of devices ({world}), got {batch_size}")
-    return hw
-
-
 def _dense_components(step: Step) -> dict[str, C.Work]:
     """The components every rank runs the same way, with the device bytes each moves."""
-    config, hw, b, dtype, plan = step.config, step.hw, step.local_batch, step.dtype, step.plan
+    config, dtype, optimizer = step.workload.config, step.workload.dtype, step.workload.dense_optimizer
+    hw, b, plan = step.hw, step.local_batch, step.plan
     sharded = step.world > 1 and any(sh.sharding != "data_parallel" for sh in plan.shards)
     fused = step.implementation == "hugectr"  # elementwise work in the GEMMs' epilogues
     return {
@@ -380,9 +402,9 @@ def _dense_components(step: Step) -> dict[str, C.Work]:
         "bottom_mlp": C.mlp(config, hw, "bottom", b, dtype, fused),
         "interaction": C.interaction(config, hw, b, dtype, fused),
         "top_mlp": C.mlp(config, hw, "top", b, dtype, fused),
-        "dense_optimizer": C.dense_optimizer(config, hw, dtype, step.dense_optimizer),
+        "dense_optimizer": C.dense_optimizer(config, hw, dtype, optimizer),
         "overhead": C.Work(
-            C.overhead(config, hw, step.world, sharded, plan, step.implementation, step.dense_optimizer), 0.0
+            C.overhead(config, hw, step.world, sharded, plan, step.implementation, optimizer), 0.0
         ),
     }
 
@@ -416,48 +438,72 @@ def _rank_components(
     return comp, moved
 
 
-def _result(
-    step: Step,
-    per_rank: list[dict[str, float]],
-    device_bytes: list[float],
-    mem: MemoryReport,
-    parameter_servers: int = 0,
-    exposed: Sequence[float] = (),
-) -> CostResult:
-    """Derived figures: step time with and without overlap, busy fraction, FLOP/s efficiency,
-    device-memory bandwidth use, and energy: the devices, each node's host, and the parameter
-    servers that hold remote rows (each a :data:`~recnotebooks.perf.components.PARAMETER_SERVER` node)."""
-    config, hw, batch_size, nodes, dtype, world = (
-        step.config, step.hw, step.batch_size, step.nodes, step.dtype, step.world
+def _result(step: Step, accesses: list[C.ShardAccess], terms: _RankTerms, mem: MemoryReport) -> CostResult:
+    """The modeled step from each rank's terms: step time with and without overlap, busy fraction,
+    FLOP/s efficiency, device-memory bandwidth use and energy (:func:`_figures`), memory, notes,
+    the plan and its caches' hit rates (:func:`_cache_figures`)."""
+    w, per_rank, servers = step.workload, terms.per_rank, terms.parameter_servers
+    exposed = list(terms.exposed) or [0.0] * len(per_rank)
+    step_s = _checked_step(step, max(sum(c.values()) for c in per_rank))
+    step_o = _checked_step(step, max(overlapped_step(c, e) for c, e in zip(per_rank, exposed, strict=True)))
+    power = _power(step, servers)
+    figures = _figures(step, terms, step_s, step_o, power)
+    result = CostResult(
+        config=w.config.name, hardware=step.hw.name, world_size=step.world, nodes=step.nodes,
+        batch_size=w.batch_size, dtype=w.dtype, per_rank=per_rank, step_time=step_s, step_time_overlap=step_o,
+        **figures, memory=mem, notes=_notes(mem, servers, power[1]), parameter_servers=servers,
+        exposed_communication=exposed, power_w=power[0], plan=step.plan,
     )  # fmt: skip
-    serial = [sum(c.values()) for c in per_rank]
-    exposed = list(exposed) or [0.0] * len(per_rank)
-    overlap = [overlapped_step(c, e) for c, e in zip(per_rank, exposed, strict=True)]
-    step_s, step_o = max(serial), max(overlap)
-    for v in (step_s, step_o):
-        if not math.isfinite(v) or v <= 0:
-            raise ValueError(
-                f"the model produced a step time of {v!r} for {config.name} on {hw.name}; check the hardware "
-                "numbers (recnotebooks.perf.hardware.FIELD_RANGES)"
-            )
-    busy = sum(sum(c[k] for k in COMPUTE) for c in per_rank) / (world * step_s)
-    flops = config.total_flops_per_sample() * batch_size
+    _cache_figures(result, accesses)
+    return result
+
+
+def _checked_step(step: Step, seconds: float) -> float:
+    """``seconds``, a step time the model produced, refused unless finite and positive."""
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(
+            f"the model produced a step time of {seconds!r} for {step.workload.config.name} on "
+            f"{step.hw.name}; check the hardware numbers (recnotebooks.perf.hardware.FIELD_RANGES)"
+        )
+    return seconds
+
+
+def _power(step: Step, parameter_servers: int) -> tuple[float, float]:
+    """Watts the step draws (the devices, each node's host and the parameter servers that hold
+    remote rows, each a :data:`~recnotebooks.perf.components.PARAMETER_SERVER` node), and the
+    servers' share."""
     ps = C.PARAMETER_SERVER
     server_power = parameter_servers * (ps.power_w + ps.host_power_w)
-    power = world * hw.power_w + nodes * hw.host_power_w + server_power
+    return step.world * step.hw.power_w + step.nodes * step.hw.host_power_w + server_power, server_power
+
+
+def _notes(mem: MemoryReport, parameter_servers: int, server_power: float) -> list[str]:
+    """Why the plan does not fit, and the parameter servers its remote rows need."""
     notes = [] if mem.fits else ["does not fit: " + "; ".join(mem.reasons)]
     if parameter_servers:
+        ps = C.PARAMETER_SERVER
         notes.append(
             f"remote rows need {parameter_servers} parameter server(s) ({ps.name} nodes of "
             f"{ps.host_mem_bytes / 1e9:.0f} GB); their {server_power:,.0f} W count in the energy"
         )
+    return notes
+
+
+def _figures(
+    step: Step, terms: _RankTerms, step_s: float, step_o: float, power: tuple[float, float]
+) -> dict[str, float]:
+    """Throughput with and without overlap, busy fraction, FLOP/s over peak, device-memory bandwidth
+    use and energy per million samples, each refused unless finite."""
+    config, hw, batch_size, world = step.workload.config, step.hw, step.workload.batch_size, step.world
+    busy = sum(sum(c[k] for k in COMPUTE) for c in terms.per_rank) / (world * step_s)
+    flops = config.total_flops_per_sample() * batch_size
     figures = {
         "throughput": batch_size / step_s,
         "throughput_overlap": batch_size / step_o,
         "busy_fraction": busy,
-        "flops_efficiency": flops / step_s / (world * hw.flops(precision(dtype).gemm)),
-        "hbm_utilisation": max(device_bytes) / step_s / hw.hbm_bw,
-        "joules_per_million_samples": power * step_s / batch_size * 1e6,
+        "flops_efficiency": flops / step_s / (world * hw.flops(precision(step.workload.dtype).gemm)),
+        "hbm_utilisation": max(terms.device_bytes) / step_s / hw.hbm_bw,
+        "joules_per_million_samples": power[0] * step_s / batch_size * 1e6,
     }
     for k, v in figures.items():  # the hardware ranges keep these finite; never hand on inf or NaN
         if not math.isfinite(v):
@@ -465,59 +511,4 @@ def _result(
                 f"the model's {k} came out as {v!r} for {config.name} on {hw.name} at batch_size="
                 f"{batch_size}; check the hardware numbers (recnotebooks.perf.hardware.FIELD_RANGES)"
             )
-    return CostResult(
-        config=config.name,
-        hardware=hw.name,
-        world_size=world,
-        nodes=nodes,
-        batch_size=batch_size,
-        dtype=dtype,
-        per_rank=per_rank,
-        step_time=step_s,
-        step_time_overlap=step_o,
-        **figures,
-        memory=mem,
-        notes=notes,
-        parameter_servers=parameter_servers,
-        exposed_communication=exposed,
-        power_w=power,
-    )
-
-
-def _default_plan(
-    config: DLRMConfig,
-    hw: Hardware,
-    world: int,
-    placement: str,
-    hit: float | None,
-    batch_size: int,
-    dtype: str,
-    sparse_optimizer: str,
-) -> Plan:
-    if config.num_tables >= world:
-        plan = plan_tables(
-            config,
-            hw,
-            world,
-            strategy="greedy",
-            placement=placement,
-            cache_hit_rate=hit,
-            batch_size=batch_size,
-            dtype=dtype,
-            sparse_optimizer=sparse_optimizer,
-        )
-        sizes = table_bytes(config, dtype, sparse_optimizer)
-        load = [sum(sizes[s.table] for s in plan.on_rank(r)) for r in range(world)]
-        if placement != "hbm" or max(load) <= hw.hbm_bytes * (1 - RESERVE):
-            return plan
-    return plan_tables(
-        config,
-        hw,
-        world,
-        strategy="cost",
-        placement=placement,
-        cache_hit_rate=hit,
-        batch_size=batch_size,
-        dtype=dtype,
-        sparse_optimizer=sparse_optimizer,
-    )
+    return figures

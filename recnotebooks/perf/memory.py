@@ -19,13 +19,15 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
-from recnotebooks.checks import check_choice, check_int, check_type
-from recnotebooks.config import DLRMConfig, state_floats_per_parameter, state_floats_per_row
+from recnotebooks.checks import check_int, check_type
+from recnotebooks.config import DLRMConfig, Workload, state_floats_per_parameter, state_floats_per_row
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware
 from recnotebooks.perf.precision import precision
+from recnotebooks.perf.workload_form import OlderDefault, workload_from
 from recnotebooks.plan import PLACEMENTS, Plan, TableShard
 
 __all__ = ["MemoryReport", "memory_footprint", "memory_report", "cache_slots", "DDP_BUCKET_BYTES"]
@@ -35,27 +37,29 @@ DDP_BUCKET_BYTES = 25 * 1024**2
 #: Parameter-server nodes a plan may use before the report calls it out (approximate: a
 #: modeling bound, not a published limit).
 MAX_PARAMETER_SERVERS = 1024
+#: :func:`memory_footprint`'s optimizers when neither it nor a Workload names them.
+_ROWWISE, _SGD = OlderDefault("rowwise_adagrad"), OlderDefault("sgd")
 
 
 def memory_footprint(
-    config: DLRMConfig,
-    sparse_optimizer: str = "rowwise_adagrad",
-    dense_optimizer: str = "sgd",
-    dtype_bytes: int = 4,
+    config: DLRMConfig | Workload,
+    sparse_optimizer: str | OlderDefault = _ROWWISE,
+    dense_optimizer: str | OlderDefault = _SGD,
+    dtype_bytes: int | None = None,
     batch_size: int | None = None,
     embedding_bytes: int | None = None,
 ) -> dict[str, int]:
     """Bytes of ``config`` on one device: weights, optimizer state, the interaction's buffers
     and (if ``batch_size``) one batch's inputs and activations, by kind, and their ``total``.
-
-    ``dtype_bytes`` is the bytes of a dense weight, its optimizer state and an activation;
-    ``embedding_bytes`` of a table element (``None``: ``dtype_bytes``; 2 for fp16 or bf16 tables).
+    ``dtype_bytes`` (4 unless given) is the bytes of a dense weight, its optimizer state and an
+    activation; ``embedding_bytes`` of a table element (``None``: ``dtype_bytes``; 2 for fp16 or bf16
+    tables). A :class:`~recnotebooks.config.Workload` for ``config`` gives the model, optimizers, batch
+    and ``dtype_bytes`` (its dtype's :data:`~recnotebooks.perf.hardware.DTYPE_BYTES`).
     Optimizer state as :func:`~recnotebooks.config.state_floats_per_row` and
     :func:`~recnotebooks.config.state_floats_per_parameter` count it (sparse: ``sgd`` none,
     ``rowwise_adagrad`` one float per row, exact ``adagrad`` one per element; dense: ``sgd``
-    none, ``adagrad`` one per parameter, ``adam`` two). The embedding optimizer state is fp32
-    (4 bytes a float) whatever the tables' dtype: the sparse optimizers of
-    :mod:`recnotebooks.nn.optim` keep it so, as FBGEMM's do by default; the dense state has the
+    none, ``adagrad`` one per parameter, ``adam`` two). The embedding optimizer state is fp32 whatever
+    the tables' dtype (as :mod:`recnotebooks.nn.optim` and FBGEMM keep it); the dense state has the
     dense weights' dtype, as ``torch.optim`` keeps it.
     ``interaction_buffers`` are the dot interaction's pair indices (three int64 per pair,
     ``P = F(F-1)/2`` pairs for ``F = num_tables + 1``), plus the ``(batch, F^2)`` product
@@ -72,14 +76,16 @@ def memory_footprint(
     >>> exact["embedding_optimizer_state"] == 2 * exact["embedding_weights"]  # fp32 state of bf16 tables
     True
     """
+    if isinstance(config, Workload):
+        older = {"sparse_optimizer": sparse_optimizer, "dense_optimizer": dense_optimizer}
+        return _workload_footprint(config, older, dtype_bytes, batch_size, embedding_bytes)
     check_type("config", config, DLRMConfig, "a DLRMConfig")
-    row_state = state_floats_per_row(sparse_optimizer, config.embedding_dim)
-    dense_state = state_floats_per_parameter(dense_optimizer)
-    dtype_bytes = check_int("dtype_bytes", dtype_bytes, lo=1, hi=16)
-    eb = (
-        dtype_bytes if embedding_bytes is None else check_int("embedding_bytes", embedding_bytes, lo=1, hi=16)
+    row_state = state_floats_per_row(_given(sparse_optimizer), config.embedding_dim)
+    dense_state = state_floats_per_parameter(_given(dense_optimizer))
+    dtype_bytes = check_int("dtype_bytes", 4 if dtype_bytes is None else dtype_bytes, lo=1, hi=16)
+    eb = check_int(
+        "embedding_bytes", dtype_bytes if embedding_bytes is None else embedding_bytes, lo=1, hi=16
     )
-    f = config.num_interaction_features
     pairs = config.interaction_output_dim - config.embedding_dim if config.interaction == "dot" else 0
     out = {
         "embedding_weights": config.sparse_parameters * eb,
@@ -91,19 +97,50 @@ def memory_footprint(
         "activations": 0,
     }
     if batch_size is not None:
-        batch_size = check_int("batch_size", batch_size, lo=1)
-        widths = sum(o for w in ("bottom", "top") for _, o in config.mlp_layers(w))
-        widths += config.num_interaction_features * config.embedding_dim + config.interaction_output_dim
-        if config.interaction == "dcn":
-            w, layers = config.interaction_output_dim, config.dcn_layers
-            widths += layers * (config.dcn_rank + w) + (layers - 1) * w
-        out["activations"] = batch_size * widths * dtype_bytes
-        if pairs:
-            out["interaction_buffers"] += batch_size * f * f * dtype_bytes
-        per_sample = 8 * (config.lookups_per_sample + config.num_tables) + 4 * (config.num_dense + 1)
-        out["batch_inputs"] = round(batch_size * per_sample)
+        out.update(_batch_bytes(config, check_int("batch_size", batch_size, lo=1), dtype_bytes, pairs))
     out["total"] = sum(out.values())
     return out
+
+
+def _workload_footprint(
+    workload: Workload,
+    older: dict[str, str | OlderDefault],
+    dtype_bytes: int | None,
+    batch_size: int | None,
+    embedding_bytes: int | None,
+) -> dict[str, int]:
+    """:func:`memory_footprint` of ``workload``: its model, optimizers and batch (``older``
+    optimizers or a ``batch_size`` given too are a ``TypeError``), ``dtype_bytes`` its dtype's
+    bytes unless given (:data:`~recnotebooks.perf.hardware.DTYPE_BYTES`; AMP's half activations
+    counted at that width too, an upper bound)."""
+    w = workload_from(workload, older, "memory_footprint", batch_size=batch_size)
+    width = DTYPE_BYTES[w.dtype] if dtype_bytes is None else dtype_bytes
+    return memory_footprint(
+        w.config, w.sparse_optimizer, w.dense_optimizer, width, w.batch_size, embedding_bytes
+    )
+
+
+def _given(value: str | OlderDefault) -> str:
+    """An older-form parameter's value: what the caller gave, or its default."""
+    return str(value.value) if isinstance(value, OlderDefault) else value
+
+
+def _batch_bytes(config: DLRMConfig, batch_size: int, dtype_bytes: int, pairs: int) -> dict[str, int]:
+    """What a batch of ``batch_size`` adds on one device (:func:`memory_footprint`): the interaction's
+    pair indices and its ``X X^T`` (dot: ``pairs`` > 0), the batch's inputs and its activations."""
+    f = config.num_interaction_features
+    widths = sum(o for w in ("bottom", "top") for _, o in config.mlp_layers(w))
+    widths += config.num_interaction_features * config.embedding_dim + config.interaction_output_dim
+    if config.interaction == "dcn":
+        w, layers = config.interaction_output_dim, config.dcn_layers
+        widths += layers * (config.dcn_rank + w) + (layers - 1) * w
+    buffers = 3 * pairs * 8 + (batch_size * f * f * dtype_bytes if pairs else 0)
+    per_sample = 8 * (config.lookups_per_sample + config.num_tables) + 4 * (config.num_dense + 1)
+    return {
+        "interaction_buffers": buffers,
+        "batch_inputs": round(batch_size * per_sample),
+        "activations": batch_size * widths * dtype_bytes,
+    }
 
 
 @dataclass
@@ -151,84 +188,121 @@ class MemoryReport:
 
 
 def memory_report(
-    config: DLRMConfig,
+    workload: Workload | DLRMConfig,
     hw: Hardware,
     plan: Plan,
-    batch_size: int,
+    batch_size: int | None = None,
     *,
     gpus: int = 1,
-    dtype: str = "fp32",
-    sparse_optimizer: str = "rowwise_adagrad",
-    dense_optimizer: str = "adagrad",
-    zipf_exponent: float = 1.05,
+    **older: Any,
 ) -> MemoryReport:
-    """Memory per device and per node for ``plan`` at global ``batch_size``: each rank's share
+    """Memory per device and per node for ``plan`` at ``workload``'s global batch: each rank's share
     of :func:`memory_footprint`'s weights and state (by its shards and their placements, the
     state in fp32), the activations of its local batch, caches and communication buffers.
-    A shard's optimizer state is what ``sparse_optimizer`` keeps for its rows and columns
-    (:func:`~recnotebooks.config.state_floats_per_row` of the shard's columns)."""
-    state32 = memory_footprint(config, sparse_optimizer, dense_optimizer, dtype_bytes=4)  # fp32 state
-    check_choice("dtype", dtype, list(DTYPE_BYTES))
-    batch_size = check_int("batch_size", batch_size, lo=1)
+    A shard's optimizer state is what the workload's sparse optimizer keeps for its rows and columns
+    (:func:`~recnotebooks.config.state_floats_per_row` of the shard's columns).
+
+    The older form, ``memory_report(config, hw, plan, batch_size, gpus=..., dtype=...,
+    sparse_optimizer=..., dense_optimizer=..., zipf_exponent=...)``, still works
+    (:func:`~recnotebooks.perf.workload_form.workload_from`)."""
+    w = workload_from(workload, older, "memory_report", batch_size=batch_size)
     gpus = check_int("gpus", gpus, lo=1)
-    eb = DTYPE_BYTES[dtype]
-    world = plan.world_size
-    local_b = batch_size / world
-    tables = {t.name: t for t in config.tables}
-    dense_w = config.dense_parameters * eb
-    dense_state = state32["dense_optimizer_state"]
-    act_bytes = precision(dtype).activation_bytes  # AMP: half activations beside fp32 weights
-    act = memory_footprint(config, batch_size=max(1, round(local_b)), dtype_bytes=act_bytes)["activations"]
-    device: list[dict[str, float]] = []
-    host_per_rank: list[float] = []
-    remote = 0.0
-    reasons: list[str] = []
-    per_table_dev: dict[int, list[tuple[str, float]]] = {}
-    table_bytes = dict.fromkeys(PLACEMENTS, 0.0)
-    replicas = Counter(s.table for s in plan.shards if s.sharding == "data_parallel")
-    for r in range(world):
-        d = {"embedding_weights": 0.0, "embedding_optimizer_state": 0.0, "cache": 0.0,
-             "dense_weights": float(dense_w), "dense_optimizer_state": float(dense_state),
-             "activations": float(act), "comm_buffers": 0.0}  # fmt: skip
-        host = 0.0
-        pooled_out = 0.0
-        for s in plan.on_rank(r):
-            t = tables[s.table]
-            rows = t.num_rows * (s.row_fraction if s.sharding == "row_wise" else 1.0)
-            dim = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
-            w = rows * dim * eb
-            st = rows * 4 * state_floats_per_row(sparse_optimizer, dim)  # fp32 state
-            served = local_b if s.sharding == "data_parallel" else batch_size
-            pooled_out += served * dim * eb
-            table_bytes[s.placement] += (w + st) / (replicas[s.table] if s.sharding == "data_parallel" else 1)
-            if s.placement == "hbm" or hw.kind == "cpu" and s.placement != "remote":
-                d["embedding_weights"] += w
-                d["embedding_optimizer_state"] += st
-                per_table_dev.setdefault(r, []).append((s.table, w + st))
-            elif s.placement == "remote":
-                remote += 0.0 if s.sharding == "data_parallel" and r > 0 else w + st  # one copy served
-            elif s.placement in ("host", "cache"):
-                host += w + st
-                if s.placement == "cache":
-                    d["cache"] += cache_slots(s, rows, zipf_exponent) * (dim * eb + 8)  # rows plus a tag each
-        if world > 1:
-            d["comm_buffers"] = 2 * pooled_out + 2 * DDP_BUCKET_BYTES  # all-to-all in/out, DDP buckets
-        d["total"] = sum(d.values())
-        device.append(d)
-        host_per_rank.append(host)
-    nodes = max(1, -(-world // gpus))
+    held = _Held(plan)
+    shared = _shared_bytes(w, plan.world_size)
+    for r in range(plan.world_size):
+        _add_rank(held, w, hw, plan, r, shared)
+    nodes = max(1, -(-plan.world_size // gpus))
     host_rows = []
     for n in range(nodes):
-        tot = sum(host_per_rank[n * gpus : (n + 1) * gpus])
+        tot = sum(held.host[n * gpus : (n + 1) * gpus])
         host_rows.append({"embedding_tables": tot, "total": tot})
-    dev_cap = hw.hbm_bytes
-    for r, d in enumerate(device):
-        if d["total"] > dev_cap:
-            big = sorted(per_table_dev.get(r, []), key=lambda x: -x[1])[:3]
+    reasons = _reasons(held, host_rows, hw)
+    servers, notes = _parameter_servers(held.remote)
+    return MemoryReport(
+        held.device,
+        host_rows,
+        hw.hbm_bytes,
+        hw.host_mem_bytes,
+        not reasons,
+        reasons,
+        held.remote,
+        servers,
+        notes,
+        held.table_bytes,
+    )
+
+
+class _Held:
+    """What :func:`memory_report` adds up over a plan's ranks, in rank order: device bytes by kind and
+    host bytes per rank, bytes on parameter servers, each rank's tables in device memory, and the
+    tables' bytes by placement (a data-parallel table's replicas counted once)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.device: list[dict[str, float]] = []
+        self.host: list[float] = []
+        self.remote = 0.0
+        self.on_device: dict[int, list[tuple[str, float]]] = {}
+        self.table_bytes = dict.fromkeys(PLACEMENTS, 0.0)
+        self.replicas = Counter(s.table for s in plan.shards if s.sharding == "data_parallel")
+
+
+def _shared_bytes(w: Workload, world: int) -> dict[str, float]:
+    """Device bytes every rank holds alike, by kind (the tables, caches and buffers at 0): the
+    dense weights, their fp32 optimizer state and the activations of the local batch."""
+    state32 = memory_footprint(w.config, w.sparse_optimizer, w.dense_optimizer, dtype_bytes=4)  # fp32 state
+    local_b = w.batch_size / world
+    act_bytes = precision(w.dtype).activation_bytes  # AMP: half activations beside fp32 weights
+    act = memory_footprint(w.config, batch_size=max(1, round(local_b)), dtype_bytes=act_bytes)["activations"]
+    return {"embedding_weights": 0.0, "embedding_optimizer_state": 0.0, "cache": 0.0,
+            "dense_weights": float(w.config.dense_parameters * DTYPE_BYTES[w.dtype]),
+            "dense_optimizer_state": float(state32["dense_optimizer_state"]),
+            "activations": float(act), "comm_buffers": 0.0}  # fmt: skip
+
+
+def _add_rank(
+    held: _Held, w: Workload, hw: Hardware, plan: Plan, rank: int, shared: dict[str, float]
+) -> None:
+    """Rank ``rank``'s device bytes by kind (``shared``: what every rank holds) and host bytes, its
+    tables' bytes on parameter servers and by placement, added to ``held``."""
+    config, eb, batch_size = w.config, DTYPE_BYTES[w.dtype], w.batch_size
+    d, host, pooled_out = dict(shared), 0.0, 0.0
+    tables = {t.name: t for t in config.tables}
+    for s in plan.on_rank(rank):
+        rows = tables[s.table].num_rows * (s.row_fraction if s.sharding == "row_wise" else 1.0)
+        dim = config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0)
+        wt = rows * dim * eb
+        st = rows * 4 * state_floats_per_row(w.sparse_optimizer, dim)  # fp32 state
+        dp = s.sharding == "data_parallel"
+        pooled_out += (batch_size / plan.world_size if dp else batch_size) * dim * eb
+        held.table_bytes[s.placement] += (wt + st) / (held.replicas[s.table] if dp else 1)
+        if s.placement == "hbm" or hw.kind == "cpu" and s.placement != "remote":
+            d["embedding_weights"] += wt
+            d["embedding_optimizer_state"] += st
+            held.on_device.setdefault(rank, []).append((s.table, wt + st))
+        elif s.placement == "remote":
+            held.remote += 0.0 if dp and rank > 0 else wt + st  # one copy served
+        elif s.placement in ("host", "cache"):
+            host += wt + st
+            if s.placement == "cache":
+                d["cache"] += cache_slots(s, rows, w.zipf_exponent) * (dim * eb + 8)  # rows plus a tag each
+    if plan.world_size > 1:
+        d["comm_buffers"] = 2 * pooled_out + 2 * DDP_BUCKET_BYTES  # all-to-all in/out, DDP buckets
+    d["total"] = sum(d.values())
+    held.device.append(d)
+    held.host.append(host)
+
+
+def _reasons(held: _Held, host_rows: list[dict[str, float]], hw: Hardware) -> list[str]:
+    """Why the plan does not fit: each rank over its device memory (its largest tables there) and
+    each node over its host DRAM."""
+    reasons = []
+    for r, d in enumerate(held.device):
+        if d["total"] > hw.hbm_bytes:
+            big = sorted(held.on_device.get(r, []), key=lambda x: -x[1])[:3]
             what = ", ".join(f"{n} ({b / 1e9:.2f} GB)" for n, b in big) or "activations and MLP weights"
             reasons.append(
                 f"rank {r} needs {d['total'] / 1e9:.2f} GB of device memory but a {hw.name} "
-                f"device has {dev_cap / 1e9:.0f} GB; largest tables there: {what}"
+                f"device has {hw.hbm_bytes / 1e9:.0f} GB; largest tables there: {what}"
             )
     for n, h in enumerate(host_rows):
         if h["total"] > hw.host_mem_bytes:
@@ -236,19 +310,7 @@ def memory_report(
                 f"node {n} needs {h['total'] / 1e9:.1f} GB of host DRAM for tables in host "
                 f"memory, but has {hw.host_mem_bytes / 1e9:.0f} GB"
             )
-    servers, notes = _parameter_servers(remote)
-    return MemoryReport(
-        device,
-        host_rows,
-        dev_cap,
-        hw.host_mem_bytes,
-        not reasons,
-        reasons,
-        remote,
-        servers,
-        notes,
-        table_bytes,
-    )
+    return reasons
 
 
 def cache_slots(shard: TableShard, rows: float, zipf_exponent: float = 1.05) -> float:

@@ -23,14 +23,17 @@ strategy moved out of device memory says where it went in its own ``placement``)
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Any
 
 from recnotebooks.checks import check_choice, check_fraction, check_int, check_type
-from recnotebooks.config import DLRMConfig, state_floats_per_row
+from recnotebooks.config import DLRMConfig, Workload, state_floats_per_row
 from recnotebooks.perf import components as C
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import DDP_BUCKET_BYTES, memory_footprint
+from recnotebooks.perf.workload_form import workload_from
 from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, TableShard
 
 __all__ = ["STRATEGIES", "placement_seconds", "plan_tables", "table_bytes"]
@@ -76,91 +79,100 @@ def placement_seconds(
     return e.forward + e.backward
 
 
-def _table_cost(
-    config: DLRMConfig, hw: Hardware, batch_size: int, dtype: str, sparse_optimizer: str
-) -> dict[str, float]:
+def _seconds(w: Workload, hw: Hardware, world: int, shard: TableShard, servers: float | None = None) -> float:
+    """:func:`placement_seconds` of ``shard`` in ``w``'s step (at Criteo's skew, as the planner prices every
+    table: :data:`~recnotebooks.config.DEFAULT_ZIPF_EXPONENT`)."""
+    return placement_seconds(w.config, hw, world, shard, w.batch_size, w.dtype, servers, w.sparse_optimizer)
+
+
+def _table_cost(w: Workload, hw: Hardware) -> dict[str, float]:
     """Each table's modeled seconds per step in device memory (what the cost strategy balances)."""
-    return {
-        n: placement_seconds(config, hw, 1, TableShard(n, 0), batch_size, dtype, None, sparse_optimizer)
-        for n in config.table_names
-    }
+    return {n: _seconds(w, hw, 1, TableShard(n, 0)) for n in w.config.table_names}
 
 
 def plan_tables(
-    config: DLRMConfig,
+    workload: Workload | DLRMConfig,
     hw: Hardware | str,
     world_size: int,
     *,
     strategy: str = "cost",
     placement: str = "hbm",
     cache_hit_rate: float | None = None,
-    batch_size: int = 8192,
-    dtype: str = "fp32",
-    sparse_optimizer: str = "rowwise_adagrad",
+    **older: Any,
 ) -> Plan:
-    """A :class:`Plan` for ``world_size`` devices of ``hw`` (see the module docstring).
+    """A :class:`Plan` for ``world_size`` devices of ``hw`` for ``workload``'s step (see the module
+    docstring): its model, global batch, precision and sparse optimizer (the planner prices every
+    table at Criteo's skew, whatever the workload's, and leaves room for Adagrad's dense state).
 
     ``cache_hit_rate`` is required with ``placement="cache"``; the cost strategy also uses it
     for the device caches it puts in front of tables that fit nowhere in device memory
     (:data:`DEFAULT_FALLBACK_HIT_RATE` when not given). Tables are sized and priced with the
-    state ``sparse_optimizer`` keeps (:func:`table_bytes`: exact Adagrad doubles an fp32 table).
+    state the sparse optimizer keeps (:func:`table_bytes`: exact Adagrad doubles an fp32 table).
+    The older form, ``plan_tables(config, hw, world_size, batch_size=8192, dtype="fp32",
+    sparse_optimizer="rowwise_adagrad", ...)``, still works
+    (:func:`~recnotebooks.perf.workload_form.workload_from`).
     """
-    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    w = workload_from(workload, older, "plan_tables", {"batch_size": 8192})
     hw = (
         hardware(hw) if isinstance(hw, str) else check_type("hw", hw, Hardware, "a Hardware or a preset name")
     )
     check_choice("strategy", strategy, STRATEGIES)
     world_size = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
     check_choice("placement", placement, PLACEMENTS)
-    batch_size = check_int("batch_size", batch_size, lo=1)
-    check_choice("dtype", dtype, list(DTYPE_BYTES))
-    state_floats_per_row(sparse_optimizer, config.embedding_dim)  # the name checked here
     if placement == "cache" and cache_hit_rate is None:
         raise ValueError("cache_hit_rate must be in [0, 1] with placement='cache', got None")
     if cache_hit_rate is not None:
         cache_hit_rate = check_fraction("cache_hit_rate", cache_hit_rate)
     hit = cache_hit_rate if placement == "cache" else None
-    fallback_hit = DEFAULT_FALLBACK_HIT_RATE if cache_hit_rate is None else float(cache_hit_rate)
-    names = list(config.table_names)
-    if strategy in ("naive", "greedy") and world_size > len(names):
+    if strategy == "cost":
+        fallback_hit = DEFAULT_FALLBACK_HIT_RATE if cache_hit_rate is None else float(cache_hit_rate)
+        return _cost_plan(w, hw, world_size, placement, hit, fallback_hit)
+    names = list(w.config.table_names)
+    if world_size > len(names):
         raise ValueError(
             f"a table-wise plan needs at least as many tables as devices: {len(names)} tables, "
             f"world_size={world_size}; use strategy='cost' (recnb: --strategy cost), which splits rows, "
             "or fewer devices"
         )
-    sizes = table_bytes(config, dtype, sparse_optimizer)
-    notes: list[str] = []
     if strategy == "naive":
-        base, extra = divmod(len(names), world_size)  # the dlrm repo's get_my_slice: first ranks get one more
-        counts = [base + (r < extra) for r in range(world_size)]
-        ranks = [r for r, c in enumerate(counts) for _ in range(c)]
-        shards = [
-            TableShard(n, r, "table_wise", placement, cache_hit_rate=hit)
-            for n, r in zip(names, ranks, strict=True)
-        ]
-        notes.append("contiguous blocks of tables per rank, in config order: " + ", ".join(map(str, counts)))
-        return Plan(world_size, tuple(shards), "naive", tuple(notes), placement)
-    if strategy == "greedy":
-        load = [0.0] * world_size
-        shards = []
-        for n in sorted(names, key=lambda n: -sizes[n]):
-            r = min(range(world_size), key=lambda i: load[i])
-            load[r] += sizes[n]
-            shards.append(TableShard(n, r, "table_wise", placement, cache_hit_rate=hit))
-        notes.append(
-            "largest table first, each to the rank with the fewest bytes: "
-            + ", ".join(f"rank {r} {b / 1e9:.2f} GB" for r, b in enumerate(load))
-        )
-        return Plan(world_size, tuple(shards), "greedy", tuple(notes), placement)
-    return _cost_plan(
-        config, hw, world_size, placement, hit, fallback_hit, batch_size, dtype, sizes, sparse_optimizer
+        return _naive_plan(names, world_size, placement, hit)
+    return _greedy_plan(table_bytes(w.config, w.dtype, w.sparse_optimizer), world_size, placement, hit)
+
+
+def _naive_plan(names: list[str], world: int, placement: str, hit: float | None) -> Plan:
+    """Contiguous blocks of tables per rank, in config order (the dlrm repo's get_my_slice: the first
+    ranks get one more)."""
+    base, extra = divmod(len(names), world)
+    counts = [base + (r < extra) for r in range(world)]
+    ranks = [r for r, c in enumerate(counts) for _ in range(c)]
+    shards = [
+        TableShard(n, r, "table_wise", placement, cache_hit_rate=hit)
+        for n, r in zip(names, ranks, strict=True)
+    ]
+    note = "contiguous blocks of tables per rank, in config order: " + ", ".join(map(str, counts))
+    return Plan(world, tuple(shards), "naive", (note,), placement)
+
+
+def _greedy_plan(sizes: dict[str, float], world: int, placement: str, hit: float | None) -> Plan:
+    """Largest table first (``sizes``: bytes by name, in config order), each to the rank with the
+    fewest bytes so far (NVIDIA DLRM's size balancing)."""
+    load = [0.0] * world
+    shards = []
+    for n in sorted(sizes, key=lambda n: -sizes[n]):
+        r = min(range(world), key=lambda i: load[i])
+        load[r] += sizes[n]
+        shards.append(TableShard(n, r, "table_wise", placement, cache_hit_rate=hit))
+    note = "largest table first, each to the rank with the fewest bytes: " + ", ".join(
+        f"rank {r} {b / 1e9:.2f} GB" for r, b in enumerate(load)
     )
+    return Plan(world, tuple(shards), "greedy", (note,), placement)
 
 
-def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str) -> float:
+def _non_table_bytes(w: Workload, world: int) -> float:
     """Device bytes besides tables (as memory_report counts them): MLP weights and state,
     activations at the local batch, all-to-all buffers and DDP buckets."""
-    eb = DTYPE_BYTES[dtype]
+    config, batch_size = w.config, w.batch_size
+    eb = DTYPE_BYTES[w.dtype]
     local = max(1, batch_size // world)
     fp = memory_footprint(config, batch_size=local, dtype_bytes=eb)
     comm = 2 * batch_size * config.num_tables * config.embedding_dim * eb / world + 2 * DDP_BUCKET_BYTES
@@ -169,154 +181,173 @@ def _non_table_bytes(config: DLRMConfig, world: int, batch_size: int, dtype: str
     )
 
 
+@dataclass
+class _Ranks:
+    """The cost strategy's running totals: each rank's table bytes in device memory (``mem``, under
+    ``cap`` each) and modeled seconds (``time``), the host DRAM left, and the bytes on parameter
+    servers and the ranks that use them."""
+
+    mem: list[float]
+    time: list[float]
+    cap: float
+    host_left: float
+    remote_bytes: float = 0.0
+    remote_ranks: set[int] = field(default_factory=set)
+
+    @property
+    def world(self) -> int:
+        return len(self.mem)
+
+
+def _cost_plan(
+    w: Workload, hw: Hardware, world: int, placement: str, hit: float | None, fallback_hit: float
+) -> Plan:
+    """Tables by modeled time, longest first, each placed table-wise where the slowest rank grows
+    least, else split row-wise, else moved out of device memory (:func:`_offload`)."""
+    cap = hw.hbm_bytes * (1 - RESERVE) - _non_table_bytes(w, world) if placement == "hbm" else math.inf
+    host = hw.host_mem_bytes * -(-world // hw.devices) if hw.kind == "gpu" else 0.0
+    ranks = _Ranks([0.0] * world, [0.0] * world, cap, host)
+    cost = _table_cost(w, hw)
+    sizes = table_bytes(w.config, w.dtype, w.sparse_optimizer)
+    rows = {t.name: t.num_rows for t in w.config.tables}
+    split_all = w.config.num_tables < world  # too few tables to keep every device busy table-wise
+    shards: list[TableShard] = []
+    notes: list[str] = []
+    for n in sorted(w.config.table_names, key=lambda n: -cost[n]):
+        b, c = sizes[n], cost[n]
+        placed = [] if split_all else _table_wise(ranks, n, b, c, placement, hit)
+        if not placed:
+            placed = _row_wise(ranks, n, rows[n], b, c, placement, hit)
+            if placed:
+                why = "fewer tables than devices" if split_all else "fits on no single device"
+                notes.append(f"{n} ({b / 1e9:.1f} GB): {why}: split row-wise over {len(placed)}")
+        if not placed:
+            offload, note = _offload(w, hw, ranks, n, b, fallback_hit)
+            placed = [offload]
+            notes.append(note)
+        shards += placed
+    notes.append(
+        "longest modeled table first, each to the rank whose time grows least: " + _times(ranks.time)
+    )
+    return Plan(world, tuple(shards), "cost", tuple(notes), placement)
+
+
+def _times(time: list[float]) -> str:
+    """Each rank's modeled seconds in words (a range over more than 16 ranks)."""
+    if len(time) <= 16:
+        return ", ".join(f"rank {r} {t * 1e3:.2f} ms" for r, t in enumerate(time))
+    return f"{min(time) * 1e3:.2f} to {max(time) * 1e3:.2f} ms per rank over {len(time)} ranks"
+
+
+def _table_wise(
+    ranks: _Ranks, name: str, size: float, cost: float, placement: str, hit: float | None
+) -> list[TableShard]:
+    """Table ``name`` whole on the rank whose time grows least, among those with room; none if none has."""
+    fits = [r for r in range(ranks.world) if ranks.mem[r] + size <= ranks.cap]
+    if not fits:
+        return []
+    r = min(fits, key=lambda i: (ranks.time[i] + cost, ranks.mem[i]))
+    ranks.mem[r] += size
+    ranks.time[r] += cost
+    return [TableShard(name, r, "table_wise", placement, cache_hit_rate=hit)]
+
+
+def _row_wise(
+    ranks: _Ranks, name: str, rows: int, size: float, cost: float, placement: str, hit: float | None
+) -> list[TableShard]:
+    """Table ``name`` split row-wise over the least loaded ranks (at most one per row), if each
+    share fits; else none."""
+    k = min(ranks.world, rows)  # no empty shard: at most one rank per row
+    chosen = sorted(range(ranks.world), key=lambda i: (ranks.time[i], ranks.mem[i]))[:k]
+    if not all(ranks.mem[r] + size / k <= ranks.cap for r in chosen):
+        return []
+    shards = []
+    for r in sorted(chosen):
+        ranks.mem[r] += size / k
+        ranks.time[r] += cost / k
+        shards.append(TableShard(name, r, "row_wise", placement, row_fraction=1 / k, cache_hit_rate=hit))
+    return shards
+
+
 def _offload(
-    config: DLRMConfig,
-    hw: Hardware,
-    world: int,
-    name: str,
-    size: float,
-    mem: list[float],
-    time: list[float],
-    cap: float,
-    host_left: float,
-    hit: float,
-    batch_size: int,
-    dtype: str,
-    remote: tuple[float, set[int]] = (0.0, set()),
-    sparse_optimizer: str = "rowwise_adagrad",
+    w: Workload, hw: Hardware, ranks: _Ranks, name: str, size: float, hit: float
 ) -> tuple[TableShard, str]:
     """Where a table that fits in no device memory goes: of host DRAM behind a device cache of
     hit rate ``hit`` (if host DRAM has room and some rank the cache), host DRAM read over PCIe
     (if host DRAM has room) and remote parameter servers, the one of least modeled time
     (:func:`placement_seconds`), on the rank with the least time so far; and a note saying why.
-    ``remote``: bytes already on parameter servers and the ranks using them: the servers the
-    plan needs are shared by those ranks, so a remote table is priced at this rank's share."""
-    rows = {t.name: t.num_rows for t in config.tables}[name]
-    cache = cache_rows_for_hit_rate(hit, rows) * (config.embedding_dim * DTYPE_BYTES[dtype] + 8)
-    room = [r for r in range(world) if mem[r] + cache <= cap]
-    least = min(range(world), key=lambda i: time[i])
-    options: list[TableShard] = []
-    if size <= host_left:
-        if room:
-            options.append(
-                TableShard(name, min(room, key=lambda i: time[i]), placement="cache", cache_hit_rate=hit)
-            )
-        options.append(TableShard(name, least, placement="host"))
-    options.append(TableShard(name, least, placement="remote"))
-    ps_bytes = PARAMETER_SERVER.host_mem_bytes
-    share = max(1, math.ceil((remote[0] + size) / ps_bytes)) / len(remote[1] | {least})
+    The parameter servers the plan needs are shared by the ranks that use them, so a remote table
+    is priced at this rank's share. ``ranks`` takes the chosen shard's time, host DRAM, remote
+    bytes and cache."""
+    rows = {t.name: t.num_rows for t in w.config.tables}[name]
+    cache = cache_rows_for_hit_rate(hit, rows) * (w.config.embedding_dim * DTYPE_BYTES[w.dtype] + 8)
+    options = _offload_options(ranks, name, size, cache, hit)
+    least = options[-1].rank  # the remote option, on the rank with the least time
+    servers = max(1, math.ceil((ranks.remote_bytes + size) / PARAMETER_SERVER.host_mem_bytes))
+    share = servers / len(ranks.remote_ranks | {least})
     cost = {
-        o.placement: placement_seconds(
-            config,
-            hw,
-            world,
-            o,
-            batch_size,
-            dtype,
-            share if o.placement == "remote" else None,
-            sparse_optimizer,
-        )
+        o.placement: _seconds(w, hw, ranks.world, o, share if o.placement == "remote" else None)
         for o in options
     }
     best = min(options, key=lambda o: cost[o.placement])
+    ranks.time[best.rank] += _seconds(w, hw, ranks.world, best)
+    if best.placement in ("host", "cache"):
+        ranks.host_left -= size
+    if best.placement == "remote":
+        ranks.remote_bytes += size
+        ranks.remote_ranks.add(best.rank)
+    if best.placement == "cache":
+        ranks.mem[best.rank] += cache
+    return best, _offload_note(name, size, ranks.world, best, cost, cache, hit, options)
+
+
+def _offload_options(ranks: _Ranks, name: str, size: float, cache: float, hit: float) -> list[TableShard]:
+    """The places a table that fits in no device memory can go: host DRAM behind a device cache of
+    ``cache`` bytes on the least loaded rank with room for it, host DRAM, parameter servers (last)."""
+    room = [r for r in range(ranks.world) if ranks.mem[r] + cache <= ranks.cap]
+    least = min(range(ranks.world), key=lambda i: ranks.time[i])
+    options: list[TableShard] = []
+    if size <= ranks.host_left:
+        if room:
+            options.append(
+                TableShard(
+                    name, min(room, key=lambda i: ranks.time[i]), placement="cache", cache_hit_rate=hit
+                )
+            )
+        options.append(TableShard(name, least, placement="host"))
+    return [*options, TableShard(name, least, placement="remote")]
+
+
+def _offload_note(
+    name: str,
+    size: float,
+    world: int,
+    best: TableShard,
+    cost: dict[str, float],
+    cache: float,
+    hit: float,
+    options: list[TableShard],
+) -> str:
+    """Why table ``name`` went where :func:`_offload` put it (``best``), against the ``options`` it
+    had and their modeled seconds (``cost``); what it lacked when some were missing."""
+    ps = PARAMETER_SERVER
     where = {
         "cache": f"host DRAM behind a {cache / 1e9:.2f} GB device cache (hit rate {hit:.0%})",
         "host": "host DRAM read over PCIe (UVM)",
-        "remote": f"remote parameter servers ({math.ceil(size / PARAMETER_SERVER.host_mem_bytes):,} "
-        f"{PARAMETER_SERVER.name} node(s) of {PARAMETER_SERVER.host_mem_bytes / 1e9:.0f} GB DRAM)",
+        "remote": f"remote parameter servers ({math.ceil(size / ps.host_mem_bytes):,} "
+        f"{ps.name} node(s) of {ps.host_mem_bytes / 1e9:.0f} GB DRAM)",
     }
     others = ", ".join(f"{p} {c * 1e3:.2f} ms" for p, c in cost.items() if p != best.placement)
-    lacking = [] if size <= host_left else ["host DRAM is full"]
-    if size <= host_left and not room:
-        lacking.append("no device has room for a cache")
+    offered = {o.placement for o in options}
+    lacking = (
+        ["host DRAM is full"] if "host" not in offered
+        else ["no device has room for a cache"] if "cache" not in offered else []
+    )  # fmt: skip
     why = f"{best.placement} chosen: {cost[best.placement] * 1e3:.2f} ms/step" + (
         f" vs {others}" if others else ""
     )
-    note = (
+    return (
         f"{name} ({size / 1e9:.1f} GB) does not fit in device memory even split {world} ways"
         + (f" ({'; '.join(lacking)})" if lacking else "")
         + f": {where[best.placement]} on rank {best.rank}; {why}"
     )
-    return best, note
-
-
-def _cost_plan(
-    config: DLRMConfig,
-    hw: Hardware,
-    world: int,
-    placement: str,
-    hit: float | None,
-    fallback_hit: float,
-    batch_size: int,
-    dtype: str,
-    sizes: dict[str, float],
-    sparse_optimizer: str,
-) -> Plan:
-    eb = DTYPE_BYTES[dtype]
-    cap = hw.hbm_bytes * (1 - RESERVE) - _non_table_bytes(config, world, batch_size, dtype)
-    if placement != "hbm":
-        cap = float("inf")
-    cost = _table_cost(config, hw, batch_size, dtype, sparse_optimizer)
-    rows = {t.name: t.num_rows for t in config.tables}
-    mem = [0.0] * world
-    time = [0.0] * world
-    shards: list[TableShard] = []
-    notes: list[str] = []
-    split_all = config.num_tables < world  # too few tables to keep every device busy table-wise
-    host_left = hw.host_mem_bytes * -(-world // hw.devices) if hw.kind == "gpu" else 0.0
-    remote_bytes, remote_ranks = 0.0, set()
-    for n in sorted(config.table_names, key=lambda n: -cost[n]):
-        b, c = sizes[n], cost[n]
-        fits = [] if split_all else [r for r in range(world) if mem[r] + b <= cap]
-        if fits:
-            r = min(fits, key=lambda i: (time[i] + c, mem[i]))
-            mem[r] += b
-            time[r] += c
-            shards.append(TableShard(n, r, "table_wise", placement, cache_hit_rate=hit))
-            continue
-        k = min(world, rows[n])  # no empty shard: at most one rank per row
-        ranks = sorted(range(world), key=lambda i: (time[i], mem[i]))[:k]
-        if all(mem[r] + b / k <= cap for r in ranks):
-            for r in sorted(ranks):
-                mem[r] += b / k
-                time[r] += c / k
-                shards.append(TableShard(n, r, "row_wise", placement, row_fraction=1 / k, cache_hit_rate=hit))
-            why = "fewer tables than devices" if split_all else "fits on no single device"
-            notes.append(f"{n} ({b / 1e9:.1f} GB): {why}: split row-wise over {k}")
-            continue
-        offload, note = _offload(
-            config,
-            hw,
-            world,
-            n,
-            b,
-            mem,
-            time,
-            cap,
-            host_left,
-            fallback_hit,
-            batch_size,
-            dtype,
-            (remote_bytes, remote_ranks),
-            sparse_optimizer,
-        )
-        time[offload.rank] += placement_seconds(
-            config, hw, world, offload, batch_size, dtype, None, sparse_optimizer
-        )
-        if offload.placement in ("host", "cache"):
-            host_left -= b
-        if offload.placement == "remote":
-            remote_bytes += b
-            remote_ranks.add(offload.rank)
-        if offload.placement == "cache":
-            mem[offload.rank] += cache_rows_for_hit_rate(fallback_hit, rows[n]) * (
-                config.embedding_dim * eb + 8
-            )
-        shards.append(offload)
-        notes.append(note)
-    if world <= 16:
-        per_rank = ", ".join(f"rank {r} {t * 1e3:.2f} ms" for r, t in enumerate(time))
-    else:
-        per_rank = f"{min(time) * 1e3:.2f} to {max(time) * 1e3:.2f} ms per rank over {world} ranks"
-    notes.append("longest modeled table first, each to the rank whose time grows least: " + per_rank)
-    return Plan(world, tuple(shards), "cost", tuple(notes), placement)

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from recnotebooks.config import DLRMConfig, preset, preset_training
-from recnotebooks.perf.components import PARAMETER_SERVER
+from recnotebooks.config import DLRMConfig, Workload, preset, preset_training
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import Hardware, hardware
-from recnotebooks.perf.job import job_cost, job_from_estimate
+from recnotebooks.perf.job import job_from_estimate
 from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import plan_tables, table_bytes
 from recnotebooks.perf.published import MLPERF_SETUP
 from recnotebooks.perf.sweeps import result_row
+from recnotebooks.perf.workload_form import workload_from
 from recnotebooks.plan import Plan
 
 __all__ = [
@@ -61,18 +62,19 @@ def placements_for(hw: Hardware) -> list[str]:
 
 
 def best_placement(
-    config: DLRMConfig,
+    workload: Workload | DLRMConfig,
     hw: Hardware,
     gpus: int,
-    batch_size: int,
+    batch_size: int | None = None,
     cache_hit_rate: float = 0.9,
     *,
-    sparse_optimizer: str = "rowwise_adagrad",
-    dense_optimizer: str = "adagrad",
-    dtype: str = "fp32",
     implementation: str = "torchrec",
+    **older: Any,
 ) -> tuple[str, CostResult]:
-    """The placement of least modeled step time among those that fit.
+    """The placement of least modeled step time among those that fit, for ``workload``'s step on
+    ``gpus`` devices of ``hw`` (the older form, ``best_placement(config, hw, gpus, batch_size,
+    cache_hit_rate, sparse_optimizer=..., dense_optimizer=..., dtype=...)``, still works:
+    :func:`~recnotebooks.perf.workload_form.workload_from`).
 
     Candidates: every table in HBM, in host DRAM behind a cache of hit rate
     ``cache_hit_rate``, in host DRAM (read over PCIe, or pooled by the host's CPUs where they
@@ -84,44 +86,49 @@ def best_placement(
     placement the winning plan uses (``"hbm+cache"``), and the result's ``notes`` (and its
     ``plan.notes``) say why it won (``"hbm+cache chosen: 0.90 ms/step vs cache 1.20 ms, ..."``).
     When nothing fits, the fastest candidate is returned with ``fits=False``. The tables are sized
-    and priced with the state ``sparse_optimizer`` keeps (exact Adagrad's doubles an fp32 table);
-    every candidate trains in ``dtype`` with ``implementation``'s step (:func:`~recnotebooks.perf.estimate`);
-    ``"hugectr"`` keeps every table in HBM, so its one candidate is HBM with its own plan
-    (:func:`~recnotebooks.perf.mlperf_plan.mlperf_plan`).
+    and priced with the state the sparse optimizer keeps (exact Adagrad's doubles an fp32 table);
+    every candidate trains in the workload's dtype with ``implementation``'s step
+    (:func:`~recnotebooks.perf.estimate`); ``"hugectr"`` keeps every table in HBM, so its one
+    candidate is HBM with its own plan (:func:`~recnotebooks.perf.mlperf_plan.mlperf_plan`).
     """
-    common = {"batch_size": batch_size, "gpus": gpus, "dtype": dtype, "sparse_optimizer": sparse_optimizer,
-              "dense_optimizer": dense_optimizer, "implementation": implementation}  # fmt: skip
+    w = workload_from(workload, older, "best_placement", batch_size=batch_size)
     if implementation == "hugectr":
-        plan = mlperf_plan(config, gpus, 1, hw.hbm_bytes) if gpus > 1 else None
-        r = estimate(config, hw, plan=plan, **common)  # type: ignore[arg-type]
+        plan = mlperf_plan(w.config, gpus, 1, hw.hbm_bytes) if gpus > 1 else None
+        r = estimate(w, hw, gpus=gpus, plan=plan, implementation=implementation)
         return "hbm", _explained("hbm", r, [("hbm", r)])
     order = placements_for(hw)
     tried: list[tuple[str, CostResult]] = []
     for place in order:
         hit = cache_hit_rate if place == "cache" else None
-        plans: list[Plan | None] = [None]
-        if gpus > 1:
-            strategies = (["greedy"] if place != "hbm" and config.num_tables >= gpus else []) + ["cost"]
-            plans = [
-                plan_tables(
-                    config,
-                    hw,
-                    gpus,
-                    strategy=st,
-                    placement=place,
-                    cache_hit_rate=cache_hit_rate,
-                    batch_size=batch_size,
-                    dtype=dtype,
-                    sparse_optimizer=sparse_optimizer,
-                )
-                for st in strategies
-            ]
-        for plan in plans:
-            r = estimate(config, hw, plan=plan, placement=place, cache_hit_rate=hit, **common)  # type: ignore[arg-type]
+        for plan in _candidate_plans(w, hw, gpus, place, cache_hit_rate):
+            r = estimate(
+                w,
+                hw,
+                gpus=gpus,
+                plan=plan,
+                placement=place,
+                cache_hit_rate=hit,
+                implementation=implementation,
+            )
             tried.append((_placement_label(r.plan, place, order, hw), r))
     fitting = [t for t in tried if t[1].fits] or tried
     label, best = min(fitting, key=lambda t: t[1].step_time)
     return label, _explained(label, best, tried)
+
+
+def _candidate_plans(
+    w: Workload, hw: Hardware, gpus: int, place: str, cache_hit_rate: float
+) -> list[Plan | None]:
+    """The plans :func:`best_placement` tries at ``place``: on one device estimate's own (``None``);
+    on several the planner's greedy table-wise plan (away from HBM, with a table per device) and its
+    cost plan."""
+    if gpus <= 1:
+        return [None]
+    strategies = (["greedy"] if place != "hbm" and w.config.num_tables >= gpus else []) + ["cost"]
+    return [
+        plan_tables(w, hw, gpus, strategy=st, placement=place, cache_hit_rate=cache_hit_rate)
+        for st in strategies
+    ]
 
 
 def _explained(label: str, best: CostResult, tried: list[tuple[str, CostResult]]) -> CostResult:
@@ -153,35 +160,27 @@ def _placement_label(plan: Plan | None, place: str, order: list[str], hw: Hardwa
 
 
 def compare_servers(
-    config: DLRMConfig,
+    workload: Workload | DLRMConfig,
     servers: Sequence[str] = SERVERS,
     *,
-    batch_size: int = 8192,
     cache_hit_rate: float = 0.9,
-    sparse_optimizer: str = "rowwise_adagrad",
-    dense_optimizer: str = "adagrad",
+    **older: Any,
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """``config`` on one node of each server: (summary rows, per-component rows).
+    """``workload``'s step on one node of each server: (summary rows, per-component rows). The older
+    form, ``compare_servers(config, servers, batch_size=8192, sparse_optimizer=..., dense_optimizer=...)``,
+    still works (:func:`~recnotebooks.perf.workload_form.workload_from`).
 
-    Each node uses all its devices and the fastest placement that fits
-    (:func:`best_placement`, trained with ``sparse_optimizer`` and ``dense_optimizer``); throughput
-    per node and per joule are modeled. The power counts the node's devices and host and the
+    Each node uses all its devices and the fastest placement that fits (:func:`best_placement`);
+    throughput per node and per joule are modeled. The power counts the node's devices and host and the
     parameter servers its remote rows need; ``usd_per_billion_samples`` prices the node's
     device-hours and those servers' (:func:`~recnotebooks.perf.job.job_from_estimate`, at each
     preset's ``price_per_hour``), and ``largest_device_gb`` is the fullest device's memory.
     """
+    w = workload_from(workload, older, "compare_servers", {"batch_size": 8192})
     rows, parts = [], []
     for name in servers:
         hw = hardware(name)
-        place, r = best_placement(
-            config,
-            hw,
-            hw.devices,
-            batch_size,
-            cache_hit_rate,
-            sparse_optimizer=sparse_optimizer,
-            dense_optimizer=dense_optimizer,
-        )
+        place, r = best_placement(w, hw, hw.devices, None, cache_hit_rate)
         rows.append(
             result_row(
                 r,
@@ -231,63 +230,55 @@ def model_of_record_servers(
     ``parameter_servers``, ``node_power_w``, ``largest_device_gb``, ``tables_gb`` (the tables' weights
     and optimizer state), ``model`` and ``source``."""
     how = preset_training(MODEL_OF_RECORD)
-    config = preset(MODEL_OF_RECORD)
     batch = int(how["batch_size"]) if batch_size is None else batch_size  # type: ignore[call-overload]
-    setup = {**MLPERF_SETUP, "dense_optimizer": str(how["dense_optimizer"])}
-    tables_gb = sum(table_bytes(config, "fp32", setup["sparse_optimizer"]).values()) / 1e9
+    w = Workload(
+        preset(MODEL_OF_RECORD),
+        batch,
+        dtype=MLPERF_SETUP["dtype"],
+        sparse_optimizer=MLPERF_SETUP["sparse_optimizer"],
+        dense_optimizer=str(how["dense_optimizer"]),
+    )
+    tables_gb = sum(table_bytes(w.config, "fp32", w.sparse_optimizer).values()) / 1e9
     rows, parts = [], []
     for name in servers:
         hw = hardware(name)
-        whole = mlperf_plan(config, hw.devices, 1, hw.hbm_bytes)
-        place, r, plan = (
-            "hbm",
-            estimate(config, hw, batch_size=batch, gpus=hw.devices, plan=whole, **setup),
-            "MLPerf's",
-        )
-        software = setup["implementation"]
-        if not r.fits:  # HugeCTR keeps every table in HBM: the tables elsewhere take TorchRec (FBGEMM)
-            software = "torchrec"
-            place, r = best_placement(
-                config, hw, hw.devices, batch, cache_hit_rate, **{**setup, "implementation": software}
-            )
-            plan = "the planner's"
-        job = job_cost(
-            samples=1e9,
-            batch_size=batch,
-            step_time_s=r.step_time_overlap,
-            devices=r.world_size,
-            price_per_hour=hw.price_per_hour,
-            power_w=r.power_w,
-            servers=r.parameter_servers,
-            server_price_per_hour=PARAMETER_SERVER.price_per_hour,
-        )
+        place, r, plan, software = _model_of_record_on(w, hw, cache_hit_rate)
         slowest = max(r.per_rank, key=lambda c: sum(c.values()))
-        rows.append(
-            {
-                "model": MODEL_OF_RECORD,
-                "server": name,
-                "placement": place,
-                "plan": plan,
-                "software": software,
-                "step_ms": r.step_time_overlap * 1e3,
-                "throughput": r.throughput_overlap,
-                "samples_per_joule": job.samples_per_joule,
-                "usd_per_billion_samples": job.cost_usd,
-                "bound_by": max(slowest, key=lambda k: slowest[k]),
-                "fits": r.fits,
-                "parameter_servers": r.parameter_servers,
-                "node_power_w": r.power_w,
-                "largest_device_gb": max(d["total"] for d in r.memory.device) / 1e9,
-                "tables_gb": tables_gb,
-                "source": "modeled",
-            }
-        )
+        rows.append(_record_row(name, hw, place, plan, software, r, tables_gb))
         parts += [
             {"server": f"{name} ({place})", "phase": c, "seconds_per_step": slowest[c], "source": "modeled"}
             for c in COMPONENTS
             if slowest[c] > 0
         ]
     return rows, parts
+
+
+def _record_row(
+    name: str, hw: Hardware, place: str, plan: str, software: str, r: CostResult, tables_gb: float
+) -> dict[str, object]:
+    """One row of :func:`model_of_record_servers`: the step ``r`` on server ``name`` (``hw``)."""
+    job = job_from_estimate(r, hw, 1e9, overlap=True)
+    slowest = max(r.per_rank, key=lambda c: sum(c.values()))
+    return {"model": MODEL_OF_RECORD, "server": name, "placement": place, "plan": plan, "software": software,
+            "step_ms": r.step_time_overlap * 1e3, "throughput": r.throughput_overlap,
+            "samples_per_joule": job.samples_per_joule, "usd_per_billion_samples": job.cost_usd,
+            "bound_by": max(slowest, key=lambda k: slowest[k]), "fits": r.fits,
+            "parameter_servers": r.parameter_servers, "node_power_w": r.power_w,
+            "largest_device_gb": max(d["total"] for d in r.memory.device) / 1e9, "tables_gb": tables_gb,
+            "source": "modeled"}  # fmt: skip
+
+
+def _model_of_record_on(w: Workload, hw: Hardware, cache_hit_rate: float) -> tuple[str, CostResult, str, str]:
+    """``(placement, result, plan, software)`` of the model of record's step ``w`` on one node of
+    ``hw``: MLPerf's plan under HugeCTR where it fits, else TorchRec at the fastest placement that fits
+    (:func:`best_placement`; HugeCTR keeps every table in HBM, the tables elsewhere take FBGEMM)."""
+    software = MLPERF_SETUP["implementation"]
+    whole = mlperf_plan(w.config, hw.devices, 1, hw.hbm_bytes)
+    r = estimate(w, hw, gpus=hw.devices, plan=whole, implementation=software)
+    if r.fits:
+        return "hbm", r, "MLPerf's", software
+    place, r = best_placement(w, hw, hw.devices, None, cache_hit_rate, implementation="torchrec")
+    return place, r, "the planner's", "torchrec"
 
 
 #: The CPU node a GPU is compared with: one dual-socket trainer of the CPU training cluster.
