@@ -2,9 +2,10 @@
 
 A *setting* names the job (model, samples per epoch, epochs), its constraints (deadline, budget)
 and the plan (hardware preset, nodes x devices, sharding strategy, placement, cache size and
-policy, global batch, precision, and the software that runs the step): one value of each of
-:data:`JOB_SETTINGS`. Everything here is **modeled** (:func:`recnotebooks.perf.estimate` and
-:mod:`recnotebooks.perf.job`):
+policy, global batch, precision, and the software that runs the step): a :class:`JobSettings`,
+one value of each of :data:`JOB_SETTINGS`, checked once and frozen. The functions below take it
+as keywords (``evaluate(model="tiny", nodes=2)``) or as the value (``evaluate(settings)``).
+Everything here is **modeled** (:func:`recnotebooks.perf.estimate` and :mod:`recnotebooks.perf.job`):
 
 * :func:`evaluate`: one setting's step, job (time, cost, energy) and whether it is feasible
   (fits in memory, meets the deadline and the budget), or why it cannot be built;
@@ -469,18 +470,9 @@ def _evaluate(s: JobSettings) -> Outcome:
     work = s.workload
     try:
         plan = _job_plan(s, work, hw)
-        r = estimate(
-            work.config,
-            hw,
-            batch_size=work.batch_size,
-            gpus=s.gpus,
-            nodes=s.nodes,
-            plan=plan,
-            dtype=work.dtype,
-            implementation=s.software,
-            sparse_optimizer=work.sparse_optimizer,
-            dense_optimizer=work.dense_optimizer,
-        )
+        r = estimate(work.config, hw, batch_size=work.batch_size, gpus=s.gpus, nodes=s.nodes, plan=plan,
+                     dtype=work.dtype, implementation=s.software, sparse_optimizer=work.sparse_optimizer,
+                     dense_optimizer=work.dense_optimizer)  # fmt: skip
     except ValueError as e:  # a combination the planner or the model cannot build, in its words
         return Outcome(s, None, None, str(e), (str(e),))
     job = job_from_estimate(r, hw, s.samples, epochs, overlap=s.software == "hugectr")

@@ -458,26 +458,13 @@ def _render(history: list[HistoryEntry]) -> alt.VConcatChart:
                    detail="one bar per setting in the trail, the current one solid"),
     ]  # fmt: skip
     if now["levers"]:
-        charts.append(
-            metric_bars(
-                now["levers"],
-                title="Each lever one notch away",
-                source="modeled",
-                detail="speed-up of the time to train; 1.0 = no gain",
-                rule_at=1.0,
-                total_width=levers + room,
-            )
-        )
+        gain = "speed-up of the time to train; 1.0 = no gain"
+        charts.append(metric_bars(now["levers"], title="Each lever one notch away", source="modeled",
+                                  detail=gain, rule_at=1.0, total_width=levers + room))  # fmt: skip
     if now["measured"]:
-        charts.append(
-            time_breakdown(
-                now["measured"],
-                by="where",
-                title="The same plan on CPU processes here",
-                detail=f"global batch {MEASURE_BATCH}; placements not executed",
-                width=min(480, room),
-            )
-        )
+        where = f"global batch {MEASURE_BATCH}; placements not executed"
+        charts.append(time_breakdown(now["measured"], by="where", title="The same plan on CPU processes here",
+                                     detail=where, width=min(480, room)))  # fmt: skip
     return stack(*charts)
 
 
@@ -576,16 +563,13 @@ def convergence_chart(rows: Sequence[ConvergenceRow]) -> alt.VConcatChart:
     if not rows:
         raise ValueError("convergence_chart needs the rows of convergence_jobs, got none")
     points = curve_points(tuple(int(r["global_batch"]) for r in rows))
-    epochs = reference_curve(
-        points,
-        x="global_batch",
-        y="epochs",
-        kind="epochs_from",
-        kinds=EPOCHS_FROM,
-        title="Epochs to MLPerf's AUC target",
-        detail="MLPerf's reference convergence points (RCPs), linear between them",
-        x_title="global batch",
-    ).properties(**_CURVE_SIZE)
+    title, rcps = (
+        "Epochs to MLPerf's AUC target",
+        "MLPerf's reference convergence points (RCPs), linear between them",
+    )
+    epochs = reference_curve(points, x="global_batch", y="epochs", kind="epochs_from", kinds=EPOCHS_FROM,
+                             title=title, detail=rcps, x_title="global batch")  # fmt: skip
+    epochs = epochs.properties(**_CURVE_SIZE)
     speed = _per_layout(rows, "samples_per_s", "Training samples per second",
                         "HugeCTR as MLPerf's submissions run it", ".3~s")  # fmt: skip
     minutes = _per_layout(rows, "minutes", "Minutes to train to the target",
@@ -602,15 +586,6 @@ def _per_layout(
 ) -> alt.TopLevelMixin:
     """Column ``y`` of :func:`~recnotebooks.perf.job_planner.convergence_jobs`'s rows against the
     global batch, one line per layout, **modeled**."""
-    return metric_lines(
-        rows,
-        x="global_batch",
-        y=y,
-        color="layout",
-        title=title,
-        source="modeled",
-        detail=detail,
-        y_format=y_format,
-        x_title="global batch",
-        x_format="~s",
-    ).properties(**_CURVE_SIZE)
+    lines = metric_lines(rows, x="global_batch", y=y, color="layout", title=title, source="modeled",
+                         detail=detail, y_format=y_format, x_title="global batch", x_format="~s")  # fmt: skip
+    return lines.properties(**_CURVE_SIZE)

@@ -205,17 +205,8 @@ def _modeled(config: DLRMConfig, plan: Plan, ranks: int, batch: int, gpu: str) -
     rows: list[dict[str, object]] = []
     for label, hw, gpus, nodes in where:
         impl = "recnotebooks" if label.startswith("here") else "torchrec"  # GPUs: TorchRec's step
-        r = estimate(
-            config,
-            hw,
-            batch_size=batch,
-            gpus=gpus,
-            nodes=nodes,
-            plan=plan,
-            implementation=impl,
-            sparse_optimizer="sgd",
-            dense_optimizer="sgd",
-        )
+        r = estimate(config, hw, batch_size=batch, gpus=gpus, nodes=nodes, plan=plan, implementation=impl,
+                     sparse_optimizer="sgd", dense_optimizer="sgd")  # fmt: skip
         b = r.breakdown()
         rows += [
             {"where": label, "phase": c, "seconds_per_step": b[c], "source": "modeled"}
@@ -605,14 +596,8 @@ def sharding_explorer(*, history: int = 4, **values: object) -> App:
         "MODELED steps and bytes of a sharding plan, beside the plan MEASURED on local processes once run "
         "(with a device cache: its hit rate and bytes, measured)"
     )
-    return App(
-        "Sharding Explorer",
-        controls,
-        lambda **kw: explore_sharding(**kw),
-        _render,
-        history=history,
-        description=what,
-    )
+    return App("Sharding Explorer", controls, lambda **kw: explore_sharding(**kw), _render, history=history,
+               description=what)  # fmt: skip
 
 
 def strategy_chart(rows: list[dict[str, object]], title: str = "Planner strategies") -> object:
@@ -650,31 +635,13 @@ def scale_out_chart(rows: list[dict[str, object]]) -> object:
     before the others, the subtitle says why (:data:`PCIE_ONE_NODE`)."""
     pcie = [check_int("devices", r["devices"]) for r in rows if r["link"] == "pcie"]
     others = [check_int("devices", r["devices"]) for r in rows if r["link"] != "pcie"]
-    share = metric_lines(
-        rows,
-        x="devices",
-        y="all_to_all_share",
-        color="link",
-        x_log=True,
-        y_format=".0%",
-        title="All-to-all's share of the step",
-        source="modeled",
-        detail=PCIE_ONE_NODE if pcie and others and max(pcie) < max(others) else None,
-        x_title="GPUs",
-        y_title="share of the step",
-    )
-    rate = metric_lines(
-        rows,
-        x="devices",
-        y="samples_per_s",
-        color="link",
-        x_log=True,
-        y_log=True,
-        title="Training throughput",
-        source="modeled",
-        x_title="GPUs",
-        y_title="samples / s",
-    )
+    why = PCIE_ONE_NODE if pcie and others and max(pcie) < max(others) else None
+    share = metric_lines(rows, x="devices", y="all_to_all_share", color="link", x_log=True, y_format=".0%",
+                         title="All-to-all's share of the step", source="modeled", detail=why, x_title="GPUs",
+                         y_title="share of the step")  # fmt: skip
+    rate = metric_lines(rows, x="devices", y="samples_per_s", color="link", x_log=True, y_log=True,
+                        title="Training throughput", source="modeled", x_title="GPUs",
+                        y_title="samples / s")  # fmt: skip
     return stack(share, rate)
 
 
