@@ -152,7 +152,7 @@ def test_the_convergence_chart_marks_interpolated_values_apart_from_published_po
     from recnotebooks.viz.charts import chart_rows
     from recnotebooks.viz.planner import convergence_chart
 
-    spec = convergence_chart(convergence_jobs(layouts=((1, 8),))).to_dict()  # type: ignore[attr-defined]
+    spec = convergence_chart(convergence_jobs(layouts=((1, 8),))).to_dict()
     epochs = spec["vconcat"][0]
     drawn = {(r["global_batch"], r["epochs_from"]) for r in chart_rows(epochs)}
     published, interpolated, pruned = cv.EPOCHS_FROM

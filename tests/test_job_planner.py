@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import pytest
 import vl_convert as vlc
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, job_cost, job_from_estimate
 from recnotebooks.perf.job_planner import (
+    JOB_MODELS,
+    JOB_SETTINGS,
     LEVERS,
+    JobSettings,
     best_lever,
     evaluate,
     job_model,
@@ -23,6 +30,12 @@ from recnotebooks.perf.job_planner import (
 )
 from recnotebooks.viz.controls import option_values
 from recnotebooks.viz.planner import PLANNER_CONTROLS, explore_job, job_planner, measure_job
+
+
+def _number(value: object) -> float:
+    """A table cell that must be a number (the test fails when it is not)."""
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), value
+    return float(value)
 
 
 def _finite(tables: dict[str, list[dict[str, object]]]) -> None:
@@ -119,8 +132,8 @@ def test_a_terabyte_on_one_h200_says_where_the_tables_live() -> None:
     total_gb = sum(t.num_rows * (cfg.embedding_dim * 4 + 4) for t in cfg.tables) / 1e9
     rows = r.tables["placement"]
     assert {x["setting"] for x in rows} == {"this setting"} and {x["source"] for x in rows} == {"modeled"}
-    assert sum(float(x["gb"]) for x in rows) == pytest.approx(total_gb, rel=1e-12)  # type: ignore[arg-type]
-    hbm = sum(float(x["gb"]) for x in rows if x["placement"] == "hbm")  # type: ignore[arg-type]
+    assert sum(_number(x["gb"]) for x in rows) == pytest.approx(total_gb, rel=1e-12)
+    hbm = sum(_number(x["gb"]) for x in rows if x["placement"] == "hbm")
     assert hbm < 141 and hbm / total_gb < 0.15
     assert r.notes[0].startswith("MODELED: fits")
     assert r.notes[1].startswith("Where the tables live (MODELED): you chose hbm; the cost planner kept ")
@@ -130,7 +143,7 @@ def test_a_terabyte_on_one_h200_says_where_the_tables_live() -> None:
     assert label.startswith("placement (modeled: ") and "hbm" in label and label.count("%") >= 2
     drawn = [d for d in app.chart_data() if d and "where" in d[0]]
     assert drawn and {x["where"] for x in drawn[0]} == {x["where"] for x in rows}
-    assert sum(float(x["gb"]) for x in drawn[0]) == pytest.approx(total_gb, rel=1e-12)
+    assert sum(_number(x["gb"]) for x in drawn[0]) == pytest.approx(total_gb, rel=1e-12)
 
     small = app.set(model="criteo_kaggle")
     assert (
@@ -140,7 +153,8 @@ def test_a_terabyte_on_one_h200_says_where_the_tables_live() -> None:
     assert [(x["placement"], x["share"]) for x in small.tables["placement"]] == [("hbm", 1.0)]
     assert app.controls["placement"].description == "placement"
     svg = vlc.vegalite_to_svg(app.altair_chart.to_dict())  # what Vega draws: the whole app's charts
-    assert float(re.search(r'<svg[^>]* width="([\d.]+)"', svg).group(1)) <= 850  # type: ignore[union-attr]
+    width = re.search(r'<svg[^>]* width="([\d.]+)"', svg)
+    assert width is not None and float(width.group(1)) <= 850
     assert "Where the tables live" in svg
 
 
@@ -240,9 +254,10 @@ def test_to_target_takes_the_epochs_from_the_curve_and_labels_them() -> None:
     steps = math.ceil(CRITEO_TERABYTE_SAMPLES * o.job.epochs / 65536)
     # priced as MLPerf's submissions run it (HugeCTR): communication overlapped with compute
     assert o.values["software"] == "hugectr"
-    assert o.job.hours == pytest.approx(steps * o.result.step_time_overlap / 3600)  # type: ignore[union-attr]
+    assert o.result is not None and o.job.hours == pytest.approx(steps * o.result.step_time_overlap / 3600)
     eager = evaluate(model="mlperf_dcnv2", epochs="to_target", batch_size=65536, software="torchrec")
-    assert eager.job.hours == pytest.approx(steps * eager.result.step_time / 3600)  # type: ignore[union-attr]
+    assert eager.job is not None and eager.result is not None
+    assert eager.job.hours == pytest.approx(steps * eager.result.step_time / 3600)
     notes = explore_job(model="mlperf_dcnv2", epochs="to_target", batch_size=65536).notes
     assert any(
         n.startswith(f"Epochs: {o.job.epochs:.3f}, what MLPerf's reference runs needed") for n in notes
@@ -277,10 +292,11 @@ def test_the_model_of_record_is_priced_with_its_optimizers() -> None:
         "sparse_optimizer": "rowwise_adagrad",
         "dense_optimizer": "adagrad",
     }
-    gb = {
-        m: sum(float(x["gb"]) for x in evaluate(model=m).result.table_placement())  # type: ignore[union-attr]
-        for m in ("mlperf_v1", "mlperf_dcnv2")
-    }
+    gb = {}
+    for m in ("mlperf_v1", "mlperf_dcnv2"):
+        r = evaluate(model=m).result
+        assert r is not None
+        gb[m] = sum(_number(x["gb"]) for x in r.table_placement())
     # the same tables: row-wise Adagrad adds a float per row, exact Adagrad one per element (dim 128)
     assert gb["mlperf_dcnv2"] == pytest.approx(gb["mlperf_v1"] * (128 + 128) / (128 + 1), rel=1e-6)
 
@@ -307,9 +323,9 @@ def test_the_software_is_a_setting_and_a_lever_with_todays_default() -> None:
     assert setting_values("software") == ["torchrec", "hugectr"] and "software" in LEVERS
     assert PLANNER_CONTROLS["software"]["label"] == "software"
     # every other model starts with TorchRec, the cost planner and fp32, as before the setting existed
-    for model in setting_values("model"):
+    for _, model in JOB_MODELS:
         if model != "mlperf_dcnv2":
-            assert job_setup(model) == {}, model  # type: ignore[arg-type]
+            assert job_setup(model) == {}, model
     o = evaluate(model="mlperf_v1")
     assert (o.values["software"], o.values["strategy"], o.values["dtype"]) == ("torchrec", "cost", "fp32")
     assert o.job == evaluate(model="mlperf_v1", software="torchrec").job
@@ -321,7 +337,7 @@ def test_the_software_is_a_setting_and_a_lever_with_todays_default() -> None:
         fast.job.step_time_s == pytest.approx(fast.result.step_time_overlap) and fast.job.hours < o.job.hours
     )
     rows = best_lever(model="mlperf_v1")[1]
-    assert any(r["change"] == "software torchrec→hugectr" and float(r["speedup"]) > 1 for r in rows)  # type: ignore[arg-type]
+    assert any(r["change"] == "software torchrec→hugectr" and r["speedup"] > 1 for r in rows)
 
 
 @pytest.mark.parametrize(
@@ -329,7 +345,9 @@ def test_the_software_is_a_setting_and_a_lever_with_todays_default() -> None:
     [("dgx_h100", 1, 8, 65536, "amp_fp16"), ("dgx_h100", 8, 8, 131072, "amp_fp16"),
      ("h200_node", 2, 4, 32768, "fp32"), ("dgx_a100", 1, 8, 65536, "tf32")],
 )  # fmt: skip
-def test_the_model_of_record_with_hugectr_is_priced_as_mlperf_runs_it(hw, nodes, gpus, batch, dtype) -> None:  # type: ignore[no-untyped-def]
+def test_the_model_of_record_with_hugectr_is_priced_as_mlperf_runs_it(
+    hw: str, nodes: int, gpus: int, batch: int, dtype: str
+) -> None:
     """mlperf_dcnv2 starts with HugeCTR, MLPerf's plan and fp16 mixed precision, and its step is
     the one MLPERF_SETUP and mlperf_plan give (notebooks 02, 05 §4 and 06 §5), at any precision."""
     from recnotebooks.perf.cost import estimate
@@ -357,12 +375,12 @@ def test_the_planner_gives_the_step_of_05_and_06_section_5() -> None:
     for row in convergence_jobs(batches=(65536,)):
         o = evaluate(model="mlperf_dcnv2", nodes=row["nodes"], gpus=8, batch_size=65536, epochs="to_target")
         assert o.job is not None
-        assert o.job.step_time_s * 1e3 == pytest.approx(float(row["step_ms"]), rel=1e-12)  # type: ignore[arg-type]
+        assert o.job.step_time_s * 1e3 == pytest.approx(row["step_ms"], rel=1e-12)
         assert o.job.epochs == row["epochs"]
     (server,), _ = model_of_record_servers(("dgx_h100",), batch_size=65536)
     o = evaluate(model="mlperf_dcnv2", hardware="dgx_h100", gpus=8, batch_size=65536)
     assert server["plan"] == "MLPerf's" and o.job is not None
-    assert o.job.step_time_s * 1e3 == pytest.approx(float(server["step_ms"]), rel=1e-12)  # type: ignore[arg-type]
+    assert o.job.step_time_s * 1e3 == pytest.approx(_number(server["step_ms"]), rel=1e-12)
 
 
 def test_the_software_says_what_it_prices_and_refuses_what_the_model_does_not() -> None:
@@ -408,12 +426,13 @@ def test_the_app_starts_a_model_as_its_source_trains_it() -> None:
     assert any(n.startswith("Software: HugeCTR") for n in app.result.notes)
     # the step the totals price (communication overlapped) is said, beside bars that add up to more
     o = evaluate(**app.values)
-    ms = o.job.step_time_s * 1e3  # type: ignore[union-attr]
+    assert o.job is not None
+    ms = o.job.step_time_s * 1e3
     assert app.result.tables["step"] == [
         {"setting": "this setting", "step_ms": ms, "software": "hugectr", "source": "modeled"}
     ]
     assert f"(a {ms:.3g} ms step)" in app.result.notes[2]
-    bars = sum(float(r["seconds_per_step"]) for r in app.result.tables["breakdown"]) * 1e3  # type: ignore[arg-type]
+    bars = sum(_number(r["seconds_per_step"]) for r in app.result.tables["breakdown"]) * 1e3
     spec = str(app.altair_chart.to_dict())  # the subtitle wraps after "... its step is 4.88 ms,"
     assert bars > ms and f"HugeCTR overlaps communication: its step is {ms:.3g} ms," in spec
     app.set(model="criteo_terabyte")  # leaving it restores the defaults
@@ -479,16 +498,16 @@ def test_the_nearest_feasible_setting_is_on_the_same_hardware_when_one_is() -> N
         for y in setting_values(b)
         if x != v0[a] and y != v0[b]
     ]
-    cheapest = min((o for o in pairs if o.feasible), key=lambda o: o.job.cost_usd)  # type: ignore[union-attr]
-    assert near.job.cost_usd == pytest.approx(cheapest.job.cost_usd)  # type: ignore[union-attr]
+    cheapest = min(o.job.cost_usd for o in pairs if o.feasible and o.job is not None)
+    assert near.job is not None and near.job.cost_usd == pytest.approx(cheapest)
 
 
 def test_the_planner_offers_only_levers_that_help_or_says_none_does() -> None:
     for settings in (ISSUE_37, {}, dict(model="criteo_terabyte"), dict(model="tiny", hardware="big_basin")):
         job = plan_job(**settings)
         r = explore_job(**settings)
-        assert all(float(x["speedup"]) >= 1.005 for x in r.tables["levers"])  # type: ignore[arg-type]
-        helps = [x for x in job.lever_rows if float(x["speedup"]) >= 1.005]  # type: ignore[arg-type]
+        assert all(_number(x["speedup"]) >= 1.005 for x in r.tables["levers"])
+        helps = [x for x in job.lever_rows if x["speedup"] >= 1.005]
         assert len(r.tables["levers"]) == len(helps)
         said = [n for n in r.notes if "lever" in n.lower()]
         assert len(said) == 1
@@ -508,3 +527,73 @@ def test_the_table_size_axis_reads_in_a_unit_of_the_size() -> None:
         spec = app.chart.spec
         assert f"{unit} of tables (weights and optimizer state)" in str(spec)
     assert size_unit([{"setting": "a", "gb": 0.0}]) == ("kB", 1e6)
+
+
+# ----- issue 38: the settings a frozen, checked dataclass ----------------------------------------
+#: The planner's defaults as they were when they lived in JOB_SETTINGS alone (an independent record).
+DEFAULTS = dict(model="mlperf_v1", samples=CRITEO_TERABYTE_SAMPLES, epochs=1, deadline_h=24, budget_usd=3000,
+                hardware="dgx_h100", nodes=1, gpus=8, strategy="cost", placement="hbm", cache_fraction=0.05,
+                cache_policy="lru", batch_size=65536, dtype="fp32", software="torchrec")  # fmt: skip
+
+
+def test_job_settings_are_checked_once_frozen_and_replaced_by_lever() -> None:
+    import dataclasses
+
+    s = JobSettings()
+    assert s.as_dict() == DEFAULTS and list(s.as_dict()) == list(JOB_SETTINGS)
+    assert {k: spec["value"] for k, spec in JOB_SETTINGS.items()} == DEFAULTS
+    again = JobSettings.from_values(**s.as_dict())
+    assert again == s and hash(again) == hash(s) and again is not s
+    with pytest.raises(ValueError, match=r"nodes must be one of \[1, 2, 4, 8\], got 3"):
+        JobSettings(nodes=3)
+    with pytest.raises(ValueError, match="dtype"):
+        JobSettings(dtype="fp8")
+    with pytest.raises(ValueError, match="gpus"):
+        JobSettings(gpus=True)  # a bool is no count
+    wrong: dict[str, Any] = {"nodez": 1}  # as a caller's keywords: untyped, checked at run time
+    with pytest.raises(TypeError, match="nodez"):
+        JobSettings(**wrong)
+    two: Any = 2.0
+    assert type(JobSettings(nodes=two).nodes) is int  # the option it equals
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        field = "nodes"
+        setattr(s, field, 2)
+    moved = s.replace(nodes=2, dtype="amp_bf16")
+    assert (moved.nodes, moved.dtype, s.nodes, s.dtype) == (2, "amp_bf16", 1, "fp32")
+    with pytest.raises(ValueError, match="gpus"):
+        s.replace(gpus=3)
+    with pytest.raises(KeyError, match="nodez"):
+        s.replace(nodez=2)
+    # from_values starts a model as its source trains it; the constructor takes the fields as given
+    assert JobSettings.from_values(model="mlperf_dcnv2").software == "hugectr"
+    assert JobSettings(model="mlperf_dcnv2").software == "torchrec"
+    assert JobSettings.from_values(model="mlperf_dcnv2", dtype="fp32").dtype == "fp32"
+    with pytest.raises(KeyError, match="nodez"):
+        JobSettings.from_values(nodez=1)
+    not_settings: Any = "dgx_h100"
+    with pytest.raises(TypeError, match="settings"):
+        evaluate(not_settings)
+    work = JobSettings(model="mlperf_dcnv2", batch_size=4096, dtype="amp_fp16").workload
+    assert (work.batch_size, work.dtype, work.sparse_optimizer) == (4096, "amp_fp16", "adagrad")
+    assert work.config == job_model("mlperf_dcnv2")
+
+
+@given(st.fixed_dictionaries({k: st.sampled_from(setting_values(k)) for k in JOB_SETTINGS}))
+@examples(max_examples=6, deadline=None)
+def test_the_keyword_entry_points_and_the_dataclass_give_equal_outcomes(values: dict[str, Any]) -> None:
+    """``evaluate(**values)`` and ``evaluate(JobSettings(**values))``, each modeled from scratch
+    (the cache emptied between them), give the same outcome; so do the levers."""
+    from recnotebooks.perf.job_planner import _evaluate
+
+    s = JobSettings(**values)
+    _evaluate.cache_clear()
+    by_keywords = evaluate(**values)
+    _evaluate.cache_clear()
+    by_settings = evaluate(s)
+    assert by_keywords.settings == s and by_keywords.values == dict(sorted(values.items()))
+    assert by_keywords.job == by_settings.job and by_keywords.problems == by_settings.problems
+    assert by_keywords.feasible == by_settings.feasible and by_keywords.why_not() == by_settings.why_not()
+    assert evaluate(s, nodes=2) == evaluate(**{**values, "nodes": 2})
+    if by_settings.job is not None and s.model in ("tiny", "criteo_kaggle"):  # the levers: a small model
+        _evaluate.cache_clear()
+        assert best_lever(**values) == best_lever(s)

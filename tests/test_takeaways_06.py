@@ -49,7 +49,10 @@ def test_2_production_tables_outgrow_hbm_and_the_planner_moves_them() -> None:
     app.set(model=PRODUCTION)
     outcome = evaluate(**app.values)
     assert outcome.fits and outcome.result is not None
-    held = {str(x["placement"]): float(x["bytes"]) for x in outcome.result.table_placement()}  # type: ignore[arg-type]
+    held: dict[str, float] = {}
+    for x in outcome.result.table_placement():
+        assert isinstance(x["bytes"], float), x
+        held[str(x["placement"])] = x["bytes"]
     assert held.get("hbm", 0) > 0 and held.get("cache", 0) + held.get("remote", 0) > 0
 
 
@@ -110,7 +113,7 @@ def test_5_the_chart_marks_published_interpolated_and_pruned_points() -> None:
     from recnotebooks.viz.planner import convergence_chart
 
     curve = convergence_jobs(model="mlperf_dcnv2", hardware="dgx_h100", layouts=((1, 8), (8, 8)))  # cell 12
-    epochs = convergence_chart(curve).to_dict()["vconcat"][0]  # type: ignore[attr-defined]
+    epochs = convergence_chart(curve).to_dict()["vconcat"][0]
     point = next(layer for layer in epochs["layer"] if layer["mark"]["type"] == "point")
     marks = {
         kind: (fill, shape)

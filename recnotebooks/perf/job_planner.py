@@ -2,9 +2,10 @@
 
 A *setting* names the job (model, samples per epoch, epochs), its constraints (deadline, budget)
 and the plan (hardware preset, nodes x devices, sharding strategy, placement, cache size and
-policy, global batch, precision, and the software that runs the step): one value of each of
-:data:`JOB_SETTINGS`. Everything here is **modeled** (:func:`recnotebooks.perf.estimate` and
-:mod:`recnotebooks.perf.job`):
+policy, global batch, precision, and the software that runs the step): a :class:`JobSettings`,
+one value of each of :data:`JOB_SETTINGS`, checked once and frozen. The functions below take it
+as keywords (``evaluate(model="tiny", nodes=2)``) or as the value (``evaluate(settings)``).
+Everything here is **modeled** (:func:`recnotebooks.perf.estimate` and :mod:`recnotebooks.perf.job`):
 
 * :func:`evaluate`: one setting's step, job (time, cost, energy) and whether it is feasible
   (fits in memory, meets the deadline and the budget), or why it cannot be built;
@@ -36,15 +37,17 @@ no chart or widget library.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any, TypedDict
 
-from recnotebooks.checks import check_choice, check_int
-from recnotebooks.config import DLRMConfig, preset, preset_names, preset_training
+from recnotebooks.checks import check_choice, check_int, check_type
+from recnotebooks.config import DLRMConfig, Workload, preset, preset_names, preset_training
 from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.components import HUGECTR_DTYPES
 from recnotebooks.perf.cost import CostResult, estimate
-from recnotebooks.perf.hardware import HARDWARE, hardware
+from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware
 from recnotebooks.perf.hardware import hardware as _hardware  # convergence_jobs' parameter hides it
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate
 from recnotebooks.perf.mlperf_plan import mlperf_plan
@@ -64,7 +67,8 @@ __all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "MLPERF
            "best_lever", "check_settings", "lever_helps", "MIN_GAIN", "convergence_jobs", "describe_change",
            "epochs_words", "evaluate",
            "job_epochs", "job_model", "job_optimizers", "job_setup", "nearest_feasible", "plan_job",
-           "setting_values", "software_words", "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS"]  # fmt: skip
+           "setting_values", "software_words", "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS", "JobSettings",
+           "LeverRow", "ConvergenceRow", "as_settings", "job_settings"]  # fmt: skip
 
 #: The planner's models, ``(label, name)``: presets, and production-scale mlperf_v1 with 10x or
 #: 30x the rows (:func:`job_model`).
@@ -98,27 +102,118 @@ SOFTWARE_OPTIONS = [("TorchRec (eager PyTorch)", "torchrec"),
 #: small tables data-parallel, the busiest split row-wise, the rest whole, every table in HBM), what
 #: HugeCTR's planner builds for MLPerf's runs; the others are :data:`~recnotebooks.perf.planner.STRATEGIES`.
 MLPERF_STRATEGY = "mlperf"
-#: Every setting of a job: its ``options`` (values, or ``(label, value)`` pairs) and default ``value``.
-JOB_SETTINGS: dict[str, dict[str, object]] = {
-    "model": {"options": JOB_MODELS, "value": "mlperf_v1"},
-    "samples": {"options": [("Criteo Kaggle: 45.8 M", 45_840_617), ("100 M", 100_000_000),
-                            ("Criteo Terabyte: 4.2 B", CRITEO_TERABYTE_SAMPLES), ("10 B", 10_000_000_000)],
-                "value": CRITEO_TERABYTE_SAMPLES},
-    "epochs": {"options": [*((str(e), e) for e in (1, 2, 3, 5, 10)), ("to MLPerf's AUC target", TO_TARGET)],
-               "value": 1},
-    "deadline_h": {"options": [1, 2, 4, 8, 12, 24, 48, 72, 168], "value": 24},
-    "budget_usd": {"options": [10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000], "value": 3000},
-    "hardware": {"options": _HARDWARE, "value": "dgx_h100"},
-    "nodes": {"options": [1, 2, 4, 8], "value": 1},
-    "gpus": {"options": [1, 2, 4, 8], "value": 8},
-    "strategy": {"options": [*STRATEGIES, MLPERF_STRATEGY], "value": "cost"},
-    "placement": {"options": list(PLACEMENTS), "value": "hbm"},
-    "cache_fraction": {"options": [0.01, 0.02, 0.05, 0.1, 0.2, 0.5], "value": 0.05},
-    "cache_policy": {"options": list(CACHE_POLICIES), "value": "lru"},
-    "batch_size": {"options": [2**i for i in range(12, 19)], "value": 65536},
-    "dtype": {"options": PRECISION_OPTIONS, "value": "fp32"},
-    "software": {"options": SOFTWARE_OPTIONS, "value": "torchrec"},
+#: Every setting's options: values, or ``(label, value)`` pairs (:func:`setting_values` drops the labels).
+_OPTIONS: dict[str, list[object]] = {
+    "model": list(JOB_MODELS),
+    "samples": [("Criteo Kaggle: 45.8 M", 45_840_617), ("100 M", 100_000_000),
+                ("Criteo Terabyte: 4.2 B", CRITEO_TERABYTE_SAMPLES), ("10 B", 10_000_000_000)],
+    "epochs": [*((str(e), e) for e in (1, 2, 3, 5, 10)), ("to MLPerf's AUC target", TO_TARGET)],
+    "deadline_h": [1, 2, 4, 8, 12, 24, 48, 72, 168],
+    "budget_usd": [10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000],
+    "hardware": list(_HARDWARE),
+    "nodes": [1, 2, 4, 8],
+    "gpus": [1, 2, 4, 8],
+    "strategy": [*STRATEGIES, MLPERF_STRATEGY],
+    "placement": list(PLACEMENTS),
+    "cache_fraction": [0.01, 0.02, 0.05, 0.1, 0.2, 0.5],
+    "cache_policy": list(CACHE_POLICIES),
+    "batch_size": [2**i for i in range(12, 19)],
+    "dtype": list(PRECISION_OPTIONS),
+    "software": list(SOFTWARE_OPTIONS),
 }  # fmt: skip
+#: The planner's model names (the values of :data:`JOB_MODELS`).
+_MODEL_NAMES = tuple(name for _, name in JOB_MODELS)
+
+
+def setting_values(name: str) -> list[object]:
+    """The values setting ``name`` allows (labels of ``(label, value)`` options dropped)."""
+    options = _OPTIONS[check_choice("setting", name, list(_OPTIONS))]
+    return [o[1] if isinstance(o, tuple) else o for o in options]
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """One setting of the Training Job Planner: the job (model, samples per epoch, epochs), its
+    constraints (deadline in hours, budget in USD) and the plan (hardware preset, nodes x devices
+    per node, sharding strategy, placement, cache size and policy, global batch, precision and the
+    software that runs the step). The defaults are :data:`JOB_SETTINGS`' values.
+
+    Each field is checked once, at construction: a value its setting does not allow
+    (:func:`setting_values`) raises ``ValueError`` naming the field and the values it allows.
+    Frozen and hashable; :meth:`replace` moves levers. :meth:`from_values` starts a model as its
+    source trains it (:func:`job_setup`), as the planner's entry points do.
+
+    >>> s = JobSettings(model="tiny", nodes=2)
+    >>> s.replace(dtype="amp_bf16").dtype, s.nodes
+    ('amp_bf16', 2)
+    """
+
+    model: str = "mlperf_v1"
+    samples: int = CRITEO_TERABYTE_SAMPLES
+    #: a number of epochs, or :data:`TO_TARGET`
+    epochs: int | str = 1
+    deadline_h: int = 24
+    budget_usd: int = 3000
+    hardware: str = "dgx_h100"
+    nodes: int = 1
+    gpus: int = 8
+    strategy: str = "cost"
+    placement: str = "hbm"
+    cache_fraction: float = 0.05
+    cache_policy: str = "lru"
+    batch_size: int = 65536
+    dtype: str = "fp32"
+    software: str = "torchrec"
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # each the option it equals (1.0 is the option 1)
+            object.__setattr__(
+                self, f.name, check_choice(f.name, getattr(self, f.name), setting_values(f.name))
+            )
+
+    @classmethod
+    def from_values(cls, **values: Any) -> JobSettings:
+        """The defaults, the model's :func:`job_setup` over them, and ``values`` over those
+        (``KeyError`` for a setting the planner does not have)."""
+        _check_known(values)
+        model = check_choice("model", values.get("model", cls.model), _MODEL_NAMES)
+        merged: dict[str, Any] = {**job_setup(model), **values}  # checked by the constructor
+        return cls(**merged)
+
+    def replace(self, **changes: Any) -> JobSettings:
+        """The same setting with ``changes`` (checked again; ``KeyError`` for an unknown setting)."""
+        _check_known(changes)
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, object]:
+        """The settings as keywords, in :data:`JOB_SETTINGS`' order (``evaluate(**s.as_dict())``)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @property
+    def workload(self) -> Workload:
+        """What one step trains: the model (:func:`job_model`), the global batch, the precision
+        and the model's optimizers (:func:`job_optimizers`)."""
+        opt = job_optimizers(self.model)
+        return Workload(
+            job_model(self.model),
+            self.batch_size,
+            self.dtype,
+            sparse_optimizer=opt["sparse_optimizer"],
+            dense_optimizer=opt["dense_optimizer"],
+        )
+
+
+def _check_known(values: Mapping[str, object]) -> None:
+    unknown = sorted(set(values) - set(_OPTIONS))
+    if unknown:
+        raise KeyError(f"unknown setting(s) {unknown}; the planner has {sorted(_OPTIONS)}")
+
+
+#: Every setting of a job: its ``options`` (values, or ``(label, value)`` pairs) and default
+#: ``value`` (:class:`JobSettings`' field defaults).
+JOB_SETTINGS: dict[str, dict[str, object]] = {
+    f.name: {"options": _OPTIONS[f.name], "value": f.default} for f in dataclasses.fields(JobSettings)
+}
 #: The settings a model starts from when its source trains it another way than :data:`JOB_SETTINGS`'
 #: defaults (:func:`job_setup`): DLRM-DCNv2 as MLPerf's submissions train it
 #: (:data:`~recnotebooks.perf.published.MLPERF_SETUP`: HugeCTR in fp16 mixed precision; MLPerf's plan).
@@ -132,15 +227,28 @@ LEVERS = ("nodes", "gpus", "batch_size", "dtype", "placement", "cache_fraction",
 _ORDERED = ("nodes", "gpus", "batch_size", "cache_fraction", "hardware")
 
 
-def setting_values(name: str) -> list[object]:
-    """The values setting ``name`` allows (labels of ``(label, value)`` options dropped)."""
-    spec = JOB_SETTINGS[check_choice("setting", name, list(JOB_SETTINGS))]
-    return [o[1] if isinstance(o, tuple) else o for o in spec["options"]]  # type: ignore[attr-defined]
+def as_settings(values: JobSettings | Mapping[str, object]) -> JobSettings:
+    """``values`` as :class:`JobSettings`: itself, or a mapping of settings through
+    :meth:`JobSettings.from_values` (the functions below took a dict of settings before the class)."""
+    if isinstance(values, JobSettings):
+        return values
+    if not isinstance(values, Mapping):
+        raise TypeError(f"settings must be a JobSettings or a dict of settings, got {type(values).__name__}")
+    return JobSettings.from_values(**values)
+
+
+def job_settings(settings: JobSettings | None = None, /, **values: object) -> JobSettings:
+    """The setting an entry point plans: ``settings`` with ``values`` changed, or (without
+    ``settings``) :meth:`JobSettings.from_values` of ``values``."""
+    if settings is None:
+        return JobSettings.from_values(**values)
+    check_type("settings", settings, JobSettings, "a JobSettings (or settings as keywords)")
+    return settings.replace(**values) if values else settings
 
 
 def job_model(name: str) -> DLRMConfig:
     """The planner's models: presets, and production-scale mlperf_v1 with 10x or 30x the rows."""
-    check_choice("model", name, setting_values("model"))
+    check_choice("model", name, _MODEL_NAMES)
     base, _, scale = name.partition("_x")
     return preset(base).with_rows_scale(int(scale)) if scale else preset(name)
 
@@ -151,7 +259,7 @@ def job_optimizers(name: str) -> dict[str, str]:
     state is a second table the size of the first), else row-wise Adagrad on the tables and Adagrad
     on the dense part (:func:`~recnotebooks.perf.estimate`'s defaults). A production-scale
     ``"<preset>_x<scale>"`` trains as its preset does."""
-    base = check_choice("model", name, setting_values("model")).partition("_x")[0]
+    base = check_choice("model", name, _MODEL_NAMES).partition("_x")[0]
     how = preset_training(base) if base in preset_names() else {}
     return {
         "sparse_optimizer": str(how.get("sparse_optimizer", "rowwise_adagrad")),
@@ -163,12 +271,13 @@ def job_setup(name: str) -> dict[str, object]:
     """The settings model ``name`` starts from, as its source trains it: :data:`SOURCE_SETUPS`'
     (mlperf_dcnv2: ``{"software": "hugectr", "strategy": "mlperf", "dtype": "amp_fp16"}``, as MLPerf's
     submissions), else none (:data:`JOB_SETTINGS`' defaults: TorchRec, the cost planner, fp32)."""
-    return dict(SOURCE_SETUPS.get(check_choice("model", name, setting_values("model")), {}))  # type: ignore[call-overload]
+    return dict(SOURCE_SETUPS.get(check_choice("model", name, _MODEL_NAMES), {}))
 
 
-def software_words(values: dict[str, object]) -> str:
+def software_words(values: JobSettings | Mapping[str, object]) -> str:
     """Which software a setting's step is priced as, in words (for a note)."""
-    if values["software"] == "hugectr":
+    s = as_settings(values)
+    if s.software == "hugectr":
         words = (
             "HugeCTR as MLPerf's submissions ran it (one CUDA-graph replay a step, elementwise work fused "
             "into the GEMMs, communication overlapped with compute: the step is the longer of the two, "
@@ -176,61 +285,61 @@ def software_words(values: dict[str, object]) -> str:
         )
     else:
         words = "TorchRec in eager PyTorch (a launch per operator, communication after compute)"
-    if job_setup(str(values["model"])).get("software") == "hugectr" and values["software"] != "hugectr":
+    if job_setup(s.model).get("software") == "hugectr" and s.software != "hugectr":
         words += "; MLPerf's submissions ran this model with HugeCTR"
     return words
 
 
-def check_settings(values: dict[str, object]) -> dict[str, object]:
-    """Every setting: the defaults of :data:`JOB_SETTINGS`, the model's :func:`job_setup` over them,
-    and ``values`` over those, each checked (``ValueError`` naming a value a setting does not allow;
-    ``KeyError`` for an unknown setting)."""
-    unknown = sorted(set(values) - set(JOB_SETTINGS))
-    if unknown:
-        raise KeyError(f"unknown setting(s) {unknown}; the planner has {sorted(JOB_SETTINGS)}")
-    out = {k: spec["value"] for k, spec in JOB_SETTINGS.items()}
-    out.update(job_setup(check_choice("model", values.get("model", out["model"]), setting_values("model"))))
-    for k, v in values.items():
-        out[k] = check_choice(k, v, setting_values(k))
-    return out
+def check_settings(values: Mapping[str, object]) -> dict[str, object]:
+    """Every setting as a dict: :meth:`JobSettings.from_values` (the defaults of
+    :data:`JOB_SETTINGS`, the model's :func:`job_setup` over them, and ``values`` over those, each
+    checked: ``ValueError`` naming a value a setting does not allow; ``KeyError`` for an unknown
+    setting)."""
+    return JobSettings.from_values(**values).as_dict()
 
 
-def job_epochs(values: dict[str, object]) -> float:
+def _epochs_to_target(model: str, samples: float, batch_size: int) -> float:
+    """The epochs MLPerf's reference runs needed at ``batch_size``; ``ValueError`` when
+    :data:`TO_TARGET` does not apply (:func:`job_epochs`)."""
+    if model not in CONVERGENCE_MODELS:
+        raise ValueError(
+            f"epochs={TO_TARGET!r} applies to {', '.join(CONVERGENCE_MODELS)} only (MLPerf's reference "
+            f"convergence points are DLRM-DCNv2's on Criteo 1TB); give {model} an epoch count"
+        )
+    if samples != TRAIN_SAMPLES:
+        raise ValueError(
+            f"epochs={TO_TARGET!r} counts epochs of Criteo 1TB, {TRAIN_SAMPLES:,} samples (MLPerf's "
+            f"convergence curve is in its epochs); samples per epoch must be that, got {samples:,}"
+        )
+    return epochs_to_converge(batch_size)
+
+
+def job_epochs(values: JobSettings | Mapping[str, object]) -> float:
     """The epochs a setting trains: its ``epochs`` when a number (explicit); for :data:`TO_TARGET`,
     the epochs MLPerf's reference runs needed to reach the target at its ``batch_size``
     (:func:`~recnotebooks.published.convergence.epochs_to_converge`, rules of
     :data:`~recnotebooks.published.convergence.DEFAULT_ROUND`). ``ValueError`` says why :data:`TO_TARGET`
     does not apply: a model without a curve (not one of :data:`CONVERGENCE_MODELS`), samples per
     epoch other than Criteo 1TB's (the curve counts its epochs), or a batch off the curve."""
-    epochs = values["epochs"]
-    if epochs != TO_TARGET:
-        return float(epochs)  # type: ignore[arg-type]
-    model = values["model"]
-    if model not in CONVERGENCE_MODELS:
-        raise ValueError(
-            f"epochs={TO_TARGET!r} applies to {', '.join(CONVERGENCE_MODELS)} only (MLPerf's reference "
-            f"convergence points are DLRM-DCNv2's on Criteo 1TB); give {model} an epoch count"
-        )
-    if values["samples"] != TRAIN_SAMPLES:
-        raise ValueError(
-            f"epochs={TO_TARGET!r} counts epochs of Criteo 1TB, {TRAIN_SAMPLES:,} samples (MLPerf's "
-            f"convergence curve is in its epochs); samples per epoch must be that, got {values['samples']:,}"
-        )
-    return epochs_to_converge(int(values["batch_size"]))  # type: ignore[call-overload]
+    s = as_settings(values)
+    if isinstance(s.epochs, int):
+        return float(s.epochs)
+    return _epochs_to_target(s.model, s.samples, s.batch_size)
 
 
-def epochs_words(values: dict[str, object]) -> str:
+def epochs_words(values: JobSettings | Mapping[str, object]) -> str:
     """How many epochs a setting trains and where the number comes from, in words (for a note):
     ``"0.781: what MLPerf's reference runs needed ..."`` or ``"3, as set (explicit)"``."""
-    epochs = job_epochs(values)
-    if values["epochs"] == TO_TARGET:
+    s = as_settings(values)
+    epochs = job_epochs(s)
+    if s.epochs == TO_TARGET:
         return (
             f"{epochs:.3f}, what MLPerf's reference runs needed to reach its AUC target at global batch "
-            f"{int(values['batch_size']):,} (PUBLISHED convergence points, {DEFAULT_ROUND} rules, linear "  # type: ignore[call-overload]
+            f"{s.batch_size:,} (PUBLISHED convergence points, {DEFAULT_ROUND} rules, linear "
             "between them)"
         )
     words = f"{epochs:g}, as set (explicit)"
-    if values["model"] in CONVERGENCE_MODELS:
+    if s.model in CONVERGENCE_MODELS:
         words += "; \"to MLPerf's AUC target\" takes them from MLPerf's convergence curve"
     return words
 
@@ -239,12 +348,17 @@ def epochs_words(values: dict[str, object]) -> str:
 class Outcome:
     """One setting, modeled: the step (None when it cannot be built), the job, and why not."""
 
-    values: dict[str, object]
+    settings: JobSettings
     result: CostResult | None
     job: JobCost | None
     problem: str | None  # the setting cannot be built (e.g. more devices than a node has): the first reason
     #: every rule of building the setting it breaks (``problem`` first); empty when it builds
     problems: tuple[str, ...] = ()
+
+    @property
+    def values(self) -> dict[str, object]:
+        """The settings as keywords, by name (``evaluate(**o.values)``)."""
+        return dict(sorted(self.settings.as_dict().items()))
 
     @property
     def fits(self) -> bool:
@@ -253,18 +367,19 @@ class Outcome:
     @property
     def feasible(self) -> bool:
         """Fits in memory, meets the deadline and stays within the budget."""
-        v = self.values
-        return self.fits and self.job is not None and self.job.meets(v["deadline_h"], v["budget_usd"])  # type: ignore[arg-type]
+        s = self.settings
+        return self.fits and self.job is not None and self.job.meets(s.deadline_h, s.budget_usd)
 
     def why_not(self) -> list[str]:
         """What makes the setting infeasible, in words (empty when it is feasible)."""
         if self.problem or self.result is None or self.job is None:
             return list(self.problems or [self.problem or "the setting could not be modeled"])
+        s = self.settings
         why = [] if self.fits else ["does not fit: " + "; ".join(self.result.memory.reasons)]
-        if self.job.hours > float(self.values["deadline_h"]):  # type: ignore[arg-type]
-            why.append(f"misses the deadline: {self.job.hours:,.3g} h > {self.values['deadline_h']} h")
-        if self.job.cost_usd > float(self.values["budget_usd"]):  # type: ignore[arg-type]
-            why.append(f"over budget: USD {self.job.cost_usd:,.0f} > USD {self.values['budget_usd']:,}")
+        if self.job.hours > s.deadline_h:
+            why.append(f"misses the deadline: {self.job.hours:,.3g} h > {s.deadline_h} h")
+        if self.job.cost_usd > s.budget_usd:
+            why.append(f"over budget: USD {self.job.cost_usd:,.0f} > USD {s.budget_usd:,}")
         return why
 
 
@@ -286,96 +401,88 @@ def _cached_plan(plan: Plan, config: DLRMConfig, fraction: float, policy: str) -
     return dataclasses.replace(plan, shards=shards)
 
 
-def _rules_broken(v: dict[str, object]) -> list[str]:
-    """Every rule of building a setting that ``v`` breaks, in words (checked before modeling it, so
+def _rules_broken(s: JobSettings) -> list[str]:
+    """Every rule of building a setting that ``s`` breaks, in words (checked before modeling it, so
     that a setting breaking several says each, not only the first): epochs to a target without a
     curve, more devices than a node has, a table off HBM or bf16 under HugeCTR or MLPerf's plan,
     a precision the hardware has no peak for."""
     broken = []
     try:
-        job_epochs(v)
+        job_epochs(s)
     except ValueError as e:  # epochs to a target this model or batch has no curve for
         broken.append(str(e))
-    hw = hardware(str(v["hardware"]))
-    gpus = int(v["gpus"])  # type: ignore[call-overload]
-    if gpus > hw.devices:
-        broken.append(f"a {hw.name} node has {hw.devices} device(s), not {gpus}")
-    if v["software"] == "hugectr" or v["strategy"] == MLPERF_STRATEGY:  # tables in HBM only
+    hw = hardware(s.hardware)
+    if s.gpus > hw.devices:
+        broken.append(f"a {hw.name} node has {hw.devices} device(s), not {s.gpus}")
+    if s.software == "hugectr" or s.strategy == MLPERF_STRATEGY:  # tables in HBM only
         try:
-            _check_in_hbm("placement", v["placement"], v)
+            _check_in_hbm("placement", s.placement, s)
         except ValueError as e:
             broken.append(str(e))
-    if v["software"] == "hugectr" and v["dtype"] not in HUGECTR_DTYPES:
+    if s.software == "hugectr" and s.dtype not in HUGECTR_DTYPES:
         broken.append(
             f"dtype must be one of {list(HUGECTR_DTYPES)} with software 'hugectr' (HugeCTR trains in "
             "fp32, with TF32 GEMMs or in fp16 mixed precision; it has no bf16 mode), got "
-            f"{v['dtype']!r}; choose one of those or software 'torchrec'"
+            f"{s.dtype!r}; choose one of those or software 'torchrec'"
         )
-    gemm = precision(str(v["dtype"])).gemm
+    gemm = precision(s.dtype).gemm
     try:
         hw.flops(gemm)
     except ValueError:
         broken.append(
-            f"dtype={v['dtype']!r} runs its GEMMs in {gemm}, which {hw.name} has no peak for "
+            f"dtype={s.dtype!r} runs its GEMMs in {gemm}, which {hw.name} has no peak for "
             f"(it has {sorted(hw.peak_flops)}); choose another dtype"
         )
     return broken
 
 
+def _job_plan(s: JobSettings, work: Workload, hw: Hardware) -> Plan:
+    """The plan a setting models: MLPerf's, or the cost planner's with its caches sized by the
+    setting (``ValueError`` when HugeCTR's step would find a table off HBM)."""
+    if s.strategy == MLPERF_STRATEGY:
+        return mlperf_plan(work.config, s.gpus, s.nodes, hw.hbm_bytes)
+    plan = plan_tables(
+        work.config,
+        hw,
+        s.gpus * s.nodes,
+        strategy=s.strategy,
+        placement=s.placement,
+        cache_hit_rate=0.9 if s.placement == "cache" else None,  # replaced by the modeled rate below
+        batch_size=work.batch_size,
+        dtype=work.dtype,
+        sparse_optimizer=work.sparse_optimizer,
+    )
+    plan = _cached_plan(plan, work.config, s.cache_fraction, s.cache_policy)
+    if s.software == "hugectr":  # the cost planner moves what fits in no device's HBM elsewhere
+        moved = sorted({x.placement for x in plan.shards} - {"hbm"})
+        if moved:
+            _check_in_hbm("the plan's tables", moved[0], s)
+    return plan
+
+
 @lru_cache(maxsize=4096)
-def _evaluate(key: tuple[tuple[str, object], ...]) -> Outcome:
-    v = dict(key)
-    broken = _rules_broken(v)
+def _evaluate(s: JobSettings) -> Outcome:
+    broken = _rules_broken(s)
     if broken:
-        return Outcome(v, None, None, broken[0], tuple(broken))
-    epochs = job_epochs(v)
-    hw = hardware(str(v["hardware"]))
-    gpus, nodes = int(v["gpus"]), int(v["nodes"])  # type: ignore[call-overload]
-    config = job_model(str(v["model"]))
-    optimizers = job_optimizers(str(v["model"]))
-    software = str(v["software"])
+        return Outcome(s, None, None, broken[0], tuple(broken))
+    epochs = job_epochs(s)
+    hw = hardware(s.hardware)
+    work = s.workload
     try:
-        if v["strategy"] == MLPERF_STRATEGY:
-            plan = mlperf_plan(config, gpus, nodes, hw.hbm_bytes)
-        else:
-            hit = 0.9 if v["placement"] == "cache" else None  # replaced by the modeled rate below
-            plan = plan_tables(
-                config,
-                hw,
-                gpus * nodes,
-                strategy=str(v["strategy"]),
-                placement=str(v["placement"]),
-                cache_hit_rate=hit,
-                batch_size=int(v["batch_size"]),  # type: ignore[call-overload]
-                dtype=str(v["dtype"]),
-                sparse_optimizer=optimizers["sparse_optimizer"],
-            )
-            plan = _cached_plan(plan, config, float(v["cache_fraction"]), str(v["cache_policy"]))  # type: ignore[arg-type]
-        if software == "hugectr":  # the cost planner moves what fits in no device's HBM elsewhere
-            moved = sorted({s.placement for s in plan.shards} - {"hbm"})
-            if moved:
-                _check_in_hbm("the plan's tables", moved[0], v)
-        r = estimate(
-            config,
-            hw,
-            batch_size=int(v["batch_size"]),  # type: ignore[call-overload]
-            gpus=gpus,
-            nodes=nodes,
-            plan=plan,
-            dtype=str(v["dtype"]),
-            implementation=software,
-            **optimizers,
-        )
+        plan = _job_plan(s, work, hw)
+        r = estimate(work.config, hw, batch_size=work.batch_size, gpus=s.gpus, nodes=s.nodes, plan=plan,
+                     dtype=work.dtype, implementation=s.software, sparse_optimizer=work.sparse_optimizer,
+                     dense_optimizer=work.dense_optimizer)  # fmt: skip
     except ValueError as e:  # a combination the planner or the model cannot build, in its words
-        return Outcome(v, None, None, str(e), (str(e),))
-    job = job_from_estimate(r, hw, float(v["samples"]), epochs, overlap=software == "hugectr")  # type: ignore[arg-type]
-    return Outcome(v, r, job, None)
+        return Outcome(s, None, None, str(e), (str(e),))
+    job = job_from_estimate(r, hw, s.samples, epochs, overlap=s.software == "hugectr")
+    return Outcome(s, r, job, None)
 
 
-def _check_in_hbm(what: str, placement: object, v: dict[str, object]) -> None:
+def _check_in_hbm(what: str, placement: str, s: JobSettings) -> None:
     """``ValueError`` naming ``what`` when ``placement`` is not HBM under a setting that keeps every
     table there: software HugeCTR (priced as MLPerf's runs, tables in HBM) or MLPerf's plan."""
-    hugectr = v["software"] == "hugectr"
+    hugectr = s.software == "hugectr"
     who = (
         "software 'hugectr' (the model prices HugeCTR's step as MLPerf's submissions ran it, every table in "
         "HBM; device caches, host DRAM and parameter servers are TorchRec's)"
@@ -393,46 +500,70 @@ def _check_in_hbm(what: str, placement: object, v: dict[str, object]) -> None:
         raise ValueError(f"{e} with {who}; {fix}") from None
 
 
-def evaluate(**values: object) -> Outcome:
-    """The modeled outcome of one setting (settings checked; results reused for a repeated setting)."""
-    return _evaluate(tuple(sorted(check_settings(values).items())))
+def evaluate(settings: JobSettings | None = None, /, **values: object) -> Outcome:
+    """The modeled outcome of one setting: ``evaluate(nodes=2)`` (:meth:`JobSettings.from_values`),
+    or ``evaluate(settings)`` with a :class:`JobSettings` (``values`` then change it). Settings
+    checked; results reused for a repeated setting."""
+    return _evaluate(job_settings(settings, **values))
 
 
-def _neighbours(values: dict[str, object], lever: str, notch: bool = True) -> list[object]:
+def _neighbours(s: JobSettings, lever: str, notch: bool = True) -> list[object]:
     opts = setting_values(lever)
-    i = opts.index(values[lever])
+    now = getattr(s, lever)
+    i = opts.index(now)
     if notch and lever in _ORDERED:
         return [opts[j] for j in (i - 1, i + 1) if 0 <= j < len(opts)]
-    return [o for o in opts if o != values[lever]]
+    return [o for o in opts if o != now]
 
 
-def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[str, object]]]:
+class LeverRow(TypedDict):
+    """A lever of :data:`LEVERS` moved one notch (:func:`best_lever`): ``change`` says it
+    (``"nodes 1→2"``), ``speedup`` is hours now / hours then, ``cost_ratio`` cost then / cost now,
+    ``feasible`` whether the setting then is."""
+
+    lever: str
+    change: str
+    speedup: float
+    cost_ratio: float
+    feasible: bool
+
+
+def _best_move(now: Outcome, lever: str) -> Outcome | None:
+    """The fastest setting that fits with ``lever`` one notch away from ``now`` (None when none fits)."""
+    best, hours = None, 0.0
+    for x in _neighbours(now.settings, lever):
+        o = evaluate(now.settings, **{lever: x})
+        if o.fits and o.job is not None and (best is None or o.job.hours < hours):
+            best, hours = o, o.job.hours
+    return best
+
+
+def best_lever(
+    settings: JobSettings | None = None, /, **values: object
+) -> tuple[LeverRow | None, list[LeverRow]]:
     """Each lever of :data:`LEVERS` moved one notch (the next value up or down; every other choice
     of a named option): the best by time to train among those that fit (None when it does not
     speed the job up by :data:`MIN_GAIN`: :func:`lever_helps`), and one row per lever
-    (``lever``, ``change``, ``speedup`` = hours now / hours then, ``cost_ratio``, ``feasible``)."""
-    now = evaluate(**values)
+    (:class:`LeverRow`: ``lever``, ``change``, ``speedup`` = hours now / hours then, ``cost_ratio``,
+    ``feasible``). Settings as :func:`evaluate` takes them."""
+    now = evaluate(settings, **values)
     if now.job is None:
         return None, []
-    rows = []
+    rows: list[LeverRow] = []
     for lever in LEVERS:
-        best = None
-        for v in _neighbours(now.values, lever):
-            o = evaluate(**{**now.values, lever: v})
-            if o.fits and o.job is not None and (best is None or o.job.hours < best.job.hours):  # type: ignore[union-attr]
-                best = o
-        same = best is not None and best.job == now.job  # a lever with nothing to act on (no cache)
-        if best is not None and best.job is not None and not same:
-            rows.append(
-                {
-                    "lever": lever,
-                    "change": f"{lever} {now.values[lever]}→{best.values[lever]}",
-                    "speedup": now.job.hours / best.job.hours,
-                    "cost_ratio": best.job.cost_usd / max(now.job.cost_usd, 1e-12),
-                    "feasible": best.feasible,
-                }
+        best = _best_move(now, lever)
+        if best is None or best.job is None or best.job == now.job:  # same: nothing to act on (no cache)
+            continue
+        rows.append(
+            LeverRow(
+                lever=lever,
+                change=f"{lever} {getattr(now.settings, lever)}→{getattr(best.settings, lever)}",
+                speedup=now.job.hours / best.job.hours,
+                cost_ratio=best.job.cost_usd / max(now.job.cost_usd, 1e-12),
+                feasible=best.feasible,
             )
-    rows.sort(key=lambda r: -float(r["speedup"]))  # type: ignore[arg-type]
+        )
+    rows.sort(key=lambda r: -r["speedup"])
     return (rows[0] if rows and lever_helps(rows[0]) else None), rows
 
 
@@ -440,31 +571,31 @@ def best_lever(**values: object) -> tuple[dict[str, object] | None, list[dict[st
 MIN_GAIN = 1.005
 
 
-def lever_helps(row: dict[str, object]) -> bool:
+def lever_helps(row: LeverRow) -> bool:
     """Whether a :func:`best_lever` row speeds the job up by at least :data:`MIN_GAIN`."""
-    return float(row["speedup"]) >= MIN_GAIN  # type: ignore[arg-type]
+    return float(row["speedup"]) >= MIN_GAIN
 
 
 #: Levers whose value only matters to a device cache: moved only where the plan has one.
 _CACHE_LEVERS = ("cache_fraction", "cache_policy")
 
 
-def _changed(v0: dict[str, object], changes: dict[str, object]) -> Outcome | None:
-    """The setting ``v0`` with ``changes``, modeled; None when a cache lever moves without a cache
+def _changed(s0: JobSettings, changes: dict[str, object]) -> Outcome | None:
+    """The setting ``s0`` with ``changes``, modeled; None when a cache lever moves without a cache
     (the same plan as without the change: nothing to try)."""
-    v = {**v0, **changes}
-    if any(k in _CACHE_LEVERS for k in changes) and v["placement"] != "cache":
+    s = s0.replace(**changes)
+    if any(k in _CACHE_LEVERS for k in changes) and s.placement != "cache":
         return None
-    return evaluate(**v)
+    return evaluate(s)
 
 
-def _near_changes(v0: dict[str, object]) -> list[list[dict[str, object]]]:
-    """The changes to ``v0`` :func:`nearest_feasible` tries, in tiers, nearest first: one change on
+def _near_changes(s0: JobSettings) -> list[list[dict[str, object]]]:
+    """The changes to ``s0`` :func:`nearest_feasible` tries, in tiers, nearest first: one change on
     the same hardware (any value of a lever, or of a job setting :func:`_job_fixes` names), two
     changes on the same hardware, one change of hardware, two changes one of which is the hardware
     (other hardware is the largest move: another machine, not another setting of this one)."""
-    keys = [k for k in (*LEVERS, *_job_fixes(v0)) if k != "hardware"]
-    alts = {k: _neighbours(v0, k, notch=False) for k in (*keys, "hardware")}
+    keys = [k for k in (*LEVERS, *_job_fixes(s0)) if k != "hardware"]
+    alts = {k: _neighbours(s0, k, notch=False) for k in (*keys, "hardware")}
     return [
         [{k: x} for k in keys for x in alts[k]],
         [{a: x, b: y} for i, a in enumerate(keys) for b in keys[i + 1 :] for x in alts[a] for y in alts[b]],
@@ -473,7 +604,12 @@ def _near_changes(v0: dict[str, object]) -> list[list[dict[str, object]]]:
     ]
 
 
-def nearest_feasible(**values: object) -> tuple[Outcome | None, str]:
+def _modeled(outcomes: list[Outcome], feasible: bool) -> list[tuple[Outcome, JobCost]]:
+    """The outcomes whose job was modeled and that are feasible (else: that fit), with their job."""
+    return [(o, o.job) for o in outcomes if o.job is not None and (o.feasible if feasible else o.fits)]
+
+
+def nearest_feasible(settings: JobSettings | None = None, /, **values: object) -> tuple[Outcome | None, str]:
     """The nearest feasible setting, and a sentence saying which.
 
     Nearest is the same hardware before another, then fewest changes: one change on the same
@@ -481,43 +617,43 @@ def nearest_feasible(**values: object) -> tuple[Outcome | None, str]:
     on the same hardware, else one change of hardware, else two changes one of which is the
     hardware; among the feasible settings of the first tier that has one, the cheapest. When no
     setting within two changes is feasible: ``(fastest setting found that fits, why)``, or
-    ``(None, why)`` when none fits."""
-    now = evaluate(**values)
-    v0 = now.values
+    ``(None, why)`` when none fits. Settings as :func:`evaluate` takes them."""
+    now = evaluate(settings, **values)
+    s0 = now.settings
     tried: list[Outcome] = []
-    for tier in _near_changes(v0):  # a later tier is modeled only when no earlier one has a feasible setting
-        outcomes = [o for o in (_changed(v0, c) for c in tier) if o is not None]
+    for tier in _near_changes(s0):  # a later tier is modeled only when no earlier one has a feasible setting
+        outcomes = [o for o in (_changed(s0, c) for c in tier) if o is not None]
         tried += outcomes
-        ok = [o for o in outcomes if o.feasible]
+        ok = _modeled(outcomes, feasible=True)
         if ok:
-            best = min(ok, key=lambda o: o.job.cost_usd)  # type: ignore[union-attr]
-            return best, "nearest feasible: " + describe_change(v0, best.values)
-    fitting = [o for o in [now, *tried] if o.fits and o.job is not None]
+            best = min(ok, key=lambda p: p[1].cost_usd)[0]
+            return best, "nearest feasible: " + describe_change(s0, best.settings)
+    fitting = _modeled([now, *tried], feasible=False)
     if not fitting:
         return None, "nothing within two changes fits in memory"
-    fast = min(fitting, key=lambda o: o.job.hours)  # type: ignore[union-attr]
-    j = fast.job
+    fast, j = min(fitting, key=lambda p: p[1].hours)
     return fast, (
         f"no setting within two changes meets the deadline and the budget; the fastest that fits "
-        f"({describe_change(v0, fast.values)}) takes {j.hours:,.3g} h and costs "  # type: ignore[union-attr]
-        f"USD {j.cost_usd:,.0f}"  # type: ignore[union-attr]
+        f"({describe_change(s0, fast.settings)}) takes {j.hours:,.3g} h and costs "
+        f"USD {j.cost_usd:,.0f}"
     )
 
 
-def _job_fixes(v: dict[str, object]) -> tuple[str, ...]:
+def _job_fixes(s: JobSettings) -> tuple[str, ...]:
     """Settings of the job itself (not levers) that :func:`nearest_feasible` may change too: the one
     that makes :data:`TO_TARGET` impossible whatever the levers (a model without a curve, samples
     per epoch other than Criteo 1TB's). A batch off the curve is a lever's to fix."""
-    if v["epochs"] != TO_TARGET:
+    if s.epochs != TO_TARGET:
         return ()
-    if v["model"] not in CONVERGENCE_MODELS:
+    if s.model not in CONVERGENCE_MODELS:
         return ("epochs",)
-    return ("samples",) if v["samples"] != TRAIN_SAMPLES else ()
+    return ("samples",) if s.samples != TRAIN_SAMPLES else ()
 
 
-def describe_change(old: dict[str, object], new: dict[str, object]) -> str:
-    """``"nodes 1→2, dtype fp32→amp_bf16"``: the settings ``new`` changes, or ``"no change"``."""
-    return ", ".join(f"{k} {old[k]}→{new[k]}" for k in new if new[k] != old[k]) or "no change"
+def describe_change(old: JobSettings | Mapping[str, object], new: JobSettings | Mapping[str, object]) -> str:
+    """``"dtype fp32→amp_bf16, nodes 1→2"``: the settings ``new`` changes, by name, or ``"no change"``."""
+    a, b = as_settings(old).as_dict(), as_settings(new).as_dict()
+    return ", ".join(f"{k} {a[k]}→{b[k]}" for k in sorted(b) if b[k] != a[k]) or "no change"
 
 
 @dataclass(frozen=True)
@@ -536,36 +672,37 @@ class JobPlan:
     #: ``shown`` is the tiny model on one DGX H100 node: nothing within two changes fits.
     fallback: bool
     #: :func:`best_lever` of ``shown``: the best lever's row (None when no lever helps), all rows.
-    lever: dict[str, object] | None
-    lever_rows: list[dict[str, object]]
+    lever: LeverRow | None
+    lever_rows: list[LeverRow]
 
 
-def _fallback(values: dict[str, object]) -> dict[str, object]:
-    """The setting shown when nothing within two changes of ``values`` fits: the same job (samples,
+def _fallback(s: JobSettings) -> JobSettings:
+    """The setting shown when nothing within two changes of ``s`` fits: the same job (samples,
     epochs, deadline, budget) of the tiny model with every other setting at its default (one DGX
     H100 node, TorchRec, the cost planner, tables in HBM, fp32), which always builds."""
-    epochs = 1 if values["epochs"] == TO_TARGET else values["epochs"]  # tiny has no convergence curve
-    job = {"samples": values["samples"], "epochs": epochs, "deadline_h": values["deadline_h"],
-           "budget_usd": values["budget_usd"]}  # fmt: skip
-    return check_settings({"model": "tiny", **job})
+    epochs = 1 if s.epochs == TO_TARGET else s.epochs  # tiny has no convergence curve
+    return JobSettings.from_values(
+        model="tiny", samples=s.samples, epochs=epochs, deadline_h=s.deadline_h, budget_usd=s.budget_usd
+    )
 
 
-def plan_job(**values: object) -> JobPlan:
+def plan_job(settings: JobSettings | None = None, /, **values: object) -> JobPlan:
     """The verdict on one setting (``plan.now.feasible``, ``plan.now.why_not()``), the nearest
-    feasible setting when it is not, the setting to show, and the levers (:class:`JobPlan`)."""
-    now = evaluate(**values)
+    feasible setting when it is not, the setting to show, and the levers (:class:`JobPlan`).
+    Settings as :func:`evaluate` takes them."""
+    now = evaluate(settings, **values)
     near, sentence, fallback = None, "", False
     if not now.feasible:
-        near, sentence = nearest_feasible(**now.values)
+        near, sentence = nearest_feasible(now.settings)
     shown = now
     if now.job is None:  # nothing to show for this setting itself: show the nearest one instead
         if near is None or near.job is None:  # nothing fits within two changes: a setting that always builds
-            near = evaluate(**_fallback(now.values))
+            near = evaluate(_fallback(now.settings))
             fallback = True
             if near.job is None:  # the tiny model on one DGX H100 node with the defaults always builds
                 raise ValueError(f"the planner could not model its fallback setting: {near.problem}")
         shown = near
-    lever, rows = best_lever(**shown.values)
+    lever, rows = best_lever(shown.settings)
     return JobPlan(now, shown, near, sentence, fallback, lever, rows)
 
 
@@ -578,13 +715,57 @@ FIXED_COMPONENTS = ("overhead", "all_reduce", "dense_optimizer")
 CONVERGENCE_LAYOUTS = ((1, 8), (8, 8))
 
 
+class ConvergenceRow(TypedDict):
+    """One layout and global batch of :func:`convergence_jobs`."""
+
+    layout: str
+    nodes: int
+    devices: int
+    global_batch: int
+    step_ms: float
+    samples_per_s: float
+    epochs: float
+    samples: float
+    minutes: float
+    eval_minutes: float
+    fixed_ms: float
+    fixed_share: float
+    bound_by: str
+    fits: bool
+    source: str
+
+
+def _convergence_row(r: CostResult, nodes: int, gpus: int, batch: int, epochs: float) -> ConvergenceRow:
+    """One row of :func:`convergence_jobs`: the modeled step ``r`` trained ``epochs`` at ``batch``."""
+    train_s, eval_s = mlperf_seconds(r, epochs, batch)
+    slowest = max(r.per_rank, key=lambda c: sum(c.values()))
+    fixed = sum(slowest[k] for k in FIXED_COMPONENTS)
+    return ConvergenceRow(
+        layout=f"{nodes * gpus} GPUs ({nodes} node{'s' if nodes > 1 else ''})",
+        nodes=nodes,
+        devices=nodes * gpus,
+        global_batch=batch,
+        step_ms=r.step_time_overlap * 1e3,
+        samples_per_s=r.throughput_overlap,
+        epochs=epochs,
+        samples=epochs * TRAIN_SAMPLES,
+        minutes=(train_s + eval_s) / 60,
+        eval_minutes=eval_s / 60,
+        fixed_ms=fixed * 1e3,
+        fixed_share=fixed / r.step_time,
+        bound_by=max(slowest, key=lambda k: slowest[k]),
+        fits=r.fits,
+        source="modeled",
+    )
+
+
 def convergence_jobs(
     *,
     model: str = "mlperf_dcnv2",
     hardware: str = "dgx_h100",
     layouts: tuple[tuple[int, int], ...] = CONVERGENCE_LAYOUTS,
     batches: tuple[int, ...] | None = None,
-) -> list[dict[str, object]]:
+) -> list[ConvergenceRow]:
     """``model`` trained to MLPerf's target as MLPerf's submissions train it, at each global batch of
     ``batches`` (default: the batches of MLPerf's reference convergence points,
     :func:`~recnotebooks.published.convergence.rules_for_round`, 32,768 to 160,000) on each layout
@@ -594,13 +775,14 @@ def convergence_jobs(
     (:data:`~recnotebooks.perf.published.MLPERF_SETUP`: NVIDIA's HugeCTR, mixed precision, exact
     Adagrad; :func:`~recnotebooks.perf.mlperf_plan.mlperf_plan`), **modeled**; the epochs are the
     curve's (:func:`job_epochs`, **published**); the run's minutes count its evaluations as MLPerf's
-    do (:func:`~recnotebooks.perf.published.mlperf_seconds`). One row per layout and batch:
-    ``layout``, ``nodes``, ``devices``, ``global_batch``, ``step_ms`` (communication overlapped, as
-    HugeCTR runs it) and ``samples_per_s`` (training), ``epochs``, ``samples``, ``minutes`` (training
-    and evaluations) and ``eval_minutes``, ``fixed_ms`` (the slowest rank's :data:`FIXED_COMPONENTS`,
-    which a bigger batch shares among more samples) and ``fixed_share`` (of its step, not
-    overlapped), ``bound_by``, ``fits``. A batch off the curve, a model without one, a layout a
-    ``hardware`` node cannot hold or an unknown ``hardware`` raises ``ValueError`` naming it."""
+    do (:func:`~recnotebooks.perf.published.mlperf_seconds`). One row per layout and batch
+    (:class:`ConvergenceRow`): ``layout``, ``nodes``, ``devices``, ``global_batch``, ``step_ms``
+    (communication overlapped, as HugeCTR runs it) and ``samples_per_s`` (training), ``epochs``,
+    ``samples``, ``minutes`` (training and evaluations) and ``eval_minutes``, ``fixed_ms`` (the
+    slowest rank's :data:`FIXED_COMPONENTS`, which a bigger batch shares among more samples) and
+    ``fixed_share`` (of its step, not overlapped), ``bound_by``, ``fits``. A batch off the curve, a
+    model without one, a layout a ``hardware`` node cannot hold or an unknown ``hardware`` raises
+    ``ValueError`` naming it."""
     if batches is None:
         batches = tuple(sorted({p.batch_size for p in rules_for_round(DEFAULT_ROUND)}))
     if not batches or not layouts:
@@ -609,11 +791,8 @@ def convergence_jobs(
         )
     batches = tuple(check_int(f"batches[{i}]", b, lo=1, hi=2**40) for i, b in enumerate(batches))
     hw = _hardware(check_choice("hardware", hardware, list(HARDWARE)))
-    config = job_model(check_choice("model", model, setting_values("model")))
-    epochs = {
-        b: job_epochs({"model": model, "epochs": TO_TARGET, "samples": TRAIN_SAMPLES, "batch_size": b})
-        for b in batches
-    }
+    config = job_model(check_choice("model", model, _MODEL_NAMES))
+    epochs = {b: _epochs_to_target(model, TRAIN_SAMPLES, b) for b in batches}
     rows = []
     for i, (nodes, gpus) in enumerate(layouts):
         nodes = check_int(f"layouts[{i}] nodes", nodes, lo=1, hi=1024)
@@ -621,26 +800,5 @@ def convergence_jobs(
         plan = mlperf_plan(config, gpus, nodes, hw.hbm_bytes)
         for batch in batches:
             r = estimate(config, hw, batch_size=batch, gpus=gpus, nodes=nodes, plan=plan, **MLPERF_SETUP)
-            train_s, eval_s = mlperf_seconds(r, epochs[batch], batch)
-            slowest = max(r.per_rank, key=lambda c: sum(c.values()))
-            fixed = sum(slowest[k] for k in FIXED_COMPONENTS)
-            rows.append(
-                {
-                    "layout": f"{nodes * gpus} GPUs ({nodes} node{'s' if nodes > 1 else ''})",
-                    "nodes": nodes,
-                    "devices": nodes * gpus,
-                    "global_batch": batch,
-                    "step_ms": r.step_time_overlap * 1e3,
-                    "samples_per_s": r.throughput_overlap,
-                    "epochs": epochs[batch],
-                    "samples": epochs[batch] * TRAIN_SAMPLES,
-                    "minutes": (train_s + eval_s) / 60,
-                    "eval_minutes": eval_s / 60,
-                    "fixed_ms": fixed * 1e3,
-                    "fixed_share": fixed / r.step_time,
-                    "bound_by": max(slowest, key=lambda k: slowest[k]),
-                    "fits": r.fits,
-                    "source": "modeled",
-                }
-            )
+            rows.append(_convergence_row(r, nodes, gpus, batch, epochs[batch]))
     return rows

@@ -37,10 +37,12 @@ import altair as alt
 import ipywidgets as W
 from altair.utils.schemapi import debug_mode
 
+from recnotebooks.viz.charts import metric_bars
 from recnotebooks.viz.controls import check_control_value, control_width
 from recnotebooks.viz.theme import NO_MATH, ChartWidget, enable_offline
+from recnotebooks.viz.tidy import band_px
 
-__all__ = ["App", "AppError", "HistoryEntry", "Result", "controls_grid", "history_rows"]
+__all__ = ["App", "AppError", "HistoryEntry", "Result", "controls_grid", "history_rows", "trail_bars"]
 
 
 class AppError(RuntimeError):
@@ -74,6 +76,22 @@ def history_rows(history: Sequence[HistoryEntry], table: str) -> list[dict[str, 
     return [
         {**r, "setting": e.label, "change": e.change} for e in history for r in e.result.tables.get(table, [])
     ]
+
+
+def trail_bars(
+    history: Sequence[HistoryEntry], table: str, room: int, *, title: str, detail: str
+) -> alt.FacetChart:
+    """``table`` of every setting in the trail (:func:`history_rows`), **modeled**, as bars, three
+    panels a row, the current setting solid; the plots get ``room`` right of the trail's labels."""
+    return metric_bars(
+        history_rows(history, table),
+        highlight=history[0].label,
+        columns=3,
+        title=title,
+        source="modeled",
+        detail=detail,
+        total_width=band_px([e.label for e in history], titled=False) + room,
+    )
 
 
 def _datasets(spec: object) -> list[list[dict[str, object]]]:

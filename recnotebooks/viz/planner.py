@@ -47,8 +47,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
+import altair as alt
+
+from recnotebooks.checks import check_float
 from recnotebooks.distributed.training import train_local
 from recnotebooks.measure.calibrate_comm import local_ranks_hardware
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
@@ -57,9 +61,11 @@ from recnotebooks.perf.job import JobCost
 from recnotebooks.perf.job_planner import (
     JOB_SETTINGS,
     MLPERF_STRATEGY,
+    ConvergenceRow,
     JobPlan,
+    JobSettings,
+    LeverRow,
     Outcome,
-    check_settings,
     describe_change,
     epochs_words,
     job_model,
@@ -73,7 +79,7 @@ from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.result import TABLE_HOMES
 from recnotebooks.published.convergence import EPOCHS_FROM, curve_points
-from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
+from recnotebooks.viz.app import App, HistoryEntry, Result, trail_bars
 from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars, reference_curve, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, percent
 from recnotebooks.viz.theme import PLACEMENT_COLORS
@@ -111,11 +117,11 @@ PLANNER_CONTROLS: dict[str, dict[str, object]] = {k: {**spec, **_VIEW[k]} for k,
 #: Global batch of a measured run here (the tiny model on CPU processes; larger batches take seconds).
 MEASURE_BATCH = 2048
 MEASURE_STEPS = 12
-_MEASURED: dict[tuple[object, ...], dict[str, Any]] = {}
+_MEASURED: dict[tuple[str, int, str, str], dict[str, Any]] = {}
 
 
 def _breakdown(o: Outcome, label: str) -> list[dict[str, object]]:
-    b = o.result.breakdown()  # type: ignore[union-attr]
+    b = _job_of(o)[1].breakdown()
     return [
         {"setting": label, "phase": c, "seconds_per_step": b[c], "source": "modeled"}
         for c in COMPONENTS
@@ -149,7 +155,7 @@ def _bound(o: Outcome) -> str:
     top = max(b, key=lambda k: b[k])
     of = (
         "the sum of the slowest rank's components"
-        if o.values["software"] == "hugectr"
+        if o.settings.software == "hugectr"
         else "the slowest rank's step"
     )
     return f"{top} ({b[top] / sum(b.values()):.0%} of {of})"
@@ -180,7 +186,7 @@ def verdict_note(why: list[str]) -> str:
 def _figures(o: Outcome) -> str:
     """A setting's job in a few figures: samples/s, step, hours, cost, energy and what bounds it."""
     j, _ = _job_of(o)
-    price = hardware(str(o.values["hardware"])).price_per_hour
+    price = hardware(o.settings.hardware).price_per_hour
     return (
         f"{human(j.samples_per_s)} samples/s (a {j.step_time_s * 1e3:.3g} ms step), "
         f"{j.hours:,.3g} h to train, {j.device_hours:,.4g} device-hours, "
@@ -196,10 +202,9 @@ def _lever_note(job: JobPlan, who: str) -> str:
         return (
             f"No lever one notch away makes {who} faster: each one moved is slower, the same or does not fit."
         )
-    gain, cost = float(lever["speedup"]), float(lever["cost_ratio"])  # type: ignore[arg-type]
     return (
         f"Lever that helps {who} most one notch away: {lever['change']} "
-        f"({gain:.2f}x faster, cost x{cost:.2f})."
+        f"({lever['speedup']:.2f}x faster, cost x{lever['cost_ratio']:.2f})."
     )
 
 
@@ -212,87 +217,109 @@ def explore_job(**values: object) -> Result:
     most :data:`NAMED_REASONS`, each in a clause, the rest counted: :func:`verdict_note`), the
     setting shown instead (the nearest feasible one) and its figures, and its best lever."""
     job = plan_job(**values)
-    now, near, shown = job.now, job.near, job.shown
-    v = now.values
-    why = now.why_not()
-    j, r = _job_of(shown)
-    if now.feasible:
-        where = "Where the tables live (MODELED): " + r.table_placement_text() + "."
-        notes = [
-            "MODELED: fits, meets the deadline and the budget.",
-            where,
-            f"This setting: {_figures(shown)}.",
-            f"Epochs: {epochs_words(shown.values)}.",
-            f"Software: {software_words(shown.values)}.",
-        ]
-        if r.cache_hit_rates:
-            hits = sorted(r.cache_hit_rates.values())
-            lo, hi = f"{hits[0]:.0%}", f"{hits[-1]:.0%}"
-            span = lo if lo == hi else f"{lo}–{hi}"  # one figure when every table rounds to the same rate
-            what = "rate" if lo == hi else "rates"
-            notes.append(f"Cache hit {what} (modeled from the skew, {shown.values['cache_policy']}): {span}.")
-        notes.append(_lever_note(job, "it"))
+    notes = _feasible_notes(job) if job.now.feasible else _impossible_notes(job)
+    tables = _job_tables(job)
+    if not tables["measured"] and _measurable(job.now.settings):
+        notes.append("Not measured here yet: run measure_job(**app.values) (a few seconds), move a control.")
+    return Result(tables=tables, notes=notes, labels=_placement_label(job.now))
+
+
+def _feasible_notes(job: JobPlan) -> list[str]:
+    """The notes on a feasible setting: the verdict, where its tables live, its figures, epochs,
+    software, cache hit rates (one figure when every table rounds to the same) and the best lever."""
+    shown = job.shown
+    _, r = _job_of(shown)
+    notes = [
+        "MODELED: fits, meets the deadline and the budget.",
+        "Where the tables live (MODELED): " + r.table_placement_text() + ".",
+        f"This setting: {_figures(shown)}.",
+        f"Epochs: {epochs_words(shown.settings)}.",
+        f"Software: {software_words(shown.settings)}.",
+    ]
+    if r.cache_hit_rates:
+        hits = sorted(r.cache_hit_rates.values())
+        lo, hi = f"{hits[0]:.0%}", f"{hits[-1]:.0%}"
+        span = lo if lo == hi else f"{lo}–{hi}"
+        what = "rate" if lo == hi else "rates"
+        notes.append(f"Cache hit {what} (modeled from the skew, {shown.settings.cache_policy}): {span}.")
+    notes.append(_lever_note(job, "it"))
+    return notes
+
+
+def _impossible_notes(job: JobPlan) -> list[str]:
+    """The notes on an impossible setting, three lines: the rules it breaks (:func:`verdict_note`),
+    the setting shown instead and its figures, and its best lever."""
+    now, shown = job.now, job.shown
+    j, _ = _job_of(shown)
+    sentence = job.near_sentence[0].upper() + job.near_sentence[1:]
+    if job.fallback:
+        shown_note = (
+            f"{sentence}; shown instead: the tiny model on one DGX H100 node with the default plan: "
+            f"{_figures(shown)}."
+        )
+    elif shown is now:
+        shown_note = f"{sentence}. This setting: {_figures(shown)}."
     else:
-        sentence = job.near_sentence[0].upper() + job.near_sentence[1:]
-        if job.fallback:
-            shown_note = (
-                f"{sentence}; shown instead: the tiny model on one DGX H100 node with the default plan: "
-                f"{_figures(shown)}."
-            )
-        elif shown is now:
-            shown_note = f"{sentence}. This setting: {_figures(shown)}."
-        else:
-            shown_note = (
-                f"{sentence}; the charts show it: {human(j.samples_per_s)} samples/s, {j.hours:,.3g} h to "
-                f"train, USD {j.cost_usd:,.0f}."
-            )
-        notes = [
-            verdict_note(why),
-            shown_note,
-            _lever_note(job, "it" if shown is now else "the setting shown"),
-        ]
+        shown_note = (
+            f"{sentence}; the charts show it: {human(j.samples_per_s)} samples/s, {j.hours:,.3g} h to "
+            f"train, USD {j.cost_usd:,.0f}."
+        )
+    return [
+        verdict_note(now.why_not()),
+        shown_note,
+        _lever_note(job, "it" if shown is now else "the setting shown"),
+    ]
+
+
+def _lever_rows(rows: list[LeverRow]) -> list[dict[str, object]]:
+    """The levers that help (:func:`~recnotebooks.perf.job_planner.lever_helps`), as chart rows."""
+    return [
+        {**x, "metric": "speed-up one notch away (x)", "setting": x["change"], "value": x["speedup"],
+         "display": f"{x['speedup']:.2f}x", "source": "modeled"}
+        for x in rows
+        if lever_helps(x)
+    ]  # fmt: skip
+
+
+def _job_tables(job: JobPlan) -> dict[str, list[dict[str, object]]]:
+    """The app's tables for a planned setting: the verdict, the step and where the tables live
+    (this setting's, and the nearest feasible one's beside it when that one is drawn too), the
+    whole job's totals, the levers that help and the measured run."""
+    now, near, shown = job.now, job.near, job.shown
+    j, _ = _job_of(shown)
     kind = "nearest feasible" if near is not None and near.feasible else "fastest that fits"
-    other = "" if near is None else f"{kind}, {describe_change(v, near.values)}"  # drawn one change per line
-    breakdown = _breakdown(shown, "this setting" if shown is now else other)
-    placement = _placement(shown, "this setting" if shown is now else other)
+    other = "" if near is None else f"{kind}, {describe_change(now.settings, near.settings)}"
+    label = "this setting" if shown is now else other  # drawn one change per line
+    breakdown, placement = _breakdown(shown, label), _placement(shown, label)
     if near is not None and shown is now:
         breakdown += _breakdown(near, other)
         placement += _placement(near, other)
-    tables = {
+    return {
         "verdict": [{"verdict": "feasible" if now.feasible else "impossible", "fits": now.fits,
-                     "reasons": "; ".join(why), "source": "modeled"}],
+                     "reasons": "; ".join(now.why_not()), "source": "modeled"}],
         "breakdown": breakdown,
         "placement": placement,
         "totals": _totals(shown, "" if shown is now else " (nearest)"),
-        "step": [{"setting": "this setting" if shown is now else other, "step_ms": j.step_time_s * 1e3,
-                  "software": shown.values["software"], "source": "modeled"}],
-        "levers": [{**x, "metric": "speed-up one notch away (x)", "setting": x["change"],
-                    "value": x["speedup"], "display": f"{float(x['speedup']):.2f}x",  # type: ignore[arg-type]
-                    "source": "modeled"} for x in job.lever_rows if lever_helps(x)],  # type: ignore[arg-type]  # helping levers only
-        "measured": _measured_rows(v),
+        "step": [{"setting": label, "step_ms": j.step_time_s * 1e3, "software": shown.settings.software,
+                  "source": "modeled"}],
+        "levers": _lever_rows(job.lever_rows),
+        "measured": _measured_rows(now.settings),
     }  # fmt: skip
-    if not tables["measured"] and _measurable(v):
-        notes.append("Not measured here yet: run measure_job(**app.values) (a few seconds), move a control.")
-    return Result(tables=tables, notes=notes, labels=_placement_label(now))
 
 
 def _placement(o: Outcome, label: str) -> list[dict[str, object]]:
     """Where the setting's tables live (:meth:`~recnotebooks.perf.result.CostResult.table_placement`),
     one row per place that holds bytes, for the chart."""
-    return [
-        {
-            "setting": label,
-            "placement": x["placement"],
-            "where": x["where"],
-            "gb": x["gb"],
-            "share": x["share"],
-            "hit_rate": x["hit_rate"],
-            "display": f"{human(float(x['bytes']), 'B')} ({percent(float(x['share']))})",  # type: ignore[arg-type]
-            "source": "modeled",
-        }
-        for x in o.result.table_placement()  # type: ignore[union-attr]
-        if float(x["bytes"]) > 0  # type: ignore[arg-type]
-    ]
+    keep = ("placement", "where", "gb", "share", "hit_rate")
+    rows: list[dict[str, object]] = []
+    for x in _job_of(o)[1].table_placement():
+        held, share = check_float("bytes", x["bytes"]), check_float("share", x["share"])
+        if held > 0:
+            display = f"{human(held, 'B')} ({percent(share)})"
+            rows.append(
+                {"setting": label, **{k: x[k] for k in keep}, "display": display, "source": "modeled"}
+            )
+    return rows
 
 
 def _placement_label(o: Outcome) -> dict[str, str]:
@@ -300,20 +327,20 @@ def _placement_label(o: Outcome) -> dict[str, str]:
     placement chosen: "placement (modeled: 2.0% hbm · 98% remote)"; no label otherwise."""
     if o.result is None:
         return {}
-    held = [x for x in o.result.table_placement() if float(x["bytes"]) > 0]  # type: ignore[arg-type]
-    if all(x["placement"] == o.values["placement"] for x in held):
+    held = [x for x in o.result.table_placement() if check_float("bytes", x["bytes"]) > 0]
+    if all(x["placement"] == o.settings.placement for x in held):
         return {}
-    shares = " · ".join(f"{percent(float(x['share']))} {x['placement']}" for x in held)  # type: ignore[arg-type]
+    shares = " · ".join(f"{percent(check_float('share', x['share']))} {x['placement']}" for x in held)
     return {"placement": f"{PLANNER_CONTROLS['placement']['label']} (modeled: {shares})"}
 
 
 # ----- measured beside the model: the tiny model on local CPU ranks -----------------------
-def _measurable(v: dict[str, object]) -> bool:
-    return v["model"] == "tiny" and int(v["nodes"]) * int(v["gpus"]) <= 4  # type: ignore[call-overload]
+def _measurable(s: JobSettings) -> bool:
+    return s.model == "tiny" and s.nodes * s.gpus <= 4
 
 
-def _measure_key(v: dict[str, object]) -> tuple[object, ...]:
-    return (v["model"], int(v["nodes"]) * int(v["gpus"]), v["strategy"], v["hardware"])  # type: ignore[call-overload]
+def _measure_key(s: JobSettings) -> tuple[str, int, str, str]:
+    return (s.model, s.nodes * s.gpus, s.strategy, s.hardware)
 
 
 def measure_job(**values: object) -> float:
@@ -321,24 +348,22 @@ def measure_job(**values: object) -> float:
     processes at global batch :data:`MEASURE_BATCH` and keep it for the planner; returns the
     seconds it took (0 when already measured). **Measured.** Placements are not executed here:
     every shard sits in its process's memory."""
-    v = check_settings(values)
-    if not _measurable(v):
+    s = JobSettings.from_values(**values)
+    if not _measurable(s):
         raise ValueError(
-            f"measure_job runs the tiny model on at most 4 ranks; got model={v['model']!r}, "
-            f"nodes x devices = {int(v['nodes']) * int(v['gpus'])}"  # type: ignore[call-overload]
+            f"measure_job runs the tiny model on at most 4 ranks; got model={s.model!r}, "
+            f"nodes x devices = {s.nodes * s.gpus}"
         )
-    key = _measure_key(v)
+    key = _measure_key(s)
     if key in _MEASURED:
         return 0.0
     t0 = time.perf_counter()
-    world = int(key[1])  # type: ignore[call-overload]
+    world = s.nodes * s.gpus
     config = job_model("tiny")
-    if v["strategy"] == MLPERF_STRATEGY:
-        plan = mlperf_plan(config, world, 1, hardware(str(v["hardware"])).hbm_bytes)
+    if s.strategy == MLPERF_STRATEGY:
+        plan = mlperf_plan(config, world, 1, hardware(s.hardware).hbm_bytes)
     else:
-        plan = plan_tables(
-            config, str(v["hardware"]), world, strategy=str(v["strategy"]), batch_size=MEASURE_BATCH
-        )
+        plan = plan_tables(config, s.hardware, world, strategy=s.strategy, batch_size=MEASURE_BATCH)
     res = train_local(
         config,
         plan,
@@ -353,8 +378,8 @@ def measure_job(**values: object) -> float:
     return time.perf_counter() - t0
 
 
-def _measured_rows(v: dict[str, object]) -> list[dict[str, object]]:
-    m = _MEASURED.get(_measure_key(v)) if _measurable(v) else None
+def _measured_rows(s: JobSettings) -> list[dict[str, object]]:
+    m = _MEASURED.get(_measure_key(s)) if _measurable(s) else None
     if m is None:
         return []
     world = int(m["world"])
@@ -406,29 +431,49 @@ def size_unit(rows: list[dict[str, object]]) -> tuple[str, float]:
     0.0000–0.0060 GB. Returns (unit, units per GB)."""
     totals: dict[str, float] = {}
     for x in rows:
-        totals[str(x["setting"])] = totals.get(str(x["setting"]), 0.0) + float(x["gb"])  # type: ignore[arg-type]
+        totals[str(x["setting"])] = totals.get(str(x["setting"]), 0.0) + check_float("gb", x["gb"])
     top = max(totals.values(), default=0.0)
     return next((name, per_gb) for name, per_gb, least in SIZE_UNITS if top >= least)
 
 
-def _render(history: list[HistoryEntry]) -> object:
+def _render(history: list[HistoryEntry]) -> alt.VConcatChart:
     now, trail = history[0].result.tables, [e.label for e in history]
 
     def labels(table: str, col: str) -> list[str]:
         return list(dict.fromkeys(str(r[col]) for r in now[table]))
 
     # the charts line up their plots at the widest left band: the room right of it is theirs (layout)
+    levers = band_px(labels("levers", "setting"), titled=False) if now["levers"] else 0
     room = stack_room(
         band_px(labels("breakdown", "setting")),
         band_px(trail, titled=False),
         band_px(labels("placement", "setting")),
-        band_px(labels("levers", "setting"), titled=False) if now["levers"] else 0,
+        levers,
         band_px(labels("measured", "where")) if now["measured"] else 0,
     )
+    charts = [
+        _step_chart(now, room),
+        _placement_chart(now["placement"], history[0].values["placement"], room),
+        trail_bars(history, "totals", room, title="The whole job",
+                   detail="one bar per setting in the trail, the current one solid"),
+    ]  # fmt: skip
+    if now["levers"]:
+        gain = "speed-up of the time to train; 1.0 = no gain"
+        charts.append(metric_bars(now["levers"], title="Each lever one notch away", source="modeled",
+                                  detail=gain, rule_at=1.0, total_width=levers + room))  # fmt: skip
+    if now["measured"]:
+        where = f"global batch {MEASURE_BATCH}; placements not executed"
+        charts.append(time_breakdown(now["measured"], by="where", title="The same plan on CPU processes here",
+                                     detail=where, width=min(480, room)))  # fmt: skip
+    return stack(*charts)
+
+
+def _step_chart(now: dict[str, list[dict[str, object]]], room: int) -> alt.TopLevelMixin:
+    """The step on the slowest rank by component: this setting's (and the nearest feasible one's)."""
     shown = now["step"][0]  # the setting whose step the totals price
-    ms = float(shown["step_ms"])  # type: ignore[arg-type]
+    ms = check_float("step_ms", shown["step_ms"])
     overlapped = f"HugeCTR overlaps communication: its step is {ms:.3g} ms, less than the bars' sum"
-    steps = time_breakdown(
+    return time_breakdown(
         now["breakdown"],
         by="setting",
         phases=list(COMPONENTS),
@@ -439,19 +484,14 @@ def _render(history: list[HistoryEntry]) -> object:
         else "this setting, and the nearest feasible one when this one is impossible",
         width=min(480, room),
     )
-    totals = metric_bars(
-        history_rows(history, "totals"),
-        highlight=history[0].label,
-        columns=3,
-        title="The whole job",
-        source="modeled",
-        detail="one bar per setting in the trail, the current one solid",
-        total_width=band_px(trail, titled=False) + room,
-    )
-    chosen = f"you chose placement {history[0].values['placement']}; the bars: the plan modeled"
-    unit, per_gb = size_unit(now["placement"])
-    where = part_bars(
-        [{**x, "size": float(x["gb"]) * per_gb} for x in now["placement"]],  # type: ignore[arg-type]
+
+
+def _placement_chart(rows: list[dict[str, object]], chosen: object, room: int) -> alt.TopLevelMixin:
+    """Where the tables live, in the unit their size reads best in (:func:`size_unit`), against
+    the placement ``chosen``."""
+    unit, per_gb = size_unit(rows)
+    return part_bars(
+        [{**x, "size": check_float("gb", x["gb"]) * per_gb} for x in rows],
         value="size",
         part="where",
         parts=list(TABLE_HOMES.values()),
@@ -460,33 +500,9 @@ def _render(history: list[HistoryEntry]) -> object:
         value_title=f"{unit} of tables (weights and optimizer state)",
         title="Where the tables live",
         source="modeled",
-        detail=chosen,
+        detail=f"you chose placement {chosen}; the bars: the plan modeled",
         width=min(480, room),
     )
-    charts = [steps, where, totals]
-    if now["levers"]:
-        levers = band_px(labels("levers", "setting"), titled=False)
-        charts.append(
-            metric_bars(
-                now["levers"],
-                title="Each lever one notch away",
-                source="modeled",
-                detail="speed-up of the time to train; 1.0 = no gain",
-                rule_at=1.0,
-                total_width=levers + room,
-            )
-        )
-    if now["measured"]:
-        charts.append(
-            time_breakdown(
-                now["measured"],
-                by="where",
-                title="The same plan on CPU processes here",
-                detail=f"global batch {MEASURE_BATCH}; placements not executed",
-                width=min(480, room),
-            )
-        )
-    return stack(*charts)
 
 
 def _source_changes(old: object, new: object) -> dict[str, object]:
@@ -531,13 +547,14 @@ def job_planner(*, history: int = 4, **values: object) -> App:
     :func:`~recnotebooks.perf.job_planner.job_setup` the defaults: mlperf_dcnv2 starts as MLPerf's
     submissions train it)."""
     model = values.get("model", JOB_SETTINGS["model"]["value"])
-    start = {**(job_setup(model) if model in setting_values("model") else {}), **values}  # type: ignore[arg-type]
+    setup = job_setup(model) if isinstance(model, str) and model in setting_values("model") else {}
+    start = {**setup, **values}
     controls = build_controls(PLANNER_CONTROLS, start, "the Training Job Planner")
     what = "MODELED time, cost and energy of a training job; MEASURED on local processes for the tiny model"
     return PlannerApp(controls, history=history, description=what)
 
 
-def convergence_chart(rows: list[dict[str, object]]) -> object:
+def convergence_chart(rows: Sequence[ConvergenceRow]) -> alt.VConcatChart:
     """:func:`~recnotebooks.perf.job_planner.convergence_jobs`'s rows drawn against the global batch:
     the epochs MLPerf's reference runs needed (**published**: its reference points filled, the
     values between them interpolated hollow, the points MLPerf's checker prunes grey crosses;
@@ -545,40 +562,30 @@ def convergence_chart(rows: list[dict[str, object]]) -> object:
     minutes to train on each layout (**modeled**, as MLPerf's submissions run the model)."""
     if not rows:
         raise ValueError("convergence_chart needs the rows of convergence_jobs, got none")
-    points = curve_points(tuple(int(r["global_batch"]) for r in rows))  # type: ignore[call-overload]
-    size = {"width": 400, "height": 130}
-    epochs = reference_curve(
-        points,
-        x="global_batch",
-        y="epochs",
-        kind="epochs_from",
-        kinds=EPOCHS_FROM,
-        title="Epochs to MLPerf's AUC target",
-        detail="MLPerf's reference convergence points (RCPs), linear between them",
-        x_title="global batch",
-    ).properties(**size)
-    speed = metric_lines(
-        rows,
-        x="global_batch",
-        y="samples_per_s",
-        color="layout",
-        title="Training samples per second",
-        source="modeled",
-        detail="HugeCTR as MLPerf's submissions run it",
-        y_format=".3~s",
-        x_title="global batch",
-        x_format="~s",
-    ).properties(**size)
-    minutes = metric_lines(
-        rows,
-        x="global_batch",
-        y="minutes",
-        color="layout",
-        title="Minutes to train to the target",
-        source="modeled",
-        detail="training and evaluations, as MLPerf times a run",
-        y_format=".2f",
-        x_title="global batch",
-        x_format="~s",
-    ).properties(**size)
+    points = curve_points(tuple(int(r["global_batch"]) for r in rows))
+    title, rcps = (
+        "Epochs to MLPerf's AUC target",
+        "MLPerf's reference convergence points (RCPs), linear between them",
+    )
+    epochs = reference_curve(points, x="global_batch", y="epochs", kind="epochs_from", kinds=EPOCHS_FROM,
+                             title=title, detail=rcps, x_title="global batch")  # fmt: skip
+    epochs = epochs.properties(**_CURVE_SIZE)
+    speed = _per_layout(rows, "samples_per_s", "Training samples per second",
+                        "HugeCTR as MLPerf's submissions run it", ".3~s")  # fmt: skip
+    minutes = _per_layout(rows, "minutes", "Minutes to train to the target",
+                          "training and evaluations, as MLPerf times a run", ".2f")  # fmt: skip
     return stack(epochs, speed, minutes)
+
+
+#: The size of each of :func:`convergence_chart`'s panels.
+_CURVE_SIZE = {"width": 400, "height": 130}
+
+
+def _per_layout(
+    rows: Sequence[ConvergenceRow], y: str, title: str, detail: str, y_format: str
+) -> alt.TopLevelMixin:
+    """Column ``y`` of :func:`~recnotebooks.perf.job_planner.convergence_jobs`'s rows against the
+    global batch, one line per layout, **modeled**."""
+    lines = metric_lines(rows, x="global_batch", y=y, color="layout", title=title, source="modeled",
+                         detail=detail, y_format=y_format, x_title="global batch", x_format="~s")  # fmt: skip
+    return lines.properties(**_CURVE_SIZE)

@@ -45,7 +45,7 @@ from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.scaleout import link_hardware
 from recnotebooks.perf.traffic import collective_bytes
 from recnotebooks.plan import NAMED_PLANS, Plan, TableShard, named_plan
-from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
+from recnotebooks.viz.app import App, HistoryEntry, Result, trail_bars
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
 from recnotebooks.viz.theme import source_label
@@ -67,6 +67,9 @@ CACHES: dict[str, tuple[str, float] | None] = {
     "static 20%": ("static", 0.2),
     "lru 25%": ("lru", 0.25),
 }
+#: The explorer's rank counts and global batches (its ``ranks`` and ``batch_size`` controls).
+RANKS = (1, 2, 4)
+BATCHES = (256, 512, 1024, 2048)
 SHARDING_CONTROLS: dict[str, dict[str, object]] = {
     "model": {
         "options": [("tiny (8 tables)", "tiny"), ("Criteo Kaggle, 26 tables, <= 20k rows", "kaggle_20k")],
@@ -74,9 +77,9 @@ SHARDING_CONTROLS: dict[str, dict[str, object]] = {
         "label": "model",
         "dropdown": True,
     },
-    "ranks": {"options": [1, 2, 4], "value": 2, "label": "processes (ranks)"},
+    "ranks": {"options": list(RANKS), "value": 2, "label": "processes (ranks)"},
     "plan": {"options": list(PLANS), "value": "planner", "label": "plan", "dropdown": True},
-    "batch_size": {"options": [256, 512, 1024, 2048], "value": 512, "label": "global batch"},
+    "batch_size": {"options": list(BATCHES), "value": 512, "label": "global batch"},
     "cache": {
         "options": [
             ("none: every row in memory", "none"),
@@ -171,8 +174,8 @@ def measure_sharding(
     ``steps`` steps on ``ranks`` local processes (one launch) and keep the results for the explorer;
     returns the seconds it took. **Measured.**"""
     check_int("steps", steps, lo=2, hi=1000)
-    batch_size = check_choice("batch_size", batch_size, option_values(SHARDING_CONTROLS["batch_size"]))
-    ranks = check_choice("ranks", ranks, option_values(SHARDING_CONTROLS["ranks"]))
+    batch_size = check_choice("batch_size", batch_size, BATCHES)
+    ranks = check_choice("ranks", ranks, RANKS)
     names = [check_choice("plans", p, PLANS) for p in plans]
     check_choice("cache", cache, CACHES)
     config = sharding_model(model)
@@ -202,17 +205,8 @@ def _modeled(config: DLRMConfig, plan: Plan, ranks: int, batch: int, gpu: str) -
     rows: list[dict[str, object]] = []
     for label, hw, gpus, nodes in where:
         impl = "recnotebooks" if label.startswith("here") else "torchrec"  # GPUs: TorchRec's step
-        r = estimate(
-            config,
-            hw,
-            batch_size=batch,
-            gpus=gpus,
-            nodes=nodes,
-            plan=plan,
-            implementation=impl,
-            sparse_optimizer="sgd",
-            dense_optimizer="sgd",
-        )
+        r = estimate(config, hw, batch_size=batch, gpus=gpus, nodes=nodes, plan=plan, implementation=impl,
+                     sparse_optimizer="sgd", dense_optimizer="sgd")  # fmt: skip
         b = r.breakdown()
         rows += [
             {"where": label, "phase": c, "seconds_per_step": b[c], "source": "modeled"}
@@ -272,8 +266,8 @@ def explore_sharding(
     all-to-alls of each rank apart: bag lengths, ids, pooled vectors) and ``cache`` (each device
     cache's hit rate and bytes moved, measured) of one setting (module docstring)."""
     config = sharding_model(model)
-    ranks = check_choice("ranks", ranks, option_values(SHARDING_CONTROLS["ranks"]))
-    batch = check_choice("batch_size", batch_size, option_values(SHARDING_CONTROLS["batch_size"]))
+    ranks = check_choice("ranks", ranks, RANKS)
+    batch = check_choice("batch_size", batch_size, BATCHES)
     check_choice("gpu", gpu, option_values(SHARDING_CONTROLS["gpu"]))
     check_choice("cache", cache, CACHES)
     p = sharding_plan(config, plan, ranks, gpu, cache)
@@ -372,41 +366,41 @@ def _cache_notes(
     return notes
 
 
+def _step_by_where(modeled: list[dict[str, object]]) -> dict[str, float]:
+    """The modeled step of the slowest rank, per place it is modeled for (the ``modeled`` table)."""
+    steps: dict[str, float] = {}
+    for r in modeled:
+        steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + check_float(
+            "seconds_per_step", r["seconds_per_step"]
+        )
+    return steps
+
+
+def _all_to_all_bytes(rows: list[dict[str, object]]) -> dict[tuple[str, int], float]:
+    """The all-to-all bytes of the ``bytes`` table per (source, rank)."""
+    a2a: dict[tuple[str, int], float] = {}
+    for r in rows:
+        if str(r["collective"]).startswith("all_to_all"):
+            key = (str(r["source"]), check_int("rank", r["rank"]))
+            a2a[key] = a2a.get(key, 0.0) + check_float("bytes", r["bytes"])
+    return a2a
+
+
 def _summary(tables: dict[str, list[dict[str, object]]]) -> list[dict[str, object]]:
     """Headline numbers of a setting, for the history trail: modeled all-to-all bytes per step (all
     ranks) and the modeled step here and over NVLink (or the network)."""
-    steps: dict[str, float] = {}
-    for r in tables["modeled"]:
-        steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
-    sent = sum(
-        float(r["bytes"])  # type: ignore[arg-type,misc]
-        for r in tables["bytes"]
-        if r["source"] == "modeled" and str(r["collective"]).startswith("all_to_all")
-    )
+    steps = _step_by_where(tables["modeled"])
+    sent = sum(v for (source, _), v in _all_to_all_bytes(tables["bytes"]).items() if source == "modeled")
     here = next(v for k, v in steps.items() if k.startswith("here"))
     gpu = next(
         (v for k, v in steps.items() if "NVLink" in k), next(v for k, v in steps.items() if "network" in k)
     )
-    return [
-        {
-            "metric": "all-to-all bytes per step: all ranks",
-            "value": sent,
-            "display": human(sent, "B"),
-            "source": "modeled",
-        },
-        {
-            "metric": "step here, ms",
-            "value": here * 1e3,
-            "display": f"{here * 1e3:.3g} ms",
-            "source": "modeled",
-        },
-        {
-            "metric": "step on the GPUs, ms",
-            "value": gpu * 1e3,
-            "display": f"{gpu * 1e3:.3g} ms",
-            "source": "modeled",
-        },
+    figures = [
+        ("all-to-all bytes per step: all ranks", sent, human(sent, "B")),
+        ("step here, ms", here * 1e3, f"{here * 1e3:.3g} ms"),
+        ("step on the GPUs, ms", gpu * 1e3, f"{gpu * 1e3:.3g} ms"),
     ]
+    return [{"metric": m, "value": v, "display": d, "source": "modeled"} for m, v, d in figures]
 
 
 def _notes(
@@ -419,39 +413,18 @@ def _notes(
     batch: int,
     cache: str = "none",
 ) -> list[str]:
+    """The notes under the controls: the plan's kinds of sharding and its load balance, rank 0's
+    forward all-to-alls in parts, the measured bytes and step against the model's (or how to
+    measure them), and the modeled all-to-all time at each place."""
     kinds = sorted({s.sharding for s in plan.shards})
-    lookups = [float(r["lookups"]) for r in tables["balance"]]  # type: ignore[arg-type]
+    lookups = [check_float("lookups", r["lookups"]) for r in tables["balance"]]
     mean = sum(lookups) / len(lookups)
     notes = [f"Plan '{name}' on {ranks} rank{'s' if ranks > 1 else ''}: {', '.join(kinds)}; lookups per rank "
              f"max/mean {max(lookups) / mean:.2f} (1.00 = balanced)."]  # fmt: skip
-    a2a: dict[tuple[str, int], float] = {}
-    for r in tables["bytes"]:
-        if str(r["collective"]).startswith("all_to_all"):
-            key = (str(r["source"]), int(r["rank"]))  # type: ignore[call-overload]
-            a2a[key] = a2a.get(key, 0.0) + float(r["bytes"])  # type: ignore[arg-type]
-    model_b = sum(v for (s, _), v in a2a.items() if s == "modeled")
     if ranks > 1:
-        parts = {
-            c: sum(
-                float(r["bytes"])
-                for r in tables["forward_parts"]  # type: ignore[arg-type,misc]
-                if r["rank"] == 0 and r["collective"] == c
-            )
-            for c in FORWARD_PARTS
-        }
-        said = ", ".join(f"{human(v, 'B')} of {FORWARD_PARTS[c]}" for c, v in parts.items())
-        notes.append(f"MODELED: rank 0's 'all_to_all forward' bar adds three all-to-alls: {said}.")
+        notes.append(_forward_note(tables["forward_parts"]))
     if measured:
-        meas_b = sum(v for (s, _), v in a2a.items() if s == "measured")
-        same = (
-            "modeled: equal to the byte"
-            if round(meas_b) == round(model_b)
-            else f"modeled {human(model_b, 'B')}: row-wise ids at their expected count"
-        )
-        notes.append(
-            f"MEASURED here: the ranks' all-to-alls sent {human(meas_b, 'B')} per step in all ({same})."
-        )
-        notes.append(_time_note(tables))
+        notes += [_bytes_note(_all_to_all_bytes(tables["bytes"])), _time_note(tables)]
     else:
         with_cache = f", cache={cache!r}" if cache != "none" else ""
         notes.append(
@@ -459,20 +432,38 @@ def _notes(
             f"ranks={ranks}, batch_size={batch}{with_cache}) (a few seconds) and move a "
             "control."
         )
-    steps: dict[str, float] = {}
-    for r in tables["modeled"]:
-        steps[str(r["where"])] = steps.get(str(r["where"]), 0.0) + float(r["seconds_per_step"])  # type: ignore[arg-type]
-    a2a_ms = {
-        w: sum(
-            float(r["seconds_per_step"])
-            for r in tables["modeled"]  # type: ignore[arg-type,misc]
-            if r["where"] == w and r["phase"] == "all_to_all"
-        )
-        * 1e3
-        for w in steps
-    }
-    notes.append("MODELED all-to-all per step: " + "; ".join(f"{w} {a2a_ms[w]:.3g} ms" for w in steps) + ".")
-    return notes
+    return [*notes, _all_to_all_time_note(tables["modeled"])]
+
+
+def _forward_note(parts: list[dict[str, object]]) -> str:
+    """Rank 0's forward all-to-alls (the ``forward_parts`` table) in bytes, each apart."""
+    sums = {c: 0.0 for c in FORWARD_PARTS}
+    for r in parts:
+        if r["rank"] == 0 and r["collective"] in sums:
+            sums[str(r["collective"])] += check_float("bytes", r["bytes"])
+    said = ", ".join(f"{human(v, 'B')} of {FORWARD_PARTS[c]}" for c, v in sums.items())
+    return f"MODELED: rank 0's 'all_to_all forward' bar adds three all-to-alls: {said}."
+
+
+def _bytes_note(a2a: dict[tuple[str, int], float]) -> str:
+    """The all-to-all bytes the ranks measured, against the model's (to the byte, or why not)."""
+    model_b = sum(v for (s, _), v in a2a.items() if s == "modeled")
+    meas_b = sum(v for (s, _), v in a2a.items() if s == "measured")
+    same = (
+        "modeled: equal to the byte"
+        if round(meas_b) == round(model_b)
+        else f"modeled {human(model_b, 'B')}: row-wise ids at their expected count"
+    )
+    return f"MEASURED here: the ranks' all-to-alls sent {human(meas_b, 'B')} per step in all ({same})."
+
+
+def _all_to_all_time_note(modeled: list[dict[str, object]]) -> str:
+    """The modeled all-to-all time of a step at each place it is modeled for."""
+    a2a = dict.fromkeys((str(r["where"]) for r in modeled), 0.0)
+    for r in modeled:
+        if r["phase"] == "all_to_all":
+            a2a[str(r["where"])] += check_float("seconds_per_step", r["seconds_per_step"])
+    return "MODELED all-to-all per step: " + "; ".join(f"{w} {t * 1e3:.3g} ms" for w, t in a2a.items()) + "."
 
 
 def _time_note(tables: dict[str, list[dict[str, object]]]) -> str:
@@ -483,7 +474,7 @@ def _time_note(tables: dict[str, list[dict[str, object]]]) -> str:
     per_rank: dict[str, list[float]] = {}
     for r in tables["measured"]:
         tot = per_rank.setdefault(str(r["rank"]), [0.0, 0.0, 0.0])
-        sec = float(r["seconds_per_step"])  # type: ignore[arg-type]
+        sec = check_float("seconds_per_step", r["seconds_per_step"])
         if r["phase"] == "data":
             tot[2] += sec
             continue
@@ -491,8 +482,10 @@ def _time_note(tables: dict[str, list[dict[str, object]]]) -> str:
         tot[1] += sec if r["phase"] in comm else 0.0
     step, coll, data = max(per_rank.values())
     here = [r for r in tables["modeled"] if str(r["where"]).startswith("here")]
-    model = sum(float(r["seconds_per_step"]) for r in here)  # type: ignore[arg-type,misc]
-    model_coll = sum(float(r["seconds_per_step"]) for r in here if r["phase"] in comm)  # type: ignore[arg-type,misc]
+    model = sum(check_float("seconds_per_step", r["seconds_per_step"]) for r in here)
+    model_coll = sum(
+        check_float("seconds_per_step", r["seconds_per_step"]) for r in here if r["phase"] in comm
+    )
     return (
         f"MEASURED step here {step * 1e3:.3g} ms (slowest rank; collectives {coll * 1e3:.3g} ms; not "
         f"counting {data * 1e3:.3g} ms of drawing its synthetic batch, which the model does not price) "
@@ -519,56 +512,65 @@ def model_verdict(measured_s: float, modeled_s: float) -> str:
     return f"the model is {ratio:.1f}x too {word} here"
 
 
-def _render(history: list[HistoryEntry]) -> object:
-    now, trail = history[0].result.tables, [e.label for e in history]
-    rows = [
+def _sent_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The ``bytes`` table as bars: one panel per collective, one bar per source and rank."""
+    return [
         {
             **r,
             "metric": f"{r['collective']}: bytes sent per step",
             "value": r["bytes"],
             "setting": f"{r['source']} · rank {r['rank']}",
-            "display": human(float(r["bytes"]), "B"),  # type: ignore[arg-type]
+            "display": human(check_float("bytes", r["bytes"]), "B"),
         }
-        for r in now["bytes"]
+        for r in rows
     ]
-    senders = list(dict.fromkeys(str(r["setting"]) for r in rows))
-    wheres = list(dict.fromkeys(str(r["where"]) for r in now["modeled"]))
-    ranks = list(dict.fromkeys(str(r["rank"]) for r in now["measured"]))
-    cache_bars = [
-        {**r, "setting": f"rank {r['rank']} · {r['table']} ({r['policy']}, {r['slots']:,} slots)"}
-        for r in now["cache"]
-    ]
-    cache_labels = [str(b["setting"]) for b in cache_bars]
+
+
+def _labelled_bars(
+    rows: list[dict[str, object]], room: int, *, columns: int, source: str, title: str, detail: str
+) -> alt.FacetChart:
+    """Bars of ``rows`` (:func:`~recnotebooks.viz.charts.metric_bars`), their plots ``room`` wide
+    right of the band their ``setting`` labels take."""
+    labels = list(dict.fromkeys(str(r["setting"]) for r in rows))
+    return metric_bars(
+        rows,
+        columns=columns,
+        source=source,
+        detail=detail,
+        title=title,
+        total_width=band_px(labels, titled=False) + room,
+    )
+
+
+def _render(history: list[HistoryEntry]) -> alt.VConcatChart:
+    now, trail = history[0].result.tables, [e.label for e in history]
+    rows = _sent_rows(now["bytes"])
+    cache_bars = [{**r, "setting": f"rank {r['rank']} · {r['table']} ({r['policy']}, {r['slots']:,} slots)"}
+                  for r in now["cache"]]  # fmt: skip
+
+    def labels(table: list[dict[str, object]], col: str) -> list[str]:
+        return list(dict.fromkeys(str(r[col]) for r in table))
+
     # the charts line up their plots at the widest left band: the room right of it is theirs
     room = stack_room(
         band_px(trail, titled=False),
-        band_px(wheres),
-        band_px(senders, titled=False),
-        band_px(ranks) if ranks else 0,
-        band_px(cache_labels, titled=False) if cache_labels else 0,
-    )
-    trail_bars = metric_bars(
-        history_rows(history, "summary"),
-        highlight=history[0].label,
-        columns=3,
-        title="This setting and the last ones",
-        source="modeled",
-        detail="one bar per setting, the current one solid",
-        total_width=band_px(trail, titled=False) + room,
+        band_px(labels(now["modeled"], "where")),
+        band_px(labels(rows, "setting"), titled=False),
+        band_px(labels(now["measured"], "rank")) if now["measured"] else 0,
+        band_px(labels(cache_bars, "setting"), titled=False) if cache_bars else 0,
     )
     detail = "here: this machine shared by the ranks; GPUs: as many of the chosen server"
-    charts = [time_breakdown(now["modeled"], by="where", phases=list(COMPONENTS), source="modeled",
-                             title="One step of this plan, slowest rank", detail=detail,
-                             width=min(480, room))]  # fmt: skip
+    trail_chart = trail_bars(
+        history, "summary", room, title="This setting and the last ones",
+        detail="one bar per setting, the current one solid",
+    )  # fmt: skip
+    steps = time_breakdown(now["modeled"], by="where", phases=list(COMPONENTS), source="modeled",
+                           title="One step of this plan, slowest rank", detail=detail,
+                           width=min(480, room))  # fmt: skip
+    charts: list[alt.TopLevelMixin] = [trail_chart, steps]
     if rows:
-        sent = metric_bars(
-            rows,
-            columns=2,
-            source="modeled",
-            detail="perf.traffic",
-            title="Bytes each rank sends, modeled and measured",
-            total_width=band_px(senders, titled=False) + room,
-        )
+        sent = _labelled_bars(rows, room, columns=2, source="modeled", detail="perf.traffic",
+                              title="Bytes each rank sends, modeled and measured")  # fmt: skip
         if now["measured"]:  # one subtitle line per source, each with its own detail (once, not twice)
             lines = [
                 source_label("measured", "the ranks' comm logs"),
@@ -577,29 +579,14 @@ def _render(history: list[HistoryEntry]) -> object:
             sent.title = alt.TitleParams(sent.title.text, subtitle=lines)
         charts.append(sent)
     if cache_bars:
-        charts.append(
-            metric_bars(
-                cache_bars,
-                columns=3,
-                source="measured",
-                title="The device cache on each rank",
-                detail="the ranks' cache statistics over every step of the run",
-                total_width=band_px(cache_labels, titled=False) + room,
-            )
-        )
+        stats = "the ranks' cache statistics over every step of the run"
+        charts.append(_labelled_bars(cache_bars, room, columns=3, source="measured",
+                                     title="The device cache on each rank", detail=stats))  # fmt: skip
     if now["measured"]:
         where = "CPU processes on this machine, gloo on 127.0.0.1"
-        charts.append(
-            time_breakdown(
-                now["measured"],
-                by="rank",
-                title="Measured step of each rank, here",
-                source="measured",
-                detail=where,
-                width=min(480, room),
-            )
-        )
-    return stack(trail_bars, *charts)
+        charts.append(time_breakdown(now["measured"], by="rank", title="Measured step of each rank, here",
+                                     source="measured", detail=where, width=min(480, room)))  # fmt: skip
+    return stack(*charts)
 
 
 def sharding_explorer(*, history: int = 4, **values: object) -> App:
@@ -609,14 +596,8 @@ def sharding_explorer(*, history: int = 4, **values: object) -> App:
         "MODELED steps and bytes of a sharding plan, beside the plan MEASURED on local processes once run "
         "(with a device cache: its hit rate and bytes, measured)"
     )
-    return App(
-        "Sharding Explorer",
-        controls,
-        lambda **kw: explore_sharding(**kw),
-        _render,
-        history=history,
-        description=what,
-    )
+    return App("Sharding Explorer", controls, lambda **kw: explore_sharding(**kw), _render, history=history,
+               description=what)  # fmt: skip
 
 
 def strategy_chart(rows: list[dict[str, object]], title: str = "Planner strategies") -> object:
@@ -632,7 +613,7 @@ def strategy_chart(rows: list[dict[str, object]], title: str = "Planner strategi
             "setting": r["strategy"],
             "value": r[k],
             "source": "modeled",
-            "display": f"{float(r[k]):.2f}" if k == "imbalance" else human(float(r[k])),  # type: ignore[arg-type]
+            "display": f"{check_float(k, r[k]):.2f}" if k == "imbalance" else human(check_float(k, r[k])),
         }
         for r in rows
         for m, k in metrics
@@ -652,33 +633,15 @@ def scale_out_chart(rows: list[dict[str, object]]) -> object:
     """All-to-all's share of the step and samples/s against GPUs, one line per link
     (:func:`recnotebooks.perf.scaleout.scale_out` rows), **modeled**. When the PCIe line ends
     before the others, the subtitle says why (:data:`PCIE_ONE_NODE`)."""
-    pcie = [int(r["devices"]) for r in rows if r["link"] == "pcie"]  # type: ignore[call-overload]
-    others = [int(r["devices"]) for r in rows if r["link"] != "pcie"]  # type: ignore[call-overload]
-    share = metric_lines(
-        rows,
-        x="devices",
-        y="all_to_all_share",
-        color="link",
-        x_log=True,
-        y_format=".0%",
-        title="All-to-all's share of the step",
-        source="modeled",
-        detail=PCIE_ONE_NODE if pcie and others and max(pcie) < max(others) else None,
-        x_title="GPUs",
-        y_title="share of the step",
-    )
-    rate = metric_lines(
-        rows,
-        x="devices",
-        y="samples_per_s",
-        color="link",
-        x_log=True,
-        y_log=True,
-        title="Training throughput",
-        source="modeled",
-        x_title="GPUs",
-        y_title="samples / s",
-    )
+    pcie = [check_int("devices", r["devices"]) for r in rows if r["link"] == "pcie"]
+    others = [check_int("devices", r["devices"]) for r in rows if r["link"] != "pcie"]
+    why = PCIE_ONE_NODE if pcie and others and max(pcie) < max(others) else None
+    share = metric_lines(rows, x="devices", y="all_to_all_share", color="link", x_log=True, y_format=".0%",
+                         title="All-to-all's share of the step", source="modeled", detail=why, x_title="GPUs",
+                         y_title="share of the step")  # fmt: skip
+    rate = metric_lines(rows, x="devices", y="samples_per_s", color="link", x_log=True, y_log=True,
+                        title="Training throughput", source="modeled", x_title="GPUs",
+                        y_title="samples / s")  # fmt: skip
     return stack(share, rate)
 
 
@@ -689,16 +652,18 @@ def two_d_chart(rows: list[dict[str, object]]) -> object:
     """The step of each 2D layout (:func:`recnotebooks.perf.scaleout.two_d` rows), split into the
     all-to-all inside a group, the replicas' gradient sync and the rest, **modeled**."""
     parts = (("all_to_all", "all_to_all_ms"), ("all_reduce", "replica_sync_ms"), ("overhead", "rest_ms"))
-    bars = [
-        {
-            "layout": f"{r['layout']} ({float(r['samples_per_s']) / 1e6:.1f} M samples/s)",  # type: ignore[arg-type]
-            "phase": ph,
-            "seconds_per_step": float(r[k]) / 1e3,  # type: ignore[arg-type]
-            "source": "modeled",
-        }
-        for r in rows
-        for ph, k in parts
-    ]
+    bars: list[dict[str, object]] = []
+    for r in rows:
+        layout = f"{r['layout']} ({check_float('samples_per_s', r['samples_per_s']) / 1e6:.1f} M samples/s)"
+        bars += [
+            {
+                "layout": layout,
+                "phase": ph,
+                "seconds_per_step": check_float(k, r[k]) / 1e3,
+                "source": "modeled",
+            }
+            for ph, k in parts
+        ]
     what = "groups x GPUs per group; all_reduce: the replicas' embedding-gradient sync; overhead: the rest"
     return time_breakdown(
         bars,
