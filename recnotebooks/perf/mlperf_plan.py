@@ -1,7 +1,7 @@
 """MLPerf's sharding plans for DLRM-DCNv2: how the model places the tables of MLPerf's runs.
 
 :func:`mlperf_plan` is the one sharding rule the model prices every MLPerf Training DLRM-DCNv2
-run with (:mod:`recnotebooks.perf.published`), and the job planner's ``"mlperf"`` strategy
+run with (:mod:`recnotebooks.perf.mlperf_setup`), and the job planner's ``"mlperf"`` strategy
 (:mod:`recnotebooks.perf.job_planner`): on one node, small tables (:data:`SMALL_TABLE_ROWS`)
 replicated, the busiest split row-wise over the GPUs and the rest placed whole, balanced by lookups
 under each GPU's memory, as HugeCTR's ``auto`` plan balances them; on several nodes, NVIDIA's
