@@ -21,6 +21,7 @@ import dataclasses
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+from functools import partial
 
 from recnotebooks.checks import check_fraction, check_type
 from recnotebooks.config import DLRMConfig, preset
@@ -336,12 +337,12 @@ def torchrec_uvm_example(hit_rates: Sequence[float] = (0.2, 0.9, 0.99)) -> list[
 
     rows = [row("UVM (published)", t["uvm_s"], "published"),
             row("UVM cache (published)", t["uvm_cache_s"], "published")]  # fmt: skip
-    kw = {"batch_size": int(t["batch_size"]), "sparse_optimizer": "sgd"}
-    host = estimate(torchrec_uvm_model(False), "big_basin", placement="host", **kw)  # type: ignore[arg-type]
+    price = partial(estimate, hw="big_basin", batch_size=int(t["batch_size"]), sparse_optimizer="sgd")
+    host = price(torchrec_uvm_model(False), placement="host")
     rows.append(row("UVM (modeled)", host.step_time * t["batches"], "modeled", host.fits))
     cached = torchrec_uvm_model(True)
     for h in hits:
-        r = estimate(cached, "big_basin", placement="cache", cache_hit_rate=h, **kw)  # type: ignore[arg-type]
+        r = price(cached, placement="cache", cache_hit_rate=h)
         note = "" if r.fits else "; would not fit"
         rows.append(
             row(f"cache at {_percent(h)} hits (modeled{note})", r.step_time * t["batches"], "modeled", r.fits)

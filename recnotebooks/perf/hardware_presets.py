@@ -602,123 +602,108 @@ def _cpu_presets() -> list[Hardware]:
     return [cluster, spr]
 
 
-def _volta_presets() -> list[Hardware]:
-    """Facebook's V100 servers of the DLRM papers: Big Basin, and Zion with its terabytes of DRAM."""
-    big_basin = _gpu(
+#: The GPU nodes, one generation after another, each number cited in its ``sources`` (above).
+_GPU_NODES: tuple[Hardware, ...] = (
+    # ----- Volta: Facebook's V100 servers of the DLRM papers, Big Basin and Zion (terabytes of DRAM)
+    _gpu(
         "big_basin", "Big Basin (OCP 2017): 8x V100 SXM2 16 GB, NVLink hybrid cube-mesh, PCIe to a "
         "dual-socket Xeon head node; tables that do not fit go to remote CPU parameter servers",
         fp32=15.7e12, tensor={"fp16": 125e12}, hbm=16 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
         host_mem=256 * GB, host_bw=2 * 128 * GB, nic=12.5 * GB, power=300.0, host_power=800.0, l2=6e6,
         sources=_BIG_BASIN_SOURCES, price=3.06,
-    )  # fmt: skip
-    zion = _gpu(
+    ),
+    _gpu(
         "zion", "Zion-like (OCP/Hot Chips 2019): 8 CPU sockets with terabytes of DDR for embedding tables "
         "plus 8 accelerators (modeled as V100-class) on their own fabric; PCIe switches between them",
         fp32=15.7e12, tensor={"fp16": 125e12}, hbm=32 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
         host_mem=2000 * GB, host_bw=8 * 128 * GB, nic=4 * 12.5 * GB, power=300.0, host_power=8 * 150.0,
         l2=6e6, sources=_ZION_SOURCES, price=3.90, host_pools_embeddings=True,
-    )  # fmt: skip
-    return [big_basin, zion]
-
-
-def _ampere_presets() -> list[Hardware]:
-    """A100 (40 and 80 GB, NVSwitch) and A40 (PCIe) nodes."""
-    dgx_a100 = _gpu(
+    ),
+    # ----- Ampere: A100 (40 and 80 GB, NVSwitch) and A40 (PCIe) nodes.
+    _gpu(
         "dgx_a100", "DGX A100: 8x A100 SXM4 40 GB, NVLink 3 through NVSwitch, PCIe Gen4, 8x 200 Gb/s NICs",
         fp32=19.5e12, tensor=_tensor(156e12, 312e12), hbm=40 * GB, hbm_bw=1.555 * TB, nvlink=600 * GB,
         pcie=32 * GB, host_mem=1000 * GB, host_bw=2 * 204.8 * GB, nic=8 * 25 * GB, power=400.0,
         host_power=1500.0, l2=40e6, sources=_DGX_A100_SOURCES, price=4.10,
-    )  # fmt: skip
-    a40_node = _gpu(
+    ),
+    _gpu(
         "a40_node", "A40 server: 8x A40 48 GB GDDR6 on PCIe Gen4 (NVLink bridges join pairs only), 2 Ice "
         "Lake sockets",
         fp32=37.4e12, tensor=_tensor(74.8e12, 149.7e12), hbm=48 * GB, hbm_bw=696 * GB, nvlink=None,
         pcie=32 * GB, host_mem=2000 * GB, host_bw=2 * 8 * 3200e6 * 8, nic=12.5 * GB, power=300.0,
         host_power=1000.0, l2=6e6, sources=_A40_SOURCES, price=2.97,
-    )  # fmt: skip
-    dgx_a100_80gb = _gpu(
+    ),
+    _gpu(
         "dgx_a100_80gb", "DGX/HGX A100 80GB: 8x A100 SXM4 80 GB, NVLink 3 through NVSwitch, PCIe Gen4, "
         "8x 200 Gb/s NICs (MLPerf's A100 DLRM-DCNv2 systems: Dell XE9680, Juniper's 8 nodes)",
         fp32=19.5e12, tensor=_tensor(156e12, 312e12), hbm=80 * GB, hbm_bw=2.039 * TB, nvlink=600 * GB,
         pcie=32 * GB, host_mem=2000 * GB, host_bw=2 * 8 * 3200e6 * 8, nic=8 * 25 * GB, power=400.0,
         host_power=1500.0, l2=40e6, sources=_DGX_A100_80GB_SOURCES, price=5.12,
-    )  # fmt: skip
-    return [dgx_a100, a40_node, dgx_a100_80gb]
-
-
-def _ada_presets() -> list[Hardware]:
-    """L40 and L40S servers: 48 GB GDDR6 cards on PCIe, no NVLink."""
-    l40_node = _gpu(
+    ),
+    # ----- Ada: L40 and L40S servers: 48 GB GDDR6 cards on PCIe, no NVLink.
+    _gpu(
         "l40_node", "L40 server: 8x L40 48 GB GDDR6 on PCIe Gen4, no NVLink, 2 Sapphire Rapids sockets",
         fp32=90.5e12, tensor=_tensor(90.5e12, 181.05e12), hbm=48 * GB, hbm_bw=864 * GB, nvlink=None,
         pcie=32 * GB, host_mem=1024 * GB, host_bw=2 * 8 * 4800e6 * 8, nic=12.5 * GB, power=300.0,
         host_power=1000.0, l2=96e6, sources=_L40_SOURCES, price=2.50,
-    )  # fmt: skip
-    l40s_node = _gpu(
+    ),
+    _gpu(
         "l40s_node", "L40S server: 8x L40S 48 GB GDDR6 on PCIe Gen4, no NVLink, 2 Sapphire Rapids sockets",
         fp32=91.6e12, tensor=_tensor(183e12, 362.05e12), hbm=48 * GB, hbm_bw=864 * GB, nvlink=None,
         pcie=32 * GB, host_mem=1024 * GB, host_bw=2 * 8 * 4800e6 * 8, nic=12.5 * GB, power=350.0,
         host_power=1000.0, l2=96e6, sources=_L40S_SOURCES, price=3.77,
-    )  # fmt: skip
-    return [l40_node, l40s_node]
-
-
-def _hopper_presets() -> list[Hardware]:
-    """H100 (PCIe and SXM5) and H200 (NVL and SXM) nodes."""
-    h100_pcie_node = _gpu(
+    ),
+    # ----- Hopper: H100 (PCIe and SXM5) and H200 (NVL and SXM) nodes.
+    _gpu(
         "h100_pcie_node", "H100 PCIe server: 8x H100 PCIe 80 GB on PCIe Gen5, no NVSwitch (NVLink bridges, "
         "where fitted, join pairs only), 2 Sapphire Rapids sockets, 25 Gb/s Ethernet",
         fp32=51e12, tensor=_tensor(378e12, 756e12), hbm=80 * GB, hbm_bw=2.0 * TB, nvlink=None, pcie=64 * GB,
         host_mem=1000 * GB, host_bw=2 * 8 * 4800e6 * 8, nic=25e9 / 8, power=350.0, host_power=1000.0,
         l2=50e6, sources=_H100_PCIE_SOURCES, price=10.24,
-    )  # fmt: skip
-    dgx_h100 = _gpu(
+    ),
+    _gpu(
         "dgx_h100", "DGX H100: 8x H100 SXM5 80 GB, NVLink 4 through NVSwitch, PCIe Gen5, 8x 400 Gb/s NICs",
         fp32=67e12, tensor=_tensor(495e12, 989e12), hbm=80 * GB, hbm_bw=3.35 * TB, nvlink=900 * GB,
         pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
         host_power=2000.0, l2=50e6, sources=_DGX_H100_SOURCES, price=12.29,
-    )  # fmt: skip
-    h200_nvl_node = _gpu(
+    ),
+    _gpu(
         "h200_nvl_node", "H200 NVL server: 4x H200 NVL 141 GB (PCIe cards, 600 W) joined by a 4-way NVLink "
         "bridge, PCIe Gen5, 2 AMD EPYC 9965 sockets",
         fp32=60e12, tensor=_tensor(417.5e12, 835.5e12), hbm=141 * GB, hbm_bw=4.8 * TB, nvlink=900 * GB,
         pcie=64 * GB, host_mem=2200 * GB, host_bw=2 * 12 * 6400e6 * 8, nic=2 * 50 * GB, power=600.0,
         host_power=1200.0, l2=50e6, sources=_H200_NVL_SOURCES, price=11.26, devices=4,
-    )  # fmt: skip
-    h200_node = _gpu(
+    ),
+    _gpu(
         "h200_node", "HGX H200 node: 8x H200 SXM 141 GB, NVLink 4, PCIe Gen5, 8x 400 Gb/s NICs",
         fp32=67e12, tensor=_tensor(494.5e12, 989e12), hbm=141 * GB, hbm_bw=4.8 * TB, nvlink=900 * GB,
         pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
         host_power=2000.0, l2=50e6, sources=_H200_SOURCES, price=13.52, gemm_max_efficiency=0.8,
-    )  # fmt: skip
-    return [h100_pcie_node, dgx_h100, h200_nvl_node, h200_node]
-
-
-def _blackwell_presets() -> list[Hardware]:
-    """B200 and B300 (Blackwell Ultra) nodes, and a GB200 NVL72 rack as one node."""
-    dgx_b200 = _gpu(
+    ),
+    # ----- Blackwell: B200 and B300 (Blackwell Ultra) nodes, and a GB200 NVL72 rack as one node.
+    _gpu(
         "dgx_b200", "DGX/HGX B200: 8x B200 180 GB, NVLink 5 through NVSwitch, PCIe Gen5, 8x 400 Gb/s NICs",
         fp32=75e12, tensor=_tensor(1.125e15, 2.25e15), hbm=180 * GB, hbm_bw=8 * TB, nvlink=1800 * GB,
         pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 8 * 5600e6 * 8, nic=8 * 50 * GB, power=1000.0,
         host_power=2500.0, l2=126.5e6, sources=_DGX_B200_SOURCES, price=17.17,
-    )  # fmt: skip
+    ),
     # One NVL72 rack is one node: its 72 GPUs share one NVLink domain (MLPerf's 4-GPU "nodes" are its trays).
-    gb200_nvl72 = _gpu(
+    _gpu(
         "gb200_nvl72", "GB200 NVL72 rack as one node: 72 Blackwell GPUs in one NVLink 5 domain (18 trays of "
         "4, NVLink switch trays between them), NVLink-C2C to 36 Grace CPUs, a 400 Gb/s NIC per GPU to other "
         "racks; MLPerf's 4-GPU 'nodes' are trays of one rack: 2 trays are gpus=8 of this node",
         fp32=80e12, tensor=_tensor(1.25e15, 2.5e15), hbm=186 * GB, hbm_bw=8 * TB, nvlink=1800 * GB,
         pcie=225 * GB, host_mem=36 * 480 * GB, host_bw=36 * 512 * GB, nic=72 * 50 * GB, power=1200.0,
         host_power=15000.0, l2=126.5e6, sources=_GB200_SOURCES, price=20.97, devices=72,
-    )  # fmt: skip
-    hgx_b300 = _gpu(
+    ),
+    _gpu(
         "hgx_b300", "HGX B300: 8x B300 (Blackwell Ultra) 288 GB, NVLink 5 through NVSwitch, 8x 800 Gb/s "
         "NICs, 2 Xeon 6 sockets",
         fp32=75e12, tensor=_tensor(1.125e15, 2.25e15), hbm=288 * GB, hbm_bw=8 * TB, nvlink=1800 * GB,
         pcie=64 * GB, host_mem=3900 * GB, host_bw=2 * 8 * 6400e6 * 8, nic=8 * 100 * GB, power=1100.0,
         host_power=2500.0, l2=126.5e6, sources=_HGX_B300_SOURCES, price=17.17,
-    )  # fmt: skip
-    return [dgx_b200, gb200_nvl72, hgx_b300]
+    ),
+)  # fmt: skip
 
 
 def _this_machine() -> Hardware:
@@ -735,8 +720,6 @@ def _this_machine() -> Hardware:
     )  # fmt: skip
 
 
-#: Every preset by name, one family after another: the CPU trainers, then the GPU nodes by
-#: generation (Volta, Ampere, Ada, Hopper, Blackwell), then this machine.
-_FAMILIES = (_cpu_presets, _volta_presets, _ampere_presets, _ada_presets, _hopper_presets, _blackwell_presets)
-HARDWARE: dict[str, Hardware] = {hw.name: hw for family in _FAMILIES for hw in family()}
-HARDWARE["this_machine"] = _this_machine()
+#: Every preset by name: the CPU trainers, the GPU nodes by generation (Volta, Ampere, Ada, Hopper,
+#: Blackwell), then this machine.
+HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (*_cpu_presets(), *_GPU_NODES, _this_machine())}
