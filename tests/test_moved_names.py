@@ -31,6 +31,36 @@ MOVED: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "recnotebooks.perf.sources": [("recnotebooks.published.sources", ("DOCUMENTS", "cite"))],
     "recnotebooks.perf.published": [
         ("recnotebooks.published.runs", ("TORCHREC_README_ROWS", "TORCHREC_UVM", "TORCHREC_UVM_SOURCE")),
+        (
+            "recnotebooks.perf.mlperf_setup",
+            (
+                "CPU_SETUP",
+                "MLPERF_RUNS",
+                "MLPERF_SETUP",
+                "PUBLISHED_RUNS",
+                "PublishedRun",
+                "estimate_run",
+                "mlperf_seconds",
+                "mlperf_throughput",
+            ),
+        ),  # fmt: skip
+        (
+            "recnotebooks.perf.compare",
+            (
+                "MLPERF_BAND",
+                "MLPERF_RATIOS",
+                "compare_published",
+                "fit_hugectr_step",
+                "mlperf_by_system",
+                "mlperf_errors",
+                "mlperf_outside_band",
+                "mlperf_phases",
+                "mlperf_ratios",
+                "modeled_phases",
+                "published_utilisation",
+                "torchrec_uvm_example",
+            ),
+        ),  # fmt: skip
     ],
     "recnotebooks.perf.convergence": [
         (

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from recnotebooks.checks import check_choice, check_int
-from recnotebooks.config.model import MAX_POOLING, MAX_WIDTH, DLRMConfig, TableConfig
+from recnotebooks.config.model import DCN_DEFAULTS, MAX_POOLING, MAX_WIDTH, DLRMConfig, TableConfig
 
 __all__ = [
     "CRITEO_KAGGLE_CARDINALITIES",
@@ -70,116 +70,89 @@ def multi_hot_tables(rows: Sequence[int], sizes: Sequence[int], prefix: str = "C
     )
 
 
-def _make_presets() -> dict[str, DLRMConfig]:
-    tb = CRITEO_TERABYTE_CARDINALITIES
-    return {
-        # Small enough to train to a useful AUC in seconds on a laptop CPU.
-        "tiny": DLRMConfig(
-            13,
-            _tables((1000, 5000, 20000, 500, 100, 10000, 2000, 50000)),
-            16,
-            (64, 16),
-            (64, 32, 1),
-            name="tiny",
-        ),
+def _dlrm(
+    name: str,
+    dense: int,
+    tables: tuple[TableConfig, ...],
+    dim: int,
+    bottom: tuple[int, ...],
+    top: tuple[int, ...],
+    interaction: str = "dot",
+    dcn_layers: int = DCN_DEFAULTS["dcn_layers"],
+    dcn_rank: int = DCN_DEFAULTS["dcn_rank"],
+) -> DLRMConfig:
+    """The preset ``name``: ``dense`` features, ``tables``, embedding ``dim``, the ``bottom`` and
+    ``top`` MLPs' widths, the ``interaction`` (and a ``"dcn"`` one's cross layers and rank)."""
+    return DLRMConfig(
+        dense, tables, dim, bottom, top, interaction, name=name, dcn_layers=dcn_layers, dcn_rank=dcn_rank
+    )
+
+
+def _criteo_presets() -> list[DLRMConfig]:
+    """One-hot DLRMs of Criteo's click logs, and one small enough to train to a useful AUC in
+    seconds on a laptop CPU (``tiny``)."""
+    tb, kaggle = CRITEO_TERABYTE_CARDINALITIES, CRITEO_KAGGLE_CARDINALITIES
+    return [
+        _dlrm("tiny", 13, _tables((1000, 5000, 20000, 500, 100, 10000, 2000, 50000)), 16, (64, 16),
+              (64, 32, 1)),
         # The dlrm repo's Criteo Kaggle and Terabyte configs (https://github.com/facebookresearch/dlrm).
-        "criteo_kaggle": DLRMConfig(
-            13,
-            _tables(CRITEO_KAGGLE_CARDINALITIES),
-            16,
-            (512, 256, 64, 16),
-            (512, 256, 1),
-            name="criteo_kaggle",
-        ),
-        "criteo_terabyte": DLRMConfig(
-            13,
-            _tables(tuple(min(r, 10_000_000) for r in tb)),
-            64,
-            (512, 256, 64),
-            (512, 512, 256, 1),
-            name="criteo_terabyte",
-        ),
+        _dlrm("criteo_kaggle", 13, _tables(kaggle), 16, (512, 256, 64, 16), (512, 256, 1)),
+        _dlrm("criteo_terabyte", 13, _tables(tuple(min(r, 10_000_000) for r in tb)), 64, (512, 256, 64),
+              (512, 512, 256, 1)),
         # MLPerf Training v1 DLRM (https://github.com/mlcommons/training).
-        "mlperf_v1": DLRMConfig(
-            13,
-            _tables(tb),
-            128,
-            (512, 256, 128),
-            (1024, 1024, 512, 256, 1),
-            name="mlperf_v1",
-        ),
-        # The DLRM paper's benchmark config (Naumov et al. 2019, https://arxiv.org/abs/1906.00091).
-        "dlrm_benchmark": DLRMConfig(
-            512,
-            _tables((1_000_000,) * 8, 100.0, "T"),
-            64,
-            (512, 512, 64),
-            (1024, 1024, 1024, 1),
-            name="dlrm_benchmark",
-        ),
-        # MLPerf Training's DLRM-DCNv2 (v3.0 on): Criteo 1TB's 26 tables capped at 40M rows, multi-hot
-        # (214 lookups per sample), dim 128, bottom 13-512-256-128, 3 low-rank cross layers of rank 512
-        # over the 3,456-wide concatenation, top 1024-1024-512-256-1 (the reference's README's run
-        # command: --interaction_type=dcn --dcn_num_layers=3 --dcn_low_rank_dim=512, as its
-        # https://github.com/mlcommons/training/blob/master/recommendation_v2/torchrec_dlrm/dlrm_main.py
-        # builds TorchRec's DLRM_DCN).
-        "mlperf_dcnv2": DLRMConfig(
-            13,
-            multi_hot_tables(tb, MLPERF_DCNV2_MULTI_HOT_SIZES),
-            128,
-            (512, 256, 128),
-            (1024, 1024, 512, 256, 1),
-            interaction="dcn",
-            dcn_layers=3,
-            dcn_rank=512,
-            name="mlperf_dcnv2",
-        ),
-        # Its CPU-sized sibling: the same 26 multi-hot tables (214 lookups per sample) and 3 cross
-        # layers, with the rows capped at 10,000 and every width an eighth (dim 16, rank 64 of 432):
-        # trains a few hundred steps here in seconds.
-        "dcnv2_small": DLRMConfig(
-            13,
-            multi_hot_tables(tuple(min(r, 10_000) for r in tb), MLPERF_DCNV2_MULTI_HOT_SIZES),
-            16,
-            (64, 32, 16),
-            (128, 128, 64, 32, 1),
-            interaction="dcn",
-            dcn_layers=3,
-            dcn_rank=64,
-            name="dcnv2_small",
-        ),
-        # RM1-RM3 of DeepRecSys (Gupta et al., ISCA 2020, https://arxiv.org/abs/2001.02772).
-        "rm1": DLRMConfig(
-            128,
-            _tables((4_000_000,) * 8, 80.0, "T"),
-            32,
-            (128, 64, 32),
-            (256, 64, 1),
-            interaction="cat",
-            name="rm1",
-        ),
-        "rm2": DLRMConfig(
-            256,
-            _tables((500_000,) * 32, 120.0, "T"),
-            64,
-            (256, 128, 64),
-            (128, 64, 1),
-            interaction="cat",
-            name="rm2",
-        ),
-        "rm3": DLRMConfig(
-            2560,
-            _tables((2_000_000,) * 10, 20.0, "T"),
-            32,
-            (2560, 1024, 256, 32),
-            (512, 256, 1),
-            interaction="cat",
-            name="rm3",
-        ),
-    }
+        _dlrm("mlperf_v1", 13, _tables(tb), 128, (512, 256, 128), (1024, 1024, 512, 256, 1)),
+    ]  # fmt: skip
 
 
-PRESETS: Mapping[str, DLRMConfig] = _make_presets()
+def _dlrm_paper_presets() -> list[DLRMConfig]:
+    """The DLRM paper's benchmark config (Naumov et al. 2019, https://arxiv.org/abs/1906.00091)."""
+    tables = _tables((1_000_000,) * 8, 100.0, "T")
+    return [_dlrm("dlrm_benchmark", 512, tables, 64, (512, 512, 64), (1024, 1024, 1024, 1))]
+
+
+def _dcnv2_presets() -> list[DLRMConfig]:
+    """MLPerf Training's DLRM-DCNv2 (v3.0 on) and its CPU-sized sibling."""
+    tb, sizes = CRITEO_TERABYTE_CARDINALITIES, MLPERF_DCNV2_MULTI_HOT_SIZES
+    # Criteo 1TB's 26 tables capped at 40M rows, multi-hot (214 lookups per sample), dim 128, bottom
+    # 13-512-256-128, 3 low-rank cross layers of rank 512 over the 3,456-wide concatenation, top
+    # 1024-1024-512-256-1 (the reference's README's run command: --interaction_type=dcn
+    # --dcn_num_layers=3 --dcn_low_rank_dim=512, as its
+    # https://github.com/mlcommons/training/blob/master/recommendation_v2/torchrec_dlrm/dlrm_main.py
+    # builds TorchRec's DLRM_DCN).
+    mlperf = _dlrm(
+        "mlperf_dcnv2", 13, multi_hot_tables(tb, sizes), 128, (512, 256, 128), (1024, 1024, 512, 256, 1),
+        interaction="dcn", dcn_layers=3, dcn_rank=512,
+    )  # fmt: skip
+    # Its CPU-sized sibling: the same 26 multi-hot tables (214 lookups per sample) and 3 cross
+    # layers, with the rows capped at 10,000 and every width an eighth (dim 16, rank 64 of 432):
+    # trains a few hundred steps here in seconds.
+    small = _dlrm(
+        "dcnv2_small", 13, multi_hot_tables(tuple(min(r, 10_000) for r in tb), sizes), 16, (64, 32, 16),
+        (128, 128, 64, 32, 1), interaction="dcn", dcn_layers=3, dcn_rank=64,
+    )  # fmt: skip
+    return [mlperf, small]
+
+
+#: RM1-RM3 of DeepRecSys (Gupta et al., ISCA 2020, https://arxiv.org/abs/2001.02772): name, dense
+#: features, tables, rows per table, lookups per table, embedding dim, bottom and top MLPs.
+_DEEPRECSYS = (
+    ("rm1", 128, 8, 4_000_000, 80.0, 32, (128, 64, 32), (256, 64, 1)),
+    ("rm2", 256, 32, 500_000, 120.0, 64, (256, 128, 64), (128, 64, 1)),
+    ("rm3", 2560, 10, 2_000_000, 20.0, 32, (2560, 1024, 256, 32), (512, 256, 1)),
+)
+
+
+def _deeprecsys_presets() -> list[DLRMConfig]:
+    """:data:`_DEEPRECSYS`'s models: their features concatenated (``interaction="cat"``)."""
+    return [
+        _dlrm(name, dense, _tables((rows,) * n, pooling, "T"), dim, bottom, top, interaction="cat")
+        for name, dense, n, rows, pooling, dim, bottom, top in _DEEPRECSYS
+    ]
+
+
+_FAMILIES = (_criteo_presets, _dlrm_paper_presets, _dcnv2_presets, _deeprecsys_presets)
+
+PRESETS: Mapping[str, DLRMConfig] = {cfg.name: cfg for family in _FAMILIES for cfg in family()}
 
 #: How a preset is trained where its source says (the settings ``recnb train --preset NAME`` starts
 #: from; options given on the command line win). Keys: ``batch_size`` (global), ``sparse_optimizer``

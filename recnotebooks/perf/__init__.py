@@ -4,11 +4,12 @@ Every number this package returns is **modeled** (``source="modeled"``), except 
 :mod:`recnotebooks.measure.calibrate` measures to fit ``this_machine``.
 """
 
+from recnotebooks.perf.compare import compare_published
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware, hardware_names
 from recnotebooks.perf.memory import MemoryReport, memory_footprint, memory_report
+from recnotebooks.perf.mlperf_setup import PUBLISHED_RUNS
 from recnotebooks.perf.planner import plan_tables
-from recnotebooks.perf.published import PUBLISHED_RUNS, compare_published
 from recnotebooks.perf.servers import best_placement, compare_servers
 from recnotebooks.perf.sweeps import sweep
 from recnotebooks.plan import Plan, TableShard

@@ -120,13 +120,16 @@ def _gpu(
     host_power: float,
     l2: float,
     sources: dict[str, str],
+    price: float,
     devices: int = 8,
+    **fields: object,
 ) -> Hardware:
     """A GPU node: ``nvlink`` is a GPU's NVLink bandwidth both directions together (the
     datasheets' figure), ``None`` for GPUs without it, whose collectives inside the node cross
-    their PCIe links (``intra_node_bw = pcie``); ``pcie`` per direction. The software constants
-    (overheads, GEMM and gather efficiency, latency) are the same for every GPU preset."""
-    return Hardware(
+    their PCIe links (``intra_node_bw = pcie``); ``pcie`` per direction; ``price`` per GPU-hour.
+    The software constants (overheads, GEMM and gather efficiency, latency) are the same for every
+    GPU preset; ``fields`` replace any of them, or set another field, for one preset."""
+    hw = Hardware(
         name=name,
         kind="gpu",
         devices=devices,
@@ -152,6 +155,12 @@ def _gpu(
         description=desc,
         sources=sources,
     )
+    return hw.replace(price_per_hour=price, **fields)
+
+
+def _tensor(tf32: float, half: float) -> dict[str, float]:
+    """Dense tensor-core peaks of an Ampere-or-later GPU: TF32, and BF16 = FP16 (``half``)."""
+    return {"tf32": tf32, "bf16": half, "fp16": half}
 
 
 def _mlperf(version: str, path: str) -> str:
@@ -544,130 +553,163 @@ _THIS_MACHINE_SOURCES = {
 }
 
 
-def _make_presets() -> dict[str, Hardware]:
-    p: dict[str, Hardware] = {}
+def _cpu_trainer(
+    name: str,
+    desc: str,
+    *,
+    peak_flops: dict[str, float],
+    memory: float,
+    dram_bw: float,
+    nic: float,
+    power: float,
+    sort_rate: float,
+    llc: float,
+    price: float,
+    sources: dict[str, str],
+) -> Hardware:
+    """A dual-socket CPU trainer, the node its one device: its DRAM (``memory``, ``dram_bw``) holds
+    the tables and the model, and stands for the link to the host and inside the node. The software
+    constants (overheads, GEMM and gather efficiency, latency over TCP) are the same for each."""
+    return Hardware(
+        name=name, kind="cpu", devices=1, peak_flops=peak_flops, hbm_bytes=memory, hbm_bw=dram_bw,
+        host_mem_bytes=memory, host_mem_bw=dram_bw, host_link_bw=dram_bw, intra_node_bw=dram_bw, nic_bw=nic,
+        collective_latency_s=50e-6, op_overhead_s=10e-6, step_overhead_s=0.5e-3, gemm_max_efficiency=0.7,
+        gemm_half_dim=16.0, gather_efficiency=0.35, gather_half_row_bytes=64.0, power_w=power,
+        host_power_w=150.0, sort_rate=sort_rate, llc_bytes=llc, llc_speedup=4.0, price_per_hour=price,
+        sources=sources, description=desc,
+    )  # fmt: skip
+
+
+def _cpu_presets() -> list[Hardware]:
+    """The CPU trainers: the cluster GPUs replaced (Skylake-SP) and Intel's MLPerf submission's."""
     # Dual-socket Skylake-SP trainer (Xeon Gold 6138: 20 cores, AVX-512 with 2 FMA units = 64 fp32 FLOP/cycle
     # per core at ~1.6 GHz AVX-512 clock): 2 x 20 x 64 x 1.6e9 = 4.1 TFLOP/s; 6 x DDR4-2666 per socket.
-    p["cpu_cluster"] = Hardware(
-        name="cpu_cluster", kind="cpu", devices=1, peak_flops={"fp32": 4.1e12}, hbm_bytes=256 * GB,
-        hbm_bw=2 * 128 * GB, host_mem_bytes=256 * GB, host_mem_bw=2 * 128 * GB, host_link_bw=2 * 128 * GB,
-        intra_node_bw=2 * 128 * GB, nic_bw=25e9 / 8, collective_latency_s=50e-6, op_overhead_s=10e-6,
-        step_overhead_s=0.5e-3, gemm_max_efficiency=0.7, gemm_half_dim=16.0, gather_efficiency=0.35,
-        gather_half_row_bytes=64.0, power_w=2 * 125.0, host_power_w=150.0, sort_rate=0.4e9,
-        llc_bytes=2 * 27.5e6, llc_speedup=4.0, price_per_hour=3.06, sources=_CPU_CLUSTER_SOURCES,
-        description="CPU training cluster: dual-socket Skylake-SP trainers; tables on sparse parameter "
-                    "servers and MLP weights on dense parameter servers over 25 Gb/s Ethernet",
+    cluster = _cpu_trainer(
+        "cpu_cluster", "CPU training cluster: dual-socket Skylake-SP trainers; tables on sparse parameter "
+        "servers and MLP weights on dense parameter servers over 25 Gb/s Ethernet",
+        peak_flops={"fp32": 4.1e12}, memory=256 * GB, dram_bw=2 * 128 * GB, nic=25e9 / 8, power=2 * 125.0,
+        sort_rate=0.4e9, llc=2 * 27.5e6, price=3.06, sources=_CPU_CLUSTER_SOURCES,
     )  # fmt: skip
     # Dual-socket Sapphire Rapids trainer (Xeon Platinum 8480+: 56 cores, 2.0 GHz base, AMX 1024 bf16
     # FLOP/cycle per core): 2 x 56 x 1024 x 2.0e9 = 229 TFLOP/s bf16; 8 DDR5-4800 channels per socket.
-    p["spr_node"] = Hardware(
-        name="spr_node", kind="cpu", devices=1,
-        peak_flops={"fp32": 2 * 56 * 64 * 2.0e9, "bf16": 2 * 56 * 1024 * 2.0e9}, hbm_bytes=1024 * GB,
-        hbm_bw=2 * 8 * 4800e6 * 8, host_mem_bytes=1024 * GB, host_mem_bw=2 * 8 * 4800e6 * 8,
-        host_link_bw=2 * 8 * 4800e6 * 8, intra_node_bw=2 * 8 * 4800e6 * 8, nic_bw=100e9 / 8,
-        collective_latency_s=50e-6, op_overhead_s=10e-6, step_overhead_s=0.5e-3, gemm_max_efficiency=0.7,
-        gemm_half_dim=16.0, gather_efficiency=0.35, gather_half_row_bytes=64.0, power_w=2 * 350.0,
-        host_power_w=150.0, sort_rate=112 * 10e6, llc_bytes=2 * 105e6, llc_speedup=4.0, price_per_hour=9.68,
-        sources=_SPR_SOURCES,
-        description="Sapphire Rapids CPU trainer (Intel's DLRM-DCNv2 submission): 2x Xeon Platinum 8480+, "
-                    "AMX bf16, 1 TB DDR5-4800, 100 Gb/s Ethernet; the node is the device",
+    spr = _cpu_trainer(
+        "spr_node", "Sapphire Rapids CPU trainer (Intel's DLRM-DCNv2 submission): 2x Xeon Platinum 8480+, "
+        "AMX bf16, 1 TB DDR5-4800, 100 Gb/s Ethernet; the node is the device",
+        peak_flops={"fp32": 2 * 56 * 64 * 2.0e9, "bf16": 2 * 56 * 1024 * 2.0e9}, memory=1024 * GB,
+        dram_bw=2 * 8 * 4800e6 * 8, nic=100e9 / 8, power=2 * 350.0, sort_rate=112 * 10e6, llc=2 * 105e6,
+        price=9.68, sources=_SPR_SOURCES,
     )  # fmt: skip
-    p["big_basin"] = _gpu(
+    return [cluster, spr]
+
+
+#: The GPU nodes, one generation after another, each number cited in its ``sources`` (above).
+_GPU_NODES: tuple[Hardware, ...] = (
+    # ----- Volta: Facebook's V100 servers of the DLRM papers, Big Basin and Zion (terabytes of DRAM)
+    _gpu(
         "big_basin", "Big Basin (OCP 2017): 8x V100 SXM2 16 GB, NVLink hybrid cube-mesh, PCIe to a "
         "dual-socket Xeon head node; tables that do not fit go to remote CPU parameter servers",
         fp32=15.7e12, tensor={"fp16": 125e12}, hbm=16 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
         host_mem=256 * GB, host_bw=2 * 128 * GB, nic=12.5 * GB, power=300.0, host_power=800.0, l2=6e6,
-        sources=_BIG_BASIN_SOURCES,
-    ).replace(price_per_hour=3.06)  # fmt: skip
-    p["zion"] = _gpu(
+        sources=_BIG_BASIN_SOURCES, price=3.06,
+    ),
+    _gpu(
         "zion", "Zion-like (OCP/Hot Chips 2019): 8 CPU sockets with terabytes of DDR for embedding tables "
         "plus 8 accelerators (modeled as V100-class) on their own fabric; PCIe switches between them",
         fp32=15.7e12, tensor={"fp16": 125e12}, hbm=32 * GB, hbm_bw=0.90 * TB, nvlink=300 * GB, pcie=16 * GB,
         host_mem=2000 * GB, host_bw=8 * 128 * GB, nic=4 * 12.5 * GB, power=300.0, host_power=8 * 150.0,
-        l2=6e6, sources=_ZION_SOURCES,
-    ).replace(host_pools_embeddings=True, price_per_hour=3.90)  # fmt: skip
-    p["dgx_a100"] = _gpu(
+        l2=6e6, sources=_ZION_SOURCES, price=3.90, host_pools_embeddings=True,
+    ),
+    # ----- Ampere: A100 (40 and 80 GB, NVSwitch) and A40 (PCIe) nodes.
+    _gpu(
         "dgx_a100", "DGX A100: 8x A100 SXM4 40 GB, NVLink 3 through NVSwitch, PCIe Gen4, 8x 200 Gb/s NICs",
-        fp32=19.5e12, tensor={"tf32": 156e12, "bf16": 312e12, "fp16": 312e12}, hbm=40 * GB,
-        hbm_bw=1.555 * TB, nvlink=600 * GB, pcie=32 * GB, host_mem=1000 * GB, host_bw=2 * 204.8 * GB,
-        nic=8 * 25 * GB, power=400.0, host_power=1500.0, l2=40e6, sources=_DGX_A100_SOURCES,
-    ).replace(price_per_hour=4.10)  # fmt: skip
-    p["a40_node"] = _gpu(
+        fp32=19.5e12, tensor=_tensor(156e12, 312e12), hbm=40 * GB, hbm_bw=1.555 * TB, nvlink=600 * GB,
+        pcie=32 * GB, host_mem=1000 * GB, host_bw=2 * 204.8 * GB, nic=8 * 25 * GB, power=400.0,
+        host_power=1500.0, l2=40e6, sources=_DGX_A100_SOURCES, price=4.10,
+    ),
+    _gpu(
         "a40_node", "A40 server: 8x A40 48 GB GDDR6 on PCIe Gen4 (NVLink bridges join pairs only), 2 Ice "
         "Lake sockets",
-        fp32=37.4e12, tensor={"tf32": 74.8e12, "bf16": 149.7e12, "fp16": 149.7e12}, hbm=48 * GB,
-        hbm_bw=696 * GB, nvlink=None, pcie=32 * GB, host_mem=2000 * GB, host_bw=2 * 8 * 3200e6 * 8,
-        nic=12.5 * GB, power=300.0, host_power=1000.0, l2=6e6, sources=_A40_SOURCES,
-    ).replace(price_per_hour=2.97)  # fmt: skip
-    p["dgx_a100_80gb"] = _gpu(
+        fp32=37.4e12, tensor=_tensor(74.8e12, 149.7e12), hbm=48 * GB, hbm_bw=696 * GB, nvlink=None,
+        pcie=32 * GB, host_mem=2000 * GB, host_bw=2 * 8 * 3200e6 * 8, nic=12.5 * GB, power=300.0,
+        host_power=1000.0, l2=6e6, sources=_A40_SOURCES, price=2.97,
+    ),
+    _gpu(
         "dgx_a100_80gb", "DGX/HGX A100 80GB: 8x A100 SXM4 80 GB, NVLink 3 through NVSwitch, PCIe Gen4, "
         "8x 200 Gb/s NICs (MLPerf's A100 DLRM-DCNv2 systems: Dell XE9680, Juniper's 8 nodes)",
-        fp32=19.5e12, tensor={"tf32": 156e12, "bf16": 312e12, "fp16": 312e12}, hbm=80 * GB, hbm_bw=2.039 * TB,
-        nvlink=600 * GB, pcie=32 * GB, host_mem=2000 * GB, host_bw=2 * 8 * 3200e6 * 8, nic=8 * 25 * GB,
-        power=400.0, host_power=1500.0, l2=40e6, sources=_DGX_A100_80GB_SOURCES,
-    ).replace(price_per_hour=5.12)  # fmt: skip
-    p["l40_node"] = _gpu(
+        fp32=19.5e12, tensor=_tensor(156e12, 312e12), hbm=80 * GB, hbm_bw=2.039 * TB, nvlink=600 * GB,
+        pcie=32 * GB, host_mem=2000 * GB, host_bw=2 * 8 * 3200e6 * 8, nic=8 * 25 * GB, power=400.0,
+        host_power=1500.0, l2=40e6, sources=_DGX_A100_80GB_SOURCES, price=5.12,
+    ),
+    # ----- Ada: L40 and L40S servers: 48 GB GDDR6 cards on PCIe, no NVLink.
+    _gpu(
         "l40_node", "L40 server: 8x L40 48 GB GDDR6 on PCIe Gen4, no NVLink, 2 Sapphire Rapids sockets",
-        fp32=90.5e12, tensor={"tf32": 90.5e12, "bf16": 181.05e12, "fp16": 181.05e12}, hbm=48 * GB,
-        hbm_bw=864 * GB, nvlink=None, pcie=32 * GB, host_mem=1024 * GB, host_bw=2 * 8 * 4800e6 * 8,
-        nic=12.5 * GB, power=300.0, host_power=1000.0, l2=96e6, sources=_L40_SOURCES,
-    ).replace(price_per_hour=2.50)  # fmt: skip
-    p["l40s_node"] = _gpu(
+        fp32=90.5e12, tensor=_tensor(90.5e12, 181.05e12), hbm=48 * GB, hbm_bw=864 * GB, nvlink=None,
+        pcie=32 * GB, host_mem=1024 * GB, host_bw=2 * 8 * 4800e6 * 8, nic=12.5 * GB, power=300.0,
+        host_power=1000.0, l2=96e6, sources=_L40_SOURCES, price=2.50,
+    ),
+    _gpu(
         "l40s_node", "L40S server: 8x L40S 48 GB GDDR6 on PCIe Gen4, no NVLink, 2 Sapphire Rapids sockets",
-        fp32=91.6e12, tensor={"tf32": 183e12, "bf16": 362.05e12, "fp16": 362.05e12}, hbm=48 * GB,
-        hbm_bw=864 * GB, nvlink=None, pcie=32 * GB, host_mem=1024 * GB, host_bw=2 * 8 * 4800e6 * 8,
-        nic=12.5 * GB, power=350.0, host_power=1000.0, l2=96e6, sources=_L40S_SOURCES,
-    ).replace(price_per_hour=3.77)  # fmt: skip
-    p["h100_pcie_node"] = _gpu(
+        fp32=91.6e12, tensor=_tensor(183e12, 362.05e12), hbm=48 * GB, hbm_bw=864 * GB, nvlink=None,
+        pcie=32 * GB, host_mem=1024 * GB, host_bw=2 * 8 * 4800e6 * 8, nic=12.5 * GB, power=350.0,
+        host_power=1000.0, l2=96e6, sources=_L40S_SOURCES, price=3.77,
+    ),
+    # ----- Hopper: H100 (PCIe and SXM5) and H200 (NVL and SXM) nodes.
+    _gpu(
         "h100_pcie_node", "H100 PCIe server: 8x H100 PCIe 80 GB on PCIe Gen5, no NVSwitch (NVLink bridges, "
         "where fitted, join pairs only), 2 Sapphire Rapids sockets, 25 Gb/s Ethernet",
-        fp32=51e12, tensor={"tf32": 378e12, "bf16": 756e12, "fp16": 756e12}, hbm=80 * GB, hbm_bw=2.0 * TB,
-        nvlink=None, pcie=64 * GB, host_mem=1000 * GB, host_bw=2 * 8 * 4800e6 * 8, nic=25e9 / 8, power=350.0,
-        host_power=1000.0, l2=50e6, sources=_H100_PCIE_SOURCES,
-    ).replace(price_per_hour=10.24)  # fmt: skip
-    p["dgx_h100"] = _gpu(
+        fp32=51e12, tensor=_tensor(378e12, 756e12), hbm=80 * GB, hbm_bw=2.0 * TB, nvlink=None, pcie=64 * GB,
+        host_mem=1000 * GB, host_bw=2 * 8 * 4800e6 * 8, nic=25e9 / 8, power=350.0, host_power=1000.0,
+        l2=50e6, sources=_H100_PCIE_SOURCES, price=10.24,
+    ),
+    _gpu(
         "dgx_h100", "DGX H100: 8x H100 SXM5 80 GB, NVLink 4 through NVSwitch, PCIe Gen5, 8x 400 Gb/s NICs",
-        fp32=67e12, tensor={"tf32": 495e12, "bf16": 989e12, "fp16": 989e12}, hbm=80 * GB, hbm_bw=3.35 * TB,
-        nvlink=900 * GB, pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB,
-        power=700.0, host_power=2000.0, l2=50e6, sources=_DGX_H100_SOURCES,
-    ).replace(price_per_hour=12.29)  # fmt: skip
-    p["h200_nvl_node"] = _gpu(
+        fp32=67e12, tensor=_tensor(495e12, 989e12), hbm=80 * GB, hbm_bw=3.35 * TB, nvlink=900 * GB,
+        pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
+        host_power=2000.0, l2=50e6, sources=_DGX_H100_SOURCES, price=12.29,
+    ),
+    _gpu(
         "h200_nvl_node", "H200 NVL server: 4x H200 NVL 141 GB (PCIe cards, 600 W) joined by a 4-way NVLink "
         "bridge, PCIe Gen5, 2 AMD EPYC 9965 sockets",
-        fp32=60e12, tensor={"tf32": 417.5e12, "bf16": 835.5e12, "fp16": 835.5e12}, hbm=141 * GB,
-        hbm_bw=4.8 * TB, nvlink=900 * GB, pcie=64 * GB, host_mem=2200 * GB, host_bw=2 * 12 * 6400e6 * 8,
-        nic=2 * 50 * GB, power=600.0, host_power=1200.0, l2=50e6, sources=_H200_NVL_SOURCES, devices=4,
-    ).replace(price_per_hour=11.26)  # fmt: skip
-    p["h200_node"] = _gpu(
+        fp32=60e12, tensor=_tensor(417.5e12, 835.5e12), hbm=141 * GB, hbm_bw=4.8 * TB, nvlink=900 * GB,
+        pcie=64 * GB, host_mem=2200 * GB, host_bw=2 * 12 * 6400e6 * 8, nic=2 * 50 * GB, power=600.0,
+        host_power=1200.0, l2=50e6, sources=_H200_NVL_SOURCES, price=11.26, devices=4,
+    ),
+    _gpu(
         "h200_node", "HGX H200 node: 8x H200 SXM 141 GB, NVLink 4, PCIe Gen5, 8x 400 Gb/s NICs",
-        fp32=67e12, tensor={"tf32": 494.5e12, "bf16": 989e12, "fp16": 989e12}, hbm=141 * GB, hbm_bw=4.8 * TB,
-        nvlink=900 * GB, pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
-        host_power=2000.0, l2=50e6, sources=_H200_SOURCES,
-    ).replace(gemm_max_efficiency=0.8, price_per_hour=13.52)  # fmt: skip
-    p["dgx_b200"] = _gpu(
+        fp32=67e12, tensor=_tensor(494.5e12, 989e12), hbm=141 * GB, hbm_bw=4.8 * TB, nvlink=900 * GB,
+        pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
+        host_power=2000.0, l2=50e6, sources=_H200_SOURCES, price=13.52, gemm_max_efficiency=0.8,
+    ),
+    # ----- Blackwell: B200 and B300 (Blackwell Ultra) nodes, and a GB200 NVL72 rack as one node.
+    _gpu(
         "dgx_b200", "DGX/HGX B200: 8x B200 180 GB, NVLink 5 through NVSwitch, PCIe Gen5, 8x 400 Gb/s NICs",
-        fp32=75e12, tensor={"tf32": 1.125e15, "bf16": 2.25e15, "fp16": 2.25e15}, hbm=180 * GB, hbm_bw=8 * TB,
-        nvlink=1800 * GB, pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 8 * 5600e6 * 8, nic=8 * 50 * GB,
-        power=1000.0, host_power=2500.0, l2=126.5e6, sources=_DGX_B200_SOURCES,
-    ).replace(price_per_hour=17.17)  # fmt: skip
+        fp32=75e12, tensor=_tensor(1.125e15, 2.25e15), hbm=180 * GB, hbm_bw=8 * TB, nvlink=1800 * GB,
+        pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 8 * 5600e6 * 8, nic=8 * 50 * GB, power=1000.0,
+        host_power=2500.0, l2=126.5e6, sources=_DGX_B200_SOURCES, price=17.17,
+    ),
     # One NVL72 rack is one node: its 72 GPUs share one NVLink domain (MLPerf's 4-GPU "nodes" are its trays).
-    p["gb200_nvl72"] = _gpu(
+    _gpu(
         "gb200_nvl72", "GB200 NVL72 rack as one node: 72 Blackwell GPUs in one NVLink 5 domain (18 trays of "
         "4, NVLink switch trays between them), NVLink-C2C to 36 Grace CPUs, a 400 Gb/s NIC per GPU to other "
         "racks; MLPerf's 4-GPU 'nodes' are trays of one rack: 2 trays are gpus=8 of this node",
-        fp32=80e12, tensor={"tf32": 1.25e15, "bf16": 2.5e15, "fp16": 2.5e15}, hbm=186 * GB, hbm_bw=8 * TB,
-        nvlink=1800 * GB, pcie=225 * GB, host_mem=36 * 480 * GB, host_bw=36 * 512 * GB, nic=72 * 50 * GB,
-        power=1200.0, host_power=15000.0, l2=126.5e6, sources=_GB200_SOURCES, devices=72,
-    ).replace(price_per_hour=20.97)  # fmt: skip
-    p["hgx_b300"] = _gpu(
+        fp32=80e12, tensor=_tensor(1.25e15, 2.5e15), hbm=186 * GB, hbm_bw=8 * TB, nvlink=1800 * GB,
+        pcie=225 * GB, host_mem=36 * 480 * GB, host_bw=36 * 512 * GB, nic=72 * 50 * GB, power=1200.0,
+        host_power=15000.0, l2=126.5e6, sources=_GB200_SOURCES, price=20.97, devices=72,
+    ),
+    _gpu(
         "hgx_b300", "HGX B300: 8x B300 (Blackwell Ultra) 288 GB, NVLink 5 through NVSwitch, 8x 800 Gb/s "
         "NICs, 2 Xeon 6 sockets",
-        fp32=75e12, tensor={"tf32": 1.125e15, "bf16": 2.25e15, "fp16": 2.25e15}, hbm=288 * GB, hbm_bw=8 * TB,
-        nvlink=1800 * GB, pcie=64 * GB, host_mem=3900 * GB, host_bw=2 * 8 * 6400e6 * 8, nic=8 * 100 * GB,
-        power=1100.0, host_power=2500.0, l2=126.5e6, sources=_HGX_B300_SOURCES,
-    ).replace(price_per_hour=17.17)  # fmt: skip
-    # This development machine before calibration (measured on it in 2026); `recnb calibrate` replaces it.
-    p["this_machine"] = Hardware(
+        fp32=75e12, tensor=_tensor(1.125e15, 2.25e15), hbm=288 * GB, hbm_bw=8 * TB, nvlink=1800 * GB,
+        pcie=64 * GB, host_mem=3900 * GB, host_bw=2 * 8 * 6400e6 * 8, nic=8 * 100 * GB, power=1100.0,
+        host_power=2500.0, l2=126.5e6, sources=_HGX_B300_SOURCES, price=17.17,
+    ),
+)  # fmt: skip
+
+
+def _this_machine() -> Hardware:
+    """This development machine before calibration (measured on it in 2026); `recnb calibrate`
+    replaces it."""
+    return Hardware(
         name="this_machine", kind="cpu", devices=1, peak_flops={"fp32": 250e9}, hbm_bytes=24 * GB,
         hbm_bw=90 * GB, host_mem_bytes=24 * GB, host_mem_bw=90 * GB, host_link_bw=90 * GB,
         intra_node_bw=1.2 * GB, nic_bw=1 * GB, collective_latency_s=1e-3, op_overhead_s=8e-6,
@@ -676,7 +718,8 @@ def _make_presets() -> dict[str, Hardware]:
         sources=_THIS_MACHINE_SOURCES,
         description="the machine this runs on (uncalibrated defaults: run `recnb calibrate`)",
     )  # fmt: skip
-    return p
 
 
-HARDWARE: dict[str, Hardware] = _make_presets()
+#: Every preset by name: the CPU trainers, the GPU nodes by generation (Volta, Ampere, Ada, Hopper,
+#: Blackwell), then this machine.
+HARDWARE: dict[str, Hardware] = {hw.name: hw for hw in (*_cpu_presets(), *_GPU_NODES, _this_machine())}

@@ -1,7 +1,7 @@
 """MLPerf's sharding plans for DLRM-DCNv2: how the model places the tables of MLPerf's runs.
 
 :func:`mlperf_plan` is the one sharding rule the model prices every MLPerf Training DLRM-DCNv2
-run with (:mod:`recnotebooks.perf.published`), and the job planner's ``"mlperf"`` strategy
+run with (:mod:`recnotebooks.perf.mlperf_setup`), and the job planner's ``"mlperf"`` strategy
 (:mod:`recnotebooks.perf.job_planner`): on one node, small tables (:data:`SMALL_TABLE_ROWS`)
 replicated, the busiest split row-wise over the GPUs and the rest placed whole, balanced by lookups
 under each GPU's memory, as HugeCTR's ``auto`` plan balances them; on several nodes, NVIDIA's
@@ -42,6 +42,53 @@ SMALL_TABLE_ROWS = 10_000
 HIER_AUTO = {"table_cost": 67 / (8 / 2), "dp_bytes": 0.0125e9, "search_iterations": 20}
 
 
+#: One greedy pass of the planner: the table that found no room (or None), the tables per node, each
+#: node's cost.
+_Placement = tuple[str | None, list[list[str]], list[float]]
+
+
+class _ShardList:
+    """HugeCTR's planner's list of model-parallel shards, hottest first: each table of ``tables`` in
+    ``splits[name]`` equal shards of its lookups per sample (``hot``), sorted as the planner sorts
+    them (``np.argsort(...)[::-1]``, whose order of ties the placement follows)."""
+
+    def __init__(self, tables: dict[str, TableConfig]) -> None:
+        self.tables = tables
+        self.splits = dict.fromkeys(tables, 1)
+        self._sort(np.array([t.pooling_factor for t in tables.values()], dtype=float), np.array(list(tables)))
+
+    def _sort(self, hot: np.ndarray, names: np.ndarray) -> None:
+        order = np.argsort(hot)[::-1]
+        self.hot, self.names = hot[order], names[order]
+
+    def split(self, name: str) -> None:
+        """Table ``name`` in twice as many shards."""
+        self.splits[name] *= 2
+        n, keep = self.splits[name], self.names != name
+        hot = np.concatenate((self.hot[keep], np.ones(n) * (self.tables[name].pooling_factor / n)))
+        self._sort(hot, np.concatenate((self.names[keep], np.array([name] * n))))
+
+    def place(
+        self, nodes: int, room: float, row_bytes: int
+    ) -> tuple[str | None, list[list[str]], list[float]]:
+        """One greedy pass: each shard, hottest first, on the node of least cost that holds no shard of
+        its table and has ``room``; ``(the table that found no room or None, the tables per node, each
+        node's cost)``."""
+        load, mem = np.zeros(nodes), [0.0] * nodes
+        place: list[list[str]] = [[] for _ in range(nodes)]
+        for h, n in zip(self.hot.tolist(), self.names.tolist(), strict=True):
+            size = self.tables[n].num_rows / self.splits[n] * row_bytes
+            for b in np.argsort(load).tolist():
+                if n not in place[b] and mem[b] + size <= room:
+                    place[b].append(n)
+                    load[b] += h + HIER_AUTO["table_cost"]
+                    mem[b] += size
+                    break
+            else:
+                return n, place, load.tolist()
+        return None, place, load.tolist()
+
+
 def hier_auto_nodes(
     config: DLRMConfig, nodes: int, node_bytes: float = math.inf
 ) -> tuple[list[list[str]], list[str]]:
@@ -59,55 +106,22 @@ def hier_auto_nodes(
     nodes = check_int("nodes", nodes, lo=1, hi=MAX_RANKS)
     if node_bytes != math.inf:  # inf: no memory limit
         node_bytes = check_float("node_bytes", node_bytes, lo=0, lo_open=True)
-    cost_t = HIER_AUTO["table_cost"]
     row_bytes = config.embedding_dim * 4 * 2
     rows_dp = HIER_AUTO["dp_bytes"] / row_bytes
     dp = [t for t in config.tables if t.num_rows < rows_dp]
-    mp = {t.name: t for t in config.tables if t.num_rows >= rows_dp}
+    shards = _ShardList({t.name: t for t in config.tables if t.num_rows >= rows_dp})
     room = node_bytes - sum(t.num_rows for t in dp) * row_bytes
-    splits = dict.fromkeys(mp, 1)
-    # the planner's shard list, hottest first, sorted as it sorts (``np.argsort(...)[::-1]``, whose
-    # order of ties the placement follows)
-    hot = np.array([mp[n].pooling_factor for n in mp], dtype=float)
-    names = np.array(list(mp))
-    order = np.argsort(hot)[::-1]
-    hot, names = hot[order], names[order]
-
-    def split(name: str) -> None:
-        nonlocal hot, names
-        splits[name] *= 2
-        keep = names != name
-        hot = np.concatenate((hot[keep], np.ones(splits[name]) * (mp[name].pooling_factor / splits[name])))
-        names = np.concatenate((names[keep], np.array([name] * splits[name])))
-        order = np.argsort(hot)[::-1]
-        hot, names = hot[order], names[order]
-
-    def greedy() -> tuple[str | None, list[list[str]], list[float]]:
-        load, mem = np.zeros(nodes), [0.0] * nodes
-        place: list[list[str]] = [[] for _ in range(nodes)]
-        for h, n in zip(hot.tolist(), names.tolist(), strict=True):
-            size = mp[n].num_rows / splits[n] * row_bytes
-            for b in np.argsort(load).tolist():
-                if n not in place[b] and mem[b] + size <= room:
-                    place[b].append(n)
-                    load[b] += h + cost_t
-                    mem[b] += size
-                    break
-            else:
-                return n, place, load.tolist()
-        return None, place, load.tolist()
-
     best: tuple[float, list[list[str]]] | None = None
     for _ in range(int(HIER_AUTO["search_iterations"])):
-        oom, place, load = greedy()
+        oom, place, load = shards.place(nodes, room, row_bytes)
         if oom is None:
             if best is None or max(load) < best[0]:
                 best = (max(load), place)
-            hottest = next((n for n in names.tolist() if splits[n] * 2 <= nodes), None)
+            hottest = next((n for n in shards.names.tolist() if shards.splits[n] * 2 <= nodes), None)
             if hottest is not None:
-                split(hottest)
-        elif splits[oom] * 2 <= nodes:
-            split(oom)
+                shards.split(hottest)
+        elif shards.splits[oom] * 2 <= nodes:
+            shards.split(oom)
         else:
             break
     if best is None:
@@ -133,17 +147,30 @@ def mlperf_plan(config: DLRMConfig, gpus: int, nodes: int = 1, device_bytes: flo
         raise ValueError(f"gpus x nodes must be at most {MAX_RANKS} devices, got {gpus} x {nodes}")
     if device_bytes != math.inf:  # inf: no memory limit
         device_bytes = check_float("device_bytes", device_bytes, lo=0, lo_open=True)
+    if nodes > 1:
+        return _hier_auto_plan(config, gpus, nodes, device_bytes)
+    return _auto_plan(config, gpus, nodes, device_bytes)
+
+
+def _hier_auto_plan(config: DLRMConfig, gpus: int, nodes: int, device_bytes: float) -> Plan:
+    """NVIDIA's ``hier_auto`` plan: each node's tables (:func:`hier_auto_nodes`) row-wise over all of
+    its GPUs."""
     world = gpus * nodes
-    if nodes > 1:  # hier_auto: each node's tables row-wise over all of its GPUs
-        per_node, dp_names = hier_auto_nodes(config, nodes, device_bytes * (1 - RESERVE) * gpus)
-        where: dict[str, list[int]] = {}
-        for n, names in enumerate(per_node):
-            for name in names:
-                where.setdefault(name, []).extend(range(n * gpus, (n + 1) * gpus))
-        parts = [row_wise([name], world, ranks=ranks) for name, ranks in where.items()]
-        if dp_names:
-            parts.append(data_parallel(dp_names, world))
-        return combine(*parts, strategy="mlperf")
+    per_node, dp_names = hier_auto_nodes(config, nodes, device_bytes * (1 - RESERVE) * gpus)
+    where: dict[str, list[int]] = {}
+    for n, names in enumerate(per_node):
+        for name in names:
+            where.setdefault(name, []).extend(range(n * gpus, (n + 1) * gpus))
+    parts = [row_wise([name], world, ranks=ranks) for name, ranks in where.items()]
+    if dp_names:
+        parts.append(data_parallel(dp_names, world))
+    return combine(*parts, strategy="mlperf")
+
+
+def _auto_plan(config: DLRMConfig, gpus: int, nodes: int, device_bytes: float) -> Plan:
+    """HugeCTR's ``auto`` plan as :func:`mlperf_plan` states it: small tables data-parallel, the busy
+    ones row-wise over a node's GPUs, the rest whole on the device of fewest lookups with room."""
+    world = gpus * nodes
     row_bytes = config.embedding_dim * 4 * 2  # fp32 weights and exact Adagrad's state
     small = [t for t in config.tables if t.num_rows <= SMALL_TABLE_ROWS]
     big = sorted((t for t in config.tables if t.num_rows > SMALL_TABLE_ROWS), key=lambda t: -t.pooling_factor)

@@ -171,6 +171,23 @@ def compare_strategies(
 __all__ += ["compare_strategies"]
 
 
+def _replica_sync_bytes(
+    config: DLRMConfig, group_batch: float, group_size: int, sync: str = "touched"
+) -> float:
+    """Bytes of embedding gradients one rank of a 2D group of ``group_size`` syncs with its replicas
+    each step (:func:`two_d`): its share of the rows the group's ``group_batch`` samples touched
+    (``sync="touched"``: expected distinct rows of a Zipf(1.05) stream,
+    :func:`recnotebooks.perf.access.expected_unique`, each row's fp32 values and its 8-byte id), or
+    of every row of every table (``"dense"``)."""
+    per_rank = 0.0
+    for t in config.tables:
+        rows_sent = (
+            t.num_rows if sync == "dense" else expected_unique(group_batch * t.pooling_factor, t.num_rows)
+        )
+        per_rank += rows_sent * (config.embedding_dim * 4 + (8 if sync == "touched" else 0)) / group_size
+    return per_rank
+
+
 def two_d(
     config: DLRMConfig,
     hw: Hardware | str = "dgx_h100",
@@ -208,12 +225,7 @@ def two_d(
         plan = plan_tables(config, base, m, strategy="cost", batch_size=b * m, dtype=dtype)
         r = estimate(config, base, batch_size=b * m, gpus=gpus, nodes=nodes, plan=plan, dtype=dtype)
         bd = r.breakdown()
-        per_rank = 0.0  # bytes of embedding gradients one rank syncs with its replicas
-        for t in config.tables:
-            rows_sent = (
-                t.num_rows if sync == "dense" else expected_unique(b * m * t.pooling_factor, t.num_rows)
-            )
-            per_rank += rows_sent * (config.embedding_dim * 4 + (8 if sync == "touched" else 0)) / m
+        per_rank = _replica_sync_bytes(config, b * m, m, sync)
         nic = nic_per_device(base, base.devices)  # every GPU of a node syncs at once
         sync_s = all_reduce_seconds(2 * per_rank * (g - 1) / g, g, 1, base, nic) if g > 1 else 0.0
         step = sum(bd.values()) + sync_s

@@ -43,7 +43,8 @@ inside each group of ``M = plan.world_size`` consecutive ranks, and the groups a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from recnotebooks.checks import check_choice, check_float, check_int, check_type, show
@@ -118,6 +119,112 @@ def _blocks(config: DLRMConfig, plan: Plan) -> list[tuple[int, int]]:
     return out
 
 
+def _batch_and_bytes(local_batch: float, dtype: str) -> tuple[float, int]:
+    """The checked samples per rank and the bytes of one element of ``dtype``."""
+    b = check_float("local_batch", local_batch, lo=0.0)
+    return b, DTYPE_BYTES[check_choice("dtype", dtype, DTYPE_BYTES)]
+
+
+@dataclass(frozen=True)
+class _Owners:
+    """Where a plan's shards live, on its ``M`` ranks: ``mp[k]``, the indices of the model-parallel
+    shards rank ``k`` owns, ``widths[k]`` their pooled columns, ``dp_elements`` the elements of one
+    replica of the data-parallel tables and ``held[k]`` every element rank ``k`` holds."""
+
+    mp: list[list[int]]
+    widths: list[int]
+    dp_elements: int
+    held: list[int]
+
+
+def _owners(config: DLRMConfig, plan: Plan) -> _Owners:
+    m = plan.world_size
+    blocks = _blocks(config, plan)
+    mp: list[list[int]] = [[] for _ in range(m)]
+    for i, s in enumerate(plan.shards):
+        if s.sharding != "data_parallel":
+            mp[s.rank].append(i)
+    size = [r * c for r, c in blocks]
+    held = [0] * m
+    for n, s in zip(size, plan.shards, strict=True):
+        held[s.rank] += n
+    return _Owners(
+        mp=mp,
+        widths=[sum(blocks[i][1] for i in mp[j]) for j in range(m)],
+        dp_elements=sum(
+            n for n, s in zip(size, plan.shards, strict=True) if s.sharding == "data_parallel" and s.rank == 0
+        ),
+        held=held,
+    )
+
+
+def _id_counter(
+    config: DLRMConfig, plan: Plan, b: float, id_counts: Mapping[tuple[int, int], float] | None
+) -> Callable[[int, int], float]:
+    """``ids(rank, i)``: the ids ``rank`` sends to the owner of shard ``i``, from ``id_counts`` (every
+    pair must be there), or the expected count: ``b`` x the table's pooling factor x the shard's
+    row fraction."""
+    pooling = {t.name: t.pooling_factor for t in config.tables}
+
+    def ids(rank: int, i: int) -> float:
+        if id_counts is not None:
+            if (rank, i) not in id_counts:
+                raise ValueError(
+                    f"id_counts must give every (rank, model-parallel shard) pair, missing {(rank, i)}"
+                )
+            return float(id_counts[(rank, i)])
+        s = plan.shards[i]
+        return b * pooling[s.table] * (s.row_fraction if s.sharding == "row_wise" else 1.0)
+
+    return ids
+
+
+def _row(rank: int, name: str, sent: float, received: float, calls: int = 1) -> dict[str, Any]:
+    """One tidy row of :func:`collective_bytes`: collective ``name`` of ``rank``."""
+    kind, comp, direction = _META[name]
+    return {
+        "source": "modeled",
+        "rank": rank,
+        "collective": name,
+        "comm": kind,
+        "component": comp,
+        "direction": direction,
+        "calls": calls,
+        "bytes_sent": _tidy(sent),
+        "bytes_received": _tidy(received),
+    }
+
+
+def _all_to_all_rows(
+    r: int, m: int, b: float, e: int, owners: _Owners, ids: Callable[[int, int], float], expected: list[float]
+) -> list[dict[str, Any]]:
+    """Rank ``r``'s four all-to-alls inside its group of ``m``: the bags' lengths, the ids, the pooled
+    vectors and their gradients (``expected``: the ids each owner receives from one rank, when the
+    counts are expected; empty when ``ids`` gives the actual ones)."""
+    g, k = divmod(r, m)
+    mp = owners.mp
+    others = [j for j in range(m) if j != k]
+    mp_total = sum(len(x) for x in mp)
+    lengths = _row(
+        r,
+        "lengths_all_to_all",
+        b * (mp_total - len(mp[k])) * LENGTH_BYTES,
+        (m - 1) * b * len(mp[k]) * LENGTH_BYTES,
+    )
+    if expected:  # expected counts do not depend on the sender: summed once per owner
+        sent, received = sum(expected) - expected[k], (m - 1) * expected[k]
+    else:
+        sent = sum(ids(r, i) for j in others for i in mp[j])
+        received = sum(ids(g * m + j, i) for j in others for i in mp[k])
+    out, back = (m - 1) * b * owners.widths[k] * e, b * (sum(owners.widths) - owners.widths[k]) * e
+    return [
+        lengths,
+        _row(r, "ids_all_to_all", sent * INDEX_BYTES, received * INDEX_BYTES),
+        _row(r, "pooled_all_to_all", out, back),
+        _row(r, "gradient_all_to_all", back, out),
+    ]
+
+
 def collective_bytes(
     config: DLRMConfig,
     plan: Plan,
@@ -151,83 +258,25 @@ def collective_bytes(
     world = m if world is None else check_int("world", world, lo=1)
     if world % m:
         raise ValueError(f"world must be a multiple of plan.world_size={m} (2D: groups of it), got {world}")
-    b = check_float("local_batch", local_batch, lo=0.0)
-    e, groups = DTYPE_BYTES[check_choice("dtype", dtype, DTYPE_BYTES)], world // m
-    blocks = _blocks(config, plan)
-    pooling = {t.name: t.pooling_factor for t in config.tables}
-    mp: list[list[int]] = [[] for _ in range(m)]
-    for i, s in enumerate(plan.shards):
-        if s.sharding != "data_parallel":
-            mp[s.rank].append(i)
-    widths = [sum(blocks[i][1] for i in mp[j]) for j in range(m)]
-    size = [r * c for r, c in blocks]
-    dp_elements = sum(
-        n for n, s in zip(size, plan.shards, strict=True) if s.sharding == "data_parallel" and s.rank == 0
-    )
-    held = [0] * m
-    for n, s in zip(size, plan.shards, strict=True):
-        held[s.rank] += n
-
-    def ids(rank: int, i: int) -> float:
-        if id_counts is not None:
-            if (rank, i) not in id_counts:
-                raise ValueError(
-                    f"id_counts must give every (rank, model-parallel shard) pair, missing {(rank, i)}"
-                )
-            return float(id_counts[(rank, i)])
-        s = plan.shards[i]
-        return b * pooling[s.table] * (s.row_fraction if s.sharding == "row_wise" else 1.0)
-
-    rows: list[dict[str, Any]] = []
-
-    def add(rank: int, name: str, sent: float, received: float, calls: int = 1) -> None:
-        kind, comp, direction = _META[name]
-        rows.append(
-            {
-                "source": "modeled",
-                "rank": rank,
-                "collective": name,
-                "comm": kind,
-                "component": comp,
-                "direction": direction,
-                "calls": calls,
-                "bytes_sent": _tidy(sent),
-                "bytes_received": _tidy(received),
-            }
-        )
-
-    expected = [sum(ids(0, i) for i in mp[j]) for j in range(m)] if id_counts is None else []
-    expected_total, mp_total = sum(expected), sum(len(x) for x in mp)
-    dense_params = config.dense_parameters
+    b, e = _batch_and_bytes(local_batch, dtype)
+    groups, owners = world // m, _owners(config, plan)
+    ids = _id_counter(config, plan, b, id_counts)
+    expected = [sum(ids(0, i) for i in owners.mp[j]) for j in range(m)] if id_counts is None else []
     buckets = ddp_buckets(config, dtype) if dense and world > 1 else 0  # once, not per rank
+    rows: list[dict[str, Any]] = []
     for r in range(world):
         g, k = divmod(r, m)
-        others = [j for j in range(m) if j != k]
-        if any(mp):
-            add(
-                r,
-                "lengths_all_to_all",
-                b * (mp_total - len(mp[k])) * LENGTH_BYTES,
-                (m - 1) * b * len(mp[k]) * LENGTH_BYTES,
-            )
-            if id_counts is None:  # expected counts do not depend on the sender: sum once per owner
-                sent, received = expected_total - expected[k], (m - 1) * expected[k]
-            else:
-                sent = sum(ids(r, i) for j in others for i in mp[j])
-                received = sum(ids(g * m + j, i) for j in others for i in mp[k])
-            add(r, "ids_all_to_all", sent * INDEX_BYTES, received * INDEX_BYTES)
-            out, back = (m - 1) * b * widths[k] * e, b * (sum(widths) - widths[k]) * e
-            add(r, "pooled_all_to_all", out, back)
-            add(r, "gradient_all_to_all", back, out)
-        if dp_elements:
-            both = _ring_chunks(dp_elements, m, k) * e
-            add(r, "data_parallel_all_reduce", both, both)
+        if any(owners.mp):
+            rows += _all_to_all_rows(r, m, b, e, owners, ids, expected)
+        if owners.dp_elements:
+            both = _ring_chunks(owners.dp_elements, m, k) * e
+            rows.append(_row(r, "data_parallel_all_reduce", both, both))
         if groups > 1:
-            both = _ring_chunks(held[k], groups, g) * e
-            add(r, "replica_all_reduce", both, both)
+            both = _ring_chunks(owners.held[k], groups, g) * e
+            rows.append(_row(r, "replica_all_reduce", both, both))
         if dense and world > 1:
-            both = 2 * (world - 1) / world * dense_params * e
-            add(r, "dense_all_reduce", both, both, buckets)
+            both = 2 * (world - 1) / world * config.dense_parameters * e
+            rows.append(_row(r, "dense_all_reduce", both, both, buckets))
     return rows
 
 
@@ -283,6 +332,22 @@ def volumes(rows: list[dict[str, Any]], world: int) -> dict[str, list[float]]:
     return out
 
 
+def _rank_and_node_widths(config: DLRMConfig, plan: Plan, gpus: int) -> tuple[list[int], list[int]]:
+    """The pooled columns of each rank's model-parallel shards, and of each node of ``gpus`` ranks
+    (a row-wise table's partial sums meet in one vector per node: counted once)."""
+    blocks = _blocks(config, plan)
+    w = [0] * plan.world_size
+    node_width: list[dict[tuple[str, int], int]] = [{} for _ in range(plan.world_size // gpus)]
+    for i, s in enumerate(plan.shards):
+        if s.sharding == "data_parallel":
+            continue
+        cols = blocks[i][1]
+        w[s.rank] += cols
+        key = (s.table, -1 if s.sharding == "row_wise" else i)
+        node_width[s.rank // gpus][key] = cols
+    return w, [sum(d.values()) for d in node_width]
+
+
 def hierarchical_bytes(
     config: DLRMConfig, plan: Plan, local_batch: float, gpus: int, dtype: str = "fp32"
 ) -> list[dict[str, Any]]:
@@ -320,20 +385,9 @@ def hierarchical_bytes(
     gpus = check_int("gpus", gpus, lo=1, hi=world)
     if world % gpus:
         raise ValueError(f"gpus must divide plan.world_size={world} (whole nodes), got {gpus}")
-    b = check_float("local_batch", local_batch, lo=0.0)
-    e, nodes = DTYPE_BYTES[check_choice("dtype", dtype, DTYPE_BYTES)], world // gpus
-    blocks = _blocks(config, plan)
-    w = [0] * world
-    node_width: list[dict[tuple[str, int], int]] = [{} for _ in range(nodes)]
-    for i, s in enumerate(plan.shards):
-        if s.sharding == "data_parallel":
-            continue
-        cols = blocks[i][1]
-        w[s.rank] += cols
-        # a row-wise table's partial sums meet in one vector per node; other shards add their columns
-        key = (s.table, -1 if s.sharding == "row_wise" else i)
-        node_width[s.rank // gpus][key] = cols
-    wn = [sum(d.values()) for d in node_width]
+    b, e = _batch_and_bytes(local_batch, dtype)
+    nodes = world // gpus
+    w, wn = _rank_and_node_widths(config, plan, gpus)
     rail = b * world / gpus  # samples of one rail: the same local GPU on every node
     rows = []
     for r in range(world):

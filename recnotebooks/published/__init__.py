@@ -10,5 +10,6 @@
   and the DLRM paper published, and TorchRec's UVM-caching benchmark;
 - :mod:`~recnotebooks.published.sources`: the public documents cited, hardware's included.
 
-The model is compared with these numbers in :mod:`recnotebooks.perf.published`.
+The model is set up to match these runs in :mod:`recnotebooks.perf.mlperf_setup` and compared
+with them in :mod:`recnotebooks.perf.compare`.
 """

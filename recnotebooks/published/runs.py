@@ -4,8 +4,8 @@ DLRM and the DLRM paper, and TorchRec's UVM-caching benchmark.
 Each :class:`PublishedThroughput` is what a source reported: samples per second of a training
 run on so many GPUs (or one CPU server) at a global batch, and where to read it. How the model
 is set up to match each run (its model, hardware, precision and software) and the comparison are
-the model's: :mod:`recnotebooks.perf.published`. MLPerf's results are in
-:mod:`recnotebooks.published.mlperf_results`.
+the model's: :mod:`recnotebooks.perf.mlperf_setup` and :mod:`recnotebooks.perf.compare`. MLPerf's
+results are in :mod:`recnotebooks.published.mlperf_results`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ _NV = "1x V100 32GB, Criteo Terabyte, dim 128: " + cite("nvidia_dlrm")
 _DP = "1000 batches of 2048 of its benchmark config, Caffe2: " + cite("dlrm_paper")
 
 #: Every published throughput the model is compared with (beside MLPerf's), in the order of
-#: :data:`recnotebooks.perf.published.PUBLISHED_RUNS`. The DLRM paper gives seconds per batch
+#: :data:`recnotebooks.perf.mlperf_setup.PUBLISHED_RUNS`. The DLRM paper gives seconds per batch
 #: of 2048 (0.062 s on one V100, 0.256 s on two Xeon 6138).
 PUBLISHED_THROUGHPUTS: tuple[PublishedThroughput, ...] = (
     PublishedThroughput("TorchRec 8xA100 @2k", _TR, 8, 2048, 204_800.0),

@@ -71,7 +71,7 @@ IMPLEMENTATIONS = ("recnotebooks", "torchrec", "hugectr")
 #: main/NVIDIA/benchmarks/dlrm_dcnv2/implementations/hugectr), as the model prices it: the whole
 #: step is captured in CUDA graphs and replayed with one launch, so no operator pays a host
 #: launch cost and the step costs ``step_s`` beyond its kernels (fitted: see
-#: :mod:`recnotebooks.perf.published`, ``fit_hugectr_step``); the elementwise work of each cross
+#: :mod:`recnotebooks.perf.compare`, ``fit_hugectr_step``); the elementwise work of each cross
 #: layer and MLP layer is fused into its GEMMs' epilogues (``cross_passes`` passes over the
 #: layer's ``(B, w)`` tensors instead of eager PyTorch's 19: forward reads ``x_0`` and ``x_l`` and
 #: writes ``x_{l+1}``, backward reads the gradient, ``x_0`` and ``x_l`` and writes two gradients;
