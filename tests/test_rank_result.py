@@ -125,3 +125,11 @@ def test_a_workload_trains_the_steps_the_old_keywords_train_on_two_ranks() -> No
         assert strip == [{k: v for k, v in row.items() if k != "seconds"} for row in legacy.comm]
         assert new.keys() == legacy.keys() and json.loads(json.dumps(new.to_dict()))["losses"] == new.losses
     assert res.values[0][0].losses == res.values[1][0].losses  # the global-batch mean on every rank
+
+
+def test_a_validation_sweep_run_reads_as_the_old_dict() -> None:
+    from recnotebooks.measure.validate_dist import SweepRun
+
+    run = SweepRun(a_result(), {"gflops": 100.0, "copy_bw": 1e10})
+    assert run["probe"] == {"gflops": 100.0, "copy_bw": 1e10} and run["phases"] == a_result().phases
+    assert SweepRun(a_result(), None)["probe"] is None

@@ -118,6 +118,10 @@ class SweepRun:
     result: RankResult
     probe: dict[str, float] | None
 
+    def __getitem__(self, key: str) -> Any:
+        """The old dict's keys, for one release: ``"probe"``, else the result's (``run["phases"]``)."""
+        return self.probe if key == "probe" else self.result[key]
+
 
 def run_sweep_rank(ctx: Any, items: list[dict[str, Any]], steps: int, seed: int = 0) -> list[SweepRun]:
     """Worker (every rank): train each item with :func:`recnotebooks.distributed.training.run_rank`, the
