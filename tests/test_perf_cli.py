@@ -460,6 +460,29 @@ def _scaled(r: dict[str, object], f: float) -> dict[str, object]:
     return out
 
 
+def test_a_gpu_calibration_takes_the_gpus_figures_over_the_hosts(
+    one_round: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fit on a CUDA device: the GPU's figures (its memory, link, description) replace the
+    host's, the compute figures stay the fitted ones (it raised TypeError, the description given
+    twice, before the fit was split into its steps). The GPU's own measurements are stubbed."""
+    from recnotebooks.measure import calibrate
+
+    gpu = {"kind": "gpu", "devices": 1, "hbm_bytes": 80e9, "host_link_bw": 25e9, "intra_node_bw": 25e9,
+           "host_mem_bw": 1e11, "description": "this machine's FakeGPU"}  # fmt: skip
+
+    def gpu_fields(dev: str, reps: int, raw: dict[str, object]) -> dict[str, object]:
+        raw["host_to_device_bw"] = 25e9
+        return dict(gpu)
+
+    monkeypatch.setattr(calibrate, "_gpu_fields", gpu_fields)
+    hw, raw = calibrate.fit_calibration([one_round], "cuda:0", quick=True)
+    cpu, _ = calibrate.fit_calibration([one_round], "cpu", quick=True)
+    assert {k: getattr(hw, k) for k in gpu} == gpu and raw["host_to_device_bw"] == 25e9
+    assert hw.peak_flops == cpu.peak_flops and hw.gather_efficiency == cpu.gather_efficiency
+    assert hw.bag_seconds_per_byte == 0.0  # a GPU's bags: no per-byte CPU cost
+
+
 def test_a_calibration_is_the_median_of_its_rounds(one_round: dict[str, object]) -> None:
     """Three rounds, one of them 3x slower and one 2x faster than the measured one: the fit is
     the measured round's (each figure is the median of its rounds), the probe is the median of

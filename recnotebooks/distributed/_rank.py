@@ -49,76 +49,102 @@ def _watch_parent(parent: int) -> None:
             os._exit(1)
 
 
-def _rank_main(
-    conn: Any,
-    fn: Callable[..., Any],
-    rank: int,
-    world: int,
-    backend: str,
-    port: int,
-    timeout_s: float,
-    parent: int,
-    threads: int,
-    args: tuple,
-    kwargs: dict,
-) -> None:
-    """A spawned rank: join the group, run ``fn``, send back its value (or its exception)."""
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    os.environ.update(
-        {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world)}
-    )
-    for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
-        os.environ.setdefault(var, _loopback())
-    torch.set_num_threads(threads)  # the launcher's thread policy (recnotebooks.threads.rank_threads)
-    log = CommLog(rank)
-    caught: list[warnings.WarningMessage] = []
+@dataclass(frozen=True)
+class RankSpec:
+    """Who a spawned rank is and how it joins: its rank of ``world``, the backend, the rendezvous
+    port, the timeout, the parent's pid (it exits when the parent dies) and its CPU threads."""
 
-    def send(message: tuple) -> None:
-        conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+    rank: int
+    world: int
+    backend: str
+    port: int
+    timeout_s: float
+    parent: int
+    threads: int
 
-    reported: list[bool] = []
 
-    def report(e: BaseException) -> None:
-        reported.append(True)
+class _Reply:
+    """The rank's side of the pipe: its messages, the warnings it caught, and whether it has
+    already reported a failure (the first one is the one that counts)."""
+
+    def __init__(self, conn: Any, log: CommLog) -> None:
+        self.conn, self.log = conn, log
+        self.caught: list[warnings.WarningMessage] = []
+        self.reported = False
+
+    def send(self, message: tuple) -> None:
+        self.conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def texts(self) -> list[str]:
+        return [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in self.caught]
+
+    def report(self, e: BaseException) -> None:
+        self.reported = True
         text = "".join(traceback.format_exception(e))
         with contextlib.suppress(Exception):
-            send(("error", f"{type(e).__name__}: {e}", text, log, texts()))
+            self.send(("error", f"{type(e).__name__}: {e}", text, self.log, self.texts()))
 
-    def texts() -> list[str]:
-        return [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
 
+def _settle(spec: RankSpec) -> None:
+    """The rank's environment: torchrun's variables, the loopback interface for gloo and NCCL,
+    the launcher's thread policy (:func:`recnotebooks.threads.rank_threads`), and a watch that
+    ends the rank if the parent dies."""
+    threading.Thread(target=_watch_parent, args=(spec.parent,), daemon=True).start()
+    rank, world = str(spec.rank), str(spec.world)
+    os.environ.update({"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world, "LOCAL_WORLD_SIZE": world})
+    for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+        os.environ.setdefault(var, _loopback())
+    torch.set_num_threads(spec.threads)
+
+
+def _join(spec: RankSpec, reply: _Reply) -> torch.device:
+    """Join the rendezvous (say so to the parent) and the process group; this rank's device."""
+    if os.environ.get(HANG_ENV) == str(spec.rank):
+        time.sleep(10 * spec.timeout_s + 60)
+    timeout = timedelta(seconds=spec.timeout_s)
+    store = dist.TCPStore(HOST, spec.port, None, is_master=False, timeout=timeout)
+    reply.send(("arrived",))
+    device = torch.device("cpu")
+    if spec.backend == "nccl":
+        device = torch.device("cuda", spec.rank)
+        torch.cuda.set_device(device)
+    options = {"device_id": device} if spec.backend == "nccl" else {}
+    dist.init_process_group(
+        spec.backend, store=store, rank=spec.rank, world_size=spec.world, timeout=timeout, **options
+    )
+    return device
+
+
+def _run(spec: RankSpec, reply: _Reply, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """``fn``'s value on this rank, in the group (taken down after, whatever happens)."""
+    device = _join(spec, reply)
+    try:
+        return fn(RankContext(spec.rank, spec.world, spec.backend, device, reply.log), *args, **kwargs)
+    except BaseException as e:  # noqa: BLE001 - reported before the group goes down, so
+        reply.report(e)  # the errors it causes on the other ranks arrive after this one
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+def _rank_main(conn: Any, fn: Callable[..., Any], spec: RankSpec, args: tuple, kwargs: dict) -> None:
+    """A spawned rank: join the group, run ``fn``, send back its value (or its exception)."""
+    _settle(spec)
+    reply = _Reply(conn, CommLog(spec.rank))
     try:
         with warnings.catch_warnings(record=True) as caught:
+            reply.caught = caught
             warnings.simplefilter("default")
-            if os.environ.get(HANG_ENV) == str(rank):
-                time.sleep(10 * timeout_s + 60)
-            timeout = timedelta(seconds=timeout_s)
-            store = dist.TCPStore(HOST, port, None, is_master=False, timeout=timeout)
-            send(("arrived",))
-            device = torch.device("cpu")
-            if backend == "nccl":
-                device = torch.device("cuda", rank)
-                torch.cuda.set_device(device)
-            options = {"device_id": device} if backend == "nccl" else {}
-            dist.init_process_group(
-                backend, store=store, rank=rank, world_size=world, timeout=timeout, **options
-            )
-            try:
-                value = fn(RankContext(rank, world, backend, device, log), *args, **kwargs)
-            except BaseException as e:  # noqa: BLE001 - reported before the group goes down, so
-                report(e)  # the errors it causes on the other ranks arrive after this one
-                raise
-            finally:
-                with contextlib.suppress(Exception):
-                    dist.destroy_process_group()
+            value = _run(spec, reply, fn, args, kwargs)
         for w in caught:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
         try:
-            send(("ok", value, log, texts()))
+            reply.send(("ok", value, reply.log, reply.texts()))
         except Exception as e:  # noqa: BLE001 - an unpicklable return value
-            raise TypeError(f"the return value of rank {rank} cannot be pickled: {e}") from None
+            raise TypeError(f"the return value of rank {spec.rank} cannot be pickled: {e}") from None
     except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
-        if not reported:
-            report(e)
+        if not reply.reported:
+            reply.report(e)
     finally:
         conn.close()

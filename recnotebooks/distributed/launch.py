@@ -47,7 +47,7 @@ import torch.multiprocessing as mp
 from ..checks import check_choice, check_float, check_int, show
 from ..threads import choose_threads, rank_threads
 from ._rank import HANG_ENV as HANG_ENV  # the fault tests set it
-from ._rank import HOST, RankContext, _rank_main
+from ._rank import HOST, RankContext, RankSpec, _rank_main
 from .comm import CommLog
 
 __all__ = ["HOST", "LaunchError", "LaunchResult", "RankContext", "RankFailure", "launch", "max_world_size"]
@@ -320,6 +320,53 @@ class _Ranks:
                 p.close()
 
 
+def _check_launch(
+    fn: object, world_size: object, backend: object, timeout_s: object, args: tuple, kwargs: dict
+) -> tuple[Callable[..., Any], int, str, float]:
+    """:func:`launch`'s settings checked (``fn`` importable by the ranks, a GPU per rank for NCCL,
+    picklable arguments), before any process starts."""
+    fn = _check_fn(fn)
+    world = check_int("world_size", world_size, lo=1, hi=max_world_size())
+    backend = check_choice("backend", backend, ("gloo", "nccl"))
+    timeout_s = check_float("timeout_s", timeout_s, lo=1.0, hi=MAX_TIMEOUT_S)
+    if backend == "nccl" and (not torch.cuda.is_available() or torch.cuda.device_count() < world):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        raise ValueError(
+            f"backend 'nccl' needs one CUDA device per rank: world_size={world}, {count} device(s)"
+        )
+    _check_picklable("args", args)
+    _check_picklable("kwargs", kwargs)
+    return fn, world, backend, timeout_s
+
+
+def _spawn(
+    fn: Callable[..., Any], specs: list[RankSpec], args: tuple, kwargs: dict
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """One ``spawn`` process per rank (not started), each with a pipe back: the processes, the
+    parent's ends and the ranks' ends (closed here once the processes start)."""
+    context = mp.get_context("spawn")
+    procs, conns, ends = [], [], []
+    for spec in specs:
+        receive, send = context.Pipe(duplex=False)
+        target_args = (send, fn, spec, args, kwargs)
+        procs.append(context.Process(target=_rank_main, args=target_args, name=f"recnb-rank-{spec.rank}"))
+        conns.append(receive)
+        ends.append(send)
+    return procs, conns, ends
+
+
+def _failure(fn: Callable[..., Any], result: LaunchResult) -> LaunchError:
+    """The error of a failed launch: the first failure (the cause), the others, the traceback."""
+    first = result.failures[0]
+    lines = [
+        f"launch of {fn.__module__}.{fn.__qualname__} on {result.world_size} rank(s) failed: {first.message}"
+    ]
+    lines += [f"  also: {f.message}" for f in result.failures[1:]]
+    if first.traceback:
+        lines += ["", f"traceback of rank {first.rank}:", first.traceback.rstrip()]
+    return LaunchError("\n".join(lines), result)
+
+
 def launch(
     fn: Callable[..., Any],
     world_size: int,
@@ -341,46 +388,13 @@ def launch(
     ``[1, max_world_size()]``, ``timeout_s`` in ``[1, MAX_TIMEOUT_S]``).
     """
     start = time.monotonic()  # timeout_s counts from the call: the load probe below sleeps
-    fn = _check_fn(fn)
-    world = check_int("world_size", world_size, lo=1, hi=max_world_size())
-    backend = check_choice("backend", backend, ("gloo", "nccl"))
-    timeout_s = check_float("timeout_s", timeout_s, lo=1.0, hi=MAX_TIMEOUT_S)
-    if backend == "nccl" and (not torch.cuda.is_available() or torch.cuda.device_count() < world):
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        raise ValueError(
-            f"backend 'nccl' needs one CUDA device per rank: world_size={world}, {count} device(s)"
-        )
-    _check_picklable("args", args)
-    _check_picklable("kwargs", kwargs)
+    fn, world, backend, timeout_s = _check_launch(fn, world_size, backend, timeout_s, args, kwargs)
     choice = rank_threads(world) if threads_per_rank is None else choose_threads(threads_per_rank)
     reserve = min(STOP_RESERVE_S, 0.25 * timeout_s)
     deadline = start + timeout_s - reserve  # leaves time to stop the ranks
     store, port = _master_store(timeout_s)
-    context = mp.get_context("spawn")
-    procs, conns, ends = [], [], []
-    for rank in range(world):
-        receive, send = context.Pipe(duplex=False)
-        procs.append(
-            context.Process(
-                target=_rank_main,
-                args=(
-                    send,
-                    fn,
-                    rank,
-                    world,
-                    backend,
-                    port,
-                    timeout_s,
-                    os.getpid(),
-                    choice.threads,
-                    args,
-                    kwargs,
-                ),
-                name=f"recnb-rank-{rank}",
-            )
-        )
-        conns.append(receive)
-        ends.append(send)
+    specs = [RankSpec(r, world, backend, port, timeout_s, os.getpid(), choice.threads) for r in range(world)]
+    procs, conns, ends = _spawn(fn, specs, args, kwargs)
     ranks = _Ranks(procs, conns)
     try:
         for proc, send in zip(procs, ends, strict=True):
@@ -393,24 +407,9 @@ def launch(
             send.close()
         ranks.stop(reserve / 2)
         del store
-    result = LaunchResult(
-        world,
-        backend,
-        port,
-        ranks.values,
-        ranks.logs,
-        ranks.warnings,
-        ranks.failures,
-        time.monotonic() - start,
-        ranks.pids,
-        choice.threads,
-        choice.describe() if choice.busy else "",
-    )
+    busy = choice.describe() if choice.busy else ""
+    result = LaunchResult(world, backend, port, ranks.values, ranks.logs, ranks.warnings, ranks.failures,
+                          time.monotonic() - start, ranks.pids, choice.threads, busy)  # fmt: skip
     if result.failures:
-        first = result.failures[0]
-        lines = [f"launch of {fn.__module__}.{fn.__qualname__} on {world} rank(s) failed: {first.message}"]
-        lines += [f"  also: {f.message}" for f in result.failures[1:]]
-        if first.traceback:
-            lines += ["", f"traceback of rank {first.rank}:", first.traceback.rstrip()]
-        raise LaunchError("\n".join(lines), result)
+        raise _failure(fn, result)
     return result

@@ -16,6 +16,14 @@ the predictions are all-gathered in rank (that is, sample) order, and every rank
 loss, AUC and NE (:func:`~recnotebooks.metrics.click_metrics`) over the whole of them, so they equal
 the single-process run's up to the rounding of the training itself.
 
+A rank trains a :class:`~recnotebooks.config.Workload` (the model, the global batch, the ids' skew,
+the optimizers) with its :class:`RankSettings` (steps, seed, learning rates, overlap, eval
+batches), and returns a :class:`RankResult`:
+
+>>> from recnotebooks.config import Workload, preset
+>>> rank_call(Workload(preset("tiny"), 256), 10, (), {"seed": 1})[1]
+RankSettings(steps=10, seed=1, sparse_lr=0.05, dense_lr=0.02, overlap=True, eval_batches=0)
+
 * :func:`run_rank` is the worker :func:`~recnotebooks.distributed.launch.launch` runs on each rank;
 * :func:`train_local` launches it on N local CPU ranks (gloo) and returns a :class:`DistTrainResult`;
 * :func:`train_torchrun` runs it in a process started by ``torchrun`` (``RANK``, ``WORLD_SIZE``,
@@ -27,22 +35,22 @@ from __future__ import annotations
 import os
 import time
 import warnings
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from ..checks import check_choice, check_float, check_int, check_steps, check_type, parse_int
-from ..config import DLRMConfig
+from ..checks import check_bool, check_float, check_int, check_steps, check_type, parse_int
+from ..config import DEFAULT_ZIPF_EXPONENT, DLRMConfig, Workload
 from ..data.synthetic import SyntheticConfig, SyntheticCriteo
 from ..metrics import click_metrics
 from ..nn.optim import make_dense_optimizer
 from ..plan import MAX_RANKS, Plan
 from ..threads import choose_threads, usable_cores, use_threads
 from ..timing import PhaseTimer, reliability, spread
-from ..train import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS
 from .comm import CommLog
 from .hybrid import HybridParallelDLRM, local_samples
 from .launch import MAX_TIMEOUT_S, RankContext, launch, max_world_size
@@ -50,7 +58,10 @@ from .sharded import check_placements
 
 __all__ = [
     "DistTrainResult",
+    "RankResult",
+    "RankSettings",
     "dense_optimizer_for",
+    "rank_call",
     "run_plans",
     "run_plans_local",
     "run_rank",
@@ -136,161 +147,292 @@ class DistTrainResult:
 #: The optimizers a local run trains with unless told otherwise (as ``recnb train``'s defaults).
 DEFAULT_OPTIMIZERS = {"sparse_optimizer": "rowwise_adagrad", "sparse_lr": 0.05, "dense_optimizer": "adagrad",
                       "dense_lr": 0.02}  # fmt: skip
+#: What the old calls (a :class:`~recnotebooks.config.DLRMConfig` where the workload goes) passed
+#: after ``steps``, in order: the workload's fields among the rank's settings.
+LEGACY_ORDER = ("batch_size", "seed", "sparse_optimizer", "sparse_lr", "dense_optimizer", "dense_lr", "zipf",
+                "overlap", "eval_batches")  # fmt: skip
+#: The old keywords a :class:`~recnotebooks.config.Workload` holds (``zipf`` is its ``zipf_exponent``).
+WORKLOAD_KEYWORDS = ("batch_size", "sparse_optimizer", "dense_optimizer", "zipf")
 
 
-def _check_run(
-    config: DLRMConfig, plan: Plan, world: int, steps: int, batch_size: int, seed: int, opts: dict[str, Any]
-) -> None:
-    """:func:`_check` with the optimizers of ``opts`` (a run's options over :data:`DEFAULT_OPTIMIZERS`)."""
-    _check(
-        config,
-        plan,
-        world,
-        steps,
-        batch_size,
-        seed,
-        opts["sparse_optimizer"],
-        opts["dense_optimizer"],
-        opts["sparse_lr"],
-        opts["dense_lr"],
+@dataclass(frozen=True)
+class RankSettings:
+    """What a rank's training adds to its :class:`~recnotebooks.config.Workload`: how long, from
+    which seed, at which learning rates, whether the ids' all-to-all overlaps the bottom MLP, and
+    how many held-out batches to evaluate after (checked; ``TypeError``/``ValueError`` naming the
+    field)."""
+
+    steps: int
+    seed: int = 0
+    sparse_lr: float = 0.05
+    dense_lr: float = 0.02
+    overlap: bool = True
+    eval_batches: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", check_steps("steps", self.steps, lo=1))
+        object.__setattr__(self, "seed", check_int("seed", self.seed, lo=0))
+        object.__setattr__(self, "sparse_lr", check_float("sparse_lr", self.sparse_lr, lo=0, lo_open=True))
+        object.__setattr__(self, "dense_lr", check_float("dense_lr", self.dense_lr, lo=0, lo_open=True))
+        object.__setattr__(self, "overlap", check_bool("overlap", self.overlap))
+        object.__setattr__(self, "eval_batches", check_int("eval_batches", self.eval_batches, lo=0))
+
+    def options(self) -> dict[str, Any]:
+        """The settings after ``steps``, as :func:`run_rank`'s keywords."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "steps"}
+
+
+def rank_call(
+    workload: Workload | DLRMConfig, steps: int, args: tuple[Any, ...], options: dict[str, Any]
+) -> tuple[Workload, RankSettings]:
+    """The workload and the rank's settings of a call in either form: ``workload, steps`` and the
+    settings (:class:`RankSettings`' fields after ``steps``), or, kept for one release, the old
+    ``config, steps`` followed by :data:`LEGACY_ORDER` (``batch_size`` required; ``zipf`` ``None``
+    or ``0``: :data:`~recnotebooks.config.DEFAULT_ZIPF_EXPONENT`). ``TypeError`` for a workload
+    given with its fields again (set them on it: ``workload.replace(batch_size=...)``)."""
+    if isinstance(workload, Workload):
+        mixed = sorted(set(options) & set(WORKLOAD_KEYWORDS))
+        if mixed:
+            raise TypeError(
+                f"a Workload holds {mixed}: give them on it (workload.replace(...)), not beside it"
+            )
+        return workload, RankSettings(steps, *args, **options)
+    check_type("config", workload, DLRMConfig, "a Workload or a DLRMConfig")
+    if len(args) > len(LEGACY_ORDER):
+        raise TypeError(f"at most {len(LEGACY_ORDER)} settings after steps ({LEGACY_ORDER}), got {len(args)}")
+    named = dict(zip(LEGACY_ORDER, args, strict=False))
+    twice = sorted(set(named) & set(options))
+    if twice:
+        raise TypeError(f"got multiple values for {twice}")
+    named.update(options)
+    if "batch_size" not in named:
+        raise TypeError("batch_size is required with a DLRMConfig (or give a Workload)")
+    zipf = named.pop("zipf", None)
+    built = Workload(
+        workload,
+        named.pop("batch_size"),
+        zipf_exponent=zipf if zipf else DEFAULT_ZIPF_EXPONENT,
+        sparse_optimizer=named.pop("sparse_optimizer", "rowwise_adagrad"),
+        dense_optimizer=named.pop("dense_optimizer", "adagrad"),
     )
+    return built, RankSettings(steps, **named)
 
 
-def _check(
-    config: DLRMConfig,
-    plan: Plan,
-    world: int,
-    steps: int,
-    batch_size: int,
-    seed: int,
-    sparse_optimizer: str,
-    dense_optimizer: str,
-    sparse_lr: float,
-    dense_lr: float,
-) -> None:
-    check_type("config", config, DLRMConfig, "a DLRMConfig")
+def _check(workload: Workload, plan: Plan, world: int) -> SyntheticConfig:
+    """The plan checked against the workload on ``world`` ranks; the synthetic data's settings."""
     check_type("plan", plan, Plan, "a Plan")
-    check_steps("steps", steps, lo=1)
-    check_int("seed", seed, lo=0)
-    batch_size = check_int("batch_size", batch_size, lo=1)
-    if batch_size % world:
+    if workload.dtype != "fp32":
+        raise ValueError(f"workload.dtype must be 'fp32' (a rank trains in fp32), got {workload.dtype!r}")
+    if workload.batch_size % world:
         raise ValueError(
             f"batch_size must be divisible by world_size={world} (each rank takes an equal slice of "
-            f"every global batch), got {batch_size}"
+            f"every global batch), got {workload.batch_size}"
         )
     if plan.world_size != world:
         raise ValueError(f"plan.world_size must equal world_size={world}, got {plan.world_size}")
-    check_placements(plan, plan.geometry(config))  # validates the plan; "host", "remote" refused
-    check_choice("sparse_optimizer", sparse_optimizer, SPARSE_OPTIMIZERS)
-    check_choice("dense_optimizer", dense_optimizer, DENSE_OPTIMIZERS)
-    check_float("sparse_lr", sparse_lr, lo=0, lo_open=True)
-    check_float("dense_lr", dense_lr, lo=0, lo_open=True)
+    check_placements(plan, plan.geometry(workload.config))  # validates the plan; "host", "remote" refused
+    return SyntheticConfig(zipf_exponent=workload.zipf_exponent)
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """What :func:`run_rank` measured on one rank (picklable: it travels back to the launcher).
+
+    ``result["losses"]`` and the other old dict keys still read the fields (:meth:`to_dict`,
+    :meth:`keys`, :meth:`get`), for one release.
+    """
+
+    #: global-batch mean of each step's loss, before its update (the same on every rank)
+    losses: list[float]
+    #: global samples per second over the steps after the warm-up (:data:`WARMUP_STEPS`)
+    samples_per_s: float
+    seconds_per_step: float
+    #: this rank's mean seconds per step in each phase (``all_to_all`` and ``all_reduce`` among them)
+    phases: dict[str, float]
+    #: this rank's comm-log rows of the training steps (the warm-up's too)
+    comm: list[dict[str, Any]]
+    #: ``torch.get_num_threads()`` on this rank
+    threads: int
+    #: this process's CPU seconds per measured step (all its threads)
+    cpu_seconds_per_step: float
+    #: the comm-log rows of the steps after the warm-up only
+    timed_comm: list[dict[str, Any]]
+    #: this rank's main-thread CPU seconds per step in each phase
+    phase_cpu: dict[str, float]
+    #: the main thread's CPU per step: the phases and the work between them
+    thread_cpu_seconds_per_step: float
+    #: held-out ``logloss``, ``auc`` and ``ne`` (the same on every rank), ``{"error": why}`` when they
+    #: cannot be computed, ``{}`` without ``eval_batches``
+    metrics: dict[str, Any]
+    #: every ``"cache"`` shard's device cache statistics on this rank (``[]`` without one)
+    cache: list[dict[str, Any]]
+    #: how much the timed steps varied (:func:`recnotebooks.timing.spread`)
+    step_spread: float
+    #: why the timings cannot be trusted (:func:`recnotebooks.timing.reliability`; ``""``: they can)
+    reliability: str
+
+    def keys(self) -> list[str]:
+        """The field names, the old dict's keys."""
+        return [f.name for f in fields(self)]
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.keys():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The field ``key``, ``default`` when there is none (as the old dict's ``get``)."""
+        return getattr(self, key) if key in self.keys() else default
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result as plain data (JSON-compatible), one key per field."""
+        return asdict(self)
+
+
+@dataclass
+class _RankTrainer:
+    """One rank's model, optimizers and data, and its slice ``lo .. hi - 1`` of every global batch."""
+
+    model: HybridParallelDLRM
+    sparse_opt: Any
+    dense_opt: torch.optim.Optimizer
+    data: SyntheticCriteo
+    lo: int
+    hi: int
+    device: torch.device
+    loss_fn: torch.nn.Module = field(default_factory=torch.nn.BCEWithLogitsLoss)
+
+    @classmethod
+    def build(
+        cls,
+        ctx: RankContext,
+        workload: Workload,
+        plan: Plan,
+        settings: RankSettings,
+        data_cfg: SyntheticConfig,
+    ) -> _RankTrainer:
+        """The rank's sharded model (a static cache pins the hottest rows of the first global
+        batches, every rank alike), the Trainer's optimizers and the training stream."""
+        config, batch_size, steps, seed = workload.config, workload.batch_size, settings.steps, settings.seed
+        data = SyntheticCriteo(config, batch_size, data_cfg, seed=seed, split="train")
+        profile = None
+        if any(s.placement == "cache" and s.cache_policy == "static" for s in plan.shards):
+            profile = [data.batch(i).sparse for i in range(min(steps, PROFILE_BATCHES))]
+        model = HybridParallelDLRM(
+            config, plan, ctx.rank, ctx.world_size, seed=seed, log=ctx.log, device=ctx.device,
+            overlap=settings.overlap, profile=profile,
+        )  # fmt: skip
+        sparse_opt = model.sparse_optimizer(workload.sparse_optimizer, settings.sparse_lr)
+        dense_opt = make_dense_optimizer(
+            workload.dense_optimizer, model.dense_parameters(), settings.dense_lr
+        )
+        b = batch_size // ctx.world_size
+        return cls(model, sparse_opt, dense_opt, data, ctx.rank * b, (ctx.rank + 1) * b, ctx.device)
+
+    def step(self, step: int, timer: PhaseTimer) -> torch.Tensor:
+        """Train on this rank's slice of global batch ``step``; its (local) loss."""
+        model, lo, hi = self.model, self.lo, self.hi
+        with timer.phase("data"):
+            batch = self.data.batch(step)
+            dense, sparse = (
+                batch.dense[lo:hi].to(self.device),
+                local_samples(batch.sparse, lo, hi).to(self.device),
+            )
+            labels = batch.labels[lo:hi].to(self.device)
+        loss = self.loss_fn(model(dense, sparse, timer), labels.to(torch.float32))
+        model.backward(loss, timer)
+        with model.phase(timer, "sparse_optimizer"):
+            self.sparse_opt.step(count_rows=False)
+        with timer.phase("dense_optimizer"):
+            self.dense_opt.step()
+            self.dense_opt.zero_grad(set_to_none=True)
+        timer.steps += 1
+        return loss.detach()
+
+
+@dataclass
+class _Clocks:
+    """The timed steps' clocks: phases, each step's wall seconds, the process's and the main
+    thread's CPU seconds, and where the comm log stood when timing began."""
+
+    timer: PhaseTimer
+    timed_from: Any
+    step_seconds: list[float] = field(default_factory=list)
+    cpu: float = 0.0
+    thread_cpu: float = 0.0
+
+
+def _train(trainer: _RankTrainer, log: CommLog, steps: int) -> tuple[list[torch.Tensor], _Clocks, int]:
+    """``steps`` steps; the local losses, the clocks of the steps after the warm-up, and their count."""
+    warm = min(WARMUP_STEPS, steps - 1)
+    clocks = _Clocks(PhaseTimer(trainer.device), log.snapshot())
+    local_losses = []
+    trainer.model.train()  # once: nothing in the loop switches it to eval (the call walks every module)
+    for step in range(steps):
+        if step == warm:
+            clocks.timer.reset()
+            clocks = _Clocks(clocks.timer, log.snapshot())
+        t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
+        local_losses.append(trainer.step(step, clocks.timer))
+        clocks.step_seconds.append(time.perf_counter() - t0)
+        clocks.cpu += time.process_time() - c0
+        clocks.thread_cpu += time.thread_time() - m0
+    return local_losses, clocks, steps - warm
 
 
 def run_rank(
-    ctx: RankContext,
-    config: DLRMConfig,
-    plan: Plan,
-    steps: int,
-    batch_size: int,
-    seed: int = 0,
-    sparse_optimizer: str = "rowwise_adagrad",
-    sparse_lr: float = 0.05,
-    dense_optimizer: str = "adagrad",
-    dense_lr: float = 0.02,
-    zipf: float | None = None,
-    overlap: bool = True,
-    eval_batches: int = 0,
-) -> dict[str, Any]:
-    """Train ``steps`` steps on this rank (see the module docstring); every rank must call it.
+    ctx: RankContext, workload: Workload | DLRMConfig, plan: Plan, steps: int, *args: Any, **options: Any
+) -> RankResult:
+    """Train ``steps`` steps of ``workload`` on this rank (see the module docstring); every rank
+    must call it.
 
-    Returns ``losses`` (global-batch mean of each step, before its update, the same on every
-    rank), ``samples_per_s`` (global samples per second after the first warm-up steps),
-    ``seconds_per_step``, ``phases`` (this rank's mean seconds per step, including
-    ``all_to_all`` and ``all_reduce``), ``comm`` (this rank's comm-log rows of the training
-    steps), ``threads`` (``torch.get_num_threads()``), ``cpu_seconds_per_step`` (this process's
-    CPU time), ``timed_comm`` (the comm-log rows of the steps after the warm-up only),
-    ``phase_cpu`` (this rank's main-thread CPU seconds per step in each phase),
-    ``thread_cpu_seconds_per_step`` (the main thread's CPU per step, phases and the work between
-    them) and ``metrics``: with ``eval_batches``, the held-out ``logloss``, ``auc`` and ``ne``
-    of :func:`~recnotebooks.metrics.click_metrics` over the whole of each eval batch (the same on
-    every rank; ``{"error": why}`` when they cannot be computed), else ``{}``. Evaluation runs
-    after the timed steps; its collectives are in no phase and no comm row.
+    ``options``: :class:`RankSettings`' ``seed``, ``sparse_lr``, ``dense_lr``, ``overlap`` and
+    ``eval_batches`` (held-out batches evaluated after the timed steps; their collectives are in
+    no phase and no comm row). The old form, ``run_rank(ctx, config, plan, steps, batch_size,
+    seed, sparse_optimizer, sparse_lr, dense_optimizer, dense_lr, zipf, overlap, eval_batches)``,
+    still works for one release (:func:`rank_call`). Returns a :class:`RankResult`.
     """
-    world, rank = ctx.world_size, ctx.rank
-    _check(
-        config, plan, world, steps, batch_size, seed, sparse_optimizer, dense_optimizer, sparse_lr, dense_lr
-    )
-    eval_batches = check_int("eval_batches", eval_batches, lo=0)
-    device = ctx.device
-    data_cfg = SyntheticConfig(zipf_exponent=zipf) if zipf else SyntheticConfig()
-    data = SyntheticCriteo(config, batch_size, data_cfg, seed=seed, split="train")
-    profile = None  # a static cache pins the hottest rows of the first global batches (every rank alike)
-    if any(s.placement == "cache" and s.cache_policy == "static" for s in plan.shards):
-        profile = [data.batch(i).sparse for i in range(min(steps, PROFILE_BATCHES))]
-    model = HybridParallelDLRM(
-        config, plan, rank, world, seed=seed, log=ctx.log, device=device, overlap=overlap, profile=profile
-    )
-    sparse_opt = model.sparse_optimizer(sparse_optimizer, sparse_lr)
-    dense_opt = make_dense_optimizer(dense_optimizer, model.dense_parameters(), dense_lr)
-    loss_fn = torch.nn.BCEWithLogitsLoss()
-    timer = PhaseTimer(device)
-    b = batch_size // world
-    lo, hi = rank * b, (rank + 1) * b
-    warm = min(WARMUP_STEPS, steps - 1)
-    local_losses, cpu, thread_cpu = [], 0.0, 0.0
-    step_seconds: list[float] = []
-    timed_from = ctx.log.snapshot()
-    model.train()  # once: nothing in the loop switches it to eval (the call walks every module)
-    for step in range(steps):
-        if step == warm:
-            timer.reset()
-            cpu = thread_cpu = 0.0
-            step_seconds = []
-            timed_from = ctx.log.snapshot()
-        t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
-        with timer.phase("data"):
-            batch = data.batch(step)
-            dense, sparse = batch.dense[lo:hi].to(device), local_samples(batch.sparse, lo, hi).to(device)
-            labels = batch.labels[lo:hi].to(device)
-        loss = loss_fn(model(dense, sparse, timer), labels.to(torch.float32))
-        model.backward(loss, timer)
-        with model.phase(timer, "sparse_optimizer"):
-            sparse_opt.step(count_rows=False)
-        with timer.phase("dense_optimizer"):
-            dense_opt.step()
-            dense_opt.zero_grad(set_to_none=True)
-        timer.steps += 1
-        local_losses.append(loss.detach())
-        step_seconds.append(time.perf_counter() - t0)
-        cpu += time.process_time() - c0
-        thread_cpu += time.thread_time() - m0
+    workload, settings = rank_call(workload, steps, args, options)
+    world = ctx.world_size
+    data_cfg = _check(workload, plan, world)
+    trainer = _RankTrainer.build(ctx, workload, plan, settings, data_cfg)
+    local_losses, clocks, measured = _train(trainer, ctx.log, settings.steps)
     # the global-batch mean of every step's loss: one all-reduce at the end (not logged)
     losses = torch.stack(local_losses).to(torch.float64)
     dist.all_reduce(losses, group=None)
-    measured, seconds = steps - warm, sum(step_seconds)
+    seconds = sum(clocks.step_seconds)
     comm = ctx.log.rows()  # the training steps' collectives (evaluation's are not theirs)
     metrics = {}
-    if eval_batches:
-        eval_data = SyntheticCriteo(config, batch_size, data_cfg, seed=seed, split="eval")
-        metrics = _evaluate(model, eval_data, eval_batches, lo, hi, world, device)
-    return {
-        "losses": (losses / world).tolist(),
-        "samples_per_s": measured * batch_size / seconds if seconds > 0 else 0.0,
-        "seconds_per_step": seconds / measured,
-        "phases": timer.per_step(),
-        "comm": comm,
-        "threads": torch.get_num_threads(),
-        "cpu_seconds_per_step": cpu / measured,
-        "timed_comm": ctx.log.since(timed_from).rows(),
-        "phase_cpu": timer.per_step_cpu(),
-        "thread_cpu_seconds_per_step": thread_cpu / measured,
-        "metrics": metrics,
-        "cache": model.embeddings.cache_stats(),
+    if settings.eval_batches:
+        eval_data = SyntheticCriteo(
+            workload.config, workload.batch_size, data_cfg, seed=settings.seed, split="eval"
+        )
+        metrics = _evaluate(
+            trainer.model, eval_data, settings.eval_batches, trainer.lo, trainer.hi, world, ctx.device
+        )
+    return RankResult(
+        losses=(losses / world).tolist(),
+        samples_per_s=measured * workload.batch_size / seconds if seconds > 0 else 0.0,
+        seconds_per_step=seconds / measured,
+        phases=clocks.timer.per_step(),
+        comm=comm,
+        threads=torch.get_num_threads(),
+        cpu_seconds_per_step=clocks.cpu / measured,
+        timed_comm=ctx.log.since(clocks.timed_from).rows(),
+        phase_cpu=clocks.timer.per_step_cpu(),
+        thread_cpu_seconds_per_step=clocks.thread_cpu / measured,
+        metrics=metrics,
+        cache=trainer.model.embeddings.cache_stats(),
         # the other ranks are other programs to a load monitor here: the launch judged the load
-        "step_spread": spread(step_seconds),
-        "reliability": reliability(measured, spread(step_seconds), None),
-    }
+        step_spread=spread(clocks.step_seconds),
+        reliability=reliability(measured, spread(clocks.step_seconds), None),
+    )
 
 
 @torch.no_grad()
@@ -328,12 +470,10 @@ def _evaluate(
 
 
 def _result(
-    values: list[dict[str, Any]], world: int, backend: str, steps: int, batch: int, busy: str = ""
+    values: list[RankResult], world: int, backend: str, steps: int, batch: int, busy: str = ""
 ) -> DistTrainResult:
     first = values[0]
-    comm = [row for v in values for row in v["comm"]]
-    thread_cpu = first.get("thread_cpu_seconds_per_step", 0.0)
-    metrics = first.get("metrics", {})
+    metrics = first.metrics
     if "error" in metrics:  # as the single-process Trainer does: a warning, and no metrics
         warnings.warn(f"evaluation skipped: {metrics['error']}", RuntimeWarning, stacklevel=3)
     return DistTrainResult(
@@ -341,51 +481,51 @@ def _result(
         backend,
         steps,
         batch,
-        first["losses"],
-        first["samples_per_s"],
-        first["seconds_per_step"],
-        first["phases"],
-        comm,
-        threads=first.get("threads", 0),
-        rank_samples_per_s=[v["samples_per_s"] for v in values],
-        cpu_seconds_per_step=first.get("cpu_seconds_per_step", 0.0),
-        timed_comm=first.get("timed_comm", []),
-        phase_cpu=first.get("phase_cpu", {}),
-        thread_cpu_seconds_per_step=thread_cpu,
+        first.losses,
+        first.samples_per_s,
+        first.seconds_per_step,
+        first.phases,
+        [row for v in values for row in v.comm],
+        threads=first.threads,
+        rank_samples_per_s=[v.samples_per_s for v in values],
+        cpu_seconds_per_step=first.cpu_seconds_per_step,
+        timed_comm=first.timed_comm,
+        phase_cpu=first.phase_cpu,
+        thread_cpu_seconds_per_step=first.thread_cpu_seconds_per_step,
         auc=metrics.get("auc"),
         logloss=metrics.get("logloss"),
         ne=metrics.get("ne"),
         busy=busy,
-        step_spread=first.get("step_spread", 1.0),
-        reliability=first.get("reliability", ""),
-        cache=[row for v in values for row in v.get("cache", [])],
+        step_spread=first.step_spread,
+        reliability=first.reliability,
+        cache=[row for v in values for row in v.cache],
     )
 
 
 def train_local(
-    config: DLRMConfig,
+    workload: Workload | DLRMConfig,
     plan: Plan,
     world_size: int,
     steps: int,
-    batch_size: int,
-    seed: int = 0,
-    *,
+    *args: Any,
     timeout_s: float = 600.0,
     **options: Any,
 ) -> DistTrainResult:
-    """Train on ``world_size`` local CPU ranks (gloo, via :func:`~recnotebooks.distributed.launch.launch`).
+    """Train ``workload`` on ``world_size`` local CPU ranks (gloo, via
+    :func:`~recnotebooks.distributed.launch.launch`).
 
-    ``options`` are :func:`run_rank`'s (optimizers, learning rates, ``zipf``, ``overlap``,
-    ``eval_batches``: held-out batches to evaluate after training, 0 by default). Bad input (a
-    world size over :func:`~recnotebooks.distributed.launch.max_world_size`, a batch not divisible by it,
-    a plan for another world or that cannot be executed) raises before any process starts.
+    ``args``/``options`` are :func:`run_rank`'s after ``steps`` (the seed, the learning rates,
+    ``overlap``, ``eval_batches``: held-out batches to evaluate after training, 0 by default; or
+    the old form's, after a ``DLRMConfig``: ``batch_size, seed``, the optimizers, ``zipf``...).
+    Bad input (a world size over :func:`~recnotebooks.distributed.launch.max_world_size`, a batch
+    not divisible by it, a plan for another world or that cannot be executed) raises before any
+    process starts.
     """
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
-    opts = {**DEFAULT_OPTIMIZERS, **options}
-    _check_run(config, plan, world, steps, batch_size, seed, opts)
-    check_int("eval_batches", opts.get("eval_batches", 0), lo=0)
-    res = launch(run_rank, world, config, plan, steps, batch_size, seed, timeout_s=timeout_s, **opts)
-    return _result(res.values, world, "gloo", steps, batch_size, res.busy)
+    workload, settings = rank_call(workload, steps, args, options)
+    _check(workload, plan, world)
+    res = launch(run_rank, world, workload, plan, settings.steps, timeout_s=timeout_s, **settings.options())
+    return _result(res.values, world, "gloo", settings.steps, workload.batch_size, res.busy)
 
 
 def torchrun_env() -> tuple[int, int, int]:
@@ -399,23 +539,22 @@ def torchrun_env() -> tuple[int, int, int]:
 
 
 def train_torchrun(
-    config: DLRMConfig,
+    workload: Workload | DLRMConfig,
     plan: Plan,
     steps: int,
-    batch_size: int,
-    seed: int = 0,
-    *,
+    *args: Any,
     timeout_s: float = 600.0,
     **options: Any,
 ) -> DistTrainResult:
     """Train in a process started by ``torchrun`` (one rank of ``WORLD_SIZE``); every rank returns
-    the same losses, and its own timings."""
+    the same losses, and its own timings. ``args``/``options`` as :func:`train_local`'s."""
     missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
     if missing:
         raise ValueError(f"--distributed runs under torchrun, which sets {missing}; they are not set here")
     rank, world, local = torchrun_env()
     timeout_s = check_float("timeout_s", timeout_s, lo=1.0, hi=MAX_TIMEOUT_S)
-    _check_run(config, plan, world, steps, batch_size, seed, {**DEFAULT_OPTIMIZERS, **options})
+    workload, settings = rank_call(workload, steps, args, options)
+    _check(workload, plan, world)
     backend, device = "gloo", torch.device("cpu")
     if torch.cuda.is_available():
         backend, device = "nccl", torch.device("cuda", local % torch.cuda.device_count())
@@ -432,50 +571,51 @@ def train_torchrun(
     try:
         ctx = RankContext(rank, world, backend, device, CommLog(rank))
         with use_threads(choice.threads):
-            value = run_rank(ctx, config, plan, steps, batch_size, seed, **options)
+            value = run_rank(ctx, workload, plan, settings.steps, **settings.options())
     finally:
         dist.destroy_process_group()
-    return _result([value], world, backend, steps, batch_size, choice.describe() if choice.busy else "")
+    busy = choice.describe() if choice.busy else ""
+    return _result([value], world, backend, settings.steps, workload.batch_size, busy)
 
 
 def run_plans_local(
-    config: DLRMConfig,
+    workload: Workload | DLRMConfig,
     plans: list[Plan],
     world_size: int,
     steps: int,
-    batch_size: int,
-    seed: int = 0,
-    *,
+    *args: Any,
     timeout_s: float = 600.0,
     **options: Any,
-) -> list[list[dict[str, Any]]]:
+) -> list[list[RankResult]]:
     """:func:`run_plans` on ``world_size`` local CPU ranks (one launch): per plan, every rank's
     :func:`run_rank` result, in rank order. Every plan is checked first, as :func:`train_local`
     checks its one (a placement the engine cannot run, e.g. ``"remote"``, is refused naming its
-    table), before any process starts."""
+    table), before any process starts. ``args``/``options`` as :func:`train_local`'s."""
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
-    opts = {**DEFAULT_OPTIMIZERS, **options}
+    workload, settings = rank_call(workload, steps, args, options)
     if not isinstance(plans, (list, tuple)) or not plans:
         raise ValueError(f"plans must be a non-empty list of Plan, got {plans!r}")
     for plan in plans:
-        _check_run(config, plan, world, steps, batch_size, seed, opts)
-    res = launch(run_plans, world, config, list(plans), steps, batch_size, seed, timeout_s=timeout_s, **opts)
+        _check(workload, plan, world)
+    res = launch(
+        run_plans, world, workload, list(plans), settings.steps, timeout_s=timeout_s, **settings.options()
+    )
     return [[res.values[r][k] for r in range(world)] for k in range(len(plans))]
 
 
 def run_plans(
     ctx: RankContext,
-    config: DLRMConfig,
+    workload: Workload | DLRMConfig,
     plans: list[Plan],
     steps: int,
-    batch_size: int,
-    seed: int = 0,
+    *args: Any,
     **options: Any,
-) -> list[dict[str, Any]]:
+) -> list[RankResult]:
     """:func:`run_rank` for each plan in turn on this rank, in one launch (the comm log cleared
-    between plans, so each result's ``comm`` rows are its own). ``options`` as :func:`run_rank`'s."""
+    between plans, so each result's ``comm`` rows are its own). ``args``/``options`` as
+    :func:`run_rank`'s."""
     out = []
     for plan in plans:
         ctx.log.clear()
-        out.append(run_rank(ctx, config, plan, steps, batch_size, seed, **options))
+        out.append(run_rank(ctx, workload, plan, steps, *args, **options))
     return out

@@ -262,36 +262,21 @@ def calibration_verdict(rounds: list[dict[str, object]]) -> Verdict:
     )
 
 
-def fit_calibration(
-    rounds: list[dict[str, object]], dev: str, quick: bool = False
-) -> tuple[Hardware, dict[str, object]]:
-    """``this_machine`` fitted to the median of ``rounds`` (:func:`calibration_round`), and the
-    raw figures (``probe``: the median of every speed probe the rounds took)."""
+def _median_round(rounds: list[dict[str, object]]) -> dict[str, float]:
+    """Each timing's median over ``rounds`` (:func:`calibration_round`; not the probes, the
+    overhead pairs or the load, which are fitted whole)."""
     if not isinstance(rounds, list) or not rounds or not all(isinstance(r, dict) for r in rounds):
         raise ValueError(
             f"rounds must be a non-empty list of calibration_round() results, got {show(rounds)}"
         )
-    cuda = dev.startswith("cuda")
-    reps = 3 if quick else 5
-    raw: dict[str, object] = {"device": dev}
-    probes: list[dict[str, float]] = [p for r in rounds for p in r["probes"]]  # type: ignore[attr-defined]
-    pairs: list[tuple[float, float]] = [p for r in rounds for p in r["overhead pairs"]]  # type: ignore[attr-defined]
     skip = ("probes", "overhead pairs", "load")
-    t = {k: float(np.median([r[k] for r in rounds])) for k in rounds[0] if k not in skip}
-    raw["rounds"] = len(rounds)
-    op = t["op"]
-    raw["op_overhead_s"] = op
-    copy_bw = 2 * COPY_FLOATS * 4 / t["copy"]
-    raw["copy_bw"] = copy_bw
-    gemm = [(m, n, k, t[f"gemm {m} {n} {k}"]) for m, n, k in _gemm_shapes()]
-    peak, half = _fit_gemm(gemm, op)
-    raw["gemm"] = [{"m": m, "n": n, "k": k, "gflops": 2 * m * n * k / s / 1e9} for m, n, k, s in gemm]
-    n_look = _lookups(quick)
-    per_byte = 0.0 if cuda else t["bag per byte"]
-    raw["bag_seconds_per_byte"] = per_byte
-    # in long bags: the rows' own time (the bags' is the per-bag cost's)
-    gathers = [(rb, n_look * rb / t[f"gather {rb}"]) for rb in GATHER_ROW_BYTES]
-    raw["gather_bw"] = {f"{rb} B rows": bw for rb, bw in gathers}
+    return {k: float(np.median([r[k] for r in rounds])) for k in rounds[0] if k not in skip}
+
+
+def _fit_gather(gathers: list[tuple[int, float]], copy_bw: float) -> tuple[float, float]:
+    """The gather's efficiency against the copy bandwidth and its half-efficiency row bytes,
+    ``bw(row) = copy_bw * efficiency * row / (row + half)``, fitted to ``(row bytes, bytes/s)``
+    by least squares over a grid of ``half`` (the efficiency capped at 4: rows cached)."""
     best = (float("inf"), 0.5, 64.0)
     for hb in np.geomspace(1, 1024, 60):
         f = np.array([rb / (rb + hb) for rb, _ in gathers])
@@ -300,57 +285,99 @@ def fit_calibration(
         err = float(np.sum((copy_bw * e * f / bw - 1) ** 2))
         if err < best[0]:
             best = (err, e, float(hb))
-    gather_eff, gather_half = min(best[1], 4.0), best[2]
-    sort_rate = t["sort rate"]
+    return min(best[1], 4.0), best[2]
+
+
+def _gpu_fields(dev: str, reps: int, raw: dict[str, object]) -> dict[str, object]:
+    """The fields a GPU's calibration sets: its count, memory and the measured host link
+    (``raw["host_to_device_bw"]``)."""
+    props = torch.cuda.get_device_properties(dev)
+    host = torch.randn(COPY_FLOATS, pin_memory=True)
+    x = torch.empty(COPY_FLOATS, device=dev)
+    link = host.numel() * 4 / _best(lambda: x.copy_(host, non_blocking=True), reps, device=dev)
+    raw["host_to_device_bw"] = link
+    return {
+        "kind": "gpu",
+        "devices": torch.cuda.device_count(),
+        "hbm_bytes": float(props.total_memory),
+        "host_link_bw": link,
+        "intra_node_bw": link,
+        "host_mem_bw": HARDWARE["this_machine"].host_mem_bw,
+        "description": f"this machine's {props.name}, calibrated by microbenchmarks (recnb calibrate)",
+    }
+
+
+def _compute_fields(t: dict[str, float], dev: str, quick: bool, raw: dict[str, object]) -> dict[str, object]:
+    """The compute and memory figures fitted to the median round ``t``: the GEMM peak, the copy
+    bandwidth, the gather's efficiency, the sort rate, the fused update's efficiency, the cache
+    speedups; their raw figures go into ``raw``."""
+    op = t["op"]
+    raw["op_overhead_s"] = op
+    copy_bw = 2 * COPY_FLOATS * 4 / t["copy"]
+    raw["copy_bw"] = copy_bw
+    gemm = [(m, n, k, t[f"gemm {m} {n} {k}"]) for m, n, k in _gemm_shapes()]
+    peak, half = _fit_gemm(gemm, op)
+    raw["gemm"] = [{"m": m, "n": n, "k": k, "gflops": 2 * m * n * k / s / 1e9} for m, n, k, s in gemm]
+    n_look = _lookups(quick)
+    per_byte = 0.0 if dev.startswith("cuda") else t["bag per byte"]
+    raw["bag_seconds_per_byte"] = per_byte
+    # in long bags: the rows' own time (the bags' is the per-bag cost's)
+    gathers = [(rb, n_look * rb / t[f"gather {rb}"]) for rb in GATHER_ROW_BYTES]
+    raw["gather_bw"] = {f"{rb} B rows": bw for rb, bw in gathers}
+    gather_eff, gather_half = _fit_gather(gathers, copy_bw)
     # the fused update's rows: their read-modify-writes against a gather of their bytes
     update_eff = _fit_update(t, copy_bw, gather_eff, gather_half) if "update few" in t else 1.0
-    raw["sort_rate"], raw["sort_path"], raw["update_efficiency"] = sort_rate, _grouping_path(dev), update_eff
+    raw["sort_rate"], raw["sort_path"], raw["update_efficiency"] = (
+        t["sort rate"],
+        _grouping_path(dev),
+        update_eff,
+    )
     llc = {"llc_bytes": _llc_bytes(), "llc_speedup": t["llc speedup"]} if "llc speedup" in t else {}
     if "warm update few" in t:
         llc["update_llc_speedup"] = raw["update_llc_speedup"] = _fit_update_llc(t)
     raw.update(llc)
-    fields: dict[str, object] = {
+    return {
+        "peak_flops": {"fp32": peak},
+        "gemm_max_efficiency": 1.0,
+        "gemm_half_dim": half,
+        "hbm_bw": copy_bw,
+        "gather_efficiency": gather_eff,
+        "gather_half_row_bytes": gather_half,
+        "op_overhead_s": op,
+        "sort_rate": t["sort rate"],
+        "update_efficiency": update_eff,
+        "bag_seconds_per_byte": per_byte,
+        "host_mem_bytes": _host_bytes(),
+        "description": "this machine, calibrated by microbenchmarks (recnb calibrate)",
+        # intra_node_bw is gloo's between local ranks: the preset's, or the saved collectives' (below)
         "hbm_bytes": _host_bytes(),
         "host_link_bw": copy_bw,
         "host_mem_bw": copy_bw,
-    }  # intra_node_bw is gloo's between local ranks: the preset's, or the saved collectives' (below)
-    if cuda:
-        props = torch.cuda.get_device_properties(dev)
-        host = torch.randn(COPY_FLOATS, pin_memory=True)
-        x = torch.empty(COPY_FLOATS, device=dev)
-        link = host.numel() * 4 / _best(lambda: x.copy_(host, non_blocking=True), reps, device=dev)
-        raw["host_to_device_bw"] = link
-        fields = {
-            "kind": "gpu",
-            "devices": torch.cuda.device_count(),
-            "hbm_bytes": float(props.total_memory),
-            "host_link_bw": link,
-            "intra_node_bw": link,
-            "host_mem_bw": HARDWARE["this_machine"].host_mem_bw,
-            "description": f"this machine's {props.name}, calibrated by microbenchmarks (recnb calibrate)",
-        }
-    base = HARDWARE["this_machine"].replace(
-        peak_flops={"fp32": peak},
-        gemm_max_efficiency=1.0,
-        gemm_half_dim=half,
-        hbm_bw=copy_bw,
-        gather_efficiency=gather_eff,
-        gather_half_row_bytes=gather_half,
-        op_overhead_s=op,
-        sort_rate=sort_rate,
-        update_efficiency=update_eff,
-        bag_seconds_per_byte=per_byte,
-        host_mem_bytes=_host_bytes(),
-        description="this machine, calibrated by microbenchmarks (recnb calibrate)",
-        **fields,
         **llc,
-    )
+    }
+
+
+def fit_calibration(
+    rounds: list[dict[str, object]], dev: str, quick: bool = False
+) -> tuple[Hardware, dict[str, object]]:
+    """``this_machine`` fitted to the median of ``rounds`` (:func:`calibration_round`), and the
+    raw figures (``probe``: the median of every speed probe the rounds took)."""
+    t = _median_round(rounds)
+    cuda = dev.startswith("cuda")
+    raw: dict[str, object] = {"device": dev, "rounds": len(rounds)}
+    fields = _compute_fields(t, dev, quick, raw)
+    if cuda:
+        fields.update(_gpu_fields(dev, 3 if quick else 5, raw))
+    base = HARDWARE["this_machine"].replace(**fields)
+    pairs: list[tuple[float, float]] = [p for r in rounds for p in r["overhead pairs"]]  # type: ignore[attr-defined]
     op_step, step = _overheads(base, pairs)
+    probes: list[dict[str, float]] = [p for r in rounds for p in r["probes"]]  # type: ignore[attr-defined]
     raw["probe"] = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
     base = base.replace(op_overhead_s=op_step, step_overhead_s=step)
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
     raw.update(calibration_verdict(rounds).to_dict())
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
+    llc = [k for k in ("llc_bytes", "llc_speedup", "update_llc_speedup") if k in fields]
     fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes",
               "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes", "bag_seconds_per_byte",
               *llc, *(("update_efficiency",) if "update few" in t else ()))  # fmt: skip

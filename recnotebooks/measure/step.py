@@ -309,24 +309,42 @@ def _check_args(
     return cap, lo, hi, budget, deadline
 
 
+@dataclass(frozen=True)
+class _Budget:
+    """How long a measurement times steps: ``seconds`` of timed steps (between ``min_steps`` and
+    ``max_steps``), no step starting that would end after ``stop_at`` (``time.perf_counter``),
+    except to reach :data:`~recnotebooks.timing.MIN_RELIABLE_STEPS` before ``hard_stop_at``."""
+
+    seconds: float
+    min_steps: int
+    max_steps: int
+    stop_at: float = float("inf")
+    hard_stop_at: float = float("inf")
+
+    @classmethod
+    def starting_now(
+        cls, seconds: float, min_steps: int, max_steps: int, deadline_s: float | None
+    ) -> _Budget:
+        """The budget of a call allowed ``deadline_s`` from now (``None``: no limit; the hard
+        stop at twice it)."""
+        if deadline_s is None:
+            return cls(seconds, min_steps, max_steps)
+        start = time.perf_counter()
+        return cls(seconds, min_steps, max_steps, start + deadline_s, start + 2 * deadline_s)
+
+
 def _timed_steps(
-    trainer: Trainer,
-    device: torch.device,
-    min_steps: int,
-    max_steps: int,
-    budget_s: float,
-    stop_at: float,
-    hard_stop_at: float,
+    trainer: Trainer, device: torch.device, budget: _Budget
 ) -> tuple[list[dict[str, float]], int]:
     """Timed steps (at least one) with outliers measured again once each; returns the steps and
-    how many were re-measured. No step starts that would end after ``stop_at``, except to reach
-    :data:`~recnotebooks.timing.MIN_RELIABLE_STEPS` (of ``min_steps``) before ``hard_stop_at``."""
+    how many were re-measured, within ``budget``."""
     steps: list[dict[str, float]] = []
     t0 = time.perf_counter()
+    min_steps, max_steps, stop_at = budget.min_steps, budget.max_steps, budget.stop_at
     needed = min(min_steps, MIN_RELIABLE_STEPS)
-    while len(steps) < max_steps and (len(steps) < min_steps or time.perf_counter() - t0 < budget_s):
+    while len(steps) < max_steps and (len(steps) < min_steps or time.perf_counter() - t0 < budget.seconds):
         end = time.perf_counter() + statistics.median(sum(s.values()) for s in steps) if steps else 0.0
-        if steps and end > (hard_stop_at if len(steps) < needed else stop_at):
+        if steps and end > (budget.hard_stop_at if len(steps) < needed else stop_at):
             break
         steps.append(_timed_step(trainer, device))
     remeasured = 0
@@ -336,6 +354,45 @@ def _timed_steps(
         steps[i] = _timed_step(trainer, device)
         remeasured += 1
     return steps, remeasured
+
+
+def _measure(
+    config: DLRMConfig,
+    cap: int,
+    batch_size: int,
+    dev: torch.device,
+    seed: int,
+    budget: _Budget,
+    threads: int | None,
+) -> StepMeasurement:
+    """:func:`measure_step` of its checked settings: the row-capped copy warmed up and timed on
+    the threads the thread policy chose, with the load of other programs during the timed steps."""
+    capped = config.with_max_rows(cap)
+    choice = choose_threads(threads)
+    with use_threads(choice.threads) as used:
+        trainer = _trainer(capped, dev, seed)
+        trainer.train_data, trainer._iter = itertools.cycle(_batches(capped, batch_size, seed)), None
+        _warm_up(trainer, max(budget.seconds, 0.05), budget.stop_at)
+        load_monitor().mark()
+        steps, remeasured = _timed_steps(trainer, dev, budget)
+        during = load_monitor().since_mark()
+    phases = median_step(steps)
+    return StepMeasurement(
+        config_name=config.name,
+        batch_size=batch_size,
+        device=str(dev),
+        max_rows=cap,
+        steps=len(steps),
+        phases=phases,
+        seconds_per_step=sum(phases.values()),
+        step_seconds=tuple(sum(s.values()) for s in steps),
+        remeasured=remeasured,
+        cut_short=len(steps) < budget.min_steps,
+        threads=used,
+        busy=choice.describe() if choice.busy else "",
+        other_load=None if choice.fixed else during.others,
+        spare_cores=float(max(0, choice.cores - used)),
+    )
 
 
 def measure_step(
@@ -378,38 +435,8 @@ def measure_step(
     )
     threads = None if threads is None else check_int("threads", threads, lo=1, hi=1024)
     check_fits(config, batch_size, cap, memory_budget)
-    start = time.perf_counter()
-    stop_at = float("inf") if deadline_s is None else start + deadline_s
-    hard_stop_at = float("inf") if deadline_s is None else start + 2 * deadline_s
-    dev = resolve_device(device)
-    capped = config.with_max_rows(cap)
-    choice = choose_threads(threads)
-    with use_threads(choice.threads) as used:
-        trainer = _trainer(capped, dev, seed)
-        trainer.train_data, trainer._iter = itertools.cycle(_batches(capped, batch_size, seed)), None
-        _warm_up(trainer, max(time_budget_s, 0.05), stop_at)
-        load_monitor().mark()
-        steps, remeasured = _timed_steps(
-            trainer, dev, min_steps, max_steps, time_budget_s, stop_at, hard_stop_at
-        )
-        during = load_monitor().since_mark()
-    phases = median_step(steps)
-    return StepMeasurement(
-        config_name=config.name,
-        batch_size=batch_size,
-        device=str(dev),
-        max_rows=cap,
-        steps=len(steps),
-        phases=phases,
-        seconds_per_step=sum(phases.values()),
-        step_seconds=tuple(sum(s.values()) for s in steps),
-        remeasured=remeasured,
-        cut_short=len(steps) < min_steps,
-        threads=used,
-        busy=choice.describe() if choice.busy else "",
-        other_load=None if choice.fixed else during.others,
-        spare_cores=float(max(0, choice.cores - used)),
-    )
+    budget = _Budget.starting_now(time_budget_s, min_steps, max_steps, deadline_s)
+    return _measure(config, cap, batch_size, resolve_device(device), seed, budget, threads)
 
 
 def measure_step_cached(

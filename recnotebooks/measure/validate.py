@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,6 +52,7 @@ __all__ = [
     "REPEATS",
     "ValidationResult",
     "ValidationRow",
+    "StepTimeAccuracy",
     "VALIDATION_SWEEP",
     "TARGETS",
     "spearman",
@@ -105,6 +107,23 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+class StepTimeAccuracy:
+    """How well a validation's modeled step times match the measured ones over its ``configs``
+    (rows with ``measured_s``, ``modeled_s`` and ``error``): the totals both validations judge."""
+
+    configs: tuple[Any, ...]
+
+    @property
+    def mape(self) -> float:
+        """Mean absolute relative error of the modeled step times."""
+        return float(np.mean([abs(c.error) for c in self.configs]))
+
+    @property
+    def spearman(self) -> float:
+        """Rank correlation of measured and modeled step times."""
+        return spearman([c.measured_s for c in self.configs], [c.modeled_s for c in self.configs])
+
+
 @dataclass(frozen=True)
 class ValidationRow:
     """One config of :func:`validate`: its measured and modeled step time."""
@@ -133,7 +152,7 @@ class ValidationRow:
 
 
 @dataclass(frozen=True)
-class ValidationResult:
+class ValidationResult(StepTimeAccuracy):
     """What :func:`validate` returns: measured vs modeled step time per config, and the totals."""
 
     hardware: str
@@ -146,16 +165,6 @@ class ValidationResult:
     drift_correction: bool
     #: why the calibration taken with this run did not pass (:func:`calibration_verdict`), if it did not
     calibration_why_not: tuple[str, ...] = ()
-
-    @property
-    def mape(self) -> float:
-        """Mean absolute relative error of the modeled step times."""
-        return float(np.mean([abs(c.error) for c in self.configs]))
-
-    @property
-    def spearman(self) -> float:
-        """Rank correlation of measured and modeled step times."""
-        return spearman([c.measured_s for c in self.configs], [c.modeled_s for c in self.configs])
 
     @property
     def verdict(self) -> Verdict:

@@ -40,9 +40,9 @@ import torch
 import torch.distributed as dist
 
 from recnotebooks.checks import check_bool, check_int_list, check_steps, show
-from recnotebooks.config import DLRMConfig, architecture_config, preset
+from recnotebooks.config import DLRMConfig, Workload, architecture_config, preset
 from recnotebooks.distributed.launch import launch
-from recnotebooks.distributed.training import run_rank
+from recnotebooks.distributed.training import RankResult, run_rank
 from recnotebooks.measure.calibrate import (
     at_speed,
     calibrate,
@@ -52,7 +52,7 @@ from recnotebooks.measure.calibrate import (
     probe,
 )
 from recnotebooks.measure.calibrate_comm import calibrate_collectives, local_ranks_hardware
-from recnotebooks.measure.validate import spearman
+from recnotebooks.measure.validate import StepTimeAccuracy
 from recnotebooks.measure.verdict import Verdict, target_reasons, verdict
 from recnotebooks.perf.components.collectives import COLLECTIVES
 from recnotebooks.perf.cost import estimate
@@ -64,6 +64,7 @@ __all__ = [
     "COLLECTIVES",
     "DistValidationResult",
     "DistValidationRow",
+    "SweepRun",
     "sweep",
     "run_sweep_rank",
     "validate_distributed",
@@ -109,11 +110,24 @@ def sweep(worlds: Sequence[int] = (2, 4), quick: bool = False) -> list[dict[str,
     return out
 
 
-def run_sweep_rank(ctx: Any, items: list[dict[str, Any]], steps: int, seed: int = 0) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class SweepRun:
+    """One config of the sweep on one rank: what it trained (:class:`RankResult`) and the speed
+    probe rank 0 took just before it (``None`` on the other ranks)."""
+
+    result: RankResult
+    probe: dict[str, float] | None
+
+    def __getitem__(self, key: str) -> Any:
+        """The old dict's keys, for one release: ``"probe"``, else the result's (``run["phases"]``)."""
+        return self.probe if key == "probe" else self.result[key]
+
+
+def run_sweep_rank(ctx: Any, items: list[dict[str, Any]], steps: int, seed: int = 0) -> list[SweepRun]:
     """Worker (every rank): train each item with :func:`recnotebooks.distributed.training.run_rank`, the
     comm log cleared between items; per item the measurements and a speed probe (rank 0)."""
     if items:  # warm-up: gloo's first collectives and torch's first steps are slow; not reported
-        run_rank(ctx, items[0]["config"], items[0]["plan"], 2, items[0]["batch_size"], seed)
+        run_rank(ctx, _workload(items[0]), items[0]["plan"], 2, seed=seed)
     out = []
     for it in items:
         ctx.log.clear()
@@ -124,16 +138,19 @@ def run_sweep_rank(ctx: Any, items: list[dict[str, Any]], steps: int, seed: int 
             now = probe(3)
             torch.set_num_threads(threads)
         dist.barrier()
-        value = run_rank(ctx, it["config"], it["plan"], steps, it["batch_size"], seed)
-        value["probe"] = now
-        out.append(value)
+        out.append(SweepRun(run_rank(ctx, _workload(it), it["plan"], steps, seed=seed), now))
     return out
 
 
-def _comm_per_step(values: list[dict[str, Any]], steps: int) -> dict[str, float]:
+def _workload(item: dict[str, Any]) -> Workload:
+    """A sweep item's model and batch, trained as ``recnb train`` trains by default."""
+    return Workload(item["config"], item["batch_size"])
+
+
+def _comm_per_step(values: list[RankResult], steps: int) -> dict[str, float]:
     """Mean over ranks of each collective's logged seconds per step."""
     per_rank = [
-        {c: sum(r["seconds"] for r in v["comm"] if r["collective"] == c) / steps for c in COLLECTIVES}
+        {c: sum(r["seconds"] for r in v.comm if r["collective"] == c) / steps for c in COLLECTIVES}
         for v in values
     ]
     return {c: float(np.mean([p[c] for p in per_rank])) for c in COLLECTIVES}
@@ -198,7 +215,7 @@ class DistValidationRow:
 
 
 @dataclass(frozen=True)
-class DistValidationResult:
+class DistValidationResult(StepTimeAccuracy):
     """What :func:`validate_distributed` returns: the configs and how the machine was calibrated."""
 
     hardware: Hardware
@@ -211,16 +228,6 @@ class DistValidationResult:
     drift_correction: bool
     calibration_seconds: float
     seconds: float
-
-    @property
-    def mape(self) -> float:
-        """Mean absolute relative error of the modeled step times."""
-        return float(np.mean([abs(c.error) for c in self.configs]))
-
-    @property
-    def spearman(self) -> float:
-        """Rank correlation of measured and modeled step times."""
-        return spearman([c.measured_s for c in self.configs], [c.modeled_s for c in self.configs])
 
     @property
     def mape_without_drift_correction(self) -> float:
@@ -344,8 +351,8 @@ def validate_distributed(
         hw_w = local_ranks_hardware(hw, w, collective_rows=collective_rows)
         per_item = _run_ranks(w, mine, n_steps, timeout_s)
         configs += [
-            _compare(it, values, hw_w, ref if correct else None, n_steps)
-            for it, values in zip(mine, per_item, strict=True)
+            _compare(it, runs, hw_w, ref if correct else None, n_steps)
+            for it, runs in zip(mine, per_item, strict=True)
         ]
     return DistValidationResult(
         hardware=hw,
@@ -386,29 +393,27 @@ def _check(
     return worlds_, saved, n_steps, items
 
 
-def _run_ranks(
-    world: int, items: list[dict[str, Any]], steps: int, timeout_s: float
-) -> list[list[dict[str, Any]]]:
+def _run_ranks(world: int, items: list[dict[str, Any]], steps: int, timeout_s: float) -> list[list[SweepRun]]:
     """Train ``items`` on ``world`` local ranks in one launch; per item, every rank's measurements."""
     res = launch(run_sweep_rank, world, items, steps, timeout_s=timeout_s)
     return [[v[k] for v in res.values] for k in range(len(items))]
 
 
 def _compare(
-    it: dict[str, Any], values: list[dict[str, Any]], hw: Hardware, ref: Any, steps: int
+    it: dict[str, Any], runs: list[SweepRun], hw: Hardware, ref: Any, steps: int
 ) -> DistValidationRow:
     """One config's measurements on every rank against the model on ``hw`` (scaled to rank 0's
     probe against the reference probe ``ref`` when one is given)."""
-    first = values[0]
-    data_s = first["phases"].get("data", 0.0)
-    measured = first["seconds_per_step"] - data_s
+    first = runs[0].result
+    data_s = first.phases.get("data", 0.0)
+    measured = first.seconds_per_step - data_s
     ours = {
         "batch_size": it["batch_size"],
         "gpus": it["plan"].world_size,
         "plan": it["plan"],
         "implementation": "recnotebooks",
     }
-    pred = estimate(it["config"], at_speed(hw, first["probe"], ref) if ref else hw, **ours)
+    pred = estimate(it["config"], at_speed(hw, runs[0].probe, ref) if ref else hw, **ours)
     return DistValidationRow(
         config=it["name"],
         world_size=it["plan"].world_size,
@@ -419,8 +424,8 @@ def _compare(
         error=(pred.step_time - measured) / measured,
         modeled_without_drift_correction_s=estimate(it["config"], hw, **ours).step_time,
         measured_data_s=data_s,
-        measured_collectives=_comm_per_step(values, steps),
-        measured_phases=first["phases"],
+        measured_collectives=_comm_per_step([r.result for r in runs], steps),
+        measured_phases=first.phases,
         modeled_breakdown=pred.per_rank[0],
     )
 
