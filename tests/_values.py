@@ -1,7 +1,7 @@
 """Typed helpers the tests share, so that a test states its types instead of silencing the checker.
 
 The library's tables are rows of ``dict[str, object]`` (a number, a name or a flag per column):
-:func:`num`, :func:`whole` and :func:`text` read one column with its type checked, so a test fails
+:func:`num` and :func:`whole` read one column with its type checked, so a test fails
 with the column's name when a row holds something else. :func:`bad` passes a value of the wrong type
 on purpose, for the tests of the run-time checks (``recnotebooks.checks``) a type checker would stop.
 :func:`control_values` lists what a test sweeps an app's control through.
@@ -10,7 +10,7 @@ on purpose, for the tests of the run-time checks (``recnotebooks.checks``) a typ
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any, Protocol, runtime_checkable
 
 Row = Mapping[str, object]
@@ -27,15 +27,10 @@ def whole(row: Row, key: str) -> int:
     """``row[key]`` as an int (``int()`` of it: a count a table keeps as a float, too); fails unless the
     column holds a number."""
     value = row[key]
+    if isinstance(value, Integral):
+        return int(value)
     assert isinstance(value, Real), f"{key!r} holds {value!r}, not a number"
-    return int(value)
-
-
-def text(row: Row, key: str) -> str:
-    """``row[key]``; fails unless the column holds a string."""
-    value = row[key]
-    assert isinstance(value, str), f"{key!r} holds {value!r}, not a string"
-    return value
+    return int(float(value))
 
 
 def bad(value: object) -> Any:
