@@ -4,17 +4,15 @@ presets, and the energy and placement components behind notebook 05's story."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
+from _values import control_values
 
 from recnotebooks.config import preset
 from recnotebooks.perf import estimate, hardware
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.viz.advantage import ADVANTAGE_CONTROLS, advantage_explorer, gpu_advantage
-
-
-def _options(widget) -> list[object]:  # type: ignore[no-untyped-def]
-    return [o[1] if isinstance(o, tuple) else o for o in widget.options]
 
 
 # ----- the app ----------------------------------------------------------------------------------
@@ -37,7 +35,7 @@ def test_advantage_explorer_sweeps_each_control() -> None:
     defaults = {k: v["value"] for k, v in ADVANTAGE_CONTROLS.items()}
     for name in ADVANTAGE_CONTROLS:
         app.set(**defaults)
-        for value in _options(app.controls[name]):
+        for value in control_values(app.controls[name]):
             if value == app.values[name]:
                 continue
             before, data = app.result.tables, app.chart_data()
@@ -58,9 +56,9 @@ def test_advantage_explorer_sweeps_each_control() -> None:
         ({"batch_per_device": 100}, "batch_per_device"),
     ],
 )
-def test_advantage_rejects_bad_settings(kwargs: dict[str, object], match: str) -> None:
+def test_advantage_rejects_bad_settings(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        gpu_advantage(**kwargs)  # type: ignore[arg-type]
+        gpu_advantage(**kwargs)
     with pytest.raises(KeyError, match="unknown"):
         gpu_advantage(tabels=3)
 

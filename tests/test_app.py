@@ -8,7 +8,7 @@ import altair as alt
 import ipywidgets as W
 import pytest
 
-from recnotebooks.viz.app import App, AppError, Result, history_rows
+from recnotebooks.viz.app import App, AppError, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars
 
 
@@ -23,7 +23,7 @@ def _toy(history: int = 3, debounce_s: float = 0.0) -> tuple[App, list[dict]]:
             {"m": [{"metric": "product", "value": float(a * b), "display": str(a * b)}]}, [f"a={a}"]
         )
 
-    def render(hist):  # type: ignore[no-untyped-def]
+    def render(hist: list[HistoryEntry]) -> alt.FacetChart:
         return metric_bars(history_rows(hist, "m"), highlight=hist[0].label, source="analytic")
 
     controls = {"a": W.IntSlider(value=1, min=1, max=10), "b": W.IntSlider(value=2, min=1, max=10)}
@@ -93,12 +93,17 @@ def test_widget_changes_are_debounced_in_an_event_loop() -> None:
     assert calls[-1]["a"] == 7 and app.updates == 1
 
 
+def _never_drawn(history: list[HistoryEntry]) -> alt.TopLevelMixin:
+    """The render of an app that is refused before it draws anything."""
+    raise AssertionError("an app refused at construction drew a chart")
+
+
 def test_bad_driving_input_is_rejected_clearly() -> None:
     app, _ = _toy()
     with pytest.raises(KeyError, match="unknown control"):
         app.set(c=1)
     with pytest.raises(ValueError, match="history must be"):
-        App("x", {}, lambda: Result({}), lambda h: None, history=0)  # type: ignore[arg-type,return-value]
+        App("x", {}, lambda: Result({}), _never_drawn, history=0)
 
 
 def test_a_bad_initial_setting_raises_at_construction() -> None:
@@ -108,7 +113,7 @@ def test_a_bad_initial_setting_raises_at_construction() -> None:
         def compute(a: int, b: int) -> Result:
             raise ValueError("a*b does not fit")
 
-        App("bad", controls, compute, lambda h: None)  # type: ignore[arg-type,return-value]
+        App("bad", controls, compute, _never_drawn)
 
 
 def test_apps_render_offline_with_no_cdn() -> None:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+from _values import control_values, num
 from hypothesis import given
 from hypothesis import strategies as st
 
 from recnotebooks.nn import DLRM
 from recnotebooks.timing import PHASES
-from recnotebooks.viz.app import AppError
+from recnotebooks.viz.app import App, AppError
 from recnotebooks.viz.architecture import (
     ARCHITECTURE_CONTROLS,
     architecture_config,
@@ -21,24 +23,16 @@ from recnotebooks.viz.tidy import chart_rows
 from recnotebooks.viz.traffic import BATCH_SIZES, DIMS, POOLINGS, lookup_traffic, lookup_traffic_app
 
 
-def _options(widget: object) -> list[object]:
-    opts = getattr(widget, "options", None)
-    if opts is not None:
-        return [o[1] if isinstance(o, tuple) else o for o in opts]
-    lo, hi = widget.min, widget.max  # type: ignore[attr-defined]
-    return sorted({lo, (lo + hi) // 2, hi})
-
-
 @pytest.fixture(scope="module")
-def explorer():  # type: ignore[no-untyped-def]
+def explorer() -> App:
     return architecture_explorer(time_budget_s=0.0)
 
 
 @pytest.mark.parametrize("name", list(ARCHITECTURE_CONTROLS))
-def test_architecture_explorer_sweeps_each_control(explorer, name: str) -> None:  # type: ignore[no-untyped-def]
+def test_architecture_explorer_sweeps_each_control(explorer: App, name: str) -> None:
     defaults = {k: v["value"] for k, v in ARCHITECTURE_CONTROLS.items()}
     explorer.set(**defaults)
-    for value in _options(explorer.controls[name]):
+    for value in control_values(explorer.controls[name]):
         if value == explorer.values[name]:
             continue
         before = explorer.result.tables["metrics"]
@@ -48,14 +42,14 @@ def test_architecture_explorer_sweeps_each_control(explorer, name: str) -> None:
         assert result.tables["metrics"] != before, f"{name}={value} did not change the computed sizes"
         phases = result.tables["phases"]
         assert [r["phase"] for r in phases] == list(PHASES)
-        assert all(r["source"] == "measured" and r["seconds_per_step"] >= 0 for r in phases)
-        assert sum(r["seconds_per_step"] for r in phases) > 0
+        assert all(r["source"] == "measured" and num(r, "seconds_per_step") >= 0 for r in phases)
+        assert sum(num(r, "seconds_per_step") for r in phases) > 0
         assert {r["source"] for r in result.tables["metrics"]} == {"analytic"}
     explorer.altair_chart.to_dict()  # the app skips schema validation for speed; the test does not
     explorer.set(**defaults)
 
 
-def test_explorer_refuses_what_does_not_fit_and_keeps_the_chart(explorer) -> None:  # type: ignore[no-untyped-def]
+def test_explorer_refuses_what_does_not_fit_and_keeps_the_chart(explorer: App) -> None:
     explorer.set(batch_size=512, num_tables=8, pooling=1, embedding_dim=32)
     before = explorer.chart_data()
     with pytest.raises(AppError, match="GB"):
@@ -64,7 +58,7 @@ def test_explorer_refuses_what_does_not_fit_and_keeps_the_chart(explorer) -> Non
     assert "recnb-error" in explorer.message.value and "lower the batch size" in explorer.message.value
 
 
-def test_explorer_refuses_what_would_take_seconds_to_measure(explorer) -> None:  # type: ignore[no-untyped-def]
+def test_explorer_refuses_what_would_take_seconds_to_measure(explorer: App) -> None:
     explorer.set(batch_size=512, num_tables=8, pooling=1, embedding_dim=32)
     before = explorer.chart_data()
     with pytest.raises(AppError, match="too long to measure"):
@@ -96,10 +90,13 @@ def test_explorer_rejects_unknown_settings_and_values() -> None:
     dense=st.sampled_from([1, 13, 64]),
     inter=st.sampled_from(["dot", "cat"]),
 )
-def test_computed_parameters_match_a_built_model(num_tables, dim, bw, bd, tw, td, dense, inter) -> None:  # type: ignore[no-untyped-def]
+def test_computed_parameters_match_a_built_model(
+    num_tables: int, dim: int, bw: int, bd: int, tw: int, td: int, dense: int, inter: str
+) -> None:
     """The explorer's parameter count against an independent reference: the torch model's."""
-    kw = dict(num_dense=dense, num_tables=num_tables, rows_per_table=1000, embedding_dim=dim, bottom_width=bw,
-              bottom_depth=bd, top_width=tw, top_depth=td, interaction=inter)  # fmt: skip
+    kw: dict[str, Any] = dict(num_dense=dense, num_tables=num_tables, rows_per_table=1000, embedding_dim=dim,
+                              bottom_width=bw, bottom_depth=bd, top_width=tw, top_depth=td,
+                              interaction=inter)  # fmt: skip
     metrics = {r["metric"]: r["value"] for r in explore_architecture(measure=False, **kw).tables["metrics"]}
     model = DLRM(architecture_config(**kw))
     assert metrics["parameters"] == sum(p.numel() for p in model.parameters())
@@ -131,7 +128,7 @@ def test_traffic_matches_a_naive_count() -> None:
 
 # ----- Efficiency Explorer (notebook 02) -----------------------------------------------------------
 @pytest.fixture(scope="module")
-def efficiency():  # type: ignore[no-untyped-def]
+def efficiency() -> App:
     from recnotebooks.viz.efficiency import efficiency_explorer
 
     return efficiency_explorer(measure=False)
@@ -154,13 +151,13 @@ def test_efficiency_explorer_measures_beside_the_model(quiet_machine: None) -> N
     app.altair_chart.to_dict()
 
 
-def test_efficiency_explorer_sweeps_each_control(efficiency) -> None:  # type: ignore[no-untyped-def]
+def test_efficiency_explorer_sweeps_each_control(efficiency: App) -> None:
     from recnotebooks.viz.efficiency import EFFICIENCY_CONTROLS
 
     defaults = {k: v["value"] for k, v in EFFICIENCY_CONTROLS.items()}
     for name in EFFICIENCY_CONTROLS:
         efficiency.set(**defaults)
-        for value in _options(efficiency.controls[name]):
+        for value in control_values(efficiency.controls[name]):
             if value == efficiency.values[name]:
                 continue
             before = efficiency.result.tables
@@ -171,7 +168,7 @@ def test_efficiency_explorer_sweeps_each_control(efficiency) -> None:  # type: i
                 continue
             assert result.tables != before, f"{name}={value} did not change the modeled numbers"
             assert {r["source"] for r in result.tables["modeled"]} == {"modeled"}
-            assert all(r["seconds_per_step"] >= 0 for r in result.tables["modeled"])
+            assert all(num(r, "seconds_per_step") >= 0 for r in result.tables["modeled"])
         efficiency.altair_chart.to_dict()
     efficiency.set(**defaults)
 
@@ -204,7 +201,7 @@ def test_server_explorer_sweeps_each_control() -> None:
     starts = (defaults, {**defaults, "rows_scale": 30})  # rm2 at 30x puts Big Basin's tables behind a cache
     for start, name in ((st_, n) for st_ in starts for n in SERVER_CONTROLS):
         app.set(**start)
-        for value in _options(app.controls[name]):
+        for value in control_values(app.controls[name]):
             if value == app.values[name]:
                 continue
             before = app.result.tables
@@ -219,7 +216,7 @@ def test_server_explorer_sweeps_each_control() -> None:
                 assert result.tables == before  # no server uses a cache, before or after
             rows = result.tables["throughput"] + result.tables["per_joule"]
             assert {r["source"] for r in rows} == {"modeled"}
-            assert all(r["value"] > 0 and r["value"] == r["value"] for r in rows)  # no NaN, no zero
+            assert all(num(r, "value") > 0 and r["value"] == r["value"] for r in rows)  # no NaN, no zero
     app.altair_chart.to_dict()
 
 
@@ -236,7 +233,8 @@ def test_server_explorer_agrees_with_the_cost_model_it_calls() -> None:
         place, ref = best_placement(cfg, hw, hw.devices, 16384, 0.95)
         assert row["metric"] == name and row["placement"] == place
         assert row["value"] == pytest.approx(ref.throughput)
-        step = sum(p["seconds_per_step"] for p in r.tables["breakdown"] if p["server"].startswith(name + " "))
+        breakdown = r.tables["breakdown"]
+        step = sum(num(p, "seconds_per_step") for p in breakdown if str(p["server"]).startswith(name + " "))
         assert step == pytest.approx(16384 / ref.throughput)
     # Growing the tables pushes them out of Big Basin's HBM (the seed paper's reason for Zion).
     small = explore_servers(model="mlperf_v1", rows_scale=0.1)
@@ -254,11 +252,11 @@ def test_server_explorer_agrees_with_the_cost_model_it_calls() -> None:
         ({"batch_size": 0}, "batch_size"),
     ],
 )
-def test_server_explorer_rejects_bad_settings(kwargs: dict[str, object], match: str) -> None:
+def test_server_explorer_rejects_bad_settings(kwargs: dict[str, Any], match: str) -> None:
     from recnotebooks.viz.servers import explore_servers, server_explorer
 
     with pytest.raises((ValueError, KeyError), match=match):
-        explore_servers(**kwargs)  # type: ignore[arg-type]
+        explore_servers(**kwargs)
     with pytest.raises((ValueError, KeyError), match=match):
         server_explorer(**kwargs)
     with pytest.raises(KeyError, match="rows_scal"):
@@ -280,15 +278,16 @@ def _panel_reach(spec: dict[str, object]) -> dict[str, float]:
     """Each bar panel's x-scale end, from the chart's own data (the invisible reach points)."""
     reach: dict[str, float] = {}
     for r in chart_rows(spec):
-        reach.setdefault(str(r["metric"]), float(r["_reach"]))
-        assert reach[str(r["metric"])] == float(r["_reach"])
+        reach.setdefault(str(r["metric"]), num(r, "_reach"))
+        assert reach[str(r["metric"])] == num(r, "_reach")
     return reach
 
 
-def _bars_spec(app: object) -> dict[str, object]:
-    chart = app.altair_chart  # type: ignore[attr-defined]
+def _bars_spec(app: App) -> dict[str, object]:
     import altair as alt
 
+    chart = app.altair_chart
+    assert isinstance(chart, alt.VConcatChart)
     bars = next(c for c in chart.vconcat if isinstance(c, alt.FacetChart))  # the small multiples
     return bars.to_dict()
 
@@ -302,7 +301,7 @@ def test_advantage_panels_share_one_scale_and_draw_the_one_line() -> None:
     reach = _panel_reach(spec)
     assert len(reach) == 4 and len(set(reach.values())) == 1, reach  # explorer 1.4x no longer as long as 3.0x
     rows = chart_rows(spec)
-    assert min(reach.values()) >= max(float(r["value"]) for r in rows)
+    assert min(reach.values()) >= max(num(r, "value") for r in rows)
     text = json.dumps(spec)
     assert '"type": "rule"' in text and '"datum": 1.0' in text
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import warnings
 
+import _values
 import pytest
 import torch
 from hypothesis import given
@@ -479,12 +480,14 @@ def test_checkpoint_paths_are_checked_before_training(capsys, tmp_path):
     assert not list(tmp_path.glob("**/*.tmp"))
 
 
-def test_trainer_names_bad_data_and_callbacks():
+def test_trainer_names_bad_data_and_callbacks() -> None:
     cfg = preset("tiny").with_max_rows(100)
     with pytest.raises(TypeError, match="train_data"):
-        Trainer(DLRM(cfg), 3, None, TrainConfig(progress=False), device="cpu")  # type: ignore[arg-type]
+        Trainer(DLRM(cfg), _values.bad(3), None, TrainConfig(progress=False), device="cpu")
     with pytest.raises(TypeError, match=r"callbacks\[0\]"):
-        Trainer(DLRM(cfg), [], None, TrainConfig(progress=False), device="cpu", callbacks=["log"])  # type: ignore[list-item]
+        Trainer(
+            DLRM(cfg), [], None, TrainConfig(progress=False), device="cpu", callbacks=[_values.bad("log")]
+        )
 
 
 def test_a_stream_refuses_another_streams_position():
@@ -826,8 +829,8 @@ def test_hardware_fields_of_the_wrong_type_are_named(field, value):
     raises_naming(TypeError, make, field, checks.show(value))
 
 
-def test_a_hardware_name_that_is_not_a_name():
-    raises_naming(TypeError, lambda: hardware(["dgx_h100"]), "hardware", "['dgx_h100']")  # type: ignore[arg-type]
+def test_a_hardware_name_that_is_not_a_name() -> None:
+    raises_naming(TypeError, lambda: hardware(_values.bad(["dgx_h100"])), "hardware", "['dgx_h100']")
 
 
 # ----- 8. numbers so small (or large) that the model's results become infinite --------------------

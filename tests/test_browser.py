@@ -33,8 +33,12 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOK_FILES = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
@@ -51,7 +55,10 @@ CHROMIUM_ARGS = [
 ]
 #: The windows every notebook is checked in: "wide" is resized until an output area is 1000 px;
 #: "laptop" is a 1280-px window with the file browser open (an output area of about 850 px).
-LAYOUTS = {"wide": {"window": 1400, "output": 1000}, "laptop": {"window": 1280, "output": None}}
+LAYOUTS: dict[str, dict[str, int | None]] = {
+    "wide": {"window": 1400, "output": 1000},
+    "laptop": {"window": 1280, "output": None},
+}
 LAPTOP_MAX_OUTPUT = 870  # px: the laptop window's output area must be this narrow or narrower
 MIN_TRACK_PX = 80  # px: a slider's track must be at least this long to be read and dragged
 #: How Vega's and Vega-Lite's logger starts a console message: a chart spec it had to mend or could
@@ -257,7 +264,7 @@ def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser(jupyterlab: str) -> Iterator[object]:
+def browser(jupyterlab: str) -> Iterator[Browser]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -268,12 +275,12 @@ def browser(jupyterlab: str) -> Iterator[object]:
             b.close()
 
 
-def _wait_for_charts(page: object, expected: int, timeout_s: float = 60) -> None:
+def _wait_for_charts(page: Page, expected: int, timeout_s: float = 60) -> None:
     """Until every chart is drawn and their number has not changed for a second, once there are
     ``expected`` of them (widget outputs; some may be other widgets: then after 8 steady s)."""
     deadline, last, stable = time.monotonic() + timeout_s, None, 0
     while time.monotonic() < deadline:
-        state = page.evaluate(CHARTS_READY)  # type: ignore[attr-defined]
+        state = page.evaluate(CHARTS_READY)
         stable = stable + 1 if state == last and state["drawn"] == state["total"] else 0
         if stable >= (4 if state["total"] >= expected else 32):
             return
@@ -282,44 +289,45 @@ def _wait_for_charts(page: object, expected: int, timeout_s: float = 60) -> None
     pytest.fail(f"charts did not finish drawing: {last}")
 
 
-def _run_all(page: object, url: str) -> None:
-    page.goto(url)  # type: ignore[attr-defined]
+def _run_all(page: Page, url: str) -> None:
+    page.goto(url)
     page.wait_for_function(
-        f"() => window.jupyterapp && {PANEL} && {PANEL}.sessionContext "  # type: ignore[attr-defined]
+        f"() => window.jupyterapp && {PANEL} && {PANEL}.sessionContext "
         f"&& {PANEL}.sessionContext.session && {PANEL}.sessionContext.session.kernel",
         timeout=90_000,
     )
-    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")  # type: ignore[attr-defined]
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_function(
-        f"() => ['done', 'error'].includes(({NOTEBOOK_STATE})())",  # type: ignore[attr-defined]
+        f"() => ['done', 'error'].includes(({NOTEBOOK_STATE})())",
         timeout=300_000,
         polling=500,
     )
 
 
-def _fit_viewport(page: object, layout: str) -> None:
+def _fit_viewport(page: Page, layout: str) -> None:
     """Size the window for ``layout``: resize it until an output area is as wide as the layout
     says, or keep the laptop window (file browser open) and check its output area is narrow."""
     want = LAYOUTS[layout]["output"]
     if want is None:  # the laptop: the window stays 1280 px, with the file browser open beside it
-        page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")  # type: ignore[attr-defined]
+        page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")
         time.sleep(0.5)
-        width = page.evaluate(PAGE_FAULTS)["area_width"]  # type: ignore[attr-defined]
+        width = page.evaluate(PAGE_FAULTS)["area_width"]
         assert 0 < width <= LAPTOP_MAX_OUTPUT, f"the laptop window's output area is {width} px wide"
         return
-    width = page.evaluate(PAGE_FAULTS)["area_width"]  # type: ignore[attr-defined]
+    width = page.evaluate(PAGE_FAULTS)["area_width"]
     if width and abs(width - want) > 2:
-        size = page.viewport_size  # type: ignore[attr-defined]
-        page.set_viewport_size({"width": size["width"] + want - width, "height": size["height"]})  # type: ignore[attr-defined]
+        size = page.viewport_size
+        assert size is not None
+        page.set_viewport_size({"width": size["width"] + want - width, "height": size["height"]})
         time.sleep(0.5)
 
 
-def _bar_faults(page: object, must_have: bool) -> list[str]:
+def _bar_faults(page: Page, must_have: bool) -> list[str]:
     """Every breakdown's bars: drawn width proportional to value, painted up to both ends."""
-    charts = page.evaluate(BREAKDOWN_SVGS)  # type: ignore[attr-defined]
+    charts = page.evaluate(BREAKDOWN_SVGS)
     faults = [] if charts or not must_have else ["no step-time breakdown chart found in the outputs"]
     for index in charts:
-        bars = [b for b in page.evaluate(BARS, index) if b["value"] > 0]  # type: ignore[attr-defined]
+        bars = [b for b in page.evaluate(BARS, index) if b["value"] > 0]
         for chart in {b["chart"] for b in bars}:
             same = [b for b in bars if b["chart"] == chart]
             scale = sorted(b["width"] / b["value"] for b in same)[len(same) // 2]  # px per ms
@@ -346,8 +354,8 @@ def _formula_cells(notebook: str) -> set[int]:
     return {i for i, found in pieces.items() if found and all(is_formula(m) for m in found)}
 
 
-def _page_faults(page: object, notebook: str) -> list[str]:
-    found = page.evaluate(PAGE_FAULTS)  # type: ignore[attr-defined]
+def _page_faults(page: Page, notebook: str) -> list[str]:
+    found = page.evaluate(PAGE_FAULTS)
     formulas = _formula_cells(notebook)
     area = found["area_width"]
     return (
@@ -361,18 +369,18 @@ def _page_faults(page: object, notebook: str) -> list[str]:
     )
 
 
-def _shoot(page: object, shots: str | None, name: str) -> None:
+def _shoot(page: Page, shots: str | None, name: str) -> None:
     """Screenshots of every output that holds a chart (RECNB_SHOTS), to look at."""
     if not shots:
         return
-    areas = page.locator(".jp-OutputArea-output", has=page.locator(".vega-embed"))  # type: ignore[attr-defined]
+    areas = page.locator(".jp-OutputArea-output", has=page.locator(".vega-embed"))
     for k in range(areas.count()):
         areas.nth(k).screenshot(path=f"{shots}/{name}_{k}.png")
 
 
-def _move_slider(page: object, notebook: str, shots: str | None) -> None:
+def _move_slider(page: Page, notebook: str, shots: str | None) -> None:
     slider, change, label = SLIDERS[notebook]
-    app = page.locator(".recnb-app", has=page.locator(".widget-slider", has_text=slider)).first  # type: ignore[attr-defined]
+    app = page.locator(".recnb-app", has=page.locator(".widget-slider", has_text=slider)).first
     app.scroll_into_view_if_needed()
     chart = app.locator(".recnb-chart svg.marks").first
     chart.wait_for(timeout=60_000)
@@ -382,7 +390,7 @@ def _move_slider(page: object, notebook: str, shots: str | None) -> None:
         app.screenshot(path=f"{shots}/{Path(notebook).stem}_before.png")
     handle = app.locator(".widget-slider", has_text=slider).locator(".noUi-handle").first
     handle.focus()
-    page.keyboard.press("ArrowRight")  # type: ignore[attr-defined]  # one step right, as with the keyboard
+    page.keyboard.press("ArrowRight")  # one step right, as with the keyboard
     chart.evaluate(
         "(svg, old) => new Promise(done => { const t = setInterval(() => { const s = "
         "svg.isConnected ? svg : document.querySelector('.recnb-chart svg.marks'); "
@@ -400,9 +408,11 @@ def _move_slider(page: object, notebook: str, shots: str | None) -> None:
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("notebook", NOTEBOOK_FILES)
 def test_notebook_runs_clean_in_jupyterlab(
-    jupyterlab: str, browser: object, notebook: str, layout: str
+    jupyterlab: str, browser: Browser, notebook: str, layout: str
 ) -> None:
-    page = browser.new_page(viewport={"width": LAYOUTS[layout]["window"], "height": 2000})  # type: ignore[attr-defined]
+    window = LAYOUTS[layout]["window"]
+    assert window is not None
+    page = browser.new_page(viewport={"width": window, "height": 2000})
     console: list[str] = []  # Vega's own warnings ("WARN Infinite extent ...", "WARN strokeDash dropped ...")
     page.on("console", lambda m: console.append(m.text) if m.text.startswith(VEGA_LOG) else None)
     shots, stem = os.environ.get("RECNB_SHOTS"), Path(notebook).stem

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import Any
 
 import altair as alt
 import pytest
+from _values import bad, control_values, num, whole
 
 from recnotebooks.cache.hot import hot_sample_fraction
+from recnotebooks.config import DLRMConfig
 from recnotebooks.perf.placement import placement_costs, placement_summary
 from recnotebooks.perf.published import TORCHREC_UVM, torchrec_uvm_example
-from recnotebooks.viz.app import AppError
+from recnotebooks.viz.app import App, AppError
 from recnotebooks.viz.cache import (
     CACHE_CONTROLS,
     CURVE_FRACTIONS,
@@ -29,12 +33,8 @@ from recnotebooks.viz.tidy import chart_rows
 IDS = 60_000  # a short trace keeps every test quick; the notebook replays 1M
 
 
-def _options(widget: object) -> list[object]:
-    return [o[1] if isinstance(o, tuple) else o for o in widget.options]  # type: ignore[attr-defined]
-
-
 @pytest.fixture(scope="module")
-def app():  # type: ignore[no-untyped-def]
+def app() -> App:
     return cache_explorer(measure=False, num_ids=IDS)
 
 
@@ -48,11 +48,11 @@ def test_tables_carry_their_sources() -> None:
     assert "measured" not in r.tables
 
 
-def test_explorer_sweeps_each_control(app) -> None:  # type: ignore[no-untyped-def]
+def test_explorer_sweeps_each_control(app: App) -> None:
     defaults = {k: v["value"] for k, v in CACHE_CONTROLS.items()}
     for name in CACHE_CONTROLS:
         app.set(**defaults)
-        for value in _options(app.controls[name]):
+        for value in control_values(app.controls[name]):
             if value == app.values[name]:
                 continue
             before, data = app.result.tables, app.chart_data()
@@ -63,7 +63,7 @@ def test_explorer_sweeps_each_control(app) -> None:  # type: ignore[no-untyped-d
                 assert result.tables["metrics"] == before["metrics"]  # ways only matter set-associatively
                 continue
             assert result.tables != before, f"{name}={value} changed nothing"
-            assert all(0.0 <= float(x["hit_rate"]) <= 1.0 for x in result.tables["curves"])
+            assert all(0.0 <= num(x, "hit_rate") <= 1.0 for x in result.tables["curves"])
     app.altair_chart.to_dict()  # the app skips schema validation; the test does not
     app.set(**defaults)
 
@@ -72,12 +72,12 @@ def test_the_current_point_is_the_simulators_number() -> None:
     from recnotebooks.cache.simulate import simulate
 
     r = explore_cache(measure=False, num_ids=IDS, policy="lfu", cache_fraction=0.02)
-    now = [x for x in r.tables["curves"] if x.get("current")]
-    assert len(now) == 1 and now[0]["policy"] == "LFU"
-    now = now[0]
+    current = [x for x in r.tables["curves"] if x.get("current")]
+    assert len(current) == 1 and current[0]["policy"] == "LFU"
+    now = current[0]
     ref = simulate(cache_trace(100_000, 1.05, IDS), "lfu", 2_000, num_rows=100_000)
     assert now["capacity"] == 2_000 and now["hit_rate"] == pytest.approx(ref.hit_rate)
-    metric = next(x for x in r.tables["metrics"] if x["metric"].startswith("hit rate"))
+    metric = next(x for x in r.tables["metrics"] if str(x["metric"]).startswith("hit rate"))
     assert metric["value"] == pytest.approx(ref.hit_rate)
 
 
@@ -85,7 +85,7 @@ def test_opt_bounds_every_policy_and_curves_rise() -> None:
     rows = hit_rate_curves(10_000, 0.9, 32, IDS)
     by: dict[str, dict[int, float]] = {}
     for r in rows:
-        by.setdefault(str(r["policy"]), {})[int(r["capacity"])] = float(r["hit_rate"])  # type: ignore[call-overload]
+        by.setdefault(str(r["policy"]), {})[whole(r, "capacity")] = num(r, "hit_rate")
     assert set(by) == {"LRU", "LFU", "static hot set", "set-assoc LRU", "OPT"}
     for policy, pts in by.items():
         for c, h in pts.items():
@@ -128,11 +128,11 @@ def test_placements_are_the_cost_model_at_the_simulated_hit_rate() -> None:
     from recnotebooks.viz.cache import cache_model
 
     r = explore_cache(measure=False, num_ids=IDS, num_rows=100_000, hardware_name="big_basin")
-    hit = next(float(x["value"]) for x in r.tables["metrics"] if x["metric"].startswith("hit rate"))
+    hit = next(num(x, "value") for x in r.tables["metrics"] if str(x["metric"]).startswith("hit rate"))
     ref = estimate(
         cache_model(100_000), "big_basin", batch_size=MODEL_BATCH, placement="cache", cache_hit_rate=hit
     )
-    steps = {x["key"]: x["step_ms"] for x in placement_summary(r.tables["placements"])}
+    steps = {x["key"]: num(x, "step_ms") for x in placement_summary(r.tables["placements"])}
     assert steps["cache"] == pytest.approx(ref.step_time * 1e3)
     assert steps["hbm"] < steps["cache"] < steps["host"]
 
@@ -143,17 +143,19 @@ def test_placement_costs_flag_what_does_not_fit() -> None:
     rows = placement_summary(placement_costs(preset("rm2").with_rows_scale(30), "dgx_a100", 0.9, 4096))
     fits = {r["key"]: r["fits"] for r in rows}
     assert fits == {"hbm": False, "cache": True, "host": True, "remote": True}
-    assert all(float(r["ns_per_lookup"]) > 0 for r in rows)
+    assert all(num(r, "ns_per_lookup") > 0 for r in rows)
 
 
-def test_bars_share_a_scale_per_unit(app) -> None:  # type: ignore[no-untyped-def]
+def test_bars_share_a_scale_per_unit(app: App) -> None:
     app.set(cache_fraction=0.1)
     app.set(cache_fraction=0.2)
-    bars = next(c for c in app.altair_chart.vconcat if isinstance(c, alt.FacetChart))
+    chart = app.altair_chart
+    assert isinstance(chart, alt.VConcatChart)
+    bars = next(c for c in chart.vconcat if isinstance(c, alt.FacetChart))
     spec = bars.to_dict()
     reach: dict[str, set[float]] = {}
     for r in chart_rows(spec):
-        reach.setdefault(str(r["unit"]), set()).add(float(r["_reach"]))
+        reach.setdefault(str(r["unit"]), set()).add(num(r, "_reach"))
     assert all(len(v) == 1 for v in reach.values()), reach
     assert "SIMULATED" in json.dumps(app.altair_chart.to_dict()) and "MODELED" in json.dumps(spec)
 
@@ -172,7 +174,7 @@ def test_torchrec_published_figures_and_the_model_beside_them() -> None:
     pub = {r["case"]: r["seconds_per_epoch"] for r in rows if r["source"] == "published"}
     assert list(pub.values()) == [TORCHREC_UVM["uvm_s"], TORCHREC_UVM["uvm_cache_s"]] == [0.62, 0.06]
     modeled = [r for r in rows if r["source"] == "modeled"]
-    assert len(modeled) == 4 and all(float(r["seconds_per_epoch"]) > 0 for r in modeled)
+    assert len(modeled) == 4 and all(num(r, "seconds_per_epoch") > 0 for r in modeled)
 
 
 @pytest.mark.parametrize(
@@ -188,12 +190,12 @@ def test_torchrec_published_figures_and_the_model_beside_them() -> None:
         ({"policy": True}, ValueError, "policy"),
     ],
 )
-def test_bad_settings_name_the_parameter(kwargs: dict[str, object], error: type, match: str) -> None:
+def test_bad_settings_name_the_parameter(kwargs: dict[str, Any], error: type, match: str) -> None:
     with pytest.raises(error, match=match):
-        explore_cache(measure=False, **kwargs)  # type: ignore[arg-type]
+        explore_cache(measure=False, **kwargs)
 
 
-def test_app_refuses_unknown_and_wrong_values(app) -> None:  # type: ignore[no-untyped-def]
+def test_app_refuses_unknown_and_wrong_values(app: App) -> None:
     with pytest.raises(KeyError, match="unknown setting"):
         cache_explorer(measure=False, num_ids=IDS, polcy="lru")
     with pytest.raises(ValueError, match="ways must be one of"):
@@ -210,8 +212,8 @@ def test_measured_overhead_sees_the_simulators_misses(quiet_machine: None) -> No
     m = measure_cache_overhead(10_000, 1.05, "lru", 0.2, steps=3, num_ids=IDS)
     assert m["cached_ms"] > 0 and m["uncached_ms"] > 0 and m["reused"] == 0.0
     per_step = MEASURED_BATCH * MEASURED_POOLING
-    ids = cache_trace(10_000, 1.05, IDS)[: per_step * int(m["steps_total"])]
-    ref = simulate(ids, "lru", int(m["capacity"]), num_rows=10_000, batch_size=per_step)
+    ids = cache_trace(10_000, 1.05, IDS)[: per_step * whole(m, "steps_total")]
+    ref = simulate(ids, "lru", whole(m, "capacity"), num_rows=10_000, batch_size=per_step)
     assert m["misses"] == ref.misses  # training and the simulator admit a step's rows alike
     again = measure_cache_overhead(10_000, 1.05, "lru", 0.2, steps=3, num_ids=IDS)
     assert again["reused"] == 1.0 and again["cached_ms"] == m["cached_ms"]
@@ -231,7 +233,7 @@ def test_an_unreliable_overhead_is_marked_and_measured_again(monkeypatch: pytest
     assert {x["reliable"] for x in r.tables["measured"]} == {False}
     assert any(n.startswith(f"NOT RELIABLE ({why})") for n in r.notes)
     ratio = next(x for x in r.tables["metrics"] if x["metric"] == "cached ÷ uncached step here: measured")
-    assert ratio["display"].endswith("⚠ NOT RELIABLE")
+    assert str(ratio["display"]).endswith("⚠ NOT RELIABLE")
 
 
 def test_measured_app_update_is_quick_once_curves_are_kept(quiet_machine: None) -> None:
@@ -306,7 +308,7 @@ def test_overhead_measures_rows_given_directly() -> None:
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda: placement_costs(object(), "dgx_a100", 0.9), TypeError, "config must be a DLRMConfig"),  # type: ignore[arg-type]
+        (lambda: placement_costs(bad(object()), "dgx_a100", 0.9), TypeError, "config must be a DLRMConfig"),
         (lambda: placement_costs(_tiny(), "dgx_a100", 1.5), ValueError, "hit_rate must be"),
         (lambda: placement_costs(_tiny(), "dgx_a100", 0.9, batch_size=0), ValueError, "batch_size must be"),
         (lambda: _break_even(_tiny(), "dgx_a100", "cache"), ValueError, "against must be one of"),
@@ -321,29 +323,31 @@ def test_overhead_measures_rows_given_directly() -> None:
         (lambda: _overhead(steps=10_000), ValueError, "trace must hold at least"),
     ],
 )
-def test_moved_entry_points_check_their_arguments(call, error: type, match: str) -> None:  # type: ignore[no-untyped-def]
+def test_moved_entry_points_check_their_arguments(
+    call: Callable[[], object], error: type[Exception], match: str
+) -> None:
     with pytest.raises(error, match=match):
         call()
 
 
-def _tiny() -> object:
+def _tiny() -> DLRMConfig:
     from recnotebooks.config import preset
 
     return preset("tiny")
 
 
-def _break_even(*args: object) -> object:
+def _break_even(config: DLRMConfig, hw: str, against: str) -> float | None:
     from recnotebooks.perf.placement import break_even_hit_rate
 
-    return break_even_hit_rate(*args)  # type: ignore[arg-type]
+    return break_even_hit_rate(config, hw, against)
 
 
-def _overhead(trace: object = None, **kw: object) -> object:
+def _overhead(trace: object = None, **kw: Any) -> object:
     from recnotebooks.measure.cache_overhead import measure_overhead
 
-    ids = cache_trace(1_000, 1.05, 10_000) if trace is None else trace
-    args: dict[str, object] = {"capacity": 100, "policy": "lru", **kw}
-    return measure_overhead(ids, 1_000, **args)  # type: ignore[arg-type]
+    ids = cache_trace(1_000, 1.05, 10_000) if trace is None else bad(trace)
+    args: dict[str, Any] = {"capacity": 100, "policy": "lru", **kw}
+    return measure_overhead(ids, 1_000, **args)
 
 
 def test_the_note_gives_opt_with_as_many_slots_as_the_cache() -> None:
@@ -364,14 +368,15 @@ def test_the_note_gives_opt_with_as_many_slots_as_the_cache() -> None:
     assert opt_hit_rate(rows, 1.05, cap, IDS) == pytest.approx(ref)
     said = re.search(r"OPT with as many slots: ([\d.]+%)", r.notes[0])
     assert said and said.group(1) == percent(ref)
-    hit = next(x for x in r.tables["metrics"] if x["metric"].startswith("hit rate"))["value"]
+    hit = next(num(x, "value") for x in r.tables["metrics"] if str(x["metric"]).startswith("hit rate"))
     assert hit <= ref + 1e-12  # no policy beats OPT with the same slots
-    smaller = max(x["hit_rate"] for x in r.tables["curves"] if x["policy"] == "OPT" and x["capacity"] < cap)
+    curves = r.tables["curves"]
+    smaller = max(num(x, "hit_rate") for x in curves if x["policy"] == "OPT" and num(x, "capacity") < cap)
     assert ref > smaller  # the old note's number (the curve below the size) was too low
 
 
 @pytest.mark.parametrize("setting", [{"cache_fraction": 0.001}, {"policy": "opt"}])
-def test_a_cache_that_cannot_run_is_not_priced(setting: dict) -> None:
+def test_a_cache_that_cannot_run_is_not_priced(setting: dict[str, Any]) -> None:
     """Issue 37: the explorer priced a cache it said could not run (too few slots for a training
     step's rows; OPT, which reads the future). Such a cache has no step, no bytes and no cache bar;
     the note says why, and the HBM and host DRAM steps stay."""
@@ -386,5 +391,5 @@ def test_a_cache_that_cannot_run_is_not_priced(setting: dict) -> None:
     assert "ms in host DRAM" in modeled and "ms per step in HBM" in modeled
     runs = explore_cache(measure=False, num_ids=20_000)  # the default 20% LRU cache runs, and is priced
     assert "traffic" in runs.tables and any(
-        m["metric"].startswith("step, tables behind") for m in runs.tables["metrics"]
+        str(m["metric"]).startswith("step, tables behind") for m in runs.tables["metrics"]
     )

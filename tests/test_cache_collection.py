@@ -9,9 +9,13 @@ written back (nothing lost).
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
+from _values import bad
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,7 +73,9 @@ class WritebackAudit:
         self.dirty.update(int(r) for r in self.coll.global_ids(batch).unique())
 
 
-def _config(draw, rows: list[int], batch_size: int, accumulate: bool, prefetch: bool):  # type: ignore[no-untyped-def]
+def _config(
+    draw: st.DrawFn, rows: list[int], batch_size: int, accumulate: bool, prefetch: bool
+) -> CacheConfig:
     policy = draw(st.sampled_from(POLICIES))
     need = batch_size * MAX_BAG * (2 if accumulate else 1)  # distinct rows a step may pin per table
     shared = draw(st.booleans())
@@ -93,7 +99,7 @@ OPTIMIZERS = {"sgd": SparseSGD, "rowwise_adagrad": RowWiseAdagrad, "adagrad": Ex
 
 
 @st.composite
-def scenarios(draw):  # type: ignore[no-untyped-def]
+def scenarios(draw: st.DrawFn) -> dict[str, Any]:
     ntab = draw(st.integers(1, 3))
     batch_size = draw(st.integers(1, 4))
     accumulate = draw(st.booleans())
@@ -235,7 +241,7 @@ def test_trainer_with_cache_equals_without(cache: CacheConfig) -> None:
     assert cached.model.embeddings.stats.total()["evictions"] > 0
 
 
-def test_trainer_checkpoint_resume_with_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_trainer_checkpoint_resume_with_cache(tmp_path: Path) -> None:
     cache = CacheConfig("setassoc", capacity=0.25, ways=4)
     whole = make_trainer(cache)
     whole.fit()
@@ -297,7 +303,7 @@ def test_bad_collection_input() -> None:
     with pytest.raises(ValueError, match="only used by policy 'static'"):
         CachedEmbeddingBagCollection(TABLES, 2, CacheConfig("lru", capacity=4), hot_rows={"a": [1]})
     with pytest.raises(TypeError, match="cache"):
-        CachedEmbeddingBagCollection(TABLES, 2, "lru")  # type: ignore[arg-type]
+        CachedEmbeddingBagCollection(TABLES, 2, bad("lru"))
     c = CachedEmbeddingBagCollection(TABLES, 2, CacheConfig("lru", capacity=3))
     too_many = JaggedBatch.from_lists({"a": [[0, 1, 2, 3]], "b": [[0]]})
     with pytest.raises(ValueError, match=r"capacity >= 4"):

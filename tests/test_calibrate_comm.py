@@ -4,12 +4,18 @@ the saved calibration's round trip, and bad input."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from _values import bad
 
+from recnotebooks.config import DLRMConfig
 from recnotebooks.measure import calibrate_comm as CC
 from recnotebooks.perf.hardware import HARDWARE, load_calibration, save_calibration
+from recnotebooks.plan import Plan
 
 #: the verdict a calibration's raw figures carry (measure.calibrate.calibration_verdict), for the fakes
 PASSED = {"passed": True, "verdict": "PASSED", "why_not": []}
@@ -80,7 +86,9 @@ def test_a_real_one_rank_run_times_both_steps_every_round() -> None:
     assert all(c >= 0 for c in times["collectives"])
 
 
-def test_the_sharded_operator_cost_is_the_difference_per_counted_operator(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_sharded_operator_cost_is_the_difference_per_counted_operator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The arithmetic on given round times: each side's best round (the sharded side's least own
     work, its time less its collectives), their difference over the operators the model counts;
     a sharded step no slower than the single one (noise) is refused."""
@@ -88,7 +96,7 @@ def test_the_sharded_operator_cost_is_the_difference_per_counted_operator(monkey
 
     from recnotebooks.perf.components import sharded_extra_ops
 
-    def launch_with(times):  # type: ignore[no-untyped-def]
+    def launch_with(times: dict[str, list[float]]) -> Callable[..., SimpleNamespace]:
         return lambda *a, **k: SimpleNamespace(values=[times])
 
     times = {
@@ -111,9 +119,9 @@ def test_the_sharded_operator_cost_is_the_difference_per_counted_operator(monkey
         CC.measure_sharded_op_cost(rounds=0)
 
 
-def _one_rank_case():  # type: ignore[no-untyped-def]
+def _one_rank_case() -> tuple[DLRMConfig, Plan, int]:
     from recnotebooks.config import preset
-    from recnotebooks.plan import Plan, TableShard
+    from recnotebooks.plan import TableShard
 
     cfg = preset("tiny")
     kinds = ("table_wise", "row_wise", "column_wise")
@@ -142,7 +150,7 @@ def test_the_sharded_operator_cost_prices_only_what_the_sharded_step_adds() -> N
         base.replace(sharded_op_overhead_s=-1.0)
 
 
-def test_the_saved_calibration_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_saved_calibration_round_trips(tmp_path: Path) -> None:
     hw = HARDWARE["this_machine"].replace(collective_latency_s=123e-6, intra_node_bw=0.75e9,
                                           sharded_op_overhead_s=12e-6)  # fmt: skip
     path = save_calibration(hw, {"gflops": 100.0, "copy_bw": 1e10}, path=tmp_path / "cal.json")
@@ -189,7 +197,7 @@ def test_the_in_step_pattern_times_each_call_after_a_burst_and_takes_the_mean() 
         assert r["steps"] == 1 and r["volume"] == r["bytes"] / 2
 
 
-def test_each_pattern_aggregates_its_timings_as_documented(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_each_pattern_aggregates_its_timings_as_documented(monkeypatch: pytest.MonkeyPatch) -> None:
     """With the ranks' timings fixed (launch stubbed): ``in_step`` keeps the mean over calls and
     ranks and the extremes of each call's rank mean; ``back_to_back`` the median repeat of the
     slowest rank."""
@@ -200,7 +208,7 @@ def test_each_pattern_aggregates_its_timings_as_documented(monkeypatch) -> None:
     per_rank = [[[1.0, 2.0, 9.0]], [[3.0, 2.0, 1.0]]]  # rank -> size -> call (or repeat) seconds
     fake = types.SimpleNamespace(values=[{"bytes": [4096], "all_reduce": t} for t in per_rank])
     monkeypatch.setattr(D, "launch", lambda *a, **k: fake)
-    kw = {"world_sizes": (2,), "sizes": (4096, 8192), "collectives": ["all_reduce"]}
+    kw: dict[str, Any] = {"world_sizes": (2,), "sizes": (4096, 8192), "collectives": ["all_reduce"]}
     (row,) = CC.measure_collectives(**kw, pattern="in_step")
     assert row["seconds"] == pytest.approx(18.0 / 6) and (row["min_s"], row["max_s"]) == (2.0, 5.0)
     (row,) = CC.measure_collectives(**kw, pattern="back_to_back")
@@ -224,10 +232,12 @@ def test_bad_measure_input_raises_before_any_process_starts() -> None:
     with pytest.raises(ValueError, match="collective"):
         CC.model_steps("gather", 2)
     with pytest.raises(TypeError, match="volumes"):
-        CC.fit_latency_bandwidth("12", [1.0, 2.0])
+        CC.fit_latency_bandwidth(bad("12"), [1.0, 2.0])
 
 
-def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_recnb_calibrate_collectives_saves_the_fitted_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The wiring of ``recnb calibrate --collectives`` (microbenchmarks stubbed: fast)."""
     from recnotebooks.cli import build_parser
     from recnotebooks.measure import commands
@@ -256,8 +266,8 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypa
     )
 
 
-def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_keeps(  # type: ignore[no-untyped-def]
-    tmp_path, monkeypatch, capsys
+def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_keeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from recnotebooks.cli import build_parser
     from recnotebooks.measure import commands

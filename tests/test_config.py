@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _values import bad
 
 from recnotebooks.config import PRESETS, DLRMConfig, TableConfig, parse_mlp, preset
 from recnotebooks.nn import DLRM
@@ -138,7 +139,7 @@ def test_with_rows_scale_multiplies_every_table(scale: float):
 )  # fmt: skip
 def test_with_rows_scale_rejects_bad_scales(scale: object, exc: type[Exception]):
     with pytest.raises(exc, match="rows_scale"):
-        preset("rm2").with_rows_scale(scale)  # type: ignore[arg-type]
+        preset("rm2").with_rows_scale(bad(scale))
 
 
 def test_tiny_model_forward_shape():

@@ -3,12 +3,14 @@ RCP checker, whose figures are written below as it printed them, and by its defi
 
 from __future__ import annotations
 
+import _values
 import pytest
+from _values import num, whole
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recnotebooks.published import convergence as cv
-from recnotebooks.published.mlperf import TRAIN_SAMPLES, olympic_mean
+from recnotebooks.published.mlperf import TRAIN_SAMPLES, MLPerfResult, olympic_mean
 
 # mlcommons/logging's rcp_checker.RCP_Checker("training", version, "dlrm_dcnv2").pruned_rcp_data,
 # run on the JSON files of RCP_SOURCE (2026-12-03): (batch, "RCP Mean") after pruning.
@@ -64,7 +66,7 @@ def test_outside_the_curve_is_refused(batch: int) -> None:
 @pytest.mark.parametrize("bad", [True, 55296.0, "55296", None])
 def test_batch_of_the_wrong_type_is_refused(bad: object) -> None:
     with pytest.raises((TypeError, ValueError), match="global_batch"):
-        cv.epochs_to_converge(bad, "v4.0")  # type: ignore[arg-type]
+        cv.epochs_to_converge(_values.bad(bad), "v4.0")
 
 
 def test_unknown_round_is_refused() -> None:
@@ -92,9 +94,9 @@ def test_docstring_examples_run() -> None:
     assert attempted >= 1 and failed == 0
 
 
-def _on_curve(r: object) -> bool:
-    lo, hi = cv.convergence_curve(r.round)[0][0], cv.convergence_curve(r.round)[-1][0]  # type: ignore[attr-defined]
-    return r.samples_per_s is not None and lo <= r.global_batch_size <= hi  # type: ignore[attr-defined]
+def _on_curve(r: MLPerfResult) -> bool:
+    lo, hi = cv.convergence_curve(r.round)[0][0], cv.convergence_curve(r.round)[-1][0]
+    return r.samples_per_s is not None and lo <= r.global_batch_size <= hi
 
 
 def test_logged_throughput_predicts_the_published_time_to_train() -> None:
@@ -106,6 +108,7 @@ def test_logged_throughput_predicts_the_published_time_to_train() -> None:
     rows = [r for r in MLPERF_DCNV2_RESULTS if _on_curve(r)]
     assert sum(r.submitter == "NVIDIA" for r in rows) >= 18 and len(rows) >= 80
     for r in rows:
+        assert r.samples_per_s is not None  # _on_curve keeps only the rows that log it
         predicted = cv.time_to_train(r.samples_per_s, r.global_batch_size, r.round)
         assert predicted == pytest.approx(r.score_minutes, rel=0.05), (r.round, r.submitter, r.system)
     below = [r for r in MLPERF_DCNV2_RESULTS if r.global_batch_size < 32768]
@@ -124,8 +127,8 @@ def test_curve_points_say_which_epochs_were_published() -> None:
     # 65,536, 102,400 and 135,168 lie above the line between them and are pruned
     rows = cv.curve_points(JOB_BATCHES, "v6.0")
     kinds: dict[tuple[int, str], float] = {
-        (int(r["global_batch"]), str(r["epochs_from"])): float(r["epochs"]) for r in rows
-    }  # type: ignore[call-overload]
+        (whole(r, "global_batch"), str(r["epochs_from"])): num(r, "epochs") for r in rows
+    }
     published, interpolated, pruned = cv.EPOCHS_FROM
     kept = dict(CHECKER_PRUNED["5.1.0"])
     assert {b for b, k in kinds if k == published} == set(kept)
@@ -139,7 +142,7 @@ def test_curve_points_say_which_epochs_were_published() -> None:
         (point,) = [p for p in cv.rules_for_round("v6.0") if p.batch_size == b]
         assert kinds[(b, pruned)] == pytest.approx(olympic_mean(point.epochs))
         assert kinds[(b, pruned)] > kinds[(b, interpolated)]  # above the line: why the checker drops it
-    assert [r["global_batch"] for r in rows] == sorted(r["global_batch"] for r in rows)  # type: ignore[type-var]
+    assert [r["global_batch"] for r in rows] == sorted(whole(r, "global_batch") for r in rows)
 
 
 def test_curve_points_refuse_a_batch_off_the_curve() -> None:

@@ -63,7 +63,9 @@ def titles() -> dict[str, str]:
     }
 
 
-def test_the_course_map_lists_every_notebook_and_names_its_apps_as_they_are_titled(titles) -> None:  # type: ignore[no-untyped-def]
+def test_the_course_map_lists_every_notebook_and_names_its_apps_as_they_are_titled(
+    titles: dict[str, str],
+) -> None:
     rows = _map_rows()
     assert sorted(rows) == [p.name[:2] for p in PATHS]  # every notebook, no other
     for path in PATHS:

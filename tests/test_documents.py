@@ -78,7 +78,9 @@ def test_readme_example_runs_and_learns() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(example, "README.md", "exec"), {})  # noqa: S102 - the README's own example
-    auc = float(re.search(r"AUC (\d\.\d+)", out.getvalue()).group(1))  # type: ignore[union-attr]
+    said = re.search(r"AUC (\d\.\d+)", out.getvalue())
+    assert said is not None, out.getvalue()
+    auc = float(said.group(1))
     assert 0.65 < auc <= 1.0, f"the README's example should learn (chance is 0.5), got AUC {auc}"
 
 

@@ -39,7 +39,9 @@ def test_every_listed_section_exists_and_has_code() -> None:
     for finding, where, _app, numbers in rows:
         assert numbers, finding
         for ref in where.split(","):
-            nb, sec = re.fullmatch(r"\s*(\d\d) §(\d+)\s*", ref).groups()  # type: ignore[union-attr]
+            m = re.fullmatch(r"\s*(\d\d) §(\d+)\s*", ref)
+            assert m is not None, (finding, ref)
+            nb, sec = m.groups()
             path = next(NOTEBOOKS.glob(f"{nb}_*.ipynb"))
             sections = _sections(path)
             assert sec in sections, f"{finding}: {path.name} has no section {sec}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import _values
 import pytest
 import torch
 
@@ -48,7 +49,7 @@ def test_only_a_dcn_model_with_matching_widths_has_a_dot_sibling() -> None:
     with pytest.raises(ValueError, match="bottom MLP must end in its embedding dim"):
         dot_sibling(odd)
     with pytest.raises(TypeError, match="config must be a DLRMConfig"):
-        dot_sibling("dcnv2_small")  # type: ignore[arg-type]
+        dot_sibling(_values.bad("dcnv2_small"))
 
 
 def test_the_auc_standard_error_matches_a_simulation() -> None:

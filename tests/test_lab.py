@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
+import altair as alt
 import pytest
+from _values import bad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recnotebooks import lab
 from recnotebooks.config import preset
+from recnotebooks.viz.app import HistoryEntry
 from recnotebooks.viz.architecture import architecture_config
 from recnotebooks.viz.traffic import lookup_traffic_app
 
@@ -70,7 +73,7 @@ def test_an_unknown_exercise_is_feedback_naming_the_known_ones() -> None:
 
 @pytest.mark.parametrize("exercise_id", [3, None, 1.5, ("01", "x"), b"01.parameters", ["00.threads"]])
 def test_an_id_that_is_not_a_string_is_feedback(exercise_id: object) -> None:
-    fb = lab.check(exercise_id, 1)  # type: ignore[arg-type]
+    fb = lab.check(bad(exercise_id), 1)
     assert isinstance(fb, lab.Feedback) and not fb
     assert "must be a string" in fb.message and type(exercise_id).__name__ in fb.message
     assert str(fb) and fb._repr_html_()
@@ -189,7 +192,7 @@ def test_an_app_whose_new_setting_fails_is_reported_not_judged_on_its_old_chart(
         return Result({"traffic": [{"metric": "MB", "value": 1500.0, "display": "1.5 GB", "current": True,
                                     "MB_per_step": 1500.0}]})  # fmt: skip
 
-    def render(history):  # type: ignore[no-untyped-def]
+    def render(history: list[HistoryEntry]) -> alt.FacetChart:
         return metric_bars(history_rows(history, "traffic"), source="analytic")
 
     async def scenario() -> None:
@@ -252,7 +255,8 @@ def test_server_explorer_exercise_matches_the_memory_model() -> None:
     def fits_in_hbm(
         scale: object,
     ) -> bool:  # a size-balanced plan, every table in HBM, the planner's reserve kept
-        cfg = scaled_model("rm2", scale)  # type: ignore[arg-type]
+        assert isinstance(scale, (int, float)), scale  # the slider's values are numbers
+        cfg = scaled_model("rm2", scale)
         plan = plan_tables(cfg, "big_basin", 8, strategy="greedy", placement="hbm", batch_size=8192)
         used = max(
             d["total"] for d in estimate(cfg, "big_basin", batch_size=8192, gpus=8, plan=plan).memory.device
@@ -283,7 +287,7 @@ def _phases_app(reliable: bool) -> object:
         base = {"source": "measured", "setting": "now", "reliable": reliable, "reliability": why}
         return Result({"phases": [{**base, "phase": k, "seconds_per_step": v} for k, v in parts.items()]})
 
-    def render(history):  # type: ignore[no-untyped-def]
+    def render(history: list[HistoryEntry]) -> alt.TopLevelMixin:
         return time_breakdown(history_rows(history, "phases"), source="measured")
 
     return App("toy explorer", {"pooling": W.IntSlider(value=20, min=1, max=40)}, compute, render)

@@ -4,6 +4,7 @@ in (03.size: MB, not MiB) and why a right answer is right (05.per_joule)."""
 from __future__ import annotations
 
 import pytest
+from _values import num
 
 from recnotebooks import lab
 from recnotebooks.config import preset
@@ -40,18 +41,18 @@ def test_03_size_answered_in_mib_is_told_the_difference_not_just_wrong() -> None
 def test_05_per_joule_says_why_the_winner_wins() -> None:
     rows, _ = compare_servers(preset("rm3"))
     by = {str(r["server"]): r for r in rows}
-    ranked = sorted(by, key=lambda s: float(by[s]["samples_per_joule"]), reverse=True)  # type: ignore[arg-type]
+    ranked = sorted(by, key=lambda s: num(by[s], "samples_per_joule"), reverse=True)
     best, second = ranked[:2]
     fb = lab.check("05.per_joule", best)
     assert fb.passed
-    per_joule = float(by[best]["samples_per_joule"])  # type: ignore[arg-type]
+    per_joule = num(by[best], "samples_per_joule")
     assert fb.message.startswith(f"Right: {best} does {per_joule:.0f} samples per joule")
     assert f"more than {second}" in fb.message
     # the reason: every GPU server is bound by per-step overhead at this batch, so the node with
     # the least power for about the same throughput wins
     assert all(r["bound_by"] == "overhead" for s, r in by.items() if s != "cpu_cluster")
     assert "bound by per-step overhead" in fb.message
-    gpu_power = {s: float(r["node_power_w"]) for s, r in by.items() if s != "cpu_cluster"}  # type: ignore[arg-type]
+    gpu_power = {s: num(r, "node_power_w") for s, r in by.items() if s != "cpu_cluster"}
     assert min(gpu_power, key=gpu_power.__getitem__) == best and "least power wins" in fb.message
     wrong = lab.check("05.per_joule", second)
     assert not wrong.passed and best not in wrong.message

@@ -7,12 +7,15 @@ import ast
 import dataclasses
 import datetime as dt
 import math
+import random
 import re
 import sys
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 import pytest
+from _values import bad
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -64,13 +67,13 @@ def test_olympic_mean_refuses_what_the_policy_cannot_score(
     minutes: object, failed: int, error: type[Exception], match: str
 ) -> None:
     with pytest.raises(error, match=match):
-        olympic_mean(minutes, non_converged=failed)  # type: ignore[arg-type]
+        olympic_mean(bad(minutes), non_converged=failed)
 
 
 @given(st.lists(st.floats(min_value=0.01, max_value=1e4), min_size=3, max_size=40), st.randoms())
-def test_olympic_mean_is_the_trimmed_mean_whatever_the_order(times: list[float], rnd: object) -> None:
+def test_olympic_mean_is_the_trimmed_mean_whatever_the_order(times: list[float], rnd: random.Random) -> None:
     shuffled = list(times)
-    rnd.shuffle(shuffled)  # type: ignore[attr-defined]
+    rnd.shuffle(shuffled)
     expected = (sum(times) - min(times) - max(times)) / (len(times) - 2)
     assert olympic_mean(shuffled) == pytest.approx(expected, rel=1e-9)
     assert min(times) <= olympic_mean(shuffled) <= max(times)
@@ -155,7 +158,10 @@ def test_the_read_date_is_recorded_in_the_docstring() -> None:
     [(mlperf, "recnotebooks.checks"), (mlperf_results, "recnotebooks.published.mlperf")],
     ids=["record", "table"],
 )
-def test_the_modules_import_only_the_record_checks_and_the_standard_library(module, allowed: str) -> None:
+def test_the_modules_import_only_the_record_checks_and_the_standard_library(
+    module: ModuleType, allowed: str
+) -> None:
+    assert module.__file__ is not None
     tree = ast.parse(Path(module.__file__).read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -178,7 +184,7 @@ def test_a_row_refuses_impossible_values() -> None:
     with pytest.raises(ValueError, match="non_converged"):
         dataclasses.replace(r, non_converged=2)
     with pytest.raises(TypeError, match="run_minutes"):
-        dataclasses.replace(r, run_minutes=list(r.run_minutes))
+        dataclasses.replace(r, run_minutes=bad(list(r.run_minutes)))
     with pytest.raises(ValueError, match="round must be one of"):
         dataclasses.replace(r, round="v6.0")  # a new round goes into HELD_OUT_ROUNDS first
 
@@ -232,12 +238,13 @@ def test_each_runs_phases_add_up_to_its_logged_throughput() -> None:
     logged throughput counts the evaluations' time."""
     checked = 0
     for r in ROWS:
-        assert None not in (r.training_samples_per_s, r.seconds_per_eval, r.eval_every_epochs), r
+        speed, eval_s, every = r.training_samples_per_s, r.seconds_per_eval, r.eval_every_epochs
+        assert speed is not None and eval_s is not None and every is not None, r
         if r.samples_per_s is None:
             continue
         epochs = sorted(r.epochs_to_target)[len(r.epochs_to_target) // 2]
-        evals = round(epochs / r.eval_every_epochs)  # type: ignore[operator]
-        seconds = epochs * mlperf.TRAIN_SAMPLES / r.training_samples_per_s + evals * r.seconds_per_eval  # type: ignore[operator]
+        evals = round(epochs / every)
+        seconds = epochs * mlperf.TRAIN_SAMPLES / speed + evals * eval_s
         assert 0.995 <= epochs * mlperf.TRAIN_SAMPLES / seconds / r.samples_per_s <= 1.025, r
         checked += 1
     assert checked == len(ROWS) - 1  # all but Intel's CPU run, which logs no throughput
@@ -249,8 +256,10 @@ def test_phases_read_by_hand() -> None:
     # ten runs' medians: 634.5-647.3 s of training a twentieth of an epoch, 180.1-184.5 s an evaluation
     r = row("v3.1", "Intel", "4-nodes-SPR-pytorch")
     twentieth = mlperf.TRAIN_SAMPLES / 20
-    assert twentieth / 647.3 <= r.training_samples_per_s <= twentieth / 634.5  # type: ignore[operator]
-    assert 180.0 <= r.seconds_per_eval <= 184.5 and abs(r.eval_every_epochs - 0.05) < 1e-4  # type: ignore[operator]
+    speed, eval_s, every = r.training_samples_per_s, r.seconds_per_eval, r.eval_every_epochs
+    assert speed is not None and eval_s is not None and every is not None
+    assert twentieth / 647.3 <= speed <= twentieth / 634.5
+    assert 180.0 <= eval_s <= 184.5 and abs(every - 0.05) < 1e-4
     # University of Florida v5.1 result_0.txt evaluates every 0.1318 epoch (epoch_num 0.1318, 0.2636, ...)
     uf = row("v5.1", "University-of-Florida", "hpg.dgxb200x8.n1")
     assert uf.eval_every_epochs == pytest.approx(0.1318, abs=1e-4)

@@ -3,7 +3,9 @@ reference computed by hand, its charts valid, its bad input named."""
 
 from __future__ import annotations
 
+import altair as alt
 import pytest
+from _values import num, whole
 
 from recnotebooks.config import preset
 from recnotebooks.perf.components import PARAMETER_SERVER
@@ -18,9 +20,9 @@ def test_model_parts_add_up_to_the_model_and_count_the_cross_layers_by_hand() ->
     for name in ("mlperf_v1", "mlperf_dcnv2", "tiny"):
         cfg, mine = preset(name), [r for r in rows if r["model"] == name]
         assert [r["part"] for r in mine] == list(MODEL_PARTS.values())
-        assert sum(float(r["parameters"]) for r in mine) == cfg.parameters  # type: ignore[arg-type]
-        assert sum(float(r["flops_per_sample"]) for r in mine) == pytest.approx(cfg.total_flops_per_sample())  # type: ignore[arg-type]
-        assert sum(float(r["flops_share"]) for r in mine) == pytest.approx(1.0)  # type: ignore[arg-type]
+        assert sum(num(r, "parameters") for r in mine) == cfg.parameters
+        assert sum(num(r, "flops_per_sample") for r in mine) == pytest.approx(cfg.total_flops_per_sample())
+        assert sum(num(r, "flops_share") for r in mine) == pytest.approx(1.0)
     cross = next(r for r in rows if r["model"] == "mlperf_dcnv2" and r["part"] == MODEL_PARTS["interaction"])
     width, rank = 128 + 26 * 128, 512  # the concatenation, the rank: V (width x rank), W (rank x width), b
     assert cross["parameters"] == 3 * (width * rank + rank * width + width)
@@ -34,7 +36,7 @@ def test_model_parts_add_up_to_the_model_and_count_the_cross_layers_by_hand() ->
 
 def test_model_parts_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match="models must be a non-empty sequence"):
-        model_parts("mlperf_dcnv2")  # type: ignore[arg-type]
+        model_parts("mlperf_dcnv2")
     with pytest.raises(ValueError, match="models must be a non-empty sequence"):
         model_parts([])
     with pytest.raises(ValueError, match="rm9"):
@@ -42,7 +44,9 @@ def test_model_parts_bad_input_is_named() -> None:
 
 
 def test_model_parts_chart_is_valid() -> None:
-    spec = model_parts_chart(model_parts()).to_dict()  # type: ignore[attr-defined]
+    chart = model_parts_chart(model_parts())
+    assert isinstance(chart, alt.TopLevelMixin)
+    spec = chart.to_dict()
     assert len(spec["vconcat"]) == 2
 
 
@@ -50,11 +54,11 @@ def test_a_billion_samples_priced_by_hand() -> None:
     rows, _ = compare_servers(preset("rm2").with_rows_scale(30), ("big_basin", "dgx_h100"), batch_size=8192)
     for r in rows:
         hw = hardware(str(r["server"]))
-        hours = 1e9 / float(r["throughput"]) / 3600  # type: ignore[arg-type]
+        hours = 1e9 / num(r, "throughput") / 3600
         by_hand = hours * (
-            hw.devices * hw.price_per_hour + int(r["parameter_servers"]) * PARAMETER_SERVER.price_per_hour
-        )  # type: ignore[call-overload]
-        assert float(r["usd_per_billion_samples"]) == pytest.approx(by_hand, rel=1e-4)  # type: ignore[arg-type]
+            hw.devices * hw.price_per_hour + whole(r, "parameter_servers") * PARAMETER_SERVER.price_per_hour
+        )
+        assert num(r, "usd_per_billion_samples") == pytest.approx(by_hand, rel=1e-4)
 
 
 def test_the_model_of_record_trains_as_mlperf_trains_it() -> None:
@@ -66,7 +70,7 @@ def test_the_model_of_record_trains_as_mlperf_trains_it() -> None:
     rows, parts = model_of_record_servers(("big_basin", "dgx_h100"))
     cfg = preset("mlperf_dcnv2")
     assert {r["model"] for r in rows} == {"mlperf_dcnv2"}
-    assert float(rows[0]["tables_gb"]) == pytest.approx(2 * cfg.sparse_parameters * 4 / 1e9)  # type: ignore[arg-type]
+    assert num(rows[0], "tables_gb") == pytest.approx(2 * cfg.sparse_parameters * 4 / 1e9)
     # where MLPerf's plan fits, the row is MLPerf's step: notebook 02's, communication overlapped
     h100 = estimate(
         cfg, "dgx_h100", batch_size=55_296, gpus=8, plan=mlperf_plan(cfg, 8, 1, 80e9), **MLPERF_SETUP

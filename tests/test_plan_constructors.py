@@ -6,9 +6,12 @@ and the docstring examples run."""
 from __future__ import annotations
 
 import doctest
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
+from _values import bad
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,20 +47,24 @@ def cover(cfg: DLRMConfig, plan: Plan) -> dict[str, np.ndarray]:
     return out
 
 
+#: A config, a world, a constructor's name and the keyword arguments it is called with.
+Case = tuple[DLRMConfig, int, str, dict[str, Any]]
+
+
 @st.composite
-def settings_(draw: st.DrawFn) -> tuple[DLRMConfig, int, str, dict[str, object]]:
+def settings_(draw: st.DrawFn) -> Case:
     """A config, a world, a constructor and its keyword arguments (ranks, fractions)."""
     world = draw(st.integers(1, 8))
     cfg = config_of(draw(st.lists(st.integers(1, 40), min_size=1, max_size=5)), draw(st.integers(1, 12)))
     kind = draw(st.sampled_from(SHARDINGS))
-    kwargs: dict[str, object] = {}
+    kwargs: dict[str, Any] = {}
     if kind == "table_wise" and draw(st.booleans()):
         kwargs["ranks"] = draw(st.lists(st.integers(0, world - 1), min_size=cfg.num_tables,
                                         max_size=cfg.num_tables))  # fmt: skip
     if kind in ("row_wise", "column_wise") and draw(st.booleans()):
         kwargs["ranks"] = draw(st.permutations(range(world)).map(lambda p: p[: max(1, len(p) // 2)]))
     if kind == "column_wise" and "ranks" in kwargs and draw(st.booleans()):
-        n = len(kwargs["ranks"])  # type: ignore[arg-type]
+        n = len(kwargs["ranks"])
         if n <= cfg.embedding_dim:  # whole columns: counts summing to the dimension, each >= 1
             cuts = sorted(draw(st.lists(st.integers(1, cfg.embedding_dim - 1), min_size=n - 1, max_size=n - 1,
                                         unique=True)))  # fmt: skip
@@ -68,10 +75,10 @@ def settings_(draw: st.DrawFn) -> tuple[DLRMConfig, int, str, dict[str, object]]
     return cfg, world, kind, kwargs
 
 
-def uncapped(cfg: DLRMConfig, world: int, kind: str, kwargs: dict[str, object]) -> bool:
+def uncapped(cfg: DLRMConfig, world: int, kind: str, kwargs: dict[str, Any]) -> bool:
     """Whether every table has at least as many rows (columns) as the ranks that split it, so that
     the constructors split it over all of them (given a config, they split a smaller one over fewer)."""
-    n = len(kwargs.get("ranks", range(world)))  # type: ignore[arg-type]
+    n = len(kwargs.get("ranks", range(world)))
     if kind == "row_wise":
         return min(t.num_rows for t in cfg.tables) >= n
     return kind != "column_wise" or "fractions" in kwargs or cfg.embedding_dim >= n
@@ -86,7 +93,7 @@ BUILD = {
 
 
 @given(settings_())
-def test_every_cell_is_covered_exactly_once_on_ranks_of_the_world(case) -> None:  # type: ignore[no-untyped-def]
+def test_every_cell_is_covered_exactly_once_on_ranks_of_the_world(case: Case) -> None:
     cfg, world, kind, kwargs = case
     plan = BUILD[kind](cfg, world, **kwargs)
     assert plan.world_size == world and plan.strategy == kind
@@ -97,7 +104,7 @@ def test_every_cell_is_covered_exactly_once_on_ranks_of_the_world(case) -> None:
         assert (c == per_cell).all(), (name, c)
     if kind in ("row_wise", "column_wise"):
         ranks = kwargs.get("ranks", list(range(world)))
-        assert {s.rank for s in plan.shards} <= set(ranks)  # type: ignore[arg-type]
+        assert {s.rank for s in plan.shards} <= set(ranks)
     if "ranks" in kwargs and kind == "table_wise":
         assert [s.rank for s in plan.shards] == kwargs["ranks"]
     if uncapped(cfg, world, kind, kwargs):  # from the names alone (rows and width unknown): the same plan
@@ -105,7 +112,7 @@ def test_every_cell_is_covered_exactly_once_on_ranks_of_the_world(case) -> None:
 
 
 @given(settings_(), st.integers(0, 3))
-def test_combined_plans_keep_each_tables_shards(case, cut: int) -> None:  # type: ignore[no-untyped-def]
+def test_combined_plans_keep_each_tables_shards(case: Case, cut: int) -> None:
     cfg, world, kind, kwargs = case
     names = cfg.table_names
     cut = min(cut, len(names))
@@ -210,7 +217,7 @@ def test_the_tests_hand_written_shard_lists() -> None:
     [
         (lambda: table_wise([], 2), TypeError, "tables must be a DLRMConfig or a non-empty sequence"),
         (lambda: table_wise("t0", 2), TypeError, "tables must be"),
-        (lambda: table_wise([3], 2), TypeError, r"tables\[0\] must be a TableConfig or a table name"),
+        (lambda: table_wise([bad(3)], 2), TypeError, r"tables\[0\] must be a TableConfig or a table name"),
         (lambda: table_wise(["t0", "t0"], 2), ValueError, r"each table once, got \['t0'\]"),
         (lambda: table_wise(["t0"], 0), ValueError, "world_size must be an int in"),
         (lambda: table_wise(["t0"], 2**20), ValueError, "world_size must be an int in"),
@@ -222,14 +229,14 @@ def test_the_tests_hand_written_shard_lists() -> None:
         (lambda: column_wise(["t0"], 2, fractions=[1.0]), ValueError, r"one fraction per rank \(2"),
         (lambda: column_wise(["t0"], 2, fractions=[0.5, 0.6]), ValueError, "fractions must add up to 1"),
         (lambda: column_wise(["t0"], 2, fractions=[1.0, 0.0]), ValueError, r"fractions\[1\] must be"),
-        (lambda: column_wise(["t0"], 2, fractions=0.5), TypeError, "fractions must be a sequence"),
-        (lambda: data_parallel(["t0"], 1.5), TypeError, "world_size must be an int"),
+        (lambda: column_wise(["t0"], 2, fractions=bad(0.5)), TypeError, "fractions must be a sequence"),
+        (lambda: data_parallel(["t0"], bad(1.5)), TypeError, "world_size must be an int"),
         (lambda: round_robin(["t0"], 2, "diagonal"), ValueError, "sharding must be one of"),
         (lambda: named_plan(preset("tiny"), "best", 2), ValueError, "plan must be one of"),
-        (lambda: named_plan(["t0"], "row_wise", 2), TypeError, "config must be a DLRMConfig"),
+        (lambda: named_plan(bad(["t0"]), "row_wise", 2), TypeError, "config must be a DLRMConfig"),
         (lambda: mixed_plan(preset("tiny"), 0), ValueError, "world_size"),
         (lambda: combine(), ValueError, "at least one plan"),
-        (lambda: combine(table_wise(["a"], 2), "b"), TypeError, r"plans\[1\] must be a Plan"),
+        (lambda: combine(table_wise(["a"], 2), bad("b")), TypeError, r"plans\[1\] must be a Plan"),
         (
             lambda: combine(table_wise(["a"], 2), table_wise(["b"], 3)),
             ValueError,
@@ -242,7 +249,9 @@ def test_the_tests_hand_written_shard_lists() -> None:
         ),
     ],
 )
-def test_bad_input_is_refused_naming_the_parameter(call, error: type, needle: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_is_refused_naming_the_parameter(
+    call: Callable[[], object], error: type[Exception], needle: str
+) -> None:
     with pytest.raises(error, match=needle):
         call()
 

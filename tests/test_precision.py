@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _values import bad, num
 
 from recnotebooks.cli import main
 from recnotebooks.config import preset
@@ -97,7 +98,7 @@ def test_bad_dtypes_name_the_parameter_and_what_is_allowed() -> None:
     ):
         estimate(cfg, "big_basin", batch_size=64, dtype="amp_bf16")
     with pytest.raises(ValueError, match="dtype must be one of"):
-        precision(None)  # type: ignore[arg-type]
+        precision(bad(None))
 
 
 # ----- every published comparison, recomputed ---------------------------------------------------
@@ -113,7 +114,7 @@ RATIOS = {
 
 def test_published_ratios_recomputed_with_amp() -> None:
     rows = {r["run"]: r for r in compare_published()}
-    assert {k: round(r["ratio"], 3) for k, r in rows.items()} == pytest.approx(RATIOS, abs=0.002)
+    assert {k: round(num(r, "ratio"), 3) for k, r in rows.items()} == pytest.approx(RATIOS, abs=0.002)
     assert NVIDIA.dtype == "amp_fp16" and "FP32 format" in NVIDIA.note
     pure = estimate(NVIDIA.config(), NVIDIA.hardware(), batch_size=NVIDIA.batch_size, dtype="fp16")
     assert pure.throughput / NVIDIA.samples_per_s == pytest.approx(2.32, abs=0.01)  # the old miss
@@ -124,11 +125,13 @@ def test_bf16_training_gives_finite_auc_near_fp32s() -> None:
     rows = compare_precision(preset("tiny"), 40, batch_size=64, eval_batches=4)
     assert [r["dtype"] for r in rows] == ["fp32", "bf16"] and {r["source"] for r in rows} == {"measured"}
     for r in rows:
-        assert math.isfinite(r["auc"]) and math.isfinite(r["logloss"]) and r["samples_per_s"] > 0  # type: ignore[arg-type]
+        assert (
+            math.isfinite(num(r, "auc")) and math.isfinite(num(r, "logloss")) and num(r, "samples_per_s") > 0
+        )
         assert r["reliable"] is (
             not r["reliability"]
         )  # a speed from a busy machine says so (02 §8 prints it)
-    assert abs(rows[0]["auc"] - rows[1]["auc"]) < 0.08  # type: ignore[operator]
+    assert abs(num(rows[0], "auc") - num(rows[1], "auc")) < 0.08
 
 
 def _trainer(dtype: str) -> Trainer:

@@ -4,6 +4,7 @@ without its data phase, and the words printed, on hand-made phases."""
 from __future__ import annotations
 
 import pytest
+from _values import bad
 
 from recnotebooks.measure.step import PHASE_WORK, read_step
 from recnotebooks.timing import PHASES
@@ -56,5 +57,5 @@ def test_every_phase_the_trainer_times_is_explained() -> None:
 )  # fmt: skip
 def test_bad_phases_are_named(phases: object, batch: int, exc: type, words: str) -> None:
     with pytest.raises(exc) as err:
-        read_step(phases, batch)  # type: ignore[arg-type]
+        read_step(bad(phases), batch)
     assert words in str(err.value)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from _values import bad
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -347,7 +348,7 @@ def test_stream_rejects_bad_types_and_indices() -> None:
     with pytest.raises(TypeError, match="index_dtype"):
         SyntheticCriteo(SMALL, 8, index_dtype=torch.float32)
     with pytest.raises(TypeError, match="config"):
-        SyntheticCriteo("tiny", 8)  # type: ignore[arg-type]
+        SyntheticCriteo(bad("tiny"), 8)
     s = SyntheticCriteo(SMALL, 8)
     with pytest.raises(ValueError, match="i must be"):
         s.batch(-1)
@@ -374,4 +375,4 @@ def test_synthetic_config_validation(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         SyntheticConfig(**kwargs)
     with pytest.raises(TypeError, match="dense_log"):
-        SyntheticConfig(dense_log=1)  # type: ignore[arg-type]
+        SyntheticConfig(dense_log=bad(1))

@@ -7,7 +7,10 @@ and the sentence disagree: find out which is wrong before changing either.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from _values import num, whole
 
 from recnotebooks.config import preset
 from recnotebooks.lab import production_model
@@ -33,38 +36,41 @@ def test_01_parameters_sit_in_the_tables_and_flops_in_the_mlps() -> None:
 
 
 # ----- notebook 02 §2: more sparse features ----------------------------------------------------
+Sweep = dict[float, list[dict[str, object]]]
+
+
 @pytest.fixture(scope="module")
-def tables_sweep() -> dict[float, list[dict[str, object]]]:
+def tables_sweep() -> Sweep:
     rows = table_count_sweep(embedding_dim=32)  # as notebook 02 §2 calls it
     return {p: [r for r in rows if r["pooling"] == p] for p in (1, 80)}
 
 
-def test_02_more_tables_at_one_lookup_raise_efficiency_but_cost_throughput(tables_sweep) -> None:  # type: ignore[no-untyped-def]
+def test_02_more_tables_at_one_lookup_raise_efficiency_but_cost_throughput(tables_sweep: Sweep) -> None:
     first, last = tables_sweep[1][0], tables_sweep[1][-1]  # 1 and 32 tables
     assert first["num_tables"] == 1 and last["num_tables"] == 32
     # "efficiency rises (about 4.9% -> 8.4%) while throughput falls (about 1.06 M -> 0.86 M)"
-    assert last["flops_efficiency"] > first["flops_efficiency"]
+    assert num(last, "flops_efficiency") > num(first, "flops_efficiency")
     assert first["flops_efficiency"] == pytest.approx(0.049, abs=0.005)
     assert last["flops_efficiency"] == pytest.approx(0.084, abs=0.005)
-    assert (round(first["throughput"] / 1e6, 2), round(last["throughput"] / 1e6, 2)) == (1.06, 0.86)  # type: ignore[operator]
+    assert (round(num(first, "throughput") / 1e6, 2), round(num(last, "throughput") / 1e6, 2)) == (1.06, 0.86)
     # "the step is bound by per-step overhead"
     assert {r["bound_by"] for r in tables_sweep[1]} == {"overhead"}
 
 
-def test_02_at_one_lookup_flops_grow_faster_than_the_step_over_a_fixed_overhead(tables_sweep) -> None:  # type: ignore[no-untyped-def]
+def test_02_at_one_lookup_flops_grow_faster_than_the_step_over_a_fixed_overhead(tables_sweep: Sweep) -> None:
     from recnotebooks.config import architecture_config
     from recnotebooks.perf import estimate
 
     first, last = tables_sweep[1][0], tables_sweep[1][-1]
-    flops = float(last["flops_per_sample"]) / float(first["flops_per_sample"])  # type: ignore[arg-type]
-    step = float(last["step_ms"]) / float(first["step_ms"])  # type: ignore[arg-type]
+    flops = num(last, "flops_per_sample") / num(first, "flops_per_sample")
+    step = num(last, "step_ms") / num(first, "step_ms")
     # "about 2.1x the FLOPs per sample (0.90 -> 1.92 MFLOP) in about 1.2x the step time (3.9 -> 4.8 ms)"
-    assert round(float(first["flops_per_sample"]) / 1e6, 2) == 0.90  # type: ignore[arg-type]
-    assert round(float(last["flops_per_sample"]) / 1e6, 2) == 1.92  # type: ignore[arg-type]
+    assert round(num(first, "flops_per_sample") / 1e6, 2) == 0.90
+    assert round(num(last, "flops_per_sample") / 1e6, 2) == 1.92
     assert round(flops, 1) == 2.1 and round(step, 1) == 1.2
-    assert (round(float(first["step_ms"]), 1), round(float(last["step_ms"]), 1)) == (3.9, 4.8)  # type: ignore[arg-type]
+    assert (round(num(first, "step_ms"), 1), round(num(last, "step_ms"), 1)) == (3.9, 4.8)
     # efficiency is FLOP/s over peak: its ratio is the FLOPs' ratio over the step's
-    eff = float(last["flops_efficiency"]) / float(first["flops_efficiency"])  # type: ignore[arg-type]
+    eff = num(last, "flops_efficiency") / num(first, "flops_efficiency")
     assert eff == pytest.approx(flops / step, rel=1e-6)
     # "the dot interaction's FLOPs and the top MLP's input both grow": both components' FLOPs rise
     one, many = (
@@ -82,9 +88,9 @@ def test_02_at_one_lookup_flops_grow_faster_than_the_step_over_a_fixed_overhead(
     assert overheads[1] == pytest.approx(overheads[32])
 
 
-def test_02_more_tables_at_production_pooling_lower_efficiency_and_throughput(tables_sweep) -> None:  # type: ignore[no-untyped-def]
-    effs = [float(r["flops_efficiency"]) for r in tables_sweep[80]]
-    tput = [float(r["throughput"]) for r in tables_sweep[80]]
+def test_02_more_tables_at_production_pooling_lower_efficiency_and_throughput(tables_sweep: Sweep) -> None:
+    effs = [num(r, "flops_efficiency") for r in tables_sweep[80]]
+    tput = [num(r, "throughput") for r in tables_sweep[80]]
     # "efficiency falls (about 4.6% -> 3.1%) along with throughput (about 0.99 M -> 0.29 M)"
     assert effs[-1] < 0.75 * effs[0]
     assert all(a > b for a, b in zip(tput, tput[1:], strict=False))
@@ -94,16 +100,16 @@ def test_02_more_tables_at_production_pooling_lower_efficiency_and_throughput(ta
     first, last = tables_sweep[80][0], tables_sweep[80][-1]
     assert (round(effs[0] * 100, 1), round(effs[-1] * 100, 1)) == (4.6, 3.1)
     assert (round(tput[0] / 1e6, 2), round(tput[-1] / 1e6, 2)) == (0.99, 0.29)
-    assert (round(float(first["step_ms"]), 1), round(float(last["step_ms"]), 1)) == (4.1, 14.0)  # type: ignore[arg-type]
-    step = float(last["step_ms"]) / float(first["step_ms"])  # type: ignore[arg-type]
-    flops = float(last["flops_per_sample"]) / float(first["flops_per_sample"])  # type: ignore[arg-type]
+    assert (round(num(first, "step_ms"), 1), round(num(last, "step_ms"), 1)) == (4.1, 14.0)
+    step = num(last, "step_ms") / num(first, "step_ms")
+    flops = num(last, "flops_per_sample") / num(first, "flops_per_sample")
     assert round(step, 1) == 3.4 and round(flops, 1) == 2.3
     assert last["bound_by"] == "embedding_backward"
 
 
 # ----- notebook 02 §4 and its app: finding (a) -------------------------------------------------
-def ratios(**kw: object) -> dict[str, float]:
-    return {str(r["name"]): float(r["ratio"]) for r in gpu_advantage(**kw).tables["advantage"]}  # type: ignore[arg-type]
+def ratios(**kw: Any) -> dict[str, float]:
+    return {str(r["name"]): num(r, "ratio") for r in gpu_advantage(**kw).tables["advantage"]}
 
 
 def test_02_a_v100_has_3_5x_the_bandwidth_and_3_8x_the_flops_of_a_cpu_node() -> None:
@@ -195,11 +201,14 @@ def test_05_what_if_big_basin_had_32_gb_gpus() -> None:
     small, large = rows
     assert small["placement"] == "hbm+cache+remote"
     assert large["placement"] == "hbm"
-    assert float(large["throughput"]) > 2.5 * float(small["throughput"])  # 638k vs 217k: 2.9x
+    assert num(large, "throughput") > 2.5 * num(small, "throughput")  # 638k vs 217k: 2.9x
+
+
+ServersSummary = dict[tuple[str, str], dict[str, object]]
 
 
 @pytest.fixture(scope="module")
-def servers_summary() -> dict[tuple[str, str], dict[str, object]]:
+def servers_summary() -> ServersSummary:
     models = {
         "rm1": preset("rm1"),
         "rm2": preset("rm2"),
@@ -211,14 +220,14 @@ def servers_summary() -> dict[tuple[str, str], dict[str, object]]:
 
 
 def test_05_per_node_gpu_servers_are_overhead_bound_and_the_advantage_follows_work_per_sample(
-    servers_summary,  # type: ignore[no-untyped-def]
+    servers_summary: ServersSummary,
 ) -> None:
     s = servers_summary
     for m in ("rm1", "rm2", "rm3"):
         for server in SERVERS[1:]:
             assert s[(m, server)]["bound_by"] == "overhead", (m, server)
     adv = {
-        m: float(s[(m, "big_basin")]["throughput"]) / float(s[(m, "cpu_cluster")]["throughput"])
+        m: num(s[(m, "big_basin")], "throughput") / num(s[(m, "cpu_cluster")], "throughput")
         for m in ("rm1", "rm2", "rm3")
     }
     assert adv["rm1"] == pytest.approx(5.0, abs=0.5)
@@ -231,32 +240,34 @@ def test_05_per_node_gpu_servers_are_overhead_bound_and_the_advantage_follows_wo
     assert s[("rm3", "cpu_cluster")]["bound_by"] == "bottom_mlp"
 
 
-def test_05_energy_counts_parameter_servers_and_zion_wins_at_production_scale(servers_summary) -> None:  # type: ignore[no-untyped-def]
+def test_05_energy_counts_parameter_servers_and_zion_wins_at_production_scale(
+    servers_summary: ServersSummary,
+) -> None:
     s = servers_summary
     # RM1 at 1x: its tables fit in the CPU node's own DRAM, no servers, and the most samples per joule
     assert s[("rm1", "cpu_cluster")]["parameter_servers"] == 0
-    assert s[("rm1", "cpu_cluster")]["samples_per_joule"] == max(
-        s[("rm1", x)]["samples_per_joule"] for x in SERVERS
+    assert num(s[("rm1", "cpu_cluster")], "samples_per_joule") == max(
+        num(s[("rm1", x)], "samples_per_joule") for x in SERVERS
     )
     # production scale: the CPU node and Big Basin pay for parameter servers; Zion needs none and wins
     cpu, bb, zion = (s[("production", x)] for x in ("cpu_cluster", "big_basin", "zion"))
     assert (cpu["parameter_servers"], bb["parameter_servers"], zion["parameter_servers"]) == (5, 4, 0)
-    assert float(cpu["node_power_w"]) > 400 * (1 + cpu["parameter_servers"]) - 1  # type: ignore[operator]
-    assert zion["samples_per_joule"] == max(s[("production", x)]["samples_per_joule"] for x in SERVERS)
-    assert float(zion["throughput"]) > 10 * float(cpu["throughput"])  # 949k vs 63k
+    assert num(cpu, "node_power_w") > 400 * (1 + num(cpu, "parameter_servers")) - 1
+    assert num(zion, "samples_per_joule") == max(
+        num(s[("production", x)], "samples_per_joule") for x in SERVERS
+    )
+    assert num(zion, "throughput") > 10 * num(cpu, "throughput")  # 949k vs 63k
 
 
 def test_05_explorer_story_rm2_grows() -> None:
-    def row(kw: dict[str, object], server: str, table: str = "throughput") -> dict[str, object]:
-        return next(r for r in explore_servers(**kw).tables[table] if r["metric"] == server)  # type: ignore[arg-type]
+    def row(kw: dict[str, Any], server: str, table: str = "throughput") -> dict[str, object]:
+        return next(r for r in explore_servers(**kw).tables[table] if r["metric"] == server)
 
     big = {"model": "rm2", "rows_scale": 100}
     # Zion keeps tables in its own DRAM, 4x a CPU node that needs parameter servers (211k vs 38k)
     assert "host" in str(row(big, "zion")["placement"]) and row(big, "cpu_cluster")["placement"] == "remote"
-    assert float(row(big, "zion")["value"]) > 4 * float(row(big, "cpu_cluster")["value"])  # type: ignore[arg-type]
-    assert float(row(big, "zion", "per_joule")["value"]) > float(
-        row(big, "cpu_cluster", "per_joule")["value"]
-    )  # type: ignore[arg-type]
+    assert num(row(big, "zion"), "value") > 4 * num(row(big, "cpu_cluster"), "value")
+    assert num(row(big, "zion", "per_joule"), "value") > num(row(big, "cpu_cluster", "per_joule"), "value")
     # "Big Basin's tables leave its HBM first (at 30x some behind a GPU cache and some on parameter servers,
     # at 100x on parameter servers); Zion keeps them in the node longer: all in its GPUs' HBM at 30x, and at
     # 100x partly in its own DRAM (and partly on parameter servers)"
@@ -269,9 +280,9 @@ def test_05_explorer_story_rm2_grows() -> None:
     assert row(mid, "zion")["placement"] == "hbm"
     # the most samples per joule changes as the tables grow: big_basin at 1x, zion at 30x
     frugal = {
-        s: max(explore_servers(model="rm2", rows_scale=s).tables["per_joule"], key=lambda r: r["value"])
+        s: max(explore_servers(model="rm2", rows_scale=s).tables["per_joule"], key=lambda r: num(r, "value"))
         for s in (1, 30)
-    }  # type: ignore[arg-type, return-value]
+    }
     assert frugal[1]["metric"] == "big_basin" and frugal[30]["metric"] == "zion"
 
 
@@ -284,15 +295,15 @@ def test_05_explorer_story_cache_hit_rate() -> None:
     assert "cache" in str(base["placement"])
     # at 0.5 the cache loses to parameter servers ("hbm+remote, about 20% slower")
     assert half["placement"] == "hbm+remote"
-    assert 0.75 < float(half["value"]) / float(base["value"]) < 0.85  # type: ignore[arg-type]
+    assert 0.75 < num(half, "value") / num(base, "value") < 0.85
     # at 0.95 the larger cache no longer fits beside HBM-resident tables: parameter servers take them too
-    assert high["placement"] == "hbm+remote" and float(high["value"]) < float(base["value"])  # type: ignore[arg-type]
+    assert high["placement"] == "hbm+remote" and num(high, "value") < num(base, "value")
 
 
 def test_05_explorer_story_batch_amortises_overhead() -> None:
     small = explore_servers(model="mlperf_v1", batch_size=1024)
     large = explore_servers(model="mlperf_v1", batch_size=131072)
-    frugal = [max(r.tables["per_joule"], key=lambda x: x["value"])["metric"] for r in (small, large)]  # type: ignore[arg-type, return-value]
+    frugal = [max(r.tables["per_joule"], key=lambda x: num(x, "value"))["metric"] for r in (small, large)]
     assert frugal == ["cpu_cluster", "dgx_h100"]
     # "at small batches every GPU server is bounded by per-step overhead"
     from recnotebooks.perf.servers import compare_servers
@@ -311,7 +322,7 @@ def test_02_no_preset_reaches_much_more_than_half_its_roof() -> None:
             ["rm1", "rm2", "rm3", "criteo_kaggle", "dlrm_benchmark"], "dgx_a100", batch_size=4096
         )
     }
-    shares = {k: round(float(p["roof_fraction"]) * 100) for k, p in points.items()}  # type: ignore[arg-type]
+    shares = {k: round(num(p, "roof_fraction") * 100) for k, p in points.items()}
     assert shares == {"rm1": 11, "rm2": 36, "rm3": 51, "criteo_kaggle": 12, "dlrm_benchmark": 27}
     bounds = {k: p["bound_by"] for k, p in points.items()}
     assert bounds["rm1"] == bounds["criteo_kaggle"] == "overhead"
@@ -334,8 +345,8 @@ def test_03_where_a_table_lives_sets_what_a_lookup_costs() -> None:
     assert round(big.sparse_parameters * 4 / 1e9) == 123
     p = _placements_rm2x30()
     assert p["hbm"]["fits"] is False and all(p[k]["fits"] for k in ("cache", "host", "remote"))
-    ms = {k: float(v["step_ms"]) for k, v in p.items()}  # type: ignore[arg-type]
-    ns = {k: float(v["ns_per_lookup"]) for k, v in p.items()}  # type: ignore[arg-type]
+    ms = {k: num(v, "step_ms") for k, v in p.items()}
+    ns = {k: num(v, "ns_per_lookup") for k, v in p.items()}
     # "about 23 ms (0.9 ns per lookup); over UVM about 2,050 ms (130 ns, about 150x more)"
     assert round(ms["hbm"]) == 23 and round(ns["hbm"], 1) == 0.9
     assert round(ms["host"], -1) == 2050 and round(ns["host"]) == 130
@@ -346,7 +357,8 @@ def test_03_where_a_table_lives_sets_what_a_lookup_costs() -> None:
     # takeaways: "14 ns behind a cache at 90% hits, 7 ns on parameter servers"
     assert round(ns["cache"]) == 14 and round(ns["remote"]) == 7
     # "the cache beats them only from about 95% hits"
-    assert round(break_even_hit_rate(big, "dgx_a100", "remote", 4096), 2) == 0.95  # type: ignore[arg-type]
+    hit = break_even_hit_rate(big, "dgx_a100", "remote", 4096)
+    assert hit is not None and round(hit, 2) == 0.95
 
 
 @pytest.fixture(scope="module")
@@ -355,11 +367,11 @@ def curves_03() -> dict[str, dict[int, float]]:
 
     by: dict[str, dict[int, float]] = {}
     for r in hit_rate_curves(100_000, 1.05, num_ids=1_000_000):  # notebook 03 §2 (CURVE_IDS, full run)
-        by.setdefault(str(r["policy"]), {})[int(r["capacity"])] = float(r["hit_rate"])  # type: ignore[call-overload]
+        by.setdefault(str(r["policy"]), {})[whole(r, "capacity")] = num(r, "hit_rate")
     return by
 
 
-def test_03_policies_differ_most_in_small_caches(curves_03) -> None:  # type: ignore[no-untyped-def]
+def test_03_policies_differ_most_in_small_caches(curves_03: dict[str, dict[int, float]]) -> None:
     c = curves_03
     # "At 1% LRU about 59%, LFU 68%, the static hot set 68%, OPT 73%"
     assert [round(c[p][1000], 2) for p in ("LRU", "LFU", "static hot set", "OPT")] == [0.59, 0.68, 0.68, 0.73]
@@ -376,7 +388,7 @@ def test_03_policies_differ_most_in_small_caches(curves_03) -> None:  # type: ig
         assert all(h <= c["OPT"][k] + 1e-12 for k, h in pts.items() if k in c["OPT"]), p
 
 
-def test_03_first_touches_cap_every_cache(curves_03) -> None:  # type: ignore[no-untyped-def]
+def test_03_first_touches_cap_every_cache(curves_03: dict[str, dict[int, float]]) -> None:
     from recnotebooks.viz.cache import cache_trace, first_touches
 
     f = first_touches(cache_trace(100_000, 1.05, 1_000_000))
@@ -385,7 +397,7 @@ def test_03_first_touches_cap_every_cache(curves_03) -> None:  # type: ignore[no
     assert round(1 - f, 2) == 0.93
 
 
-def test_03_the_closed_form_model_beside_the_simulator(curves_03) -> None:  # type: ignore[no-untyped-def]
+def test_03_the_closed_form_model_beside_the_simulator(curves_03: dict[str, dict[int, float]]) -> None:
     from recnotebooks.perf.access import hit_rate
 
     lru, static = (hit_rate(5_000, 100_000, 1.05, policy=p) for p in ("lru", "static"))
@@ -397,9 +409,9 @@ def test_03_the_closed_form_model_beside_the_simulator(curves_03) -> None:  # ty
 def test_03_explorer_things_to_try() -> None:
     from recnotebooks.viz.cache import explore_cache
 
-    def run(**kw: object) -> dict[str, float]:
-        r = explore_cache(measure=False, **kw)  # type: ignore[arg-type]
-        return {str(m["metric"]).split(":")[0]: float(m["value"]) for m in r.tables["metrics"]}  # type: ignore[arg-type]
+    def run(**kw: Any) -> dict[str, float]:
+        r = explore_cache(measure=False, **kw)
+        return {str(m["metric"]).split(":")[0]: num(m, "value") for m in r.tables["metrics"]}
 
     base, weak, weak_lfu = run(), run(alpha=0.6), run(alpha=0.6, policy="lfu")
     # "skew 1.05 -> 0.6: LRU at 20% from about 83% to 37%, bytes per step more than triple, LFU holds up
@@ -420,8 +432,8 @@ def test_03_hot_lookups_are_not_hot_samples() -> None:
     from recnotebooks.cache.hot import hot_sample_curve
 
     rows = hot_sample_curve(100_000, 1.05, hot_fraction=0.05)  # as notebook 03 §4 calls it
-    lookups = {r["lookups_per_sample"]: float(r["share"]) for r in rows if r["what"].startswith("lookups")}  # type: ignore[arg-type, union-attr]
-    samples = {r["lookups_per_sample"]: float(r["share"]) for r in rows if r["what"].startswith("samples")}  # type: ignore[arg-type, union-attr]
+    lookups = {r["lookups_per_sample"]: num(r, "share") for r in rows if str(r["what"]).startswith("lookups")}
+    samples = {r["lookups_per_sample"]: num(r, "share") for r in rows if str(r["what"]).startswith("samples")}
     # "about 62% of lookups for one lookup per sample and 77-79% with 26-50"
     assert round(lookups[1], 2) == 0.62 and round(lookups[26], 2) >= 0.77 and round(lookups[50], 2) <= 0.79
     # "about 20% at 5 lookups, 5% at 10, 0.1% at 26 and almost none at 50"
@@ -449,7 +461,7 @@ def test_03_torchrec_uvm_example_beside_the_model() -> None:
     from recnotebooks.perf.published import torchrec_uvm_example
 
     rows = {str(r["case"]): r for r in torchrec_uvm_example()}
-    s = {k: float(r["seconds_per_epoch"]) for k, r in rows.items()}  # type: ignore[arg-type]
+    s = {k: num(r, "seconds_per_epoch") for k, r in rows.items()}
     assert (s["UVM (published)"], s["UVM cache (published)"]) == (0.62, 0.06)
     # "the model's UVM epoch is 0.56 s, within 10% of the published 0.62 s"
     assert round(s["UVM (modeled)"], 2) == 0.56 and abs(s["UVM (modeled)"] / 0.62 - 1) < 0.1

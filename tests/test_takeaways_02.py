@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
+from _values import num
 
 from recnotebooks.perf import compare_published
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.published import (
     MLPERF_BAND,
     MLPERF_RUNS,
+    PublishedRun,
     estimate_run,
     mlperf_by_system,
     mlperf_outside_band,
@@ -43,14 +46,14 @@ def systems() -> list[dict[str, object]]:
     return mlperf_by_system(compare_published(MLPERF_RUNS))  # as 02 §7's cell calls them
 
 
-def _slowest(label_part: str, gpus: int) -> tuple[dict[str, float], object]:
+def _slowest(label_part: str, gpus: int) -> tuple[dict[str, float], PublishedRun]:
     run = next(r for r in MLPERF_RUNS if label_part in r.note and r.gpus * r.nodes == gpus)
     step = estimate_run(run)
     return max(step.per_rank, key=lambda c: sum(c.values())), run
 
 
 # ----- 02 §7: every system outside the band is named, with why --------------------------------------
-def test_02_the_sentence_names_every_system_outside_the_band(systems) -> None:  # type: ignore[no-untyped-def]
+def test_02_the_sentence_names_every_system_outside_the_band(systems: list[dict[str, object]]) -> None:
     """The paragraph after the MLPerf chart names (in bold) exactly the systems the chart draws
     outside its band: computed here by the function the notebook prints them with, over the band
     the chart shades."""
@@ -67,13 +70,13 @@ def test_02_the_sentence_names_every_system_outside_the_band(systems) -> None:  
     )
     lo, hi = MLPERF_BAND
     assert f"({lo}–{hi:g})" in text
-    inside = [s for s in systems if lo <= float(s["ratio"]) <= hi]  # type: ignore[arg-type]
+    inside = [s for s in systems if lo <= num(s, "ratio") <= hi]
     assert len(inside) + len(outside) == len(systems) and "One system does not" not in text
 
 
-def test_02_why_each_system_outside_the_band_misses_it(systems) -> None:  # type: ignore[no-untyped-def]
+def test_02_why_each_system_outside_the_band_misses_it(systems: list[dict[str, object]]) -> None:
     text = _markdown("outside the chart's band")
-    by = {(str(s["system"]), bool(s["held_out"])): float(s["ratio"]) for s in systems}  # type: ignore[arg-type]
+    by = {(str(s["system"]), bool(s["held_out"])): num(s, "ratio") for s in systems}
     # "L40 8x1 and L40S 8x1, just below it (0.77 and 0.76) ... about half of the step (14 of 28-30 ms),
     # and they ran about 1.3x faster than that"
     assert (round(by[("L40 8x1", False)], 2), round(by[("L40S 8x1", False)], 2)) == (0.77, 0.76)
@@ -117,7 +120,9 @@ def test_02_why_each_system_outside_the_band_misses_it(systems) -> None:  # type
 
 
 # ----- item 5: the MLPerf chart shows PUBLISHED and MODELED beside the ratio ----------------------------
-def test_02_the_mlperf_chart_draws_published_and_modeled_for_every_system(systems) -> None:  # type: ignore[no-untyped-def]
+def test_02_the_mlperf_chart_draws_published_and_modeled_for_every_system(
+    systems: list[dict[str, object]],
+) -> None:
     spec = published_vs_modeled(systems, band=MLPERF_BAND).to_dict()
     values, ratios = spec["hconcat"]
     points = [r for layer in values["layer"][1:] for r in chart_rows(layer)]
@@ -151,12 +156,12 @@ def test_published_vs_modeled_refuses_bad_rows() -> None:
 
 
 # ----- 02 §5: 8 GPUs slower than one at batch 4096, and why ---------------------------------------------
-def _parts(**kw: object) -> tuple[float, float, float, float]:
+def _parts(**kw: Any) -> tuple[float, float, float, float]:
     """``(step, work, communication, overhead)`` ms of the explorer's modeled step."""
     from recnotebooks.viz.efficiency import explore_efficiency
 
     m = {
-        r["phase"]: float(r["seconds_per_step"])
+        r["phase"]: num(r, "seconds_per_step")
         for r in explore_efficiency(measure=False, **kw).tables["modeled"]
     }
     comm = m.get("all_to_all", 0.0) + m.get("all_reduce", 0.0)
@@ -172,7 +177,7 @@ def test_02_eight_gpus_slower_than_one_at_batch_4096_and_why() -> None:
     for line in cell.splitlines():
         if line.startswith("explorer.set("):
             exec(line.split("#")[0], {"explorer": explorer})  # the cell's own moves
-    tput = [round(float(e.result.tables["metrics"][0]["value"])) for e in explorer.history][::-1]
+    tput = [round(num(e.result.tables["metrics"][0], "value")) for e in explorer.history][::-1]
     one, eight, host, cache = tput  # oldest first: pooling 40, 8 GPUs, host DRAM, a GPU cache
     text = _markdown("8 GPUs run fewer")
     assert eight < one and (round(one, -3), round(eight, -3), round(host, -3), round(cache, -3)) == (
@@ -211,7 +216,7 @@ def test_02_the_precision_panels_share_one_scale_and_say_so() -> None:
     rows = precision_sweep(("rm1", "rm3"), hw="dgx_a100", batch_size=8192)
     chart = metric_bars(rows, columns=2, title="t", source="modeled", detail="one scale for both panels",
                         rule_at=1.0, shared_scale=True).to_dict()  # fmt: skip
-    reach = {r["metric"]: r["_reach"] for r in chart_rows(chart)}
+    reach = {r["metric"]: num(r, "_reach") for r in chart_rows(chart)}
     assert len(reach) == 2 and len(set(reach.values())) == 1  # rm1's panel reaches as far as rm3's
-    assert max(float(r["value"]) for r in rows) <= min(reach.values())
+    assert max(num(r, "value") for r in rows) <= min(reach.values())
     assert "one scale for both panels" in " ".join(chart["title"]["subtitle"])

@@ -13,6 +13,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from _values import num, whole
 
 from recnotebooks.config import preset
 from recnotebooks.perf.hardware import hardware
@@ -26,7 +27,7 @@ from recnotebooks.viz.architecture import MODEL_PARTS, model_parts, model_summar
 
 # ----- notebook 01 §6: DLRM-DCNv2 beside DLRM v1 ---------------------------------------------------
 def _shares(rows: list[dict[str, object]], model: str, column: str) -> dict[str, float]:
-    return {str(r["part"]): float(r[column]) for r in rows if r["model"] == model}  # type: ignore[arg-type]
+    return {str(r["part"]): num(r, column) for r in rows if r["model"] == model}
 
 
 def test_01_the_tables_are_the_same_and_hold_almost_every_parameter() -> None:
@@ -34,8 +35,8 @@ def test_01_the_tables_are_the_same_and_hold_almost_every_parameter() -> None:
     assert v1["tables"] == dcn["tables"] == 26
     # "26.1 billion table parameters (105 GB in fp32), over 99.9% of either model's parameters"
     assert v1["table_parameters"] == dcn["table_parameters"]
-    assert round(float(dcn["table_parameters"]) / 1e9, 1) == 26.1  # type: ignore[arg-type]
-    assert round(float(dcn["table_gb_fp32"])) == 105  # type: ignore[arg-type]
+    assert round(num(dcn, "table_parameters") / 1e9, 1) == 26.1
+    assert round(num(dcn, "table_gb_fp32")) == 105
     rows = model_parts(["mlperf_v1", "mlperf_dcnv2"])
     for m in ("mlperf_v1", "mlperf_dcnv2"):
         assert _shares(rows, m, "parameter_share")[MODEL_PARTS["embedding"]] > 0.999
@@ -47,7 +48,7 @@ def test_01_eight_times_the_lookups_six_times_the_embedding_bytes() -> None:
     assert (v1["lookups_per_sample"], dcn["lookups_per_sample"]) == (26, 214)
     assert round(214 / 26, 1) == 8.2
     # "6.4x the embedding bytes per sample (344 kB instead of 53 kB)"
-    b1, b2 = float(v1["embedding_bytes_per_sample"]), float(dcn["embedding_bytes_per_sample"])  # type: ignore[arg-type]
+    b1, b2 = num(v1, "embedding_bytes_per_sample"), num(dcn, "embedding_bytes_per_sample")
     assert (round(b2 / 1e3), round(b1 / 1e3)) == (344, 53)
     assert round(b2 / b1, 1) == 6.4
 
@@ -56,9 +57,9 @@ def test_01_the_cross_layers_dominate_the_dense_compute() -> None:
     v1, dcn = model_summary("mlperf_v1"), model_summary("mlperf_dcnv2")
     cross = MODEL_PARTS["interaction"]
     # "they hold 10.6 M of the 16.0 M dense parameters (66%)"
-    assert round(float(dcn["cross_parameters"]) / 1e6, 1) == 10.6  # type: ignore[arg-type]
-    assert round(float(dcn["dense_parameters"]) / 1e6, 1) == 16.0  # type: ignore[arg-type]
-    assert round(float(dcn["cross_parameters"]) / float(dcn["dense_parameters"]), 2) == 0.66  # type: ignore[arg-type]
+    assert round(num(dcn, "cross_parameters") / 1e6, 1) == 10.6
+    assert round(num(dcn, "dense_parameters") / 1e6, 1) == 16.0
+    assert round(num(dcn, "cross_parameters") / num(dcn, "dense_parameters"), 2) == 0.66
     # "and do 66% of the 96 MFLOP of a sample, 6.5x DLRM v1's 15 MFLOP, of which the top MLP did 89%"
     rows = model_parts(["mlperf_v1", "mlperf_dcnv2"])
     dcn_flops, v1_flops = (
@@ -66,7 +67,7 @@ def test_01_the_cross_layers_dominate_the_dense_compute() -> None:
         _shares(rows, "mlperf_v1", "flops_share"),
     )
     assert round(dcn_flops[cross], 2) == 0.66 and max(dcn_flops, key=dcn_flops.__getitem__) == cross
-    f1, f2 = float(v1["flops_per_sample"]), float(dcn["flops_per_sample"])  # type: ignore[arg-type]
+    f1, f2 = num(v1, "flops_per_sample"), num(dcn, "flops_per_sample")
     assert (round(f2 / 1e6), round(f1 / 1e6), round(f2 / f1, 1)) == (96, 15, 6.5)
     assert round(v1_flops[MODEL_PARTS["top_mlp"]], 2) == 0.89
     # "The top MLP grows too (from 13 to 31 MFLOP): its input widens from 479 to 3,456"
@@ -182,8 +183,11 @@ def test_01_dlrm_and_dcnv2_are_too_close_to_call_on_this_data() -> None:
 
 
 # ----- notebook 05 §4: the model of record on today's servers ---------------------------------------
+Servers = tuple[dict[str, dict[str, object]], list[dict[str, object]]]
+
+
 @pytest.fixture(scope="module")
-def servers() -> tuple[dict[str, dict[str, object]], list[dict[str, object]]]:
+def servers() -> Servers:
     rows, parts = model_of_record_servers()  # as the notebook's cell calls it
     return {str(r["server"]): r for r in rows}, parts
 
@@ -191,10 +195,10 @@ def servers() -> tuple[dict[str, dict[str, object]], list[dict[str, object]]]:
 TODAY = ("dgx_a100_80gb", "dgx_h100", "h200_node", "dgx_b200")
 
 
-def test_05_its_tables_outgrow_big_basin(servers) -> None:  # type: ignore[no-untyped-def]
+def test_05_its_tables_outgrow_big_basin(servers: Servers) -> None:
     rows, parts = servers
     # "the 26 tables take 209 GB, and one 40M-row table alone takes 41 GB, more than a whole V100's memory"
-    assert round(float(rows["big_basin"]["tables_gb"])) == 209  # type: ignore[arg-type]
+    assert round(num(rows["big_basin"], "tables_gb")) == 209
     cfg = preset("mlperf_dcnv2")
     largest = max(t.num_rows for t in cfg.tables) * cfg.embedding_dim * 4 * 2  # weights + one state each
     assert (
@@ -203,7 +207,7 @@ def test_05_its_tables_outgrow_big_basin(servers) -> None:  # type: ignore[no-un
     # "On Zion (8 x 32 GB) that just fits: 27.7 GB on its fullest GPU."
     zion = rows["zion"]
     assert (zion["placement"], zion["plan"], zion["fits"]) == ("hbm", "MLPerf's", True)
-    assert round(float(zion["largest_device_gb"]), 1) == 27.7 and float(zion["largest_device_gb"]) > 0.8 * 32  # type: ignore[arg-type]
+    assert round(num(zion, "largest_device_gb"), 1) == 27.7 and num(zion, "largest_device_gb") > 0.8 * 32
     # "Big Basin (8 x 16 GB) cannot hold them, and HugeCTR keeps every table in HBM: trained with TorchRec,
     # it keeps 41% in HBM, 39% in host DRAM behind a GPU cache and 20% on a parameter server, and the
     # embedding lookups then take 60% of its step"
@@ -216,28 +220,26 @@ def test_05_its_tables_outgrow_big_basin(servers) -> None:  # type: ignore[no-un
     assert hugectr[0] == "hbm" and not hugectr[1].fits
     torchrec = {**MLPERF_SETUP, "implementation": "torchrec"}
     _, r = best_placement(cfg, hardware("big_basin"), 8, 55_296, 0.9, dense_optimizer="adagrad", **torchrec)
-    assert r.step_time_overlap * 1e3 == pytest.approx(float(bb["step_ms"]))  # type: ignore[arg-type]
-    shares = {str(x["placement"]): round(float(x["share"]), 2) for x in r.table_placement() if x["bytes"]}  # type: ignore[arg-type]
+    assert r.step_time_overlap * 1e3 == pytest.approx(num(bb, "step_ms"))
+    shares = {str(x["placement"]): round(num(x, "share"), 2) for x in r.table_placement() if x["bytes"]}
     assert shares == {"hbm": 0.41, "cache": 0.39, "remote": 0.20}
     mine = {
-        str(p["phase"]): float(p["seconds_per_step"])
-        for p in parts
-        if str(p["server"]).startswith("big_basin")
-    }  # type: ignore[arg-type]
+        str(p["phase"]): num(p, "seconds_per_step") for p in parts if str(p["server"]).startswith("big_basin")
+    }
     assert round((mine["embedding_forward"] + mine["embedding_backward"]) / sum(mine.values()), 2) == 0.60
     # "Today's nodes (8 x 80 GB or more) hold them all in HBM with room to spare."
     for s in TODAY:
         assert (rows[s]["placement"], rows[s]["plan"], rows[s]["fits"]) == ("hbm", "MLPerf's", True), s
         assert hardware(s).hbm_bytes >= 80e9 and hardware(s).devices == 8
-        assert float(rows[s]["largest_device_gb"]) < 0.7 * hardware(s).hbm_bytes / 1e9  # type: ignore[arg-type]
+        assert num(rows[s], "largest_device_gb") < 0.7 * hardware(s).hbm_bytes / 1e9
     assert (hardware("big_basin").hbm_bytes, hardware("zion").hbm_bytes) == (16e9, 32e9)
 
 
-def test_05_todays_nodes_are_faster_and_cheaper_per_sample(servers) -> None:  # type: ignore[no-untyped-def]
+def test_05_todays_nodes_are_faster_and_cheaper_per_sample(servers: Servers) -> None:
     rows, _ = servers
 
     def speed(over: str) -> dict[str, float]:
-        return {s: float(r["throughput"]) / float(rows[over]["throughput"]) for s, r in rows.items()}  # type: ignore[arg-type]
+        return {s: num(r, "throughput") / num(rows[over], "throughput") for s, r in rows.items()}
 
     bb, zion = speed("big_basin"), speed("zion")
     # "They run 8.4x (A100 80 GB) to 32x (B200) Big Basin's samples per second and 2.3x to 8.8x Zion's,
@@ -256,7 +258,7 @@ def test_05_todays_nodes_are_faster_and_cheaper_per_sample(servers) -> None:  # 
     assert [published[s] for s in TODAY] == sorted(published.values())
     # "a billion samples cost USD 9.2 on Big Basin, USD 2.9 on Zion and USD 1.4 (B200) to USD 2.1 (H100) on
     # today's nodes"
-    cost = {s: float(r["usd_per_billion_samples"]) for s, r in rows.items()}  # type: ignore[arg-type]
+    cost = {s: num(r, "usd_per_billion_samples") for s, r in rows.items()}
     assert (round(cost["big_basin"], 1), round(cost["zion"], 1)) == (9.2, 2.9)
     today = {s: cost[s] for s in TODAY}
     assert min(today, key=today.__getitem__) == "dgx_b200" and max(today, key=today.__getitem__) == "dgx_h100"
@@ -265,27 +267,30 @@ def test_05_todays_nodes_are_faster_and_cheaper_per_sample(servers) -> None:  # 
     # "A newer GPU costs more per hour": the list prices rise with the generation
     assert [hardware(s).price_per_hour for s in TODAY] == sorted(hardware(s).price_per_hour for s in TODAY)
     # "and the B200 node trains the most samples per joule"
-    joules = {s: float(r["samples_per_joule"]) for s, r in rows.items()}  # type: ignore[arg-type]
+    joules = {s: num(r, "samples_per_joule") for s, r in rows.items()}
     assert max(joules, key=joules.__getitem__) == "dgx_b200"
 
 
 # ----- notebook 06 §5: time to train to MLPerf's target -----------------------------------------
+Curve = dict[tuple[int, int], dict[str, object]]
+
+
 @pytest.fixture(scope="module")
-def curve() -> dict[tuple[int, int], dict[str, object]]:
+def curve() -> Curve:
     rows = convergence_jobs(model="mlperf_dcnv2", hardware="dgx_h100", layouts=((1, 8), (8, 8)))  # the cell's
-    return {(int(r["devices"]), int(r["global_batch"])): r for r in rows}  # type: ignore[call-overload]
+    return {(whole(r, "devices"), whole(r, "global_batch")): r for r in rows}
 
 
-def _column(curve: dict[tuple[int, int], dict[str, object]], devices: int, key: str) -> dict[int, float]:
-    return {b: float(r[key]) for (d, b), r in curve.items() if d == devices}  # type: ignore[arg-type]
+def _column(curve: Curve, devices: int, key: str) -> dict[int, float]:
+    return {b: num(r, key) for (d, b), r in curve.items() if d == devices}
 
 
 def _parts_ms(row: dict[str, object]) -> float:
     """The slowest rank's parts of a step added up, before overlap, as cell 12 prints them."""
-    return float(row["fixed_ms"]) / float(row["fixed_share"])  # type: ignore[arg-type]
+    return num(row, "fixed_ms") / num(row, "fixed_share")
 
 
-def test_06_a_bigger_batch_runs_more_samples_per_second(curve) -> None:  # type: ignore[no-untyped-def]
+def test_06_a_bigger_batch_runs_more_samples_per_second(curve: Curve) -> None:
     # "On both layouts the samples per second grow along the whole curve (modeled), because part of a step
     # does not grow with the batch: the all-reduce and update of the dense weights (fixed_ms)"
     assert FIXED_COMPONENTS == ("overhead", "all_reduce", "dense_optimizer")
@@ -295,7 +300,7 @@ def test_06_a_bigger_batch_runs_more_samples_per_second(curve) -> None:  # type:
         assert max(fixed.values()) == pytest.approx(min(fixed.values())) and min(fixed.values()) > 0
 
 
-def test_06_but_it_needs_more_samples(curve) -> None:  # type: ignore[no-untyped-def]
+def test_06_but_it_needs_more_samples(curve: Curve) -> None:
     # "0.71 epochs at 32,768 and 0.96 at 160,000: 1.36x as many (published)"
     epochs = _column(curve, 8, "epochs")
     lo, hi = epochs[32_768], epochs[160_000]
@@ -304,13 +309,13 @@ def test_06_but_it_needs_more_samples(curve) -> None:  # type: ignore[no-untyped
     assert _column(curve, 64, "epochs")[55_296] == epochs_to_converge(55_296)
 
 
-def test_06_which_wins_depends_on_the_fixed_part(curve) -> None:  # type: ignore[no-untyped-def]
+def test_06_which_wins_depends_on_the_fixed_part(curve: Curve) -> None:
     one, eight = curve[(8, 32_768)], curve[(64, 32_768)]
     # "On one node it is 0.7 ms at 32,768: 19% of the 3.5 ms the step's parts add up to (the table's parts;
     # overlapped, as HugeCTR runs them, they take the 2.64 ms of its step)": the cell prints
     # parts = fixed_ms / fixed_share and step = step_ms
-    assert (round(float(one["fixed_ms"]), 1), round(float(one["fixed_share"]), 2)) == (0.7, 0.19)  # type: ignore[arg-type]
-    assert (round(_parts_ms(one), 1), round(float(one["step_ms"]), 2)) == (3.5, 2.64)  # type: ignore[arg-type]
+    assert (round(num(one, "fixed_ms"), 1), round(num(one, "fixed_share"), 2)) == (0.7, 0.19)
+    assert (round(_parts_ms(one), 1), round(num(one, "step_ms"), 2)) == (3.5, 2.64)
     # "the samples per second grow only 1.15x, less than the epochs, and the time to train grows 20% (4.6 to
     # 5.4 minutes, modeled). The smallest batch trains fastest, and 55,296 ... within 2% of it."
     speed, minutes = _column(curve, 8, "samples_per_s"), _column(curve, 8, "minutes")
@@ -321,9 +326,9 @@ def test_06_which_wins_depends_on_the_fixed_part(curve) -> None:  # type: ignore
     assert min(minutes, key=minutes.__getitem__) == 32_768 and minutes[55_296] / minutes[32_768] < 1.02
     # "On 8 nodes ... the fixed part is 1.2 ms at 32,768: 59% of the 2.0 ms the parts add up to, and 90% as
     # long as the 1.32 ms they take overlapped"
-    assert (round(float(eight["fixed_ms"]), 1), round(float(eight["fixed_share"]), 2)) == (1.2, 0.59)  # type: ignore[arg-type]
-    assert (round(_parts_ms(eight), 1), round(float(eight["step_ms"]), 2)) == (2.0, 1.32)  # type: ignore[arg-type]
-    assert round(float(eight["fixed_ms"]) / float(eight["step_ms"]), 2) == 0.90  # type: ignore[arg-type]
+    assert (round(num(eight, "fixed_ms"), 1), round(num(eight, "fixed_share"), 2)) == (1.2, 0.59)
+    assert (round(_parts_ms(eight), 1), round(num(eight, "step_ms"), 2)) == (2.0, 1.32)
+    assert round(num(eight, "fixed_ms") / num(eight, "step_ms"), 2) == 0.90
     # the share is of the parts added up (the slowest rank's components, summed), not of the overlapped step
     from recnotebooks.perf.cost import estimate
     from recnotebooks.perf.hardware import hardware
@@ -342,9 +347,9 @@ def test_06_which_wins_depends_on_the_fixed_part(curve) -> None:  # type: ignore
         **MLPERF_SETUP,
     )
     assert _parts_ms(eight) == pytest.approx(max(sum(c.values()) for c in r.per_rank) * 1e3, rel=1e-9)
-    assert float(eight["step_ms"]) == pytest.approx(r.step_time_overlap * 1e3, rel=1e-9)  # type: ignore[arg-type]
-    assert _parts_ms(eight) > float(eight["step_ms"]) and _parts_ms(one) > float(one["step_ms"])  # type: ignore[arg-type]
-    assert float(eight["fixed_ms"]) > float(one["fixed_ms"])  # the all-reduce across nodes: the larger part  # type: ignore[arg-type]
+    assert num(eight, "step_ms") == pytest.approx(r.step_time_overlap * 1e3, rel=1e-9)
+    assert _parts_ms(eight) > num(eight, "step_ms") and _parts_ms(one) > num(one, "step_ms")
+    assert num(eight, "fixed_ms") > num(one, "fixed_ms")  # the all-reduce across nodes: the larger part
     # "the samples per second grow 2.14x, more than the epochs, and the time to train falls 33% to its
     # least at 135,168 ... and stays flat (within 2%) to 160,000"
     speed, minutes = _column(curve, 64, "samples_per_s"), _column(curve, 64, "minutes")
@@ -358,21 +363,23 @@ def test_06_which_wins_depends_on_the_fixed_part(curve) -> None:  # type: ignore
     assert nv == {(1, 55_296), (8, 135_168)}
 
 
-def test_06_beside_the_published_runs(curve) -> None:  # type: ignore[no-untyped-def]
+def test_06_beside_the_published_runs(curve: Curve) -> None:
     # "NVIDIA's v4.0 runs on DGX H100 took 3.8 minutes on 8 GPUs (batch 55,296) and 1.3 on 64 (batch
     # 135,168); the model says 4.6 and 1.5: 1.2x and 1.1x the published time"
-    nv = {(r.nodes * r.accelerators_per_node, r.global_batch_size): float(r.olympic_minutes)  # type: ignore[arg-type]
+    nv = {(r.nodes * r.accelerators_per_node, r.global_batch_size): float(r.olympic_minutes)
           for r in MLPERF_DCNV2_RESULTS
           if r.round == "v4.0" and r.submitter == "NVIDIA" and "H100-SXM" in r.accelerator}  # fmt: skip
     published = (nv[(8, 55_296)], nv[(64, 135_168)])
-    modeled = (float(curve[(8, 55_296)]["minutes"]), float(curve[(64, 135_168)]["minutes"]))  # type: ignore[arg-type]
+    modeled = (num(curve[(8, 55_296)], "minutes"), num(curve[(64, 135_168)], "minutes"))
     assert tuple(round(x, 1) for x in published) == (3.8, 1.3)
     assert tuple(round(x, 1) for x in modeled) == (4.6, 1.5)
     ratios = tuple(round(m / p, 1) for m, p in zip(modeled, published, strict=True))
     assert ratios == (1.2, 1.1)
 
 
-def test_06_the_planner_starts_the_model_of_record_as_mlperf_runs_it_and_torchrec_takes_longer(curve) -> None:  # type: ignore[no-untyped-def]
+def test_06_the_planner_starts_the_model_of_record_as_mlperf_runs_it_and_torchrec_takes_longer(
+    curve: Curve,
+) -> None:
     # "The planner above starts this model the same way (software HugeCTR, sharding `mlperf`, AMP fp16),
     # so on one DGX H100 node at a batch of the curve its step is `convergence_jobs`' own. Switch its
     # software to TorchRec and the same plan in the same precision takes 2.9x as long at a global batch
@@ -413,5 +420,5 @@ def test_06_a_batch_off_the_curve_is_refused_and_the_planner_names_the_nearest()
     on_curve = [b for b in (2**i for i in range(12, 19)) if 32_768 <= b <= 160_000]
     costs = {
         b: evaluate(model="mlperf_dcnv2", epochs="to_target", batch_size=b).job.cost_usd for b in on_curve
-    }  # type: ignore[union-attr]
+    }
     assert min(costs, key=costs.__getitem__) == 32_768

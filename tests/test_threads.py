@@ -9,7 +9,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -124,8 +126,12 @@ class FakeMonitor:
         pass
 
 
+#: Installs a scripted load (the others' busy cores, one value per look) and returns its monitor.
+Machine = Callable[..., FakeMonitor]
+
+
 @pytest.fixture
-def machine(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def machine(monkeypatch: pytest.MonkeyPatch) -> Iterator[Machine]:
     """Make the policy see a 2-core machine (torch asked for 2 threads) under a scripted load."""
 
     def install(*others: float | None) -> FakeMonitor:
@@ -141,7 +147,7 @@ def machine(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     torch.set_num_threads(old)
 
 
-def test_choose_threads_follows_the_load_and_says_why(machine) -> None:  # type: ignore[no-untyped-def]
+def test_choose_threads_follows_the_load_and_says_why(machine: Machine) -> None:
     machine(1.0)
     c = choose_threads()
     assert (c.threads, c.requested, c.busy) == (1, 2, True)
@@ -155,7 +161,7 @@ def test_choose_threads_follows_the_load_and_says_why(machine) -> None:  # type:
     assert rank_threads(2).threads == 1 and rank_threads(1).threads == 1
 
 
-def test_the_environment_fixes_the_count(machine, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_environment_fixes_the_count(machine: Machine, monkeypatch: pytest.MonkeyPatch) -> None:
     machine(1.9)
     monkeypatch.setenv(threads.THREADS_ENV, "2")
     assert choose_threads().threads == 2 and choose_threads().fixed
@@ -196,14 +202,14 @@ def test_spread_ignores_a_long_runs_rare_slow_steps() -> None:
 
 
 # ----- what measures with it ----------------------------------------------------------------------
-def _trainer(steps: int, **tc: object) -> Trainer:
+def _trainer(steps: int, **tc: Any) -> Trainer:
     cfg = preset("tiny")
     data = SyntheticCriteo(cfg, batch_size=64, seed=0)
-    config = TrainConfig(steps=steps, warmup_steps=1, eval_batches=0, progress=False, **tc)  # type: ignore[arg-type]
+    config = TrainConfig(steps=steps, warmup_steps=1, eval_batches=0, progress=False, **tc)
     return Trainer(DLRM(cfg, seed=0), data, None, config, device="cpu")
 
 
-def test_the_trainer_trains_on_the_free_cores_and_says_so(machine) -> None:  # type: ignore[no-untyped-def]
+def test_the_trainer_trains_on_the_free_cores_and_says_so(machine: Machine) -> None:
     machine(1.0)
     seen = []
     trainer = _trainer(6)
@@ -219,7 +225,9 @@ def test_the_trainer_trains_on_the_free_cores_and_says_so(machine) -> None:  # t
     assert all(r["reliable"] is False for r in res.phase_table())
 
 
-def test_the_trainer_follows_the_load_as_it_changes(machine, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_trainer_follows_the_load_as_it_changes(
+    machine: Machine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import recnotebooks.train as train
 
     monkeypatch.setattr(train, "RECHECK_S", 0.0)  # look at the load before every step
@@ -231,7 +239,7 @@ def test_the_trainer_follows_the_load_as_it_changes(machine, monkeypatch: pytest
     assert seen[0] == 1 and seen[-1] == 2 and res.threads == 2
 
 
-def test_an_explicit_thread_count_is_kept(machine) -> None:  # type: ignore[no-untyped-def]
+def test_an_explicit_thread_count_is_kept(machine: Machine) -> None:
     machine(1.9)
     res = _trainer(4, threads=2).fit()
     assert res.threads == 2 and res.other_load is None and res.busy == ""
@@ -239,14 +247,14 @@ def test_an_explicit_thread_count_is_kept(machine) -> None:  # type: ignore[no-u
         TrainConfig(threads=0)
 
 
-def test_an_idle_trainer_run_is_reliable(machine) -> None:  # type: ignore[no-untyped-def]
+def test_an_idle_trainer_run_is_reliable(machine: Machine) -> None:
     machine(0.0)
     res = _trainer(12).fit()
     assert res.threads == 2 and res.other_load == 0.0
     assert res.reliable or "varied" in res.reliability  # only the machine's own noise can spoil it
 
 
-def test_measure_step_uses_the_policy(machine) -> None:  # type: ignore[no-untyped-def]
+def test_measure_step_uses_the_policy(machine: Machine) -> None:
     from recnotebooks.measure import measure_step
 
     machine(1.0)

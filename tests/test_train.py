@@ -6,6 +6,7 @@ import math
 
 import pytest
 import torch
+from _values import bad
 
 from recnotebooks.config import preset
 from recnotebooks.data import Batch, SyntheticCriteo
@@ -204,7 +205,7 @@ def test_train_config_validation(kwargs, match):
 
 def test_trainer_validation():
     with pytest.raises(TypeError, match="model"):
-        Trainer(torch.nn.Linear(2, 2), [], None)  # type: ignore[arg-type]
+        Trainer(bad(torch.nn.Linear(2, 2)), [], None)
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
             Trainer(DLRM(small_cfg()), [], None, device="cuda")
@@ -316,7 +317,7 @@ def test_dense_modules_are_the_dlrms_own_without_its_tables() -> None:
     other = dense_modules(cfg, seed=4)[0]
     assert not torch.equal(other[0].weight, bottom[0].weight)
     with pytest.raises(TypeError, match="config must be a DLRMConfig"):
-        dense_modules("tiny")  # type: ignore[arg-type]
+        dense_modules(bad("tiny"))
 
 
 def test_the_report_says_a_busy_machine_and_an_unreliable_measurement_first() -> None:

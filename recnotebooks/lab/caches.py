@@ -6,7 +6,7 @@ from recnotebooks.cache.simulate import lru_mrc
 from recnotebooks.perf.access import cache_rows_for_hit_rate, hit_rate
 from recnotebooks.viz.cache import POLICY_NAMES, cache_capacity, cache_trace, hit_rate_curves
 
-from .core import amount, number, register
+from .core import amount, exercise, number
 
 #: Exercise 03.size: a table of EX03_ROWS rows, dim 64, fp32 plus row-wise Adagrad's 4 bytes per row,
 #: whose cache gets EX03_BUDGET bytes of HBM (Zipf exponent 1.05).
@@ -49,16 +49,20 @@ def _double_key() -> tuple[float, float]:
     return curve.at(4_000), curve.at(2_000)
 
 
-@register(
+@exercise(
     "03.size",
-    "A table of 10M rows (dim 64, fp32, plus row-wise Adagrad's 4 bytes per row) gets 256 MB of HBM for its "
-    f"cache ({UNITS}). How many rows fit, and what hit rate does an LRU cache of that size serve at "
-    "Zipf(1.05)? Answer (rows, hit_rate).",
-    "A cached row costs its weights and its optimizer state: 64 x 4 + 4 bytes; the budget is "
-    "256 x 10^6 bytes.",
-    "Rows = budget // bytes per row. The hit rate of an LRU cache of that many rows is modeled by "
-    "recnotebooks.perf.access.hit_rate(rows, n_rows, zipf_exponent, policy='lru').",
-    "hit_rate(256e6 // 260, 10_000_000, 1.05, policy='lru'): pass both numbers as a tuple.",
+    f"""
+    A table of 10M rows (dim 64, fp32, plus row-wise Adagrad's 4 bytes per row) gets 256 MB of HBM for its
+    cache ({UNITS}). How many rows fit, and what hit rate does an LRU cache of that size serve at Zipf(1.05)?
+    Answer (rows, hit_rate).
+
+    A cached row costs its weights and its optimizer state: 64 x 4 + 4 bytes; the budget is 256 x 10^6 bytes.
+
+    Rows = budget // bytes per row. The hit rate of an LRU cache of that many rows is modeled by
+    recnotebooks.perf.access.hit_rate(rows, n_rows, zipf_exponent, policy='lru').
+
+    hit_rate(256e6 // 260, 10_000_000, 1.05, policy='lru'): pass both numbers as a tuple.
+    """,
     answer=_size_key,
 )
 def _size(answer: object) -> tuple[bool, str]:
@@ -83,13 +87,18 @@ def _size(answer: object) -> tuple[bool, str]:
     )
 
 
-@register(
+@exercise(
     "03.target",
-    "The fewest rows an LRU cache of that 10M-row table needs to serve 90% of lookups at Zipf(1.05) "
-    "(within 5%)?",
-    "The hit rate grows with the cache size; find the size where it reaches 0.9.",
-    "recnotebooks.perf.access.cache_rows_for_hit_rate inverts hit_rate; it takes a policy too.",
-    "cache_rows_for_hit_rate(0.9, 10_000_000, 1.05, policy='lru').",
+    """
+    The fewest rows an LRU cache of that 10M-row table needs to serve 90% of lookups at Zipf(1.05) (within
+    5%)?
+
+    The hit rate grows with the cache size; find the size where it reaches 0.9.
+
+    recnotebooks.perf.access.cache_rows_for_hit_rate inverts hit_rate; it takes a policy too.
+
+    cache_rows_for_hit_rate(0.9, 10_000_000, 1.05, policy='lru').
+    """,
     answer=_target_key,
 )
 def _target(answer: object) -> tuple[bool, str]:
@@ -103,21 +112,26 @@ def _target(answer: object) -> tuple[bool, str]:
     )
 
 
-@register(
+@exercise(
     "03.policy",
-    "At weak skew (Zipf alpha 0.6) and a cache of 1% of 100k rows, which policy of the Cache Explorer "
-    "('lru', 'lfu', 'static', 'setassoc') serves the most lookups?",
-    "Set the Cache Explorer to skew 0.6 and cache size 1.0%, then read the curves at the ringed size.",
-    "With weak skew recency says little about the future; what a row's count says stays true longer.",
-    "Compare LFU and the static hot set with LRU in the explorer's chart at 1.0%.",
-    answer=lambda: max((h := _policy_hits()), key=h.get),  # type: ignore[arg-type]
+    """
+    At weak skew (Zipf alpha 0.6) and a cache of 1% of 100k rows, which policy of the Cache Explorer ('lru',
+    'lfu', 'static', 'setassoc') serves the most lookups?
+
+    Set the Cache Explorer to skew 0.6 and cache size 1.0%, then read the curves at the ringed size.
+
+    With weak skew recency says little about the future; what a row's count says stays true longer.
+
+    Compare LFU and the static hot set with LRU in the explorer's chart at 1.0%.
+    """,
+    answer=lambda: max((h := _policy_hits()), key=h.__getitem__),
 )
 def _policy(answer: object) -> tuple[bool, str]:
     policies = ["lru", "lfu", "static", "setassoc"]
     if answer not in policies:
         raise ValueError(f"answer with one of {policies}")
     hits = _policy_hits()
-    best = max(hits, key=hits.get)  # type: ignore[arg-type]
+    best = max(hits, key=hits.__getitem__)
     ok = answer == best
     return ok, (
         f"Right: {hits[best]:.1%} of lookups, against {hits['lru']:.1%} for LRU."
@@ -126,15 +140,19 @@ def _policy(answer: object) -> tuple[bool, str]:
     )
 
 
-@register(
+@exercise(
     "03.double",
-    "An LRU cache of 2% of 100k rows at Zipf(1.05) misses some share of lookups. Predict its miss ratio at "
-    "twice the size (4%) within 0.01, then check it on the miss-ratio curve.",
-    "A miss-ratio curve gives the miss ratio at every cache size; LRU's comes from one pass of stack "
-    "distances.",
-    "recnotebooks.cache.simulate.lru_mrc(trace) gives it; the explorer's trace is "
-    "recnotebooks.viz.cache.cache_trace(100_000, 1.05).",
-    "lru_mrc(cache_trace(100_000, 1.05)).at(4_000).",
+    """
+    An LRU cache of 2% of 100k rows at Zipf(1.05) misses some share of lookups. Predict its miss ratio at
+    twice the size (4%) within 0.01, then check it on the miss-ratio curve.
+
+    A miss-ratio curve gives the miss ratio at every cache size; LRU's comes from one pass of stack distances.
+
+    recnotebooks.cache.simulate.lru_mrc(trace) gives it; the explorer's trace is
+    recnotebooks.viz.cache.cache_trace(100_000, 1.05).
+
+    lru_mrc(cache_trace(100_000, 1.05)).at(4_000).
+    """,
     answer=lambda: _double_key()[0],
 )
 def _double(answer: object) -> tuple[bool, str]:

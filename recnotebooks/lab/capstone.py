@@ -17,7 +17,7 @@ from recnotebooks.perf.cost import COMPONENTS
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES
 from recnotebooks.perf.job_planner import Outcome, evaluate
 
-from .core import number, register, settled
+from .core import exercise, number, settled
 
 #: The job of exercises 06.cheapest and 06.fastest: production-scale tables (~1 TB), 3 epochs of
 #: Criteo Terabyte.
@@ -79,14 +79,19 @@ def _fastest_key() -> dict[str, object]:
     return dict(best.values)
 
 
-@register(
+@exercise(
     "06.cheapest",
-    f"In the Training Job Planner: model {JOB['model']}, Criteo Terabyte, {JOB['epochs']} epochs. Find the "
-    f"cheapest setting that fits and ends within {CHEAPEST_DEADLINE_H} h; pass the app (or a dict of its "
-    "settings).",
-    "Start from one node of a modern server and see what the deadline allows; then take devices away.",
-    "Precision is a lever: AMP runs the MLPs' GEMMs on tensor cores (the tables stay fp32).",
-    "A cheaper device-hour is not a cheaper job when it takes many more hours; compare the cost bar.",
+    f"""
+    In the Training Job Planner: model {JOB["model"]}, Criteo Terabyte, {JOB["epochs"]} epochs. Find the
+    cheapest setting that fits and ends within {CHEAPEST_DEADLINE_H} h; pass the app (or a dict of its
+    settings).
+
+    Start from one node of a modern server and see what the deadline allows; then take devices away.
+
+    Precision is a lever: AMP runs the MLPs' GEMMs on tensor cores (the tables stay fp32).
+
+    A cheaper device-hour is not a cheaper job when it takes many more hours; compare the cost bar.
+    """,
     answer=_cheapest_key,
 )
 def _cheapest(answer: object) -> tuple[bool, str]:
@@ -100,13 +105,18 @@ def _cheapest(answer: object) -> tuple[bool, str]:
     return False, f"It meets the deadline but costs USD {cost:,.2f}; a cheaper setting does too."
 
 
-@register(
+@exercise(
     "06.fastest",
-    f"Same job as 06.cheapest. Within a budget of USD {FASTEST_BUDGET_USD} (and any deadline), find the "
-    "setting that trains fastest; pass the app (or a dict of settings).",
-    "More devices finish sooner but each device-hour costs; watch both the time and the cost bars.",
-    "The lever chart shows what one notch of each control buys; follow it while the budget holds.",
-    "The newest GPUs are the most expensive per hour, yet can be the fastest within a budget.",
+    f"""
+    Same job as 06.cheapest. Within a budget of USD {FASTEST_BUDGET_USD} (and any deadline), find the setting
+    that trains fastest; pass the app (or a dict of settings).
+
+    More devices finish sooner but each device-hour costs; watch both the time and the cost bars.
+
+    The lever chart shows what one notch of each control buys; follow it while the budget holds.
+
+    The newest GPUs are the most expensive per hour, yet can be the fastest within a budget.
+    """,
     answer=_fastest_key,
 )
 def _fastest(answer: object) -> tuple[bool, str]:
@@ -135,14 +145,19 @@ def _largest_key() -> int:
     return max(ok)
 
 
-@register(
+@exercise(
     "06.largest",
-    f"One DGX A100 node (8 GPUs, fp32, global batch 65536, the cost planner): what is the largest scale of "
-    f"mlperf_v1's table rows, of {list(LARGEST_SCALES)}, whose tables the planner still keeps all in HBM, "
-    f"training at >= {LARGEST_SHARE:.0%} of the 1x model's samples/s?",
-    "preset('mlperf_v1').with_rows_scale(s) scales every table; plan_tables(cfg, 'dgx_a100', 8) plans it.",
-    "recnotebooks.perf.estimate(cfg, 'dgx_a100', batch_size=65536, gpus=8, plan=plan).throughput",
-    "Once tables leave HBM (placement cache, host or remote) every lookup gets slower.",
+    f"""
+    One DGX A100 node (8 GPUs, fp32, global batch 65536, the cost planner): what is the largest scale of
+    mlperf_v1's table rows, of {list(LARGEST_SCALES)}, whose tables the planner still keeps all in HBM,
+    training at >= {LARGEST_SHARE:.0%} of the 1x model's samples/s?
+
+    preset('mlperf_v1').with_rows_scale(s) scales every table; plan_tables(cfg, 'dgx_a100', 8) plans it.
+
+    recnotebooks.perf.estimate(cfg, 'dgx_a100', batch_size=65536, gpus=8, plan=plan).throughput
+
+    Once tables leave HBM (placement cache, host or remote) every lookup gets slower.
+    """,
     answer=_largest_key,
 )
 def _largest(answer: object) -> tuple[bool, str]:
@@ -174,13 +189,18 @@ def _names(component: str) -> tuple[str, ...]:
     return (component, words, words.replace(" ", "-"))
 
 
-@register(
+@exercise(
     "06.bound",
-    f"The planner's defaults with nodes={BOUND_NODES}: in one sentence, which component bounds the step on "
-    "the slowest rank, and what share of that step it takes (say it as a percentage)?",
-    "The first chart is the step on the slowest rank; its longest segment is the bound.",
-    "Name the component as the chart's legend does (e.g. 'top_mlp', 'embedding_backward').",
-    "The note under the controls says 'bound by ...' with its share.",
+    f"""
+    The planner's defaults with nodes={BOUND_NODES}: in one sentence, which component bounds the step on the
+    slowest rank, and what share of that step it takes (say it as a percentage)?
+
+    The first chart is the step on the slowest rank; its longest segment is the bound.
+
+    Name the component as the chart's legend does (e.g. 'top_mlp', 'embedding_backward').
+
+    The note under the controls says 'bound by ...' with its share.
+    """,
     answer=_bound_key,
 )
 def _bound(answer: object) -> tuple[bool, str]:

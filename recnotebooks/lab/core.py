@@ -5,11 +5,16 @@ answer is right; when it is not, it gives the next hint for that exercise (hints
 specific with each attempt) but never prints the expected value. ``exercises("01")`` lists
 a notebook's exercises. :func:`smoke_mode` is true when ``RECNB_SMOKE=1``: notebooks then
 use tiny sizes so CI can run every notebook top to bottom in seconds.
+
+A notebook's module declares each exercise with :func:`exercise` (its words as one text: the
+question, then one hint a paragraph; its answer key; its checker below) or, for an answer that is
+one number equal to its key, :func:`number_exercise`.
 """
 
 from __future__ import annotations
 
 import html
+import inspect
 import math
 import numbers
 import os
@@ -114,6 +119,31 @@ def register(
         EXERCISES[id] = Exercise(id, title, fn, hints, answer)
 
     return deco
+
+
+def exercise(
+    id: str, text: str, *more_hints: Hint, answer: Callable[[], object] | None = None
+) -> Callable[[Callable[[object], tuple[bool, str]]], None]:
+    """Decorator: register the checker of exercise ``id`` from its ``text``, the words a learner
+    reads: the question, then one hint a paragraph (paragraphs apart by a blank line; a paragraph's
+    lines are joined by spaces). ``more_hints`` follow them: hints that are functions of the answer
+    given. Each exercise states only its words, its key and its checker."""
+    title, *hints = (" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
+    return register(id, title, *hints, *more_hints, answer=answer)
+
+
+def number_exercise(
+    id: str, text: str, *, key: Callable[[], float], what: str, right: str, wrong: str
+) -> None:
+    """Register exercise ``id`` (its ``text`` as in :func:`exercise`) whose answer is one number that
+    must equal ``key()`` (a count, a width): ``what`` names the number when the answer is not one;
+    ``right`` and ``wrong`` are the feedback."""
+
+    def checker(answer: object) -> tuple[bool, str]:
+        ok = number(answer, what) == key()
+        return ok, right if ok else wrong
+
+    exercise(id, text, answer=key)(checker)
 
 
 class ExerciseList(list[tuple[str, str]]):

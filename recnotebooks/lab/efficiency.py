@@ -5,7 +5,7 @@ from __future__ import annotations
 from recnotebooks.config import preset
 from recnotebooks.perf.cost import COMPONENTS, estimate
 
-from .core import AppSetting, app_result, register
+from .core import AppSetting, app_result, exercise
 
 #: The embedding-heavy starting point of exercise 02.efficient (Efficiency Explorer settings).
 EX02_START = {
@@ -22,14 +22,19 @@ EX02_START = {
 }
 
 
-@register(
+@exercise(
     "02.efficient",
-    "Start the Efficiency Explorer at lab.EX02_START (an embedding-heavy model on one A100, "
-    "about 1% FLOP/s efficiency). Reach at least 10% without changing its tables: same number of tables, "
-    "rows, embedding dim and pooling, still one dgx_a100 GPU with tables in HBM.",
-    "FLOP/s efficiency = useful FLOPs / (step time x peak). Embedding work adds time but almost no FLOPs.",
-    "Which sliders add FLOPs per sample without touching the tables? And which GEMM shapes run well?",
-    "Widen the bottom and top MLPs a lot (1024 or more); a bigger batch amortises fixed costs.",
+    """
+    Start the Efficiency Explorer at lab.EX02_START (an embedding-heavy model on one A100, about 1% FLOP/s
+    efficiency). Reach at least 10% without changing its tables: same number of tables, rows, embedding dim
+    and pooling, still one dgx_a100 GPU with tables in HBM.
+
+    FLOP/s efficiency = useful FLOPs / (step time x peak). Embedding work adds time but almost no FLOPs.
+
+    Which sliders add FLOPs per sample without touching the tables? And which GEMM shapes run well?
+
+    Widen the bottom and top MLPs a lot (1024 or more); a bigger batch amortises fixed costs.
+    """,
     answer=lambda: AppSetting(
         "recnotebooks.viz.efficiency:efficiency_explorer",
         {**EX02_START, "bottom_width": 4096, "top_width": 4096, "batch_size": 65536},
@@ -52,12 +57,16 @@ def _efficient(answer: object) -> tuple[bool, str]:
     )
 
 
-@register(
+@exercise(
     "02.bound",
-    "Which component bounds a training step of the rm2 preset on one dgx_a100 GPU at batch 4096 "
-    "(tables in HBM)? Answer with its name, e.g. 'top_mlp'.",
-    "Use recnotebooks.perf.estimate(preset('rm2'), 'dgx_a100', batch_size=4096) and look at .breakdown().",
-    "rm2 has 32 tables with 120 lookups each per sample: which components scale with lookups?",
+    """
+    Which component bounds a training step of the rm2 preset on one dgx_a100 GPU at batch 4096 (tables in
+    HBM)? Answer with its name, e.g. 'top_mlp'.
+
+    Use recnotebooks.perf.estimate(preset('rm2'), 'dgx_a100', batch_size=4096) and look at .breakdown().
+
+    rm2 has 32 tables with 120 lookups each per sample: which components scale with lookups?
+    """,
     lambda given: _last_bound_hint(given),
     answer=lambda: _bound_key(),
 )

@@ -8,7 +8,7 @@ from recnotebooks.perf.servers import best_placement, compare_servers
 from recnotebooks.viz.controls import option_values
 from recnotebooks.viz.servers import SERVER_CONTROLS, explore_servers
 
-from .core import number, register
+from .core import exercise, number
 
 
 def production_model() -> DLRMConfig:
@@ -40,12 +40,17 @@ def _outgrow_key() -> object:
     return first
 
 
-@register(
+@exercise(
     "05.per_joule",
-    "Which server gives the most samples per joule for rm3 (compare_servers at batch 8192)?",
-    "recnotebooks.perf.compare_servers(preset('rm3')) returns a row per server with samples_per_joule.",
-    "Power counts every device of the node plus the host; throughput is per node.",
-    "Sort the rows by samples_per_joule.",
+    """
+    Which server gives the most samples per joule for rm3 (compare_servers at batch 8192)?
+
+    recnotebooks.perf.compare_servers(preset('rm3')) returns a row per server with samples_per_joule.
+
+    Power counts every device of the node plus the host; throughput is per node.
+
+    Sort the rows by samples_per_joule.
+    """,
     answer=_per_joule_key,
 )
 def _per_joule(answer: object) -> tuple[bool, str]:
@@ -86,15 +91,19 @@ def _per_joule_why(rows: list[dict[str, object]]) -> str:
     return why + "."
 
 
-@register(
+@exercise(
     "05.where",
-    "A production-scale model: mlperf_v1 with 10x the rows per table (lab.production_model()). "
-    "Where do its tables live on one Big Basin node? Answer 'hbm', 'cache', 'remote' or a mix like "
-    "'hbm+cache'.",
-    "Compare the model's table bytes with 8 x 16 GB of HBM and Big Basin's host DRAM.",
-    "recnotebooks.perf.best_placement(config, hardware('big_basin'), 8, 8192) tries HBM, a cache in "
-    "front of host DRAM, host DRAM and parameter servers, and keeps the fastest that fits.",
-    "Tables need weights plus optimizer state; host DRAM must hold all of them for a cache.",
+    """
+    A production-scale model: mlperf_v1 with 10x the rows per table (lab.production_model()). Where do its
+    tables live on one Big Basin node? Answer 'hbm', 'cache', 'remote' or a mix like 'hbm+cache'.
+
+    Compare the model's table bytes with 8 x 16 GB of HBM and Big Basin's host DRAM.
+
+    recnotebooks.perf.best_placement(config, hardware('big_basin'), 8, 8192) tries HBM, a cache in front of
+    host DRAM, host DRAM and parameter servers, and keeps the fastest that fits.
+
+    Tables need weights plus optimizer state; host DRAM must hold all of them for a cache.
+    """,
     answer=_where_key,
 )
 def _where(answer: object) -> tuple[bool, str]:
@@ -109,13 +118,18 @@ def _where(answer: object) -> tuple[bool, str]:
     )
 
 
-@register(
+@exercise(
     "05.outgrow",
-    "In the Server Design Explorer with model rm2, raise 'table rows x': at which setting do "
-    "Big Basin's tables first stop fitting in its HBM? (a number from the slider, e.g. 3)",
-    "Watch the placement in brackets next to big_basin in the step-time chart.",
-    "Big Basin has 8 x 16 GB of HBM; rm2's tables take about 4 GB at 1x, plus optimizer state and caches.",
-    "recnotebooks.viz.servers.explore_servers(model='rm2', rows_scale=s) gives each server's placement.",
+    """
+    In the Server Design Explorer with model rm2, raise 'table rows x': at which setting do Big Basin's tables
+    first stop fitting in its HBM? (a number from the slider, e.g. 3)
+
+    Watch the placement in brackets next to big_basin in the step-time chart.
+
+    Big Basin has 8 x 16 GB of HBM; rm2's tables take about 4 GB at 1x, plus optimizer state and caches.
+
+    recnotebooks.viz.servers.explore_servers(model='rm2', rows_scale=s) gives each server's placement.
+    """,
     answer=_outgrow_key,
 )
 def _outgrow(answer: object) -> tuple[bool, str]:

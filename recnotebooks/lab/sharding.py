@@ -7,7 +7,7 @@ from recnotebooks.perf.scaleout import scale_out
 from recnotebooks.perf.traffic import collective_bytes
 from recnotebooks.viz.sharding import sharding_model, sharding_plan
 
-from .core import amount, number, register
+from .core import amount, exercise, number
 
 #: 04.bytes: the tiny model on this many ranks, table-wise, at this global batch (the Sharding
 #: Explorer's setting whose "all_to_all forward" bar of rank 0 the exercise asks about).
@@ -39,18 +39,23 @@ def _cliff_key() -> int:
     return int(min(r["devices"] for r in rows if float(r["all_to_all_share"]) > 0.5))  # type: ignore[call-overload,type-var,arg-type]
 
 
-@register(
+@exercise(
     "04.bytes",
-    f"The tiny model on {BYTES_RANKS} ranks, table-wise, global batch {BYTES_BATCH} (the Sharding Explorer's "
-    "'all_to_all forward' bar of rank 0): how many bytes does rank 0 send per step in the forward "
-    "all-to-alls? They carry the bag lengths and the ids of rank 0's samples to the owner of each "
-    "table, and rank 0's pooled vectors back to the other rank's samples.",
-    "Three all-to-alls run forward: bag lengths (one int64 per sample and table), ids (one int64 per "
-    "lookup) and pooled vectors (one fp32 vector of the embedding dim per sample and table).",
-    "Rank 0 sends lengths and ids of its 256 samples for the tables rank 1 owns, and one pooled vector "
-    "of each table it owns for each of rank 1's 256 samples.",
-    "recnotebooks.perf.traffic.collective_bytes(config, plan, 256, 2) lists each: rank 0's bytes_sent of "
-    "'lengths_all_to_all', 'ids_all_to_all' and 'pooled_all_to_all'.",
+    f"""
+    The tiny model on {BYTES_RANKS} ranks, table-wise, global batch {BYTES_BATCH} (the Sharding Explorer's
+    'all_to_all forward' bar of rank 0): how many bytes does rank 0 send per step in the forward all-to-alls?
+    They carry the bag lengths and the ids of rank 0's samples to the owner of each table, and rank 0's pooled
+    vectors back to the other rank's samples.
+
+    Three all-to-alls run forward: bag lengths (one int64 per sample and table), ids (one int64 per lookup)
+    and pooled vectors (one fp32 vector of the embedding dim per sample and table).
+
+    Rank 0 sends lengths and ids of its 256 samples for the tables rank 1 owns, and one pooled vector of each
+    table it owns for each of rank 1's 256 samples.
+
+    recnotebooks.perf.traffic.collective_bytes(config, plan, 256, 2) lists each: rank 0's bytes_sent of
+    'lengths_all_to_all', 'ids_all_to_all' and 'pooled_all_to_all'.
+    """,
     answer=_bytes_key,
 )
 def _bytes(answer: object) -> tuple[bool, str]:
@@ -69,12 +74,16 @@ def _bytes(answer: object) -> tuple[bool, str]:
     return False, f"{amount(got)} bytes is not what rank 0 sends."
 
 
-@register(
+@exercise(
     "04.cliff",
-    "Scale criteo_terabyte out over NVLink-connected DGX H100s (recnotebooks.perf.scaleout.scale_out): from "
-    "how many GPUs on does the all-to-all take more than half of the step?",
-    "scale_out(preset('criteo_terabyte'), links=('nvlink',)) gives one row per device count.",
-    "Read all_to_all_share; what changes when there are more GPUs than the model has tables?",
+    """
+    Scale criteo_terabyte out over NVLink-connected DGX H100s (recnotebooks.perf.scaleout.scale_out): from how
+    many GPUs on does the all-to-all take more than half of the step?
+
+    scale_out(preset('criteo_terabyte'), links=('nvlink',)) gives one row per device count.
+
+    Read all_to_all_share; what changes when there are more GPUs than the model has tables?
+    """,
     answer=_cliff_key,
 )
 def _cliff(answer: object) -> tuple[bool, str]:
