@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from recnotebooks.config import DTYPES, SPARSE_OPTIMIZERS, Workload, preset
 from recnotebooks.config.model import DENSE_OPTIMIZERS
+from recnotebooks.config.workload import OLDER_KEYWORDS, workload_from
 from recnotebooks.perf import best_placement, compare_servers, estimate, memory_footprint, memory_report
 from recnotebooks.perf.hardware import DTYPE_BYTES, hardware
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.perf.result import CostResult
-from recnotebooks.perf.workload_form import OLDER_KEYWORDS, workload_from
 from recnotebooks.plan import single_device_plan
 
 PRESETS = ("tiny", "criteo_kaggle", "mlperf_dcnv2")

@@ -12,17 +12,24 @@ function that takes one cannot change what its caller asked for.
 (2048, 'bf16', 'rowwise_adagrad')
 >>> w.replace(batch_size=4096).batch_size
 4096
+
+The older form, kept for one release: a function that takes a workload also takes a
+:class:`~recnotebooks.config.DLRMConfig` followed by the step's settings as keywords
+(``estimate(config, hw, batch_size=2048, dtype="bf16")``); :func:`workload_from` turns either
+into the one :class:`Workload` (giving a Workload *and* those keywords is a ``TypeError``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from recnotebooks.checks import check_choice, check_float, check_int, check_type
 from recnotebooks.config.model import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, DLRMConfig
 
-__all__ = ["Workload", "DTYPES", "DEFAULT_ZIPF_EXPONENT"]
+__all__ = ["Workload", "DTYPES", "DEFAULT_ZIPF_EXPONENT", "OLDER_KEYWORDS", "OlderDefault", "workload_from"]
 
 #: The precisions a step can run in, by name: pure fp32, TF32 GEMMs over fp32 storage, pure
 #: bf16 or fp16, and autocast (AMP) fp16 or bf16 over fp32 master weights. What each costs
@@ -74,3 +81,55 @@ class Workload:
                 f"{[f.name for f in dataclasses.fields(self)]}"
             )
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+#: The keywords of the older form: a :class:`~recnotebooks.config.Workload`'s fields after ``config``.
+OLDER_KEYWORDS = ("batch_size", "dtype", "zipf_exponent", "sparse_optimizer", "dense_optimizer")
+
+
+class OlderDefault:
+    """The default of an older-form parameter that a signature spells out (``memory_footprint``'s
+    positional optimizers): it shows as its value (``'rowwise_adagrad'``) and counts as not given,
+    so a :class:`~recnotebooks.config.Workload` may stand in its place."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def workload_from(
+    first: object,
+    older: Mapping[str, object],
+    caller: str,
+    defaults: Mapping[str, object] | None = None,
+    batch_size: object = None,
+) -> Workload:
+    """The :class:`~recnotebooks.config.Workload` ``caller`` models: ``first`` when it is one (then
+    ``older`` must be empty), else one built from ``first`` (a DLRMConfig) and the older form's
+    keywords ``older`` (any of :data:`OLDER_KEYWORDS`; an :class:`OlderDefault` counts as not
+    given, ``defaults`` fill in what is not given), with ``batch_size`` where the older form gives
+    the batch positionally (``None``: not given). ``TypeError`` names an unknown keyword, a
+    Workload mixed with keywords, and a first argument that is neither; ``ValueError``/``TypeError``
+    from the Workload name a bad value."""
+    given = {k: v for k, v in older.items() if not isinstance(v, OlderDefault)}
+    if batch_size is not None:
+        given["batch_size"] = batch_size
+    unknown = sorted(set(given) - set(OLDER_KEYWORDS))
+    if unknown:
+        raise TypeError(f"{caller}() got unexpected keyword argument(s) {unknown}; the step's settings are "
+                        f"{list(OLDER_KEYWORDS)}")  # fmt: skip
+    if isinstance(first, Workload):
+        if given:
+            raise TypeError(
+                f"{caller}() takes a Workload, or a DLRMConfig with the keywords {list(OLDER_KEYWORDS)}, "
+                f"not both: got a Workload and {sorted(given)}; change the Workload (workload.replace(...))"
+            )
+        return first
+    if not isinstance(first, DLRMConfig):
+        raise TypeError(f"config must be a DLRMConfig (or a Workload), got {type(first).__name__}")
+    settings: dict[str, Any] = {**(defaults or {}), **given}
+    if "batch_size" not in settings:
+        raise TypeError(f"{caller}() with a DLRMConfig needs batch_size= (or give it a Workload)")
+    return Workload(first, **settings)

@@ -45,6 +45,7 @@ import torch.distributed as dist
 
 from ..checks import check_bool, check_float, check_int, check_steps, check_type, parse_int
 from ..config import DEFAULT_ZIPF_EXPONENT, DLRMConfig, Workload
+from ..config.workload import workload_from
 from ..data.synthetic import SyntheticConfig, SyntheticCriteo
 from ..metrics import click_metrics
 from ..nn.optim import make_dense_optimizer
@@ -153,6 +154,8 @@ LEGACY_ORDER = ("batch_size", "seed", "sparse_optimizer", "sparse_lr", "dense_op
                 "overlap", "eval_batches")  # fmt: skip
 #: The old keywords a :class:`~recnotebooks.config.Workload` holds (``zipf`` is its ``zipf_exponent``).
 WORKLOAD_KEYWORDS = ("batch_size", "sparse_optimizer", "dense_optimizer", "zipf")
+#: The rank's own settings after ``steps``, in order, when a Workload is given.
+_RANK_ORDER = tuple(k for k in LEGACY_ORDER if k not in WORKLOAD_KEYWORDS)
 
 
 @dataclass(frozen=True)
@@ -190,32 +193,19 @@ def rank_call(
     ``config, steps`` followed by :data:`LEGACY_ORDER` (``batch_size`` required; ``zipf`` ``None``
     or ``0``: :data:`~recnotebooks.config.DEFAULT_ZIPF_EXPONENT`). ``TypeError`` for a workload
     given with its fields again (set them on it: ``workload.replace(batch_size=...)``)."""
-    if isinstance(workload, Workload):
-        mixed = sorted(set(options) & set(WORKLOAD_KEYWORDS))
-        if mixed:
-            raise TypeError(
-                f"a Workload holds {mixed}: give them on it (workload.replace(...)), not beside it"
-            )
-        return workload, RankSettings(steps, *args, **options)
-    check_type("config", workload, DLRMConfig, "a Workload or a DLRMConfig")
+    if not isinstance(workload, Workload):
+        check_type("config", workload, DLRMConfig, "a Workload or a DLRMConfig")
     if len(args) > len(LEGACY_ORDER):
         raise TypeError(f"at most {len(LEGACY_ORDER)} settings after steps ({LEGACY_ORDER}), got {len(args)}")
-    named = dict(zip(LEGACY_ORDER, args, strict=False))
+    named = dict(zip(LEGACY_ORDER if not isinstance(workload, Workload) else _RANK_ORDER, args, strict=False))
     twice = sorted(set(named) & set(options))
     if twice:
         raise TypeError(f"got multiple values for {twice}")
     named.update(options)
-    if "batch_size" not in named:
-        raise TypeError("batch_size is required with a DLRMConfig (or give a Workload)")
-    zipf = named.pop("zipf", None)
-    built = Workload(
-        workload,
-        named.pop("batch_size"),
-        zipf_exponent=zipf if zipf else DEFAULT_ZIPF_EXPONENT,
-        sparse_optimizer=named.pop("sparse_optimizer", "rowwise_adagrad"),
-        dense_optimizer=named.pop("dense_optimizer", "adagrad"),
-    )
-    return built, RankSettings(steps, **named)
+    older = {k: named.pop(k) for k in WORKLOAD_KEYWORDS if k in named}
+    if "zipf" in older:  # the old spelling of zipf_exponent; None or 0 meant the default
+        older["zipf_exponent"] = older.pop("zipf") or DEFAULT_ZIPF_EXPONENT
+    return workload_from(workload, older, "run_rank"), RankSettings(steps, **named)
 
 
 def _check(workload: Workload, plan: Plan, world: int) -> SyntheticConfig:

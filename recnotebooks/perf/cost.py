@@ -36,6 +36,7 @@ from typing import Any
 
 from recnotebooks.checks import check_choice, check_fraction, check_int, show
 from recnotebooks.config import DLRMConfig, Workload
+from recnotebooks.config.workload import workload_from
 from recnotebooks.perf import components as C
 from recnotebooks.perf import traffic as T
 from recnotebooks.perf.access import CACHE_POLICIES
@@ -45,7 +46,6 @@ from recnotebooks.perf.memory import MemoryReport, memory_report
 from recnotebooks.perf.planner import RESERVE, plan_tables, table_bytes
 from recnotebooks.perf.precision import precision
 from recnotebooks.perf.result import COMMUNICATION, COMPONENTS, COMPUTE, CostResult, overlapped_step
-from recnotebooks.perf.workload_form import workload_from
 from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, single_device_plan
 
 __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "CostResult", "estimate",
@@ -76,7 +76,7 @@ def estimate(
 
     The older form, ``estimate(config, hw, batch_size=..., dtype=..., zipf_exponent=...,
     sparse_optimizer=..., dense_optimizer=..., ...)``, still works: a DLRMConfig first and the
-    workload's other fields as keywords (:func:`~recnotebooks.perf.workload_form.workload_from`;
+    workload's other fields as keywords (:func:`~recnotebooks.config.workload.workload_from`;
     a Workload *and* those keywords is a ``TypeError`` naming them).
 
     Without ``plan``, one device holds every table at ``placement``; for ``"cache"`` either

@@ -23,11 +23,11 @@ from typing import Any
 
 from recnotebooks.checks import check_int, check_type
 from recnotebooks.config import DLRMConfig, Workload, state_floats_per_parameter, state_floats_per_row
+from recnotebooks.config.workload import OlderDefault, workload_from
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware
 from recnotebooks.perf.precision import precision
-from recnotebooks.perf.workload_form import OlderDefault, workload_from
 from recnotebooks.plan import PLACEMENTS, Plan, TableShard
 
 __all__ = ["MemoryReport", "memory_footprint", "memory_report", "cache_slots", "DDP_BUCKET_BYTES"]
@@ -204,7 +204,7 @@ def memory_report(
 
     The older form, ``memory_report(config, hw, plan, batch_size, gpus=..., dtype=...,
     sparse_optimizer=..., dense_optimizer=..., zipf_exponent=...)``, still works
-    (:func:`~recnotebooks.perf.workload_form.workload_from`)."""
+    (:func:`~recnotebooks.config.workload.workload_from`)."""
     w = workload_from(workload, older, "memory_report", batch_size=batch_size)
     gpus = check_int("gpus", gpus, lo=1)
     held = _Held(plan)

@@ -28,12 +28,12 @@ from typing import Any
 
 from recnotebooks.checks import check_choice, check_fraction, check_int, check_type
 from recnotebooks.config import DLRMConfig, Workload, state_floats_per_row
+from recnotebooks.config.workload import workload_from
 from recnotebooks.perf import components as C
 from recnotebooks.perf.access import cache_rows_for_hit_rate
 from recnotebooks.perf.components import PARAMETER_SERVER
 from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import DDP_BUCKET_BYTES, memory_footprint
-from recnotebooks.perf.workload_form import workload_from
 from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, TableShard
 
 __all__ = ["STRATEGIES", "placement_seconds", "plan_tables", "table_bytes"]
@@ -110,7 +110,7 @@ def plan_tables(
     state the sparse optimizer keeps (:func:`table_bytes`: exact Adagrad doubles an fp32 table).
     The older form, ``plan_tables(config, hw, world_size, batch_size=8192, dtype="fp32",
     sparse_optimizer="rowwise_adagrad", ...)``, still works
-    (:func:`~recnotebooks.perf.workload_form.workload_from`).
+    (:func:`~recnotebooks.config.workload.workload_from`).
     """
     w = workload_from(workload, older, "plan_tables", {"batch_size": 8192})
     hw = (

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from recnotebooks.config import DLRMConfig, Workload, preset, preset_training
+from recnotebooks.config.workload import workload_from
 from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.job import job_from_estimate
@@ -23,7 +24,6 @@ from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import plan_tables, table_bytes
 from recnotebooks.perf.published import MLPERF_SETUP
 from recnotebooks.perf.sweeps import result_row
-from recnotebooks.perf.workload_form import workload_from
 from recnotebooks.plan import Plan
 
 __all__ = [
@@ -74,7 +74,7 @@ def best_placement(
     """The placement of least modeled step time among those that fit, for ``workload``'s step on
     ``gpus`` devices of ``hw`` (the older form, ``best_placement(config, hw, gpus, batch_size,
     cache_hit_rate, sparse_optimizer=..., dense_optimizer=..., dtype=...)``, still works:
-    :func:`~recnotebooks.perf.workload_form.workload_from`).
+    :func:`~recnotebooks.config.workload.workload_from`).
 
     Candidates: every table in HBM, in host DRAM behind a cache of hit rate
     ``cache_hit_rate``, in host DRAM (read over PCIe, or pooled by the host's CPUs where they
@@ -168,7 +168,7 @@ def compare_servers(
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     """``workload``'s step on one node of each server: (summary rows, per-component rows). The older
     form, ``compare_servers(config, servers, batch_size=8192, sparse_optimizer=..., dense_optimizer=...)``,
-    still works (:func:`~recnotebooks.perf.workload_form.workload_from`).
+    still works (:func:`~recnotebooks.config.workload.workload_from`).
 
     Each node uses all its devices and the fastest placement that fits (:func:`best_placement`);
     throughput per node and per joule are modeled. The power counts the node's devices and host and the
