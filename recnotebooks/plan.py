@@ -473,14 +473,7 @@ def behind_cache(
     ``fraction``, or a cached shard with neither a hit rate nor slots (or both)."""
     check_type("plan", plan, Plan, "a Plan")
     check_type("config", config, DLRMConfig, "a DLRMConfig")
-    names = set(config.table_names)
-    if isinstance(tables, str):
-        raise TypeError(f"tables must be a sequence of table names (or None), got {tables!r}")
-    if tables is not None:
-        tables = [check_str("tables[]", t) for t in tables]
-        unknown = sorted(set(tables) - names)
-        if unknown:
-            raise ValueError(f"tables must be tables of the config ({sorted(names)}), got unknown {unknown}")
+    tables = None if tables is None else _names_of(config, tables)
     if rows is not None and fraction is not None:
         raise ValueError(f"give rows or fraction, not both: got rows={rows!r}, fraction={fraction!r}")
     slots = _cache_rows_per_table(config, rows)
@@ -505,6 +498,19 @@ def behind_cache(
 
     chosen = (lambda s: s.placement == "cache") if tables is None else (lambda s: s.table in tables)
     return dataclasses.replace(plan, shards=tuple(cached(s) if chosen(s) else s for s in plan.shards))
+
+
+def _names_of(config: DLRMConfig, tables: object) -> list[str]:
+    """``tables``, a sequence of names of ``config``'s tables, checked."""
+    if isinstance(tables, str) or not isinstance(tables, Sequence):
+        raise TypeError(f"tables must be a sequence of table names (or None), got {show(tables)}")
+    names = [check_str(f"tables[{i}]", t) for i, t in enumerate(tables)]
+    unknown = sorted(set(names) - set(config.table_names))
+    if unknown:
+        raise ValueError(
+            f"tables must be tables of the config ({list(config.table_names)}), got unknown {unknown}"
+        )
+    return names
 
 
 def _cache_rows_per_table(config: DLRMConfig, cache_rows: object) -> dict[str, int | None]:
