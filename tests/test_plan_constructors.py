@@ -60,8 +60,8 @@ def settings_(draw: st.DrawFn) -> tuple[DLRMConfig, int, str, dict[str, object]]
     if kind == "column_wise" and "ranks" in kwargs and draw(st.booleans()):
         n = len(kwargs["ranks"])  # type: ignore[arg-type]
         if n <= cfg.embedding_dim:  # whole columns: counts summing to the dimension, each >= 1
-            cuts = sorted(draw(st.lists(st.integers(1, cfg.embedding_dim - 1), min_size=n - 1, max_size=n - 1,
-                                        unique=True)))  # fmt: skip
+            inner = st.integers(1, max(1, cfg.embedding_dim - 1))  # dimension 1: no cut to draw
+            cuts = sorted(draw(st.lists(inner, min_size=n - 1, max_size=n - 1, unique=True)))
             edges = [0, *cuts, cfg.embedding_dim]
             kwargs["fractions"] = [
                 (b - a) / cfg.embedding_dim for a, b in zip(edges, edges[1:], strict=False)
