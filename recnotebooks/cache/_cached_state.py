@@ -286,17 +286,11 @@ class SlotStore:
         self.save_state(destination, prefix)
 
     def load_from_state_dict(
-        self,
-        module: torch.nn.Module,
-        state_dict: dict[str, Any],
-        prefix: str,
-        local_metadata: dict[str, Any],
-        strict: bool,
-        missing_keys: list[str],
-        unexpected_keys: list[str],
-        error_msgs: list[str],
+        self, module: torch.nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any
     ) -> None:
-        """The collection's ``load_state_dict``: :meth:`load_state`."""
+        """The collection's ``load_state_dict`` (``args``: the rest of torch's arguments):
+        :meth:`load_state`."""
+        _metadata, _strict, missing_keys, unexpected_keys, error_msgs = args
         self.load_state(state_dict, prefix, missing_keys, unexpected_keys, error_msgs)
 
     # ----- device moves -----------------------------------------------------------------

@@ -110,17 +110,11 @@ class RowStore(Protocol):
         ...
 
     def load_from_state_dict(
-        self,
-        module: nn.Module,
-        state_dict: dict[str, Any],
-        prefix: str,
-        local_metadata: dict[str, Any],
-        strict: bool,
-        missing_keys: list[str],
-        unexpected_keys: list[str],
-        error_msgs: list[str],
+        self, module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any
     ) -> None:
-        """Restore what :meth:`save_to_state_dict` wrote."""
+        """Restore what :meth:`save_to_state_dict` wrote (``args``: the rest of torch's
+        ``Module._load_from_state_dict`` arguments: metadata, strict, missing and unexpected keys,
+        error messages)."""
         ...
 
     def move(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
@@ -185,19 +179,9 @@ class MemoryRows:
         nn.Module._save_to_state_dict(module, destination, prefix, keep_vars)
 
     def load_from_state_dict(
-        self,
-        module: nn.Module,
-        state_dict: dict[str, Any],
-        prefix: str,
-        local_metadata: dict[str, Any],
-        strict: bool,
-        missing_keys: list[str],
-        unexpected_keys: list[str],
-        error_msgs: list[str],
+        self, module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any
     ) -> None:
-        nn.Module._load_from_state_dict(
-            module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
-        )
+        nn.Module._load_from_state_dict(module, state_dict, prefix, *args)
 
     def move(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         pass  # torch moved the weight, the collection's parameter
