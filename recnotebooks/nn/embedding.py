@@ -24,10 +24,9 @@ The fused row space, worked through for two tables of 4 and 3 rows (dim 2)::
 One kernel call pools every bag of every table. The optimizer then sees fused ids: row 6 is
 row 2 of ``ad``.
 
-Where the rows live is the collection's ``rows`` store (:class:`~recnotebooks.nn.rows.RowStore`):
-:class:`MemoryRows`, every row in ``weight`` on the device, here; a device cache's store
-(:mod:`recnotebooks.cache`) keeps the tables on the host and ``weight`` is its slots. The
-lookup reads ``weight`` at the indices the store gives.
+The rows live in the collection's ``rows`` store (:class:`~recnotebooks.nn.rows.RowStore`): every
+row in ``weight`` (:class:`~recnotebooks.nn.rows.MemoryRows`), or the tables on the host and
+``weight`` a device cache's slots (:mod:`recnotebooks.cache`); lookups read ``weight`` where it says.
 
 Backward does not build a dense (or per-lookup sparse) weight gradient. It records the
 gradient of the pooled outputs; :meth:`EmbeddingBagCollection.row_gradients` reduces it to
@@ -225,8 +224,7 @@ class EmbeddingBagCollection(nn.Module):
         self._pending: list[_PendingGrad] = []
 
     def _hold_rows(self, rows: RowStore) -> None:
-        """Keep the rows in ``rows`` instead (e.g. a device cache's store): its ``weight`` becomes
-        the collection's, on its device."""
+        """Keep the rows in ``rows`` (e.g. a device cache's store): its ``weight`` is the collection's."""
         self.rows = rows
         self.weight = rows.weight
         dev = rows.weight.device
@@ -435,10 +433,12 @@ class EmbeddingBagCollection(nn.Module):
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
         self._pending.clear()  # gradients of the rows before the load
         self.rows.load_from_state_dict(self, state_dict, prefix, *args)
+        self.rows.weight = self.weight  # the parameter, also where a load assigned a new one
 
     def _apply(
         self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True
     ) -> EmbeddingBagCollection:
         super()._apply(fn, recurse)
+        self.rows.weight = self.weight  # the parameter torch moved (or replaced)
         self.rows.move(fn)
         return self
