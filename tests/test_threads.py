@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -196,7 +197,9 @@ def test_spread_ignores_a_long_runs_rare_slow_steps() -> None:
     assert spread([1.0] * 50 + [3.0] * 50) == pytest.approx(3.0)
 
 
-def test_the_load_follower_moves_with_the_load_and_averages_the_timed_windows(machine) -> None:  # type: ignore[no-untyped-def]
+def test_the_load_follower_moves_with_the_load_and_averages_the_timed_windows(
+    machine: Callable[..., FakeMonitor],
+) -> None:
     fake = machine(1.0, 0.4, 0.0, 0.0)  # the start's look, the warm-up's look, then two more
     follower = LoadFollower(None, every_s=0.0)
     assert follower.threads == 1 and "1.0 of 2 cores busy" in follower.busy
