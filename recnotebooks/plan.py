@@ -73,12 +73,21 @@ plans known by name (:data:`NAMED_PLANS`, :func:`mixed_plan` among them)::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from recnotebooks.checks import check_choice, check_fraction, check_int, check_int_list, check_str, show
+from recnotebooks.checks import (
+    check_choice,
+    check_fraction,
+    check_int,
+    check_int_list,
+    check_str,
+    check_type,
+    show,
+)
 from recnotebooks.config import CACHE_REPLACEMENT_POLICIES, DLRMConfig, TableConfig
 
 __all__ = [
@@ -90,6 +99,7 @@ __all__ = [
     "TableShard",
     "Plan",
     "NAMED_PLANS",
+    "behind_cache",
     "column_wise",
     "combine",
     "data_parallel",
@@ -412,28 +422,95 @@ def single_device_plan(
 ) -> Plan:
     """Every table on rank 0 with one placement (or one per table). A ``"cache"`` table takes
     the typed-in ``cache_hit_rate``, or ``cache_rows`` device slots (one number for every cached
-    table, capped at its rows, or one per table name) run by ``cache_policy``."""
+    table, capped at its rows, or one per table name) run by ``cache_policy``
+    (:func:`behind_cache`)."""
     places = [placement] * config.num_tables if isinstance(placement, str) else list(placement)
     if len(places) != config.num_tables:
         raise ValueError(
             f"placement must be one value or one per table ({config.num_tables}), got {len(places)}"
         )
-    slots = _cache_rows_per_table(config, cache_rows)
     shards = tuple(
         TableShard(
-            t,
-            0,
-            "table_wise",
-            p,
-            cache_hit_rate=cache_hit_rate if p == "cache" else None,
-            cache_rows=slots[t] if p == "cache" else None,
-            cache_policy=cache_policy,
-            cache_ways=cache_ways,
+            t, 0, "table_wise", "hbm" if p == "cache" else p, cache_policy=cache_policy, cache_ways=cache_ways
         )
         for t, p in zip(config.table_names, places, strict=True)
     )
     asked = placement if isinstance(placement, str) else None
-    return Plan(1, shards, "single_device", requested_placement=asked)
+    plan = Plan(1, shards, "single_device", requested_placement=asked)
+    cached = [t for t, p in zip(config.table_names, places, strict=True) if p == "cache"]
+    return behind_cache(
+        plan, config, cached, hit_rate=cache_hit_rate, rows=cache_rows, policy=cache_policy, ways=cache_ways
+    )
+
+
+def behind_cache(
+    plan: Plan,
+    config: DLRMConfig,
+    tables: Sequence[str] | None = None,
+    *,
+    hit_rate: float | None = None,
+    rows: int | Mapping[str, int] | None = None,
+    fraction: float | None = None,
+    policy: str | None = None,
+    ways: int | None = None,
+) -> Plan:
+    """``plan`` with tables placed behind device caches: every shard of ``tables`` (``None``: the
+    shards already in placement ``"cache"``) in placement ``"cache"``, with a typed-in
+    ``hit_rate``, or device slots the model computes the hit rate of: ``rows`` (one number for
+    every table, capped at its table's rows, or one per table name) or a ``fraction`` of each
+    shard's rows (``max(1, round(fraction * rows))``; a shard's rows are its ``row_fraction`` of
+    its table's), run by ``policy`` (``ways`` per set for ``"setassoc"``; ``None``: each shard
+    keeps its own). Shards of other tables are unchanged. The largest table of ``tiny`` split
+    over two ranks, each half behind an LRU cache of 5% of its rows::
+
+        >>> from recnotebooks.config import preset
+        >>> config = preset("tiny")  # C8: 50,000 rows
+        >>> plan = behind_cache(row_wise(config, 2), config, ["C8"], fraction=0.05, policy="lru")
+        >>> [(s.rank, s.placement, s.cache_rows, s.cache_policy) for s in plan.shards if s.table == "C8"]
+        [(0, 'cache', 1250, 'lru'), (1, 'cache', 1250, 'lru')]
+
+    ``ValueError`` naming the parameter for a table the config lacks, both ``rows`` and
+    ``fraction``, or a cached shard with neither a hit rate nor slots (or both)."""
+    check_type("plan", plan, Plan, "a Plan")
+    check_type("config", config, DLRMConfig, "a DLRMConfig")
+    tables = None if tables is None else _names_of(config, tables)
+    if rows is not None and fraction is not None:
+        raise ValueError(f"give rows or fraction, not both: got rows={rows!r}, fraction={fraction!r}")
+    slots = _cache_rows_per_table(config, rows)
+    if fraction is not None:
+        fraction = check_fraction("fraction", fraction, lo_open=True)
+    table_rows = {t.name: t.num_rows for t in config.tables}
+
+    def cached(s: TableShard) -> TableShard:
+        own = (
+            slots[s.table]
+            if fraction is None
+            else max(1, round(fraction * table_rows[s.table] * s.row_fraction))
+        )
+        return dataclasses.replace(
+            s,
+            placement="cache",
+            cache_hit_rate=hit_rate,
+            cache_rows=own,
+            cache_policy=s.cache_policy if policy is None else policy,
+            cache_ways=s.cache_ways if ways is None else ways,
+        )
+
+    chosen = (lambda s: s.placement == "cache") if tables is None else (lambda s: s.table in tables)
+    return dataclasses.replace(plan, shards=tuple(cached(s) if chosen(s) else s for s in plan.shards))
+
+
+def _names_of(config: DLRMConfig, tables: object) -> list[str]:
+    """``tables``, a sequence of names of ``config``'s tables, checked."""
+    if isinstance(tables, str) or not isinstance(tables, Sequence):
+        raise TypeError(f"tables must be a sequence of table names (or None), got {show(tables)}")
+    names = [check_str(f"tables[{i}]", t) for i, t in enumerate(tables)]
+    unknown = sorted(set(names) - set(config.table_names))
+    if unknown:
+        raise ValueError(
+            f"tables must be tables of the config ({list(config.table_names)}), got unknown {unknown}"
+        )
+    return names
 
 
 def _cache_rows_per_table(config: DLRMConfig, cache_rows: object) -> dict[str, int | None]:

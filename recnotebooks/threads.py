@@ -38,6 +38,7 @@ from recnotebooks.checks import check_int
 __all__ = [
     "SLACK",
     "CpuLoad",
+    "LoadFollower",
     "LoadMonitor",
     "ThreadChoice",
     "choose_threads",
@@ -289,3 +290,79 @@ def use_threads(threads: int) -> Iterator[int]:
     finally:
         if torch.get_num_threads() != old:
             torch.set_num_threads(old)
+
+
+class LoadFollower:
+    """The thread policy followed through a run: a training loop calls :meth:`follow` once a step.
+
+    It starts on :func:`choose_threads`'s count (``threads``: a count to keep as given) and, while
+    the loop runs (:meth:`running`), looks at the load again every ``every_s`` seconds and moves
+    torch to the count the load allows now, up again when the other work ends. Each look's window
+    is kept, so that :attr:`other_load` is the cores other programs kept busy on average while
+    the timed steps ran; :meth:`restart` forgets the windows of the warm-up steps::
+
+        follower = LoadFollower(None, every_s=2.0)
+        with follower.running():
+            for step in range(steps):
+                t0 = time.perf_counter()
+                train_step()
+                follower.follow(t0)
+        follower.threads, follower.busy, follower.other_load
+    """
+
+    def __init__(self, threads: int | None, *, every_s: float) -> None:
+        choice = choose_threads(threads)
+        self.follows = threads is None  #: whether the count may change with the load
+        self.fixed = choice.fixed  #: a count given as an argument or by ``RECNB_THREADS``
+        self.requested = choice.requested
+        self.threads = choice.threads  #: the count now
+        self.busy = choice.describe() if choice.busy else ""  #: why the policy lowered it
+        self.every_s = every_s
+        self._loads: list[tuple[float, float]] = []  # (seconds, other programs' busy cores) of each look
+        self._checked = 0.0
+
+    @contextmanager
+    def running(self) -> Iterator[LoadFollower]:
+        """Run the block on :attr:`threads` (torch's setting restored after); when it ends
+        normally, the window since the last look is kept too."""
+        with use_threads(self.threads):
+            self.restart()
+            self._checked = time.perf_counter()
+            yield self
+            self._keep(load_monitor().since_mark())
+
+    def restart(self) -> None:
+        """Forget the windows so far and start a new one now (the timed steps start here)."""
+        self._loads = []
+        load_monitor().mark()
+
+    def follow(self, step_started: float) -> None:
+        """After a step that started at ``step_started`` (``time.perf_counter()``): if the last
+        look is over :attr:`every_s` seconds older, look again and move to the policy's count."""
+        if not self.follows or step_started - self._checked <= self.every_s:
+            return
+        choice = choose_threads(requested=self.requested)
+        self._keep(CpuLoad(choice.cores, choice.others, choice.window_s))
+        if choice.threads != self.threads:
+            torch.set_num_threads(choice.threads)
+        self.threads = choice.threads
+        self.busy = choice.describe() if choice.busy else self.busy
+        self._checked = time.perf_counter()
+
+    def _keep(self, load: CpuLoad) -> None:
+        if load.others is not None:
+            self._loads.append((load.window_s, load.others))
+
+    @property
+    def other_load(self) -> float | None:
+        """Cores other programs kept busy on average over the windows kept (``None``: unknown,
+        or a fixed count, which does not look)."""
+        seconds = sum(w for w, _ in self._loads)
+        if seconds <= 0 or self.fixed:
+            return None
+        return sum(w * o for w, o in self._loads) / seconds
+
+    @property
+    def spare_cores(self) -> int:
+        """Cores the run's threads leave free."""
+        return max(0, usable_cores() - self.threads)

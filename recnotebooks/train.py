@@ -42,7 +42,7 @@ from recnotebooks.data.batch import Batch
 from recnotebooks.metrics import click_metrics
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.nn.optim import SparseOptimizer, make_dense_optimizer, make_sparse_optimizer
-from recnotebooks.threads import choose_threads, load_monitor, usable_cores, use_threads
+from recnotebooks.threads import LoadFollower
 from recnotebooks.timing import PhaseTimer, phase_rows, reliability, spread
 
 __all__ = ["TrainConfig", "TrainResult", "Trainer", "config_from_dict", "config_to_dict", "resolve_device"]
@@ -148,6 +148,26 @@ class TrainResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclass
+class _TimedSteps:
+    """The timed steps of a run: each step's seconds and the samples they trained."""
+
+    seconds: list[float] = field(default_factory=list)
+    samples: int = 0
+
+    def add(self, seconds: float, samples: int) -> None:
+        self.seconds.append(seconds)
+        self.samples += samples
+
+    @property
+    def steps(self) -> int:
+        return len(self.seconds)
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.seconds, 0.0)
 
 
 def config_to_dict(config: DLRMConfig) -> dict[str, Any]:
@@ -276,14 +296,10 @@ class Trainer:
         Throughput counts only the training steps after the first ``warmup_steps`` of this
         call (evaluation, callbacks and checkpoint saves are excluded). With ``checkpoint``,
         :meth:`save` writes it every ``checkpoint_every`` steps (0: only at the end) and
-        once more when training ends.
+        once more when training ends. The steps run on the thread policy's threads, which
+        follow the machine's load (:class:`~recnotebooks.threads.LoadFollower`).
         """
-        target = check_steps("steps", self.config.steps if steps is None else steps, lo=self.step)
-        every = check_int("checkpoint_every", checkpoint_every, lo=0)
-        if every and checkpoint is None:
-            raise ValueError(f"checkpoint_every={every} needs a checkpoint path, got checkpoint=None")
-        if checkpoint is not None:
-            check_writable(check_type("checkpoint", checkpoint, (str, os.PathLike), "a file path"))
+        target, every = self._check_fit(steps, checkpoint, checkpoint_every)
         c = self.config
         timer = PhaseTimer(self.device, enabled=c.time_phases)
         todo = target - self.step
@@ -291,45 +307,25 @@ class Trainer:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=todo, disable=not c.progress, desc="train", leave=False)
-        train_seconds, samples, measured = 0.0, 0, 0
-        step_seconds: list[float] = []
+        timed = _TimedSteps()
         losses: list[float] = []
-        choice = choose_threads(c.threads)
-        requested, threads, busy = choice.requested, choice.threads, choice.describe() if choice.busy else ""
-        loads: list[tuple[float, float]] = []  # (seconds, other programs' busy cores) of each look
+        load = LoadFollower(c.threads, every_s=RECHECK_S)
         try:
-            with use_threads(threads):
-                load_monitor().mark()
-                checked = time.perf_counter()
+            with load.running():
                 for i in range(todo):
-                    if i == warm:
+                    if i == warm:  # the timed steps start here
                         timer.reset()
-                        train_seconds, samples, measured, step_seconds, loads = 0.0, 0, 0, [], []
-                        load_monitor().mark()
+                        timed = _TimedSteps()
+                        load.restart()
                     t0 = time.perf_counter()
-                    loss, bsz = self.train_step(timer)
-                    step_seconds.append(time.perf_counter() - t0)
-                    train_seconds += step_seconds[-1]
+                    loss, batch_size = self.train_step(timer)
+                    timed.add(time.perf_counter() - t0, batch_size)
                     losses.append(loss)
-                    samples += bsz
-                    measured += 1
-                    if c.threads is None and t0 - checked > RECHECK_S:  # the load may have changed
-                        threads, busy = self._follow_load(requested, threads, busy, loads)
-                        checked = time.perf_counter()
+                    load.follow(t0)
                     bar.update(1)
-                    rec: dict[str, float] = {}
-                    if self.step % c.log_every == 0 or self.step == target:
-                        rec = {"step": float(self.step), "loss": loss}
-                        bar.set_postfix(loss=f"{loss:.4f}")
-                    if c.eval_every and self.step % c.eval_every == 0 and self.eval_data is not None:
-                        rec = {"step": float(self.step), "loss": loss, **self._eval_record()}
-                    if rec:
-                        self._record(rec)
-                    if every and self.step % every == 0 and self.step < target:
-                        self.save(checkpoint)  # type: ignore[arg-type]
-                last = load_monitor().since_mark()
-                if last.others is not None:
-                    loads.append((last.window_s, last.others))
+                    self._log_step(loss, target, bar)
+                    if checkpoint is not None and every and self.step % every == 0 and self.step < target:
+                        self.save(checkpoint)
         finally:
             bar.close()
         metrics = self._eval_record() if self.eval_data is not None and c.eval_batches else {}
@@ -337,51 +333,75 @@ class Trainer:
             self._record({"step": float(self.step), **metrics})
         if checkpoint is not None:
             self.save(checkpoint)
-        sps = train_seconds / measured if measured else 0.0
-        seconds = sum(w for w, _ in loads)
-        other = sum(w * o for w, o in loads) / seconds if seconds > 0 and not choice.fixed else None
+        return self._result(timer, timed, losses, load, metrics)
+
+    def _check_fit(
+        self, steps: int | None, checkpoint: str | os.PathLike[str] | None, checkpoint_every: int
+    ) -> tuple[int, int]:
+        """:meth:`fit`'s arguments checked: the step to train to and the checkpoint interval."""
+        target = check_steps("steps", self.config.steps if steps is None else steps, lo=self.step)
+        every = check_int("checkpoint_every", checkpoint_every, lo=0)
+        if every and checkpoint is None:
+            raise ValueError(f"checkpoint_every={every} needs a checkpoint path, got checkpoint=None")
+        if checkpoint is not None:
+            check_writable(check_type("checkpoint", checkpoint, (str, os.PathLike), "a file path"))
+        return target, every
+
+    def _log_step(self, loss: float, target: int, bar: Any) -> None:
+        """The step's history record: its loss every ``log_every`` steps (and at the last), with
+        the evaluation's metrics every ``eval_every`` steps."""
+        c = self.config
+        rec: dict[str, float] = {}
+        if self.step % c.log_every == 0 or self.step == target:
+            rec = {"step": float(self.step), "loss": loss}
+            bar.set_postfix(loss=f"{loss:.4f}")
+        if c.eval_every and self.step % c.eval_every == 0 and self.eval_data is not None:
+            rec = {"step": float(self.step), "loss": loss, **self._eval_record(stacklevel=4)}
+        if rec:
+            self._record(rec)
+
+    def _result(
+        self,
+        timer: PhaseTimer,
+        timed: _TimedSteps,
+        losses: list[float],
+        load: LoadFollower,
+        metrics: dict[str, float],
+    ) -> TrainResult:
+        """What :meth:`fit` measured: the timed steps' throughput and phases, the threads they
+        ran on and the load beside them, and the final evaluation's ``metrics``."""
+        step_spread = spread(timed.seconds)
         return TrainResult(
             steps=self.step,
-            batch_size=samples // measured if measured else 0,
-            samples_per_s=samples / train_seconds if train_seconds > 0 else 0.0,
-            seconds_per_step=sps,
+            batch_size=timed.samples // timed.steps if timed.steps else 0,
+            samples_per_s=timed.samples / timed.total_s if timed.total_s > 0 else 0.0,
+            seconds_per_step=timed.total_s / timed.steps if timed.steps else 0.0,
             phases=timer.per_step(),
             auc=metrics.get("auc"),
             logloss=metrics.get("logloss"),
             ne=metrics.get("ne"),
             device=str(self.device),
             history=list(self.history),
-            threads=threads,
-            busy=busy,
-            other_load=other,
-            step_spread=spread(step_seconds),
-            reliability=reliability(measured, spread(step_seconds), other, max(0, usable_cores() - threads)),
+            threads=load.threads,
+            busy=load.busy,
+            other_load=load.other_load,
+            step_spread=step_spread,
+            reliability=reliability(timed.steps, step_spread, load.other_load, load.spare_cores),
             losses=losses,
         )
-
-    @staticmethod
-    def _follow_load(
-        requested: int, threads: int, busy: str, loads: list[tuple[float, float]]
-    ) -> tuple[int, str]:
-        """Look at the load again (the window since the last look) and move to the thread
-        policy's count; returns the threads and the busy note now."""
-        choice = choose_threads(requested=requested)
-        if choice.others is not None:
-            loads.append((choice.window_s, choice.others))
-        if choice.threads != threads:
-            torch.set_num_threads(choice.threads)
-        return choice.threads, (choice.describe() if choice.busy else busy)
 
     def _record(self, rec: dict[str, float]) -> None:
         self.history.append(rec)
         for cb in self.callbacks:
             cb(rec)
 
-    def _eval_record(self) -> dict[str, float]:
+    def _eval_record(self, stacklevel: int = 3) -> dict[str, float]:
+        """The evaluation's metrics; none (and a warning at ``stacklevel``, :meth:`fit`'s caller)
+        when the eval data cannot give them."""
         try:
             m = self.evaluate()
         except ValueError as e:  # e.g. an eval set with a single class: report, don't crash
-            warnings.warn(f"evaluation skipped: {e}", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"evaluation skipped: {e}", RuntimeWarning, stacklevel=stacklevel)
             return {}
         return {"auc": m["auc"], "logloss": m["logloss"], "ne": m["ne"]}
 

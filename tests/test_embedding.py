@@ -621,3 +621,20 @@ def test_each_sparse_optimizer_keeps_the_state_per_row_the_model_prices(name):
     state = [v for v in opt.state_dict().values() if isinstance(v, torch.Tensor)]
     assert sum(v.numel() for v in state) == 37 * state_floats_per_row(name, 4)
     assert all(v.dtype == torch.float32 for v in state)  # fp32, as the memory model counts it
+
+
+def test_the_row_store_follows_the_weight_through_moves_and_loads() -> None:
+    """The collection's rows store (MemoryRows) reads the very parameter torch moved or a load assigned."""
+    tables = [TableConfig("a", 5), TableConfig("b", 3)]
+    ebc = EmbeddingBagCollection(tables, 4, seed=1).double()
+    assert ebc.rows.weight is ebc.weight and ebc.table_weight("b").dtype == torch.float64
+    assert torch.equal(ebc.table_weight("b"), ebc.weight.detach()[5:])
+    other = EmbeddingBagCollection(tables, 4, seed=2).double()
+    ebc.load_state_dict(other.state_dict(), assign=True)
+    assert ebc.rows.weight is ebc.weight and torch.equal(ebc.table_weight("a"), other.weight.detach()[:5])
+    state = ebc.new_row_state("momentum", 0.5)
+    assert state.shape == (8,) and state.device == ebc.weight.device
+    ebc.reset_parameters(seed=2)  # written into the parameter the store holds now
+    assert torch.equal(
+        ebc.weight.detach(), EmbeddingBagCollection(tables, 4, seed=2).weight.detach().double()
+    )

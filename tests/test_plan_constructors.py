@@ -66,8 +66,8 @@ def settings_(draw: st.DrawFn) -> Case:
     if kind == "column_wise" and "ranks" in kwargs and draw(st.booleans()):
         n = len(kwargs["ranks"])
         if n <= cfg.embedding_dim:  # whole columns: counts summing to the dimension, each >= 1
-            cuts = sorted(draw(st.lists(st.integers(1, cfg.embedding_dim - 1), min_size=n - 1, max_size=n - 1,
-                                        unique=True)))  # fmt: skip
+            inner = st.integers(1, max(1, cfg.embedding_dim - 1))  # dimension 1: no cut to draw
+            cuts = sorted(draw(st.lists(inner, min_size=n - 1, max_size=n - 1, unique=True)))
             edges = [0, *cuts, cfg.embedding_dim]
             kwargs["fractions"] = [
                 (b - a) / cfg.embedding_dim for a, b in zip(edges, edges[1:], strict=False)
@@ -274,3 +274,56 @@ def test_named_plans_are_what_the_explorer_offers() -> None:
 def test_docstring_examples_run() -> None:
     failed, attempted = doctest.testmod(plan_mod, raise_on_error=False, verbose=False)
     assert attempted >= 10 and failed == 0
+
+
+# ----- tables behind caches ------------------------------------------------------------------------
+def test_behind_cache_places_the_tables_shards_and_sizes_their_slots() -> None:
+    cfg = config_of([1000, 333, 10], 4)
+    plan = combine(row_wise(["t0"], 3), table_wise(["t1", "t2"], 3, ranks=[1, 2]))
+    got = plan_mod.behind_cache(plan, cfg, ["t0", "t2"], fraction=0.1, policy="lru")
+    # by hand: a third of t0's 1000 rows is 333.3 rows, 10% of it 33 slots; 10% of t2's 10 rows is 1
+    t0 = [
+        TableShard("t0", r, "row_wise", "cache", 1 / 3, cache_rows=33, cache_policy="lru") for r in range(3)
+    ]
+    t2 = TableShard("t2", 2, placement="cache", cache_rows=1, cache_policy="lru")
+    want = (*t0, TableShard("t1", 1), t2)
+    assert got == Plan(3, want, plan.strategy)
+    sized = plan_mod.behind_cache(plan, cfg, ["t1", "t2"], rows={"t1": 500, "t2": 4}, ways=8)
+    slots = [(s.cache_rows, s.cache_ways) for s in sized.shards[3:]]
+    assert slots == [(333, 8), (4, 8)]  # t1's capped at its rows
+    typed = plan_mod.behind_cache(plan, cfg, ["t1"], hit_rate=0.9)
+    assert typed.shards[3].cache_hit_rate == 0.9 and typed.shards[3].cache_rows is None
+    # None: the shards already behind a cache get slots instead of their typed-in hit rate
+    resized = plan_mod.behind_cache(typed, cfg, fraction=0.5, policy="setassoc")
+    assert resized.shards[3] == TableShard(
+        "t1", 1, placement="cache", cache_rows=166, cache_policy="setassoc"
+    )
+    assert resized.shards[:3] == plan.shards[:3] and resized.shards[4] == plan.shards[4]
+
+
+def test_single_device_plan_is_the_hbm_plan_behind_caches() -> None:
+    cfg = config_of([100, 50, 20], 4)
+    with pytest.raises(ValueError, match="needs cache_hit_rate"):  # t2 has neither slots nor a hit rate
+        plan_mod.single_device_plan(cfg, ["cache", "hbm", "cache"], cache_rows={"t0": 500})
+    got = plan_mod.single_device_plan(cfg, ["cache", "hbm", "cache"], cache_rows=30, cache_policy="lfu")
+    want = (TableShard("t0", 0, placement="cache", cache_rows=30, cache_policy="lfu"),
+            TableShard("t1", 0, cache_policy="lfu"),
+            TableShard("t2", 0, placement="cache", cache_rows=20, cache_policy="lfu"))  # fmt: skip
+    assert got == Plan(1, want, "single_device")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "needle"),
+    [({"tables": ["nope"]}, ValueError, r"unknown \['nope'\]"),
+     ({"tables": "t0"}, TypeError, "sequence of table"),
+     ({"tables": ["t0"], "rows": 3, "fraction": 0.1}, ValueError, "rows or fraction, not both"),
+     ({"tables": ["t0"], "fraction": 0.0}, ValueError, "fraction"),
+     ({"tables": ["t0"], "rows": {"nope": 3}}, ValueError, "nope"),
+     ({"tables": ["t0"]}, ValueError, "needs cache_hit_rate"),
+     ({"tables": ["t0"], "rows": 3, "hit_rate": 0.5}, ValueError, "not both"),
+     ({"tables": ["t0"], "rows": 3, "policy": "fifo"}, ValueError, "cache_policy")],
+)  # fmt: skip
+def test_behind_cache_refuses_bad_input_by_name(kwargs: dict[str, Any], error: type, needle: str) -> None:
+    cfg = config_of([100, 50], 4)
+    with pytest.raises(error, match=needle):
+        plan_mod.behind_cache(table_wise(cfg, 2), cfg, **kwargs)

@@ -25,6 +25,7 @@ from recnotebooks.nn import DLRM
 from recnotebooks.threads import (
     SLACK,
     CpuLoad,
+    LoadFollower,
     LoadMonitor,
     choose_threads,
     rank_threads,
@@ -199,6 +200,32 @@ def test_spread_ignores_a_long_runs_rare_slow_steps() -> None:
     assert spread([1.0, 9.0, 2.5, 1.1]) == 2.5  # two are not
     assert spread([1.0] * 95 + [9.0] * 5) == pytest.approx(1.0)  # 5% slow steps: p90/p10 = 1
     assert spread([1.0] * 50 + [3.0] * 50) == pytest.approx(3.0)
+
+
+def test_the_load_follower_moves_with_the_load_and_averages_the_timed_windows(
+    machine: Callable[..., FakeMonitor],
+) -> None:
+    fake = machine(1.0, 0.4, 0.0, 0.0)  # the start's look, the warm-up's look, then two more
+    follower = LoadFollower(None, every_s=0.0)
+    assert follower.threads == 1 and "1.0 of 2 cores busy" in follower.busy
+    with follower.running():
+        assert torch.get_num_threads() == 1
+        follower.follow(time.perf_counter())  # a warm-up step's look: 0.4 busy, still one thread
+        assert follower.threads == 1 and follower.other_load == pytest.approx(0.4)
+        follower.restart()  # the timed steps start: the warm-up's window is forgotten
+        follower.follow(time.perf_counter())  # the other program ended
+        assert follower.threads == 2 and torch.get_num_threads() == 2
+    assert fake.looks == 4 and torch.get_num_threads() == 2
+    assert follower.other_load == 0.0 and follower.spare_cores == 0
+    assert "0.4 of 2 cores busy" in follower.busy  # the last reason it ran on fewer threads
+    slow = LoadFollower(None, every_s=3600.0)
+    with slow.running():
+        slow.follow(time.perf_counter())  # too soon for another look
+    assert fake.looks == 6 and slow.threads == 2  # its first look, and the window at its end
+    fixed = LoadFollower(1, every_s=0.0)
+    with fixed.running():
+        fixed.follow(time.perf_counter())
+    assert fixed.threads == 1 and fixed.other_load is None and fixed.busy == ""
 
 
 # ----- what measures with it ----------------------------------------------------------------------

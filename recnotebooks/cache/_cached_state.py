@@ -9,7 +9,7 @@
 * the collection's ``state_dict`` / ``load_state_dict`` (tensors only, so checkpoints load with
   ``weights_only=True``) and ``.to(device)`` / ``.double()``, which move the slots while the
   full tables stay in host memory (:meth:`SlotStore.save_state`, :meth:`SlotStore.load_state`,
-  :meth:`SlotStore.move`).
+  :meth:`SlotStore.move`; the collection calls them as a :class:`~recnotebooks.nn.rows.RowStore`).
 
 It is the base of :class:`~recnotebooks.cache.store.CacheStore`, whose constructor sets the
 attributes listed in the class body.
@@ -277,6 +277,21 @@ class SlotStore:
                 {k[n:]: v.cpu() for k, v in state_dict.items() if k.startswith(prefix + f"policy.{i}.")}
             )
             pol.load_state_dict(ps)
+
+    # the collection's state dict, as a RowStore (recnotebooks.nn.rows) gives it
+    def save_to_state_dict(
+        self, module: torch.nn.Module, destination: dict[str, Any], prefix: str, keep_vars: bool
+    ) -> None:
+        """The collection's ``state_dict``: :meth:`save_state` (copies, whatever ``keep_vars``)."""
+        self.save_state(destination, prefix)
+
+    def load_from_state_dict(
+        self, module: torch.nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any
+    ) -> None:
+        """The collection's ``load_state_dict`` (``args``: the rest of torch's arguments):
+        :meth:`load_state`."""
+        _metadata, _strict, missing_keys, unexpected_keys, error_msgs = args
+        self.load_state(state_dict, prefix, missing_keys, unexpected_keys, error_msgs)
 
     # ----- device moves -----------------------------------------------------------------
     def move(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:

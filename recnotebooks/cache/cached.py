@@ -10,16 +10,17 @@ sharded engine (:mod:`recnotebooks.distributed.sharded`) builds each local shard
 
 :class:`CachedEmbeddingBagCollection` is the plain collection with its rows in a store: its
 constructor builds the plain collection on the host (the same seed gives the same tables), then
-hands those tables to the store, whose slots become ``weight``. Everything the collection does
-with rows goes through the store — lookups map global rows to slots, row states travel with
-their rows, ``clear_gradients`` ends the step, the state dict and device moves are the store's —
-and the cache's own API (``stats``, ``prefetch``, ``flush``, ``full_weight``...) is the store's.
+hands those tables to a store, which the collection holds as ``rows`` instead of its
+:class:`~recnotebooks.nn.embedding.MemoryRows`; the store's slots become ``weight``. Everything
+the collection does with rows goes through its ``rows`` (:class:`~recnotebooks.nn.rows.RowStore`)
+— lookups map global rows to slots, row states travel with their rows, ``clear_gradients`` ends
+the step, the state dict and device moves are the store's — so this class adds only the cache's
+own API (``stats``, ``prefetch``, ``flush``, ``full_weight``...), which is the store's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -126,10 +127,9 @@ class CachedEmbeddingBagCollection(EmbeddingBagCollection):
         hot = [None] * len(caps)
         if cache.policy == "static":
             hot = hot_sets(self.keys, offs, caps, cache.shared, hot_rows, profile, self.global_ids)
-        #: where the rows live: host tables, device slots, policies, statistics
+        #: where the rows live (the collection's ``rows``): host tables, device slots, policies, statistics
         self.store = CacheStore(self.weight.detach(), self.keys, offs, cache, caps, dev, hot)
-        self.weight = self.store.weight
-        self.num_rows, self.row_offsets = self.num_rows.to(dev), self.row_offsets.to(dev)
+        self._hold_rows(self.store)
 
     @classmethod
     def for_model(
@@ -145,68 +145,6 @@ class CachedEmbeddingBagCollection(EmbeddingBagCollection):
         (with the same ``seed``, the model starts from the uncached model's weights)."""
         check_type("config", config, DLRMConfig, "a DLRMConfig")
         return cls(config.tables, config.embedding_dim, cache, config.pooling, device, dtype, seed, **kwargs)  # type: ignore[arg-type]
-
-    # ----- what the collection does with rows, through the store ------------------------
-    def lookup_ids(self, batch: JaggedBatch) -> torch.Tensor:
-        """Slot ids of the batch's ids, after the store made every row resident (or staged)."""
-        ids = self.global_ids(batch)
-        grad = torch.is_grad_enabled() and self.weight.requires_grad
-        live = [p.tag for p in self._pending if p.tag is not None and (p.grad is not None or p.alive())]
-        return self.store.lookup(ids, batch, grad, live)
-
-    def forward(self, batch: JaggedBatch) -> torch.Tensor:
-        before = self._pending[-1] if self._pending else None
-        out = super().forward(batch)
-        if self._pending and self._pending[-1] is not before and self.store.stamp is not None:
-            self._pending[-1].tag = self.store.stamp  # its rows stay protected until its step
-        else:
-            self.store.forward_done()
-        return out
-
-    def new_row_state(
-        self, name: str, fill: float, dtype: torch.dtype = torch.float32, width: int | None = None
-    ) -> torch.Tensor:
-        """A per-row optimizer state over the slots (one value per row, or ``width``) whose host
-        copy travels with its row."""
-        return self.store.new_row_state(name, fill, dtype, width)
-
-    def clear_gradients(self) -> None:
-        super().clear_gradients()
-        self.store.step_done()
-
-    def table_weight(self, key: str) -> torch.Tensor:
-        """One table's rows from the host tables (after a flush)."""
-        return self.store.table_weight(self.keys.index(key))
-
-    def reset_parameters(self, seed: int | None = 0) -> None:
-        """Re-initialise the host tables as the uncached collection would, and reload the slots."""
-        self.store.reset(seed)
-
-    def _save_to_state_dict(self, destination: dict[str, torch.Tensor], prefix: str, keep_vars: bool) -> None:
-        self.store.save_state(destination, prefix)
-
-    def _load_from_state_dict(
-        self,
-        state_dict: dict[str, torch.Tensor],
-        prefix: str,
-        local_metadata: dict[str, Any],
-        strict: bool,
-        missing_keys: list[str],
-        unexpected_keys: list[str],
-        error_msgs: list[str],
-    ) -> None:
-        EmbeddingBagCollection.clear_gradients(self)  # the store restores its own step state
-        self.store.load_state(state_dict, prefix, missing_keys, unexpected_keys, error_msgs)
-
-    def _apply(
-        self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True
-    ) -> CachedEmbeddingBagCollection:
-        super()._apply(fn, recurse)
-        self.store.move(fn)
-        return self
-
-    def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, {self.store.describe()}"
 
     # ----- the cache's API --------------------------------------------------------------
     @property

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -376,14 +376,18 @@ class CacheStore(SlotStore):
         w = self.full_weight()
         return w[int(self._table_offsets[k]) : int(self._table_offsets[k + 1])]
 
-    @torch.no_grad()
     def reset(self, seed: int | None = 0) -> None:
         """Re-initialise the host tables as the uncached collection would
         (:func:`~recnotebooks.nn.embedding.initial_rows`), and reload the slots."""
+        self.write_rows(initial_rows(np.diff(self._table_offsets).tolist(), self.embedding_dim, seed))
+
+    @torch.no_grad()
+    def write_rows(self, chunks: Iterable[tuple[int, torch.Tensor]]) -> None:
+        """Write the host tables from ``(first row, rows)`` chunks (e.g. the initial tables), and
+        reload the slots."""
         with self._lock:
-            rows = np.diff(self._table_offsets).tolist()
-            for lo, u in initial_rows(rows, self.embedding_dim, seed):
-                self._host[lo : lo + u.shape[0]].copy_(u)
+            for lo, rows in chunks:
+                self._host[lo : lo + rows.shape[0]].copy_(rows)
             self.reload()
 
     @torch.no_grad()

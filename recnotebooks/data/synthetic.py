@@ -392,6 +392,6 @@ class SyntheticCriteo:
         ids = self._ids(_PROBE, 0, lay, bsz)
         z = torch.randn(bsz, self.config.num_dense, generator=gen, device=self.device)
         dl = torch.log1p(z.mul_(self._dense_sigma).add_(self._dense_mu).exp_().floor_())
-        self._teacher.fit(
-            ids, lengths, bsz, dl, lay.per, self._bag_len, self.data.positive_rate, self.data.label_noise
-        )
+        self._teacher.fit_dense(dl)
+        raw = self._teacher.pieces(ids, lengths, bsz, dl, lay.per, self._bag_len)
+        self._teacher.fit(raw, self.data.positive_rate, self.data.label_noise)

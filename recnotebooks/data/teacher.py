@@ -36,7 +36,7 @@ class Teacher:
         strength: scale of the standardised logit (``SyntheticConfig.teacher_strength``).
         device: where the parameters live.
 
-    Call :meth:`fit` once before :meth:`logit`.
+    Call :meth:`fit_dense` and :meth:`fit` once, on a probe batch, before :meth:`logit`.
     """
 
     def __init__(
@@ -106,24 +106,18 @@ class Teacher:
         """The click logit of each sample from its :meth:`pieces` (after :meth:`fit`)."""
         return ((raw - self._pmean) * self._pscale).sum(1) * self.strength + self._bias
 
-    def fit(
-        self,
-        ids: torch.Tensor,
-        lengths: torch.Tensor,
-        bsz: int,
-        dl: torch.Tensor,
-        per: Callable,
-        bag_len: int | None,
-        positive_rate: float,
-        label_noise: float,
-    ) -> None:
-        """On a probe batch (as :meth:`pieces` takes it): standardise the dense inputs and each
-        teacher term (unit variance, equal weight, so embeddings and the dense MLP both matter),
-        then pick the bias so that the mean click probability, after flipping a ``label_noise``
-        share of the labels, hits ``positive_rate``."""
+    def fit_dense(self, dl: torch.Tensor) -> None:
+        """Standardise the dense inputs on a probe batch's ``log1p`` dense features ``dl`` (unit
+        variance): the first half of fitting, before :meth:`pieces` of that batch."""
         sd = dl.std(0)
         self._dmean, self._dscale = dl.mean(0), torch.where(sd > 1e-6, 1.0 / sd.clamp(min=1e-6), 0.0)
-        raw = self.pieces(ids, lengths, bsz, dl, per, bag_len).double()
+
+    def fit(self, pieces: torch.Tensor, positive_rate: float, label_noise: float) -> None:
+        """On a probe batch's :meth:`pieces` (after :meth:`fit_dense` of its dense features):
+        standardise each teacher term (unit variance, equal weight, so embeddings and the dense MLP
+        both matter), then pick the bias so that the mean click probability, after flipping a
+        ``label_noise`` share of the labels, hits ``positive_rate``."""
+        raw = pieces.double()
         pm, ps = raw.mean(0), raw.std(0)
         active = ps > 1e-6 * (1 + pm.abs())  # e.g. no pairs term with one table
         scale = torch.where(active, 1.0 / ps.clamp(min=1e-30), 0.0) / math.sqrt(max(1, int(active.sum())))

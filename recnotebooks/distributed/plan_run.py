@@ -25,7 +25,7 @@ from ..nn.embedding import EmbeddingBagCollection
 from ..plan import Plan
 from ..sparse import JaggedBatch
 from .launch import launch
-from .sharded import ShardedEmbeddingBagCollection, _config, check_placements
+from .sharded import ShardedEmbeddingBagCollection, check_placements, plan_config
 
 __all__ = ["MAX_RUN_PLAN_BATCH", "MAX_RUN_PLAN_ELEMENTS", "PlanRun", "run_plan", "run_plan_rank"]
 
@@ -145,8 +145,8 @@ def run_plan(
     batch_size = check_int("batch_size", batch_size, lo=world, hi=MAX_RUN_PLAN_BATCH)
     if batch_size % world:
         raise ValueError(f"batch_size must be a multiple of the plan's world_size={world}, got {batch_size}")
-    plan.validate(_config(tables, dim, pooling))
-    check_placements(plan, plan.geometry(_config(tables, dim, pooling)))  # "host", "remote": refused here
+    plan.validate(plan_config(tables, dim, pooling))
+    check_placements(plan, plan.geometry(plan_config(tables, dim, pooling)))  # "host", "remote": refused here
     numel = sum(t.num_rows for t in tables) * dim
     if numel > MAX_RUN_PLAN_ELEMENTS:
         raise ValueError(

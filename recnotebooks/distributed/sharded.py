@@ -58,6 +58,7 @@ full size on the sample's rank). Per-id weights (``batch.weights``) are not supp
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,7 +83,9 @@ __all__ = [
     "ShardedEmbeddingBagCollection",
     "ShardedLookup",
     "ShardedSparseOptimizer",
+    "check_collection",
     "check_placements",
+    "plan_config",
     "shard_cache_config",
 ]
 
@@ -163,7 +166,7 @@ class LocalShard:
     slot: int
 
 
-def _config(tables: Sequence[TableConfig], dim: int, pooling: str) -> DLRMConfig:
+def plan_config(tables: Sequence[TableConfig], dim: int, pooling: str = "sum") -> DLRMConfig:
     """A minimal config carrying the tables (what :meth:`Plan.validate` reads)."""
     return DLRMConfig(
         num_dense=1, tables=tuple(tables), embedding_dim=dim, bottom_mlp=(dim,), top_mlp=(1,), pooling=pooling
@@ -201,6 +204,44 @@ def _hot_rows(
     return hot_rows_from_counts(counts.numpy(), int(cache.capacity))  # type: ignore[arg-type]
 
 
+def check_collection(
+    tables: Sequence[TableConfig],
+    embedding_dim: int,
+    rank: int,
+    world_size: int,
+    pooling: str,
+    seed: int,
+    log: CommLog | None,
+) -> tuple[tuple[TableConfig, ...], int, int, int, str, int]:
+    """The arguments every sharded collection takes, checked (``ValueError``/``TypeError`` naming
+    the parameter): ``(tables, embedding_dim, rank, world_size, pooling, seed)``."""
+    world = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
+    rank = check_int("rank", rank, lo=0, hi=world - 1)
+    pooling = check_choice("pooling", pooling, POOLINGS)
+    seed = check_int("seed", seed)
+    if log is not None:
+        check_type("log", log, CommLog, "a CommLog or None")
+    tables = tuple(tables)
+    if not tables or any(not isinstance(t, TableConfig) for t in tables):
+        raise TypeError("tables must be a non-empty sequence of TableConfig")
+    return tables, check_int("embedding_dim", embedding_dim, lo=1), rank, world, pooling, seed
+
+
+@torch.no_grad()
+def _copy_initial_blocks(
+    tables: Sequence[TableConfig], dim: int, seed: int, blocks: list[tuple[torch.Tensor, int, slice]]
+) -> None:
+    """Copy the shards' ``blocks`` (their rows, first full-weight row, columns) out of the
+    single-process collection's initial weight, chunk by chunk as it is drawn (the whole weight
+    is never held)."""
+    for lo, u in initial_rows([t.num_rows for t in tables], dim, seed):
+        hi = lo + u.shape[0]
+        for w, start, cols in blocks:
+            a, z = max(lo, start), min(hi, start + w.shape[0])
+            if a < z:
+                w[a - start : z - start].copy_(u[a - lo : z - lo, cols])
+
+
 class ShardedEmbeddingBagCollection(nn.Module):
     """This rank's part of an embedding collection sharded by ``plan`` (see the module docstring).
 
@@ -235,55 +276,66 @@ class ShardedEmbeddingBagCollection(nn.Module):
         profile: Sequence[JaggedBatch] | None = None,
     ) -> None:
         super().__init__()
-        tables = tuple(tables)
-        if not tables or any(not isinstance(t, TableConfig) for t in tables):
-            raise TypeError("tables must be a non-empty sequence of TableConfig")
-        dim = check_int("embedding_dim", embedding_dim, lo=1)
+        tables, dim, rank, world, pooling, seed = check_collection(
+            tables, embedding_dim, rank, world_size, pooling, seed, log
+        )
         check_type("plan", plan, Plan, "a Plan")
-        world = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
-        rank = check_int("rank", rank, lo=0, hi=world - 1)
-        pooling = check_choice("pooling", pooling, POOLINGS)
-        seed = check_int("seed", seed)
-        if log is not None:
-            check_type("log", log, CommLog, "a CommLog or None")
         if plan.world_size != world:
             raise ValueError(f"plan.world_size must equal world_size={world}, got {plan.world_size}")
-        geometry = plan.geometry(_config(tables, dim, pooling))  # validates the plan
+        geometry = plan.geometry(plan_config(tables, dim, pooling))  # validates the plan
         check_placements(plan, geometry)
         self.tables, self.keys, self.embedding_dim = tables, tuple(t.name for t in tables), dim
         self.plan, self.rank, self.world_size, self.pooling = plan, rank, world, pooling
         self.log, self.group = log, group
-        index = {t.name: k for k, t in enumerate(tables)}
-        kinds = {s.table: s.sharding for s in plan.shards}
         #: per table: its sharding
-        self.shardings = tuple(kinds[t.name] for t in tables)
+        self.shardings = tuple({s.table: s.sharding for s in plan.shards}[t.name] for t in tables)
         # model-parallel shards of every rank, in plan order: what each rank sends and receives
         self._mp_by_rank: list[list[int]] = [[] for _ in range(world)]
         for i, s in enumerate(plan.shards):
             if s.sharding != "data_parallel":
                 self._mp_by_rank[s.rank].append(i)
         self._geometry = geometry
-        # this rank's shards grouped into collections by (data parallel?, width, local pooling, and
-        # for a cached shard its own index: a cache of its own); row-wise partial sums are pooled by
-        # sum (a mean divides by the full bag size later)
+        collections, local, blocks = self._local_collections(seed, profile)
+        _copy_initial_blocks(tables, dim, seed, blocks)
+        for ebc in collections:
+            ebc.rows.reload()  # a cache's host tables now hold the blocks: its slots load from them
+        #: this rank's local collections (optimizers update these)
+        self.collections = nn.ModuleList(collections)
+        #: this rank's shards, in plan order
+        self.local_shards = tuple(sorted(local, key=lambda s: s.index))
+        # the collection of the data-parallel replicas (whole tables of one width: one collection)
+        self._dp = next((s.collection for s in local if s.sharding == "data_parallel"), None)
+        self._num_rows = torch.tensor([t.num_rows for t in tables], dtype=torch.int64)
+
+    def _collection_groups(self) -> dict[tuple[bool, int, str, int], list[int]]:
+        """This rank's shards grouped into collections by (data parallel?, width, local pooling, and
+        for a cached shard its own index: a cache of its own); row-wise partial sums are pooled by
+        sum (a mean divides by the full bag size later)."""
         groups: dict[tuple[bool, int, str, int], list[int]] = {}
-        for i, s in enumerate(plan.shards):
-            if s.rank == rank:
-                pool = "sum" if s.sharding == "row_wise" else pooling
+        for i, s in enumerate(self.plan.shards):
+            if s.rank == self.rank:
+                pool = "sum" if s.sharding == "row_wise" else self.pooling
                 key = (
                     s.sharding == "data_parallel",
-                    geometry[i].col_count,
+                    self._geometry[i].col_count,
                     pool,
                     i if s.placement == "cache" else -1,
                 )
                 groups.setdefault(key, []).append(i)
-        collections, local = [], []
-        self._dp: int | None = None
-        blocks: list[tuple[torch.Tensor, int, slice]] = []  # (local rows, first full-weight row, columns)
-        first = [0]
-        for t in tables:
-            first.append(first[-1] + t.num_rows)
-        for c, ((dp, width, pool, cached), idx) in enumerate(groups.items()):
+        return groups
+
+    def _local_collections(
+        self, seed: int, profile: Sequence[JaggedBatch] | None
+    ) -> tuple[list[EmbeddingBagCollection], list[LocalShard], list[tuple[torch.Tensor, int, slice]]]:
+        """This rank's collections (:func:`~recnotebooks.cache.embedding_collection` of each group of
+        shards: a ``"cache"`` shard's rows on the host behind a device cache), its shards, and where
+        each shard's block of the single-process weight goes: (its rows here, first full-weight row,
+        columns)."""
+        plan, geometry = self.plan, self._geometry
+        index = {t.name: k for k, t in enumerate(self.tables)}
+        first = [0, *itertools.accumulate(t.num_rows for t in self.tables)]
+        collections, local, blocks = [], [], []
+        for c, ((_, width, pool, cached), idx) in enumerate(self._collection_groups().items()):
             names = [f"{plan.shards[i].table}.shard{i}" for i in idx]
             local_tables = [TableConfig(n, geometry[i].row_count) for n, i in zip(names, idx, strict=True)]
             cache, hot = None, None
@@ -294,29 +346,12 @@ class ShardedEmbeddingBagCollection(nn.Module):
             ebc = embedding_collection(local_tables, width, cache, pooling=pool, seed=seed, hot_rows=hot)
             for slot, i in enumerate(idx):
                 s, g = plan.shards[i], geometry[i]
-                w = ebc.table_weight(names[slot])
-                blocks.append((w, first[index[s.table]] + g.row_offset, g.col_slice))
+                blocks.append(
+                    (ebc.table_weight(names[slot]), first[index[s.table]] + g.row_offset, g.col_slice)
+                )
                 local.append(LocalShard(i, s.table, index[s.table], s.sharding, g, c, slot))
             collections.append(ebc)
-            if dp:
-                self._dp = c
-        # the shards' blocks of the single-process collection's initial weight, copied chunk by chunk
-        # as it is drawn (the whole weight is never held here)
-        with torch.no_grad():
-            for lo, u in initial_rows([t.num_rows for t in tables], dim, seed):
-                hi = lo + u.shape[0]
-                for w, start, cols in blocks:
-                    a, z = max(lo, start), min(hi, start + w.shape[0])
-                    if a < z:
-                        w[a - start : z - start].copy_(u[a - lo : z - lo, cols])
-        for ebc in collections:
-            if isinstance(ebc, CachedEmbeddingBagCollection):
-                ebc.store.reload()  # its host tables now hold the blocks: the slots load from them
-        #: this rank's local collections (optimizers update these)
-        self.collections = nn.ModuleList(collections)
-        #: this rank's shards, in plan order
-        self.local_shards = tuple(sorted(local, key=lambda s: s.index))
-        self._num_rows = torch.tensor([t.num_rows for t in tables], dtype=torch.int64)
+        return collections, local, blocks
 
     # ----- forward --------------------------------------------------------------------
     def _check_batch(self, batch: JaggedBatch) -> None:

@@ -35,12 +35,18 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..checks import check_choice, check_int, check_type
-from ..config import POOLINGS, DLRMConfig, TableConfig
+from ..checks import check_int, check_type
+from ..config import TableConfig
 from ..plan import MAX_RANKS, Plan
 from ..sparse import JaggedBatch
 from .comm import CommLog, all_reduce
-from .sharded import LocalShard, ShardedEmbeddingBagCollection, ShardedSparseOptimizer
+from .sharded import (
+    LocalShard,
+    ShardedEmbeddingBagCollection,
+    ShardedSparseOptimizer,
+    check_collection,
+    plan_config,
+)
 
 __all__ = ["TwoDShardedEmbeddingBagCollection", "TwoDShardedSparseOptimizer", "two_d_groups"]
 
@@ -58,11 +64,6 @@ def two_d_groups(world_size: int, group_size: int) -> tuple[list[Any], list[Any]
     sharding = [dist.new_group(list(range(k * m, (k + 1) * m))) for k in range(g)]
     replica = [dist.new_group([k * m + j for k in range(g)]) for j in range(m)]
     return sharding, replica
-
-
-def _config(tables: tuple[TableConfig, ...], dim: int) -> DLRMConfig:
-    """A minimal config carrying the tables (what :meth:`Plan.validate` reads)."""
-    return DLRMConfig(num_dense=1, tables=tables, embedding_dim=dim, bottom_mlp=(dim,), top_mlp=(1,))
 
 
 class TwoDShardedEmbeddingBagCollection(nn.Module):
@@ -95,8 +96,9 @@ class TwoDShardedEmbeddingBagCollection(nn.Module):
         log: CommLog | None = None,
     ) -> None:
         super().__init__()
-        world = check_int("world_size", world_size, lo=1, hi=MAX_RANKS)
-        rank = check_int("rank", rank, lo=0, hi=world - 1)
+        tables, dim, rank, world, pooling, seed = check_collection(
+            tables, embedding_dim, rank, world_size, pooling, seed, log
+        )
         m = check_int("group_size", group_size, lo=1, hi=world)
         if world % m:
             raise ValueError(f"world_size={world} must be divisible by group_size, got group_size={m}")
@@ -105,14 +107,7 @@ class TwoDShardedEmbeddingBagCollection(nn.Module):
             raise ValueError(
                 f"plan.world_size must equal group_size={m} (a plan per group), got {plan.world_size}"
             )
-        check_choice("pooling", pooling, POOLINGS)
-        check_int("seed", seed)
-        if log is not None:
-            check_type("log", log, CommLog, "a CommLog or None")
-        tables = tuple(tables)
-        if not tables or any(not isinstance(t, TableConfig) for t in tables):
-            raise TypeError("tables must be a non-empty sequence of TableConfig")
-        plan.validate(_config(tables, check_int("embedding_dim", embedding_dim, lo=1)))
+        plan.validate(plan_config(tables, dim, pooling))
         cached = [s.table for s in plan.shards if s.placement == "cache"]
         if cached:  # the replicas sum dense gradients of every row, which a cache's slots are not
             raise ValueError(

@@ -19,20 +19,8 @@ from recnotebooks.nn.optim import (
     make_sparse_optimizer,
 )
 
-__all__ = [
-    "DLRM",
-    "EmbeddingBagCollection",
-    "RowGradients",
-    "DotInteraction",
-    "CatInteraction",
-    "DCNInteraction",
-    "LowRankCrossNet",
-    "make_interaction",
-    "MLP",
-    "SparseOptimizer",
-    "SparseSGD",
-    "RowWiseAdagrad",
-    "ExactAdagrad",
-    "make_sparse_optimizer",
-    "make_dense_optimizer",
-]
+__all__ = ["EmbeddingBagCollection", "RowGradients",  # by module, in reading order
+           "DotInteraction", "CatInteraction", "DCNInteraction", "LowRankCrossNet", "make_interaction",
+           "MLP", "DLRM",
+           "SparseOptimizer", "SparseSGD", "RowWiseAdagrad", "ExactAdagrad", "make_sparse_optimizer",
+           "make_dense_optimizer"]  # fmt: skip

@@ -24,6 +24,10 @@ The fused row space, worked through for two tables of 4 and 3 rows (dim 2)::
 One kernel call pools every bag of every table. The optimizer then sees fused ids: row 6 is
 row 2 of ``ad``.
 
+The rows live in the collection's ``rows`` store (:class:`~recnotebooks.nn.rows.RowStore`): every
+row in ``weight`` (:class:`~recnotebooks.nn.rows.MemoryRows`), or the tables on the host and
+``weight`` a device cache's slots (:mod:`recnotebooks.cache`); lookups read ``weight`` where it says.
+
 Backward does not build a dense (or per-lookup sparse) weight gradient. It records the
 gradient of the pooled outputs; :meth:`EmbeddingBagCollection.row_gradients` reduces it to
 one gradient row per *distinct* looked-up row, which the sparse row-wise optimizers in
@@ -44,7 +48,7 @@ from torch import nn
 from recnotebooks.checks import check_choice, check_fits_memory, check_int, check_module_device, show
 from recnotebooks.config import POOLINGS, TableConfig
 from recnotebooks.kernels.rows import advise_huge_pages, shift_ids
-from recnotebooks.nn.rows import group_by_row, segment_ids
+from recnotebooks.nn.rows import MemoryRows, RowStore, group_by_row, segment_ids
 from recnotebooks.sparse import JaggedBatch
 
 __all__ = ["EmbeddingBagCollection", "LookupGroups", "PendingLookups", "RowGradients", "initial_rows"]
@@ -85,7 +89,7 @@ class _PendingGrad:
     coef: torch.Tensor | None  # per-lookup multiplier (weights and/or 1/bag size)
     grad: torch.Tensor | None = None  # d loss / d pooled output, (num_bags, dim)
     node: Callable[[], object] | None = None  # weak reference to the autograd node
-    tag: int | None = None  # free for subclasses (a cache stores the epoch its rows were stamped)
+    tag: int | None = None  # the store's stamp of its lookup (a cache protects its rows until the step)
 
     def alive(self) -> bool:
         return self.node is None or self.node() is not None
@@ -214,21 +218,25 @@ class EmbeddingBagCollection(nn.Module):
         advise_huge_pages(weight)  # before the first touch, so the kernel can use 2 MiB pages
         self.weight = nn.Parameter(weight)
         self._min_rows = int(rows.min())
-        # this class's own initialisation, not a subclass's override (a subclass may keep its rows elsewhere)
-        EmbeddingBagCollection.reset_parameters(self, seed)
+        #: where the rows live (:class:`~recnotebooks.nn.rows.RowStore`): here every row in ``weight``
+        self.rows: RowStore = MemoryRows(self.weight, offs.tolist())
+        self.reset_parameters(seed)
         self._pending: list[_PendingGrad] = []
 
-    @torch.no_grad()
+    def _hold_rows(self, rows: RowStore) -> None:
+        """Keep the rows in ``rows`` (e.g. a device cache's store): its ``weight`` is the collection's."""
+        self.rows = rows
+        self.weight = rows.weight
+        dev = rows.weight.device
+        self.num_rows, self.row_offsets = self.num_rows.to(dev), self.row_offsets.to(dev)
+
     def reset_parameters(self, seed: int | None = 0) -> None:
         """Uniform init per table, bound ``1/sqrt(rows)`` (:func:`initial_rows`); vectorised over tables."""
-        for lo, u in initial_rows([t.num_rows for t in self.tables], self.embedding_dim, seed):
-            self.weight[lo : lo + u.shape[0]].copy_(u)
+        self.rows.write_rows(initial_rows([t.num_rows for t in self.tables], self.embedding_dim, seed))
 
     def table_weight(self, key: str) -> torch.Tensor:
         """View of one table's rows."""
-        k = self.keys.index(key)
-        lo, hi = int(self.row_offsets[k]), int(self.row_offsets[k + 1])
-        return self.weight.detach()[lo:hi]
+        return self.rows.table_weight(self.keys.index(key))
 
     # ----- lookup -------------------------------------------------------------------
     def _index_dtype_for(self, values: torch.Tensor) -> torch.dtype:
@@ -266,30 +274,20 @@ class EmbeddingBagCollection(nn.Module):
         return vals + self.row_offsets.index_select(0, table).to(vals.dtype)
 
     def lookup_ids(self, batch: JaggedBatch) -> torch.Tensor:
-        """Indices into ``weight`` of the batch's ids: global rows here (a cached collection
-        returns slots); the pending gradients and the optimizers use these indices."""
-        return self.global_ids(batch)
+        """Indices into ``weight`` of the batch's ids, from :attr:`rows` (global rows in memory, a
+        cache's slots); the pending gradients and the optimizers use these indices."""
+        recording = torch.is_grad_enabled() and self.weight.requires_grad
+        waiting = [p.tag for p in self._pending if p.tag is not None and (p.grad is not None or p.alive())]
+        return self.rows.lookup(self.global_ids(batch), batch, recording, waiting)
 
     def new_row_state(
         self, name: str, fill: float, dtype: torch.dtype = torch.float32, width: int | None = None
     ) -> torch.Tensor:
-        """A per-row optimizer state filled with ``fill``: one value per row of ``weight``
-        (``width=None``, e.g. row-wise Adagrad's accumulator, shape ``(rows,)``) or ``width``
-        values per row (e.g. exact Adagrad's, one per element: ``(rows, embedding_dim)``). A
-        cached collection overrides this so that the state travels with its row between the
-        device slots and the host table."""
-        rows = self.weight.shape[0]
-        shape = (rows,) if width is None else (rows, check_int("width", width, lo=1))
-        check_fits_memory(  # exact Adagrad's state is as large as an fp32 weight: checked first
-            f"the optimizer state {name!r} ({rows:,} rows x {width or 1}, {dtype})",
-            rows * (width or 1) * dtype.itemsize,
-            self.weight.device,
-            hint="row-wise Adagrad keeps one value per row (rowwise_adagrad), or cap the rows",
-        )
-        return torch.full(shape, float(fill), dtype=dtype, device=self.weight.device)
+        """A per-row optimizer state over the rows of ``weight`` (the store's ``new_row_state``)."""
+        return self.rows.new_row_state(name, fill, dtype, width)
 
     def forward(self, batch: JaggedBatch) -> torch.Tensor:
-        ids = self.lookup_ids(batch)
+        ids = self.lookup_ids(batch)  # rows of `weight` (a cache's slots)
         offsets = batch.offsets().to(device=self.weight.device, dtype=ids.dtype)
         mode = self.pooling
         psw = None
@@ -306,13 +304,15 @@ class EmbeddingBagCollection(nn.Module):
             # forget forwards whose graph died without a backward (e.g. a notebook cell that
             # called the model outside no_grad), so they cannot pile up
             self._pending = [p for p in self._pending if p.grad is not None or p.alive()]
-            pending = _PendingGrad(ids, offsets, coef)
+            pending = _PendingGrad(ids, offsets, coef, tag=self.rows.stamp)
             out = _FusedBag.apply(self.weight, ids, offsets, psw, mode, pending)
             self._pending.append(pending)
         else:
             out = F.embedding_bag(
                 ids, self.weight, offsets, mode=mode, per_sample_weights=psw, include_last_offset=True
             )
+        if self.rows.stamp is None:  # no step to come for these rows: a cache frees its staging slots
+            self.rows.forward_done()
         return out.view(self.num_tables, batch.batch_size, self.embedding_dim).transpose(0, 1)
 
     def _bag_sizes(self, offsets: torch.Tensor, n: int) -> torch.Tensor:
@@ -329,8 +329,9 @@ class EmbeddingBagCollection(nn.Module):
         return any(p.grad is not None for p in self._pending)
 
     def clear_gradients(self) -> None:
-        """Drop recorded gradients (the sparse counterpart of ``zero_grad``)."""
+        """Drop recorded gradients (the sparse counterpart of ``zero_grad``); the step has ended."""
         self._pending.clear()
+        self.rows.step_done()
 
     def pending_lookups(self) -> PendingLookups | None:
         """The step's lookups and pooled gradient (``None`` if no gradient was recorded).
@@ -397,7 +398,7 @@ class EmbeddingBagCollection(nn.Module):
         recorded as a lookup of its own, so the sparse optimizers update every row with its
         gradient row — what a data-parallel replica does with its all-reduced gradient. No
         lookup runs: the rows' gradients are the bags' gradients."""
-        if type(self).lookup_ids is not EmbeddingBagCollection.lookup_ids:
+        if not isinstance(self.rows, MemoryRows):
             raise TypeError(
                 f"record_dense_gradient needs weight rows as lookup ids; {type(self).__name__} "
                 "looks up other indices"
@@ -419,7 +420,25 @@ class EmbeddingBagCollection(nn.Module):
         return g
 
     def extra_repr(self) -> str:
+        store = self.rows.describe()
         return (
             f"tables={self.num_tables}, rows={self.total_rows}, dim={self.embedding_dim}, "
-            f"pooling={self.pooling!r}"
+            f"pooling={self.pooling!r}" + (f", {store}" if store else "")
         )
+
+    # ----- state dict and device moves: the row store's --------------------------------
+    def _save_to_state_dict(self, destination: dict[str, Any], prefix: str, keep_vars: bool) -> None:
+        self.rows.save_to_state_dict(self, destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any) -> None:
+        self._pending.clear()  # gradients of the rows before the load
+        self.rows.load_from_state_dict(self, state_dict, prefix, *args)
+        self.rows.weight = self.weight  # the parameter, also where a load assigned a new one
+
+    def _apply(
+        self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True
+    ) -> EmbeddingBagCollection:
+        super()._apply(fn, recurse)
+        self.rows.weight = self.weight  # the parameter torch moved (or replaced)
+        self.rows.move(fn)
+        return self
