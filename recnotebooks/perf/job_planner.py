@@ -54,7 +54,7 @@ from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.planner import STRATEGIES, plan_tables
 from recnotebooks.perf.precision import precision
 from recnotebooks.perf.published import MLPERF_SETUP, mlperf_seconds
-from recnotebooks.plan import PLACEMENTS, Plan
+from recnotebooks.plan import PLACEMENTS, Plan, behind_cache
 from recnotebooks.published.convergence import (
     DEFAULT_ROUND,
     TRAIN_SAMPLES,
@@ -383,24 +383,6 @@ class Outcome:
         return why
 
 
-def _cached_plan(plan: Plan, config: DLRMConfig, fraction: float, policy: str) -> Plan:
-    """Every cache shard of ``plan`` with ``fraction`` of its rows as device slots under ``policy``
-    (the model computes its hit rate from the skew: :func:`recnotebooks.perf.access.hit_rate`)."""
-    rows = {t.name: t.num_rows for t in config.tables}
-    shards = tuple(
-        dataclasses.replace(
-            s,
-            cache_hit_rate=None,
-            cache_policy=policy,
-            cache_rows=max(1, round(fraction * rows[s.table] * s.row_fraction)),
-        )
-        if s.placement == "cache"
-        else s
-        for s in plan.shards
-    )
-    return dataclasses.replace(plan, shards=shards)
-
-
 def _rules_broken(s: JobSettings) -> list[str]:
     """Every rule of building a setting that ``s`` breaks, in words (checked before modeling it, so
     that a setting breaking several says each, not only the first): epochs to a target without a
@@ -452,7 +434,7 @@ def _job_plan(s: JobSettings, work: Workload, hw: Hardware) -> Plan:
         dtype=work.dtype,
         sparse_optimizer=work.sparse_optimizer,
     )
-    plan = _cached_plan(plan, work.config, s.cache_fraction, s.cache_policy)
+    plan = behind_cache(plan, work.config, fraction=s.cache_fraction, policy=s.cache_policy)
     if s.software == "hugectr":  # the cost planner moves what fits in no device's HBM elsewhere
         moved = sorted({x.placement for x in plan.shards} - {"hbm"})
         if moved:
