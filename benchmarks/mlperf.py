@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from recnotebooks.perf.components.ops import HUGECTR
-from recnotebooks.perf.published import (
+from recnotebooks.perf.compare import (
     MLPERF_RATIOS,
-    MLPERF_RUNS,
     compare_published,
     fit_hugectr_step,
     mlperf_by_system,
@@ -24,6 +22,8 @@ from recnotebooks.perf.published import (
     mlperf_phases,
     mlperf_ratios,
 )
+from recnotebooks.perf.components.ops import HUGECTR
+from recnotebooks.perf.mlperf_setup import MLPERF_RUNS
 from recnotebooks.published import convergence as cv
 from recnotebooks.published.mlperf_results import MLPERF_DCNV2_RESULTS
 

@@ -12,8 +12,9 @@ from _values import bad, control_values, num, whole
 
 from recnotebooks.cache.hot import hot_sample_fraction
 from recnotebooks.config import DLRMConfig
+from recnotebooks.perf.compare import torchrec_uvm_example
 from recnotebooks.perf.placement import placement_costs, placement_summary
-from recnotebooks.perf.published import TORCHREC_UVM, torchrec_uvm_example
+from recnotebooks.published.runs import TORCHREC_UVM
 from recnotebooks.viz.app import App, AppError
 from recnotebooks.viz.cache import (
     CACHE_CONTROLS,

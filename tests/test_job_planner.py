@@ -352,7 +352,7 @@ def test_the_model_of_record_with_hugectr_is_priced_as_mlperf_runs_it(
     the one MLPERF_SETUP and mlperf_plan give (notebooks 02, 05 §4 and 06 §5), at any precision."""
     from recnotebooks.perf.cost import estimate
     from recnotebooks.perf.mlperf_plan import mlperf_plan
-    from recnotebooks.perf.published import MLPERF_SETUP
+    from recnotebooks.perf.mlperf_setup import MLPERF_SETUP
 
     start = evaluate(model="mlperf_dcnv2").values
     assert {k: start[k] for k in ("software", "strategy", "dtype")} == {

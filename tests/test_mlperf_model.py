@@ -14,24 +14,21 @@ import pytest
 
 from recnotebooks.config import preset
 from recnotebooks.perf import estimate
-from recnotebooks.perf.components import collectives as coll
-from recnotebooks.perf.components.ops import HUGECTR
-from recnotebooks.perf.hardware import hardware
-from recnotebooks.perf.mlperf_plan import HIER_AUTO, SMALL_TABLE_ROWS, mlperf_plan
-from recnotebooks.perf.mlperf_systems import mlperf_layout
-from recnotebooks.perf.published import (
-    CPU_SETUP,
+from recnotebooks.perf.compare import (
     MLPERF_RATIOS,
-    MLPERF_RUNS,
-    MLPERF_SETUP,
     compare_published,
     fit_hugectr_step,
     mlperf_errors,
     mlperf_phases,
     mlperf_ratios,
-    mlperf_throughput,
     modeled_phases,
 )
+from recnotebooks.perf.components import collectives as coll
+from recnotebooks.perf.components.ops import HUGECTR
+from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.mlperf_plan import HIER_AUTO, SMALL_TABLE_ROWS, mlperf_plan
+from recnotebooks.perf.mlperf_setup import CPU_SETUP, MLPERF_RUNS, MLPERF_SETUP, mlperf_throughput
+from recnotebooks.perf.mlperf_systems import mlperf_layout
 from recnotebooks.published import convergence as cv
 from recnotebooks.published.mlperf import FIT_ROUNDS, HELD_OUT_ROUNDS, TRAIN_SAMPLES
 from recnotebooks.published.mlperf_results import MLPERF_DCNV2_RESULTS
@@ -313,7 +310,8 @@ def test_the_four_ratios() -> None:
 
 # ----- notebook 02 §7: the model of record on MLPerf's GPUs (every sentence's numbers) ---------------
 def test_02_a_published_step_and_its_utilisation() -> None:
-    from recnotebooks.perf.published import estimate_run, published_utilisation
+    from recnotebooks.perf.compare import published_utilisation
+    from recnotebooks.perf.mlperf_setup import estimate_run
 
     h100 = next(
         m for m in MLPERF_DCNV2_RESULTS if (m.round, m.system) == ("v4.0", "eos_ngc24.04_merlin_hugectr")
@@ -332,7 +330,7 @@ def test_02_a_published_step_and_its_utilisation() -> None:
 
 
 def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
-    from recnotebooks.perf.published import mlperf_by_system
+    from recnotebooks.perf.compare import mlperf_by_system
 
     by = {(g["system"], g["held_out"]): g["ratio"] for g in mlperf_by_system(rows)}
     assert round(by[("H100-SXM5-80GB 8x1", False)], 2) == 0.86

@@ -65,7 +65,7 @@ def test_the_model_of_record_trains_as_mlperf_trains_it() -> None:
     from recnotebooks.perf import estimate
     from recnotebooks.perf.job import job_cost
     from recnotebooks.perf.mlperf_plan import mlperf_plan
-    from recnotebooks.perf.published import MLPERF_SETUP
+    from recnotebooks.perf.mlperf_setup import MLPERF_SETUP
 
     rows, parts = model_of_record_servers(("big_basin", "dgx_h100"))
     cfg = preset("mlperf_dcnv2")

@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 
 from recnotebooks.config import DLRMConfig, TableConfig, preset
+from recnotebooks.perf.compare import compare_published
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import GB, HARDWARE
-from recnotebooks.perf.published import PUBLISHED_RUNS, compare_published
+from recnotebooks.perf.mlperf_setup import PUBLISHED_RUNS
 
 
 def strictly_decreasing(xs: list[float]) -> bool:

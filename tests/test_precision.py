@@ -17,10 +17,11 @@ from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.measure.mixed_precision import compare_precision
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.perf import components as C
+from recnotebooks.perf.compare import compare_published
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import DTYPE_BYTES, HARDWARE
+from recnotebooks.perf.mlperf_setup import PUBLISHED_RUNS
 from recnotebooks.perf.precision import PRECISIONS, precision, precision_table
-from recnotebooks.perf.published import PUBLISHED_RUNS, compare_published
 from recnotebooks.train import TrainConfig, Trainer
 
 RUNS = {r.label: r for r in PUBLISHED_RUNS}

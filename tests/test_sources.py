@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from recnotebooks.perf.hardware import HARDWARE, Hardware
-from recnotebooks.perf.published import PUBLISHED_RUNS
+from recnotebooks.perf.mlperf_setup import PUBLISHED_RUNS
 from recnotebooks.published.runs import PUBLISHED_THROUGHPUTS
 from recnotebooks.published.sources import DOCUMENTS, cite
 

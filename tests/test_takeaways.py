@@ -458,7 +458,7 @@ def test_03_placement_by_cost_for_a_model_too_big_for_hbm() -> None:
 
 
 def test_03_torchrec_uvm_example_beside_the_model() -> None:
-    from recnotebooks.perf.published import torchrec_uvm_example
+    from recnotebooks.perf.compare import torchrec_uvm_example
 
     rows = {str(r["case"]): r for r in torchrec_uvm_example()}
     s = {k: num(r, "seconds_per_epoch") for k, r in rows.items()}

@@ -13,15 +13,9 @@ import pytest
 from _values import num
 
 from recnotebooks.perf import compare_published
+from recnotebooks.perf.compare import MLPERF_BAND, mlperf_by_system, mlperf_outside_band
 from recnotebooks.perf.hardware import hardware
-from recnotebooks.perf.published import (
-    MLPERF_BAND,
-    MLPERF_RUNS,
-    PublishedRun,
-    estimate_run,
-    mlperf_by_system,
-    mlperf_outside_band,
-)
+from recnotebooks.perf.mlperf_setup import MLPERF_RUNS, PublishedRun, estimate_run
 from recnotebooks.viz import published_vs_modeled
 from recnotebooks.viz.charts import chart_rows
 

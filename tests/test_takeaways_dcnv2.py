@@ -18,7 +18,7 @@ from _values import num, whole
 from recnotebooks.config import preset
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.job_planner import FIXED_COMPONENTS, convergence_jobs, evaluate, plan_job
-from recnotebooks.perf.published import MLPERF_SETUP
+from recnotebooks.perf.mlperf_setup import MLPERF_SETUP
 from recnotebooks.perf.servers import best_placement, model_of_record_servers
 from recnotebooks.published.convergence import epochs_to_converge
 from recnotebooks.published.mlperf_results import MLPERF_DCNV2_RESULTS
@@ -334,7 +334,7 @@ def test_06_which_wins_depends_on_the_fixed_part(curve: Curve) -> None:
     from recnotebooks.perf.hardware import hardware
     from recnotebooks.perf.job_planner import job_model
     from recnotebooks.perf.mlperf_plan import mlperf_plan
-    from recnotebooks.perf.published import MLPERF_SETUP
+    from recnotebooks.perf.mlperf_setup import MLPERF_SETUP
 
     config, hw = job_model("mlperf_dcnv2"), hardware("dgx_h100")
     r = estimate(

@@ -21,8 +21,9 @@ The software is whose step :func:`~recnotebooks.perf.estimate` prices (:data:`SO
 TorchRec's eager PyTorch step, or NVIDIA's HugeCTR as MLPerf's submissions ran it (one CUDA-graph
 replay a step, fused elementwise work, communication overlapped with compute). A model starts as
 its source trains it (:func:`job_setup`): the model of record, DLRM-DCNv2, as MLPerf's submissions
-do (HugeCTR, MLPerf's sharding plan, fp16 mixed precision: :data:`~recnotebooks.perf.published.MLPERF_SETUP`),
-so its step is the one notebooks 02 and 05 price; every other model with TorchRec.
+do (HugeCTR, MLPerf's sharding plan, fp16 mixed precision:
+:data:`~recnotebooks.perf.mlperf_setup.MLPERF_SETUP`), so its step is the one notebooks 02 and 05
+price; every other model with TorchRec.
 
 How many epochs a job trains is a setting: a number (explicit, as the job is given), or
 :data:`TO_TARGET` for a model with a published convergence curve (:data:`CONVERGENCE_MODELS`):
@@ -51,9 +52,9 @@ from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware
 from recnotebooks.perf.hardware import hardware as _hardware  # convergence_jobs' parameter hides it
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate
 from recnotebooks.perf.mlperf_plan import mlperf_plan
+from recnotebooks.perf.mlperf_setup import MLPERF_SETUP, mlperf_seconds
 from recnotebooks.perf.planner import STRATEGIES, plan_tables
 from recnotebooks.perf.precision import precision
-from recnotebooks.perf.published import MLPERF_SETUP, mlperf_seconds
 from recnotebooks.plan import PLACEMENTS, Plan, behind_cache
 from recnotebooks.published.convergence import (
     DEFAULT_ROUND,
@@ -216,7 +217,7 @@ JOB_SETTINGS: dict[str, dict[str, object]] = {
 }
 #: The settings a model starts from when its source trains it another way than :data:`JOB_SETTINGS`'
 #: defaults (:func:`job_setup`): DLRM-DCNv2 as MLPerf's submissions train it
-#: (:data:`~recnotebooks.perf.published.MLPERF_SETUP`: HugeCTR in fp16 mixed precision; MLPerf's plan).
+#: (:data:`~recnotebooks.perf.mlperf_setup.MLPERF_SETUP`: HugeCTR in fp16 mixed precision; MLPerf's plan).
 SOURCE_SETUPS: dict[str, dict[str, object]] = {
     "mlperf_dcnv2": {"software": MLPERF_SETUP["implementation"], "strategy": MLPERF_STRATEGY,
                      "dtype": MLPERF_SETUP["dtype"]},
@@ -754,10 +755,10 @@ def convergence_jobs(
     ``(nodes, devices per node)`` of ``layouts`` of ``hardware``.
 
     The step is the one notebook 02 holds against MLPerf's published runs
-    (:data:`~recnotebooks.perf.published.MLPERF_SETUP`: NVIDIA's HugeCTR, mixed precision, exact
+    (:data:`~recnotebooks.perf.mlperf_setup.MLPERF_SETUP`: NVIDIA's HugeCTR, mixed precision, exact
     Adagrad; :func:`~recnotebooks.perf.mlperf_plan.mlperf_plan`), **modeled**; the epochs are the
     curve's (:func:`job_epochs`, **published**); the run's minutes count its evaluations as MLPerf's
-    do (:func:`~recnotebooks.perf.published.mlperf_seconds`). One row per layout and batch
+    do (:func:`~recnotebooks.perf.mlperf_setup.mlperf_seconds`). One row per layout and batch
     (:class:`ConvergenceRow`): ``layout``, ``nodes``, ``devices``, ``global_batch``, ``step_ms``
     (communication overlapped, as HugeCTR runs it) and ``samples_per_s`` (training), ``epochs``,
     ``samples``, ``minutes`` (training and evaluations) and ``eval_minutes``, ``fixed_ms`` (the

@@ -21,8 +21,8 @@ from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.job import job_from_estimate
 from recnotebooks.perf.mlperf_plan import mlperf_plan
+from recnotebooks.perf.mlperf_setup import MLPERF_SETUP
 from recnotebooks.perf.planner import plan_tables, table_bytes
-from recnotebooks.perf.published import MLPERF_SETUP
 from recnotebooks.perf.sweeps import result_row
 from recnotebooks.plan import Plan
 
@@ -215,7 +215,7 @@ def model_of_record_servers(
     MLPerf's submissions train it, **modeled**: (summary rows, per-component rows of the slowest rank).
 
     The step is the one notebook 02 holds against MLPerf's published runs
-    (:data:`~recnotebooks.perf.published.MLPERF_SETUP`: NVIDIA's HugeCTR, mixed precision, exact
+    (:data:`~recnotebooks.perf.mlperf_setup.MLPERF_SETUP`: NVIDIA's HugeCTR, mixed precision, exact
     Adagrad on the tables, whose state doubles their 105 GB; Adagrad on the dense part,
     :func:`~recnotebooks.config.preset_training`), at MLPerf's one-node global batch (55,296) unless
     ``batch_size`` says otherwise, communication overlapped as HugeCTR overlaps it. Its plan is

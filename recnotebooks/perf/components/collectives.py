@@ -66,7 +66,7 @@ HIERARCHICAL = frozenset({"hugectr"})
 #: NVSwitch steps sit at the overlapped step, not at the serial one (NVIDIA's v3.1 DGX H100: 4.08 ms
 #: logged with evaluations, 4.19 modeled hidden, 5.28 serial), and PCIe nodes' at the serial one
 #: (ASUS's 8x H100 PCIe, v3.1: 12.20 ms logged, 6.44 hidden, 12.33 serial). Chosen on MLPerf's fit
-#: rounds (:mod:`recnotebooks.perf.published`); the held-out rounds test the network part (seven
+#: rounds (:mod:`recnotebooks.perf.compare`); the held-out rounds test the network part (seven
 #: runs on 2-16 nodes) but hold no PCIe node. The figures, with everything hidden / the network
 #: exposed / PCIe too: fit-round MAPE 28.5% / 27.2% / 19.7%; held out 12.4% / 10.7% / 10.7%;
 #: Dell's two 4-GPU nodes 1.23 / 0.99, Juniper's 64 A100s 1.26 / 1.01; PCIe nodes 1.30-3.96
