@@ -32,6 +32,47 @@ MOVED: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "recnotebooks.perf.published": [
         ("recnotebooks.published.runs", ("TORCHREC_README_ROWS", "TORCHREC_UVM", "TORCHREC_UVM_SOURCE")),
     ],
+    "recnotebooks.viz.architecture": [
+        (
+            "recnotebooks.measure.step",
+            (
+                "MAX_MEASURED_STEP_S",
+                "MEASURED_STEPS",
+                "MEASURE_DEADLINE_S",
+                "check_measurable",
+                "measure_here",
+            ),
+        ),
+    ],
+    "recnotebooks.viz.cache": [
+        (
+            "recnotebooks.cache.curves",
+            (
+                "CURVE_FRACTIONS",
+                "FEW_FRACTIONS",
+                "POLICY_NAMES",
+                "POOLING",
+                "TRACE_IDS",
+                "cache_capacity",
+                "cache_profile",
+                "cache_trace",
+                "first_touches",
+                "hit_rate_curves",
+                "opt_hit_rate",
+            ),
+        ),
+        (
+            "recnotebooks.measure.cache_overhead",
+            (
+                "MEASURED_BATCH",
+                "MEASURED_DIM",
+                "MEASURED_POOLING",
+                "MEASURED_ROWS_CAP",
+                "MEASURED_WARMUP",
+                "measure_cache_overhead",
+            ),
+        ),
+    ],
     "recnotebooks.perf.convergence": [
         (
             "recnotebooks.published.convergence",

@@ -3,7 +3,7 @@
 :func:`explore_architecture` is the pure function: architecture sliders in, tidy tables out
 (``metrics``: parameters, FLOPs and embedding bytes per sample, arithmetic intensity,
 memory — *computed* from the architecture; ``phases``: a per-phase step time *measured* on
-this machine by :func:`recnotebooks.measure.measure_step` on a row-capped copy).
+this machine by :func:`recnotebooks.measure.step.measure_here` on a row-capped copy).
 :func:`architecture_explorer` wraps it in an :class:`~recnotebooks.viz.app.App`.
 """
 
@@ -15,15 +15,14 @@ import altair as alt
 
 from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.doctor import available_memory_bytes
-from recnotebooks.measure import (
-    DoesNotFitError,
-    StepMeasurement,
-    check_fits,
-    default_max_rows,
-    measure_step_cached,
+from recnotebooks.measure.step import (
+    MAX_MEASURED_STEP_S,
+    MEASURE_DEADLINE_S,
+    MEASURED_STEPS,
+    check_measurable,
+    measure_here,
 )
 from recnotebooks.measure.table_batching import published_speedups, speedups, table_batching_flags
-from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.timing import PHASES
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
@@ -38,12 +37,13 @@ __all__ = [
     "architecture_config",
     "architecture_explorer",
     "explore_architecture",
-    "measure_here",
     "model_parts",
     "model_parts_chart",
     "model_summary",
     "table_batching_chart",
 ]
+# moved to recnotebooks.measure.step; kept here until the next release
+__all__ += ["MAX_MEASURED_STEP_S", "MEASURED_STEPS", "MEASURE_DEADLINE_S", "check_measurable", "measure_here"]
 
 _P2 = [2**i for i in range(4, 13)]
 #: Options of each control: (label, value) pairs or a range; the defaults are a small
@@ -76,69 +76,6 @@ ARCHITECTURE_CONTROLS: dict[str, dict[str, object]] = {
     "batch_size": {"options": [2**i for i in range(5, 14)], "value": 512, "label": "batch size"},
     "interaction": {"options": ["dot", "cat"], "value": "dot", "label": "interaction"},
 }
-
-
-#: Settings whose measured copy the model expects to take longer per step than this (on
-#: ``this_machine``) are not measured: a slider must not freeze the notebook for seconds.
-#: A measured update needs at least two such steps (a warm-up and a timed one) and the
-#: copy's build, inside :data:`MEASURE_DEADLINE_S`.
-MAX_MEASURED_STEP_S = 0.3
-#: Wall-clock seconds one measured update may spend measuring (building the copy, warm-up,
-#: timing, re-measuring outliers); with drawing, an update stays under about 1.5 s.
-MEASURE_DEADLINE_S = 1.0
-#: Timed steps a measured update asks for (fewer when the deadline runs out; the note says so).
-MEASURED_STEPS = 3
-
-
-def check_measurable(
-    config: DLRMConfig, batch_size: int, max_rows: int, max_step_s: float = MAX_MEASURED_STEP_S
-) -> None:
-    """Raise :class:`~recnotebooks.measure.DoesNotFitError` if measuring ``config`` capped at
-    ``max_rows`` would not fit in memory, or if one step is modeled to take over
-    ``max_step_s`` (default :data:`MAX_MEASURED_STEP_S`) on ``this_machine``."""
-
-    check_fits(config, batch_size, max_rows)
-    capped = config.with_max_rows(max_rows)
-    pred = estimate(capped, "this_machine", batch_size=batch_size).step_time
-    if pred > max_step_s:
-        raise DoesNotFitError(
-            f"one training step of this setting would take about {pred:.2f} s here (modeled), too long to "
-            f"measure while you move sliders (at most {max_step_s:g} s); lower the batch size, pooling, "
-            "number of tables, embedding dim or MLP width"
-        )
-
-
-def measure_here(
-    config: DLRMConfig,
-    batch_size: int,
-    time_budget_s: float,
-    device: str = "cpu",
-    max_step_s: float = MAX_MEASURED_STEP_S,
-    deadline_s: float = MEASURE_DEADLINE_S,
-) -> tuple[StepMeasurement, int]:
-    """A step of ``config``'s row-capped copy measured on ``device`` (and the row cap), after
-    :func:`check_measurable` (raises :class:`~recnotebooks.measure.DoesNotFitError`).
-
-    The median of :data:`MEASURED_STEPS` timed steps, within ``deadline_s``; a setting
-    measured before in this session (same capped copy, batch and device) is reused, so
-    changing only modeled inputs shows the same measured step (``m.reused``). The threads
-    are the thread policy's (:func:`~recnotebooks.threads.choose_threads`: fewer on a busy
-    machine, ``m.busy`` says so), and ``m.reliable`` says whether the step can be trusted. See
-    :meth:`~recnotebooks.measure.StepMeasurement.describe` for the app's note.
-    """
-    cap = default_max_rows(config)
-    if device == "cpu":  # the same limit whatever the load, so what is measurable does not depend on it
-        check_measurable(config, batch_size, cap, max_step_s)
-    m = measure_step_cached(
-        config,
-        batch_size,
-        max_rows=cap,
-        time_budget_s=time_budget_s,
-        device=device,
-        min_steps=MEASURED_STEPS,
-        deadline_s=deadline_s,
-    )
-    return m, cap
 
 
 def explore_architecture(
