@@ -33,8 +33,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import altair as alt
-
 from recnotebooks.checks import check_choice, check_float, check_int
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.distributed.training import PROFILE_BATCHES, run_plans_local
@@ -48,7 +46,6 @@ from recnotebooks.plan import NAMED_PLANS, Plan, TableShard, named_plan
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
-from recnotebooks.viz.theme import source_label
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["CACHES", "PLANS", "SHARDING_CONTROLS", "STEPS", "explore_sharding", "measure_sharding",
@@ -561,21 +558,15 @@ def _render(history: list[HistoryEntry]) -> object:
                              title="One step of this plan, slowest rank", detail=detail,
                              width=min(480, room))]  # fmt: skip
     if rows:
-        sent = metric_bars(
-            rows,
-            columns=2,
-            source="modeled",
-            detail="perf.traffic",
-            title="Bytes each rank sends, modeled and measured",
-            total_width=band_px(senders, titled=False) + room,
+        charts.append(
+            metric_bars(
+                rows,
+                columns=2,
+                source_detail={"measured": "the ranks' comm logs", "modeled": "perf.traffic"},
+                title="Bytes each rank sends, modeled and measured",
+                total_width=band_px(senders, titled=False) + room,
+            )
         )
-        if now["measured"]:  # one subtitle line per source, each with its own detail (once, not twice)
-            lines = [
-                source_label("measured", "the ranks' comm logs"),
-                source_label("modeled", "perf.traffic"),
-            ]
-            sent.title = alt.TitleParams(sent.title.text, subtitle=lines)
-        charts.append(sent)
     if cache_bars:
         charts.append(
             metric_bars(
