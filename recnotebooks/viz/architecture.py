@@ -25,9 +25,9 @@ from recnotebooks.measure.step import (
 from recnotebooks.measure.table_batching import published_speedups, speedups, table_batching_flags
 from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.timing import PHASES
-from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars, time_breakdown
-from recnotebooks.viz.controls import build_controls, human
+from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows, trail_bars, trail_steps
+from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars
+from recnotebooks.viz.controls import human
 from recnotebooks.viz.theme import PHASE_COLORS
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
@@ -140,25 +140,10 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
             columns=3,
         )
     room = stack_room(band_px(trail))  # the two charts line up their plots beside the trail's labels
-    bars = metric_bars(
-        history_rows(history, "metrics"),
-        highlight=now,
-        title="Sizes and work",
-        columns=3,
-        source="analytic",
-        total_width=band_px(trail, titled=False) + room,
-    )
-    rows = history_rows(history, "phases")
-    dev = rows[0].get("device", "cpu")
-    steps = time_breakdown(
-        rows,
-        highlight=now,
-        phases=list(PHASES),
-        title="Training step time by phase",
-        source="measured",
-        detail=f"{dev}, tables capped",
-        width=min(420, room),
-    )
+    bars = trail_bars(history, room, title="Sizes and work", source="analytic")
+    dev = history_rows(history, "phases")[0].get("device", "cpu")
+    steps = trail_steps(history, "phases", phases=PHASES, title="Training step time by phase",
+                        source="measured", detail=f"{dev}, tables capped", width=min(420, room))  # fmt: skip
     return stack(steps, bars)
 
 
@@ -175,7 +160,6 @@ def architecture_explorer(
     With ``measure=False`` it only computes sizes and work (instant); with ``measure=True``
     every change also trains a row-capped copy for ``time_budget_s`` on ``device``.
     """
-    controls = build_controls(ARCHITECTURE_CONTROLS, values, "the Architecture Explorer")
 
     def compute(**kw: object) -> Result:
         return explore_architecture(measure=measure, device=device, time_budget_s=time_budget_s, **kw)
@@ -183,9 +167,10 @@ def architecture_explorer(
     what = "sizes computed from the architecture" + (
         "; step time measured here on a row-capped copy" if measure else ""
     )
-    return App(
+    return App.from_specs(
         "Architecture Explorer",
-        controls,
+        ARCHITECTURE_CONTROLS,
+        values,
         compute,
         lambda h: _render(h, measure),
         history=history,
@@ -325,20 +310,16 @@ def model_summary(model: DLRMConfig | str) -> dict[str, object]:
 def model_parts_chart(rows: list[dict[str, object]]) -> object:
     """:func:`model_parts`'s rows drawn: FLOPs per sample by part (one stacked bar per model), above
     the dense parameters by part (the tables' entries, thousands of times more, left out)."""
-    flops = part_bars(
-        rows,
-        value="flops_per_sample",
-        part="part",
-        by="model",
-        parts=list(MODEL_PARTS.values()),
-        colors=_PART_COLORS,
-        text="display",
-        value_title="FLOPs per sample (forward + backward)",
-        title="Where the work of a sample goes",
-        source="analytic",
-        detail="multiply-add = 2 FLOPs",
-        width=440,
-    )
+
+    def by_model(data: list[dict[str, object]], value: str, first: int, value_title: str, title: str,
+                 detail: str) -> alt.Chart:  # fmt: skip
+        """A stacked bar per model of ``value`` by part, from the ``first`` of :data:`MODEL_PARTS` on."""
+        return part_bars(data, value=value, part="part", by="model", parts=list(MODEL_PARTS.values())[first:],
+                         colors=_PART_COLORS[first:], text="display", value_title=value_title, title=title,
+                         source="analytic", detail=detail, width=440)  # fmt: skip
+
+    flops = by_model(rows, "flops_per_sample", 0, "FLOPs per sample (forward + backward)",
+                     "Where the work of a sample goes", "multiply-add = 2 FLOPs")  # fmt: skip
     dense = [
         {**r, "display": f"{human(float(r['parameters']))} ({float(r['parameters']) / total:.0%} of dense)"}  # type: ignore[arg-type]
         for r in rows
@@ -351,18 +332,7 @@ def model_parts_chart(rows: list[dict[str, object]]) -> object:
             )
         ]
     ]
-    params = part_bars(
-        dense,
-        value="parameters",
-        part="part",
-        by="model",
-        parts=list(MODEL_PARTS.values())[1:],
-        colors=_PART_COLORS[1:],
-        text="display",
-        value_title="dense parameters (weights and biases)",
-        title="Where the dense parameters are",
-        source="analytic",
-        detail="the tables' entries, thousands of times more, not drawn",
-        width=440,
-    )
+    left_out = "the tables' entries, thousands of times more, not drawn"
+    params = by_model(dense, "parameters", 1, "dense parameters (weights and biases)",
+                      "Where the dense parameters are", left_out)  # fmt: skip
     return stack(flops, params)

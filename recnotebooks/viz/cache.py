@@ -61,9 +61,9 @@ from recnotebooks.measure.cache_overhead import (
 from recnotebooks.perf.cost import COMPONENTS
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.placement import placement_costs
-from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
-from recnotebooks.viz.controls import build_controls, human, option_values, percent
+from recnotebooks.viz.app import App, HistoryEntry, Result, trail_bars
+from recnotebooks.viz.charts import metric_lines, time_breakdown
+from recnotebooks.viz.controls import human, option_values, percent
 from recnotebooks.viz.tidy import band_px, legend_px, stack, stack_room
 
 __all__ = [
@@ -348,15 +348,7 @@ def _render(history: list[HistoryEntry]) -> object:
         detail=f"one {now.values['hardware']} GPU, {MODEL_TABLES} tables, batch {MODEL_BATCH}",
         width=min(560, room),
     )
-    bars = metric_bars(
-        history_rows(history, "metrics"),
-        highlight=now.label,
-        title="This setting and the last ones",
-        columns=3,
-        shared_scale="unit",
-        detail=None,
-        total_width=band_px(trail, titled=False) + room,
-    )
+    bars = trail_bars(history, room, title="This setting and the last ones", shared_scale="unit")
     return stack(lines, steps, bars)
 
 
@@ -364,14 +356,14 @@ def cache_explorer(
     *, measure: bool = True, num_ids: int = TRACE_IDS, history: int = 4, **values: object
 ) -> App:
     """The Cache Explorer app; ``values`` override the default settings (see :data:`CACHE_CONTROLS`)."""
-    controls = build_controls(CACHE_CONTROLS, values, "the Cache Explorer")
 
     def compute(hardware: str, **kw: object) -> Result:
         return explore_cache(hardware_name=hardware, measure=measure, num_ids=num_ids, **kw)  # type: ignore[arg-type]
 
-    return App(
+    return App.from_specs(
         "Cache Explorer",
-        controls,
+        CACHE_CONTROLS,
+        values,
         compute,
         _render,
         history=history,

@@ -16,10 +16,9 @@ from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import hardware, hardware_names
 from recnotebooks.perf.servers import device_words, placements_for
 from recnotebooks.timing import PHASES
-from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
+from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows, trail_bars, trail_steps
 from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS
-from recnotebooks.viz.charts import metric_bars, time_breakdown
-from recnotebooks.viz.controls import build_controls, human, percent
+from recnotebooks.viz.controls import human, percent
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["EFFICIENCY_CONTROLS", "explore_efficiency", "efficiency_explorer"]
@@ -146,38 +145,16 @@ def _measured_here(
 
 
 def _render(history: list[HistoryEntry], measure: bool) -> object:
-    now, trail = history[0].label, [e.label for e in history]
     hw = history[0].values["hardware"]
-    room = stack_room(band_px(trail))  # the charts line up their plots beside the trail's labels
-    modeled = time_breakdown(
-        history_rows(history, "modeled"),
-        highlight=now,
-        phases=list(COMPONENTS),
-        title="Step time by component",
-        source="modeled",
-        detail=f"{hw}, slowest rank",
-        width=min(460, room),
-    )
-    bars = metric_bars(
-        history_rows(history, "metrics"),
-        highlight=now,
-        title="Efficiency",
-        source="modeled",
-        columns=3,
-        total_width=band_px(trail, titled=False) + room,
-    )
-    rows = history_rows(history, "measured")
-    if not measure or not rows:
+    room = stack_room(band_px([e.label for e in history]))  # the charts line up their plots beside the trail
+    width = min(460, room)
+    modeled = trail_steps(history, "modeled", phases=COMPONENTS, title="Step time by component",
+                          source="modeled", detail=f"{hw}, slowest rank", width=width)  # fmt: skip
+    bars = trail_bars(history, room, title="Efficiency", source="modeled")
+    if not measure or not history_rows(history, "measured"):
         return stack(modeled, bars)
-    measured = time_breakdown(
-        rows,
-        highlight=now,
-        phases=list(PHASES),
-        title="Training step here",
-        source="measured",
-        detail="row-capped copy",
-        width=min(460, room),
-    )
+    measured = trail_steps(history, "measured", phases=PHASES, title="Training step here",
+                           source="measured", detail="row-capped copy", width=width)  # fmt: skip
     return stack(modeled, measured, bars)
 
 
@@ -185,14 +162,14 @@ def efficiency_explorer(
     *, measure: bool = True, time_budget_s: float = 0.2, history: int = 4, **values: object
 ) -> App:
     """The Efficiency Explorer app; ``values`` override the default settings."""
-    controls = build_controls(EFFICIENCY_CONTROLS, values, "the Efficiency Explorer")
 
     def compute(hardware: str, **kw: object) -> Result:
         return explore_efficiency(hardware_name=hardware, measure=measure, time_budget_s=time_budget_s, **kw)
 
-    return App(
+    return App.from_specs(
         "Efficiency Explorer",
-        controls,
+        EFFICIENCY_CONTROLS,
+        values,
         compute,
         lambda h: _render(h, measure),
         history=history,
