@@ -62,6 +62,47 @@ MOVED: dict[str, list[tuple[str, tuple[str, ...]]]] = {
             ),
         ),  # fmt: skip
     ],
+    "recnotebooks.viz.architecture": [
+        (
+            "recnotebooks.measure.step",
+            (
+                "MAX_MEASURED_STEP_S",
+                "MEASURED_STEPS",
+                "MEASURE_DEADLINE_S",
+                "check_measurable",
+                "measure_here",
+            ),
+        ),
+    ],
+    "recnotebooks.viz.cache": [
+        (
+            "recnotebooks.cache.curves",
+            (
+                "CURVE_FRACTIONS",
+                "FEW_FRACTIONS",
+                "POLICY_NAMES",
+                "POOLING",
+                "TRACE_IDS",
+                "cache_capacity",
+                "cache_profile",
+                "cache_trace",
+                "first_touches",
+                "hit_rate_curves",
+                "opt_hit_rate",
+            ),
+        ),
+        (
+            "recnotebooks.measure.cache_overhead",
+            (
+                "MEASURED_BATCH",
+                "MEASURED_DIM",
+                "MEASURED_POOLING",
+                "MEASURED_ROWS_CAP",
+                "MEASURED_WARMUP",
+                "measure_cache_overhead",
+            ),
+        ),
+    ],
     "recnotebooks.perf.convergence": [
         (
             "recnotebooks.published.convergence",

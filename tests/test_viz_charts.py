@@ -134,6 +134,22 @@ def test_a_detail_shared_by_several_sources_is_said_once() -> None:
     assert one == [f"{SOURCES['measured']} · cpu"]
 
 
+def test_each_source_of_two_says_its_own_detail_on_its_own_line() -> None:
+    """The Sharding Explorer's bytes chart: "measured" from the ranks' logs, "modeled" by perf.traffic;
+    bars of one source only say that source's detail."""
+    own = {"measured": "the ranks' comm logs", "modeled": "perf.traffic"}
+    rows = [
+        {"metric": "sent", "value": v, "setting": f"{s} · rank 0", "display": "x", "source": s}
+        for s, v in (("modeled", 2.0), ("measured", 3.0))
+    ]
+    both = metric_bars(rows, source_detail=own).to_dict()["title"]["subtitle"]
+    assert both == [f"{SOURCES['measured']} · the ranks' comm logs", f"{SOURCES['modeled']} · perf.traffic"]
+    modeled = metric_bars(rows[:1], source_detail=own, detail="unused").to_dict()["title"]["subtitle"]
+    assert modeled == [f"{SOURCES['modeled']} · perf.traffic"]
+    shared = metric_bars(rows, source_detail={"modeled": "perf.traffic"}, detail="d").to_dict()
+    assert shared["title"]["subtitle"] == [SOURCES["measured"], f"{SOURCES['modeled']} · perf.traffic", "d"]
+
+
 def test_metric_lines_and_bars_draw_the_one_encoding(monkeypatch: pytest.MonkeyPatch) -> None:
     """Both build their channels with :func:`~recnotebooks.viz.charts.encoding`: the axes, colour,
     dash by source and tooltips their marks carry are the ones it returned."""

@@ -7,19 +7,22 @@ step by step side by side (forward, backward, row-wise Adagrad), and reports the
 milliseconds of each and the hit rate the cached one saw. Because the cache runs the same
 policies as the trace simulator (:mod:`recnotebooks.cache.simulate`), that hit rate is the one
 the simulator gives for the trace replayed in batches. Everything here is **measured**; the
-result is an :class:`OverheadResult`.
+result is an :class:`OverheadResult`. :func:`measure_cache_overhead` measures it on the Cache
+Explorer's trace (:func:`recnotebooks.cache.curves.cache_trace`), once per setting.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from recnotebooks.cache.cached import CachedEmbeddingBagCollection
 from recnotebooks.cache.config import CacheConfig, hot_rows_from_counts
+from recnotebooks.cache.curves import POOLING, TRACE_IDS, cache_capacity, cache_profile, cache_trace
 from recnotebooks.cache.policies import POLICIES, check_ids
 from recnotebooks.checks import check_choice, check_device, check_int, check_steps
 from recnotebooks.config import TableConfig
@@ -28,7 +31,16 @@ from recnotebooks.sparse import JaggedBatch
 from recnotebooks.threads import choose_threads, load_monitor, usable_cores, use_threads
 from recnotebooks.timing import reliability, spread
 
-__all__ = ["OverheadResult", "measure_overhead"]
+__all__ = [
+    "MEASURED_BATCH",
+    "MEASURED_DIM",
+    "MEASURED_POOLING",
+    "MEASURED_ROWS_CAP",
+    "MEASURED_WARMUP",
+    "OverheadResult",
+    "measure_cache_overhead",
+    "measure_overhead",
+]
 
 
 @dataclass(frozen=True)
@@ -123,20 +135,49 @@ def measure_overhead(
     dev = check_device("device", device)
     hot = _hot_rows(policy, profile, num_rows, capacity)
     fill = _fill(len(trace), capacity, batch_size * pooling, warmup, steps, fill)
-    n_steps = fill + warmup + steps
-    tables = (TableConfig("t0", num_rows, pooling),)
-    config = CacheConfig(policy=policy, capacity=capacity, ways=ways if policy == "setassoc" else 32)
-    plain = EmbeddingBagCollection(tables, dim, device=dev)
-    cached = CachedEmbeddingBagCollection(tables, dim, config, device=dev, **hot)  # type: ignore[arg-type]
-    batches = [b.to(dev) for b in _batches(trace, n_steps, batch_size, pooling)]
+    plain, cached = _one_table_pair(num_rows, capacity, policy, ways, hot, pooling, dim, dev)
+    batches = [b.to(dev) for b in _batches(trace, fill + warmup + steps, batch_size, pooling)]
     threads = choose_threads().threads if dev.type == "cpu" else torch.get_num_threads()
     with use_threads(threads), torch.no_grad():
         for b in batches[:fill]:  # forwards only: the cache fills, nothing to write back
             cached(b)
     with use_threads(threads):
         times, warm, others = _time_side_by_side(plain, cached, batches[fill:], warmup, dev)
+    return _result(times, warm, others, cached, steps, num_rows, capacity, len(batches), threads)
+
+
+def _one_table_pair(
+    num_rows: int,
+    capacity: int,
+    policy: str,
+    ways: int,
+    hot: dict[str, object],
+    pooling: int,
+    dim: int,
+    dev: torch.device,
+) -> tuple[EmbeddingBagCollection, CachedEmbeddingBagCollection]:
+    """One table of ``num_rows`` rows as a plain collection and behind a cache of ``capacity`` slots."""
+    tables = (TableConfig("t0", num_rows, pooling),)
+    config = CacheConfig(policy=policy, capacity=capacity, ways=ways if policy == "setassoc" else 32)
+    plain = EmbeddingBagCollection(tables, dim, device=dev)
+    cached = CachedEmbeddingBagCollection(tables, dim, config, device=dev, **hot)  # type: ignore[arg-type]
+    return plain, cached
+
+
+def _result(
+    times: dict[str, list[float]],
+    warm: dict[str, int],
+    others: float | None,
+    cached: CachedEmbeddingBagCollection,
+    steps: int,
+    num_rows: int,
+    capacity: int,
+    n_steps: int,
+    threads: int,
+) -> OverheadResult:
+    """The medians of the timed steps, as trustworthy as the shakier of the two, and the hit rate
+    of the timed steps (the cache's counters since ``warm``)."""
     total = cached.stats.total()
-    # the ratio is as trustworthy as the shakier of its two steps
     shakier = max(spread(times["uncached"]), spread(times["cached"]))
     timed_misses, timed_requested = total["misses"] - warm["misses"], total["requested"] - warm["requested"]
     return OverheadResult(
@@ -206,3 +247,52 @@ def _time_side_by_side(
             if i >= warmup:
                 times[name].append(time.perf_counter() - t0)
     return times, warm, load_monitor().since_mark().others
+
+
+_MEASURED: dict[tuple[object, ...], dict[str, float | str]] = {}
+MEASURED_ROWS_CAP = 100_000  #: the measured collection's table is capped at this many rows
+#: The measured table's batch, lookups per bag (the trace's :data:`~recnotebooks.cache.curves.POOLING`)
+#: and embedding dimension.
+MEASURED_BATCH, MEASURED_POOLING, MEASURED_DIM = 512, POOLING, 32
+MEASURED_WARMUP = 4  #: untimed training steps first (kernels compiled, caches of this machine warm)
+
+
+def measure_cache_overhead(
+    num_rows: int,
+    alpha: float,
+    policy: str,
+    capacity_fraction: float,
+    ways: int = 32,
+    steps: int = 9,
+    num_ids: int = TRACE_IDS,
+) -> dict[str, Any]:
+    """:func:`measure_overhead` on the Cache Explorer's trace
+    (:func:`~recnotebooks.cache.curves.cache_trace`; ``"static"``: hot rows from
+    :func:`~recnotebooks.cache.curves.cache_profile`): a one-table cached training step against the
+    same step uncached, the median ms of each over ``steps`` steps after :data:`MEASURED_WARMUP`
+    untimed ones, and the hit rate training saw. **Measured** once per setting, then reused
+    (``reused`` is 1.0) unless it was not reliable (``reliability`` says why: then it is measured
+    again). Tables above :data:`MEASURED_ROWS_CAP` rows are measured on a capped copy (ids folded
+    into its rows)."""
+
+    key = (num_rows, alpha, policy, capacity_fraction, ways, steps, num_ids)
+    if key in _MEASURED and not _MEASURED[key].get("reliability"):  # an unreliable one is taken again
+        return {**_MEASURED[key], "reused": 1.0}
+    rows = min(check_int("num_rows", num_rows, lo=1), MEASURED_ROWS_CAP)
+    profile = cache_profile(num_rows, alpha, num_ids) % rows if policy == "static" else None
+    out = measure_overhead(
+        cache_trace(num_rows, alpha, num_ids) % rows,
+        rows,
+        cache_capacity(capacity_fraction, rows, policy, ways),
+        policy,
+        ways=ways,
+        profile=profile,
+        steps=steps,
+        warmup=MEASURED_WARMUP,
+        batch_size=MEASURED_BATCH,
+        pooling=MEASURED_POOLING,
+        dim=MEASURED_DIM,
+    ).to_dict()
+    out["reused"] = 0.0
+    _MEASURED[key] = out
+    return dict(out)

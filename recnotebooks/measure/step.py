@@ -44,6 +44,7 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.nn.dlrm import DLRM
+from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.text import wrap_report
 from recnotebooks.threads import SLACK, choose_threads, load_monitor, use_threads
@@ -65,6 +66,11 @@ __all__ = [
     "PHASE_WORK",
     "StepReading",
     "read_step",
+    "MAX_MEASURED_STEP_S",
+    "MEASURE_DEADLINE_S",
+    "MEASURED_STEPS",
+    "check_measurable",
+    "measure_here",
 ]
 
 #: Largest working set :func:`measure_step` will allocate by default (bytes).
@@ -480,6 +486,71 @@ def measure_step_cached(
 def clear_measurements() -> None:
     """Forget the measurements :func:`measure_step_cached` remembers."""
     _MEASURED.clear()
+
+
+# ----- a step measured while a learner waits: the explorers of notebooks 01 and 02 ---------------
+#: Settings whose measured copy the model expects to take longer per step than this (on
+#: ``this_machine``) are not measured: a slider must not freeze the notebook for seconds.
+#: A measured update needs at least two such steps (a warm-up and a timed one) and the
+#: copy's build, inside :data:`MEASURE_DEADLINE_S`.
+MAX_MEASURED_STEP_S = 0.3
+#: Wall-clock seconds one measured update may spend measuring (building the copy, warm-up,
+#: timing, re-measuring outliers); with drawing, an update stays under about 1.5 s.
+MEASURE_DEADLINE_S = 1.0
+#: Timed steps a measured update asks for (fewer when the deadline runs out; the note says so).
+MEASURED_STEPS = 3
+
+
+def check_measurable(
+    config: DLRMConfig, batch_size: int, max_rows: int, max_step_s: float = MAX_MEASURED_STEP_S
+) -> None:
+    """Raise :class:`DoesNotFitError` if measuring ``config`` capped at ``max_rows`` would not fit
+    in memory, or if one step is modeled to take over ``max_step_s`` (default
+    :data:`MAX_MEASURED_STEP_S`) on ``this_machine``."""
+
+    check_fits(config, batch_size, max_rows)
+    capped = config.with_max_rows(max_rows)
+    pred = estimate(capped, "this_machine", batch_size=batch_size).step_time
+    if pred > max_step_s:
+        raise DoesNotFitError(
+            f"one training step of this setting would take about {pred:.2f} s here (modeled), too long to "
+            f"measure while you move sliders (at most {max_step_s:g} s); lower the batch size, pooling, "
+            "number of tables, embedding dim or MLP width"
+        )
+
+
+def measure_here(
+    config: DLRMConfig,
+    batch_size: int,
+    time_budget_s: float,
+    device: str = "cpu",
+    max_step_s: float = MAX_MEASURED_STEP_S,
+    deadline_s: float = MEASURE_DEADLINE_S,
+) -> tuple[StepMeasurement, int]:
+    """A training step of ``config``'s row-capped copy measured on ``device`` while an app waits
+    (and the row cap), after :func:`check_measurable` (raises :class:`DoesNotFitError`).
+
+    The median of :data:`MEASURED_STEPS` timed steps, within ``deadline_s``; a setting
+    measured before in this session (same capped copy, batch and device) is reused
+    (:func:`measure_step_cached`), so changing only modeled inputs shows the same measured step
+    (``m.reused``). The threads are the thread policy's
+    (:func:`~recnotebooks.threads.choose_threads`: fewer on a busy machine, ``m.busy`` says so),
+    and ``m.reliable`` says whether the step can be trusted. See
+    :meth:`StepMeasurement.describe` for the app's note.
+    """
+    cap = default_max_rows(config)
+    if device == "cpu":  # the same limit whatever the load, so what is measurable does not depend on it
+        check_measurable(config, batch_size, cap, max_step_s)
+    m = measure_step_cached(
+        config,
+        batch_size,
+        max_rows=cap,
+        time_budget_s=time_budget_s,
+        device=device,
+        min_steps=MEASURED_STEPS,
+        deadline_s=deadline_s,
+    )
+    return m, cap
 
 
 # ----- reading a measured step phase by phase (notebook 01 §6) ------------------------------------

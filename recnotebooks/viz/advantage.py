@@ -22,8 +22,8 @@ from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.perf.cost import COMPONENTS
 from recnotebooks.perf.hardware import HARDWARE, hardware
 from recnotebooks.perf.servers import CPU_NODE, gpu_over_cpu
-from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, time_breakdown
+from recnotebooks.viz.app import App, HistoryEntry, Result, trail_bars
+from recnotebooks.viz.charts import time_breakdown
 from recnotebooks.viz.controls import build_controls, option_values
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
@@ -169,13 +169,14 @@ def finding_a(advantage: list[dict[str, object]]) -> str:
 
 
 def _render(history: list[HistoryEntry]) -> object:
-    now, trail = history[0].label, [e.label for e in history]
+    trail = [e.label for e in history]
     steps_rows = history[0].result.tables["steps"]
     devices = list(dict.fromkeys(str(r["model_and_device"]) for r in steps_rows))
     room = stack_room(band_px(trail, titled=False), band_px(devices))  # plots line up at the wider band
-    bars = metric_bars(
-        history_rows(history, "advantage"),
-        highlight=now,
+    bars = trail_bars(
+        history,
+        room,
+        table="advantage",
         title="GPU ÷ CPU-node throughput",
         source="modeled",
         columns=2,
@@ -183,7 +184,6 @@ def _render(history: list[HistoryEntry]) -> object:
         "dashed line 1.0 = as fast as one CPU node",
         shared_scale=True,
         rule_at=1.0,
-        total_width=band_px(trail, titled=False) + room,
     )
     steps = time_breakdown(
         steps_rows,

@@ -37,12 +37,13 @@ import altair as alt
 import ipywidgets as W
 from altair.utils.schemapi import debug_mode
 
-from recnotebooks.viz.charts import metric_bars
-from recnotebooks.viz.controls import check_control_value, control_width
+from recnotebooks.viz.charts import metric_bars, time_breakdown
+from recnotebooks.viz.controls import build_controls, check_control_value, control_width
 from recnotebooks.viz.theme import NO_MATH, ChartWidget, enable_offline
-from recnotebooks.viz.tidy import band_px
+from recnotebooks.viz.tidy import Rows, band_px
 
-__all__ = ["App", "AppError", "HistoryEntry", "Result", "controls_grid", "history_rows", "trail_bars"]
+__all__ = ["App", "AppError", "HistoryEntry", "Result", "controls_grid", "history_rows", "trail_bars",
+           "trail_steps"]  # fmt: skip
 
 
 class AppError(RuntimeError):
@@ -79,18 +80,55 @@ def history_rows(history: Sequence[HistoryEntry], table: str) -> list[dict[str, 
 
 
 def trail_bars(
-    history: Sequence[HistoryEntry], table: str, room: int, *, title: str, detail: str
+    history: Sequence[HistoryEntry],
+    room: int,
+    *,
+    title: str,
+    table: str = "metrics",
+    rows: Rows | None = None,
+    source: str | None = None,
+    detail: str | None = None,
+    columns: int = 3,
+    shared_scale: bool | str = False,
+    rule_at: float | None = None,
 ) -> alt.FacetChart:
-    """``table`` of every setting in the trail (:func:`history_rows`), **modeled**, as bars, three
-    panels a row, the current setting solid; the plots get ``room`` right of the trail's labels."""
+    """The trail's settings side by side: :func:`~recnotebooks.viz.charts.metric_bars` of every
+    entry's ``table`` (or ``rows``), a bar per setting, the current one solid, the panels laid out
+    in the ``room`` right of the stack's widest left band
+    (:func:`~recnotebooks.viz.tidy.stack_room`) beside the trail's labels."""
     return metric_bars(
+        history_rows(history, table) if rows is None else rows,
+        highlight=history[0].label,
+        title=title,
+        source=source,
+        detail=detail,
+        columns=columns,
+        shared_scale=shared_scale,
+        rule_at=rule_at,
+        total_width=band_px([e.label for e in history], titled=False) + room,
+    )
+
+
+def trail_steps(
+    history: Sequence[HistoryEntry],
+    table: str,
+    *,
+    phases: Sequence[str],
+    title: str,
+    source: str,
+    detail: str,
+    width: int,
+) -> alt.Chart:
+    """The trail's steps by phase: :func:`~recnotebooks.viz.charts.time_breakdown` of every entry's
+    ``table``, a bar per setting, the current one solid, ``width`` px wide."""
+    return time_breakdown(
         history_rows(history, table),
         highlight=history[0].label,
-        columns=3,
+        phases=list(phases),
         title=title,
-        source="modeled",
+        source=source,
         detail=detail,
-        total_width=band_px([e.label for e in history], titled=False) + room,
+        width=width,
     )
 
 
@@ -227,6 +265,25 @@ class App:
             w.observe(self._on_change, names="value")
 
     # ----- state ----------------------------------------------------------------------
+    @classmethod
+    def from_specs(
+        cls,
+        title: str,
+        specs: Mapping[str, Mapping[str, object]],
+        values: Mapping[str, object],
+        compute: Callable[..., Result],
+        render: Callable[[list[HistoryEntry]], alt.TopLevelMixin],
+        *,
+        history: int = 4,
+        description: str = "",
+        what: str | None = None,
+    ) -> App:
+        """The app whose controls are :func:`~recnotebooks.viz.controls.build_controls` of ``specs``
+        starting at ``values`` (an unknown setting is named as one that "the ``title``", or
+        ``what``, does not have)."""
+        controls = build_controls(specs, values, what or f"the {title}")
+        return cls(title, controls, compute, render, history=history, description=description)
+
     @property
     def values(self) -> dict[str, object]:
         """Current widget values by parameter name."""

@@ -3,7 +3,7 @@
 :func:`explore_architecture` is the pure function: architecture sliders in, tidy tables out
 (``metrics``: parameters, FLOPs and embedding bytes per sample, arithmetic intensity,
 memory — *computed* from the architecture; ``phases``: a per-phase step time *measured* on
-this machine by :func:`recnotebooks.measure.measure_step` on a row-capped copy).
+this machine by :func:`recnotebooks.measure.step.measure_here` on a row-capped copy).
 :func:`architecture_explorer` wraps it in an :class:`~recnotebooks.viz.app.App`.
 """
 
@@ -15,20 +15,19 @@ import altair as alt
 
 from recnotebooks.config import DLRMConfig, architecture_config, preset
 from recnotebooks.doctor import available_memory_bytes
-from recnotebooks.measure import (
-    DoesNotFitError,
-    StepMeasurement,
-    check_fits,
-    default_max_rows,
-    measure_step_cached,
+from recnotebooks.measure.step import (
+    MAX_MEASURED_STEP_S,
+    MEASURE_DEADLINE_S,
+    MEASURED_STEPS,
+    check_measurable,
+    measure_here,
 )
 from recnotebooks.measure.table_batching import published_speedups, speedups, table_batching_flags
-from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.timing import PHASES
-from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars, time_breakdown
-from recnotebooks.viz.controls import build_controls, human
+from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows, trail_bars, trail_steps
+from recnotebooks.viz.charts import metric_bars, metric_lines, part_bars
+from recnotebooks.viz.controls import human
 from recnotebooks.viz.theme import PHASE_COLORS
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
@@ -38,12 +37,13 @@ __all__ = [
     "architecture_config",
     "architecture_explorer",
     "explore_architecture",
-    "measure_here",
     "model_parts",
     "model_parts_chart",
     "model_summary",
     "table_batching_chart",
 ]
+# moved to recnotebooks.measure.step; kept here until the next release
+__all__ += ["MAX_MEASURED_STEP_S", "MEASURED_STEPS", "MEASURE_DEADLINE_S", "check_measurable", "measure_here"]
 
 _P2 = [2**i for i in range(4, 13)]
 #: Options of each control: (label, value) pairs or a range; the defaults are a small
@@ -76,69 +76,6 @@ ARCHITECTURE_CONTROLS: dict[str, dict[str, object]] = {
     "batch_size": {"options": [2**i for i in range(5, 14)], "value": 512, "label": "batch size"},
     "interaction": {"options": ["dot", "cat"], "value": "dot", "label": "interaction"},
 }
-
-
-#: Settings whose measured copy the model expects to take longer per step than this (on
-#: ``this_machine``) are not measured: a slider must not freeze the notebook for seconds.
-#: A measured update needs at least two such steps (a warm-up and a timed one) and the
-#: copy's build, inside :data:`MEASURE_DEADLINE_S`.
-MAX_MEASURED_STEP_S = 0.3
-#: Wall-clock seconds one measured update may spend measuring (building the copy, warm-up,
-#: timing, re-measuring outliers); with drawing, an update stays under about 1.5 s.
-MEASURE_DEADLINE_S = 1.0
-#: Timed steps a measured update asks for (fewer when the deadline runs out; the note says so).
-MEASURED_STEPS = 3
-
-
-def check_measurable(
-    config: DLRMConfig, batch_size: int, max_rows: int, max_step_s: float = MAX_MEASURED_STEP_S
-) -> None:
-    """Raise :class:`~recnotebooks.measure.DoesNotFitError` if measuring ``config`` capped at
-    ``max_rows`` would not fit in memory, or if one step is modeled to take over
-    ``max_step_s`` (default :data:`MAX_MEASURED_STEP_S`) on ``this_machine``."""
-
-    check_fits(config, batch_size, max_rows)
-    capped = config.with_max_rows(max_rows)
-    pred = estimate(capped, "this_machine", batch_size=batch_size).step_time
-    if pred > max_step_s:
-        raise DoesNotFitError(
-            f"one training step of this setting would take about {pred:.2f} s here (modeled), too long to "
-            f"measure while you move sliders (at most {max_step_s:g} s); lower the batch size, pooling, "
-            "number of tables, embedding dim or MLP width"
-        )
-
-
-def measure_here(
-    config: DLRMConfig,
-    batch_size: int,
-    time_budget_s: float,
-    device: str = "cpu",
-    max_step_s: float = MAX_MEASURED_STEP_S,
-    deadline_s: float = MEASURE_DEADLINE_S,
-) -> tuple[StepMeasurement, int]:
-    """A step of ``config``'s row-capped copy measured on ``device`` (and the row cap), after
-    :func:`check_measurable` (raises :class:`~recnotebooks.measure.DoesNotFitError`).
-
-    The median of :data:`MEASURED_STEPS` timed steps, within ``deadline_s``; a setting
-    measured before in this session (same capped copy, batch and device) is reused, so
-    changing only modeled inputs shows the same measured step (``m.reused``). The threads
-    are the thread policy's (:func:`~recnotebooks.threads.choose_threads`: fewer on a busy
-    machine, ``m.busy`` says so), and ``m.reliable`` says whether the step can be trusted. See
-    :meth:`~recnotebooks.measure.StepMeasurement.describe` for the app's note.
-    """
-    cap = default_max_rows(config)
-    if device == "cpu":  # the same limit whatever the load, so what is measurable does not depend on it
-        check_measurable(config, batch_size, cap, max_step_s)
-    m = measure_step_cached(
-        config,
-        batch_size,
-        max_rows=cap,
-        time_budget_s=time_budget_s,
-        device=device,
-        min_steps=MEASURED_STEPS,
-        deadline_s=deadline_s,
-    )
-    return m, cap
 
 
 def explore_architecture(
@@ -203,25 +140,10 @@ def _render(history: list[HistoryEntry], measure: bool) -> object:
             columns=3,
         )
     room = stack_room(band_px(trail))  # the two charts line up their plots beside the trail's labels
-    bars = metric_bars(
-        history_rows(history, "metrics"),
-        highlight=now,
-        title="Sizes and work",
-        columns=3,
-        source="analytic",
-        total_width=band_px(trail, titled=False) + room,
-    )
-    rows = history_rows(history, "phases")
-    dev = rows[0].get("device", "cpu")
-    steps = time_breakdown(
-        rows,
-        highlight=now,
-        phases=list(PHASES),
-        title="Training step time by phase",
-        source="measured",
-        detail=f"{dev}, tables capped",
-        width=min(420, room),
-    )
+    bars = trail_bars(history, room, title="Sizes and work", source="analytic")
+    dev = history_rows(history, "phases")[0].get("device", "cpu")
+    steps = trail_steps(history, "phases", phases=PHASES, title="Training step time by phase",
+                        source="measured", detail=f"{dev}, tables capped", width=min(420, room))  # fmt: skip
     return stack(steps, bars)
 
 
@@ -238,7 +160,6 @@ def architecture_explorer(
     With ``measure=False`` it only computes sizes and work (instant); with ``measure=True``
     every change also trains a row-capped copy for ``time_budget_s`` on ``device``.
     """
-    controls = build_controls(ARCHITECTURE_CONTROLS, values, "the Architecture Explorer")
 
     def compute(**kw: object) -> Result:
         return explore_architecture(measure=measure, device=device, time_budget_s=time_budget_s, **kw)
@@ -246,9 +167,10 @@ def architecture_explorer(
     what = "sizes computed from the architecture" + (
         "; step time measured here on a row-capped copy" if measure else ""
     )
-    return App(
+    return App.from_specs(
         "Architecture Explorer",
-        controls,
+        ARCHITECTURE_CONTROLS,
+        values,
         compute,
         lambda h: _render(h, measure),
         history=history,
@@ -388,20 +310,16 @@ def model_summary(model: DLRMConfig | str) -> dict[str, object]:
 def model_parts_chart(rows: list[dict[str, object]]) -> object:
     """:func:`model_parts`'s rows drawn: FLOPs per sample by part (one stacked bar per model), above
     the dense parameters by part (the tables' entries, thousands of times more, left out)."""
-    flops = part_bars(
-        rows,
-        value="flops_per_sample",
-        part="part",
-        by="model",
-        parts=list(MODEL_PARTS.values()),
-        colors=_PART_COLORS,
-        text="display",
-        value_title="FLOPs per sample (forward + backward)",
-        title="Where the work of a sample goes",
-        source="analytic",
-        detail="multiply-add = 2 FLOPs",
-        width=440,
-    )
+
+    def by_model(data: list[dict[str, object]], value: str, first: int, value_title: str, title: str,
+                 detail: str) -> alt.Chart:  # fmt: skip
+        """A stacked bar per model of ``value`` by part, from the ``first`` of :data:`MODEL_PARTS` on."""
+        return part_bars(data, value=value, part="part", by="model", parts=list(MODEL_PARTS.values())[first:],
+                         colors=_PART_COLORS[first:], text="display", value_title=value_title, title=title,
+                         source="analytic", detail=detail, width=440)  # fmt: skip
+
+    flops = by_model(rows, "flops_per_sample", 0, "FLOPs per sample (forward + backward)",
+                     "Where the work of a sample goes", "multiply-add = 2 FLOPs")  # fmt: skip
     dense = [
         {**r, "display": f"{human(float(r['parameters']))} ({float(r['parameters']) / total:.0%} of dense)"}  # type: ignore[arg-type]
         for r in rows
@@ -414,18 +332,7 @@ def model_parts_chart(rows: list[dict[str, object]]) -> object:
             )
         ]
     ]
-    params = part_bars(
-        dense,
-        value="parameters",
-        part="part",
-        by="model",
-        parts=list(MODEL_PARTS.values())[1:],
-        colors=_PART_COLORS[1:],
-        text="display",
-        value_title="dense parameters (weights and biases)",
-        title="Where the dense parameters are",
-        source="analytic",
-        detail="the tables' entries, thousands of times more, not drawn",
-        width=440,
-    )
+    left_out = "the tables' entries, thousands of times more, not drawn"
+    params = by_model(dense, "parameters", 1, "dense parameters (weights and biases)",
+                      "Where the dense parameters are", left_out)  # fmt: skip
     return stack(flops, params)

@@ -8,7 +8,7 @@
   distances, Mattson et al. 1970), LFU, a static hot set chosen from a 5% profile sample (as
   FAE does: Adnan et al., VLDB 2022), N-way set-associative LRU (FBGEMM's default cache is
   32-way LRU: its split table-batched embeddings, https://github.com/pytorch/FBGEMM) and Belady's
-  OPT (Belady 1966), the upper bound no policy beats: **simulated**.
+  OPT (Belady 1966), the upper bound no policy beats (:mod:`recnotebooks.cache.curves`): **simulated**.
 * ``traffic``: replayed as training steps (``MODEL_BATCH`` samples of ``POOLING`` lookups of
   this table per step; rows of a step are never evicted during it), the rows copied host→device
   (misses) and device→host (evicted rows, all of them updated, so all written back) per step:
@@ -19,33 +19,51 @@
   **modeled**.
 * ``measured``: a small :class:`~recnotebooks.cache.CachedEmbeddingBagCollection` training step
   on this machine against the same step uncached, fed this trace's ids (so the hit rate training
-  sees is the simulator's; :func:`recnotebooks.measure.cache_overhead.measure_overhead`): **measured**, once
-  per setting and reused.
+  sees is the simulator's; :func:`recnotebooks.measure.cache_overhead.measure_cache_overhead`):
+  **measured**, once per setting and reused.
 
-Traces, curves and measurements are kept between calls (keyed by what they depend on), so
-moving the cache size or the policy only replays one point.
+Traces and curves are kept between calls by :mod:`recnotebooks.cache.curves`, measurements by
+:mod:`recnotebooks.measure.cache_overhead` (keyed by what they depend on), so moving the cache size
+or the policy only replays one point; this module computes the views of them and draws them.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any
 
 import numpy as np
 
-from recnotebooks.cache.hot import PROFILE_SHARE, static_hit_curve
-from recnotebooks.cache.policies import CachePolicy
-from recnotebooks.cache.simulate import SimResult, lru_mrc, opt_mrc, simulate, zipf_trace
+from recnotebooks.cache.curves import (
+    CURVE_FRACTIONS,
+    FEW_FRACTIONS,
+    POLICY_NAMES,
+    POOLING,
+    TRACE_IDS,
+    cache_capacity,
+    cache_profile,
+    cache_trace,
+    curve_row,
+    first_touches,
+    hit_rate_curves,
+    opt_hit_rate,
+    simulate_policy,
+)
 from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import DLRMConfig, architecture_config
-from recnotebooks.measure.cache_overhead import measure_overhead
+from recnotebooks.measure.cache_overhead import (
+    MEASURED_BATCH,
+    MEASURED_DIM,
+    MEASURED_POOLING,
+    MEASURED_ROWS_CAP,
+    MEASURED_WARMUP,
+    measure_cache_overhead,
+)
 from recnotebooks.perf.cost import COMPONENTS
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.placement import placement_costs
-from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
-from recnotebooks.viz.controls import build_controls, human, option_values, percent
+from recnotebooks.viz.app import App, HistoryEntry, Result, trail_bars
+from recnotebooks.viz.charts import metric_lines, time_breakdown
+from recnotebooks.viz.controls import human, option_values, percent
 from recnotebooks.viz.tidy import band_px, legend_px, stack, stack_room
 
 __all__ = [
@@ -66,17 +84,14 @@ __all__ = [
     "measure_cache_overhead",
     "opt_hit_rate",
 ]
+# moved to recnotebooks.cache.curves and recnotebooks.measure.cache_overhead; kept here until the next release
+__all__ += ["FEW_FRACTIONS", "MEASURED_BATCH", "MEASURED_DIM", "MEASURED_POOLING", "MEASURED_ROWS_CAP",
+            "MEASURED_WARMUP", "TRACE_IDS"]  # fmt: skip
 
-#: Cache sizes (fractions of the table's rows) the LRU, OPT and static curves are simulated at.
-CURVE_FRACTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
-#: The sizes of the LFU and set-associative curves (one replay each; the current size is added).
-FEW_FRACTIONS = (0.001, 0.01, 0.1, 0.5)
 #: The modeled model: this many tables like the simulated one, dim 64, POOLING lookups each per sample.
-MODEL_TABLES, MODEL_DIM, POOLING, MODEL_BATCH = 8, 64, 5, 1024
+MODEL_TABLES, MODEL_DIM, MODEL_BATCH = 8, 64, 1024
 #: Bytes one cached row moves: its fp32 weights and row-wise Adagrad's one-float accumulator.
 ROW_BYTES = MODEL_DIM * 4 + 4
-#: Length of the id trace the explorer replays (one id per lookup of one table).
-TRACE_IDS = 200_000
 GPUS = ["big_basin", "zion", "dgx_a100", "dgx_h100", "h200_node"]
 
 CACHE_CONTROLS: dict[str, dict[str, object]] = {
@@ -102,117 +117,10 @@ CACHE_CONTROLS: dict[str, dict[str, object]] = {
 }
 #: px left of a hit-rate chart's plot: its percent labels and its axis title
 LINES_BAND_PX = 64
-#: How each policy is named on the charts.
-POLICY_NAMES = {
-    "lru": "LRU",
-    "lfu": "LFU",
-    "static": "static hot set",
-    "setassoc": "set-assoc LRU",
-    "opt": "OPT",
-}
 
 
 def _check(name: str, value: object) -> object:
     return check_choice(name, value, option_values(CACHE_CONTROLS[name]))
-
-
-def cache_capacity(fraction: float, num_rows: int, policy: str = "lru", ways: int = 32) -> int:
-    """Slots of a cache holding ``fraction`` of ``num_rows`` rows (at least one); a set-associative
-    cache rounds to a whole number of sets of ``ways`` slots (at least one set)."""
-    rows = check_int("num_rows", num_rows, lo=1)
-    cap = max(1, min(rows, round(fraction * rows)))
-    if policy == "setassoc":
-        cap = max(ways, round(cap / ways) * ways)
-        while cap > rows:
-            cap -= ways
-    return cap
-
-
-@functools.lru_cache(maxsize=8)
-def _stream(num_rows: int, alpha: float, num_ids: int) -> tuple[np.ndarray, np.ndarray]:
-    """(profile, trace): one bounded Zipf stream (ranks scattered over rows), its first
-    :data:`~recnotebooks.cache.hot.PROFILE_SHARE` part (FAE's 5%) the profile sample a static hot set
-    is chosen from, the rest the trace every policy replays. Read-only and kept."""
-
-    n_profile = max(1, int(num_ids * PROFILE_SHARE))
-    stream = zipf_trace(num_rows, n_profile + num_ids, alpha=alpha, seed=0)
-    stream.flags.writeable = False
-    return stream[:n_profile], stream[n_profile:]
-
-
-def cache_trace(num_rows: int, alpha: float, num_ids: int = TRACE_IDS) -> np.ndarray:
-    """One table's id stream (``num_ids`` bounded Zipf ids over ``num_rows`` rows), read-only and kept."""
-    return _stream(num_rows, alpha, num_ids)[1]
-
-
-def cache_profile(num_rows: int, alpha: float, num_ids: int = TRACE_IDS) -> np.ndarray:
-    """The profile sample taken before :func:`cache_trace` (FAE's 5% as long), from the same law."""
-    return _stream(num_rows, alpha, num_ids)[0]
-
-
-def first_touches(trace: np.ndarray) -> float:
-    """Share of a trace's lookups that touch their row for the first time (compulsory misses)."""
-    return float(len(np.unique(trace))) / max(1, len(trace))
-
-
-def _simulate(
-    policy: str,
-    trace: np.ndarray,
-    capacity: int,
-    num_rows: int,
-    ways: int,
-    profile: np.ndarray,
-    batch_size: int = 1,
-) -> SimResult:
-
-    extra = {"ways": ways} if policy == "setassoc" else {"profile": profile} if policy == "static" else {}
-    return simulate(trace, policy, capacity, num_rows=num_rows, batch_size=batch_size, **extra)
-
-
-@functools.lru_cache(maxsize=32)
-def hit_rate_curves(
-    num_rows: int, alpha: float, ways: int = 32, num_ids: int = TRACE_IDS
-) -> tuple[dict, ...]:
-    """Hit rate against cache size per policy: tidy rows, ``source="simulated"``, kept per setting
-    (``cache_percent``: the size asked for; ``capacity``: the slots it gives, whole sets for set-assoc).
-    LRU (one pass of stack distances), OPT (Belady's rule) and the static hot set (one pass over
-    profile ranks) at every size of :data:`CURVE_FRACTIONS`; LFU and set-associative LRU with
-    ``ways`` (a replay per size) at :data:`FEW_FRACTIONS`."""
-
-    trace, profile = cache_trace(num_rows, alpha, num_ids), cache_profile(num_rows, alpha, num_ids)
-    rows: list[dict[str, object]] = []
-
-    def add(policy: str, fraction: float, capacity: int, miss: float) -> None:
-        rows.append(
-            {
-                "policy": POLICY_NAMES[policy],
-                "capacity": capacity,
-                "cache_fraction": capacity / num_rows,
-                "cache_percent": 100 * fraction,
-                "hit_rate": 1.0 - float(miss),
-                "miss_ratio": float(miss),
-                "source": "simulated",
-            }
-        )
-
-    every = {f: cache_capacity(f, num_rows) for f in CURVE_FRACTIONS}  # x: the size asked for, in % of rows
-    lru = lru_mrc(trace, num_rows=num_rows)
-    opt = opt_mrc(trace, sorted(set(every.values())), num_rows=num_rows)
-    for f, c in every.items():
-        add("lru", f, c, lru.at(c))
-    for f in FEW_FRACTIONS:
-        c = cache_capacity(f, num_rows)
-        add("lfu", f, c, _simulate("lfu", trace, c, num_rows, ways, profile).miss_ratio)
-    static = static_hit_curve(trace, profile, num_rows, list(every.values()))
-    for (f, c), h in zip(every.items(), static, strict=True):
-        add("static", f, c, 1.0 - h)
-    for f in FEW_FRACTIONS:
-        c = cache_capacity(f, num_rows, "setassoc", ways)
-        replay = CachePolicy("setassoc", num_rows, c, ways=ways).replay(trace)
-        add("setassoc", f, c, replay.misses / len(trace))
-    for f, c in every.items():
-        add("opt", f, c, opt.at(c))
-    return tuple(rows)
 
 
 def cache_model(num_rows: int) -> DLRMConfig:
@@ -220,52 +128,6 @@ def cache_model(num_rows: int) -> DLRMConfig:
     return architecture_config(
         num_tables=MODEL_TABLES, rows_per_table=num_rows, embedding_dim=MODEL_DIM, pooling=POOLING
     )
-
-
-_MEASURED: dict[tuple[object, ...], dict[str, float]] = {}
-MEASURED_ROWS_CAP = 100_000  #: the measured collection's table is capped at this many rows
-MEASURED_BATCH, MEASURED_POOLING, MEASURED_DIM = 512, POOLING, 32
-MEASURED_WARMUP = 4  #: untimed training steps first (kernels compiled, caches of this machine warm)
-
-
-def measure_cache_overhead(
-    num_rows: int,
-    alpha: float,
-    policy: str,
-    capacity_fraction: float,
-    ways: int = 32,
-    steps: int = 9,
-    num_ids: int = TRACE_IDS,
-) -> dict[str, Any]:
-    """:func:`recnotebooks.measure.cache_overhead.measure_overhead` on this explorer's trace
-    (:func:`cache_trace`; ``"static"``: hot rows from :func:`cache_profile`): a one-table cached
-    training step against the same step uncached, the median ms of each over ``steps`` steps after
-    :data:`MEASURED_WARMUP` untimed ones, and the hit rate training saw. **Measured** once per
-    setting, then reused (``reused`` is 1.0) unless it was not reliable (``reliability`` says why:
-    then it is measured again). Tables above :data:`MEASURED_ROWS_CAP` rows are
-    measured on a capped copy (ids folded into its rows)."""
-
-    key = (num_rows, alpha, policy, capacity_fraction, ways, steps, num_ids)
-    if key in _MEASURED and not _MEASURED[key].get("reliability"):  # an unreliable one is taken again
-        return {**_MEASURED[key], "reused": 1.0}
-    rows = min(check_int("num_rows", num_rows, lo=1), MEASURED_ROWS_CAP)
-    profile = cache_profile(num_rows, alpha, num_ids) % rows if policy == "static" else None
-    out = measure_overhead(
-        cache_trace(num_rows, alpha, num_ids) % rows,
-        rows,
-        cache_capacity(capacity_fraction, rows, policy, ways),
-        policy,
-        ways=ways,
-        profile=profile,
-        steps=steps,
-        warmup=MEASURED_WARMUP,
-        batch_size=MEASURED_BATCH,
-        pooling=MEASURED_POOLING,
-        dim=MEASURED_DIM,
-    ).to_dict()
-    out["reused"] = 0.0
-    _MEASURED[key] = out
-    return dict(out)
 
 
 def _traffic(
@@ -277,7 +139,7 @@ def _traffic(
     if policy == "opt":
         return [], "OPT cannot run as training steps: it needs every future id, which no training cache has."
     try:
-        steps = _simulate(policy, trace, cap, num_rows, ways, profile, batch_size=per_step)
+        steps = simulate_policy(policy, trace, cap, num_rows, ways, profile, batch_size=per_step)
     except ValueError as e:
         return [], f"As training steps of {per_step:,} lookups this cache is too small: {e}"
     n = max(1, math.ceil(len(trace) / per_step))
@@ -376,6 +238,28 @@ def _measured(
     )
 
 
+def _simulated(
+    policy: str, fraction: float, cap: int, num_rows: int, alpha: float, ways: int, num_ids: int
+) -> tuple[float, list[dict[str, object]], str]:
+    """This setting's simulated hit rate, the curves with its point ringed (added where its
+    policy's curve was not simulated at this size) and the note that says what was simulated."""
+    trace, profile = cache_trace(num_rows, alpha, num_ids), cache_profile(num_rows, alpha, num_ids)
+    curves = [dict(r) for r in hit_rate_curves(num_rows, alpha, ways, num_ids)]
+    hit = float(simulate_policy(policy, trace, cap, num_rows, ways, profile).hit_rate)
+    for r in curves:  # the current setting is a point of its policy's curve: ring it there
+        r["current"] = r["policy"] == POLICY_NAMES[policy] and r["capacity"] == cap
+    if not any(r["current"] for r in curves):  # a size that curve was not simulated at: add the point
+        curves.append({**curve_row(policy, fraction, cap, num_rows, hit), "current": True})
+    note = (
+        f"SIMULATED: {human(num_ids)} lookups of one table of {human(num_rows)} rows, Zipf({alpha}); "
+        f"{POLICY_NAMES[policy]} with {cap:,} slots ({percent(cap / num_rows)} of rows) serves "
+        f"{percent(hit)} of lookups (OPT with as many slots: "
+        f"{percent(opt_hit_rate(num_rows, alpha, cap, num_ids))}); "
+        f"{percent(first_touches(trace))} of lookups are first touches of a row, which no cache avoids."
+    )
+    return hit, curves, note
+
+
 def explore_cache(
     *,
     alpha: float = 1.05,
@@ -394,41 +278,19 @@ def explore_cache(
     hw = hardware(str(check_choice("hardware_name", hardware_name, GPUS)))
     num_ids = check_int("num_ids", num_ids, lo=1000)
     cap = cache_capacity(cache_fraction, num_rows, policy, ways)
-    trace, profile = cache_trace(num_rows, alpha, num_ids), cache_profile(num_rows, alpha, num_ids)
-    curves = [dict(r) for r in hit_rate_curves(num_rows, alpha, ways, num_ids)]
-    point = _simulate(policy, trace, cap, num_rows, ways, profile)
-    hit = float(point.hit_rate)
-    for r in curves:  # the current setting is a point of its policy's curve: ring it there
-        r["current"] = r["policy"] == POLICY_NAMES[policy] and r["capacity"] == cap
-    if not any(r["current"] for r in curves):  # a size that curve was not simulated at: add the point
-        curves.append(
-            {
-                "policy": POLICY_NAMES[policy],
-                "capacity": cap,
-                "cache_fraction": cap / num_rows,
-                "cache_percent": 100 * cache_fraction,
-                "hit_rate": hit,
-                "miss_ratio": 1 - hit,
-                "source": "simulated",
-                "current": True,
-            }
-        )
-    notes = [
-        f"SIMULATED: {human(num_ids)} lookups of one table of {human(num_rows)} rows, Zipf({alpha}); "
-        f"{POLICY_NAMES[policy]} with {cap:,} slots ({percent(cap / num_rows)} of rows) serves "
-        f"{percent(hit)} of lookups (OPT with as many slots: "
-        f"{percent(opt_hit_rate(num_rows, alpha, cap, num_ids))}); "
-        f"{percent(first_touches(trace))} of lookups are first touches of a row, which no cache avoids."
-    ]
+    hit, curves, note = _simulated(policy, cache_fraction, cap, num_rows, alpha, ways, num_ids)
     tables: dict[str, list[dict[str, object]]] = {"curves": curves}
-    traffic, note = _traffic(policy, trace, cap, num_rows, ways, profile)
-    notes.append(note)
+    trace, profile = cache_trace(num_rows, alpha, num_ids), cache_profile(num_rows, alpha, num_ids)
+    traffic, step_note = _traffic(policy, trace, cap, num_rows, ways, profile)
+    notes = [note, step_note]
     if traffic:
         tables["traffic"] = traffic
     cannot = (
         None
         if traffic
-        else ("OPT reads every future id" if policy == "opt" else "too few slots for a step's rows")
+        else "OPT reads every future id"
+        if policy == "opt"
+        else "too few slots for a step's rows"
     )
     tables["placements"], metrics, note = _modeled(num_rows, hw.name, hit, cannot)
     metrics.insert(0, ("hit rate: simulated", hit, percent(hit), "fraction"))
@@ -443,16 +305,6 @@ def explore_cache(
         for name, v, d, u in metrics
     ]
     return Result(tables=tables, notes=notes)
-
-
-@functools.lru_cache(maxsize=64)
-def opt_hit_rate(num_rows: int, alpha: float, capacity: int, num_ids: int = TRACE_IDS) -> float:
-    """Belady's OPT with exactly ``capacity`` slots on this explorer's trace (:func:`cache_trace`):
-    the most any policy with as many slots can serve. **Simulated**, kept per setting."""
-
-    trace = cache_trace(num_rows, alpha, num_ids)
-    capacity = check_int("capacity", capacity, lo=1)
-    return 1.0 - float(opt_mrc(trace, [capacity], num_rows=num_rows).at(capacity))
 
 
 def hit_rate_chart(
@@ -496,15 +348,7 @@ def _render(history: list[HistoryEntry]) -> object:
         detail=f"one {now.values['hardware']} GPU, {MODEL_TABLES} tables, batch {MODEL_BATCH}",
         width=min(560, room),
     )
-    bars = metric_bars(
-        history_rows(history, "metrics"),
-        highlight=now.label,
-        title="This setting and the last ones",
-        columns=3,
-        shared_scale="unit",
-        detail=None,
-        total_width=band_px(trail, titled=False) + room,
-    )
+    bars = trail_bars(history, room, title="This setting and the last ones", shared_scale="unit")
     return stack(lines, steps, bars)
 
 
@@ -512,14 +356,14 @@ def cache_explorer(
     *, measure: bool = True, num_ids: int = TRACE_IDS, history: int = 4, **values: object
 ) -> App:
     """The Cache Explorer app; ``values`` override the default settings (see :data:`CACHE_CONTROLS`)."""
-    controls = build_controls(CACHE_CONTROLS, values, "the Cache Explorer")
 
     def compute(hardware: str, **kw: object) -> Result:
         return explore_cache(hardware_name=hardware, measure=measure, num_ids=num_ids, **kw)  # type: ignore[arg-type]
 
-    return App(
+    return App.from_specs(
         "Cache Explorer",
-        controls,
+        CACHE_CONTROLS,
+        values,
         compute,
         _render,
         history=history,

@@ -12,7 +12,7 @@ expected pre-aggregated (at most :data:`MAX_CHART_ROWS` rows), so no chart hits 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -88,16 +88,7 @@ def time_breakdown(
         for r in data
         if r.get("reliable", True) is False
     }
-    for r in data:
-        r["ms"] = float(r[value]) * 1e3  # type: ignore[arg-type]
-        r["_order"] = order.index(str(r[phase])) if str(r[phase]) in order else len(order)
-        r["_now"] = highlight is None or r[by] == highlight
-        r["_opacity"] = (1.0 if r["_now"] else 0.4) * (0.35 if str(r[by]) in shaky else 1.0)
-        r[by] = str(r[by])
-        r["trust"] = f"NOT RELIABLE: {shaky[r[by]]}" if r[by] in shaky else "reliable"
-    total = {b: sum(float(r["ms"]) for r in data if r[by] == b) for b in bars}
-    for r in data:
-        r["step_ms"] = total[str(r[by])]
+    _phase_rows(data, by, value, phase, order, highlight, shaky)
     y_axis, step, _ = band_axis(bars, by.replace("_", " "))
     columns = 4 if width is None else max(1, min(4, check_int("width", width, lo=1) // legend_px(order)))
     size = {"height": alt.Step(step)} if width is None else {"height": alt.Step(step), "width": width}
@@ -107,7 +98,45 @@ def time_breakdown(
         title = alt.TitleParams(
             title.text, subtitle=[*title.subtitle, *wrap_subtitle(f"⚠ pale bars: NOT RELIABLE ({said})")]
         )
-    bars_chart = (
+    bars_chart = _phase_bars(by, phase, order, bars, y_axis, columns, bool(shaky))
+    if not shaky:
+        return with_data(bars_chart.properties(title=title, **size), data)
+    layers = [bars_chart, *_unreliable_marks(data, by, bars, shaky)]
+    return with_data(alt.layer(*layers).properties(title=title, **size), data)
+
+
+def _phase_rows(
+    data: list[dict[str, object]],
+    by: str,
+    value: str,
+    phase: str,
+    order: list[str],
+    highlight: object | None,
+    shaky: dict[str, str],
+) -> None:
+    """:func:`time_breakdown`'s rows made ready to draw, in place: milliseconds, each segment's
+    place in the stack, its opacity (faded off the highlight, pale when unreliable), the words
+    of its measurement's trust and its bar's whole step."""
+    for r in data:
+        r["ms"] = float(r[value]) * 1e3  # type: ignore[arg-type]
+        r["_order"] = order.index(str(r[phase])) if str(r[phase]) in order else len(order)
+        r["_now"] = highlight is None or r[by] == highlight
+        r["_opacity"] = (1.0 if r["_now"] else 0.4) * (0.35 if str(r[by]) in shaky else 1.0)
+        r[by] = str(r[by])
+        r["trust"] = f"NOT RELIABLE: {shaky[r[by]]}" if r[by] in shaky else "reliable"
+    total: dict[object, float] = {}
+    for r in data:
+        total[r[by]] = total.get(r[by], 0.0) + float(r["ms"])  # type: ignore[arg-type]
+    for r in data:
+        r["step_ms"] = total[str(r[by])]
+
+
+def _phase_bars(
+    by: str, phase: str, order: list[str], bars: list[str], y_axis: alt.Axis, columns: int, shaky: bool
+) -> alt.Chart:
+    """The stacked bars of :func:`time_breakdown`: one per ``by`` value, a segment per phase in
+    ``order``, the phase legend below in ``columns`` columns."""
+    return (
         alt.Chart()
         .mark_bar()
         .encode(
@@ -131,9 +160,13 @@ def time_breakdown(
             ],
         )
     )
-    if not shaky:
-        return with_data(bars_chart.properties(title=title, **size), data)
-    # one mark per unreliable bar: the warning written on it, and its fastest..slowest step
+
+
+def _unreliable_marks(
+    data: list[dict[str, object]], by: str, bars: list[str], shaky: dict[str, str]
+) -> list[alt.Chart]:
+    """One mark per unreliable bar of :func:`time_breakdown`: "⚠ NOT RELIABLE" written on it and,
+    when its rows say, a whisker from its fastest to its slowest step (``step_min``/``step_max``)."""
     first = [
         r for r in data if r[by] in shaky and r["_order"] == min(q["_order"] for q in data if q[by] == r[by])
     ]
@@ -152,24 +185,24 @@ def time_breakdown(
             tooltip=[tooltip(by, "N"), tooltip("trust", "N", title="measurement")],
         )
     )
-    layers = [bars_chart, warn]
-    if any("min_ms" in r for r in first):
-        layers.append(
-            alt.Chart()
-            .transform_filter("isValid(datum.min_ms)")
-            .mark_rule(color="#24292f", strokeWidth=1.5)
-            .encode(
-                x="min_ms:Q",
-                x2="max_ms:Q",
-                y=alt.Y(f"{by}:N", sort=bars),
-                tooltip=[
-                    tooltip(by, "N"),
-                    tooltip("min_ms", "Q", ".2f", "fastest step (ms)"),
-                    tooltip("max_ms", "Q", ".2f", "slowest step (ms)"),
-                ],
-            )
+    if not any("min_ms" in r for r in first):
+        return [warn]
+    whisker = (
+        alt.Chart()
+        .transform_filter("isValid(datum.min_ms)")
+        .mark_rule(color="#24292f", strokeWidth=1.5)
+        .encode(
+            x="min_ms:Q",
+            x2="max_ms:Q",
+            y=alt.Y(f"{by}:N", sort=bars),
+            tooltip=[
+                tooltip(by, "N"),
+                tooltip("min_ms", "Q", ".2f", "fastest step (ms)"),
+                tooltip("max_ms", "Q", ".2f", "slowest step (ms)"),
+            ],
         )
-    return with_data(alt.layer(*layers).properties(title=title, **size), data)
+    )
+    return [warn, whisker]
 
 
 def part_bars(
@@ -364,6 +397,31 @@ def metric_lines(
         r["_opacity"] = 1.0 if r["_hl"] else 0.35
     names = list(dict.fromkeys(str(r[color]) for r in data)) if color else []  # legend order: as given
     data.sort(key=lambda r: bool(r["_hl"]))  # the highlighted line last, drawn on top of faded ones
+    key, metric = _line_axes(data, x, y, x_log, y_log, x_title, y_title, x_format, y_format)
+    series = _series(color, names) if color else None
+    enc = encoding(data, key, metric, color=series, dash_sources=True)
+    layers = _line_layers(enc, y, y_format, any(r["_now"] and r["_hl"] for r in data))
+    if y_rule is not None:  # a dashed reference line (1.0 for a ratio)
+        layers.insert(0, alt.Chart().mark_rule(color="#555", strokeDash=[4, 3]).encode(y=alt.datum(y_rule)))
+    chart = alt.layer(*layers).properties(
+        title=chart_title(title or f"{y} vs {x}".replace("_", " "), data, source, detail)
+    )
+    return with_data(chart, data)
+
+
+def _line_axes(
+    data: list[dict[str, object]],
+    x: str,
+    y: str,
+    x_log: bool,
+    y_log: bool,
+    x_title: str | None,
+    y_title: str | None,
+    x_format: str,
+    y_format: str,
+) -> tuple[Field, Field]:
+    """:func:`metric_lines`' parameter (x) and metric (y) fields: titled in words, linear or log,
+    with at most 12 distinct x values the ticks on them (``x_format``)."""
     x_values = sorted({float(r[x]) for r in data})  # type: ignore[arg-type]
     few = len(x_values) <= 12  # (a tickCount below the number of values would hide some log labels)
     x_axis = (  # (flush labels would push the last one onto its neighbour, which then hides it)
@@ -383,27 +441,30 @@ def metric_lines(
         axis=alt.Axis(format=y_format),
         scale=alt.Scale(type="log" if y_log else "linear"),
     )
-    series = None
-    if color:
-        _, chars = label_lines(names)
-        legend = alt.Legend(labelExpr=ONE_CHANGE_PER_LINE, labelLimit=min(280, round(chars * CHAR_PX) + 8))
-        series = Field(color, "N", title=words(color), sort=names, legend=legend)
-    enc = encoding(data, key, metric, color=series, dash_sources=True)
+    return key, metric
+
+
+def _series(color: str, names: list[str]) -> Field:
+    """:func:`metric_lines`' colour: a line per value of ``color``, in the legend in ``names``' order,
+    a trail label one change per line."""
+    _, chars = label_lines(names)
+    legend = alt.Legend(labelExpr=ONE_CHANGE_PER_LINE, labelLimit=min(280, round(chars * CHAR_PX) + 8))
+    return Field(color, "N", title=words(color), sort=names, legend=legend)
+
+
+def _line_layers(enc: Encoding, y: str, y_format: str, ringed: bool) -> list[alt.Chart]:
+    """:func:`metric_lines`' lines and points and, when a point is ``ringed`` (the current one of
+    the highlighted line), its ring and its value written above it."""
     base = alt.Chart().encode(**enc.channels(opacity=OPACITY))
     now = base.transform_filter("datum._now && datum._hl")
     layers = [base.mark_line(), base.mark_point()]
-    if any(r["_now"] and r["_hl"] for r in data):  # an empty layer warns "Infinite extent" in Vega
+    if ringed:  # an empty layer warns "Infinite extent" in Vega
         # a text mark has no dash: Vega-Lite warns it drops the channel
         plain = {k: v for k, v in enc.channels(opacity=OPACITY).items() if k != "strokeDash"}
         text = alt.Chart().encode(**plain).transform_filter("datum._now && datum._hl")
         text = text.mark_text(dy=-16, fontWeight="bold").encode(text=alt.Text(f"{y}:Q", format=y_format))
         layers += [now.mark_point(size=260, filled=False, strokeWidth=3), text]
-    if y_rule is not None:  # a dashed reference line (1.0 for a ratio)
-        layers.insert(0, alt.Chart().mark_rule(color="#555", strokeDash=[4, 3]).encode(y=alt.datum(y_rule)))
-    chart = alt.layer(*layers).properties(
-        title=chart_title(title or f"{y} vs {x}".replace("_", " "), data, source, detail)
-    )
-    return with_data(chart, data)
+    return layers
 
 
 def _drop_hidden_lines(
@@ -450,6 +511,7 @@ def metric_bars(
     title: str = "Derived quantities",
     source: str | None = None,
     detail: str | None = None,
+    source_detail: Mapping[str, str] | None = None,
     columns: int = 1,
     width: int | None = None,
     total_width: int | None = None,
@@ -470,13 +532,45 @@ def metric_bars(
     ``shared_scale=True`` draws every panel on one x scale (comparable bar lengths across
     panels); a column name shares one scale between the panels whose rows hold the same value
     there (e.g. a unit). ``rule_at`` draws a dashed reference line at that value in every panel
-    (1.0 for a ratio)."""
+    (1.0 for a ratio). ``source_detail`` gives each source of rows that mix them its own detail
+    on its subtitle line (:func:`~recnotebooks.viz.tidy.chart_title`)."""
     group_col = shared_scale if isinstance(shared_scale, str) else None
     fields = [metric, by] + ([text] if text else []) + ([group_col] if group_col else [])
     data = check_rows(rows, "metric_bars", numeric=[value], fields=fields)
     columns = check_int("columns", columns, lo=1)
     bars = list(dict.fromkeys(str(r[by]) for r in data))
     y_axis, step, label_px = band_axis(bars, None)
+    columns, width, room = _panel_layout(data, metric, text, columns, width, total_width, label_px)
+    _bar_rows(data, metric, value, by, highlight, shared_scale, room, rule_at)
+    layers = _bar_layers(data, metric, value, Field(by, "N", title=None, axis=y_axis, sort=bars), text,
+                         value_title, shared_scale, rule_at)  # fmt: skip
+    # built in two constructors: each chained .properties/.facet/.resolve_scale deep-copies the layers
+    header = alt.Header(labelExpr="split(datum.label, ': ')", labelLimit=width)
+    panels = list(dict.fromkeys(str(r[metric]) for r in data))
+    facets = alt.FacetChart(
+        spec=alt.LayerChart(layer=layers, width=width, height=alt.Step(step)),
+        facet=alt.Facet(f"{metric}:N", title=None, sort=panels, header=header),
+        columns=columns,
+        data=alt.Data(values=[]),
+        resolve=alt.Resolve(scale=alt.ScaleResolveMap(x="independent")),
+        title=chart_title(title, data, source, detail, source_detail),
+    )
+    return with_data(facets, data)
+
+
+def _panel_layout(
+    data: list[dict[str, object]],
+    metric: str,
+    text: str | None,
+    columns: int,
+    width: int | None,
+    total_width: int | None,
+    label_px: int,
+) -> tuple[int, int, float]:
+    """:func:`metric_bars`' panels: how many per row, how wide, and how far past its longest bar
+    a panel's scale reaches (room for the bar's value, ``text``). Unless ``width`` is given, the
+    panels share ``total_width`` px beside the bar labels (``label_px``), at most ``columns`` per
+    row, fewer when a panel would be too narrow for its header, a bar and its value."""
     text_px = max((len(str(r[text])) for r in data), default=0) * 6.2 + 8 if text else 0
     if width is None:
         total = LAYOUT_WIDTH if total_width is None else check_int("total_width", total_width, lo=1)
@@ -485,7 +579,23 @@ def metric_bars(
         while columns > 1 and _panel_width(total, label_px, columns) < need:
             columns -= 1  # reflow: fewer panels per row, never narrower text
         width = _panel_width(total, label_px, columns)
-    room = width / max(width - text_px, width / 3)  # the scale reaches past the longest bar by this factor
+    return columns, width, width / max(width - text_px, width / 3)
+
+
+def _bar_rows(
+    data: list[dict[str, object]],
+    metric: str,
+    value: str,
+    by: str,
+    highlight: object | None,
+    shared_scale: bool | str,
+    room: float,
+    rule_at: float | None,
+) -> None:
+    """:func:`metric_bars`' rows made ready to draw, in place: faded off the highlight, and
+    ``_reach``, where a panel's scale ends (``room`` times its longest bar, or the rule's value):
+    one end per panel, or per value of the ``shared_scale`` column, or (``True``) one for all."""
+    group_col = shared_scale if isinstance(shared_scale, str) else None
 
     def scale_of(r: dict[str, object]) -> str:  # panels with the same key share one x scale
         return "all" if shared_scale is True else str(r[group_col]) if group_col else str(r[metric])
@@ -498,6 +608,20 @@ def metric_bars(
         r["_now"] = highlight is None or r[by] == highlight
         r["_opacity"] = 1.0 if r["_now"] else 0.4
         r["_reach"] = top[scale_of(r)] * room
+
+
+def _bar_layers(
+    data: list[dict[str, object]],
+    metric: str,
+    value: str,
+    bar: Field,
+    text: str | None,
+    value_title: str | None,
+    shared_scale: bool | str,
+    rule_at: float | None,
+) -> list[alt.Chart]:
+    """A :func:`metric_bars` panel's layers: the bars, their values written at their ends (``text``),
+    an invisible point at the panel's reach (its scale's end) and the dashed rule at ``rule_at``."""
     axis = alt.Axis(format="~s", tickCount=3, title=value_title)
     if text:
         axis = (
@@ -507,7 +631,6 @@ def metric_bars(
         )
     tip = tooltip(text, "N") if text else tooltip(value, "Q")
     amount = Field(value, title=value_title, axis=axis, tip=tip)
-    bar = Field(by, "N", title=None, axis=y_axis, sort=bars)
     base = alt.Chart().encode(**encoding(data, bar, amount, horizontal=True, labels=[metric]).channels())
     layers = [base.mark_bar(color="#4c78a8").encode(opacity=OPACITY)]
     if text:
@@ -517,21 +640,7 @@ def metric_bars(
     if rule_at is not None:
         rule = alt.Chart().mark_rule(color="#555", strokeDash=[4, 3])
         layers.append(rule.encode(x=alt.datum(rule_at, type="quantitative")))
-    # built in two constructors: each chained .properties/.facet/.resolve_scale deep-copies the layers
-    facets = alt.FacetChart(
-        spec=alt.LayerChart(layer=layers, width=width, height=alt.Step(step)),
-        facet=alt.Facet(
-            f"{metric}:N",
-            title=None,
-            sort=list(dict.fromkeys(str(r[metric]) for r in data)),
-            header=alt.Header(labelExpr="split(datum.label, ': ')", labelLimit=width),
-        ),
-        columns=columns,
-        data=alt.Data(values=[]),
-        resolve=alt.Resolve(scale=alt.ScaleResolveMap(x="independent")),
-        title=chart_title(title, data, source, detail),
-    )
-    return with_data(facets, data)
+    return layers
 
 
 #: A metric_bars panel is never laid out narrower than this (px), unless asked with ``width``.

@@ -118,24 +118,17 @@ def _widget(spec: Mapping[str, object], value: object) -> W.ValueWidget:
             layout=layout,
             style={**style, "button_width": "auto"},
         )
+    # a slider: its value read when the handle is let go (every step of a drag would recompute)
+    slider = {
+        "value": value,
+        "description": label,
+        "continuous_update": False,
+        "style": style,
+        "layout": layout,
+    }
     if "options" in spec:
-        return W.SelectionSlider(
-            options=spec["options"],
-            value=value,
-            description=label,
-            continuous_update=False,
-            style=style,
-            layout=layout,
-        )
-    return W.IntSlider(
-        min=spec["min"],
-        max=spec["max"],
-        value=value,
-        description=label,
-        continuous_update=False,
-        style=style,
-        layout=layout,
-    )
+        return W.SelectionSlider(options=spec["options"], **slider)
+    return W.IntSlider(min=spec["min"], max=spec["max"], **slider)
 
 
 def build_controls(

@@ -10,16 +10,15 @@ FLOP/s efficiency, busy fraction, device-memory bandwidth use, samples per joule
 
 from __future__ import annotations
 
-from recnotebooks.config import architecture_config
-from recnotebooks.measure import DoesNotFitError
-from recnotebooks.perf.cost import COMPONENTS, estimate
+from recnotebooks.config import DLRMConfig, architecture_config
+from recnotebooks.measure.step import DoesNotFitError, measure_here
+from recnotebooks.perf.cost import COMPONENTS, CostResult, estimate
 from recnotebooks.perf.hardware import hardware, hardware_names
 from recnotebooks.perf.servers import device_words, placements_for
 from recnotebooks.timing import PHASES
-from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS, measure_here
-from recnotebooks.viz.charts import metric_bars, time_breakdown
-from recnotebooks.viz.controls import build_controls, human, percent
+from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows, trail_bars, trail_steps
+from recnotebooks.viz.architecture import ARCHITECTURE_CONTROLS
+from recnotebooks.viz.controls import human, percent
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["EFFICIENCY_CONTROLS", "explore_efficiency", "efficiency_explorer"]
@@ -77,25 +76,8 @@ def explore_efficiency(
     r = estimate(
         cfg, hw, batch_size=batch_size, gpus=min(gpus, hw.devices), placement=placement, cache_hit_rate=hit
     )
+    tables = _modeled_tables(r, hw.name, words["memory"])
     b = r.breakdown()
-    modeled = [
-        {"phase": c, "seconds_per_step": b[c], "source": "modeled", "hardware": hw.name}
-        for c in COMPONENTS
-        if b[c] > 0
-    ]
-    metrics = [
-        ("throughput (samples/s)", r.throughput, human(r.throughput)),
-        ("FLOP/s efficiency", r.flops_efficiency, percent(r.flops_efficiency)),
-        ("busy fraction", r.busy_fraction, percent(r.busy_fraction)),
-        ("memory bandwidth used", r.hbm_utilisation, f"{percent(r.hbm_utilisation)} of {words['memory']}"),
-        ("samples per joule", 1e6 / r.joules_per_million_samples, human(1e6 / r.joules_per_million_samples)),
-    ]
-    tables: dict[str, list[dict[str, object]]] = {
-        "modeled": modeled,
-        "metrics": [
-            {"metric": m, "value": float(v), "display": d, "source": "modeled"} for m, v, d in metrics
-        ],
-    }
     bound = max(b, key=b.get)
     what = words["devices"] if r.world_size > 1 else words["device"]
     notes = [
@@ -110,62 +92,69 @@ def explore_efficiency(
     if not r.fits:
         notes.append("DOES NOT FIT: " + "; ".join(r.memory.reasons))
     if measure:
-        local = max(1, batch_size // r.world_size)
-        batch_here = min(local, MEASURED_BATCH)  # a side panel: a smaller copy keeps updates quick
-        try:
-            m, cap = measure_here(cfg, batch_here, time_budget_s, max_step_s=0.25)
-        except DoesNotFitError as e:
-            notes.append(f"Not measured here: {e}.")
-            return Result(tables=tables, notes=notes)
-        tables["measured"] = m.table()
-        here = estimate(cfg.with_max_rows(cap), "this_machine", batch_size=batch_here)
-        tables["here"] = [
-            {"phase": c, "seconds_per_step": v, "source": "modeled"}
-            for c, v in here.breakdown().items()
-            if v > 0
-        ]
-        smaller = "" if batch_here == local else f" of {local:,} per device: a smaller copy, quick to measure"
-        notes.append(
-            f"MEASURED here ({m.device}, batch {batch_here:,}{smaller}, tables capped at {cap:,} rows): "
-            f"{m.seconds_per_step * 1e3:.1f} ms per step; the model predicts "
-            f"{here.step_time * 1e3:.1f} ms for this machine ({m.describe()})."
-        )
+        notes.append(_measured_here(tables, cfg, max(1, batch_size // r.world_size), time_budget_s))
     return Result(tables=tables, notes=notes)
 
 
+def _modeled_tables(r: CostResult, hw: str, memory: str) -> dict[str, list[dict[str, object]]]:
+    """The modeled step by component (``modeled``) and its bar metrics (``metrics``); ``memory``:
+    the device memory's name in words."""
+    b = r.breakdown()
+    modeled = [
+        {"phase": c, "seconds_per_step": b[c], "source": "modeled", "hardware": hw}
+        for c in COMPONENTS
+        if b[c] > 0
+    ]
+    metrics = [
+        ("throughput (samples/s)", r.throughput, human(r.throughput)),
+        ("FLOP/s efficiency", r.flops_efficiency, percent(r.flops_efficiency)),
+        ("busy fraction", r.busy_fraction, percent(r.busy_fraction)),
+        ("memory bandwidth used", r.hbm_utilisation, f"{percent(r.hbm_utilisation)} of {memory}"),
+        ("samples per joule", 1e6 / r.joules_per_million_samples, human(1e6 / r.joules_per_million_samples)),
+    ]
+    return {
+        "modeled": modeled,
+        "metrics": [
+            {"metric": m, "value": float(v), "display": d, "source": "modeled"} for m, v, d in metrics
+        ],
+    }
+
+
+def _measured_here(
+    tables: dict[str, list[dict[str, object]]], cfg: DLRMConfig, local: int, time_budget_s: float
+) -> str:
+    """A step of ``cfg``'s row-capped copy measured here at the per-device batch ``local`` (at most
+    :data:`MEASURED_BATCH`) beside the model's step for this machine: adds the ``measured`` and
+    ``here`` tables; the note (or why it was not measured)."""
+    batch_here = min(local, MEASURED_BATCH)  # a side panel: a smaller copy keeps updates quick
+    try:
+        m, cap = measure_here(cfg, batch_here, time_budget_s, max_step_s=0.25)
+    except DoesNotFitError as e:
+        return f"Not measured here: {e}."
+    tables["measured"] = m.table()
+    here = estimate(cfg.with_max_rows(cap), "this_machine", batch_size=batch_here)
+    tables["here"] = [
+        {"phase": c, "seconds_per_step": v, "source": "modeled"} for c, v in here.breakdown().items() if v > 0
+    ]
+    smaller = "" if batch_here == local else f" of {local:,} per device: a smaller copy, quick to measure"
+    return (
+        f"MEASURED here ({m.device}, batch {batch_here:,}{smaller}, tables capped at {cap:,} rows): "
+        f"{m.seconds_per_step * 1e3:.1f} ms per step; the model predicts "
+        f"{here.step_time * 1e3:.1f} ms for this machine ({m.describe()})."
+    )
+
+
 def _render(history: list[HistoryEntry], measure: bool) -> object:
-    now, trail = history[0].label, [e.label for e in history]
     hw = history[0].values["hardware"]
-    room = stack_room(band_px(trail))  # the charts line up their plots beside the trail's labels
-    modeled = time_breakdown(
-        history_rows(history, "modeled"),
-        highlight=now,
-        phases=list(COMPONENTS),
-        title="Step time by component",
-        source="modeled",
-        detail=f"{hw}, slowest rank",
-        width=min(460, room),
-    )
-    bars = metric_bars(
-        history_rows(history, "metrics"),
-        highlight=now,
-        title="Efficiency",
-        source="modeled",
-        columns=3,
-        total_width=band_px(trail, titled=False) + room,
-    )
-    rows = history_rows(history, "measured")
-    if not measure or not rows:
+    room = stack_room(band_px([e.label for e in history]))  # the charts line up their plots beside the trail
+    width = min(460, room)
+    modeled = trail_steps(history, "modeled", phases=COMPONENTS, title="Step time by component",
+                          source="modeled", detail=f"{hw}, slowest rank", width=width)  # fmt: skip
+    bars = trail_bars(history, room, title="Efficiency", source="modeled")
+    if not measure or not history_rows(history, "measured"):
         return stack(modeled, bars)
-    measured = time_breakdown(
-        rows,
-        highlight=now,
-        phases=list(PHASES),
-        title="Training step here",
-        source="measured",
-        detail="row-capped copy",
-        width=min(460, room),
-    )
+    measured = trail_steps(history, "measured", phases=PHASES, title="Training step here",
+                           source="measured", detail="row-capped copy", width=width)  # fmt: skip
     return stack(modeled, measured, bars)
 
 
@@ -173,14 +162,14 @@ def efficiency_explorer(
     *, measure: bool = True, time_budget_s: float = 0.2, history: int = 4, **values: object
 ) -> App:
     """The Efficiency Explorer app; ``values`` override the default settings."""
-    controls = build_controls(EFFICIENCY_CONTROLS, values, "the Efficiency Explorer")
 
     def compute(hardware: str, **kw: object) -> Result:
         return explore_efficiency(hardware_name=hardware, measure=measure, time_budget_s=time_budget_s, **kw)
 
-    return App(
+    return App.from_specs(
         "Efficiency Explorer",
-        controls,
+        EFFICIENCY_CONTROLS,
+        values,
         compute,
         lambda h: _render(h, measure),
         history=history,

@@ -454,7 +454,7 @@ def _render(history: list[HistoryEntry]) -> alt.VConcatChart:
     charts = [
         _step_chart(now, room),
         _placement_chart(now["placement"], history[0].values["placement"], room),
-        trail_bars(history, "totals", room, title="The whole job",
+        trail_bars(history, room, table="totals", title="The whole job", source="modeled",
                    detail="one bar per setting in the trail, the current one solid"),
     ]  # fmt: skip
     if now["levers"]:

@@ -56,15 +56,7 @@ def ratio_bars(
     for r in data:
         r[by], r["_ref"] = str(r[by]), float(reference)
         r["_text"] = f"{float(r[value]):.2f}x"  # type: ignore[arg-type]
-    values = [float(r[value]) for r in data]  # type: ignore[arg-type]
-    # room on both sides for a value's label beside its point (a label right of the lowest point's
-    # stem, left of the highest's): a factor of 1.6 is about 40 px at this width and range
-    domain = [min(lo, *values) / 1.6, max(hi, *values) * 1.6]
-    scale = alt.Scale(type="log", domain=domain, nice=False)
-    # the band's ends and the reference, plus doublings and halvings of it, so a bar far out can be read
-    steps = {reference * 2.0**k for k in range(-10, 11) if domain[0] <= reference * 2.0**k <= domain[1]}
-    ticks = sorted({lo, reference, hi} | steps)
-    x = alt.X(f"{value}:Q", scale=scale, title=value_title, axis=alt.Axis(format="~g", values=ticks))
+    scale, x = _ratio_axis([float(r[value]) for r in data], band, reference, value, value_title)  # type: ignore[arg-type]
     y_axis, step, _ = band_axis(names, None)
     tips = [
         tooltip(by, "N"),
@@ -72,16 +64,8 @@ def ratio_bars(
         *([tooltip("note", "N")] if "note" in data[0] else []),
     ]
     base = alt.Chart().encode(y=alt.Y(f"{by}:N", sort=names, axis=y_axis if labels else None), tooltip=tips)
-    shade = alt.Chart(
-        alt.Data(values=[{"lo": lo, "hi": hi, "what": f"within {hi / reference:g}x of {reference:g}"}])
-    )
     layers = [
-        shade.mark_rect(color="#54a24b", opacity=0.12).encode(
-            x=alt.X("lo:Q", scale=scale), x2="hi:Q", tooltip=[tooltip("what", "N", title="band")]
-        ),
-        shade.mark_rule(color="#333", strokeDash=[4, 3])
-        .encode(x=alt.X("ref:Q", scale=scale), tooltip=[tooltip("ref", "Q", title="agreement")])
-        .transform_calculate(ref=str(float(reference))),
+        *_agreement(band, reference, scale),
         with_data(base.mark_rule(color="#4c78a8", strokeWidth=2).encode(x=x, x2="_ref:Q"), data),
         with_data(base.mark_point(color="#4c78a8", size=70).encode(x=x), data),
     ]
@@ -91,6 +75,41 @@ def ratio_bars(
     return alt.layer(*layers).properties(
         title=chart_title(title, data, source, detail), width=width, height=alt.Step(step)
     )
+
+
+def _ratio_axis(
+    values: list[float], band: tuple[float, float], reference: float, value: str, value_title: str
+) -> tuple[alt.Scale, alt.X]:
+    """:func:`ratio_bars`' log scale (the band and every value, with room for a value's label)
+    and its x channel, ticked at the band's ends, the reference and its doublings and halvings."""
+    lo, hi = band
+    # room on both sides for a value's label beside its point (a label right of the lowest point's
+    # stem, left of the highest's): a factor of 1.6 is about 40 px at this width and range
+    domain = [min(lo, *values) / 1.6, max(hi, *values) * 1.6]
+    scale = alt.Scale(type="log", domain=domain, nice=False)
+    # the band's ends and the reference, plus doublings and halvings of it, so a bar far out can be read
+    steps = {reference * 2.0**k for k in range(-10, 11) if domain[0] <= reference * 2.0**k <= domain[1]}
+    ticks = sorted({lo, reference, hi} | steps)
+    return scale, alt.X(
+        f"{value}:Q", scale=scale, title=value_title, axis=alt.Axis(format="~g", values=ticks)
+    )
+
+
+def _agreement(band: tuple[float, float], reference: float, scale: alt.Scale) -> list[alt.Chart]:
+    """:func:`ratio_bars`' background: the ``band`` of close enough shaded, and a dashed rule at
+    ``reference`` (agreement)."""
+    lo, hi = band
+    shade = alt.Chart(
+        alt.Data(values=[{"lo": lo, "hi": hi, "what": f"within {hi / reference:g}x of {reference:g}"}])
+    )
+    return [
+        shade.mark_rect(color="#54a24b", opacity=0.12).encode(
+            x=alt.X("lo:Q", scale=scale), x2="hi:Q", tooltip=[tooltip("what", "N", title="band")]
+        ),
+        shade.mark_rule(color="#333", strokeDash=[4, 3])
+        .encode(x=alt.X("ref:Q", scale=scale), tooltip=[tooltip("ref", "Q", title="agreement")])
+        .transform_calculate(ref=str(float(reference))),
+    ]
 
 
 #: The two kinds of number :func:`published_vs_modeled` draws, and their marks' colours.
@@ -209,9 +228,39 @@ def roofline(
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
             raise ValueError(f"roofline: {name} must be a finite number > 0, got {v!r}")
     data = check_rows(points, "roofline", positive=[intensity, achieved], fields=[label])
+    pts = alt.Chart().encode(
+        x=_log_intensity(intensity),
+        y=_log_flops(achieved),
+        color=alt.Color(f"{label}:N", title=label),
+        tooltip=[
+            tooltip(label, "N"),
+            tooltip(intensity, "Q", ".3~g"),
+            tooltip(achieved, "Q", ".3~s"),
+            *([tooltip("source", "N")] if "source" in data[0] else []),
+        ],
+    )
+    shape = {"shape": alt.Shape("source:N", title="source")} if len(row_sources(data, "measured")) > 1 else {}
+    roof = _roof([float(r[intensity]) for r in data], peak_flops, peak_bandwidth)  # type: ignore[arg-type]
+    return alt.layer(roof, with_data(pts.mark_point(size=90).encode(**shape), data)).properties(
+        title=chart_title(title, data, source, detail)
+    )
+
+
+def _log_intensity(field: str) -> alt.X:
+    """A roofline's x: arithmetic intensity, log."""
+    return alt.X(f"{field}:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP per byte)")
+
+
+def _log_flops(field: str) -> alt.Y:
+    """A roofline's y: FLOP/s, log."""
+    return alt.Y(f"{field}:Q", scale=alt.Scale(type="log"), title="FLOP/s", axis=alt.Axis(format="~s"))
+
+
+def _roof(intensities: list[float], peak_flops: float, peak_bandwidth: float) -> alt.Chart:
+    """The roofline itself, dashed: ``min(peak_flops, peak_bandwidth x intensity)`` on 48 log-spaced
+    intensities from a quarter of the lowest point (or the ridge) to four times the highest."""
     ridge = peak_flops / peak_bandwidth
-    lo = min(min(float(r[intensity]) for r in data), ridge) / 4  # type: ignore[arg-type]
-    hi = max(max(float(r[intensity]) for r in data), ridge) * 4  # type: ignore[arg-type]
+    lo, hi = min(min(intensities), ridge) / 4, max(max(intensities), ridge) * 4
     n = 48
     grid = [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)]
     ceiling = [
@@ -222,38 +271,16 @@ def roofline(
         }
         for a in grid
     ]
-
-    def x(f: str) -> alt.X:
-        return alt.X(f"{f}:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP per byte)")
-
-    def y(f: str) -> alt.Y:
-        return alt.Y(f"{f}:Q", scale=alt.Scale(type="log"), title="FLOP/s", axis=alt.Axis(format="~s"))
-
-    roof = (
+    return (
         alt.Chart(alt.Data(values=ceiling))
         .mark_line(color="#888", strokeDash=[6, 3])
         .encode(
-            x=x("ai"),
-            y=y("ceiling"),
+            x=_log_intensity("ai"),
+            y=_log_flops("ceiling"),
             tooltip=[
                 tooltip("ai", "Q", ".3~g", "intensity"),
                 tooltip("ceiling", "Q", ".3~s", "attainable FLOP/s"),
                 tooltip("bound", "N"),
             ],
         )
-    )
-    pts = alt.Chart().encode(
-        x=x(intensity),
-        y=y(achieved),
-        color=alt.Color(f"{label}:N", title=label),
-        tooltip=[
-            tooltip(label, "N"),
-            tooltip(intensity, "Q", ".3~g"),
-            tooltip(achieved, "Q", ".3~s"),
-            *([tooltip("source", "N")] if "source" in data[0] else []),
-        ],
-    )
-    shape = {"shape": alt.Shape("source:N", title="source")} if len(row_sources(data, "measured")) > 1 else {}
-    return alt.layer(roof, with_data(pts.mark_point(size=90).encode(**shape), data)).properties(
-        title=chart_title(title, data, source, detail)
     )

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.perf.servers import SERVERS, compare_servers
-from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
-from recnotebooks.viz.charts import metric_bars, time_breakdown
-from recnotebooks.viz.controls import build_controls, human, option_values
+from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows, trail_bars
+from recnotebooks.viz.charts import time_breakdown
+from recnotebooks.viz.controls import human, option_values
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = [
@@ -116,7 +116,7 @@ def explore_servers(
 
 
 def _render(history: list[HistoryEntry]) -> object:
-    now, trail = history[0].label, [e.label for e in history]
+    trail = [e.label for e in history]
     breakdown = history[0].result.tables["breakdown"]
     servers = list(dict.fromkeys(str(r["server"]) for r in breakdown))  # "zion (hbm+cache+remote)"
     room = stack_room(band_px(servers), band_px(trail, titled=False))  # plots line up at the wider band
@@ -134,27 +134,27 @@ def _render(history: list[HistoryEntry]) -> object:
         for table, unit in (("throughput", "samples per second"), ("per_joule", "samples per joule"))
         for r in history_rows(history, table)
     ]
-    bars = metric_bars(
-        rows,
-        highlight=now,
+    bars = trail_bars(
+        history,
+        room,
+        rows=rows,
         title="Samples per second and per joule, one node",
         source="modeled",
         columns=len(SERVERS),  # a row per quantity where it fits; fewer per row on a laptop
         detail="one bar per setting, the current one solid; one scale per quantity; "
         "power of the node and its parameter servers",
         shared_scale="unit",
-        total_width=band_px(trail, titled=False) + room,
     )
     return stack(steps, bars)
 
 
 def server_explorer(*, history: int = 4, **values: object) -> App:
     """The Server Design Explorer app; ``values`` override the default settings."""
-    controls = build_controls(SERVER_CONTROLS, values, "the Server Design Explorer")
-    return App(
+    return App.from_specs(
         "Server Design Explorer",
-        controls,
-        lambda **kw: explore_servers(**kw),
+        SERVER_CONTROLS,
+        values,
+        explore_servers,
         _render,
         history=history,
         description="MODELED from hardware presets: one node of each server, fastest placement that fits",

@@ -48,7 +48,6 @@ from recnotebooks.plan import NAMED_PLANS, Plan, TableShard, named_plan
 from recnotebooks.viz.app import App, HistoryEntry, Result, trail_bars
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import build_controls, human, option_values
-from recnotebooks.viz.theme import source_label
 from recnotebooks.viz.tidy import band_px, stack, stack_room
 
 __all__ = ["CACHES", "PLANS", "SHARDING_CONTROLS", "STEPS", "explore_sharding", "measure_sharding",
@@ -561,7 +560,7 @@ def _render(history: list[HistoryEntry]) -> alt.VConcatChart:
     )
     detail = "here: this machine shared by the ranks; GPUs: as many of the chosen server"
     trail_chart = trail_bars(
-        history, "summary", room, title="This setting and the last ones",
+        history, room, table="summary", title="This setting and the last ones", source="modeled",
         detail="one bar per setting, the current one solid",
     )  # fmt: skip
     steps = time_breakdown(now["modeled"], by="where", phases=list(COMPONENTS), source="modeled",
@@ -569,15 +568,11 @@ def _render(history: list[HistoryEntry]) -> alt.VConcatChart:
                            width=min(480, room))  # fmt: skip
     charts: list[alt.TopLevelMixin] = [trail_chart, steps]
     if rows:
-        sent = _labelled_bars(rows, room, columns=2, source="modeled", detail="perf.traffic",
-                              title="Bytes each rank sends, modeled and measured")  # fmt: skip
-        if now["measured"]:  # one subtitle line per source, each with its own detail (once, not twice)
-            lines = [
-                source_label("measured", "the ranks' comm logs"),
-                source_label("modeled", "perf.traffic"),
-            ]
-            sent.title = alt.TitleParams(sent.title.text, subtitle=lines)
-        charts.append(sent)
+        senders = list(dict.fromkeys(str(r["setting"]) for r in rows))
+        both = {"measured": "the ranks' comm logs", "modeled": "perf.traffic"}  # one subtitle line each
+        width = band_px(senders, titled=False) + room
+        charts.append(metric_bars(rows, columns=2, title="Bytes each rank sends, modeled and measured",
+                                  source_detail=both, total_width=width))  # fmt: skip
     if cache_bars:
         stats = "the ranks' cache statistics over every step of the run"
         charts.append(_labelled_bars(cache_bars, room, columns=3, source="measured",

@@ -139,15 +139,21 @@ def wrap_subtitle(line: str) -> list[str]:
 
 
 def chart_title(
-    title: str, rows: list[dict[str, object]], source: str | None, detail: str | None
+    title: str,
+    rows: list[dict[str, object]],
+    source: str | None,
+    detail: str | None,
+    source_detail: Mapping[str, str] | None = None,
 ) -> alt.TitleParams:
     """``title`` with one subtitle line per source: MEASURED, MODELED... (``detail`` appended to a
     single source's line; after several sources' lines, once, on a line of its own); a long line is
-    broken so that it fits a laptop's notebook (:func:`wrap_subtitle`)."""
+    broken so that it fits a laptop's notebook (:func:`wrap_subtitle`). ``source_detail`` gives a
+    source its own detail, on its own line ("MEASURED on this machine · the ranks' logs")."""
     srcs = [source] if source else row_sources(rows, "measured")
+    own = dict(source_detail or {})
     if len(srcs) == 1:
-        return alt.TitleParams(title, subtitle=wrap_subtitle(source_label(srcs[0], detail)))
-    lines = [part for s in srcs for part in wrap_subtitle(source_label(s))]
+        return alt.TitleParams(title, subtitle=wrap_subtitle(source_label(srcs[0], own.get(srcs[0], detail))))
+    lines = [part for s in srcs for part in wrap_subtitle(source_label(s, own.get(s)))]
     return alt.TitleParams(title, subtitle=lines + (wrap_subtitle(detail) if detail else []))
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from recnotebooks.viz.app import App, HistoryEntry, Result, history_rows
 from recnotebooks.viz.charts import metric_lines
-from recnotebooks.viz.controls import build_controls
 
 __all__ = ["POOLINGS", "TRAFFIC_CONTROLS", "lookup_traffic", "lookup_traffic_app"]
 
@@ -77,16 +76,13 @@ def lookup_traffic_app(
     *, pooling: int = 1, batch_size: int = 2048, embedding_dim: int = 64, history: int = 4
 ) -> App:
     """Sliders for pooling, batch size and embedding dim → traffic per step, with a trail."""
-    controls = build_controls(
+    return App.from_specs(
+        "Embedding traffic",
         TRAFFIC_CONTROLS,
         {"pooling": pooling, "batch_size": batch_size, "embedding_dim": embedding_dim},
-        "the embedding traffic app",
-    )
-    return App(
-        "Embedding traffic",
-        controls,
-        lambda **kw: lookup_traffic(**kw),
+        lookup_traffic,
         _render,
         history=history,
         description="bytes computed from the sizes (no timing): 26 tables, fp32 rows, int64 indices",
+        what="the embedding traffic app",
     )
