@@ -458,10 +458,11 @@ def behind_cache(
     shards already in placement ``"cache"``) in placement ``"cache"``, with a typed-in
     ``hit_rate``, or device slots the model computes the hit rate of: ``rows`` (one number for
     every table, capped at its table's rows, or one per table name) or a ``fraction`` of each
-    shard's rows (``max(1, round(fraction * rows))``; a shard's rows are its ``row_fraction`` of
-    its table's), run by ``policy`` (``ways`` per set for ``"setassoc"``; ``None``: each shard
-    keeps its own). Shards of other tables are unchanged. The largest table of ``tiny`` split
-    over two ranks, each half behind an LRU cache of 5% of its rows::
+    shard's rows (``max(1, round(fraction * rows))``, its rows as the plan's geometry gives them,
+    exactly as the sharded engine holds them), run by ``policy`` (``ways`` per set for
+    ``"setassoc"``; ``None``: each shard keeps its own). Shards of other tables are unchanged.
+    The largest table of ``tiny`` split over two ranks, each half behind an LRU cache of 5% of
+    its rows::
 
         >>> from recnotebooks.config import preset
         >>> config = preset("tiny")  # C8: 50,000 rows
@@ -479,14 +480,10 @@ def behind_cache(
     slots = _cache_rows_per_table(config, rows)
     if fraction is not None:
         fraction = check_fraction("fraction", fraction, lo_open=True)
-    table_rows = {t.name: t.num_rows for t in config.tables}
+    geometry = plan.geometry(config) if fraction is not None else None
 
-    def cached(s: TableShard) -> TableShard:
-        own = (
-            slots[s.table]
-            if fraction is None
-            else max(1, round(fraction * table_rows[s.table] * s.row_fraction))
-        )
+    def cached(i: int, s: TableShard) -> TableShard:
+        own = slots[s.table] if geometry is None else max(1, round(fraction * geometry[i].row_count))
         return dataclasses.replace(
             s,
             placement="cache",
@@ -497,7 +494,9 @@ def behind_cache(
         )
 
     chosen = (lambda s: s.placement == "cache") if tables is None else (lambda s: s.table in tables)
-    return dataclasses.replace(plan, shards=tuple(cached(s) if chosen(s) else s for s in plan.shards))
+    return dataclasses.replace(
+        plan, shards=tuple(cached(i, s) if chosen(s) else s for i, s in enumerate(plan.shards))
+    )
 
 
 def _names_of(config: DLRMConfig, tables: object) -> list[str]:
