@@ -230,7 +230,8 @@ def test_bad_measure_input_raises_before_any_process_starts() -> None:
 def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """The wiring of ``recnb calibrate --collectives`` (microbenchmarks stubbed: fast)."""
     from recnotebooks.cli import build_parser
-    from recnotebooks.measure import commands
+    from recnotebooks.commands import measure as commands
+    from recnotebooks.commands.settings import resolve
 
     base = HARDWARE["this_machine"]
     fits = [{"collective": "all_to_all", "world_size": 2, "latency_s": 1e-4, "bandwidth": 1e9}]
@@ -243,9 +244,7 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(tmp_path, monkeypa
     monkeypatch.setattr(commands, "calibrate_collectives",
                         lambda hw, quick: (hw.replace(collective_latency_s=77e-6, intra_node_bw=0.5e9),
                                            {"fits": fits, "mape": 0.1, "pattern": "in_step"}))  # fmt: skip
-    out, show_it = commands.run(
-        build_parser().parse_args(["calibrate", "--quick", "--collectives"]), SystemExit
-    )
+    out, show_it = commands.run(resolve(build_parser().parse_args(["calibrate", "--quick", "--collectives"])))
     assert out["hardware"]["collective_latency_s"] == 77e-6
     saved = load_calibration(tmp_path / "cal.json")
     assert saved is not None and saved.intra_node_bw == 0.5e9
@@ -260,7 +259,8 @@ def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_ke
     tmp_path, monkeypatch, capsys
 ) -> None:
     from recnotebooks.cli import build_parser
-    from recnotebooks.measure import commands
+    from recnotebooks.commands import measure as commands
+    from recnotebooks.commands.settings import resolve
     from recnotebooks.perf.calibration_file import COLLECTIVES_SOURCE
 
     monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "cal.json"))
@@ -273,6 +273,6 @@ def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_ke
         monkeypatch.setattr(
             commands, "calibrate", lambda device, quick, hw=hw: (hw, {"probe": {"gflops": 1.0}, **PASSED})
         )
-        out, show_it = commands.run(build_parser().parse_args(["calibrate", "--quick"]), SystemExit)
+        out, show_it = commands.run(resolve(build_parser().parse_args(["calibrate", "--quick"])))
         show_it(out)
         assert words in capsys.readouterr().out
