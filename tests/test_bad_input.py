@@ -623,7 +623,7 @@ def test_save_calibration_names_a_path_under_a_file(tmp_path):
 @pytest.mark.parametrize("command", [["calibrate", "--quick"], ["validate", "--quick"]])
 @pytest.mark.parametrize("where", ["under_a_file", "a_directory"])
 def test_a_bad_calibration_path_is_refused_before_measuring(capsys, tmp_path, monkeypatch, command, where):
-    import recnotebooks.measure.commands as cal
+    import recnotebooks.commands.measure as cal
 
     monkeypatch.setattr(cal, "calibrate", lambda *a, **k: pytest.fail("calibrated before checking the path"))
     monkeypatch.setattr(

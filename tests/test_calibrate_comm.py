@@ -240,7 +240,8 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(
 ) -> None:
     """The wiring of ``recnb calibrate --collectives`` (microbenchmarks stubbed: fast)."""
     from recnotebooks.cli import build_parser
-    from recnotebooks.measure import commands
+    from recnotebooks.commands import measure as commands
+    from recnotebooks.commands.settings import resolve
 
     base = HARDWARE["this_machine"]
     fits = [{"collective": "all_to_all", "world_size": 2, "latency_s": 1e-4, "bandwidth": 1e9}]
@@ -253,9 +254,7 @@ def test_recnb_calibrate_collectives_saves_the_fitted_figures(
     monkeypatch.setattr(commands, "calibrate_collectives",
                         lambda hw, quick: (hw.replace(collective_latency_s=77e-6, intra_node_bw=0.5e9),
                                            {"fits": fits, "mape": 0.1, "pattern": "in_step"}))  # fmt: skip
-    out, show_it = commands.run(
-        build_parser().parse_args(["calibrate", "--quick", "--collectives"]), SystemExit
-    )
+    out, show_it = commands.run(resolve(build_parser().parse_args(["calibrate", "--quick", "--collectives"])))
     assert out["hardware"]["collective_latency_s"] == 77e-6
     saved = load_calibration(tmp_path / "cal.json")
     assert saved is not None and saved.intra_node_bw == 0.5e9
@@ -270,7 +269,8 @@ def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_ke
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from recnotebooks.cli import build_parser
-    from recnotebooks.measure import commands
+    from recnotebooks.commands import measure as commands
+    from recnotebooks.commands.settings import resolve
     from recnotebooks.perf.calibration_file import COLLECTIVES_SOURCE
 
     monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "cal.json"))
@@ -283,6 +283,6 @@ def test_recnb_calibrate_without_collectives_says_whose_collective_figures_it_ke
         monkeypatch.setattr(
             commands, "calibrate", lambda device, quick, hw=hw: (hw, {"probe": {"gflops": 1.0}, **PASSED})
         )
-        out, show_it = commands.run(build_parser().parse_args(["calibrate", "--quick"]), SystemExit)
+        out, show_it = commands.run(resolve(build_parser().parse_args(["calibrate", "--quick"])))
         show_it(out)
         assert words in capsys.readouterr().out

@@ -19,8 +19,10 @@ import pytest
 import torch
 
 from recnotebooks import cli
+from recnotebooks.commands import train as train_command
+from recnotebooks.commands.report import printer
+from recnotebooks.commands.settings import train_settings
 from recnotebooks.config import preset
-from recnotebooks.distributed import commands as dist_commands
 from recnotebooks.distributed.training import WARMUP_STEPS, DistTrainResult, train_local
 from recnotebooks.plan import round_robin
 from recnotebooks.run_report import TRAIN_REPORT_KEYS, train_report
@@ -35,7 +37,7 @@ COMMON = ["--preset", "tiny", "--steps", str(STEPS), "--batch-size", str(BATCH),
 def single_process_losses() -> list[float]:
     """The losses of ``recnb train --preset tiny`` (built by the CLI itself), every step logged."""
     args = cli.build_parser().parse_args(["train", *COMMON, "--device", "cpu"])
-    trainer, _ = cli._trainer(args, cli.config_from_args(args), torch.device("cpu"))
+    trainer, _ = train_command.trainer(train_settings(args), torch.device("cpu"))
     trainer.config.log_every, trainer.config.progress, trainer.eval_data = 1, False, None
     trainer.fit(STEPS)
     return [h["loss"] for h in trainer.history]
@@ -44,7 +46,9 @@ def single_process_losses() -> list[float]:
 @pytest.fixture(scope="module")
 def single_process_report() -> dict[str, object]:
     """``recnb train --preset tiny --json``'s report (the CLI's own function; 10 eval batches)."""
-    return cli.cmd_train(cli.build_parser().parse_args(["train", *COMMON, "--device", "cpu", "--json"]))
+    return train_command.train(
+        train_settings(cli.build_parser().parse_args(["train", *COMMON, "--device", "cpu", "--json"]))
+    )
 
 
 def test_world_size_two_matches_single_process(single_process_losses, single_process_report, capsys) -> None:
@@ -63,8 +67,8 @@ def test_world_size_two_matches_single_process(single_process_losses, single_pro
     assert (one["world_size"], one["backend"], one["rank"], one["comm"]) == (1, None, 0, [])
     assert r["data"] == one["data"] and r["dtype"] == one["dtype"] == "fp32"
     # the same metric lines in the text of both
-    for data, printer in ((r, dist_commands._print), (one, cli._print_train)):
-        printer(data)
+    for data in (r, one):  # one printer for both
+        printer(train_command.train_lines)(data)
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("  loss ", "  eval "))]
     assert len(lines) == 4 and lines[:2] == lines[2:], lines
     assert lines[1].startswith("  eval        AUC ") and "NE " in lines[1]

@@ -28,6 +28,19 @@ MOVED: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ),  # fmt: skip
         ("recnotebooks.published.mlperf_results", ("MLPERF_DCNV2_RESULTS", "READ_DATE", "SOURCE_COMMITS")),
     ],
+    "recnotebooks.cli": [
+        ("recnotebooks.commands.dispatch", ("main",)),
+        ("recnotebooks.commands.parser", ("build_parser",)),
+        (
+            "recnotebooks.commands.settings",
+            ("TRAIN_DEFAULTS", "CLIError", "config_from_args", "training_settings"),
+        ),
+    ],
+    "recnotebooks.cache.commands": [
+        ("recnotebooks.commands.cache", ("add_cache_sim_parser", "cache_sim", "run_cache_sim")),
+        ("recnotebooks.commands.settings", ("CURVE_POINTS", "MAX_IDS")),
+    ],
+    "recnotebooks.measure.commands": [("recnotebooks.commands.measure", ("print_validation",))],
     "recnotebooks.perf.sources": [("recnotebooks.published.sources", ("DOCUMENTS", "cite"))],
     "recnotebooks.perf.published": [
         ("recnotebooks.published.runs", ("TORCHREC_README_ROWS", "TORCHREC_UVM", "TORCHREC_UVM_SOURCE")),
@@ -150,3 +163,19 @@ def test_a_renamed_name_is_the_new_homes_object() -> None:
     from recnotebooks.nn.optim import make_dense_optimizer
 
     assert dense_optimizer_for is make_dense_optimizer
+
+    from recnotebooks.commands.parser import add_measure_parsers
+    from recnotebooks.measure.commands import add_parsers
+
+    assert add_parsers is add_measure_parsers
+
+
+def test_the_old_measure_run_keeps_its_signature() -> None:
+    """``recnotebooks.measure.commands.run(args, error)``: a bad setting raises ``error``, as before."""
+    import argparse
+
+    from recnotebooks.measure.commands import run
+
+    args = argparse.Namespace(command="validate", device="auto", quick=True, saved=False, distributed=False)
+    with pytest.raises(LookupError, match="--device must be one of cpu, cuda or cuda:N"):
+        run(args, LookupError)

@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from recnotebooks.measure import commands
+from recnotebooks.commands import measure as commands
+from recnotebooks.commands.settings import resolve
 from recnotebooks.measure import validate as val
 from recnotebooks.measure import validate_dist as VD
 from recnotebooks.measure.calibrate import calibration_verdict
@@ -145,7 +146,7 @@ def test_the_cli_prints_the_verdict_and_json_carries_it(monkeypatch: pytest.Monk
     monkeypatch.setattr(commands, "save_calibration", lambda hw, probe: None)
     monkeypatch.setattr(commands, "check_calibration_path", lambda kind: None)
     args = argparse.Namespace(command="validate", device="cpu", saved=False, quick=True, distributed=False)
-    out, show = commands.run(args, RuntimeError)
+    out, show = commands.run(resolve(args))
     assert out["passed"] is False and out["why_not"] == list(bad.verdict.why_not)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -244,7 +245,7 @@ def test_recnb_calibrate_prints_and_returns_its_verdict(
     monkeypatch.setattr(commands, "save_calibration", lambda hw, probe: tmp_path / "x.json")
     monkeypatch.setattr(commands, "check_calibration_path", lambda kind: None)
     args = argparse.Namespace(command="calibrate", device="cpu", quick=True, collectives=False)
-    out, show = commands.run(args, RuntimeError)
+    out, show = commands.run(resolve(args))
     assert out["passed"] is False and out["verdict"] == "NOT PASSED" and "busy" in out["why_not"][0]
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):

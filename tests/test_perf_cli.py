@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import nullcontext as _no_raise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,7 +28,8 @@ from recnotebooks.perf.calibration_file import COLLECTIVES_SOURCE
 from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware
 
 
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object]:
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    """The command's ``--json`` object (JSON: its values are of any type)."""
     assert main([*argv, "--json"]) == 0
     return json.loads(capsys.readouterr().out)
 
@@ -38,10 +40,10 @@ def test_cost_json(capsys: pytest.CaptureFixture[str]) -> None:
     for key in ("step_time_s", "throughput", "fits", "breakdown_s", "memory_per_device_bytes"):
         assert key in out, key
     assert out["source"] == "modeled" and out["fits"] is True
-    assert out["step_time_s"] > 0 and math.isfinite(out["throughput"])  # type: ignore[operator,arg-type]
-    assert out["throughput"] == pytest.approx(8192 / out["step_time_s"])  # type: ignore[operator]
-    assert sum(out["breakdown_s"].values()) == pytest.approx(out["step_time_s"])  # type: ignore[union-attr]
-    assert len(out["memory_per_device_bytes"]) == 1  # type: ignore[arg-type]
+    assert out["step_time_s"] > 0 and math.isfinite(out["throughput"])
+    assert out["throughput"] == pytest.approx(8192 / out["step_time_s"])
+    assert sum(out["breakdown_s"].values()) == pytest.approx(out["step_time_s"])
+    assert len(out["memory_per_device_bytes"]) == 1
 
 
 def test_cost_prices_an_mlperf_run_as_the_published_comparison_does(
@@ -71,8 +73,8 @@ def test_cost_prices_an_mlperf_run_as_the_published_comparison_does(
         assert ("waits" in text and "off NVLink" in text) is (nodes > 1)
     # recnb plan shows the same sharding
     out = run_json(capsys, "plan", *argv[1 : argv.index("--implementation")], "--strategy", "mlperf")
-    assert out["strategy"] == "mlperf" and len(out["shards"]) == len(plan.shards)  # type: ignore[arg-type]
-    assert {(s["table"], s["rank"], s["sharding"]) for s in out["shards"]} == {  # type: ignore[union-attr]
+    assert out["strategy"] == "mlperf" and len(out["shards"]) == len(plan.shards)
+    assert {(s["table"], s["rank"], s["sharding"]) for s in out["shards"]} == {
         (s.table, s.rank, s.sharding) for s in plan.shards
     }
     # TorchRec's step (the default) hides all of it
@@ -98,7 +100,7 @@ def test_cost_says_where_the_tables_live(capsys: pytest.CaptureFixture[str]) -> 
 
     argv = ("cost", "--preset", "criteo_terabyte", "--hardware", "big_basin", "--strategy", "cost")
     out = run_json(capsys, *argv)
-    rows = {r["placement"]: r for r in out["table_placement"]}  # type: ignore[union-attr,index]
+    rows = {r["placement"]: r for r in out["table_placement"]}
     cfg = preset("criteo_terabyte")
     total = sum(t.num_rows * (cfg.embedding_dim * 4 + 4) for t in cfg.tables)
     assert sum(r["bytes"] for r in rows.values()) == pytest.approx(total, rel=1e-12)
@@ -112,7 +114,7 @@ def test_cost_says_where_the_tables_live(capsys: pytest.CaptureFixture[str]) -> 
     assert "where the tables live" in text and "host DRAM behind a device cache" in text
     assert "- you chose hbm; the cost planner kept " in text and "hit rate 90.0%" in text
     small = run_json(capsys, "cost", "--preset", "tiny", "--hardware", "dgx_a100")
-    assert [r["share"] for r in small["table_placement"]] == [1.0, 0.0, 0.0, 0.0]  # type: ignore[union-attr,index]
+    assert [r["share"] for r in small["table_placement"]] == [1.0, 0.0, 0.0, 0.0]
     assert small["table_placement_note"] == "all 6.0 MB of tables (weights and optimizer state) live in HBM"
 
 
@@ -152,8 +154,8 @@ def test_cache_rows_misuse_exits_2(capsys: pytest.CaptureFixture[str], argv: lis
 def test_plan_json_covers_every_table(capsys: pytest.CaptureFixture[str]) -> None:
     out = run_json(capsys, "plan", "--gpus", "8", "--preset", "criteo_terabyte", "--hardware", "big_basin")
     shards = out["shards"]
-    assert {s["table"] for s in shards} == {f"C{i}" for i in range(1, 27)}  # type: ignore[union-attr,index]
-    assert {s["rank"] for s in shards} <= set(range(8))  # type: ignore[union-attr,index]
+    assert {s["table"] for s in shards} == {f"C{i}" for i in range(1, 27)}
+    assert {s["rank"] for s in shards} <= set(range(8))
     assert out["world_size"] == 8 and out["strategy"] == "cost" and out["fits"] is True
     assert main(["plan", "--gpus", "8", "--preset", "criteo_terabyte", "--hardware", "big_basin"]) == 0
     assert "plan (cost)" in capsys.readouterr().out
@@ -586,14 +588,14 @@ def test_cuda_calibration_and_validation(tmp_path, monkeypatch: pytest.MonkeyPat
 
 def test_a_cache_hit_rate_the_cost_plan_does_not_use_is_noted(capsys: pytest.CaptureFixture[str]) -> None:
     r = run_json(capsys, "plan", "--cache-hit-rate", "0.8")
-    assert all(s["placement"] != "cache" for s in r["shards"])  # type: ignore[union-attr,index]
-    assert any("--cache-hit-rate 0.8 was not used" in n for n in r["notes"])  # type: ignore[union-attr]
+    assert all(s["placement"] != "cache" for s in r["shards"])
+    assert any("--cache-hit-rate 0.8 was not used" in n for n in r["notes"])
     used = run_json(capsys, "plan", "--placement", "cache", "--cache-hit-rate", "0.8")
-    assert not any("was not used" in n for n in used["notes"])  # type: ignore[union-attr]
+    assert not any("was not used" in n for n in used["notes"])
 
 
 def test_plans_for_many_ranks_answer_and_are_bounded(capsys: pytest.CaptureFixture[str]) -> None:
     r = run_json(capsys, "plan", "--gpus", "8", "--nodes", "128")  # 1,024 ranks: the most allowed
-    assert r["world_size"] == 1024 and len(r["memory_per_device_bytes"]) == 1024  # type: ignore[arg-type]
+    assert r["world_size"] == 1024 and len(r["memory_per_device_bytes"]) == 1024
     assert main(["plan", "--gpus", "8", "--nodes", "129"]) == 2
     assert "must be <= 1024 devices" in capsys.readouterr().err

@@ -18,8 +18,8 @@
 * :mod:`recnotebooks.distributed.twod` — 2D sparse parallelism: the plan shards tables inside groups of
   ranks, groups replicate, embedding gradients are summed over replicas.
 * :mod:`recnotebooks.distributed.training` — distributed training on local ranks (``train_local``) or
-  under torchrun (``train_torchrun``); :mod:`recnotebooks.distributed.commands` — ``recnb train
-  --world-size N`` / ``--distributed``. Not imported here: they build on ``train`` and ``data``.
+  under torchrun (``train_torchrun``; ``recnb train --world-size N`` / ``--distributed`` run it:
+  :mod:`recnotebooks.commands.distributed`). Not imported here: it builds on ``train`` and ``data``.
 """
 
 from __future__ import annotations

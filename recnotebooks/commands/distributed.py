@@ -1,0 +1,126 @@
+"""``recnb train --world-size N`` and ``recnb train --distributed``: hybrid-parallel training.
+
+``recnb train --world-size 2 --preset tiny`` trains on two local CPU ranks (gloo, rendezvous on
+127.0.0.1) started by :func:`~recnotebooks.distributed.launch.launch`; the losses equal those of the
+single-process ``recnb train --preset tiny`` with the same seed and batch size. ``--sharding``
+picks how every table is split (``table_wise`` round-robin by default, ``row_wise``,
+``column_wise``, ``data_parallel``).
+
+``recnb train --distributed`` is the same training inside a process started by ``torchrun``
+(NCCL when CUDA is present, else gloo). On one machine with 4 GPUs::
+
+    torchrun --nproc-per-node 4 -m recnotebooks train --distributed --preset tiny --json
+
+On two machines (run one command on each; ``HOST0`` is the first machine's address, reachable
+from the second, ``29500`` a free port there, ``--rdzv-id`` any id the two share)::
+
+    torchrun --nnodes 2 --node-rank 0 --nproc-per-node 8 --rdzv-backend c10d \\
+        --rdzv-endpoint HOST0:29500 --rdzv-id job42 -m recnotebooks train --distributed --preset tiny
+    torchrun --nnodes 2 --node-rank 1 --nproc-per-node 8 --rdzv-backend c10d \\
+        --rdzv-endpoint HOST0:29500 --rdzv-id job42 -m recnotebooks train --distributed --preset tiny
+
+Every rank prints its report (add ``--local-ranks-filter 0`` to torchrun to see one per node);
+the losses and the held-out metrics (AUC, log loss, NE over ``--eval-batches`` batches, the ones
+the single-process run evaluates) are the global batch's and the same on every rank, the timings
+are the rank's own. ``--json`` prints the single-process run's keys
+(:data:`recnotebooks.run_report.TRAIN_REPORT_KEYS`), one schema for both, and the text is the
+single-process run's (:func:`recnotebooks.commands.train.train_lines`) with the ranks' lines.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from recnotebooks.data.synthetic import SyntheticConfig
+from recnotebooks.distributed.launch import max_world_size
+from recnotebooks.distributed.training import DistTrainResult, torchrun_env, train_local, train_torchrun
+from recnotebooks.plan import Plan, round_robin
+from recnotebooks.run_report import train_report
+
+from .report import Report, printer
+from .settings import CLIError, TrainSettings
+from .train import measured, train_lines
+
+__all__ = ["run"]
+
+#: ``recnb train`` options that a distributed run would ignore, so refuses: (flag, attribute).
+_SINGLE_PROCESS_ONLY = (("--data", "data"), ("--checkpoint", "checkpoint"),
+                        ("--checkpoint-every", "checkpoint_every"), ("--resume", "resume"))  # fmt: skip
+
+
+def _local_world_size(s: TrainSettings) -> int | None:
+    """The world size of a local run (``None`` under torchrun); a :class:`CLIError` for bad options."""
+    if s.world_size is not None and s.distributed:
+        raise CLIError(
+            f"give --world-size N (local ranks) or --distributed (under torchrun), not both: "
+            f"got --world-size {s.world_size} --distributed"
+        )
+    if s.world_size is None and not s.distributed:
+        raise CLIError(f"--sharding {s.sharding} needs --world-size N or --distributed")
+    mode = "--distributed" if s.distributed else f"--world-size {s.world_size}"
+    for flag, attr in _SINGLE_PROCESS_ONLY:
+        if getattr(s, attr) is not None:
+            raise CLIError(f"{flag} is not supported with {mode} (synthetic data, no checkpoints yet)")
+    if s.world_size is None:
+        return None
+    if s.world_size > max_world_size():
+        raise CLIError(
+            f"--world-size must be at most {max_world_size()} local ranks on this machine "
+            f"(4 per CPU core), got {s.world_size}"
+        )
+    if s.device not in ("auto", "cpu"):
+        raise CLIError(
+            f"--world-size runs local CPU ranks (gloo): --device must be auto or cpu, got {s.device}"
+        )
+    return s.world_size
+
+
+def _world_size(s: TrainSettings, local: int | None) -> int:
+    """The ranks in all: the local ones, or torchrun's; the batch must split evenly over them."""
+    if local is None and "WORLD_SIZE" not in os.environ:
+        raise CLIError(
+            "--distributed runs under torchrun (WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT are not set)"
+        )
+    try:
+        size = local if local is not None else torchrun_env()[1]
+    except ValueError as e:
+        raise CLIError(f"--distributed: {e}") from None
+    if s.batch_size % size:
+        raise CLIError(
+            f"--batch-size must be divisible by the world size {size} (each rank takes an equal slice), "
+            f"got {s.batch_size}"
+        )
+    return size
+
+
+def run(s: TrainSettings) -> Report:
+    """Run a distributed ``recnb train``; its report (a dict) and its text. Bad input is a
+    :class:`CLIError` before any process starts."""
+    local = _local_world_size(s)
+    size = _world_size(s, local)
+    sharding = s.sharding or "table_wise"
+    options = {"sparse_optimizer": s.sparse_optimizer, "sparse_lr": s.sparse_lr,
+               "dense_optimizer": s.dense_optimizer, "dense_lr": s.dense_lr,
+               "zipf": s.zipf, "eval_batches": s.eval_batches}  # fmt: skip
+    try:
+        plan = round_robin(s.config, size, sharding)
+        if local is not None:
+            res = train_local(s.config, plan, local, s.steps, s.batch_size, s.seed, **options)
+        else:
+            res = train_torchrun(s.config, plan, s.steps, s.batch_size, s.seed, **options)
+    except (ValueError, TypeError) as e:
+        raise CLIError(str(e)) from None
+    return Report(_report(s, plan, res, sharding), printer(train_lines))
+
+
+def _report(s: TrainSettings, plan: Plan, res: DistTrainResult, sharding: str) -> dict[str, Any]:
+    """The run's report: the single-process run's keys, this rank's timings."""
+    zipf = (SyntheticConfig(zipf_exponent=s.zipf) if s.zipf else SyntheticConfig()).zipf_exponent
+    return train_report(
+        command="train", source="measured", preset=s.preset, config=s.config.summary(),
+        device="cuda" if res.backend == "nccl" else "cpu", world_size=res.world_size, backend=res.backend,
+        rank=int(os.environ.get("RANK", "0")), sharding=sharding, plan=plan.table(), dtype="fp32",
+        comm=res.comm, data={"source": "synthetic", "zipf_exponent": zipf}, resumed_from=None,
+        resumed_at_step=None, checkpoint=None, **measured(res),
+    )  # fmt: skip

@@ -1,0 +1,222 @@
+"""``recnb cost`` and ``recnb plan``: the model's commands, MODELED numbers for real hardware
+(``recnb calibrate`` and ``recnb validate`` measure: :mod:`recnotebooks.commands.measure`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from recnotebooks.config import DLRMConfig, preset
+from recnotebooks.perf.cost import estimate
+from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.job_planner import MLPERF_STRATEGY
+from recnotebooks.perf.memory import memory_report
+from recnotebooks.perf.mlperf_plan import mlperf_plan
+from recnotebooks.perf.planner import plan_tables
+from recnotebooks.plan import Plan, single_device_plan
+
+from .report import Report, printer
+from .settings import MAX_WORLD_SIZE, CLIError, ModelSettings
+
+__all__ = ["cost", "plan", "run"]
+
+
+def run(s: ModelSettings) -> Report:
+    """``recnb cost`` or ``recnb plan``; a setting the model refuses is a :class:`CLIError`."""
+    try:
+        return cost(s) if s.command == "cost" else plan(s)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+
+
+# ----- the plan priced --------------------------------------------------------------------------
+def _cache_plan(s: ModelSettings, cfg: DLRMConfig, slots: int | float) -> Plan:
+    """``--cache-rows``: every table on one device behind a cache of ``slots`` slots (rows, or a
+    fraction of each table's rows)."""
+    if s.placement != "cache" or _world_size(s) != 1 or s.cache_hit_rate is not None:
+        raise ValueError(
+            "--cache-rows applies to --placement cache on one device (--gpus 1 --nodes 1), "
+            "without --cache-hit-rate (the model computes the hit rate)"
+        )
+    rows = {
+        t.name: max(1, min(t.num_rows, round(slots * t.num_rows)))
+        if isinstance(slots, float)
+        else min(t.num_rows, slots)
+        for t in cfg.tables
+    }
+    return single_device_plan(
+        cfg, "cache", cache_rows=rows, cache_policy=s.cache_policy, cache_ways=s.cache_ways
+    )
+
+
+def _world_size(s: ModelSettings) -> int:
+    """Devices in all: ``--gpus`` x ``--nodes``."""
+    return s.gpus * s.nodes
+
+
+def _check_devices(s: ModelSettings) -> None:
+    """``--gpus`` within a node of ``--hardware``, and the devices in all within MAX_WORLD_SIZE."""
+    devices = hardware(s.hardware).devices
+    if s.gpus > devices:
+        raise ValueError(f"--gpus must be <= {devices} (devices per {s.hardware} node), got {s.gpus}")
+    if _world_size(s) > MAX_WORLD_SIZE:
+        raise ValueError(
+            f"--gpus x --nodes must be <= {MAX_WORLD_SIZE} devices, "
+            f"got {s.gpus} x {s.nodes} = {_world_size(s):,}"
+        )
+
+
+def _mlperf_plan(s: ModelSettings, cfg: DLRMConfig) -> Plan:
+    """``--strategy mlperf``: MLPerf's sharding, every table in HBM (a placement asked for is refused)."""
+    extra = [f"--placement {s.placement}"] if s.placement != "hbm" else []
+    extra += [f"--cache-hit-rate {s.cache_hit_rate}"] if s.cache_hit_rate is not None else []
+    if extra:
+        raise ValueError(
+            f"--strategy {MLPERF_STRATEGY} keeps every table in HBM, as MLPerf's runs do; drop "
+            f"{' and '.join(extra)} or use another --strategy"
+        )
+    return mlperf_plan(cfg, s.gpus, s.nodes, hardware(s.hardware).hbm_bytes)
+
+
+def _planned(s: ModelSettings, cfg: DLRMConfig) -> Plan:
+    """The planner's plan for ``--strategy``, with a note where ``--cache-hit-rate`` went unused."""
+    if s.placement == "cache" and s.cache_hit_rate is None:
+        raise ValueError("--placement cache needs --cache-hit-rate H (0..1) or --cache-rows R|F")
+    if s.cache_hit_rate is not None and s.placement != "cache" and s.strategy != "cost":
+        raise ValueError(
+            f"--cache-hit-rate {s.cache_hit_rate} applies to --placement cache (or to the "
+            f"fallback caches of --strategy cost), not to --placement {s.placement} with "
+            f"--strategy {s.strategy}"
+        )
+    plan = plan_tables(cfg, s.hardware, _world_size(s), strategy=s.strategy, placement=s.placement,
+                       cache_hit_rate=s.cache_hit_rate, batch_size=s.batch_size, dtype=s.dtype,
+                       sparse_optimizer=s.sparse_optimizer)  # fmt: skip
+    if s.cache_hit_rate is not None and not any(shard.placement == "cache" for shard in plan.shards):
+        unused = (
+            f"--cache-hit-rate {s.cache_hit_rate} was not used: every table fits in device memory, "
+            "so the cost strategy put no table behind a cache"
+        )
+        plan = dataclasses.replace(plan, notes=(*plan.notes, unused))
+    return plan
+
+
+def model_and_plan(s: ModelSettings) -> tuple[DLRMConfig, Plan]:
+    """The preset's model and the plan ``cost`` prices and ``plan`` shows (``ValueError`` for a
+    job the options cannot describe)."""
+    cfg = preset(s.preset)
+    _check_devices(s)
+    if s.cache_rows is not None:
+        return cfg, _cache_plan(s, cfg, s.cache_rows)
+    if s.strategy == MLPERF_STRATEGY:
+        return cfg, _mlperf_plan(s, cfg)
+    return cfg, _planned(s, cfg)
+
+
+# ----- cost -----------------------------------------------------------------------------------
+def cost(s: ModelSettings) -> Report:
+    """``recnb cost``: the modeled step, throughput, utilisation, memory and where the tables live."""
+    cfg, chosen = model_and_plan(s)
+    r = estimate(cfg, s.hardware, batch_size=s.batch_size, gpus=s.gpus, nodes=s.nodes, plan=chosen,
+                 dtype=s.dtype, sparse_optimizer=s.sparse_optimizer, dense_optimizer=s.dense_optimizer,
+                 implementation=s.implementation)  # fmt: skip
+    out = {"command": "cost", "implementation": s.implementation, **r.summary(),
+           "cache_hit_rates": dict(r.cache_hit_rates), "plan_strategy": chosen.strategy,
+           "plan_notes": list(chosen.notes), "memory_notes": list(r.memory.notes),
+           "parameter_servers": r.memory.parameter_servers}  # fmt: skip
+    return Report(out, printer(cost_lines))
+
+
+def cost_lines(r: dict[str, Any]) -> Iterator[str]:
+    """``recnb cost``'s text."""
+    yield (
+        f"MODELED: {r['config']} on {r['world_size']} x {r['hardware']} device(s) ({r['nodes']} node(s)), "
+        f"global batch {r['batch_size']}, {r['dtype']}"
+    )
+    step, overlap = r["step_time_s"] * 1e3, r["step_time_overlap_s"] * 1e3
+    yield f"  step time     {step:9.3f} ms   ({overlap:.3f} ms with compute/communication overlap)"
+    if r["exposed_communication_s"] > 0:
+        yield (
+            f"    a rank's overlapped step waits up to {r['exposed_communication_s'] * 1e3:.3f} ms for "
+            f"communication off NVLink ({r['implementation']} hides only what runs over NVLink)"
+        )
+    yield f"  throughput    {r['throughput']:12,.0f} samples/s ({r['throughput_overlap']:,.0f} with overlap)"
+    kj = r["joules_per_million_samples"] / 1e3
+    yield (
+        f"  busy {r['busy_fraction']:.0%} · FLOP/s {r['flops_efficiency']:.1%} of peak · HBM bandwidth "
+        f"{r['hbm_utilisation']:.0%} · {kj:,.1f} kJ per million samples"
+    )
+    total = sum(r["breakdown_s"].values()) or 1.0
+    yield "  slowest rank, by component (ms/step):"
+    for k, v in r["breakdown_s"].items():
+        if v > 0:
+            yield f"    {k:<20} {v * 1e3:9.3f}  {100 * v / total:5.1f}%"
+    yield from _hit_rate_lines(r.get("cache_hit_rates") or {})
+    yield from _memory_lines(r)
+    yield from _table_placement_lines(r)
+    yield _fits_line(r)
+
+
+def _table_placement_lines(r: dict[str, Any]) -> Iterator[str]:
+    """Where the tables live (the places that hold bytes), and the plan's sentence about it."""
+    yield "  where the tables live (weights and optimizer state, GB):"
+    for row in r["table_placement"]:
+        if row["bytes"] > 0:
+            extra = "" if row["hit_rate"] is None else f"   hit rate {row['hit_rate']:.1%}"
+            if row["parameter_servers"]:
+                extra = f"   {row['parameter_servers']:,} server(s)"
+            yield f"    {row['where']:<32} {row['gb']:11,.2f}  {row['share']:6.1%}{extra}"
+    yield f"  - {r['table_placement_note']}"
+
+
+def _hit_rate_lines(rates: dict[str, float]) -> Iterator[str]:
+    """The modeled cache hit rate of each table (or their range, for many tables)."""
+    if not rates:
+        return
+    if len(rates) <= 6:
+        text = ", ".join(f"{t} {h:.3f}" for t, h in rates.items())
+    else:
+        lo, hi = min(rates.values()), max(rates.values())
+        text = (f"{lo:.3f}" if hi - lo < 5e-4 else f"{lo:.3f} to {hi:.3f}") + f" over {len(rates)} tables"
+    yield f"  cache hit rate per table (modeled): {text}"
+
+
+def _memory_lines(r: dict[str, Any]) -> Iterator[str]:
+    """Memory per device and the memory model's notes (``cost`` and ``plan`` alike)."""
+    mem = ", ".join(f"{b / 1e9:.2f}" for b in r["memory_per_device_bytes"])
+    yield f"  memory per device (GB): {mem}"
+    for note in r["memory_notes"]:
+        yield f"  - {note}"
+
+
+def _fits_line(r: dict[str, Any]) -> str:
+    return "  fits: yes" if r["fits"] else "  DOES NOT FIT: " + "; ".join(r["reasons"])
+
+
+# ----- plan -----------------------------------------------------------------------------------
+def plan(s: ModelSettings) -> Report:
+    """``recnb plan``: the plan's shards and notes, and the memory it takes on each device."""
+    cfg, chosen = model_and_plan(s)
+    mem = memory_report(cfg, hardware(s.hardware), chosen, s.batch_size, gpus=s.gpus, dtype=s.dtype,
+                        sparse_optimizer=s.sparse_optimizer, dense_optimizer=s.dense_optimizer)  # fmt: skip
+    out = {"command": "plan", "config": cfg.name, "hardware": s.hardware, "world_size": chosen.world_size,
+           "strategy": chosen.strategy, "shards": chosen.table(), "notes": list(chosen.notes),
+           "fits": mem.fits, "reasons": mem.reasons,
+           "memory_per_device_bytes": [d["total"] for d in mem.device], "memory_notes": list(mem.notes),
+           "parameter_servers": mem.parameter_servers}  # fmt: skip
+    return Report(out, printer(plan_lines))
+
+
+def plan_lines(r: dict[str, Any]) -> Iterator[str]:
+    """``recnb plan``'s text."""
+    yield f"plan ({r['strategy']}) for {r['config']} on {r['world_size']} x {r['hardware']}:"
+    yield f"  {'table':<10} {'rank':>4}  {'sharding':<13} {'placement':<9} {'rows':>6} {'cols':>6}"
+    for s in r["shards"]:
+        yield (
+            f"  {s['table']:<10} {s['rank']:>4}  {s['sharding']:<13} {s['placement']:<9} {s['rows']:>6.2f} "
+            f"{s['columns']:>6.2f}"
+        )
+    for n in r["notes"]:
+        yield f"  - {n}"
+    yield from _memory_lines(r)
+    yield _fits_line(r)
