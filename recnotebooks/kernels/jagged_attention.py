@@ -77,10 +77,12 @@ def bucketed_attention(
         pos = torch.arange(p, device=offsets.device)
         valid = pos[None, :] < n[:, None]  # (b, P)
         tok = torch.where(valid, offsets[index][:, None] + pos[None, :], 0)
-        qb, kb, vb = q[tok], k[tok], v[tok]  # (b, P, heads, d)
+        flat = tok.reshape(-1)  # index_select: its backward (index_add) is the fast one on a CPU
+        qb, kb, vb = (t.index_select(0, flat).view(*tok.shape, *t.shape[1:]) for t in (q, k, v))
         scores = torch.einsum("bihd,bjhd->bhij", qb, kb) * alpha
         if bias is not None:
-            scores = scores + bias(None if timestamps is None else timestamps[tok], n, p)[:, None]
+            times = None if timestamps is None else timestamps.index_select(0, flat).view(tok.shape)
+            scores = scores + bias(times, n, p)[:, None]
         # a kept row i < n reads keys j <= i < n only: the causal mask keeps out the padding too
         weights = F.silu(scores) * causal[:p, :p]
         out = torch.einsum("bhij,bjhd->bihd", weights, vb)
