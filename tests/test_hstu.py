@@ -84,6 +84,13 @@ def reference_layer(
     return torch.cat([y[bi, :n] for bi, n in enumerate(lengths)]) if lengths else y.reshape(0, layer.dim)
 
 
+def assert_grad_close(ours: torch.Tensor, ref: torch.Tensor) -> None:
+    """Within 1e-5 of the gradient's own scale: a bias weight's gradient sums thousands of fp32
+    terms, whose order (a scatter-add here, an indexed accumulate there) moves its last bits."""
+    scale = max(1.0, float(ref.abs().max())) if ref.numel() else 1.0
+    torch.testing.assert_close(ours, ref, atol=1e-5 * scale, rtol=1e-5)
+
+
 def _grads(model: torch.nn.Module, x: torch.Tensor, out: torch.Tensor) -> list[torch.Tensor]:
     w = torch.linspace(-1, 1, out.numel()).view_as(out)
     params = [x, *model.parameters()]
@@ -109,7 +116,7 @@ def test_layer_equals_padded_reference(
     ours, ref = layer(x, offsets, t), reference_layer(layer, x, offsets, t)
     torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
     for g_ours, g_ref in zip(_grads(layer, x, ours), _grads(layer, x, ref), strict=True):
-        torch.testing.assert_close(g_ours, g_ref, atol=1e-5, rtol=1e-5)
+        assert_grad_close(g_ours, g_ref)
 
 
 @settings(max_examples=15, deadline=None)
@@ -131,7 +138,7 @@ def test_stack_equals_reference_layer_by_layer(lengths: list[int], heads: int, s
     ours = model(x, offsets, ts)
     torch.testing.assert_close(ours, ref, atol=1e-5, rtol=1e-5)
     for g_ours, g_ref in zip(_grads(model, x, ours), _grads(model, x, ref), strict=True):
-        torch.testing.assert_close(g_ours, g_ref, atol=1e-5, rtol=1e-5)
+        assert_grad_close(g_ours, g_ref)
 
 
 def test_a_history_does_not_see_its_future_or_its_neighbours() -> None:
