@@ -546,7 +546,7 @@ def test_validate_calibrates_between_its_passes(
         times = sorted(p[i][0].seconds_per_step for p in passes)  # type: ignore[index]
         assert c.measured_s == times[1]
         assert c.modeled_s == pytest.approx(val._compare(c.config, val._sweep()[i][1], c.batch_size,
-                                                         passes[0][i][0], [], hw).modeled_s)  # type: ignore[index]  # fmt: skip
+                                                         passes[0][i][0], [passes[0][i][1]], hw).modeled_s)  # type: ignore[index]  # fmt: skip
 
 
 def naive_spearman(a: list[float], b: list[float]) -> float:
