@@ -126,3 +126,24 @@ def test_bad_inputs_are_named() -> None:
         HSTURanker("hstu_small")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="hstu_small"):
         hstu_preset("hstu_large")
+
+
+def test_dlrmv4_is_mlperfs_model_as_its_reference_reads() -> None:
+    """293 M rows of dim 512 (150 B parameters, 600 GB in fp32), 4 heads of 128, histories to 4,096."""
+    cfg = hstu_preset("dlrmv4")
+    assert len(cfg.tables) == 11 and sum(t.num_rows for t in cfg.tables) == 293_051_712
+    assert cfg.embedding_parameters == pytest.approx(150e9, rel=0.001)
+    assert 4 * cfg.embedding_parameters / 1e9 == pytest.approx(600, rel=0.001)
+    assert (cfg.dim, cfg.heads, cfg.head_dims, cfg.max_len, cfg.num_layers) == (512, 4, (128, 128), 4096, 3)
+
+
+def test_context_tables_are_looked_up_once_a_history() -> None:
+    cfg = hstu_preset("dlrmv4")
+    assert [t.name for t in cfg.event_tables] == ["item_id", "artist_id", "album_id"]
+    assert len(cfg.context) == 8 and "uid" in cfg.context
+    with pytest.raises(ValueError, match="context must name tables"):
+        CFG.replace(context=("user",))
+    with pytest.raises(ValueError, match="at least one table"):
+        CFG.replace(context=TABLES)
+    with pytest.raises(ValueError, match="config.context must be empty"):
+        HSTURanker(CFG.replace(context=("album",)))

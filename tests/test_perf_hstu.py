@@ -101,3 +101,14 @@ def test_bad_input_is_named(kwargs: dict[str, object], error: type[Exception], m
         hstu_step(**args)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="median"):
         lognormal_lengths(10, 96, 54, 512)
+
+
+def test_contextual_tables_cost_once_a_history() -> None:
+    """DLRMv4's user and cross tables are looked up once a history, its item tables once an event."""
+    cfg = hstu_preset("dlrmv4")
+    lengths = [1000] * 4
+    every = hstu_step(cfg.replace(context=()), "dgx_h100", lengths, gpus=8)
+    once = hstu_step(cfg, "dgx_h100", lengths, gpus=8)
+    lookups = (4000 * 3 + 4 * 8) / (4000 * 11)  # rows gathered: per event 3 tables, per history 8
+    assert once.seconds["embeddings"] / every.seconds["embeddings"] == pytest.approx(lookups)
+    assert once.seconds["all_to_all"] < every.seconds["all_to_all"]

@@ -40,6 +40,11 @@ class HSTURanker(nn.Module):
         super().__init__()
         if not isinstance(config, HSTUConfig):
             raise TypeError(f"config must be an HSTUConfig, got {show(config)}")
+        if config.context:  # a contextual token per history: the cost model prices it, the ranker not yet
+            raise ValueError(
+                "config.context must be empty for HSTURanker (every table looked up per event), "
+                f"got {config.context}"
+            )
         device = check_module_device("device", device)
         g = torch.Generator().manual_seed(seed)
         self.config = config

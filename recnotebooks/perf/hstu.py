@@ -20,7 +20,8 @@ Per device and step, each term a few lines of FLOPs over a rate or bytes over a 
   memory (``fused_attention=False``, as plain PyTorch does), :data:`SCORE_PASSES` over every
   attention weight;
 * ``top_mlp``: the MLP from each position to its logit;
-* ``embeddings``: one row per table per token gathered, and its row updated (row-wise Adagrad);
+* ``embeddings``: one row per event table per token (and per contextual table per history)
+  gathered, and its row updated (row-wise Adagrad);
 * ``all_to_all``: each token's embeddings sent to the device of its history and the
   gradients back, the tables sharded row-wise over every device (the priced collectives of
   :mod:`recnotebooks.perf.components.collectives`);
@@ -217,7 +218,8 @@ def _terms(
     mlp = 3 * sum(gemm_time(hw, t, b, a, dtype) for a, b in zip(widths[:-1], widths[1:], strict=True))
     scores = 0.0 if fused else SCORE_PASSES * h * attention_products(run, causal=False) * p.activation_bytes
     pointwise = layers * (TOKEN_PASSES * t * config.dim * p.activation_bytes + scores) / hw.hbm_bw
-    table_bytes = t * len(config.tables) * config.dim * p.embedding_bytes
+    lookups = t * len(config.event_tables) + len(run) * len(config.context)  # contextual: once a history
+    table_bytes = lookups * config.dim * p.embedding_bytes
     embeddings = 3 * table_bytes / (hw.hbm_bw * hw.gather_efficiency)  # gather, then read and write the rows
     world, nic = gpus * nodes, nic_per_device(hw, gpus)
     a2a = all_to_all_seconds(2 * table_bytes * (world - 1) / world, world, gpus, hw, nic, calls=2)
