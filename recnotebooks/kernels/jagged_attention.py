@@ -10,7 +10,9 @@ every history to the longest and runs one big batch: few calls, but at Yambda-sh
 **buckets** whose padded length ``P`` is the history's length rounded up to a step of at
 least 8 and at most a quarter of the length (so a bucket pads at most about 25%), gathers
 each bucket's tokens into ``(b, P, heads, d)`` tensors, runs the attention of the whole bucket
-in three batched operations, and scatters the outputs back to the jagged rows. A batch takes
+in three batched operations, and scatters the outputs back to the jagged rows. The buckets are
+planned once a batch (:func:`plan`) and every layer of a stack runs on them, as it reuses what
+they derive once (the relative bias's time buckets). A batch takes
 about ``4 log2(longest / 8)`` buckets, whatever its size. Results equal the readable path's
 up to float rounding (``tests/test_hstu.py`` runs both); ``RECNB_FUSED=0`` switches it off, as
 it does the fused optimizers.
@@ -21,11 +23,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["bucketed_attention", "buckets", "can_run"]
+__all__ = ["Bucket", "BucketPlan", "bucketed_attention", "buckets", "can_run", "plan"]
 
 #: Shortest padding step: lengths are rounded up to a multiple of at least this.
 MIN_STEP = 8
@@ -53,24 +56,36 @@ def buckets(lengths: list[int]) -> dict[int, list[int]]:
     return out
 
 
-def bucketed_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    offsets: torch.Tensor,
-    max_len: int,
-    bias: Callable[[torch.Tensor | None, torch.Tensor, int], torch.Tensor] | None = None,
-    timestamps: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """:func:`recnotebooks.nn.hstu.hstu_attention`, bucket by bucket (see the module docstring).
+@dataclass
+class Bucket:
+    """The histories of one padded length ``p``: their lengths ``n`` ``(b,)``, the row of each
+    of their tokens ``tok`` ``(b, P)`` (padding points at row 0), ``flat`` (the same, flat),
+    ``valid`` (the real tokens), their ``times`` ``(b, P)`` (or ``None``), and ``derived``: what
+    the layers compute from these once and share (a relative bias's time buckets)."""
 
-    ``bias(padded_timestamps or None, lengths, P)`` gives a bucket's ``(b, P, P)`` relative
-    bias (:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.batched`)."""
-    alpha = 1.0 / math.sqrt(q.shape[-1])
+    p: int
+    n: torch.Tensor
+    tok: torch.Tensor
+    flat: torch.Tensor
+    valid: torch.Tensor
+    times: torch.Tensor | None
+    derived: dict[object, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass
+class BucketPlan:
+    """A batch's histories bucketed once, for every layer of a stack: the buckets, the rows
+    their real tokens fill (in that order) and the causal mask of the longest."""
+
+    buckets: list[Bucket]
+    rows: torch.Tensor
+    causal: torch.Tensor
+
+
+def plan(offsets: torch.Tensor, timestamps: torch.Tensor | None = None) -> BucketPlan:
+    """The buckets of the histories ``offsets`` delimits (see the module docstring)."""
     lengths = offsets[1:] - offsets[:-1]
-    rows, values = [], []
-    longest = int(lengths.max())
-    causal = torch.ones(padded_length(longest), padded_length(longest), device=q.device).tril() / max_len
+    out, rows = [], []
     for p, members in buckets(lengths.tolist()).items():
         index = torch.tensor(members, device=offsets.device)
         n = lengths[index]
@@ -78,17 +93,37 @@ def bucketed_attention(
         valid = pos[None, :] < n[:, None]  # (b, P)
         tok = torch.where(valid, offsets[index][:, None] + pos[None, :], 0)
         flat = tok.reshape(-1)  # index_select: its backward (index_add) is the fast one on a CPU
-        qb, kb, vb = (t.index_select(0, flat).view(*tok.shape, *t.shape[1:]) for t in (q, k, v))
+        times = None if timestamps is None else timestamps.index_select(0, flat).view(tok.shape)
+        out.append(Bucket(p, n, tok, flat, valid, times))
+        rows.append(tok[valid])
+    size = padded_length(int(lengths.max())) if len(lengths) else 0
+    causal = torch.ones(size, size, device=offsets.device).tril()
+    empty = torch.zeros(0, dtype=torch.int64, device=offsets.device)
+    return BucketPlan(out, torch.cat(rows) if rows else empty, causal)
+
+
+def bucketed_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    batch: BucketPlan,
+    max_len: int,
+    bias: Callable[[Bucket], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """:func:`recnotebooks.nn.hstu.hstu_attention`, bucket by bucket (see the module docstring),
+    over the buckets of :func:`plan`. ``bias(bucket)`` gives a bucket's ``(b, P, P)`` relative
+    bias (:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.for_bucket`)."""
+    alpha = 1.0 / math.sqrt(q.shape[-1])
+    values = []
+    for b in batch.buckets:
+        qb, kb, vb = (t.index_select(0, b.flat).view(*b.tok.shape, *t.shape[1:]) for t in (q, k, v))
         scores = torch.einsum("bihd,bjhd->bhij", qb, kb) * alpha
         if bias is not None:
-            times = None if timestamps is None else timestamps.index_select(0, flat).view(tok.shape)
-            scores = scores + bias(times, n, p)[:, None]
+            scores = scores + bias(b)[:, None]
         # a kept row i < n reads keys j <= i < n only: the causal mask keeps out the padding too
-        weights = F.silu(scores) * causal[:p, :p]
-        out = torch.einsum("bhij,bjhd->bihd", weights, vb)
-        rows.append(tok[valid])
-        values.append(out[valid])
+        weights = F.silu(scores) * (batch.causal[: b.p, : b.p] / max_len)
+        values.append(torch.einsum("bhij,bjhd->bihd", weights, vb)[b.valid])
     result = v.new_zeros(q.shape[0], v.shape[1], v.shape[2])
-    if not rows:
+    if not values:
         return result
-    return result.index_copy(0, torch.cat(rows), torch.cat(values))
+    return result.index_copy(0, batch.rows, torch.cat(values))

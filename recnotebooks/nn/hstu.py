@@ -64,6 +64,18 @@ def _take(weight: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return weight.gather(0, index.reshape(-1)).view(index.shape)
 
 
+def padded_time_buckets(timestamps: torch.Tensor, lengths: torch.Tensor, num_buckets: int) -> torch.Tensor:
+    """:func:`time_buckets` of ``t_next(i) - t(j)`` for ``b`` histories padded to ``P``
+    (``timestamps`` ``(b, P)``, ``lengths`` ``(b,)``): ``(b, P, P)``; ``t_next(i)`` is the next
+    event's time, the last real event's own from there on."""
+    p = timestamps.shape[1]
+    last = (lengths - 1).clamp(min=0)[:, None]
+    target = torch.cat([timestamps[:, 1:], timestamps[:, -1:]], dim=1)
+    i = torch.arange(p, device=timestamps.device)[None, :]
+    target = torch.where(i >= last, timestamps.gather(1, last).expand_as(timestamps), target)
+    return time_buckets(target[:, :, None] - timestamps[:, None, :], num_buckets)
+
+
 class RelativeAttentionBias(nn.Module):
     """``rab(i, j)`` of one layer: ``position[i - j] + time[bucket(t_next(i) - t(j))]``.
 
@@ -100,12 +112,18 @@ class RelativeAttentionBias(nn.Module):
         bias = self.positions(p).expand(len(lengths), p, p)
         if timestamps is None:
             return bias
-        last = (lengths - 1).clamp(min=0)[:, None]
-        target = torch.cat([timestamps[:, 1:], timestamps[:, -1:]], dim=1)
-        i = torch.arange(p, device=timestamps.device)[None, :]
-        target = torch.where(i >= last, timestamps.gather(1, last).expand_as(timestamps), target)
-        gaps = target[:, :, None] - timestamps[:, None, :]
-        return bias + _take(self.time, time_buckets(gaps, self.num_buckets))
+        return bias + _take(self.time, padded_time_buckets(timestamps, lengths, self.num_buckets))
+
+    def for_bucket(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
+        """:meth:`batched` for a bucket of :func:`recnotebooks.kernels.jagged_attention.plan`,
+        its time buckets computed once for every layer that shares the plan."""
+        bias = self.positions(bucket.p).expand(len(bucket.n), bucket.p, bucket.p)
+        if bucket.times is None:
+            return bias
+        key = ("time_buckets", self.num_buckets)
+        if key not in bucket.derived:
+            bucket.derived[key] = padded_time_buckets(bucket.times, bucket.n, self.num_buckets)
+        return bias + _take(self.time, bucket.derived[key])
 
     def times(self, timestamps: torch.Tensor) -> torch.Tensor:
         """``time[bucket(t_next(i) - t(j))]`` of one history: ``t_next(i)`` is the timestamp of
@@ -122,6 +140,7 @@ def hstu_attention(
     max_len: int,
     bias: RelativeAttentionBias | None = None,
     timestamps: torch.Tensor | None = None,
+    plan: jagged_attention.BucketPlan | None = None,
 ) -> torch.Tensor:
     """HSTU's pointwise causal attention over jagged histories, one history at a time.
 
@@ -129,8 +148,9 @@ def hstu_attention(
     Returns ``(L, heads, v_dim)``: for each history ``silu(alpha Q K^T + rab) / max_len`` under
     the causal mask, times ``V``."""
     if jagged_attention.can_run(q):  # the same, histories of like length batched: kernels/
+        batch = plan if plan is not None else jagged_attention.plan(offsets, timestamps)
         return jagged_attention.bucketed_attention(
-            q, k, v, offsets, max_len, None if bias is None else bias.batched, timestamps
+            q, k, v, batch, max_len, None if bias is None else bias.for_bucket
         )
     alpha = 1.0 / math.sqrt(q.shape[-1])
     bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True))
@@ -189,10 +209,15 @@ class HSTULayer(nn.Module):
         self.to(device)
 
     def forward(
-        self, x: torch.Tensor, offsets: torch.Tensor, timestamps: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        offsets: torch.Tensor,
+        timestamps: torch.Tensor | None = None,
+        plan: jagged_attention.BucketPlan | None = None,
     ) -> torch.Tensor:
         """``x``: ``(L, dim)`` tokens of ``B`` histories; ``offsets``: ``(B + 1,)``;
-        ``timestamps``: ``(L,)`` seconds, non-decreasing within each history (or ``None``)."""
+        ``timestamps``: ``(L,)`` seconds, non-decreasing within each history (or ``None``);
+        ``plan``: the fast path's buckets of this batch, when a stack planned them once."""
         hv, hq = self.heads * self.v_dim, self.heads * self.qk_dim
         u, v, q, k = F.silu(self.uvqk(F.layer_norm(x, [self.dim], eps=self.eps))).split(
             [hv, hv, hq, hq], dim=1
@@ -205,6 +230,7 @@ class HSTULayer(nn.Module):
             self.max_len,
             self.bias,
             timestamps,
+            plan,
         ).reshape(-1, hv)
         return x + self.out(F.layer_norm(attn, [hv], eps=self.eps) * u)
 
@@ -244,8 +270,9 @@ class HSTU(nn.Module):
     ) -> torch.Tensor:
         """``(L, dim)`` tokens of the histories ``offsets`` delimits -> ``(L, dim)``."""
         _check_batch(x, offsets, timestamps, self.dim, self.max_len)
+        plan = jagged_attention.plan(offsets, timestamps) if jagged_attention.can_run(x) else None
         for layer in self.layers:
-            x = layer(x, offsets, timestamps)
+            x = layer(x, offsets, timestamps, plan)
         return x
 
 
