@@ -132,3 +132,31 @@ def test_bad_arguments_are_named(log: SyntheticListening) -> None:
         SyntheticListening("small", 8)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="index"):
         log.batch(-1)
+
+
+def test_iteration_resumes_where_its_state_says() -> None:
+    """A pass yields batch(0), batch(1), ...; a state saved after two batches resumes at the third,
+    in a fresh log of the same seed and split (what a checkpoint needs)."""
+    log = SyntheticListening(SMALL, 16, num_batches=4)
+    it = iter(log)
+    first = [next(it) for _ in range(2)]
+    assert torch.equal(first[1].users, log.batch(1).users)
+    state = log.state_dict()
+    assert state == {"kind": "synthetic_listening", "position": 2, "seed": 0, "split": "train"}
+    fresh = SyntheticListening(SMALL, 16, num_batches=4)
+    fresh.load_state_dict(state)
+    rest = list(fresh)
+    assert [b.users.tolist() for b in rest] == [log.batch(i).users.tolist() for i in (2, 3)]
+    assert len(list(SyntheticListening(SMALL, 16, num_batches=3))) == 3
+
+
+def test_a_state_of_another_stream_is_refused() -> None:
+    log = SyntheticListening(SMALL, 16)
+    with pytest.raises(ValueError, match="not of a SyntheticListening"):
+        log.load_state_dict({"kind": "synthetic_criteo", "position": 3})
+    with pytest.raises(ValueError, match="split"):
+        log.load_state_dict({"kind": "synthetic_listening", "position": 3, "split": "eval"})
+    with pytest.raises(ValueError, match="position"):
+        log.load_state_dict({"kind": "synthetic_listening", "position": -1})
+    with pytest.raises(ValueError, match="num_batches"):
+        SyntheticListening(SMALL, 16, num_batches=0)

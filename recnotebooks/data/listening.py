@@ -29,11 +29,13 @@ What makes it worth training on:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from recnotebooks.checks import check_choice, check_float, check_fraction, check_int
+from recnotebooks.checks import check_choice, check_float, check_fraction, check_int, show
 from recnotebooks.data.sequences import SequenceBatch
 from recnotebooks.data.skew import _mix64
 
@@ -134,12 +136,17 @@ class SyntheticListening:
     (torch.Size([5]), True, True)
     """
 
-    def __init__(self, config: ListeningConfig, batch_size: int, split: str = "train") -> None:
+    def __init__(
+        self, config: ListeningConfig, batch_size: int, split: str = "train", num_batches: int | None = None
+    ) -> None:
         if not isinstance(config, ListeningConfig):
             raise TypeError(f"config must be a ListeningConfig, got {type(config).__name__}")
         self.config = config
         self.batch_size = check_int("batch_size", batch_size, lo=1, hi=1_000_000)
         self.split = check_choice("split", split, SPLITS)
+        self.num_batches = None if num_batches is None else check_int("num_batches", num_batches, lo=1)
+        self.position = 0  # the index of the next batch an iteration yields
+        self._resume: int | None = None
         self._catalogue()
         probe = self._draw(torch.Generator().manual_seed(_mix64(config.seed, 7)), 512)
         z = self._teacher_terms(probe)
@@ -251,6 +258,36 @@ class SyntheticListening:
         c = self.config
         z = (self._teacher_terms(b) - self._z_mean) / self._z_std
         return c.teacher_strength * z + self._intercept
+
+    def __iter__(self) -> Iterator[SequenceBatch]:
+        """A pass over ``batch(0), batch(1), ...`` (``num_batches`` of them, or endless), or,
+        right after :meth:`load_state_dict`, from the restored position."""
+        self.position = 0 if self._resume is None else self._resume
+        self._resume = None
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[SequenceBatch]:
+        while self.num_batches is None or self.position < self.num_batches:
+            b = self.batch(self.position)
+            self.position += 1  # the index of the next batch, as state_dict saves it
+            yield b
+
+    def state_dict(self) -> dict[str, Any]:
+        """Resumable state: the next batch index and the identity of the log."""
+        return {"kind": "synthetic_listening", "position": self.position, "seed": self.config.seed,
+                "split": self.split}  # fmt: skip
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` output (of a log with the same seed and split): the next
+        ``iter()`` continues at the saved position. A state of another stream is refused."""
+        if not isinstance(state, dict) or "position" not in state:
+            raise ValueError(f"state must be a dict with a 'position' key, got {show(state)}")
+        if state.get("kind") != "synthetic_listening":
+            raise ValueError(f"state is of a {state.get('kind')!r} stream, not of a SyntheticListening")
+        for key, mine in (("seed", self.config.seed), ("split", self.split)):
+            if key in state and state[key] != mine:
+                raise ValueError(f"state[{key!r}] is {state[key]!r} but this log has {key}={mine!r}")
+        self.position = self._resume = check_int("state['position']", state["position"], lo=0)
 
     def batch(self, index: int) -> SequenceBatch:
         """Batch ``index`` (>= 0) of this split: the same every time it is asked for."""
