@@ -37,10 +37,12 @@ needs: the jagged tokens and the causal half, forward and backward.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from recnotebooks.checks import check_bool, check_choice, check_int, check_type
+from recnotebooks.config import DTYPES
 from recnotebooks.config.hstu import HSTUConfig
 from recnotebooks.perf.components.collectives import all_reduce_seconds, all_to_all_seconds, nic_per_device
 from recnotebooks.perf.components.dense import gemm_time
@@ -118,34 +120,10 @@ def lognormal_lengths(count: int, median: float, mean: float, longest: int) -> l
     if not 0 < median <= mean:
         raise ValueError(f"median and mean must satisfy 0 < median <= mean, got {median}, {mean}")
     sigma = math.sqrt(2 * math.log(mean / median))
-    nd = _normal_quantile
+    nd = statistics.NormalDist().inv_cdf
     return [
         min(longest, max(1, round(median * math.exp(sigma * nd((i + 0.5) / count))))) for i in range(count)
     ]
-
-
-def _normal_quantile(p: float) -> float:
-    """The standard normal's quantile (Acklam's rational approximation, error below 1.2e-9)."""
-    a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02,
-         -3.066479806614716e01, 2.506628277459239e00)  # fmt: skip
-    b = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01,
-         -1.328068155288572e01)  # fmt: skip
-    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00, -2.549732539343734e00,
-         4.374664141464968e00, 2.938163982698783e00)  # fmt: skip
-    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
-    if p < 0.02425 or p > 1 - 0.02425:
-        q = math.sqrt(-2 * math.log(min(p, 1 - p)))
-        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / (
-            (((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1
-        )
-        return x if p < 0.5 else -x
-    q = p - 0.5
-    r = q * q
-    return (
-        (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5])
-        * q
-        / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
-    )
 
 
 def attention_products(lengths: Sequence[int], causal: bool = True) -> float:
@@ -175,7 +153,7 @@ def hstu_step(
     if not lengths or not sum(lengths):
         raise ValueError("lengths must hold at least one history with events")
     gpus, nodes = check_int("gpus", gpus, lo=1, hi=hw.devices), check_int("nodes", nodes, lo=1)
-    check_choice("dtype", dtype, ("fp32", "tf32", "bf16", "fp16", "amp_fp16", "amp_bf16"))
+    check_choice("dtype", dtype, DTYPES)
     padded, fused_attention = check_bool("padded", padded), check_bool("fused_attention", fused_attention)
     run = [max(lengths)] * len(lengths) if padded else lengths
     step = HSTUStep(config, hw, gpus * nodes, len(lengths), sum(lengths), padded)
