@@ -19,7 +19,7 @@ $(PY):
 # torch first, pinned, so a loose requirement never pulls a multi-GB build by accident.
 $(STAMP): $(PY) pyproject.toml
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[lab,test]"
+	$(PY) -m pip install --quiet -e ".[lab,test,yambda]"
 	touch $(STAMP)
 
 setup: $(STAMP)

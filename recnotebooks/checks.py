@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # annotations only: this module imports torch where a check n
 
 __all__ = [
     "MAX_STEPS",
+    "DataNotFoundError",
+    "check_data_path",
+    "import_optional",
     "available_memory_bytes",
     "check_bool",
     "check_choice",
@@ -335,6 +338,47 @@ def check_writable_file(name: str, path: object, *, example: str = "file") -> Pa
     except OSError as e:
         raise ValueError(f"{name} {str(p)!r} cannot be written: {e.strerror or e}") from None
     return p
+
+
+class DataNotFoundError(FileNotFoundError, ValueError):
+    """A data path that is not there: both a ``FileNotFoundError`` (what ``open`` raises) and a
+    ``ValueError`` (a bad argument, as every check here raises), so either ``except`` catches it."""
+
+
+def check_data_path(name: str, path: object, *, names: Sequence[str] = (), what: str, url: str) -> Path:
+    """The data file ``path`` names: ``path`` itself when it is a file, else the first of
+    ``names`` inside the folder ``path``. Anything else raises :class:`DataNotFoundError` naming
+    ``name``, the path, ``what`` is expected there and ``url``, the page to download it from."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise TypeError(f"{name} must be a file or folder path, got {show(path)} ({_kind(path)})")
+    p = Path(path)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        for candidate in names:
+            if (p / candidate).is_file():
+                return p / candidate
+        inside = f" (a folder holding {' or '.join(names)})" if names else ""
+        raise DataNotFoundError(
+            f"{name}: the folder {str(p)!r} holds none of {list(names)}; expected {what}{inside}, "
+            f"downloaded from {url}"
+        )
+    raise DataNotFoundError(f"{name}: nothing at {str(p)!r}; expected {what}, downloaded from {url}")
+
+
+def import_optional(module: str, extra: str, purpose: str) -> object:
+    """``import module``, or an ``ImportError`` saying that ``purpose`` needs it and the command
+    that installs it (``pip install 'recnotebooks[extra]'``): for the optional dependencies
+    pyproject.toml lists as extras."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(
+            f"{purpose} needs {module.split('.')[0]}, an optional dependency: install it with "
+            f"pip install 'recnotebooks[{extra}]' (or pip install {module.split('.')[0]})"
+        ) from None
 
 
 def format_bytes(n: float) -> str:

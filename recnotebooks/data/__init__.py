@@ -1,6 +1,6 @@
 """Data: the :class:`Batch` container, skewed synthetic Criteo-like streams and the Criteo reader;
 for generative recommenders, a synthetic listening log of jagged histories
-(:mod:`~recnotebooks.data.listening`)."""
+(:mod:`~recnotebooks.data.listening`) and readers of MovieLens-1M and Yambda (the user's download)."""
 
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.criteo import CriteoReader, ReadStats, write_criteo_tsv
@@ -9,6 +9,7 @@ from recnotebooks.data.movielens import MovieLensHistories, read_movielens_ratin
 from recnotebooks.data.sequences import SequenceBatch
 from recnotebooks.data.skew import fit_zipf_exponent, scatter_ids, zipf_ranks
 from recnotebooks.data.synthetic import SyntheticConfig, SyntheticCriteo
+from recnotebooks.data.yambda import YambdaHistories, read_yambda_events, read_yambda_mappings
 
 __all__ = [
     "Batch",
@@ -25,4 +26,7 @@ __all__ = [
     "MovieLensHistories",
     "read_movielens_ratings",
     "SyntheticListening",
+    "YambdaHistories",
+    "read_yambda_events",
+    "read_yambda_mappings",
 ]
