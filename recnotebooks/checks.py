@@ -42,6 +42,7 @@ __all__ = [
     "check_fraction",
     "check_int",
     "check_jagged_offsets",
+    "check_jagged_timestamps",
     "check_int_list",
     "check_module_device",
     "check_steps",
@@ -473,3 +474,29 @@ def check_jagged_offsets(
             f"piece {i} of {name} holds {int(lengths[i]):,} values; at most {max_length:,} are allowed"
         )
     return offsets
+
+
+def check_jagged_timestamps(name: str, timestamps: object, offsets: torch.Tensor) -> torch.Tensor:
+    """``timestamps`` of a jagged batch (its ``offsets`` already checked): a ``(L,)`` tensor,
+    one per value, that never decreases *within* a piece (a piece may start earlier than the one
+    before it ends). The message names the first piece that goes back and where."""
+    import torch
+
+    n = int(offsets[-1])
+    if not isinstance(timestamps, torch.Tensor) or timestamps.shape != (n,):
+        raise ValueError(f"{name} must be a ({n},) tensor, one per token, got {show(timestamps)}")
+    if timestamps.dtype == torch.bool or timestamps.is_complex():
+        raise TypeError(f"{name} must hold numbers of seconds, got dtype {timestamps.dtype}")
+    steps = timestamps[1:] - timestamps[:-1]
+    starts = offsets[1:-1]
+    inside = torch.ones_like(steps, dtype=torch.bool)
+    inside[starts[(starts > 0) & (starts < n)] - 1] = False  # a new piece may start earlier
+    backwards = torch.nonzero(inside & (steps < 0)).flatten()
+    if len(backwards):
+        pos = int(backwards[0]) + 1
+        piece = int(torch.searchsorted(offsets, torch.tensor(pos, device=offsets.device), right=True)) - 1
+        raise ValueError(
+            f"{name} must not decrease within a history: history {piece} goes from "
+            f"{timestamps[pos - 1].item()} to {timestamps[pos].item()} at token {pos}"
+        )
+    return timestamps

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from recnotebooks.checks import check_choice, check_int, show
+from recnotebooks.checks import check_choice, check_data_path, check_int, show
 from recnotebooks.data.sequences import SequenceBatch
 
 __all__ = ["MovieLensHistories", "read_movielens_ratings", "MOVIELENS_1M_URL", "SPLITS"]
@@ -33,16 +33,11 @@ MAX_RATINGS = 30_000_000
 
 def read_movielens_ratings(path: str | Path) -> torch.Tensor:
     """``ratings.dat`` (or the folder holding it) as an ``(N, 4)`` int64 tensor of
-    ``user, movie, rating, timestamp``. A missing file or a line not in the format raises
-    ``FileNotFoundError``/``ValueError`` naming the path, the line and where to get the data."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "ratings.dat"
-    if not p.is_file():
-        raise FileNotFoundError(
-            f"path: no MovieLens ratings file at {str(p)!r}; download MovieLens-1M from {MOVIELENS_1M_URL}, "
-            "unzip it, and pass the ml-1m folder or its ratings.dat"
-        )
+    ``user, movie, rating, timestamp``. A missing file raises
+    :class:`~recnotebooks.checks.DataNotFoundError` (a ``FileNotFoundError`` and a ``ValueError``),
+    a line not in the format a ``ValueError``, naming the path, the line and where to get the data."""
+    what = "MovieLens-1M's ratings.dat (unzip ml-1m.zip; pass the ml-1m folder or the file)"
+    p = check_data_path("path", path, names=("ratings.dat",), what=what, url=MOVIELENS_1M_URL)
     rows: list[tuple[int, int, int, int]] = []
     with p.open("rb") as f:
         for number, raw in enumerate(f, start=1):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from recnotebooks.checks import check_jagged_offsets, show
+from recnotebooks.checks import check_jagged_offsets, check_jagged_timestamps, show
 from recnotebooks.sparse import JaggedBatch
 
 __all__ = ["SequenceBatch"]
@@ -59,6 +59,18 @@ class SequenceBatch:
                         ("labels", self.labels)):  # fmt: skip
             if not isinstance(t, torch.Tensor) or t.shape != (n,):
                 raise ValueError(f"{name} must be a ({n},) tensor, one per event, got {show(t)}")
+        self._check_values()
+
+    def _check_values(self) -> None:
+        """Ids that index a table, labels 0/1, time that never goes back within a history."""
+        for k, v in self.ids.items():
+            if v.is_floating_point() or v.dtype == torch.bool or (len(v) and int(v.min()) < 0):
+                got = f"dtype {v.dtype}" if v.is_floating_point() or v.dtype == torch.bool else int(v.min())
+                raise ValueError(f"ids[{k!r}] must hold integer ids >= 0, got {got}")
+        bad = self.labels[(self.labels != 0) & (self.labels != 1)]
+        if len(bad):
+            raise ValueError(f"labels must hold 0. or 1. (the action on each event), got {bad[0].item()}")
+        check_jagged_timestamps("timestamps", self.timestamps, self.offsets)
 
     @property
     def lengths(self) -> torch.Tensor:
@@ -74,8 +86,13 @@ class SequenceBatch:
         """The ids as a model looks them up: one id per table per event (a bag of one), the
         tables in :attr:`ids`' order, ``batch_size = L``."""
         n, keys = self.num_tokens, tuple(self.ids)
+        if not n:
+            raise ValueError(
+                f"tokens: the batch holds no events (offsets {self.offsets.tolist()}); an empty batch has "
+                "nothing to look up or train"
+            )
         return JaggedBatch(keys, torch.cat([self.ids[k] for k in keys]),
-                           torch.ones(len(keys) * n, dtype=torch.int64), max(n, 1))  # fmt: skip
+                           torch.ones(len(keys) * n, dtype=torch.int64), n)  # fmt: skip
 
     def previous_actions(self) -> torch.Tensor:
         """For each event, what the user did on the event before it in the same history, as an

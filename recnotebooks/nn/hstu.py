@@ -41,7 +41,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from recnotebooks.checks import check_int, check_jagged_offsets, check_module_device, show
+from recnotebooks.checks import (
+    check_int,
+    check_jagged_offsets,
+    check_jagged_timestamps,
+    check_module_device,
+    show,
+)
 from recnotebooks.kernels import jagged_attention
 
 __all__ = ["HSTU", "HSTULayer", "RelativeAttentionBias", "hstu_attention", "time_buckets"]
@@ -147,6 +153,8 @@ def hstu_attention(
     ``q``, ``k``: ``(L, heads, qk_dim)``; ``v``: ``(L, heads, v_dim)``; ``offsets``: ``(B + 1,)``.
     Returns ``(L, heads, v_dim)``: for each history ``silu(alpha Q K^T + rab) / max_len`` under
     the causal mask, times ``V``."""
+    if plan is None:  # called on its own (a layer of a stack passes the plan of a checked batch)
+        _check_attention(q, k, v, offsets, max_len, timestamps)
     if jagged_attention.can_run(q):  # the same, histories of like length batched: kernels/
         batch = plan if plan is not None else jagged_attention.plan(offsets, timestamps)
         return jagged_attention.bucketed_attention(
@@ -218,6 +226,8 @@ class HSTULayer(nn.Module):
         """``x``: ``(L, dim)`` tokens of ``B`` histories; ``offsets``: ``(B + 1,)``;
         ``timestamps``: ``(L,)`` seconds, non-decreasing within each history (or ``None``);
         ``plan``: the fast path's buckets of this batch, when a stack planned them once."""
+        if plan is None:  # called on its own: check the batch (a stack checked it and planned once)
+            _check_batch(x, offsets, timestamps, self.dim, self.max_len)
         hv, hq = self.heads * self.v_dim, self.heads * self.qk_dim
         u, v, q, k = F.silu(self.uvqk(F.layer_norm(x, [self.dim], eps=self.eps))).split(
             [hv, hv, hq, hq], dim=1
@@ -276,25 +286,33 @@ class HSTU(nn.Module):
         return x
 
 
+def _check_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    offsets: torch.Tensor,
+    max_len: int,
+    timestamps: torch.Tensor | None,
+) -> None:
+    max_len = check_int("max_len", max_len, lo=1)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.ndim != 3 or not t.is_floating_point():
+            raise ValueError(f"{name} must be a floating-point (L, heads, head_dim) tensor, got {show(t)}")
+    if k.shape != q.shape or v.shape[:2] != q.shape[:2]:
+        raise ValueError(
+            f"q, k and v must hold the same tokens and heads (q and k one shape), got {tuple(q.shape)}, "
+            f"{tuple(k.shape)} and {tuple(v.shape)}"
+        )
+    check_jagged_offsets("offsets", offsets, len(q), max_length=max_len)
+    if timestamps is not None:
+        check_jagged_timestamps("timestamps", timestamps, offsets)
+
+
 def _check_batch(
     x: torch.Tensor, offsets: torch.Tensor, timestamps: torch.Tensor | None, dim: int, max_len: int
 ) -> None:
     if not isinstance(x, torch.Tensor) or x.ndim != 2 or x.shape[1] != dim or not x.is_floating_point():
         raise ValueError(f"x must be a floating-point (L, {dim}) tensor of tokens, got {show(x)}")
     check_jagged_offsets("offsets", offsets, len(x), max_length=max_len)
-    if timestamps is None:
-        return
-    if not isinstance(timestamps, torch.Tensor) or timestamps.shape != (len(x),):
-        raise ValueError(f"timestamps must be a ({len(x)},) tensor, one per token, got {show(timestamps)}")
-    steps = timestamps[1:] - timestamps[:-1]
-    starts = offsets[1:-1]
-    inside = torch.ones_like(steps, dtype=torch.bool)
-    inside[starts[(starts > 0) & (starts < len(x))] - 1] = False  # a new history may start earlier
-    backwards = torch.nonzero(inside & (steps < 0)).flatten()
-    if len(backwards):
-        pos = int(backwards[0]) + 1
-        user = int(torch.searchsorted(offsets, torch.tensor(pos), right=True)) - 1
-        raise ValueError(
-            f"timestamps must not decrease within a history: history {user} goes from "
-            f"{timestamps[pos - 1].item()} to {timestamps[pos].item()} at token {pos}"
-        )
+    if timestamps is not None:
+        check_jagged_timestamps("timestamps", timestamps, offsets)

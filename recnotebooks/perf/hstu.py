@@ -41,7 +41,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from recnotebooks.checks import check_bool, check_choice, check_int, check_type
+from recnotebooks.checks import check_bool, check_choice, check_int, check_int_list, check_type
 from recnotebooks.config import DTYPES
 from recnotebooks.config.hstu import HSTUConfig
 from recnotebooks.perf.components.collectives import all_reduce_seconds, all_to_all_seconds, nic_per_device
@@ -149,7 +149,8 @@ def hstu_step(
     ``fused_attention``: the attention weights stay on chip (a flash-style kernel)."""
     check_type("config", config, HSTUConfig, "an HSTUConfig")
     hw = hardware(hw)
-    lengths = [check_int("lengths[i]", n, lo=0, hi=config.max_len) for n in lengths]
+    seq = lengths.tolist() if hasattr(lengths, "tolist") else lengths  # a NumPy array or a tensor: a list
+    lengths = check_int_list("lengths", seq, lo=0, hi=config.max_len)
     if not lengths or not sum(lengths):
         raise ValueError("lengths must hold at least one history with events")
     gpus, nodes = check_int("gpus", gpus, lo=1, hi=hw.devices), check_int("nodes", nodes, lo=1)
