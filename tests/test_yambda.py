@@ -105,8 +105,9 @@ def write_flat(path: Path, rows: list[dict], *, multi: bool = True) -> None:
     pq.write_table(pa.table(cols), path)
 
 
-def write_sequential(path: Path, rows: list[dict]) -> None:
-    """``rows`` as Yambda's sequential layout: one row per user, every other column a list."""
+def write_sequential(path: Path, rows: list[dict], plural: bool = False) -> None:
+    """``rows`` as Yambda's sequential layout: one row per user, every other column a list
+    (``plural``: named as the dataset card spells them, ``item_ids``, ``timestamps``, ...)."""
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
@@ -120,7 +121,8 @@ def write_sequential(path: Path, rows: list[dict]) -> None:
         ("played_ratio_pct", pa.uint16()),
         ("event_type", pa.string()),
     ):
-        cols[name] = pa.array([[r[name] for r in per[u]] for u in users], pa.list_(kind))
+        key = name + "s" if plural and name in ("item_id", "timestamp", "event_type") else name
+        cols[key] = pa.array([[r[name] for r in per[u]] for u in users], pa.list_(kind))
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table(cols), path)
 
@@ -152,14 +154,17 @@ def histories(data: YambdaHistories) -> dict:
     return seen
 
 
-@pytest.mark.parametrize("layout", ["flat", "sequential"])
+@pytest.mark.parametrize("layout", ["flat", "sequential", "sequential-plural"])
 @pytest.mark.parametrize("split", ["train", "eval"])
 def test_histories_are_each_users_events_in_time_order_with_listen_plus(tmp_path, layout, split) -> None:
     rows = events_of()
     if layout == "flat":  # rows out of order: the reader sorts by user and time, ties in file order
         rows = [rows[i] for i in np.random.default_rng(1).permutation(len(rows))]
     path = tmp_path / layout / "50m" / "multi_event.parquet"
-    (write_flat if layout == "flat" else write_sequential)(path, rows)
+    if layout == "flat":
+        write_flat(path, rows)
+    else:
+        write_sequential(path, rows, plural=layout.endswith("plural"))
     for kinds in (("listen",), ("listen", "like")):
         data = YambdaHistories(path.parent, batch_size=7, split=split, max_length=12, event_types=kinds)
         assert histories(data) == expected_histories(rows, split, kinds, 12)
@@ -188,6 +193,13 @@ def test_the_reader_returns_the_columns_and_marks_what_a_file_lacks(tmp_path: Pa
     m = read_yambda_events(tmp_path / "multi")
     assert m[:, 3].tolist() == [EVENT_TYPES.index(r["event_type"]) for r in rows]
     assert m[:, 4].tolist() == [-1 if r["played_ratio_pct"] is None else r["played_ratio_pct"] for r in rows]
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pct = pa.array([49.9, 50.0, None, float("nan")], pa.float32())  # as MLPerf's preprocessing writes it
+    table = pa.table({"uid": [1] * 4, "item_id": [1, 2, 3, 4], "timestamp": [5] * 4, "played_ratio_pct": pct})
+    pq.write_table(table, tmp_path / "listens.parquet")
+    assert read_yambda_events(tmp_path / "listens.parquet")[:, 4].tolist() == [49, 50, -1, -1]
 
 
 def test_artists_and_albums_come_from_the_mappings(tmp_path: Path) -> None:

@@ -129,9 +129,13 @@ def _flatten(column: object, lengths: np.ndarray | None, name: str, path: Path) 
 
 
 def _integers(array: object, name: str, path: Path, fill: int = -1) -> np.ndarray:
-    """``array`` (a pyarrow array of integers, nulls allowed) as int64, nulls as ``fill``."""
+    """``array`` (a pyarrow array of integers, nulls allowed) as int64, nulls as ``fill``;
+    ``played_ratio_pct`` may also be a float (MLPerf's preprocessing writes float32), floored."""
     pa = import_optional("pyarrow", "yambda", "Reading Yambda's parquet files")
     kind = array.type  # type: ignore[attr-defined]
+    if name == "played_ratio_pct" and pa.types.is_floating(kind):  # type: ignore[attr-defined]
+        values = array.fill_null(float(fill)).to_numpy(zero_copy_only=False)  # type: ignore[attr-defined]
+        return np.floor(np.nan_to_num(values, nan=fill, posinf=fill, neginf=fill)).astype(np.int64)
     if not (pa.types.is_integer(kind) or pa.types.is_boolean(kind)):  # type: ignore[attr-defined]
         raise ValueError(f"path: {str(path)!r}: column {name} must hold integers, got {kind}")
     out = array.cast(pa.int64()).fill_null(fill).to_numpy(zero_copy_only=False)  # type: ignore[attr-defined]
