@@ -77,12 +77,13 @@ def test_the_ranker_names_the_bad_batch(what, offsets, times, match) -> None:
         HSTURanker(cfg)(tokens, offsets, torch.zeros(n, dtype=torch.int64), times)
 
 
-@pytest.mark.parametrize(("what", "offsets", "times", "match"), BAD_BATCHES, ids=[c[0] for c in BAD_BATCHES])
+#: A SequenceBatch's offsets say how many events it has (its tensors are checked against them,
+#: below) and it has no maximum length: the other bad batches.
+OWN = [c for c in BAD_BATCHES if c[0] not in ("not ending at the values", "too long")]
+
+
+@pytest.mark.parametrize(("what", "offsets", "times", "match"), OWN, ids=[c[0] for c in OWN])
 def test_a_sequence_batch_names_the_bad_batch(what, offsets, times, match) -> None:
-    if what in ("not ending at the values", "too long"):
-        pytest.skip(
-            "a SequenceBatch's offsets say how many events it has: its tensors are checked against them"
-        )
     n = tokens_for(offsets)
     ts = TIMES if times is None else times
     with pytest.raises((ValueError, TypeError), match=match):
