@@ -1,5 +1,5 @@
 """Hybrid-parallel HSTU on real gloo ranks (127.0.0.1): HSTU's tables sharded row- and table-wise
-(and one data-parallel) by the engine, the HSTU stack data parallel, each rank a contiguous block
+(one data-parallel, one column-wise) by the engine, the HSTU stack data parallel, each rank a contiguous block
 of every global batch's histories. On 2 and 4 ranks the losses, tables and dense weights after a
 few steps of row-wise Adagrad + Adam (and Adagrad) equal a plain single-process HSTURanker's
 trained in a plain loop on the same global batches: batches with length-1 histories, histories
@@ -21,7 +21,7 @@ from recnotebooks.distributed import ShardedEmbeddingBagCollection, history_bloc
 from recnotebooks.distributed.training import HSTUTrainSettings, local_histories, train_hstu_local
 from recnotebooks.nn.generative import HSTURanker
 from recnotebooks.nn.optim import make_dense_optimizer, make_sparse_optimizer
-from recnotebooks.plan import combine, data_parallel, row_wise, table_wise
+from recnotebooks.plan import column_wise, combine, data_parallel, row_wise, table_wise
 
 LOG = ListeningConfig(users=200, items=300, albums=60, artists=12, tastes=3, median_length=5, mean_length=9,
                       max_length=24)  # fmt: skip
@@ -29,7 +29,9 @@ CFG = HSTUConfig(tuple(TableConfig(n, r) for n, r in zip(TABLES, (300, 60, 12), 
                  num_layers=2, heads=2, max_len=24, top_mlp=(16,))  # fmt: skip
 BATCH, STEPS, SEED = 10, 3, 4
 PLAN_2 = combine(row_wise(["item"], 2), table_wise(["album"], 2, ranks=1), data_parallel(["artist"], 2))
-PLAN_4 = combine(row_wise(["item"], 4), table_wise(["album", "artist"], 4, ranks=[2, 3]))
+PLAN_4 = combine(
+    row_wise(["item"], 4), column_wise(["album"], 4, ranks=[1, 2]), table_wise(["artist"], 4, ranks=3)
+)
 
 
 def reference(settings: HSTUTrainSettings) -> dict[str, Any]:
@@ -79,11 +81,19 @@ def test_two_ranks_equal_one_process() -> None:
     assert got.rank_events[1] == [13, 35] and got.events == [102, 48, 75]
     components = {r["component"] for r in got.comm}  # sequence embeddings all-to-all'd, dense all-reduced
     assert components == {"all_to_all", "all_reduce"}
+    # the all-to-all of sequence embeddings, backward (gradients only): each event's fp32 columns
+    # held on the other rank: rank 0 reads rank 1's half of the item rows and its album table (32
+    # columns), rank 1 rank 0's half of the item rows (16); the artist replica moves none
+    sent = [sum(r["bytes_sent"] for r in got.comm if r["rank"] == k and r["component"] == "all_to_all"
+                and r["direction"] == "backward") for k in (0, 1)]  # fmt: skip
+    mine = [sum(e[k] for e in got.rank_events) for k in (0, 1)]
+    assert sent == [mine[0] * 32 * 4, mine[1] * 16 * 4]
 
 
 def test_four_ranks_equal_one_process() -> None:
-    settings = HSTUTrainSettings(STEPS, BATCH, seed=SEED, dense_optimizer="adagrad", dense_lr=0.02,
-                                 keep_weights=True)  # fmt: skip
+    """Exact Adagrad on the tables (row-wise Adagrad keeps an accumulator per column-wise shard)."""
+    settings = HSTUTrainSettings(STEPS, BATCH, seed=SEED, sparse_optimizer="adagrad",
+                                 dense_optimizer="adagrad", dense_lr=0.02, keep_weights=True)  # fmt: skip
     got = train_hstu_local(CFG, LOG, PLAN_4, 4, settings, timeout_s=120)
     check_equal(got, reference(settings))
     assert got.rank_events[2] == [31, 34, 6, 4]
