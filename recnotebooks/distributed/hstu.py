@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..checks import check_int, check_jagged_offsets, check_module_device, check_type
+from ..checks import check_int, check_jagged_offsets, check_module_device, check_type, show
 from ..config.hstu import HSTUConfig
 from ..nn.generative import HSTURanker
 from ..plan import MAX_RANKS, Plan
@@ -180,7 +180,7 @@ class HybridParallelHSTU(nn.Module):
         n = tokens.batch_size
         check_jagged_offsets("offsets", offsets, n)
         if not isinstance(actions, torch.Tensor) or actions.shape != (n,) or actions.is_floating_point():
-            raise ValueError(f"actions must be a ({n},) integer tensor, one per event, got {actions!r}")
+            raise ValueError(f"actions must be a ({n},) integer tensor, one per event, got {show(actions)}")
         pooled = self.embeddings.start(tokens, events).wait()  # (n, tables, dim), all-to-all'd
         return self.dense(pooled, offsets.to(self.device), actions.to(self.device), timestamps)
 

@@ -633,7 +633,8 @@ class HSTUTrainSettings:
     """What a distributed HSTU run trains (checked; ``TypeError``/``ValueError`` naming the field):
     ``steps`` global batches of ``batch_size`` histories of the listening log, from model seed
     ``seed``, with the single-process optimizers (MLPerf's DLRMv4 pairs row-wise Adagrad on the
-    tables with Adam on the rest); ``keep_weights``: return the trained weights."""
+    tables with Adam on the rest); ``keep_weights``: return the trained weights; ``eval_batches``:
+    held-out batches (the log's ``"eval"`` split, of ``batch_size`` histories) scored after training."""
 
     steps: int
     batch_size: int = 32
@@ -643,6 +644,7 @@ class HSTUTrainSettings:
     dense_optimizer: str = "adam"
     dense_lr: float = 2e-3
     keep_weights: bool = False
+    eval_batches: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", check_steps("steps", self.steps, lo=1))
@@ -653,6 +655,7 @@ class HSTUTrainSettings:
         object.__setattr__(self, "sparse_lr", check_float("sparse_lr", self.sparse_lr, lo=0, lo_open=True))
         object.__setattr__(self, "dense_lr", check_float("dense_lr", self.dense_lr, lo=0, lo_open=True))
         object.__setattr__(self, "keep_weights", check_bool("keep_weights", self.keep_weights))
+        object.__setattr__(self, "eval_batches", check_int("eval_batches", self.eval_batches, lo=0))
 
 
 @dataclass
@@ -675,6 +678,10 @@ class HSTUDistResult:
     #: parameters by their :class:`~recnotebooks.nn.generative.HSTURanker` names; else ``{}``
     tables: dict[str, torch.Tensor] = field(default_factory=dict)
     dense: dict[str, torch.Tensor] = field(default_factory=dict)
+    #: held-out AUC, log loss and NE over every event of ``eval_batches`` batches (``None`` without)
+    auc: float | None = None
+    logloss: float | None = None
+    ne: float | None = None
     source: str = "measured"
 
 
@@ -722,10 +729,10 @@ def local_histories(batch: SequenceBatch, lo: int, hi: int) -> SequenceBatch:
                          batch.labels[s:e])  # fmt: skip
 
 
-def _hstu_step(
-    model: HybridParallelHSTU, opts: tuple[Any, Any], batch: SequenceBatch
-) -> tuple[float, list[int]]:
-    """One step on this rank's block of ``batch``: its share of the loss, every rank's events."""
+def _hstu_logits(
+    model: HybridParallelHSTU, batch: SequenceBatch
+) -> tuple[torch.Tensor, SequenceBatch, list[int]]:
+    """The logits of this rank's block of ``batch``, the block, and every rank's events."""
     off = batch.offsets.tolist()
     blocks = history_blocks(len(batch.users), model.world_size)
     events = [off[hi] - off[lo] for lo, hi in blocks]
@@ -733,7 +740,15 @@ def _hstu_step(
     logits = model(
         mine.tokens().to(dev), mine.offsets, mine.previous_actions(), mine.timestamps.to(dev), events
     )
-    loss = model.local_loss(logits, mine.labels.to(dev), off[-1])
+    return logits, mine, events
+
+
+def _hstu_step(
+    model: HybridParallelHSTU, opts: tuple[Any, Any], batch: SequenceBatch
+) -> tuple[float, list[int]]:
+    """One step on this rank's block of ``batch``: its share of the loss, every rank's events."""
+    logits, mine, events = _hstu_logits(model, batch)
+    loss = model.local_loss(logits, mine.labels.to(logits.device), batch.num_tokens)
     loss.backward()
     sparse_opt, dense_opt = opts
     sparse_opt.step(count_rows=False)
@@ -765,6 +780,13 @@ def run_hstu_rank(
         losses.append(loss)
         events.append(n)
     out: dict[str, Any] = {"losses": losses, "events": events, "seconds": seconds, "comm": ctx.log.rows()}
+    if settings.eval_batches:  # this rank's scores of its block of every held-out batch
+        held = SyntheticListening(listening, settings.batch_size, "eval")
+        model.eval()
+        with torch.no_grad():
+            out["scores"] = [
+                _hstu_logits(model, held.batch(i))[0].cpu() for i in range(settings.eval_batches)
+            ]
     if settings.keep_weights:
         out["shards"] = {s.index: w.detach().cpu().clone() for s, w in model.embeddings.shard_weights()}
         out["dense"] = {k: v.detach().cpu().clone() for k, v in model.dense.module.state_dict().items()}
@@ -806,11 +828,21 @@ def train_hstu_local(
     events = [sum(e) for e in rank_events]
     timed = settings.steps - 1
     per_step = first["seconds"] / timed if timed else 0.0
+    metrics: dict[str, float] = {}
+    if settings.eval_batches:  # the ranks' scores in rank order are each batch's events in order
+        held = SyntheticListening(listening, settings.batch_size, "eval")
+        scores = torch.cat([v["scores"][i] for i in range(settings.eval_batches) for v in values])
+        labels = torch.cat([held.batch(i).labels for i in range(settings.eval_batches)])
+        try:
+            m = click_metrics(torch.sigmoid(scores), labels)
+            metrics = {k: m[k] for k in ("auc", "logloss", "ne")}
+        except ValueError as e:  # e.g. one class only: as the single-process Trainer, a warning
+            warnings.warn(f"evaluation skipped: {e}", RuntimeWarning, stacklevel=2)
     return HSTUDistResult(
         world, settings.steps, settings.batch_size, losses, events, rank_events,
         tokens_per_s=sum(events[1:]) / first["seconds"] if first["seconds"] > 0 else 0.0,
         seconds_per_step=per_step,
         comm=[row for v in values for row in v["comm"]],
         tables=_whole_tables(config, plan, values) if settings.keep_weights else {},
-        dense=first.get("dense", {}),
+        dense=first.get("dense", {}), **metrics,
     )  # fmt: skip
