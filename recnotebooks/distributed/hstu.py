@@ -82,15 +82,16 @@ def _sum_hook(state, bucket):  # noqa: ANN001, ANN202
 
 
 class _DenseHSTU(nn.Module):
-    """The replicated part of :class:`HSTURanker`: action embedding, HSTU stack, top MLP."""
+    """The replicated part of :class:`HSTURanker`: the ranker without its tables (action
+    embedding, HSTU stack, top MLP, contextual maps), run from the looked-up rows."""
 
     def __init__(self, config: HSTUConfig, seed: int, device: torch.device) -> None:
         super().__init__()
         # HSTURanker draws its tables apart from the rest (its docstring's contract): one row a
         # table gives the same dense weights without drawing (or holding) the tables
         tiny = tuple(dataclasses.replace(t, num_rows=1) for t in config.tables)
-        donor = HSTURanker(config.replace(tables=tiny), device=device, seed=seed)
-        self.actions, self.hstu, self.top = donor.actions, donor.hstu, donor.top
+        self.ranker = HSTURanker(config.replace(tables=tiny), device=device, seed=seed)
+        del self.ranker.embeddings  # the sharded collection holds the tables
 
     def forward(
         self,
@@ -99,8 +100,7 @@ class _DenseHSTU(nn.Module):
         actions: torch.Tensor,
         timestamps: torch.Tensor | None,
     ) -> torch.Tensor:
-        x = pooled.sum(dim=1) + self.actions(actions)  # as HSTURanker.forward
-        return self.top(self.hstu(x, offsets, timestamps)).squeeze(-1)
+        return self.ranker.from_pooled(pooled, offsets, actions, timestamps)
 
 
 class HybridParallelHSTU(nn.Module):
@@ -108,7 +108,8 @@ class HybridParallelHSTU(nn.Module):
     hybrid-parallel (see the module docstring).
 
     Args:
-        config: the model (as for :class:`HSTURanker`; no ``context`` tables).
+        config: the model (as for :class:`HSTURanker`; a ``context`` table is looked up by the
+            engine as the ranker looks it up: a bag of one id on a history's first event).
         plan: how the tables are sharded (``plan.world_size == world_size``).
         rank, world_size: this process and the number of ranks (the process group's).
         seed: the single-process ranker's seed (every rank starts equal to ``HSTURanker(config, seed)``).
@@ -149,6 +150,10 @@ class HybridParallelHSTU(nn.Module):
             config.tables, config.dim, plan, rank, world, pooling="sum", seed=seed, log=self.log, group=group
         ).to(self.device)
         ids = [self.device.index or 0] if self.device.type == "cuda" else None
+        # an empty parameter (the contextual maps of a config without context) gets no gradient
+        # and has nothing to all-reduce: DDP leaves it out (else it waits for its gradient)
+        empty = [name for name, p in dense.named_parameters() if not p.numel()]
+        nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(dense, empty)
         # no buffer sync each forward: the dense part's buffers are constants, equal by construction
         #: the action embedding, HSTU stack and top MLP, replicated by DistributedDataParallel
         self.dense = nn.parallel.DistributedDataParallel(
@@ -159,6 +164,10 @@ class HybridParallelHSTU(nn.Module):
     def dense_parameters(self) -> Iterator[nn.Parameter]:
         """The replicated parameters (in the single-process ranker's order, its tables left out)."""
         return self.dense.module.parameters()
+
+    def dense_state_dict(self) -> dict[str, torch.Tensor]:
+        """The replicated parameters by their :class:`HSTURanker` names (``"hstu.layers.0..."``)."""
+        return self.dense.module.ranker.state_dict()
 
     def sparse_optimizer(self, name: str, lr: float) -> ShardedSparseOptimizer:
         """A sparse optimizer (``"sgd"``, ``"rowwise_adagrad"``, ``"adagrad"``) on every local shard."""

@@ -52,8 +52,7 @@ from ..checks import check_bool, check_choice, check_float, check_int, check_ste
 from ..config import DEFAULT_ZIPF_EXPONENT, DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, DLRMConfig, Workload
 from ..config.hstu import HSTUConfig
 from ..config.workload import workload_from
-from ..data.listening import TABLES as LISTENING_TABLES
-from ..data.listening import ListeningConfig, SyntheticListening
+from ..data.listening import USER_TABLE, ListeningConfig, SyntheticListening
 from ..data.sequences import SequenceBatch
 from ..data.synthetic import SyntheticConfig, SyntheticCriteo
 from ..metrics import click_metrics
@@ -195,6 +194,9 @@ class RankSettings:
         object.__setattr__(self, "dense_lr", check_float("dense_lr", self.dense_lr, lo=0, lo_open=True))
         object.__setattr__(self, "overlap", check_bool("overlap", self.overlap))
         object.__setattr__(self, "eval_batches", check_int("eval_batches", self.eval_batches, lo=0))
+        if self.clip_grad_norm is not None:
+            clip = check_float("clip_grad_norm", self.clip_grad_norm, lo=0, lo_open=True)
+            object.__setattr__(self, "clip_grad_norm", clip)
 
     def options(self) -> dict[str, Any]:
         """The settings after ``steps``, as :func:`run_rank`'s keywords."""
@@ -634,7 +636,9 @@ class HSTUTrainSettings:
     ``steps`` global batches of ``batch_size`` histories of the listening log, from model seed
     ``seed``, with the single-process optimizers (MLPerf's DLRMv4 pairs row-wise Adagrad on the
     tables with Adam on the rest); ``keep_weights``: return the trained weights; ``eval_batches``:
-    held-out batches (the log's ``"eval"`` split, of ``batch_size`` histories) scored after training."""
+    held-out batches (the log's ``"eval"`` split, of ``batch_size`` histories) scored after training;
+    ``clip_grad_norm``: clip the dense gradients to this norm (after their all-reduce: the global
+    batch's gradients, as :class:`~recnotebooks.train.Trainer` clips them), ``None``: no clipping."""
 
     steps: int
     batch_size: int = 32
@@ -645,6 +649,7 @@ class HSTUTrainSettings:
     dense_lr: float = 2e-3
     keep_weights: bool = False
     eval_batches: int = 0
+    clip_grad_norm: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", check_steps("steps", self.steps, lo=1))
@@ -656,6 +661,9 @@ class HSTUTrainSettings:
         object.__setattr__(self, "dense_lr", check_float("dense_lr", self.dense_lr, lo=0, lo_open=True))
         object.__setattr__(self, "keep_weights", check_bool("keep_weights", self.keep_weights))
         object.__setattr__(self, "eval_batches", check_int("eval_batches", self.eval_batches, lo=0))
+        if self.clip_grad_norm is not None:
+            clip = check_float("clip_grad_norm", self.clip_grad_norm, lo=0, lo_open=True)
+            object.__setattr__(self, "clip_grad_norm", clip)
 
 
 @dataclass
@@ -693,16 +701,20 @@ def check_hstu_run(
     check_type("config", config, HSTUConfig, "an HSTUConfig")
     check_type("listening", listening, ListeningConfig, "a ListeningConfig")
     check_type("plan", plan, Plan, "a Plan")
-    if config.context:
-        raise ValueError(
-            f"config.context must be empty (every table looked up per event), got {config.context}"
-        )
     rows = {"item": listening.items, "album": listening.albums, "artist": listening.artists}
-    names = [t.name for t in config.tables]
-    if names != list(LISTENING_TABLES) or any(t.num_rows < rows[t.name] for t in config.tables):
+    context = (USER_TABLE,) if listening.user_context else ()
+    rows |= {USER_TABLE: listening.users} if context else {}
+    if sorted(t.name for t in config.tables) != sorted(rows) or any(
+        t.num_rows < rows[t.name] for t in config.tables
+    ):
         raise ValueError(
-            f"config.tables must be the listening log's {list(LISTENING_TABLES)} with at least {rows} rows, "
+            f"config.tables must be the listening log's {list(rows)} with at least {rows} rows, "
             f"got {[(t.name, t.num_rows) for t in config.tables]}"
+        )
+    if config.context != context:
+        raise ValueError(
+            f"config.context must be the log's context tables {context} (listening.user_context="
+            f"{listening.user_context}), got {config.context}"
         )
     if config.max_len < listening.max_length:
         raise ValueError(
@@ -726,7 +738,7 @@ def local_histories(batch: SequenceBatch, lo: int, hi: int) -> SequenceBatch:
     s, e = int(batch.offsets[lo]), int(batch.offsets[hi])
     return SequenceBatch(batch.users[lo:hi], batch.offsets[lo : hi + 1] - s,
                          {k: v[s:e] for k, v in batch.ids.items()}, batch.timestamps[s:e],
-                         batch.labels[s:e])  # fmt: skip
+                         batch.labels[s:e], {k: v[lo:hi] for k, v in batch.context.items()})  # fmt: skip
 
 
 def _hstu_logits(
@@ -738,13 +750,17 @@ def _hstu_logits(
     events = [off[hi] - off[lo] for lo, hi in blocks]
     mine, dev = local_histories(batch, *blocks[model.rank]), model.device
     logits = model(
-        mine.tokens().to(dev), mine.offsets, mine.previous_actions(), mine.timestamps.to(dev), events
+        mine.tokens(model.embeddings.keys).to(dev),
+        mine.offsets,
+        mine.previous_actions(),
+        mine.timestamps.to(dev),
+        events,
     )
     return logits, mine, events
 
 
 def _hstu_step(
-    model: HybridParallelHSTU, opts: tuple[Any, Any], batch: SequenceBatch
+    model: HybridParallelHSTU, opts: tuple[Any, Any], batch: SequenceBatch, clip: float | None
 ) -> tuple[float, list[int]]:
     """One step on this rank's block of ``batch``: its share of the loss, every rank's events."""
     logits, mine, events = _hstu_logits(model, batch)
@@ -752,6 +768,8 @@ def _hstu_step(
     loss.backward()
     sparse_opt, dense_opt = opts
     sparse_opt.step(count_rows=False)
+    if clip is not None:  # the gradients are the global batch's here (summed), equal on every rank
+        torch.nn.utils.clip_grad_norm_(list(model.dense_parameters()), clip)
     dense_opt.step()
     dense_opt.zero_grad(set_to_none=True)
     return float(loss.detach()), events
@@ -775,7 +793,7 @@ def run_hstu_rank(
     losses, events, seconds = [], [], 0.0
     for step in range(settings.steps):
         t0 = time.perf_counter()
-        loss, n = _hstu_step(model, opts, data.batch(step))
+        loss, n = _hstu_step(model, opts, data.batch(step), settings.clip_grad_norm)
         seconds += (time.perf_counter() - t0) if step else 0.0
         losses.append(loss)
         events.append(n)
@@ -789,7 +807,7 @@ def run_hstu_rank(
             ]
     if settings.keep_weights:
         out["shards"] = {s.index: w.detach().cpu().clone() for s, w in model.embeddings.shard_weights()}
-        out["dense"] = {k: v.detach().cpu().clone() for k, v in model.dense.module.state_dict().items()}
+        out["dense"] = {k: v.detach().cpu().clone() for k, v in model.dense_state_dict().items()}
     return out
 
 

@@ -118,6 +118,20 @@ class HSTURanker(nn.Module):
             )
         with timer.phase("embeddings"):
             pooled = self.embeddings(tokens)  # (L, tables, dim)
+        return self.from_pooled(pooled, offsets, actions, timestamps, timer)
+
+    def from_pooled(
+        self,
+        pooled: torch.Tensor,
+        offsets: torch.Tensor,
+        actions: torch.Tensor,
+        timestamps: torch.Tensor | None = None,
+        timer: PhaseTimer = NULL_TIMER,
+    ) -> torch.Tensor:
+        """:meth:`forward` after the lookup: the logits from ``pooled`` ``(L, tables, dim)``, the
+        tables' rows of every event (a sharded collection's, in
+        :class:`~recnotebooks.distributed.hstu.HybridParallelHSTU`)."""
+        with timer.phase("embeddings"):
             x = pooled[:, self._event].sum(dim=1) + self.actions(actions.to(self.actions.weight.device))
             if self._context:
                 x, offsets, timestamps, events = self._with_context(pooled, x, offsets, timestamps)
