@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..checks import check_int, check_jagged_offsets, check_module_device, check_type, show
-from ..config.hstu import HSTUConfig
+from ..config.hstu import ACTIONS, HSTUConfig
 from ..nn.generative import HSTURanker
 from ..plan import MAX_RANKS, Plan
 from ..sparse import JaggedBatch
@@ -190,8 +190,13 @@ class HybridParallelHSTU(nn.Module):
         check_jagged_offsets("offsets", offsets, n)
         if not isinstance(actions, torch.Tensor) or actions.shape != (n,) or actions.is_floating_point():
             raise ValueError(f"actions must be a ({n},) integer tensor, one per event, got {show(actions)}")
+        if n and (int(actions.min()) < 0 or int(actions.max()) >= len(ACTIONS)):
+            raise ValueError(
+                f"actions must index {list(ACTIONS)} (0 .. {len(ACTIONS) - 1}), got {show(actions)}"
+            )
         pooled = self.embeddings.start(tokens, events).wait()  # (n, tables, dim), all-to-all'd
-        return self.dense(pooled, offsets.to(self.device), actions.to(self.device), timestamps)
+        times = None if timestamps is None else timestamps.to(self.device)
+        return self.dense(pooled, offsets.to(self.device), actions.to(self.device), times)
 
     def local_loss(self, logits: torch.Tensor, labels: torch.Tensor, total_events: int) -> torch.Tensor:
         """This rank's share of the global batch's mean log loss: the sum of its events' binary
