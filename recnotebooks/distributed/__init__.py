@@ -15,6 +15,9 @@
   beside one process's collection (:class:`PlanRun`).
 * :mod:`recnotebooks.distributed.hybrid` — :class:`HybridParallelDLRM`: sharded embeddings plus the MLPs
   in ``DistributedDataParallel``, the all-to-all overlapped with the bottom MLP.
+* :mod:`recnotebooks.distributed.hstu` — :class:`HybridParallelHSTU`: HSTU's tables sharded (an event a
+  bag of one id per table: the all-to-all of sequence embeddings), the HSTU stack data parallel,
+  each rank a contiguous block of histories (:func:`history_blocks`).
 * :mod:`recnotebooks.distributed.twod` — 2D sparse parallelism: the plan shards tables inside groups of
   ranks, groups replicate, embedding gradients are summed over replicas.
 * :mod:`recnotebooks.distributed.training` — distributed training on local ranks (``train_local``) or
@@ -25,14 +28,16 @@
 from __future__ import annotations
 
 from .comm import CommHandle, CommLog, CommRecord, all_gather, all_reduce, all_to_all, reduce_scatter
+from .hstu import HybridParallelHSTU, history_blocks
 from .hybrid import HybridParallelDLRM, local_samples
 from .launch import LaunchError, LaunchResult, RankContext, RankFailure, launch, max_world_size
 from .plan_run import PlanRun, run_plan
 from .sharded import LocalShard, ShardedEmbeddingBagCollection, ShardedLookup, ShardedSparseOptimizer
 from .twod import TwoDShardedEmbeddingBagCollection, TwoDShardedSparseOptimizer, two_d_groups
 
-__all__ = ["CommHandle", "CommLog", "CommRecord", "HybridParallelDLRM", "LaunchError", "LaunchResult",
-           "LocalShard", "PlanRun", "RankContext", "RankFailure", "ShardedEmbeddingBagCollection",
-           "ShardedLookup", "ShardedSparseOptimizer", "all_gather", "all_reduce", "all_to_all", "launch",
-           "local_samples", "max_world_size", "reduce_scatter", "run_plan",
+__all__ = ["CommHandle", "CommLog", "CommRecord", "HybridParallelDLRM", "HybridParallelHSTU", "LaunchError",
+           "LaunchResult", "LocalShard", "PlanRun", "RankContext", "RankFailure",
+           "ShardedEmbeddingBagCollection", "ShardedLookup", "ShardedSparseOptimizer", "all_gather",
+           "all_reduce", "all_to_all", "history_blocks", "launch", "local_samples", "max_world_size",
+           "reduce_scatter", "run_plan",
            "TwoDShardedEmbeddingBagCollection", "TwoDShardedSparseOptimizer", "two_d_groups"]  # fmt: skip

@@ -18,7 +18,10 @@ sharders:
    concatenated in column order; row-wise pieces are partial sums and are added (an
    all-to-all followed by a sum, which moves the same bytes as TorchRec's reduce-scatter).
 
-Every rank must use the same local ``batch_size`` (the splits are derived from it, not sent).
+Every rank uses the same local ``batch_size`` (the splits are derived from it, not sent), unless
+the caller passes every rank's ``batch_sizes`` to :meth:`~ShardedEmbeddingBagCollection.start`
+(uneven splits, as the events of a rank's histories: each rank knows every rank's count from
+the global batch, so they are still not sent).
 
 **Initialisation.** Every rank draws the single-process
 ``EmbeddingBagCollection(tables, embedding_dim, seed=seed)``'s initial weight chunk by chunk
@@ -68,7 +71,7 @@ from torch import nn
 
 from ..cache import CacheConfig, CachedEmbeddingBagCollection, embedding_collection
 from ..cache.config import hot_rows_from_counts
-from ..checks import check_choice, check_float, check_int, check_type
+from ..checks import check_choice, check_float, check_int, check_int_list, check_type
 from ..config import POOLINGS, SPARSE_OPTIMIZERS, DLRMConfig, TableConfig
 from ..kernels.rows import first_out_of_range
 from ..nn.embedding import EmbeddingBagCollection, initial_rows
@@ -242,6 +245,23 @@ def _copy_initial_blocks(
                 w[a - start : z - start].copy_(u[a - lo : z - lo, cols])
 
 
+def _arrived(lengths_in: torch.Tensor, sizes: list[int], mine: int) -> tuple[list[list[int]], torch.Tensor]:
+    """What the input all-to-all's bag lengths say (``lengths_in``: source rank ``j``'s ``(mine,
+    sizes[j])`` lengths of this rank's ``mine`` shards, in rank order): ``seg[j][k]``, the ids of
+    shard ``k`` from rank ``j`` (on the host: one sync), and the lengths key-major (shard, then the
+    samples of every rank in rank order), as the local lookup takes them."""
+    world = len(sizes)
+    if not mine:
+        return [[] for _ in range(world)], lengths_in
+    if sizes == [sizes[0]] * world:  # equal batches: views
+        grid = lengths_in.view(world, mine, sizes[0])
+        return grid.sum(2).tolist(), grid.transpose(0, 1).reshape(-1)
+    by_source = [
+        x.view(mine, n) for x, n in zip(lengths_in.split([n * mine for n in sizes]), sizes, strict=True)
+    ]
+    return torch.stack([x.sum(1) for x in by_source]).tolist(), torch.cat(by_source, 1).reshape(-1)
+
+
 class ShardedEmbeddingBagCollection(nn.Module):
     """This rank's part of an embedding collection sharded by ``plan`` (see the module docstring).
 
@@ -354,6 +374,20 @@ class ShardedEmbeddingBagCollection(nn.Module):
         return collections, local, blocks
 
     # ----- forward --------------------------------------------------------------------
+    def _batch_sizes(self, batch: JaggedBatch, batch_sizes: Sequence[int] | None) -> list[int]:
+        """Every rank's local batch size (``None``: this rank's, on every rank), checked: one per
+        rank, this rank's equal to ``batch.batch_size``."""
+        if batch_sizes is None:
+            return [batch.batch_size] * self.world_size
+        w = self.world_size
+        sizes = check_int_list("batch_sizes", batch_sizes, lo=0, min_len=w, max_len=w)
+        if sizes[self.rank] != batch.batch_size:
+            raise ValueError(
+                f"batch_sizes[{self.rank}] must be this rank's batch.batch_size={batch.batch_size}, "
+                f"got {sizes[self.rank]} (batch_sizes={sizes})"
+            )
+        return sizes
+
     def _check_batch(self, batch: JaggedBatch) -> None:
         check_type("batch", batch, JaggedBatch, "a JaggedBatch")
         if batch.keys != self.keys:
@@ -396,22 +430,26 @@ class ShardedEmbeddingBagCollection(nn.Module):
         keep = (ids >= g.row_offset) & (ids < g.row_end)
         return ids[keep] - g.row_offset, torch.bincount(sample[keep], minlength=batch.batch_size)
 
-    def forward(self, batch: JaggedBatch) -> torch.Tensor:
+    def forward(self, batch: JaggedBatch, batch_sizes: Sequence[int] | None = None) -> torch.Tensor:
         """Pooled embeddings ``(batch.batch_size, num_tables, embedding_dim)`` of this rank's samples
         (:meth:`start` then :meth:`ShardedLookup.wait`)."""
-        return self.start(batch).wait()
+        return self.start(batch, batch_sizes).wait()
 
-    def start(self, batch: JaggedBatch) -> ShardedLookup:
+    def start(self, batch: JaggedBatch, batch_sizes: Sequence[int] | None = None) -> ShardedLookup:
         """Begin the forward of ``batch``: the input distribution and the local lookups run now and
         the output all-to-all is issued asynchronously; the returned handle's
         :meth:`~ShardedLookup.wait` gives what :meth:`forward` returns (so the caller may compute,
-        e.g. the bottom MLP, while the pooled vectors travel). Every rank must call ``wait``."""
+        e.g. the bottom MLP, while the pooled vectors travel). Every rank must call ``wait``.
+
+        ``batch_sizes``: every rank's local batch size, the same list on every rank, when they
+        differ (``None``: all equal to this rank's)."""
         self._check_batch(batch)
+        sizes = self._batch_sizes(batch, batch_sizes)
         b = batch.batch_size
         pieces: list[list[tuple[int, torch.Tensor]]] = [[] for _ in self.tables]  # (shard, pooled)
         handle = None
         if any(self._mp_by_rank):  # model-parallel tables (a plan all data-parallel moves no ids)
-            handle = self._model_parallel(batch)
+            handle = self._model_parallel(batch, sizes)
         # data-parallel tables: local replica, local samples
         if self._dp is not None:
             dp = [s for s in self.local_shards if s.collection == self._dp]
@@ -438,10 +476,11 @@ class ShardedEmbeddingBagCollection(nn.Module):
                 pieces[table].append((i, part.view(b, self._geometry[i].col_count)))
         return torch.stack([self._assemble(k, pieces[k], batch) for k in range(len(self.tables))], 1)
 
-    def _model_parallel(self, batch: JaggedBatch) -> CommHandle:
-        """Input distribution and lookups of the model-parallel shards; the output distribution's
-        all-to-all, issued asynchronously."""
+    def _model_parallel(self, batch: JaggedBatch, sizes: list[int]) -> CommHandle:
+        """Input distribution and lookups of the model-parallel shards (``sizes``: every rank's
+        local batch size); the output distribution's all-to-all, issued asynchronously."""
         b, world, rank = batch.batch_size, self.world_size, self.rank
+        even = sizes == [b] * world
         dev = batch.values.device
         empty = torch.zeros(0, dtype=torch.int64, device=dev)
         # 1. input distribution: for each rank j, the lengths then ids of j's model-parallel shards
@@ -450,7 +489,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
         mine = len(self._mp_by_rank[rank])
         len_in = [b * len(self._mp_by_rank[j]) for j in range(world)]
         lengths_handle = all_to_all(
-            lengths_out, len_in, [b * mine] * world, log=self.log, group=self.group, async_op=True
+            lengths_out, len_in, [n * mine for n in sizes], log=self.log, group=self.group, async_op=True
         )  # the lengths travel while the ids are gathered
         assert isinstance(lengths_handle, CommHandle)
         ids_out = torch.cat([x[0] for j in range(world) for x in sends[j]] + [empty])
@@ -458,16 +497,20 @@ class ShardedEmbeddingBagCollection(nn.Module):
         lengths_in = lengths_handle.wait()
         # ids of each (source rank, local shard), on the host: the ids' receive splits, and where
         # each shard's ids lie in what arrives (one host sync)
-        seg = lengths_in.view(world, mine, b).sum(2).tolist() if mine else [[] for _ in range(world)]
+        seg, lengths_local = _arrived(lengths_in, sizes, mine)
         ids_in = all_to_all(ids_out, id_in, [sum(row) for row in seg], log=self.log, group=self.group)
         # 2. local lookups, samples of all ranks in rank order (key-major: shard, then source rank)
-        pooled: dict[int, torch.Tensor] = {}  # plan shard index -> (world * b, width)
+        pooled: dict[int, torch.Tensor] = {}  # plan shard index -> (sum(sizes), width)
         if mine:
-            lengths_local = lengths_in.view(world, mine, b).transpose(0, 1).reshape(-1)
-            pooled.update(self._lookup(self._mp_by_rank[rank], ids_in, lengths_local, world * b, seg))
+            pooled.update(self._lookup(self._mp_by_rank[rank], ids_in, lengths_local, sum(sizes), seg))
         # 3. output distribution: rows of rank j's samples go back to rank j, flattened
         owned = self._mp_by_rank[rank]
-        by_rank = {i: pooled[i].reshape(world, -1).unbind(0) for i in owned}  # one node per shard
+        by_rank = {  # one node per shard
+            i: pooled[i].reshape(world, -1).unbind(0)
+            if even
+            else [x.reshape(-1) for x in pooled[i].split(sizes)]
+            for i in owned
+        }
         chunks = [by_rank[i][j] for j in range(world) for i in owned]
         send = torch.cat(chunks) if chunks else torch.zeros(0, device=dev)
         if torch.is_grad_enabled() and not send.requires_grad:
@@ -475,7 +518,7 @@ class ShardedEmbeddingBagCollection(nn.Module):
         widths = [sum(self._geometry[i].col_count for i in self._mp_by_rank[j]) for j in range(world)]
         handle = all_to_all(
             send,
-            [b * widths[rank]] * world,
+            [n * widths[rank] for n in sizes],
             [b * w for w in widths],
             log=self.log,
             group=self.group,
