@@ -299,3 +299,13 @@ def test_float16_takes_the_readable_path() -> None:
     """float16 cannot hold the mask (its largest is 65,504): the fast path declines it."""
     assert not jagged_attention.can_run(torch.zeros(3, 2, 4, dtype=torch.float16))
     assert jagged_attention.can_run(torch.zeros(3, 2, 4))
+
+
+@settings(max_examples=20, deadline=None)
+@given(gaps=st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=30), num_buckets=st.integers(1, 40))
+def test_log2_buckets_are_the_readable_time_buckets(gaps: list[int], num_buckets: int) -> None:
+    """The fast path's time buckets (float64 exponent bits) against ``floor(log2)``, powers of
+    two and their neighbours included."""
+    edges = [s * (2**e + d) for e in range(0, 41, 3) for d in (-1, 0, 1) for s in (1, -1)]
+    g = torch.tensor(gaps + edges, dtype=torch.int64)
+    assert torch.equal(jagged_attention.log2_buckets(g, num_buckets), time_buckets(g, num_buckets))

@@ -36,6 +36,7 @@ top, runs histories of like length as one batch (:mod:`recnotebooks.kernels.jagg
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -64,16 +65,22 @@ def _take(weight: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return weight.gather(0, index.reshape(-1)).view(index.shape)
 
 
-def padded_time_buckets(timestamps: torch.Tensor, lengths: torch.Tensor, num_buckets: int) -> torch.Tensor:
+def padded_time_buckets(
+    timestamps: torch.Tensor,
+    lengths: torch.Tensor,
+    num_buckets: int,
+    bucket_of: Callable[[torch.Tensor, int], torch.Tensor] = time_buckets,
+) -> torch.Tensor:
     """:func:`time_buckets` of ``t_next(i) - t(j)`` for ``b`` histories padded to ``P``
     (``timestamps`` ``(b, P)``, ``lengths`` ``(b,)``): ``(b, P, P)``; ``t_next(i)`` is the next
-    event's time, the last real event's own from there on."""
+    event's time, the last real event's own from there on. ``bucket_of``: how (the fast path
+    passes :func:`recnotebooks.kernels.jagged_attention.log2_buckets`)."""
     p = timestamps.shape[1]
     last = (lengths - 1).clamp(min=0)[:, None]
     target = torch.cat([timestamps[:, 1:], timestamps[:, -1:]], dim=1)
     i = torch.arange(p, device=timestamps.device)[None, :]
     target = torch.where(i >= last, timestamps.gather(1, last).expand_as(timestamps), target)
-    return time_buckets(target[:, :, None] - timestamps[:, None, :], num_buckets)
+    return bucket_of(target[:, :, None] - timestamps[:, None, :], num_buckets)
 
 
 class RelativeAttentionBias(nn.Module):
@@ -136,7 +143,8 @@ class RelativeAttentionBias(nn.Module):
         if bucket.times is None:
             return torch.where(above, self.max_len, dist).to(torch.int32)
         width = self.num_buckets + 1
-        index = padded_time_buckets(bucket.times, bucket.n, self.num_buckets).add_(dist * width)
+        buckets = padded_time_buckets(bucket.times, bucket.n, self.num_buckets, jagged_attention.log2_buckets)
+        index = buckets.add_(dist * width)
         return index.masked_fill_(above, self.max_len * width).to(torch.int32)  # half the reads
 
     def times(self, timestamps: torch.Tensor) -> torch.Tensor:
