@@ -309,3 +309,18 @@ def test_log2_buckets_are_the_readable_time_buckets(gaps: list[int], num_buckets
     edges = [s * (2**e + d) for e in range(0, 41, 3) for d in (-1, 0, 1) for s in (1, -1)]
     g = torch.tensor(gaps + edges, dtype=torch.int64)
     assert torch.equal(jagged_attention.log2_buckets(g, num_buckets), time_buckets(g, num_buckets))
+
+
+@pytest.mark.parametrize("shift", [0, 2**60])
+def test_timestamps_past_float64s_integers_bucket_as_the_readable_path(shift: int) -> None:
+    """The fast path takes gaps in float64 where that is exact (timestamps below 2^53) and in
+    int64 past it (nanoseconds since 1970 are ~2^61): the same buckets either way."""
+    torch.manual_seed(3)
+    model = HSTU(DIM, num_layers=1, heads=HEADS, max_len=40)
+    x, offsets, ts = jagged([33, 5, 17])
+    ts = ts * 1024 + shift  # gaps up to ~2^22, around powers of two
+    outs = []
+    for switch in PATHS.values():
+        os.environ["RECNB_FUSED"] = switch  # restored by the autouse fixture
+        outs.append(model(x, offsets, ts))
+    torch.testing.assert_close(outs[1], outs[0], atol=1e-5, rtol=1e-5)

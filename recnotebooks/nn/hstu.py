@@ -143,7 +143,10 @@ class RelativeAttentionBias(nn.Module):
         if bucket.times is None:
             return torch.where(above, self.max_len, dist).to(torch.int32)
         width = self.num_buckets + 1
-        buckets = padded_time_buckets(bucket.times, bucket.n, self.num_buckets, jagged_attention.log2_buckets)
+        times = bucket.times
+        if not times.is_floating_point() and int(times.abs().max()) < 2**53:
+            times = times.to(torch.float64)  # exact, and so are the gaps: float ops are the fast ones
+        buckets = padded_time_buckets(times, bucket.n, self.num_buckets, jagged_attention.log2_buckets)
         index = buckets.add_(dist * width)
         return index.masked_fill_(above, self.max_len * width).to(torch.int32)  # half the reads
 
