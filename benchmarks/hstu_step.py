@@ -20,7 +20,23 @@ ranges over rounds, the 1-minute load average beside them):
   tensors prepared beforehand: what the step cannot do without.
 
 Targets: padded / jagged >= 1.5x; jagged / bound <= 1.3x. Run: ``python benchmarks/hstu_step.py``
-(``--quick`` for a smoke run).
+(``--quick`` for a smoke run; ``--breakdown`` for what the jagged step spends over its bound, by
+ablation: one thread, CPU time, so that other loads on the machine do not inflate it).
+
+MEASURED on a shared 2-core AMD EPYC VM (2026-12-05, PyTorch 2.13 CPU, other jobs at load 3-10).
+``--breakdown --rounds 9``, three runs: jagged / bound 1.77-1.85x (the step 121-131 ms, the
+bound 68-72 ms); before this round's changes (gathers a bucket, a multiplied mask, the bias
+as a gather plus an add) 2.66-2.85x by the same measure (a script of the same ablation at its
+commit, cfec677: the step 200-240 ms). Over the bound, in fractions of it: the batch's checks
+and plan 0.17-0.24, the silu of the scores 0.10-0.33 (the widest spread: a difference of two
+noisy minima), the relative bias 0.20-0.26, the rest 0.20-0.26. Wall clock, one thread
+(``OMP_NUM_THREADS=1 python benchmarks/hstu_step.py --rounds 7``), three runs: padded / jagged
+22.7-27.8x, jagged / bound 1.82-1.86x (one run 1.23x, its bound slowed by the load); before,
+one run: 20.0x and 2.22x. With two threads at that load the wall clock figures are noise (one
+run: jagged / bound 0.30x). 1.3x is out of reach for eager PyTorch on a CPU: the silu of the
+scores and the relative bias, which the model needs and the bound leaves out, are each a pass
+or two over the ``(b, heads, P, P)`` scores (forward and backward) that a fused kernel would do
+inside the GEMMs' tiles; together they cost 0.3-0.6 of the bound.
 """
 
 from __future__ import annotations
@@ -31,12 +47,14 @@ import math
 import os
 import statistics
 import time
+import types
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
 from recnotebooks.data.listening import ListeningConfig, SyntheticListening
+from recnotebooks.kernels import jagged_attention
 from recnotebooks.kernels.jagged_attention import buckets
 from recnotebooks.nn.hstu import HSTU, HSTULayer
 
@@ -72,6 +90,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--breakdown", action="store_true", help="what the jagged step spends over its bound")
     args = p.parse_args()
     if args.quick:
         args.batch, args.rounds = 16, 2
@@ -108,6 +127,9 @@ def main() -> None:
             y = padded_layer(layer, y, b.lengths, tp)
         torch.testing.assert_close(y[valid], model(x, b.offsets, b.timestamps), atol=1e-4, rtol=1e-4)
     bound = make_bound(model, x, b.offsets)
+    if args.breakdown:
+        breakdown(model, x, w, b.offsets, b.timestamps, bound, args.rounds)
+        return
     variants: dict[str, Callable[[], None]] = {"jagged": jagged, "readable": readable, "padded": padded,
                                                 "bound": bound}  # fmt: skip
     times: dict[str, list[float]] = {k: [] for k in variants}
@@ -167,6 +189,72 @@ def make_bound(model: HSTU, x: torch.Tensor, offsets: torch.Tensor) -> Callable[
             (layer.out(proj[:, : h * dv]) * 1.0).sum().backward()
 
     return bound
+
+
+def breakdown(
+    model: HSTU,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    offsets: torch.Tensor,
+    timestamps: torch.Tensor,
+    bound: Callable[[], None],
+    rounds: int,
+) -> None:
+    """The jagged step's time over its bound, by ablation in one process: the step, then with
+    its plan made beforehand, then also without the silu of the scores (identity) or without
+    the relative bias. One thread, CPU time of this process (what other loads on the machine
+    do not inflate), the least of ``rounds``."""
+    torch.set_num_threads(1)
+    made = jagged_attention.plan(offsets, timestamps)
+
+    def step(plan: jagged_attention.BucketPlan | None = None) -> None:
+        y = x.clone().requires_grad_(True)
+        if plan is None:
+            out = model(y, offsets, timestamps)
+        else:
+            out = y
+            for layer in model.layers:
+                out = layer(out, offsets, timestamps, plan)
+        (out * w).sum().backward()
+
+    def no_silu() -> None:
+        real, jagged_attention.F = jagged_attention.F, types.SimpleNamespace(silu=lambda t: t)  # type: ignore[assignment]
+        try:
+            step(made)
+        finally:
+            jagged_attention.F = real
+
+    def no_bias() -> None:
+        biases = [layer.bias for layer in model.layers]
+        for layer in model.layers:
+            layer.bias = None
+        try:
+            step(made)
+        finally:
+            for layer, bias in zip(model.layers, biases, strict=True):
+                layer.bias = bias
+
+    variants = {"step": step, "planned": lambda: step(made), "no_silu": no_silu, "no_bias": no_bias,
+                "bound": bound}  # fmt: skip
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for f in [*variants.values(), *variants.values()]:
+        f()  # warm-up
+    for r in range(rounds):
+        for name in list(variants) if r % 2 == 0 else reversed(list(variants)):
+            t0 = time.process_time()
+            variants[name]()
+            times[name].append(time.process_time() - t0)
+    m = {k: 1e3 * min(v) for k, v in times.items()}
+    parts = {"the batch's checks and plan (buckets, time buckets, bias index)": m["step"] - m["planned"],
+             "silu of the scores, forward and backward": m["planned"] - m["no_silu"],
+             "the relative bias: its lookup, add and gradient": m["planned"] - m["no_bias"]}  # fmt: skip
+    parts["the rest: gathers, the layers' (L, dim) elementwise work, autograd"] = (
+        m["step"] - m["bound"] - sum(parts.values())
+    )
+    print(f"jagged step {m['step']:.1f} ms, bound {m['bound']:.1f} ms (1 thread, CPU time, least of "
+          f"{rounds}): jagged / bound {m['step'] / m['bound']:.2f}x; over the bound, MEASURED:")  # fmt: skip
+    for k, v in parts.items():
+        print(f"  {v:6.1f} ms  {v / m['bound']:.2f} of the bound  {k}")
 
 
 if __name__ == "__main__":

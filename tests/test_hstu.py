@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from recnotebooks.kernels import jagged_attention
 from recnotebooks.kernels.jagged_attention import buckets, padded_length
 from recnotebooks.nn.hstu import HSTU, HSTULayer, hstu_attention, time_buckets
 
@@ -234,3 +235,92 @@ def test_buckets_pad_at_most_a_quarter_and_hold_every_history() -> None:
         for b in members:
             assert lengths[b] <= p <= max(lengths[b] + 7, lengths[b] * 1.25 + 1)
     assert padded_length(100) == 112 and padded_length(4097) == 4096 + 1024
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 70), min_size=1, max_size=7),
+    heads=st.sampled_from([1, 2]),
+    with_time=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_bucketed_path_equals_readable_path_over_many_buckets(
+    lengths: list[int], heads: int, with_time: bool, seed: int
+) -> None:
+    """Histories up to 70 events fall in buckets of 8 to 80: the fast path (one gather into
+    per-bucket blocks, the mask and the bias in one lookup) against the readable one."""
+    torch.manual_seed(seed)
+    model = HSTU(DIM, num_layers=2, heads=heads, max_len=80)
+    x, offsets, ts = jagged(lengths, seed=seed)
+    x.requires_grad_(True)
+    t = ts if with_time else None
+    runs = {}
+    for path, switch in PATHS.items():
+        os.environ["RECNB_FUSED"] = switch  # restored by the autouse fixture
+        out = model(x, offsets, t)
+        runs[path] = (out, _grads(model, x, out))
+    torch.testing.assert_close(runs["bucketed"][0], runs["readable"][0], atol=1e-5, rtol=1e-5)
+    for g_fast, g_readable in zip(runs["bucketed"][1], runs["readable"][1], strict=True):
+        assert_grad_close(g_fast, g_readable)
+
+
+@settings(max_examples=10, deadline=None)
+@given(lengths=st.lists(st.integers(0, 40), min_size=1, max_size=8), heads=st.integers(1, 3))
+def test_a_plan_gathers_every_row_into_its_bucket_and_back(lengths: list[int], heads: int) -> None:
+    """``head_rows``: the rows gathered into ``(b, heads, P)`` blocks hold each history's tokens
+    in order (padding past them), and the inverse gathers exactly the rows back."""
+    offsets = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64)
+    if offsets[-1] == 0:
+        return
+    batch = jagged_attention.plan(offsets)
+    gather, back = batch.head_rows(heads)
+    rows = torch.arange(int(offsets[-1]) * heads)
+    assert torch.equal(rows.index_select(0, gather).index_select(0, back), rows)
+    blocks = rows.index_select(0, gather).split([len(b.n) * heads * b.p for b in batch.buckets])
+    seen = []
+    for b, block in zip(batch.buckets, blocks, strict=True):
+        for history, n in zip(block.view(-1, heads, b.p), b.n.tolist(), strict=True):
+            assert n <= b.p and torch.equal(
+                history[:, :n] % heads, torch.arange(heads)[:, None].expand(-1, n)
+            )
+            seen.extend((history[0, :n] // heads).tolist())
+    assert sorted(seen) == list(range(int(offsets[-1])))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_the_additive_mask_is_an_exact_zero_and_so_is_its_gradient(dtype: torch.dtype) -> None:
+    s = (torch.linspace(-50, 50, 101, dtype=dtype) + jagged_attention.MASKED).requires_grad_(True)
+    w = F.silu(s)
+    (g,) = torch.autograd.grad(w.sum(), s)
+    assert torch.equal(w, torch.zeros_like(w)) and torch.equal(g, torch.zeros_like(g))
+
+
+def test_float16_takes_the_readable_path() -> None:
+    """float16 cannot hold the mask (its largest is 65,504): the fast path declines it."""
+    assert not jagged_attention.can_run(torch.zeros(3, 2, 4, dtype=torch.float16))
+    assert jagged_attention.can_run(torch.zeros(3, 2, 4))
+
+
+@settings(max_examples=20, deadline=None)
+@given(gaps=st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=30), num_buckets=st.integers(1, 40))
+def test_log2_buckets_are_the_readable_time_buckets(gaps: list[int], num_buckets: int) -> None:
+    """The fast path's time buckets (float64 exponent bits) against ``floor(log2)``, powers of
+    two and their neighbours included."""
+    edges = [s * (2**e + d) for e in range(0, 41, 3) for d in (-1, 0, 1) for s in (1, -1)]
+    g = torch.tensor(gaps + edges, dtype=torch.int64)
+    assert torch.equal(jagged_attention.log2_buckets(g, num_buckets), time_buckets(g, num_buckets))
+
+
+@pytest.mark.parametrize("shift", [0, 2**60])
+def test_timestamps_past_float64s_integers_bucket_as_the_readable_path(shift: int) -> None:
+    """The fast path takes gaps in float64 where that is exact (timestamps below 2^53) and in
+    int64 past it (nanoseconds since 1970 are ~2^61): the same buckets either way."""
+    torch.manual_seed(3)
+    model = HSTU(DIM, num_layers=1, heads=HEADS, max_len=40)
+    x, offsets, ts = jagged([33, 5, 17])
+    ts = ts * 1024 + shift  # gaps up to ~2^22, around powers of two
+    outs = []
+    for switch in PATHS.values():
+        os.environ["RECNB_FUSED"] = switch  # restored by the autouse fixture
+        outs.append(model(x, offsets, ts))
+    torch.testing.assert_close(outs[1], outs[0], atol=1e-5, rtol=1e-5)

@@ -9,13 +9,20 @@ every history to the longest and runs one big batch: few calls, but at Yambda-sh
 :func:`bucketed_attention` does both halves of the job well: it sorts histories into
 **buckets** whose padded length ``P`` is the history's length rounded up to a step of at
 least 8 and at most a quarter of the length (so a bucket pads at most about 25%), gathers
-each bucket's tokens into ``(b, P, heads, d)`` tensors, runs the attention of the whole bucket
-in three batched operations, and scatters the outputs back to the jagged rows. The buckets are
-planned once a batch (:func:`plan`) and every layer of a stack runs on them, as it reuses what
-they derive once (the relative bias's time buckets). A batch takes
-about ``4 log2(longest / 8)`` buckets, whatever its size. Results equal the readable path's
-up to float rounding (``tests/test_hstu.py`` runs both); ``RECNB_FUSED=0`` switches it off, as
-it does the fused optimizers.
+the tokens of every bucket at once into ``(b, heads, P, d)`` blocks (one ``index_select`` a
+tensor, whose backward is one ``index_add``), runs the attention of each bucket in a few
+batched operations, and gathers the outputs back to the jagged rows. The buckets are planned
+once a batch (:func:`plan`) and every layer of a stack runs on them, as it reuses what they
+derive once (the relative bias's lookup index, time buckets included). A batch takes about
+``4 log2(longest / 8)`` buckets, whatever its size.
+
+A bucket's attention is ``silu(alpha Q K^T + rab) V / N`` with no pass of its own for what a
+readable version multiplies in: ``alpha`` and ``1 / N`` scale ``Q`` and ``V`` (``(L, d)``,
+not ``(P, P)``), and the causal mask is :data:`MASKED` in the bias, whose ``silu`` is 0. The
+bias is one lookup into a table of every ``position[d] + time[t]`` sum
+(:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.for_bucket`), added in place. Results
+equal the readable path's up to float rounding (``tests/test_hstu.py`` runs both);
+``RECNB_FUSED=0`` switches it off, as it does the fused optimizers.
 """
 
 from __future__ import annotations
@@ -28,16 +35,31 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Bucket", "BucketPlan", "bucketed_attention", "buckets", "can_run", "plan"]
+__all__ = [
+    "MASKED",
+    "Bucket",
+    "BucketPlan",
+    "bucketed_attention",
+    "buckets",
+    "can_run",
+    "log2_buckets",
+    "plan",
+]
 
 #: Shortest padding step: lengths are rounded up to a multiple of at least this.
 MIN_STEP = 8
 
+#: What the causal mask adds above the diagonal, in place of a multiply by 0: ``exp(1e30)``
+#: overflows to ``inf`` in float32, bfloat16 and float64, so ``silu(-1e30) = -1e30 / (1 + inf)``
+#: is 0, and so is its derivative ``sigmoid (1 + s (1 - sigmoid))``: the mask costs no pass.
+MASKED = -1e30
+
 
 def can_run(q: torch.Tensor) -> bool:
-    """Whether :func:`bucketed_attention` runs: it is on (``RECNB_FUSED`` is not ``0``) and the
-    batch has tokens."""
-    return os.environ.get("RECNB_FUSED", "1") != "0" and q.shape[0] > 0
+    """Whether :func:`bucketed_attention` runs: it is on (``RECNB_FUSED`` is not ``0``), the
+    batch has tokens, and their precision holds :data:`MASKED` (not float16's)."""
+    on = os.environ.get("RECNB_FUSED", "1") != "0"
+    return on and q.shape[0] > 0 and torch.finfo(q.dtype).max > -MASKED
 
 
 def padded_length(n: int) -> int:
@@ -56,50 +78,89 @@ def buckets(lengths: list[int]) -> dict[int, list[int]]:
     return out
 
 
+def log2_buckets(gaps: torch.Tensor, num_buckets: int) -> torch.Tensor:
+    """:func:`recnotebooks.nn.hstu.time_buckets` read off the float64 exponent bits:
+    ``max(|gap|, 1)``, capped at ``2^num_buckets``, is ``m 2^e`` with ``1 <= m < 2``, and
+    ``e = floor(log2)`` is bits 52-62 less 1023. Exact (no ``log2`` rounding), one third of
+    the time on a CPU."""
+    g = gaps.abs().to(torch.float64).clamp_(1, 2.0**num_buckets)
+    return g.view(torch.int64).bitwise_right_shift_(52).sub_(1023)
+
+
 @dataclass
 class Bucket:
-    """The histories of one padded length ``p``: their lengths ``n`` ``(b,)``, the row of each
-    of their tokens ``tok`` ``(b, P)`` (padding points at row 0), ``flat`` (the same, flat),
-    ``valid`` (the real tokens), their ``times`` ``(b, P)`` (or ``None``), and ``derived``: what
-    the layers compute from these once and share (a relative bias's time buckets)."""
+    """The histories of one padded length ``p``: their lengths ``n`` ``(b,)``, where their
+    tokens start in the plan's gathered rows (``start``), their ``times`` ``(b, P)`` (or
+    ``None``), and ``derived``: what the layers compute from these once and share (a relative
+    bias's time buckets)."""
 
     p: int
     n: torch.Tensor
-    tok: torch.Tensor
-    flat: torch.Tensor
-    valid: torch.Tensor
+    start: int
     times: torch.Tensor | None
     derived: dict[object, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass
 class BucketPlan:
-    """A batch's histories bucketed once, for every layer of a stack: the buckets, the rows
-    their real tokens fill (in that order) and the causal mask of the longest."""
+    """A batch's histories bucketed once, for every layer of a stack: the buckets; ``tokens``,
+    the row of each of their ``T`` padded tokens, bucket after bucket, history after history
+    (padding points at row 0); for each of the ``L`` rows, the slot where its history starts
+    among them (``first``), its position in its history (``col``) and its bucket's length
+    (``width``); the additive causal ``mask`` of the longest (0 where ``j <= i``,
+    :data:`MASKED` above), and ``derived``: indices the layers derive once (by number of heads)."""
 
     buckets: list[Bucket]
-    rows: torch.Tensor
-    causal: torch.Tensor
+    tokens: torch.Tensor
+    first: torch.Tensor
+    col: torch.Tensor
+    width: torch.Tensor
+    mask: torch.Tensor
+    derived: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+
+    def head_rows(self, heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The gather of ``(L * heads, d)`` rows (token-major) into ``(T * heads, d)`` rows, laid
+        out bucket by bucket as ``(b, heads, P, d)``; and its inverse, the ``L * heads`` rows
+        back from there."""
+        if heads not in self.derived:
+            head = torch.arange(heads, device=self.tokens.device)
+            gather = [
+                (self.tokens[b.start : b.start + len(b.n) * b.p].view(-1, 1, b.p) * heads + head[:, None])
+                for b in self.buckets
+            ]
+            back = heads * self.first + self.col
+            slots = (back[:, None] + head[None, :] * self.width[:, None]).reshape(-1)
+            self.derived[heads] = (
+                torch.cat([g.reshape(-1) for g in gather]) if gather else self.tokens,
+                slots,
+            )
+        return self.derived[heads]
 
 
 def plan(offsets: torch.Tensor, timestamps: torch.Tensor | None = None) -> BucketPlan:
     """The buckets of the histories ``offsets`` delimits (see the module docstring)."""
     lengths = offsets[1:] - offsets[:-1]
-    out, rows = [], []
+    device = offsets.device
+    out, tokens, start = [], [], 0
+    first, col, width = (torch.zeros(int(offsets[-1]), dtype=torch.int64, device=device) for _ in range(3))
     for p, members in buckets(lengths.tolist()).items():
-        index = torch.tensor(members, device=offsets.device)
+        index = torch.tensor(members, device=device)
         n = lengths[index]
-        pos = torch.arange(p, device=offsets.device)
+        pos = torch.arange(p, device=device)
         valid = pos[None, :] < n[:, None]  # (b, P)
         tok = torch.where(valid, offsets[index][:, None] + pos[None, :], 0)
-        flat = tok.reshape(-1)  # index_select: its backward (index_add) is the fast one on a CPU
+        real = tok[valid]
+        first[real] = (start + p * torch.arange(len(members), device=device)[:, None]).expand_as(tok)[valid]
+        col[real], width[real] = pos.expand_as(tok)[valid], p
+        flat = tok.reshape(-1)
         times = None if timestamps is None else timestamps.index_select(0, flat).view(tok.shape)
-        out.append(Bucket(p, n, tok, flat, valid, times))
-        rows.append(tok[valid])
+        out.append(Bucket(p, n, start, times))
+        tokens.append(flat)
+        start += flat.numel()
     size = padded_length(int(lengths.max())) if len(lengths) else 0
-    causal = torch.ones(size, size, device=offsets.device).tril()
-    empty = torch.zeros(0, dtype=torch.int64, device=offsets.device)
-    return BucketPlan(out, torch.cat(rows) if rows else empty, causal)
+    mask = torch.full((size, size), MASKED, device=device).triu(1)
+    empty = torch.zeros(0, dtype=torch.int64, device=device)
+    return BucketPlan(out, torch.cat(tokens) if tokens else empty, first, col, width, mask)
 
 
 def bucketed_attention(
@@ -112,18 +173,21 @@ def bucketed_attention(
 ) -> torch.Tensor:
     """:func:`recnotebooks.nn.hstu.hstu_attention`, bucket by bucket (see the module docstring),
     over the buckets of :func:`plan`. ``bias(bucket)`` gives a bucket's ``(b, P, P)`` relative
-    bias (:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.for_bucket`)."""
-    alpha = 1.0 / math.sqrt(q.shape[-1])
+    bias, :data:`MASKED` above the diagonal
+    (:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.for_bucket`)."""
+    length, heads, dq = q.shape
+    dv = v.shape[-1]
+    gather, slots = batch.head_rows(heads)
+    # one gather per tensor, into (b, heads, P, d) blocks; alpha and 1 / N ride along
+    qs = (q * (1.0 / math.sqrt(dq))).reshape(-1, dq).index_select(0, gather)
+    ks = k.reshape(-1, dq).index_select(0, gather)
+    vs = (v * (1.0 / max_len)).reshape(-1, dv).index_select(0, gather)
+    sizes = [len(b.n) * b.p * heads for b in batch.buckets]  # split, not slices: one cat back
     values = []
-    for b in batch.buckets:
-        qb, kb, vb = (t.index_select(0, b.flat).view(*b.tok.shape, *t.shape[1:]) for t in (q, k, v))
-        scores = torch.einsum("bihd,bjhd->bhij", qb, kb) * alpha
-        if bias is not None:
-            scores = scores + bias(b)[:, None]
-        # a kept row i < n reads keys j <= i < n only: the causal mask keeps out the padding too
-        weights = F.silu(scores) * (batch.causal[: b.p, : b.p] / max_len)
-        values.append(torch.einsum("bhij,bjhd->bihd", weights, vb)[b.valid])
-    result = v.new_zeros(q.shape[0], v.shape[1], v.shape[2])
+    for b, qb, kb, vb in zip(batch.buckets, qs.split(sizes), ks.split(sizes), vs.split(sizes), strict=True):
+        scores = qb.view(-1, heads, b.p, dq) @ kb.view(-1, heads, b.p, dq).transpose(-1, -2)
+        scores.add_(batch.mask[: b.p, : b.p].to(q.dtype) if bias is None else bias(b)[:, None])
+        values.append((F.silu(scores) @ vb.view(-1, heads, b.p, dv)).view(-1, dv))
     if not values:
-        return result
-    return result.index_copy(0, batch.rows, torch.cat(values))
+        return v.new_zeros(length, heads, dv)
+    return torch.cat(values).index_select(0, slots).view(length, heads, dv)

@@ -36,6 +36,7 @@ top, runs histories of like length as one batch (:mod:`recnotebooks.kernels.jagg
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -60,8 +61,8 @@ TIME_BUCKETS = 32
 def time_buckets(gaps: torch.Tensor, num_buckets: int = TIME_BUCKETS) -> torch.Tensor:
     """The bucket of each time gap (seconds): ``floor(log2(max(|gap|, 1)))``, at most
     ``num_buckets`` (so ``num_buckets + 1`` buckets in all)."""
-    g = gaps.abs().clamp(min=1).to(torch.float64)
-    return torch.floor(torch.log2(g)).to(torch.int64).clamp(max=num_buckets)
+    g = gaps.abs().to(torch.float64).clamp_(min=1)  # clamped as floats: a CPU's int64 clamp is slow
+    return g.log2_().floor_().clamp_(max=num_buckets).to(torch.int64)
 
 
 def _take(weight: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -70,16 +71,22 @@ def _take(weight: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return weight.gather(0, index.reshape(-1)).view(index.shape)
 
 
-def padded_time_buckets(timestamps: torch.Tensor, lengths: torch.Tensor, num_buckets: int) -> torch.Tensor:
+def padded_time_buckets(
+    timestamps: torch.Tensor,
+    lengths: torch.Tensor,
+    num_buckets: int,
+    bucket_of: Callable[[torch.Tensor, int], torch.Tensor] = time_buckets,
+) -> torch.Tensor:
     """:func:`time_buckets` of ``t_next(i) - t(j)`` for ``b`` histories padded to ``P``
     (``timestamps`` ``(b, P)``, ``lengths`` ``(b,)``): ``(b, P, P)``; ``t_next(i)`` is the next
-    event's time, the last real event's own from there on."""
+    event's time, the last real event's own from there on. ``bucket_of``: how (the fast path
+    passes :func:`recnotebooks.kernels.jagged_attention.log2_buckets`)."""
     p = timestamps.shape[1]
     last = (lengths - 1).clamp(min=0)[:, None]
     target = torch.cat([timestamps[:, 1:], timestamps[:, -1:]], dim=1)
     i = torch.arange(p, device=timestamps.device)[None, :]
     target = torch.where(i >= last, timestamps.gather(1, last).expand_as(timestamps), target)
-    return time_buckets(target[:, :, None] - timestamps[:, None, :], num_buckets)
+    return bucket_of(target[:, :, None] - timestamps[:, None, :], num_buckets)
 
 
 class RelativeAttentionBias(nn.Module):
@@ -122,14 +129,32 @@ class RelativeAttentionBias(nn.Module):
 
     def for_bucket(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
         """:meth:`batched` for a bucket of :func:`recnotebooks.kernels.jagged_attention.plan`,
-        its time buckets computed once for every layer that shares the plan."""
-        bias = self.positions(bucket.p).expand(len(bucket.n), bucket.p, bucket.p)
-        if bucket.times is None:
-            return bias
-        key = ("time_buckets", self.num_buckets)
+        :data:`~recnotebooks.kernels.jagged_attention.MASKED` above the diagonal: ``(b, P, P)``,
+        or ``(1, P, P)`` without timestamps. One lookup into a table of every
+        ``position[d] + time[t]`` sum, by an index the layers sharing the plan compute once."""
+        key = ("relative_bias", self.max_len, self.num_buckets)
         if key not in bucket.derived:
-            bucket.derived[key] = padded_time_buckets(bucket.times, bucket.n, self.num_buckets)
-        return bias + _take(self.time, bucket.derived[key])
+            bucket.derived[key] = self._bucket_index(bucket)
+        index = bucket.derived[key]
+        table = self.position if bucket.times is None else (self.position[:, None] + self.time).flatten()
+        table = torch.cat([table, table.new_full((1,), jagged_attention.MASKED)])
+        return table.index_select(0, index.flatten()).view(index.shape)
+
+    def _bucket_index(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
+        """Where :meth:`for_bucket` looks each entry up: ``d * (num_buckets + 1) + t`` (``d``
+        alone without timestamps), past the sums' end above the diagonal."""
+        i = torch.arange(bucket.p, device=self.position.device)
+        dist = (i[:, None] - i[None, :]).clamp(min=0, max=self.max_len - 1)
+        above = (i[:, None] < i[None, :])[None]
+        if bucket.times is None:
+            return torch.where(above, self.max_len, dist).to(torch.int32)
+        width = self.num_buckets + 1
+        times = bucket.times
+        if not times.is_floating_point() and int(times.abs().max()) < 2**53:
+            times = times.to(torch.float64)  # exact, and so are the gaps: float ops are the fast ones
+        buckets = padded_time_buckets(times, bucket.n, self.num_buckets, jagged_attention.log2_buckets)
+        index = buckets.add_(dist * width)
+        return index.masked_fill_(above, self.max_len * width).to(torch.int32)  # half the reads
 
     def times(self, timestamps: torch.Tensor) -> torch.Tensor:
         """``time[bucket(t_next(i) - t(j))]`` of one history: ``t_next(i)`` is the timestamp of
