@@ -127,15 +127,16 @@ def _hstu_sweep() -> list[tuple[str, HSTUCase, int]]:
     (log-normal, median 54, mean 96: Yambda's scaled by 1/50, as the synthetic log draws them;
     :func:`~recnotebooks.perf.hstu.lognormal_lengths`, the same lengths measured and modeled),
     on a few long ones (attention-heavy), with a wider token and fewer layers, with a narrower
-    one and more layers, and padded (the common way). Sized to a step of about 20-80 ms here."""
+    one and more layers, and padded (the common way). Sized to a step of about 10-40 ms on two idle
+    cores, so that the five add under a third to a run (their histories are few: 2 to 8)."""
     small = hstu_preset("hstu_small")
-    yambda = tuple(lognormal_lengths(16, 54, 96, 512))
+    yambda = tuple(lognormal_lengths(8, 54, 96, 512))
     rows = [
         ("HSTU Yambda-shaped", HSTUCase(small, yambda)),
-        ("HSTU long histories", HSTUCase(small, tuple(lognormal_lengths(4, 256, 320, 512)))),
+        ("HSTU long histories", HSTUCase(small, tuple(lognormal_lengths(2, 256, 320, 512)))),
         ("HSTU dim 128, 1 layer", HSTUCase(small.replace(dim=128, num_layers=1, top_mlp=(128,)), yambda)),
         ("HSTU dim 32, 4 layers", HSTUCase(small.replace(dim=32, num_layers=4, top_mlp=(32,)), yambda)),
-        ("HSTU padded", HSTUCase(small, tuple(lognormal_lengths(8, 54, 96, 256)), padded=True)),
+        ("HSTU padded", HSTUCase(small, tuple(lognormal_lengths(4, 54, 96, 256)), padded=True)),
     ]
     return [(name, case, len(case.lengths)) for name, case in rows]
 
@@ -325,7 +326,8 @@ def validate(
     drift_correction: bool = True,
     device: str | None = None,
 ) -> ValidationResult:
-    """Measured vs modeled step time over :data:`VALIDATION_SWEEP` on this machine, for a
+    """Measured vs modeled step time over :data:`VALIDATION_SWEEP` and :data:`HSTU_VALIDATION_SWEEP`
+    (:func:`validation_sweep`; ``quick``: five DLRMs and two HSTUs) on this machine, for a
     calibration taken earlier (``hw``; default the saved one).
 
     The sweep is measured ``repeats`` times, pass after pass (``time_budget_s`` per config,
