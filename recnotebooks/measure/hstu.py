@@ -267,6 +267,11 @@ def measure_hstu_step(
             :func:`hstu_measurement_bytes`).
     """
     config = check_type("config", config, HSTUConfig, "an HSTUConfig")
+    if config.context:  # the measured step looks up event tables only (its cost model prices context)
+        raise ValueError(
+            f"config.context must be empty to measure a step here (the measured step has no contextual "
+            f"tokens), got {config.context}; measure config.replace(context=())"
+        )
     seed = check_int("seed", seed, lo=0)
     run = _check_lengths(config, lengths, histories, seed)
     padded = check_bool("padded", padded)
