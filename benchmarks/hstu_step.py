@@ -13,8 +13,8 @@ ranges over rounds, the 1-minute load average beside them):
 * ``jagged``: ours, histories of like length batched (``recnotebooks.kernels.jagged_attention``);
 * ``readable``: ours, one history at a time (``RECNB_FUSED=0``'s path);
 * ``padded``: the common way, every history padded to the batch's longest: ``(B, N, dim)``
-  tensors, one masked attention over all of them (written here from the paper's formula; its
-  outputs are checked equal to ours before timing);
+  tensors, one masked attention over all of them (``recnotebooks.nn.hstu_padded``, written from
+  the paper's formula; its outputs are checked equal to ours before timing);
 * ``bound``: the step's GEMMs (the U, V, Q, K and output projections, forward and backward) and
   its attention products (``Q K^T`` and ``A V`` of every bucket, forward and backward) alone, on
   tensors prepared beforehand: what the step cannot do without.
@@ -27,43 +27,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import time
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
 
 from recnotebooks.data.listening import ListeningConfig, SyntheticListening
 from recnotebooks.kernels.jagged_attention import buckets
-from recnotebooks.nn.hstu import HSTU, HSTULayer
-
-
-def padded_layer(layer: HSTULayer, xp: torch.Tensor, lengths: torch.Tensor, tp: torch.Tensor) -> torch.Tensor:
-    """One HSTU layer on a padded ``(B, N, dim)`` batch, the common way (same weights)."""
-    b, n, _ = xp.shape
-    h, dq, dv = layer.heads, layer.qk_dim, layer.v_dim
-    u, v, q, k = F.silu(layer.uvqk(F.layer_norm(xp, [layer.dim], eps=layer.eps))).split(
-        [h * dv, h * dv, h * dq, h * dq], dim=-1
-    )
-    scores = torch.einsum("bihd,bjhd->bhij", q.view(b, n, h, dq), k.view(b, n, h, dq)) / math.sqrt(dq)
-    assert layer.bias is not None
-    scores = scores + layer.bias.batched(tp, lengths, n)[:, None]
-    i = torch.arange(n)
-    mask = (i[None, :, None] >= i[None, None, :]) & (i[None, None, :] < lengths[:, None, None])
-    weights = F.silu(scores) * (mask[:, None] / layer.max_len)
-    attn = torch.einsum("bhij,bjhd->bihd", weights, v.view(b, n, h, dv)).reshape(b, n, h * dv)
-    return xp + layer.out(F.layer_norm(attn, [h * dv], eps=layer.eps) * u)
-
-
-def pad(x: torch.Tensor, offsets: torch.Tensor, n: int) -> torch.Tensor:
-    lengths = offsets[1:] - offsets[:-1]
-    pos = torch.arange(n)
-    valid = pos[None, :] < lengths[:, None]
-    tok = torch.where(valid, offsets[:-1, None] + pos[None, :], 0)
-    return x[tok] * valid[..., None] if x.ndim == 2 else x[tok] * valid
+from recnotebooks.nn.hstu import HSTU
+from recnotebooks.nn.hstu_padded import padded_layer, to_padded
 
 
 def main() -> None:
@@ -82,7 +56,7 @@ def main() -> None:
     x = torch.randn(b.num_tokens, 64)
     w = torch.randn(b.num_tokens, 64)
     n = int(b.lengths.max())
-    xp, tp, wp = pad(x, b.offsets, n), pad(b.timestamps, b.offsets, n), pad(w, b.offsets, n)
+    xp, tp, wp = to_padded(x, b.offsets, n), to_padded(b.timestamps, b.offsets, n), to_padded(w, b.offsets, n)
     valid = torch.arange(n)[None, :] < b.lengths[:, None]
 
     def jagged() -> None:

@@ -6,6 +6,8 @@ measured ones from here:
 
 * :mod:`~recnotebooks.measure.step` — a training step's time by phase (:func:`measure_step`;
   re-exported here), with its reliability on a busy machine;
+* :mod:`~recnotebooks.measure.hstu` — the same for a generative recommender's step (HSTU),
+  jagged or padded (:func:`measure_hstu_step`; re-exported here);
 * :mod:`~recnotebooks.measure.table_batching` — one fused lookup vs one per table;
 * :mod:`~recnotebooks.measure.mixed_precision` — fp32 vs AMP on the local device;
 * :mod:`~recnotebooks.measure.cache_overhead` — what the software cache costs per step;
@@ -20,6 +22,7 @@ measured ones from here:
 
 from __future__ import annotations
 
+from recnotebooks.measure.hstu import HSTUMeasurement, measure_hstu_step
 from recnotebooks.measure.step import (
     DEFAULT_MEMORY_BUDGET,
     OUTLIER_FACTOR,
@@ -37,4 +40,5 @@ from recnotebooks.measure.step import (
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "OUTLIER_FACTOR", "DoesNotFitError", "StepMeasurement", "check_fits",
            "clear_measurements", "default_max_rows", "measure_step", "measure_step_cached",
-           "measurement_bytes", "median_step", "outlier_steps"]  # fmt: skip
+           "measurement_bytes", "median_step", "outlier_steps", "HSTUMeasurement",
+           "measure_hstu_step"]  # fmt: skip
