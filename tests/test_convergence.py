@@ -35,7 +35,7 @@ def test_olympic_mean_drops_one_of_each_end() -> None:
 
 
 def test_every_round_has_rules_and_points_are_published_order() -> None:
-    assert set(cv.RULES) == {"v3.0", "v3.1", "v4.0", "v4.1", "v5.0", "v5.1", "v6.0"}
+    assert set(cv.RULES) == {"v3.0", "v3.1", "v4.0", "v4.1", "v5.0", "v5.1", "v6.0", "v6.1"}
     for points in cv.RCPS.values():
         assert [p.batch_size for p in points] == sorted(p.batch_size for p in points)
         assert all(len(p.epochs) >= 20 and all(0 < e <= 1.0 for e in p.epochs) for p in points)
@@ -187,3 +187,46 @@ def test_reference_curve_refuses_an_unknown_kind() -> None:
         reference_curve(rows, x="x", y="y", kind="k", kinds=("published", "interpolated"), title="t")
     with pytest.raises(ValueError, match="kinds must be 2 or 3"):
         reference_curve(rows, x="x", y="y", kind="k", kinds=("published",), title="t")
+
+
+# ----- DLRMv4 (round v6.1): rcps_dlrmv4.json and closed_dlrmv4.yaml --------------------------------
+
+
+def test_dlrmv4_points_are_the_published_samples() -> None:
+    assert cv.benchmark_of_round("v6.1") == "dlrmv4" and cv.benchmark_of_round("v6.0") == "dlrm_dcnv2"
+    points = cv.rules_for_round("v6.1")
+    assert [p.batch_size for p in points] == [8192, 16384, 32768]
+    for p in points:
+        lr, platform, samples = cv.DLRMV4_SAMPLES[p.batch_size]
+        assert len(samples) == 20 and p.learning_rate == lr and p.platform == platform
+        assert [round(e * cv.DLRMV4_TRAIN_SAMPLES) for e in p.epochs] == list(samples)  # verbatim
+        interval, first = cv.dlrmv4_eval_grid(p.batch_size)
+        assert all(n % interval == 0 and n >= first - 2 * interval for n in samples)  # on the grid
+    # the olympic mean by hand: 8,192's 20 runs less the fastest and the slowest
+    s = sorted(cv.DLRMV4_SAMPLES[8192][2])
+    assert cv.samples_to_converge(8192, "v6.1") == pytest.approx(sum(s[1:-1]) / 18)
+
+
+def test_dlrmv4_eval_grid_is_closed_dlrmv4_yaml() -> None:
+    """The yaml: every 0.001 of an epoch's steps; the first evaluation at block 25, 31 and 41."""
+    for b, block in ((8192, 25), (16384, 31), (32768, 41)):
+        interval, first = cv.dlrmv4_eval_grid(b)
+        assert interval == 2_293_760 and first == block * interval
+    assert cv.dlrmv4_evaluations(8192, 57_344_000) == 1
+    assert cv.dlrmv4_evaluations(8192, 57_344_000 + 2_293_760) == 2
+    assert cv.dlrmv4_evaluations(8192, 57_344_000 + 1) == 2  # the next grid point
+
+
+def test_dlrmv4_curve_prunes_16384_and_times_to_train() -> None:
+    # 16,384's mean (87.5 M samples) lies above the line from 8,192 (69.1 M) to 32,768 (112.9 M)
+    assert [b for b, _ in cv.convergence_curve("v6.1")] == [8192, 32768]
+    samples = cv.samples_to_converge(16384, "v6.1")
+    assert samples == pytest.approx(
+        (cv.samples_to_converge(8192, "v6.1") * 2 + cv.samples_to_converge(32768, "v6.1")) / 3
+    )
+    assert cv.time_to_train(1e6, 16384, "v6.1") == pytest.approx(samples / 1e6 / 60)
+    evals = cv.dlrmv4_evaluations(16384, samples)
+    with_eval = cv.time_to_train(1e6, 16384, "v6.1", eval_samples_per_s=4e6)
+    assert with_eval == pytest.approx((samples / 1e6 + evals * cv.DLRMV4_EVAL_SAMPLES / 4e6) / 60)
+    with pytest.raises(ValueError, match="DLRMv4 convergence curve"):
+        cv.epochs_to_converge(65536, "v6.1")

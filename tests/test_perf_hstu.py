@@ -112,3 +112,40 @@ def test_contextual_tables_cost_once_a_history() -> None:
     lookups = (4000 * 3 + 4 * 8) / (4000 * 11)  # rows gathered: per event 3 tables, per history 8
     assert once.seconds["embeddings"] / every.seconds["embeddings"] == pytest.approx(lookups)
     assert once.seconds["all_to_all"] < every.seconds["all_to_all"]
+
+
+def test_candidates_attend_to_the_history_and_themselves() -> None:
+    # 2 history events, 3 candidates: the history's 3 causal pairs, 3 x 2 to the history, 3 to themselves
+    assert attention_products([5], num_targets=3) == 3 + 6 + 3
+    assert attention_products([4], num_targets=0) == attention_products([4])
+    assert attention_products([2], num_targets=9) == 2  # all candidates: each sees itself
+    fewer = hstu_step(CFG, "dgx_h100", [1000] * 4, num_targets=500)
+    assert fewer.seconds["attention"] < hstu_step(CFG, "dgx_h100", [1000] * 4).seconds["attention"]
+
+
+def test_a_forward_pass_is_a_third_of_the_compute_and_sends_no_gradients() -> None:
+    fwd = hstu_step(CFG, "dgx_h100", [300] * 16, gpus=8, backward=False)
+    train = hstu_step(CFG, "dgx_h100", [300] * 16, gpus=8)
+    assert fwd.model_flops == pytest.approx(train.model_flops / 3)
+    assert fwd.seconds["projections"] == pytest.approx(train.seconds["projections"] / 3)
+    assert fwd.seconds["all_reduce"] == fwd.seconds["optimizer"] == 0 < fwd.seconds["all_to_all"]
+    assert not fwd.backward and 0 < fwd.mfu() < 1
+
+
+def test_narrow_tables_cost_less_to_gather() -> None:
+    wide = hstu_step(CFG, "dgx_h100", [300] * 16)
+    narrow = hstu_step(CFG, "dgx_h100", [300] * 16, embedding_dim=64)
+    assert narrow.seconds["embeddings"] == pytest.approx(wide.seconds["embeddings"] / 4)
+    assert narrow.seconds["projections"] == wide.seconds["projections"]
+
+
+def test_zipf_lengths_clamp_the_tail_at_the_longest() -> None:
+    from recnotebooks.perf.hstu import zipf_lengths
+
+    lengths = zipf_lengths(1000, 1.2, 4096)
+    assert lengths == sorted(lengths) and lengths[0] == 1 and lengths[-1] == 4096
+    # P(k >= 4096) = 1 - sum_{k<4096} k^-1.2 / zeta(1.2) ~ 0.17: the clamped share
+    assert 0.15 < sum(n == 4096 for n in lengths) / 1000 < 0.19
+    assert statistics.median(lengths) < 30  # most histories are short
+    with pytest.raises(ValueError, match="alpha"):
+        zipf_lengths(10, 1.0, 100)

@@ -187,3 +187,38 @@ def hstu_preset(name: str) -> HSTUConfig:
     if name not in HSTU_PRESETS:
         raise ValueError(f"name must be one of {sorted(HSTU_PRESETS)}, got {name!r}")
     return HSTU_PRESETS[name]()
+
+
+#: NVIDIA recsys-examples' HSTU end-to-end training benchmark as its documents describe it at
+#: 43465aea (``examples/hstu/training/benchmark/E2E_BENCHMARK.md`` and ``PERF_ANALYSIS.md``, the
+#: gin of ``scripts/generate_gin_config.py``).
+RECSYS_EXAMPLES_SOURCE = "https://github.com/NVIDIA/recsys-examples/blob/43465aea/examples/hstu/training/benchmark/E2E_BENCHMARK.md"
+
+
+def _recsys_examples() -> HSTUConfig:
+    """NVIDIA recsys-examples' benchmark model (:data:`RECSYS_EXAMPLES_SOURCE`): hidden size 1,024,
+    8 HSTU layers of 4 heads of 256 (query/key and value), the prediction head ``[512, 8]``;
+    tables of dim 128 (``item`` 50 M rows and ``action`` 100 per token -- the benchmark
+    interleaves an item token and an action token per event, so a history of ``S`` events is
+    ``2 S + 3`` tokens; ``user_id`` 50 M, ``user_age`` 100 and ``item_category_l1`` 50 once a
+    history). Kept as this config can say it: every token looks up one row (``item`` here, a
+    stand-in for the item or action row it looks up), ``action`` is priced once a history, the
+    tables' width 128 is :func:`~recnotebooks.perf.hstu.hstu_step`'s ``embedding_dim`` (this config
+    counts them at ``dim``), no relative bias (not in its layer's settings), and its 8 task heads
+    are one head here."""
+    rows = {"item": 50_000_000, "action": 100, "user_id": 50_000_000, "user_age": 100, "item_category_l1": 50}
+    tables = tuple(TableConfig(name, n) for name, n in rows.items())
+    context = ("action", "user_id", "user_age", "item_category_l1")
+    return HSTUConfig(tables, context, dim=1024, num_layers=8, heads=4, qk_dim=256, v_dim=256,
+                      max_len=2 * 4096 + 3, relative_bias=False, top_mlp=(512, 8),
+                      name="recsys_examples")  # fmt: skip
+
+
+def _dlrm_v3() -> HSTUConfig:
+    """meta-recsys/generative-recommenders' ``dlrm_v3`` stack at its configs' defaults (5 layers of
+    4 heads, query/key and value 128, dim 512), as its issue #530 benchmarks it: DLRMv4's
+    tables (:func:`_dlrmv4`) with the 5 layers its configs name."""
+    return _dlrmv4().replace(num_layers=5, name="dlrm_v3")
+
+
+HSTU_PRESETS.update({"recsys_examples": _recsys_examples, "dlrm_v3": _dlrm_v3})

@@ -28,6 +28,12 @@ Per device and step, each term a few lines of FLOPs over a rate or bytes over a 
 * ``all_reduce``: the dense gradients; ``optimizer``: Adam over the dense parameters;
 * ``overhead``: the operators a step launches times the per-operator host cost.
 
+A forward pass alone (``backward=False``, inference or a forward benchmark) keeps a third of
+the GEMM and attention work, the forward's share of the passes, the gather only, the all-to-all
+one way, and no all-reduce or optimizer. Ranking histories that end in ``num_targets`` candidates
+(dlrm_v3, MLPerf's DLRMv4 reference) let each candidate attend to the history before it and to
+itself only: ``u (u + 1) / 2 + t u + t`` pairs for ``u`` history events and ``t`` candidates.
+
 A padded batch (``padded=True``, the common way) computes every history at the batch's longest
 length: its GEMMs see ``histories x longest`` tokens and its attention the full ``longest^2``
 products of each (a masked einsum skips nothing). Model FLOPs (for MFU) count the work the model
@@ -36,6 +42,8 @@ needs: the jagged tokens and the causal half, forward and backward.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -49,7 +57,8 @@ from recnotebooks.perf.components.dense import gemm_time
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.precision import precision
 
-__all__ = ["HSTUStep", "hstu_step", "lognormal_lengths", "attention_products", "COMPONENTS"]
+__all__ = ["HSTUStep", "hstu_step", "lognormal_lengths", "zipf_lengths", "attention_products", "model_flops",
+           "COMPONENTS"]  # fmt: skip
 
 #: The terms of one modeled HSTU step, in the order charts stack them.
 COMPONENTS = ("projections", "attention", "pointwise", "top_mlp", "embeddings", "all_to_all", "all_reduce",
@@ -76,7 +85,7 @@ class HSTUStep:
 
     ``seconds``: per component (:data:`COMPONENTS`); ``tokens`` and ``histories`` per device;
     ``model_flops``: the model's FLOPs per device and step (jagged, causal half, forward and
-    backward); ``source`` is always ``"modeled"``."""
+    backward, or the forward alone where ``backward`` is false); ``source`` is always ``"modeled"``."""
 
     config: HSTUConfig
     hw: Hardware
@@ -87,6 +96,7 @@ class HSTUStep:
     seconds: dict[str, float] = field(default_factory=dict)
     model_flops: float = 0.0
     source: str = "modeled"
+    backward: bool = True
 
     @property
     def step_seconds(self) -> float:
@@ -102,8 +112,14 @@ class HSTUStep:
         return self.model_flops / self.step_seconds / 1e12
 
     def mfu(self, dtype: str = "bf16") -> float:
-        """Model FLOPs utilisation: achieved model FLOP/s over the device's peak at ``dtype``."""
+        """Model FLOPs utilisation: :attr:`model_flops` / (:attr:`step_seconds` x the device's peak
+        at ``dtype``) -- the work the model needs, not the work a padded batch does."""
         return self.model_flops / self.step_seconds / self.hw.flops(precision(dtype).gemm)
+
+    @property
+    def dominant(self) -> str:
+        """The component that takes the longest."""
+        return max(self.seconds, key=self.seconds.__getitem__)
 
     def rows(self) -> list[dict[str, object]]:
         """Tidy rows: one per component, with ``seconds`` and ``share``."""
@@ -126,10 +142,38 @@ def lognormal_lengths(count: int, median: float, mean: float, longest: int) -> l
     ]
 
 
-def attention_products(lengths: Sequence[int], causal: bool = True) -> float:
+def zipf_lengths(count: int, alpha: float, longest: int, shortest: int = 1) -> list[int]:
+    """``count`` history lengths at the quantiles ``(i + 0.5) / count`` of a Zipf law
+    ``P(k) ~ k^-alpha`` (``k >= 1``) shifted to start at ``shortest`` and clamped at ``longest``
+    (the mass beyond it lands on ``longest``), as NVIDIA recsys-examples' benchmark draws its
+    sequence lengths (``RandomDistribution`` zipf, ``examples/commons/datasets/hstu_batch.py``
+    at 43465aea): the distribution without the noise of a draw."""
+    count = check_int("count", count, lo=1, hi=10_000_000)
+    longest = check_int("longest", longest, lo=1)
+    shortest = check_int("shortest", shortest, lo=1, hi=longest)
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 1 < alpha < 100:
+        raise ValueError(f"alpha must be a number in (1, 100), got {alpha!r}")
+    weights = [k**-alpha for k in range(1, longest - shortest + 1)]
+    far = len(weights) + 10_000  # zeta(alpha): the sum, then the tail by its midpoint integral
+    total = sum(weights) + sum(k**-alpha for k in range(len(weights) + 1, far + 1))
+    total += (far + 0.5) ** (1 - alpha) / (alpha - 1)
+    cdf = list(itertools.accumulate(w / total for w in weights))
+    return [shortest + bisect.bisect_left(cdf, (i + 0.5) / count) for i in range(count)]
+
+
+def attention_products(lengths: Sequence[int], causal: bool = True, num_targets: int = 0) -> float:
     """Query-key pairs a head computes over these histories: ``sum n (n + 1) / 2`` under the
-    causal mask, ``sum n^2`` without it."""
-    return float(sum(n * (n + 1) // 2 if causal else n * n for n in lengths))
+    causal mask, ``sum n^2`` without it. With ``num_targets`` candidates at the end of each history
+    (causal only), a candidate attends to the ``u = n - t`` events before them and to itself:
+    ``u (u + 1) / 2 + t u + t``."""
+    if not causal:
+        return float(sum(n * n for n in lengths))
+    total = 0
+    for n in lengths:
+        t = min(num_targets, n)
+        u = n - t
+        total += u * (u + 1) // 2 + t * u + t
+    return float(total)
 
 
 def hstu_step(
@@ -142,11 +186,18 @@ def hstu_step(
     dtype: str = "bf16",
     padded: bool = False,
     fused_attention: bool = True,
+    backward: bool = True,
+    num_targets: int = 0,
+    embedding_dim: int | None = None,
 ) -> HSTUStep:
     """Model one training step of ``config`` on each of ``gpus x nodes`` devices, each training
     the histories of ``lengths`` (events each, at most ``config.max_len``; see the module
     docstring for the terms). ``padded``: every history computed at the longest's length.
-    ``fused_attention``: the attention weights stay on chip (a flash-style kernel)."""
+    ``fused_attention``: the attention weights stay on chip (a flash-style kernel).
+    ``backward=False``: the forward pass alone. ``num_targets``: candidates at the end of each
+    history, attending to the history and themselves only. ``embedding_dim``: the tables' width
+    where it differs from the stack's ``dim`` (a model that projects its embeddings up; default
+    ``config.dim``)."""
     check_type("config", config, HSTUConfig, "an HSTUConfig")
     hw = hardware(hw)
     lengths = [check_int("lengths[i]", n, lo=0, hi=config.max_len) for n in lengths]
@@ -155,63 +206,88 @@ def hstu_step(
     gpus, nodes = check_int("gpus", gpus, lo=1, hi=hw.devices), check_int("nodes", nodes, lo=1)
     check_choice("dtype", dtype, DTYPES)
     padded, fused_attention = check_bool("padded", padded), check_bool("fused_attention", fused_attention)
+    backward = check_bool("backward", backward)
+    num_targets = check_int("num_targets", num_targets, lo=0, hi=config.max_len)
+    edim = config.dim if embedding_dim is None else check_int("embedding_dim", embedding_dim, lo=1, hi=65_536)
     run = [max(lengths)] * len(lengths) if padded else lengths
-    step = HSTUStep(config, hw, gpus * nodes, len(lengths), sum(lengths), padded)
-    step.seconds = _terms(config, hw, run, gpus, nodes, dtype, padded, fused_attention)
-    step.model_flops = model_flops(config, lengths)
+    step = HSTUStep(config, hw, gpus * nodes, len(lengths), sum(lengths), padded, backward=backward)
+    shape = _Shape(run, gpus, nodes, dtype, padded, fused_attention, backward, num_targets, edim)
+    step.seconds = _terms(config, hw, shape)
+    step.model_flops = model_flops(config, lengths, backward=backward, num_targets=num_targets)
     return step
 
 
-def model_flops(config: HSTUConfig, lengths: Sequence[int]) -> float:
+def model_flops(
+    config: HSTUConfig, lengths: Sequence[int], *, backward: bool = True, num_targets: int = 0
+) -> float:
     """The model's FLOPs of one step over these histories: GEMMs on the jagged tokens and the
-    attention's causal half, forward and backward (3x forward)."""
+    attention's causal half (:func:`attention_products`), forward and backward (3x forward; the
+    forward alone where ``backward`` is false)."""
     qk, v = config.head_dims
     h, t = config.heads, sum(lengths)
     per_token = 2 * config.dim * (2 * h * v + 2 * h * qk) + 2 * h * v * config.dim
     widths = (config.dim, *config.top_mlp, 1)
     mlp = sum(2 * a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
-    attention = 2 * attention_products(lengths) * h * (qk + v)
-    return 3.0 * (config.num_layers * (t * per_token + attention) + t * mlp)
+    attention = 2 * attention_products(lengths, num_targets=num_targets) * h * (qk + v)
+    return (3.0 if backward else 1.0) * (config.num_layers * (t * per_token + attention) + t * mlp)
 
 
-def _terms(
-    config: HSTUConfig,
-    hw: Hardware,
-    run: list[int],
-    gpus: int,
-    nodes: int,
-    dtype: str,
-    padded: bool,
-    fused: bool,
-) -> dict[str, float]:
-    p = precision(dtype)
+@dataclass(frozen=True)
+class _Shape:
+    """What :func:`_terms` prices besides the model and the hardware."""
+
+    run: list[int]
+    gpus: int
+    nodes: int
+    dtype: str
+    padded: bool
+    fused: bool
+    backward: bool
+    targets: int
+    embedding_dim: int
+
+
+def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
+    p, dtype, run = precision(s.dtype), s.dtype, s.run
     qk, v = config.head_dims
     h, t, layers = config.heads, float(sum(run)), config.num_layers
+    passes = 3 if s.backward else 1  # GEMMs: forward, and two more backward
     width = 2 * h * v + 2 * h * qk
-    projections = 3 * (
+    projections = passes * (
         gemm_time(hw, t, width, config.dim, dtype) + gemm_time(hw, t, config.dim, h * v, dtype)
     )
-    attention = 3 * sum(_attention_time(hw, n, h, qk, v, dtype, causal=not padded) for n in run if n)
+    targets = 0 if s.padded else s.targets  # a padded einsum masks, computing every pair
+    attention = passes * sum(
+        _attention_time(hw, n, h, qk, v, dtype, causal=not s.padded, targets=targets) for n in run if n
+    )
     widths = (config.dim, *config.top_mlp, 1)
-    mlp = 3 * sum(gemm_time(hw, t, b, a, dtype) for a, b in zip(widths[:-1], widths[1:], strict=True))
-    scores = 0.0 if fused else SCORE_PASSES * h * attention_products(run, causal=False) * p.activation_bytes
-    pointwise = layers * (TOKEN_PASSES * t * config.dim * p.activation_bytes + scores) / hw.hbm_bw
+    mlp = passes * sum(gemm_time(hw, t, b, a, dtype) for a, b in zip(widths[:-1], widths[1:], strict=True))
+    share = 1.0 if s.backward else 1 / 3  # the forward's share of the elementwise passes
+    scores = 0.0 if s.fused else SCORE_PASSES * h * attention_products(run, causal=False) * p.activation_bytes
+    pointwise = share * layers * (TOKEN_PASSES * t * config.dim * p.activation_bytes + scores) / hw.hbm_bw
     lookups = t * len(config.event_tables) + len(run) * len(config.context)  # contextual: once a history
-    table_bytes = lookups * config.dim * p.embedding_bytes
-    embeddings = 3 * table_bytes / (hw.hbm_bw * hw.gather_efficiency)  # gather, then read and write the rows
-    world, nic = gpus * nodes, nic_per_device(hw, gpus)
-    a2a = all_to_all_seconds(2 * table_bytes * (world - 1) / world, world, gpus, hw, nic, calls=2)
+    table_bytes = lookups * s.embedding_dim * p.embedding_bytes
+    # gather, then (training) read and write the rows
+    embeddings = (3 if s.backward else 1) * table_bytes / (hw.hbm_bw * hw.gather_efficiency)
+    world, nic = s.gpus * s.nodes, nic_per_device(hw, s.gpus)
+    ways = 2 if s.backward else 1  # the embeddings out, their gradients back
+    a2a = all_to_all_seconds(ways * table_bytes * (world - 1) / world, world, s.gpus, hw, nic, calls=ways)
     dense_bytes = config.dense_parameters * p.weight_bytes
-    reduce = all_reduce_seconds(2 * (world - 1) / world * dense_bytes, world, gpus, hw, nic)
+    reduce = all_reduce_seconds(2 * (world - 1) / world * dense_bytes, world, s.gpus, hw, nic)
     optimizer = ADAM_PASSES * config.dense_parameters * 4 / hw.hbm_bw
-    overhead = (OPS_PER_LAYER * layers + OPS_PER_STEP) * hw.op_overhead_s + hw.step_overhead_s
+    if not s.backward:
+        reduce = optimizer = 0.0
+    overhead = share * (OPS_PER_LAYER * layers + OPS_PER_STEP) * hw.op_overhead_s + hw.step_overhead_s
     return {"projections": layers * projections, "attention": layers * attention, "pointwise": pointwise,
             "top_mlp": mlp, "embeddings": embeddings, "all_to_all": a2a, "all_reduce": reduce,
             "optimizer": optimizer, "overhead": overhead}  # fmt: skip
 
 
-def _attention_time(hw: Hardware, n: int, heads: int, qk: int, v: int, dtype: str, causal: bool) -> float:
+def _attention_time(
+    hw: Hardware, n: int, heads: int, qk: int, v: int, dtype: str, causal: bool, targets: int = 0
+) -> float:
     """Forward ``Q K^T`` and ``A V`` of one history of ``n`` events, every head, at the GEMM
-    efficiency of its shape; the causal half where the kernel skips the masked blocks."""
-    share = (n + 1) / (2 * n) if causal else 1.0
+    efficiency of its shape; the causal half (less the pairs among candidates) where the kernel
+    skips the masked blocks."""
+    share = attention_products([n], num_targets=targets) / (n * n) if causal else 1.0
     return heads * share * (gemm_time(hw, n, n, qk, dtype) + gemm_time(hw, n, v, n, dtype))

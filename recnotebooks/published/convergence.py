@@ -25,6 +25,15 @@ epochs. The throughput a submission logs (``tracked_stats`` ``throughput``) is t
 samples over that whole interval, evaluations included; :func:`time_to_train` turns such a
 throughput into minutes. (:data:`TARGET_AUC` and :data:`TRAIN_SAMPLES` are
 :mod:`recnotebooks.published.mlperf`'s, imported here.)
+
+From round v6.1 the benchmark is **DLRMv4** (HSTU on Yambda-5B, target AUC
+:data:`DLRMV4_TARGET_AUC` on ``listen_plus``), and its rules (``training_6.1.0``) hold no
+DLRM-DCNv2: round ``"v6.1"`` here is DLRMv4's points (:data:`DLRMV4_RCP_SOURCE`), which
+publish **samples** to converge (the ``samples_count`` of the first evaluation at the target),
+stored verbatim (:data:`DLRMV4_SAMPLES`) and kept as fractions of its epoch
+(:data:`DLRMV4_TRAIN_SAMPLES`) so that the same curve, olympic means and pruning apply;
+:func:`samples_to_converge` and :func:`time_to_train` use the round's epoch, and its evaluations
+run on the grid :func:`dlrmv4_eval_grid` computes as ``closed_dlrmv4.yaml`` does.
 """
 
 from __future__ import annotations
@@ -50,6 +59,18 @@ __all__ = [
     "samples_to_converge",
     "time_to_train",
     "evaluations",
+    "DLRMV4_RCP_SOURCE",
+    "DLRMV4_RULES_SOURCE",
+    "DLRMV4_SAMPLES",
+    "DLRMV4_TRAIN_SAMPLES",
+    "DLRMV4_EVAL_SAMPLES",
+    "DLRMV4_TARGET_AUC",
+    "DLRMV4_EVAL_EVERY_DATA_PCT",
+    "BENCHMARKS",
+    "benchmark_of_round",
+    "train_samples_of_round",
+    "dlrmv4_eval_grid",
+    "dlrmv4_evaluations",
 ]
 
 _REFERENCE = "https://github.com/mlcommons/training/tree/master/recommendation_v2/torchrec_dlrm"
@@ -116,14 +137,51 @@ _RCPS_V51 = (
         0.95, 0.95, 1.0, 1.0, 0.95, 1.0, 1.0, 0.95, 0.95, 0.9, 0.9, 1.0, 0.9, 0.95, 0.9, 1.0, 0.95, 0.95,
         0.95, 1.0)),
 )  # fmt: skip
-#: The reference points by rules version (the ``training_X.Y.0`` directory of :data:`RCP_SOURCE`).
-RCPS: dict[str, tuple[ReferencePoint, ...]] = {"3.0.0": _RCPS_V3, "5.1.0": _RCPS_V51}
-#: Which rules version each MLPerf Training round with DLRM-DCNv2 was held to (the files of
-#: 3.0.0 through 5.0.0 hold the same points, as do 5.1.0 and 6.0.0).
+_ML = "https://github.com/mlcommons/logging/blob/1237f5335a93b70f62e2bad30801373726219617/mlperf_logging"
+#: DLRMv4's reference convergence points: ``rcps_dlrmv4.json`` of mlcommons/logging pull request
+#: #470 at its head 1237f533 (2026-08-08; not yet on the default branch of the snapshot read,
+#: 7bbf7926 of 2026-07-29), AMD's reference runs on MI350 nodes.
+DLRMV4_RCP_SOURCE = f"{_ML}/rcp_checker/training_6.1.0/rcps_dlrmv4.json"
+#: DLRMv4's closed-division rules at the same head: epoch, target, evaluation grid.
+DLRMV4_RULES_SOURCE = f"{_ML}/compliance_checker/training_6.1.0/closed_dlrmv4.yaml"
+#: Training samples of one DLRMv4 epoch (``train_samples`` of :data:`DLRMV4_RULES_SOURCE`).
+DLRMV4_TRAIN_SAMPLES = 2_290_835_423
+#: Samples of one DLRMv4 evaluation (``eval_samples``).
+DLRMV4_EVAL_SAMPLES = 2_058_204
+#: The AUC a DLRMv4 run must reach (``target_accuracy``).
+DLRMV4_TARGET_AUC = 0.75
+#: An evaluation every this share of an epoch's steps (``eval_every_data_pct``).
+DLRMV4_EVAL_EVERY_DATA_PCT = 0.001
+#: The published samples to converge of DLRMv4's reference runs, by global batch (as
+#: :data:`DLRMV4_RCP_SOURCE` lists them; each a multiple of the batch's evaluation grid), with
+#: the learning rate and platform of each point.
+DLRMV4_SAMPLES: dict[int, tuple[float, str, tuple[int, ...]]] = {
+    8192: (1e-06, "1x8xMI350", (
+        66519040, 68812800, 66519040, 66519040, 71106560, 80281600, 61931520, 68812800, 68812800, 73400320,
+        66519040, 73400320, 66519040, 66519040, 71106560, 73400320, 66519040, 71106560, 68812800, 68812800)),
+    16384: (2e-06, "2x8xMI350", (
+        84869120, 84869120, 87162880, 91750400, 82575360, 82575360, 82575360, 91750400, 82575360, 82575360,
+        82575360, 77987840, 94044160, 96337920, 87162880, 89456640, 100925440, 98631680, 91750400, 82575360)),
+    32768: (4e-06, "4x8xMI350", (
+        107806720, 105512960, 112394240, 105512960, 110100480, 107806720, 112394240, 123863040, 114688000,
+        110100480, 114688000, 128450560, 112394240, 112394240, 121569280, 98631680, 110100480, 128450560,
+        112394240, 110100480)),
+}  # fmt: skip
+_RCPS_V61 = tuple(
+    ReferencePoint(b, lr, "AMD", platform, tuple(n / DLRMV4_TRAIN_SAMPLES for n in samples))
+    for b, (lr, platform, samples) in DLRMV4_SAMPLES.items()
+)
+#: The reference points by rules version (the ``training_X.Y.0`` directory of :data:`RCP_SOURCE`;
+#: 6.1.0's are DLRMv4's, :data:`DLRMV4_RCP_SOURCE`).
+RCPS: dict[str, tuple[ReferencePoint, ...]] = {"3.0.0": _RCPS_V3, "5.1.0": _RCPS_V51, "6.1.0": _RCPS_V61}
+#: Which rules version each MLPerf Training round was held to (the DLRM-DCNv2 files of 3.0.0
+#: through 5.0.0 hold the same points, as do 5.1.0 and 6.0.0; v6.1 is DLRMv4's).
 RULES: dict[str, str] = {
     "v3.0": "3.0.0", "v3.1": "3.0.0", "v4.0": "3.0.0", "v4.1": "3.0.0", "v5.0": "3.0.0",
-    "v5.1": "5.1.0", "v6.0": "5.1.0",
+    "v5.1": "5.1.0", "v6.0": "5.1.0", "v6.1": "6.1.0",
 }  # fmt: skip
+#: The recommendation benchmark of each rules version.
+BENCHMARKS: dict[str, str] = {"3.0.0": "dlrm_dcnv2", "5.1.0": "dlrm_dcnv2", "6.1.0": "dlrmv4"}
 #: The round :func:`epochs_to_converge` uses unless told: the latest rules.
 DEFAULT_ROUND = "v6.0"
 
@@ -131,6 +189,17 @@ DEFAULT_ROUND = "v6.0"
 def rules_for_round(mlperf_round: str) -> tuple[ReferencePoint, ...]:
     """The reference points MLPerf Training round ``mlperf_round`` (``"v3.0"`` ... ``"v6.0"``) used."""
     return RCPS[RULES[check_choice("mlperf_round", mlperf_round, tuple(RULES))]]
+
+
+def benchmark_of_round(mlperf_round: str) -> str:
+    """``"dlrm_dcnv2"`` (rounds v3.0 to v6.0) or ``"dlrmv4"`` (v6.1)."""
+    return BENCHMARKS[RULES[check_choice("mlperf_round", mlperf_round, tuple(RULES))]]
+
+
+def train_samples_of_round(mlperf_round: str) -> int:
+    """Training samples of one epoch of the round's benchmark: Criteo 1TB's :data:`TRAIN_SAMPLES`
+    or Yambda-5B's :data:`DLRMV4_TRAIN_SAMPLES`."""
+    return DLRMV4_TRAIN_SAMPLES if benchmark_of_round(mlperf_round) == "dlrmv4" else TRAIN_SAMPLES
 
 
 def _interp(batch: float, lo: tuple[int, float], hi: tuple[int, float]) -> float:
@@ -156,10 +225,14 @@ def convergence_curve(mlperf_round: str = DEFAULT_ROUND) -> list[tuple[int, floa
     return points
 
 
+_NAMES = {"dlrm_dcnv2": "DLRM-DCNv2", "dlrmv4": "DLRMv4"}
+
+
 def epochs_to_converge(global_batch: int, mlperf_round: str = DEFAULT_ROUND) -> float:
-    """Epochs of Criteo 1TB that DLRM-DCNv2 needs to reach :data:`TARGET_AUC` at ``global_batch``
-    (the reference curve of round ``mlperf_round``, linear between points). A batch outside the curve
-    raises ``ValueError``: MLPerf has no reference there, and neither do we."""
+    """Epochs of Criteo 1TB that DLRM-DCNv2 needs (from v6.1, of Yambda-5B that DLRMv4 needs)
+    to reach its target at ``global_batch`` (the reference curve of round ``mlperf_round``, linear
+    between points). A batch outside the curve raises ``ValueError``: MLPerf has no reference
+    there, and neither do we."""
     curve = convergence_curve(mlperf_round)
     lo_b, hi_b = curve[0][0], curve[-1][0]
     if (
@@ -168,7 +241,8 @@ def epochs_to_converge(global_batch: int, mlperf_round: str = DEFAULT_ROUND) -> 
         and not lo_b <= global_batch <= hi_b
     ):
         raise ValueError(
-            f"global_batch must lie on MLPerf's DLRM-DCNv2 convergence curve of {mlperf_round}, between "
+            f"global_batch must lie on MLPerf's {_NAMES[benchmark_of_round(mlperf_round)]} convergence curve "
+            f"of {mlperf_round}, between "
             f"{lo_b:,} and {hi_b:,} samples (its reference points: {', '.join(f'{b:,}' for b, _ in curve)}), "
             f"got {show(global_batch)}"
         )
@@ -214,8 +288,9 @@ def curve_points(batches: tuple[int, ...] = (), mlperf_round: str = DEFAULT_ROUN
 
 
 def samples_to_converge(global_batch: int, mlperf_round: str = DEFAULT_ROUND) -> float:
-    """Training samples to reach the target: :func:`epochs_to_converge` x :data:`TRAIN_SAMPLES`."""
-    return epochs_to_converge(global_batch, mlperf_round) * TRAIN_SAMPLES
+    """Training samples to reach the target: :func:`epochs_to_converge` x the round's epoch
+    (:func:`train_samples_of_round`)."""
+    return epochs_to_converge(global_batch, mlperf_round) * train_samples_of_round(mlperf_round)
 
 
 def evaluations(epochs: float) -> int:
@@ -240,8 +315,35 @@ def time_to_train(
     the :func:`evaluations` adds :data:`EVAL_SAMPLES` / ``eval_samples_per_s`` seconds."""
     rate = check_float("samples_per_s", samples_per_s, lo=0, lo_open=True, hi=1e15)
     epochs = epochs_to_converge(global_batch, mlperf_round)
-    seconds = epochs * TRAIN_SAMPLES / rate
+    samples = epochs * train_samples_of_round(mlperf_round)
+    seconds = samples / rate
     if eval_samples_per_s is not None:
         eval_rate = check_float("eval_samples_per_s", eval_samples_per_s, lo=0, lo_open=True, hi=1e15)
-        seconds += evaluations(epochs) * EVAL_SAMPLES / eval_rate
+        if benchmark_of_round(mlperf_round) == "dlrmv4":
+            seconds += dlrmv4_evaluations(global_batch, samples) * DLRMV4_EVAL_SAMPLES / eval_rate
+        else:
+            seconds += evaluations(epochs) * EVAL_SAMPLES / eval_rate
     return seconds / 60.0
+
+
+def dlrmv4_eval_grid(global_batch: int) -> tuple[int, int]:
+    """``(eval_interval_samples, first_eval_samples)`` of a DLRMv4 run at ``global_batch``, as
+    :data:`DLRMV4_RULES_SOURCE` computes them: an evaluation every ``round(0.001 x steps of an
+    epoch)`` steps, the first at the grid point at or after ``floor((4480 b + 135,331,840) / 3)``
+    samples (the reference's earliest convergence less its margin).
+
+    >>> dlrmv4_eval_grid(8192)
+    (2293760, 57344000)
+    """
+    b = check_int("global_batch", global_batch, lo=1, hi=DLRMV4_TRAIN_SAMPLES)
+    interval = max(1, round(DLRMV4_EVAL_EVERY_DATA_PCT * (DLRMV4_TRAIN_SAMPLES // b))) * b
+    first = math.ceil(((4480 * b + 135_331_840) // 3) / interval) * interval
+    return interval, first
+
+
+def dlrmv4_evaluations(global_batch: int, samples: float) -> int:
+    """Evaluations a DLRMv4 run at ``global_batch`` makes while training ``samples`` samples: one
+    at each point of :func:`dlrmv4_eval_grid` from the first, the last at or after ``samples``."""
+    interval, first = dlrmv4_eval_grid(global_batch)
+    samples = check_float("samples", samples, lo=0, lo_open=True, hi=1e15)
+    return 1 + max(0, math.ceil(round((samples - first) / interval, 9)))
