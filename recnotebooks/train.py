@@ -1,9 +1,13 @@
-"""Training and evaluation of a DLRM with per-phase timings (:class:`Trainer`).
-
-A step is timed in the phases the seed paper uses to explain where GPU time goes: data,
-embedding forward, bottom MLP, interaction, top MLP, backward, sparse (embedding)
-optimizer and dense optimizer. Throughput is steady state: the first ``warmup_steps``
-steps of a run are excluded. Every number here is *measured* on the device that ran it.
+"""Training and evaluation with per-phase timings (:class:`Trainer`): a DLRM on batches of
+samples or a generative recommender (:class:`~recnotebooks.nn.generative.HSTURanker`) on batches of
+histories, by one loop. The model gives its logits and labels for a batch (``batch_logits``); the
+loss (binary cross-entropy over every label), the optimizers and the phases are the trainer's.
+A DLRM step is timed in the seed paper's phases: data, embedding forward, bottom MLP, interaction,
+top MLP, backward, sparse (embedding) optimizer and dense optimizer; an HSTU step in data,
+embeddings, hstu, top_mlp, backward, sparse_optimizer and dense_optimizer. Throughput is steady
+state (the first ``warmup_steps`` steps excluded), in samples (an HSTU's histories) and, for an
+HSTU, tokens (its events; not its contextual tokens): a DLRM has no tokens, its ``tokens_per_s``
+is ``None``. Every number here is *measured* on the device that ran it.
 """
 
 from __future__ import annotations
@@ -37,10 +41,12 @@ from recnotebooks.checks import (
     check_type,
     show,
 )
-from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, DLRMConfig, TableConfig
+from recnotebooks.config import DENSE_OPTIMIZERS, SPARSE_OPTIMIZERS, DLRMConfig, HSTUConfig, TableConfig
 from recnotebooks.data.batch import Batch
+from recnotebooks.data.sequences import SequenceBatch
 from recnotebooks.metrics import click_metrics
 from recnotebooks.nn.dlrm import DLRM
+from recnotebooks.nn.generative import HSTURanker
 from recnotebooks.nn.optim import SparseOptimizer, make_dense_optimizer, make_sparse_optimizer
 from recnotebooks.threads import LoadFollower
 from recnotebooks.timing import PhaseTimer, phase_rows, reliability, spread
@@ -52,6 +58,10 @@ __all__ = ["TrainConfig", "TrainResult", "Trainer", "config_from_dict", "config_
 TRAIN_DTYPES = ("fp32", "bf16", "fp16")
 #: Seconds of training between two looks at the machine's load (the thread count follows it).
 RECHECK_S = 2.0
+#: What each model trains on: the batch type its ``batch_logits`` reads.
+BATCH_TYPES: dict[type[nn.Module], type] = {DLRM: Batch, HSTURanker: SequenceBatch}
+#: A model the trainer trains.
+Model = DLRM | HSTURanker
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -77,6 +87,9 @@ class TrainConfig:
     dtype: str = "fp32"  #: ``"bf16"``: ``torch.autocast`` around forward (and evaluation)
     #: CPU threads to train on; ``None``: the thread policy's, following the machine's load
     threads: int | None = None
+    #: clip the dense gradients to this total norm before the dense step (``None``: no clipping;
+    #: MLPerf's DLRMv4: 1.0). The tables' rows are not clipped, as the reference's fused ones.
+    clip_grad_norm: float | None = None
 
     def __post_init__(self) -> None:
         for name, lo in (
@@ -98,6 +111,8 @@ class TrainConfig:
             setattr(self, name, check_bool(name, getattr(self, name)))
         if self.threads is not None:
             self.threads = check_int("threads", self.threads, lo=1, hi=1024)
+        if self.clip_grad_norm is not None:
+            self.clip_grad_norm = check_float("clip_grad_norm", self.clip_grad_norm, lo=0, lo_open=True)
 
 
 @dataclass
@@ -128,6 +143,10 @@ class TrainResult:
     step_spread: float = 1.0
     #: why the numbers cannot be trusted (:func:`recnotebooks.timing.reliability`; ``""``: they can)
     reliability: str = ""
+    #: tokens (an HSTU's events) per second of the timed steps; ``None`` for a DLRM (no tokens)
+    tokens_per_s: float | None = None
+    #: tokens a timed step, on average; ``None`` for a DLRM
+    tokens_per_step: float | None = None
 
     @property
     def reliable(self) -> bool:
@@ -152,14 +171,17 @@ class TrainResult:
 
 @dataclass
 class _TimedSteps:
-    """The timed steps of a run: each step's seconds and the samples they trained."""
+    """The timed steps of a run: each step's seconds and the samples (and tokens) they trained."""
 
     seconds: list[float] = field(default_factory=list)
     samples: int = 0
+    tokens: int | None = None
 
-    def add(self, seconds: float, samples: int) -> None:
+    def add(self, seconds: float, samples: int, tokens: int | None = None) -> None:
         self.seconds.append(seconds)
         self.samples += samples
+        if tokens is not None:
+            self.tokens = (self.tokens or 0) + tokens
 
     @property
     def steps(self) -> int:
@@ -170,21 +192,34 @@ class _TimedSteps:
         return sum(self.seconds, 0.0)
 
 
-def config_to_dict(config: DLRMConfig) -> dict[str, Any]:
-    """Plain-data form of a config (safe for ``weights_only`` checkpoints and JSON)."""
+def config_to_dict(config: DLRMConfig | HSTUConfig) -> dict[str, Any]:
+    """Plain-data form of a config (safe for ``weights_only`` checkpoints and JSON); an
+    :class:`HSTUConfig`'s carries ``"kind": "hstu"`` (a DLRM's has no ``kind``, as before)."""
     d = dataclasses.asdict(config)
+    if isinstance(config, HSTUConfig):
+        return {"kind": "hstu", **d, "context": list(config.context), "top_mlp": list(config.top_mlp)}
     d["bottom_mlp"], d["top_mlp"] = list(config.bottom_mlp), list(config.top_mlp)
     return d
 
 
-def config_from_dict(d: dict[str, Any]) -> DLRMConfig:
+def config_from_dict(d: dict[str, Any]) -> DLRMConfig | HSTUConfig:
+    """The config :func:`config_to_dict` wrote (checked again on construction)."""
     d = dict(d)
     d["tables"] = tuple(TableConfig(**t) for t in d["tables"])
+    if d.pop("kind", "dlrm") == "hstu":
+        d["context"], d["top_mlp"] = tuple(d["context"]), tuple(d["top_mlp"])
+        return HSTUConfig(**d)
     return DLRMConfig(**d)
 
 
+def _kind(config: object) -> str:  # what a config describes, in words
+    return "a generative recommender (HSTURanker)" if isinstance(config, HSTUConfig) else "a DLRM"
+
+
 class Trainer:
-    """Train a :class:`~recnotebooks.nn.DLRM` on an iterable of :class:`Batch`.
+    """Train a :class:`~recnotebooks.nn.DLRM` on an iterable of :class:`Batch`, or a
+    :class:`~recnotebooks.nn.generative.HSTURanker` on an iterable of
+    :class:`~recnotebooks.data.sequences.SequenceBatch` (:data:`BATCH_TYPES`).
 
     ``train_data`` may be any iterable of batches; if it has ``state_dict``/
     ``load_state_dict`` (as :class:`~recnotebooks.data.synthetic.SyntheticCriteo` does),
@@ -195,14 +230,15 @@ class Trainer:
 
     def __init__(
         self,
-        model: DLRM,
-        train_data: Iterable[Batch],
-        eval_data: Iterable[Batch] | None = None,
+        model: Model,
+        train_data: Iterable[Batch] | Iterable[SequenceBatch],
+        eval_data: Iterable[Batch] | Iterable[SequenceBatch] | None = None,
         config: TrainConfig | None = None,
         device: str | torch.device | None = "auto",
         callbacks: Iterable[Callable[[dict[str, float]], None]] = (),
     ) -> None:
-        check_type("model", model, DLRM, "a recnotebooks.nn.DLRM")
+        check_type("model", model, (DLRM, HSTURanker), "a recnotebooks.nn.DLRM or HSTURanker")
+        self.batch_type = BATCH_TYPES[type(model)]
         if config is not None:
             check_type("config", config, TrainConfig, "a TrainConfig")
         self.config = config or TrainConfig()
@@ -220,7 +256,9 @@ class Trainer:
         self.model = model.to(self.device)
         for name, data in (("train_data", train_data), ("eval_data", eval_data)):
             if data is not None and not hasattr(data, "__iter__"):
-                raise TypeError(f"{name} must be an iterable of Batch (or None), got {show(data)}")
+                raise TypeError(
+                    f"{name} must be an iterable of {self.batch_type.__name__} (or None), got {show(data)}"
+                )
         self.train_data = train_data
         self.eval_data = eval_data
         self.callbacks = list(callbacks)
@@ -235,7 +273,7 @@ class Trainer:
         self.loss_fn = nn.BCEWithLogitsLoss()
         self.step = 0
         self.history: list[dict[str, float]] = []
-        self._iter: Iterator[Batch] | None = None
+        self._iter: Iterator[Any] | None = None
 
     # ----- one step -------------------------------------------------------------------
     def _autocast(self) -> torch.autocast:
@@ -243,7 +281,7 @@ class Trainer:
         on = self.config.dtype == "bf16"
         return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16, enabled=on)
 
-    def _next_batch(self) -> Batch:
+    def _next_batch(self) -> Batch | SequenceBatch:
         if self._iter is None:
             self._iter = iter(self.train_data)
         try:
@@ -252,18 +290,24 @@ class Trainer:
             raise RuntimeError(
                 f"train_data ran out after {self.step} steps; ask for fewer steps or more data"
             ) from None
-        if not isinstance(batch, Batch):
-            raise TypeError(f"train_data must yield Batch objects, got {type(batch).__name__}")
-        return batch.to(self.device, non_blocking=True)
+        return self._checked(batch, "train_data").to(self.device, non_blocking=True)
 
-    def train_step(self, timer: PhaseTimer) -> tuple[float, int]:
-        """One optimisation step; returns the batch loss and the batch size."""
+    def _checked(self, batch: Any, data: str) -> Any:
+        if not isinstance(batch, self.batch_type):
+            model, kind = type(self.model).__name__, self.batch_type.__name__
+            raise TypeError(f"{data} must yield {kind} objects for a {model}, got {type(batch).__name__}")
+        return batch
+
+    def train_step(self, timer: PhaseTimer) -> tuple[float, int, int | None]:
+        """One optimisation step; returns the batch loss, the batch size (samples) and its
+        tokens (an HSTU's events; ``None`` for a DLRM)."""
         with timer.phase("data"):
             batch = self._next_batch()
         self.model.train()
         with self._autocast():
-            logits = self.model(batch.dense, batch.sparse, timer).float()
-        loss = self.loss_fn(logits, batch.labels.to(logits.dtype))
+            logits, labels = self.model.batch_logits(batch, timer)
+            logits = logits.float()
+        loss = self.loss_fn(logits, labels.to(logits.dtype))
         value = float(loss.detach())
         if not math.isfinite(value):  # before any update, so the model stays usable
             self.model.embeddings.clear_gradients()
@@ -277,11 +321,14 @@ class Trainer:
         with timer.phase("sparse_optimizer"):
             self.sparse_opt.step(count_rows=False)  # the count would cost SGD a pass
         with timer.phase("dense_optimizer"):
+            if self.config.clip_grad_norm is not None:
+                params = [p for g in self.dense_opt.param_groups for p in g["params"]]
+                torch.nn.utils.clip_grad_norm_(params, self.config.clip_grad_norm)
             self.dense_opt.step()
             self.dense_opt.zero_grad(set_to_none=True)
         self.step += 1
         timer.steps += 1
-        return value, batch.batch_size
+        return value, batch.batch_size, getattr(batch, "num_tokens", None)
 
     # ----- loops ----------------------------------------------------------------------
     def fit(
@@ -318,8 +365,8 @@ class Trainer:
                         timed = _TimedSteps()
                         load.restart()
                     t0 = time.perf_counter()
-                    loss, batch_size = self.train_step(timer)
-                    timed.add(time.perf_counter() - t0, batch_size)
+                    loss, batch_size, tokens = self.train_step(timer)
+                    timed.add(time.perf_counter() - t0, batch_size, tokens)
                     losses.append(loss)
                     load.follow(t0)
                     bar.update(1)
@@ -388,6 +435,8 @@ class Trainer:
             step_spread=step_spread,
             reliability=reliability(timed.steps, step_spread, load.other_load, load.spare_cores),
             losses=losses,
+            tokens_per_s=None if timed.tokens is None or timed.total_s <= 0 else timed.tokens / timed.total_s,
+            tokens_per_step=None if timed.tokens is None or not timed.steps else timed.tokens / timed.steps,
         )
 
     def _record(self, rec: dict[str, float]) -> None:
@@ -407,7 +456,8 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self, batches: int | None = None) -> dict[str, float]:
-        """Log loss, AUC and NE over the first ``batches`` eval batches (default config)."""
+        """Log loss, AUC and NE over the first ``batches`` eval batches (default config): over
+        every label they hold (a DLRM's samples, an HSTU's events)."""
         if self.eval_data is None:
             raise ValueError("evaluate needs eval_data; pass it to Trainer(...)")
         n = check_steps("batches", self.config.eval_batches if batches is None else batches, lo=1)
@@ -416,11 +466,10 @@ class Trainer:
         for i, batch in enumerate(self.eval_data):
             if i >= n:
                 break
-            batch = batch.to(self.device)
             with self._autocast():
-                logits = self.model(batch.dense, batch.sparse).float()
-            probs.append(torch.sigmoid(logits).cpu())
-            labels.append(batch.labels.cpu())
+                logits, y = self.model.batch_logits(self._checked(batch, "eval_data").to(self.device))
+            probs.append(torch.sigmoid(logits.float()).cpu())
+            labels.append(y.cpu())
         if not probs:
             raise ValueError("eval_data yielded no batches")
         return click_metrics(torch.cat(probs), torch.cat(labels))
@@ -501,6 +550,11 @@ class Trainer:
             saved_cfg = config_from_dict(state["config"])
         except (TypeError, ValueError, KeyError, AttributeError) as e:
             raise ValueError(f"checkpoint {p!r}: its config is invalid: {e}") from None
+        if type(saved_cfg) is not type(self.model.config):
+            raise ValueError(
+                f"checkpoint {p!r} was saved for {_kind(saved_cfg)} ({saved_cfg.name!r}), but this trainer "
+                f"trains {_kind(self.model.config)} ({self.model.config.name!r})"
+            )
         if saved_cfg != self.model.config:
             mine, theirs = config_to_dict(self.model.config), config_to_dict(saved_cfg)
             diff = [k for k in mine if mine[k] != theirs.get(k)]

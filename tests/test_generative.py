@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from recnotebooks.config import TableConfig
 from recnotebooks.config.hstu import ACTIONS, HSTUConfig, hstu_preset
 from recnotebooks.data.listening import TABLES, ListeningConfig, SyntheticListening
+from recnotebooks.data.sequences import SequenceBatch
 from recnotebooks.metrics import auc
 from recnotebooks.nn.generative import HSTURanker
 from recnotebooks.nn.optim import make_dense_optimizer, make_sparse_optimizer
@@ -145,5 +146,94 @@ def test_context_tables_are_looked_up_once_a_history() -> None:
         CFG.replace(context=("user",))
     with pytest.raises(ValueError, match="at least one table"):
         CFG.replace(context=TABLES)
-    with pytest.raises(ValueError, match="config.context must be empty"):
-        HSTURanker(CFG.replace(context=("album",)))
+
+
+CTX_LOG = ListeningConfig(users=200, items=500, albums=50, artists=10, tastes=2, median_length=6,
+                          mean_length=9, max_length=16, user_context=True)  # fmt: skip
+CTX_CFG = HSTUConfig((TableConfig("user", 200), TableConfig("item", 500), TableConfig("artist", 10),
+                      TableConfig("album", 50)), context=("user", "album"), dim=16, num_layers=2, heads=2,
+                     max_len=16, top_mlp=(16,))  # fmt: skip
+
+
+def _plain_context_logits(model: HSTURanker, b: SequenceBatch) -> torch.Tensor:
+    """The ranker with contextual tokens, written plainly: for each history on its own, the
+    event tokens summed from the tables' rows, then each context table's row of the history
+    (``album`` taken from ``context``, not the events) through its own map, put ahead of them at
+    time 0; the stack over that one sequence, its last ``n`` outputs through the top MLP."""
+    w, keys = model.embeddings.weight, [t.name for t in CTX_CFG.tables]
+    base = dict(
+        zip(keys, [0, *torch.tensor([t.num_rows for t in CTX_CFG.tables]).cumsum(0).tolist()], strict=False)
+    )
+    out = []
+    actions = b.previous_actions()
+    for h, (s, e) in enumerate(zip(b.offsets[:-1].tolist(), b.offsets[1:].tolist(), strict=True)):
+        if s == e:
+            continue
+        events = (
+            sum(w[base[k] + b.ids[k][s:e]] for k in ("item", "artist")) + model.actions.weight[actions[s:e]]
+        )
+        ctx = [w[base[k] + b.context[k][h]] @ model.context_weight[i] + model.context_bias[i]
+               for i, k in enumerate(CTX_CFG.context)]  # fmt: skip
+        x = torch.cat([torch.stack(ctx), events])
+        times = torch.cat([torch.zeros(len(ctx), dtype=torch.int64), b.timestamps[s:e]])
+        y = model.hstu(x, torch.tensor([0, len(x)]), times)[len(ctx) :]
+        out.append(model.top(y).squeeze(-1))
+    return torch.cat(out)
+
+
+def test_contextual_tokens_equal_a_plain_reference() -> None:
+    """Context tables looked up once a history, mapped, prepended at time 0 and dropped from the
+    output (the reference's ContextualPreprocessor) equal a loop over the histories; an empty
+    history among them changes nothing; the gradients of the maps and the rows agree too."""
+    model = HSTURanker(CTX_CFG, seed=1)
+    log = SyntheticListening(CTX_LOG, 5)
+    b = log.batch(0)
+    album = torch.randint(50, (5,), generator=torch.Generator().manual_seed(0))
+    b = b.replace(ids={k: v for k, v in b.ids.items() if k != "album"}, context={**b.context, "album": album})
+    lengths = b.lengths.clone()
+    lengths[2] = 0  # history 2 emptied: its events dropped
+    keep = torch.repeat_interleave(torch.arange(5), b.lengths) != 2
+    b = b.replace(offsets=torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)]),
+                  ids={k: v[keep] for k, v in b.ids.items()}, timestamps=b.timestamps[keep],
+                  labels=b.labels[keep])  # fmt: skip
+    got, labels = model.batch_logits(b)
+    want = _plain_context_logits(model, b)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(labels, b.labels)
+    grads = []
+    for out in (got, want):
+        model.zero_grad()
+        model.embeddings.clear_gradients()
+        (out * torch.linspace(-1, 1, len(out))).sum().backward(retain_graph=True)
+        grads.append(model.context_weight.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-4, atol=1e-6)
+    assert grads[0].abs().sum() > 0
+
+
+def test_context_is_looked_up_once_a_history_and_changes_only_its_history() -> None:
+    model = HSTURanker(CTX_CFG.replace(context=("user",), tables=CTX_CFG.tables[:3]), seed=0).eval()
+    b = SyntheticListening(CTX_LOG, 4).batch(1)
+    tokens = b.tokens(model.embeddings.keys)
+    assert int(tokens.lengths.view(3, -1)[0].sum()) == 4  # one user lookup a history
+    logits, _ = model.batch_logits(b)
+    other = b.context["user"].clone()
+    other[1] = (other[1] + 1) % 200
+    again, _ = model.batch_logits(b.replace(context={"user": other}))
+    s, e = b.offsets[1:3].tolist()
+    torch.testing.assert_close(again[:s], logits[:s])
+    torch.testing.assert_close(again[e:], logits[e:])
+    assert not torch.allclose(again[s:e], logits[s:e])
+    assert CTX_CFG.sequence_len == 18 and model.hstu.max_len == 17
+    dense = sum(p.numel() for p in model.dense_parameters()) - model.actions.weight.numel()
+    assert dense == model.config.dense_parameters
+
+
+def test_a_batch_without_the_models_context_is_refused() -> None:
+    model = HSTURanker(CTX_CFG.replace(context=("user",), tables=CTX_CFG.tables[:3]))
+    b = SyntheticListening(LOG, 2).batch(0)
+    with pytest.raises(ValueError, match="keys must name tables of this batch"):
+        model.batch_logits(b)
+    with pytest.raises(ValueError, match="one per history"):
+        b.replace(context={"user": torch.zeros(3, dtype=torch.int64)})
+    with pytest.raises(ValueError, match="one or the other"):
+        b.replace(context={"item": torch.zeros(2, dtype=torch.int64)})

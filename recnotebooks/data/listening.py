@@ -35,15 +35,18 @@ from typing import Any
 
 import torch
 
-from recnotebooks.checks import check_choice, check_float, check_fraction, check_int, show
+from recnotebooks.checks import check_bool, check_choice, check_float, check_fraction, check_int, show
 from recnotebooks.data.sequences import SequenceBatch
 from recnotebooks.data.skew import _mix64
 
-__all__ = ["ListeningConfig", "SyntheticListening", "SPLITS", "TABLES", "YAMBDA_LENGTHS"]
+__all__ = ["ListeningConfig", "SyntheticListening", "SPLITS", "TABLES", "USER_TABLE", "YAMBDA_LENGTHS"]
 
 SPLITS = ("train", "eval")
 #: The ids of an event, one table each (the keys of :attr:`SequenceBatch.ids`).
 TABLES = ("item", "album", "artist")
+#: The context table of a log drawn with ``user_context``: the user's id, once a history (the key
+#: of :attr:`SequenceBatch.context`; ``users`` rows).
+USER_TABLE = "user"
 #: Yambda's history lengths as its README states them (events per user): median, mean, max.
 YAMBDA_LENGTHS = {"median": 2_700, "mean": 4_800, "max": 28_000}
 #: Most tracks (the per-track tables are built in memory: 10M tracks are 120 MB).
@@ -72,6 +75,9 @@ class ListeningConfig:
         positive_rate: target share of ``listen_plus`` labels, in (0, 1).
         teacher_strength: scale of the teacher's standardised logit, in [0, 20].
         seed: the whole log's seed.
+        user_context: give every batch the user of each history as context (the
+            :data:`USER_TABLE` entry of :attr:`SequenceBatch.context`), for a model whose
+            ``HSTUConfig.context`` names that table. The draws do not change.
     """
 
     users: int = 20_000
@@ -88,6 +94,7 @@ class ListeningConfig:
     positive_rate: float = 0.3
     teacher_strength: float = 2.0
     seed: int = 0
+    user_context: bool = False
 
     def __post_init__(self) -> None:
         users = check_int("users", self.users, lo=10)
@@ -104,6 +111,7 @@ class ListeningConfig:
         check_fraction("positive_rate", self.positive_rate, lo_open=True, hi_open=True)
         check_float("teacher_strength", self.teacher_strength, lo=0, hi=20)
         check_int("seed", self.seed, lo=0)
+        check_bool("user_context", self.user_context)
         del users
 
 
@@ -295,4 +303,5 @@ class SyntheticListening:
         g = torch.Generator().manual_seed(_mix64(self.config.seed, SPLITS.index(self.split) + 3, index))
         b = self._draw(g, self.batch_size)
         labels = (torch.rand(b.num_tokens, generator=g) < torch.sigmoid(self.teacher_logits(b))).float()
-        return b.replace(labels=labels)
+        context = {USER_TABLE: b.users} if self.config.user_context else {}
+        return b.replace(labels=labels, context=context)

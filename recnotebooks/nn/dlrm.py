@@ -8,6 +8,7 @@ sparse features -> embedding  ├─> interaction -> top MLP -> click logit
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -122,6 +123,12 @@ class DLRM(nn.Module):
         for name, p in self.named_parameters():
             if not name.startswith("embeddings."):
                 yield p
+
+    def batch_logits(self, batch: Any, timer: PhaseTimer = NULL_TIMER) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(logits, labels)``, both ``(B,)``, of a :class:`~recnotebooks.data.batch.Batch`: what
+        a trainer's loss and evaluation read (:class:`~recnotebooks.nn.generative.HSTURanker` has
+        the same)."""
+        return self(batch.dense, batch.sparse, timer), batch.labels
 
     def forward(
         self, dense: torch.Tensor, sparse: JaggedBatch, timer: PhaseTimer = NULL_TIMER

@@ -35,6 +35,7 @@ __all__ = [
     "ExactAdagrad",
     "make_sparse_optimizer",
     "make_dense_optimizer",
+    "ADAM_SETTINGS",
 ]
 
 
@@ -208,13 +209,22 @@ _BY_NAME: dict[str, type[SparseOptimizer]] = {c.kind: c for c in (SparseSGD, Row
 
 def make_dense_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
     """The dense (MLP) optimizer ``name``: ``torch.optim``'s SGD (``"sgd"``), Adagrad
-    (``"adagrad"``) or Adam (``"adam"``) over ``params`` with learning rate ``lr`` and their
-    defaults otherwise; the names of :data:`recnotebooks.config.DENSE_OPTIMIZERS` (another raises
-    ``ValueError`` naming ``dense_optimizer``). The one place the trainer, a rank's training
-    and the measurements build one."""
+    (``"adagrad"``) or Adam (``"adam"``, with :data:`ADAM_SETTINGS`, MLPerf's DLRMv4's) over
+    ``params`` with learning rate ``lr`` and their defaults otherwise; the names of
+    :data:`recnotebooks.config.DENSE_OPTIMIZERS` (another raises ``ValueError`` naming
+    ``dense_optimizer``). The one place the trainer, a rank's training and the measurements
+    build one. Gradient clipping is the trainer's (``TrainConfig.clip_grad_norm``)."""
     name = check_choice("dense_optimizer", name, DENSE_OPTIMIZERS)
-    return _DENSE_BY_NAME[name](list(params), lr=lr)
+    return _DENSE_BY_NAME[name](list(params), lr=lr, **_DENSE_SETTINGS.get(name, {}))
 
+
+#: Adam as MLPerf's DLRMv4 sets it for the dense part: betas (0.95, 0.999), eps 1e-8, no weight
+#: decay (``dense_optimizer_factory_and_class`` in its gin file,
+#: https://github.com/mlcommons/training/blob/a67b8459467c551c08f8566d68a8e4e1659e6bd7/recommendation_v4/generative_recommenders/dlrm_v4/train/gin/yambda_5b.gin,
+#: mlcommons/training PR #889), which also clips the dense gradients to norm 1.0 (its
+#: ``grad_clip_norm``). torch's defaults differ only in ``beta1`` (0.9).
+ADAM_SETTINGS: dict[str, Any] = {"betas": (0.95, 0.999), "eps": 1e-8, "weight_decay": 0.0}
+_DENSE_SETTINGS: dict[str, dict[str, Any]] = {"adam": ADAM_SETTINGS}
 
 #: Each name of :data:`~recnotebooks.config.DENSE_OPTIMIZERS` -> its ``torch.optim`` class.
 _DENSE_BY_NAME: dict[str, type[torch.optim.Optimizer]] = {
