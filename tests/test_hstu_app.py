@@ -97,16 +97,24 @@ def test_every_control_moves_the_modeled_numbers(app: app_module.App, name: str)
 
 
 def test_the_notes_say_whether_the_tables_fit(app: app_module.App) -> None:
-    r = app.set(hardware="dgx_a100", nodes=1, lengths=1.0, spread="Yambda-shaped")  # 75 GB on 40 GB GPUs
-    assert any("do NOT fit" in n and "75.0 GB per GPU" in n for n in r.notes)
+    r = app.set(hardware="dgx_a100", nodes=1, lengths=1.0, spread="Yambda-shaped")  # 75 GB of tables on 40 GB
+    assert any("does NOT fit" in n and "75.2 GB of table shards" in n for n in r.notes), r.notes
     r = app.set(hardware="gb200_nvl72")
-    assert any("fit beside" in n for n in r.notes)
+    assert any("it fits" in n and "the fewest gb200_nvl72 GPUs that hold it: 5" in n for n in r.notes), (
+        r.notes
+    )
+    r = app.set(hardware="dgx_h100", batch=1024)
+    assert any("no number of dgx_h100 GPUs holds it" in n for n in r.notes), r.notes
 
 
 def test_shorter_histories_move_the_bound_off_attention() -> None:
     def bound(scale: float) -> str:
-        rows = {x["phase"]: float(x["seconds_per_step"]) for x in explore_hstu(measure=False, lengths=scale)
-                .tables["modeled"] if x["layout"] == "jagged"}  # fmt: skip
+        result = explore_hstu(measure=False, lengths=scale, nodes=1)
+        rows = {
+            x["phase"]: float(x["seconds_per_step"])
+            for x in result.tables["modeled"]
+            if x["layout"] == "jagged"
+        }
         return max(rows, key=rows.__getitem__)
 
     assert bound(1.0) == "attention" and bound(1 / 16) != "attention"
@@ -124,6 +132,7 @@ def test_the_measured_panel_draws_the_measurement_beside_the_model_of_this_machi
         )
 
     monkeypatch.setattr(app_module, "measure_hstu_step", fake)
+    monkeypatch.setattr(app_module, "_MEASURED", {})
     r = explore_hstu(lengths=0.5, layers=2, heads=4)
     small = asked["config"]
     assert small.name == "hstu_small" and (small.num_layers, small.heads, small.head_dims) == (2, 4, (32, 32))

@@ -14,7 +14,7 @@ from .core import AppSetting, app_result, exercise, number, number_exercise
 #: 07.attention: the histories whose causal attention the learner counts.
 ATTENTION_LENGTHS = (5, 3, 1)
 #: 07.padding: a padded batch of this many Yambda-shaped histories, capped at DLRMv4's longest.
-PADDING_HISTORIES, PADDING_LONGEST = 1024, 4096
+PADDING_HISTORIES, PADDING_LONGEST = 256, 4096
 #: 07.shards: GB of each GPU's HBM left for the tables (the rest holds activations and dense state).
 SHARD_GB = 50
 
@@ -98,14 +98,14 @@ number_exercise(
 
 
 def _shape_key() -> AppSetting:
-    return AppSetting("recnotebooks.viz.hstu:hstu_explorer", {"lengths": 1 / 16})
+    return AppSetting("recnotebooks.viz.hstu:hstu_explorer", {"nodes": 1, "lengths": 1 / 16})
 
 
 @exercise(
     "07.shape",
     """
-    In the Generative Recommender Explorer, with the hardware left at dgx_h100, find a setting where
-    attention is no longer the largest part of the jagged step on one GPU; pass the app.
+    In the Generative Recommender Explorer, on one node of dgx_h100 (hardware dgx_h100, nodes 1), find a
+    setting where attention is no longer the largest part of the jagged step on one GPU; pass the app.
 
     Attention grows with the square of each history's length; the projections only with its length.
 
@@ -118,8 +118,8 @@ def _shape_key() -> AppSetting:
 def _shape(answer: object) -> tuple[bool, str]:
     rows = app_result(answer, "modeled")
     values = getattr(answer, "values", {})
-    if values.get("hardware") != "dgx_h100":
-        return False, "Leave the hardware at dgx_h100 for this exercise."
+    if values.get("hardware") != "dgx_h100" or values.get("nodes") != 1:
+        return False, "Set the hardware to dgx_h100 and the nodes to 1 for this exercise."
     parts = {str(r["phase"]): float(r["seconds_per_step"]) for r in rows if r["layout"] == "jagged"}  # type: ignore[arg-type]
     largest = max(parts, key=parts.__getitem__)
     if largest == "attention":

@@ -10,10 +10,13 @@ DLRMv4 has them), the histories per GPU and the hardware (a preset and its nodes
   **jagged** batch (no padding) and for the **padded** one (every history computed at the batch's
   longest), ``layout`` saying which;
 * ``metrics``: the step's time, its MFU (model FLOPs over the bf16 peak), how much longer the padded
-  step takes and the padding's share of a padded batch's tokens, all **modeled**;
+  step takes, the padding's share of a padded batch's tokens and a GPU's bytes over its HBM
+  (:func:`recnotebooks.perf.hstu_memory.hstu_memory`: the tables' share, dense state, activations),
+  all **modeled**;
 * ``measured`` (with ``measure``): the CPU sibling ``hstu_small`` with the same layers and heads, at
   the lengths scaled down for a laptop, **measured** here
-  (:func:`recnotebooks.measure.hstu.measure_hstu_step`) beside the model of this machine.
+  (:func:`recnotebooks.measure.hstu.measure_hstu_step`) beside the model of this machine; a reliable
+  measurement is kept and shown again while the setting it measured stays (its note says so).
 
 :func:`flops_per_byte` draws what makes a sequence model different from DLRM: its history length
 plays the part of DLRM's pooling factor, and it brings FLOPs with the bytes.
@@ -21,6 +24,7 @@ plays the part of DLRM's pooling factor, and it brings FLOPs with the bytes.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import altair as alt
@@ -29,9 +33,11 @@ from recnotebooks.checks import check_choice, check_int
 from recnotebooks.config import preset
 from recnotebooks.config.hstu import HSTUConfig, hstu_preset
 from recnotebooks.data.listening import YAMBDA_LENGTHS
-from recnotebooks.measure.hstu import measure_hstu_step
-from recnotebooks.perf.hardware import hardware
+from recnotebooks.measure.hstu import HSTUMeasurement, measure_hstu_step
+from recnotebooks.measure.step import DoesNotFitError
+from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.hstu import COMPONENTS, HSTUStep, hstu_step, lognormal_lengths, model_flops
+from recnotebooks.perf.hstu_memory import HSTUMemory, devices_to_fit, hstu_memory
 from recnotebooks.viz.app import App, HistoryEntry, Result, trail_bars
 from recnotebooks.viz.charts import metric_lines, time_breakdown
 from recnotebooks.viz.controls import human, option_values, percent
@@ -57,6 +63,8 @@ MEASURED_HISTORIES = 16
 SMALL_SCALE = 50
 #: The head width of MLPerf's DLRMv4 (query/key and value columns a head) and of ``hstu_small``.
 HEAD_DIM = {"dlrmv4": 128, "hstu_small": 32}
+#: Reliable measurements here by (layers, heads, lengths): a setting measured once is shown again.
+_MEASURED: dict[tuple[int, int, tuple[int, ...]], HSTUMeasurement] = {}
 
 HSTU_CONTROLS: dict[str, dict[str, object]] = {
     "lengths": {
@@ -74,14 +82,14 @@ HSTU_CONTROLS: dict[str, dict[str, object]] = {
     "longest": {"options": [512, 1024, 2048, 4096], "value": 4096, "label": "longest history"},
     "layers": {"options": [1, 2, 3, 4, 5, 6, 8], "value": 3, "label": "layers"},
     "heads": {"options": [1, 2, 4, 8], "value": 4, "label": "heads (128 columns each)"},
-    "batch": {"options": [64, 128, 256, 512, 1024], "value": 1024, "label": "histories per GPU"},
+    "batch": {"options": [64, 128, 256, 512, 1024], "value": 256, "label": "histories per GPU"},
     "hardware": {
         "options": ["dgx_a100", "dgx_a100_80gb", "dgx_h100", "h200_node", "dgx_b200", "gb200_nvl72"],
         "value": "dgx_h100",
         "label": "hardware",
         "dropdown": True,
     },
-    "nodes": {"options": [1, 2, 4, 8], "value": 1, "label": "nodes"},
+    "nodes": {"options": [1, 2, 4, 8], "value": 2, "label": "nodes"},
 }
 
 
@@ -130,9 +138,9 @@ def explore_hstu(
     longest: int = 4096,
     layers: int = 3,
     heads: int = 4,
-    batch: int = 1024,
+    batch: int = 256,
     hardware_name: str = "dgx_h100",
-    nodes: int = 1,
+    nodes: int = 2,
     measure: bool = True,
     time_budget_s: float = 0.3,
 ) -> Result:
@@ -143,32 +151,32 @@ def explore_hstu(
     run = history_lengths(batch, lengths, longest, spread)
     jagged = hstu_step(config, hw, run, gpus=hw.devices, nodes=nodes)
     padded = hstu_step(config, hw, run, gpus=hw.devices, nodes=nodes, padded=True)
+    memory = hstu_memory(config, run, jagged.devices, hw)
     waste = padding_waste(run)
     ratio = padded.step_seconds / jagged.step_seconds
+    full = memory.total / hw.hbm_bytes
     metrics = [
         ("step time, jagged", jagged.step_seconds * 1e3, f"{jagged.step_seconds * 1e3:,.0f} ms"),
         ("MFU, jagged (bf16 peak)", jagged.mfu(), percent(jagged.mfu())),
         ("padded step ÷ jagged step", ratio, f"{ratio:.2f}x"),
         ("padding in a padded batch", waste, percent(waste)),
+        ("a GPU's memory ÷ its HBM", full, f"{memory.total / 1e9:,.0f} of {hw.hbm_bytes / 1e9:,.0f} GB"),
     ]
     tables = {
         "modeled": _step_rows(jagged, "jagged") + _step_rows(padded, "padded"),
         "metrics": [{"metric": m, "value": v, "display": d, "source": "modeled"} for m, v, d in metrics],
     }
-    notes = _notes(jagged, padded, run, hw.hbm_bytes)
+    notes = _notes(jagged, padded, run) + [_memory_note(memory, run, hw)]
     if measure:
         notes.append(_measured_here(tables, layers, heads, lengths, spread, time_budget_s))
     return Result(tables=tables, notes=notes)
 
 
-def _notes(jagged: HSTUStep, padded: HSTUStep, run: list[int], hbm_bytes: float) -> list[str]:
-    """What the modeled steps say, in words: the step and what bounds it, the padding, the tables."""
+def _notes(jagged: HSTUStep, padded: HSTUStep, run: list[int]) -> list[str]:
+    """What the modeled steps say, in words: the step and what bounds it, and the padding."""
     parts = jagged.seconds
     bound = max(parts, key=parts.__getitem__)
     world, tokens = jagged.devices, sum(run)
-    table_gb = jagged.config.embedding_parameters * 4 / 1e9
-    per_gpu = table_gb / world
-    room = "fit beside" if per_gpu * 1e9 < hbm_bytes else "do NOT fit in"
     return [
         f"MODELED on {world} GPUs ({jagged.hw.name}): {len(run):,} histories of {tokens / len(run):,.0f} "
         f"events on average per GPU; the jagged step {jagged.step_seconds * 1e3:,.0f} ms, bounded by "
@@ -177,10 +185,25 @@ def _notes(jagged: HSTUStep, padded: HSTUStep, run: list[int], hbm_bytes: float)
         f"Padded to the batch's longest history ({max(run):,} events), a GPU computes "
         f"{len(run) * max(run):,} tokens for {tokens:,}: {percent(padding_waste(run))} padding; the step "
         f"takes {padded.step_seconds * 1e3:,.0f} ms ({padded.step_seconds / jagged.step_seconds:.2f}x), "
-        f"MFU {percent(padded.mfu())}.",
-        f"Tables: {table_gb:,.0f} GB of fp32 weights, {per_gpu:,.1f} GB per GPU over {world}; they {room} "
-        f"each GPU's {hbm_bytes / 1e9:,.0f} GB.",
+        f"MFU {percent(padded.mfu())} (a padded kernel also computes the causal mask's zeros).",
     ]
+
+
+def _memory_note(memory: HSTUMemory, run: list[int], hw: Hardware) -> str:
+    """Whether a GPU holds its share (:func:`~recnotebooks.perf.hstu_memory.hstu_memory`), and the
+    fewest GPUs that would (:func:`~recnotebooks.perf.hstu_memory.devices_to_fit`)."""
+    b = memory.bytes
+    tables = (b["tables"] + b["table_optimizer"]) / 1e9
+    verdict = "fits" if memory.fits(hw) else "does NOT fit"
+    try:
+        need = f"the fewest {hw.name} GPUs that hold it: {devices_to_fit(memory.config, run, hw):,}"
+    except ValueError:
+        need = f"no number of {hw.name} GPUs holds it at this batch: lower the histories per GPU"
+    return (
+        f"MODELED memory per GPU: {memory.total / 1e9:,.1f} GB of its {hw.hbm_bytes / 1e9:,.0f} GB "
+        f"({tables:,.1f} GB of table shards, {b['activations'] / 1e9:,.1f} GB of activations): it "
+        f"{verdict} (a reserve kept free); {need}."
+    )
 
 
 def _measured_here(
@@ -196,7 +219,17 @@ def _measured_here(
     this machine: adds the ``measured`` table; the note."""
     small = hstu_model("hstu_small", layers, heads, hstu_preset("hstu_small").max_len)
     run = history_lengths(MEASURED_HISTORIES, scale / SMALL_SCALE, small.max_len, spread)
-    m = measure_hstu_step(small, run, time_budget_s=time_budget_s)
+    key = (layers, heads, tuple(run))
+    m = _MEASURED.get(key)
+    if m is None:
+        try:
+            m = measure_hstu_step(small, run, time_budget_s=time_budget_s)
+        except DoesNotFitError as e:
+            return f"Not measured here: {e}."
+        if m.reliable:  # one that cannot be trusted is taken again next time
+            _MEASURED[key] = m
+    else:
+        m = dataclasses.replace(m, reused=True)
     here = hstu_step(small, "this_machine", run, dtype="fp32", fused_attention=False)
     rows = [{**r, "where": "MODELED for this machine", "source": "modeled"}
             for r in _step_rows(here, "jagged")]  # fmt: skip
@@ -220,7 +253,8 @@ def _render(history: list[HistoryEntry]) -> alt.TopLevelMixin:
         time_breakdown(now["modeled"], by="layout", phases=list(COMPONENTS), title="One step on one GPU",
                        source="modeled", width=min(480, room),
                        detail=f"{hw} x {nodes} node(s); padded: every history at the batch's longest"),
-        trail_bars(history, room, title="The step, its MFU and its padding", source="modeled", columns=2,
+        trail_bars(history, room, title="The step, its MFU, its padding and its memory", source="modeled",
+                   columns=2,
                    detail="one bar per setting, the current one solid"),
     ]  # fmt: skip
     if where:

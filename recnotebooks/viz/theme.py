@@ -62,7 +62,8 @@ PHASE_COLORS: dict[str, str] = {
     "attention": "#9467bd",
     "pointwise": "#e7ba52",
     "embeddings": "#f58518",
-    "optimizer": "#ff9da6",
+    "optimizer": "#bc80bd",
+    "hstu": "#7b4173",  # a measured HSTU step's forward through the stack (measure.hstu.HSTU_PHASES)
 }
 
 #: Colour of each place a table's rows can live (the plan's placements,
