@@ -23,7 +23,7 @@ from recnotebooks.measure.calibrate import (
     load_probe,
     save_calibration,
 )
-from recnotebooks.measure.validate import VALIDATION_SWEEP, spearman, validate
+from recnotebooks.measure.validate import spearman, validate, validation_sweep
 from recnotebooks.perf.calibration_file import COLLECTIVES_SOURCE
 from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware
 
@@ -407,7 +407,7 @@ def test_validate_mechanics(calibrated: tuple[Hardware, dict[str, object], Path]
     hw, raw, _ = calibrated
     r = validate(hw, raw["probe"], time_budget_s=0.02, repeats=1, quick=True)  # type: ignore[arg-type]
     rows = r.configs
-    assert [c.config for c in rows] == VALIDATION_SWEEP[:5]
+    assert [c.config for c in rows] == [name for name, _, _ in validation_sweep(quick=True)]
     for c in rows:
         assert math.isfinite(c.measured_s) and c.measured_s > 0
         assert math.isfinite(c.modeled_s) and c.modeled_s > 0
@@ -429,12 +429,12 @@ def test_validate_mechanics(calibrated: tuple[Hardware, dict[str, object], Path]
     assert [t["seconds"] for t in tidy] == [s for c in rows for s in (c.measured_s, c.modeled_s)]
     # the JSON of `recnb validate --json`: the schema it had as a dict
     d = json.loads(json.dumps(r.to_dict()))
-    keys = "command hardware configs mape spearman targets pass passed verdict why_not calibrated"
+    keys = "command hardware configs mape hstu_mape spearman targets pass passed verdict why_not calibrated"
     assert set(d) == {*keys.split(), "reference_probe", "run_probe", "drift_correction"}
     assert d["command"] == "validate" and d["pass"] is d["passed"] is r.passed
     assert d["why_not"] == list(r.verdict.why_not) and d["mape"] == pytest.approx(r.mape)
-    row = "config batch_size measured_s modeled_s error steps max_rows probe reliable reliability"
-    assert set(d["configs"][0]) == {*row.split(), "measured_phases", "modeled_breakdown"}
+    row = "config batch_size measured_s modeled_s error steps max_rows probe reliable reliability tokens"
+    assert set(d["configs"][0]) == {*row.split(), "measured_phases", "modeled_breakdown", "architecture"}
     assert d["targets"] == {"mape": 0.15, "spearman": 0.9, "configs": 10}
 
 
@@ -542,10 +542,11 @@ def test_validate_calibrates_between_its_passes(
     free = {"hbm_bytes": 1e9, "host_mem_bytes": 1e9}  # the memory free now: not a fitted figure
     assert hw.replace(**free) == fit.replace(**free) and raw["rounds"] == 3
     assert r.drift_correction is False and r.reference_probe == raw["probe"]
+    sweep = val.validation_sweep(quick=True)
     for i, c in enumerate(r.configs):
         times = sorted(p[i][0].seconds_per_step for p in passes)  # type: ignore[index]
         assert c.measured_s == times[1]
-        assert c.modeled_s == pytest.approx(val._compare(c.config, val._sweep()[i][1], c.batch_size,
+        assert c.modeled_s == pytest.approx(val._compare(c.config, sweep[i][1], c.batch_size,
                                                          passes[0][i][0], [passes[0][i][1]], hw).modeled_s)  # type: ignore[index]  # fmt: skip
 
 

@@ -2,9 +2,14 @@
 
 :func:`validate` trains real steps of our DLRM over a sweep from MLP-heavy to
 embedding-heavy architectures, DLRM v1 and DLRM-DCNv2 (:data:`VALIDATION_SWEEP`, measured by
-:func:`recnotebooks.measure.measure_step`) and compares each with the model's
+:func:`recnotebooks.measure.measure_step`), and of generative recommenders (HSTU: token width,
+layers, short, long and padded histories; :data:`HSTU_VALIDATION_SWEEP`, measured by
+:func:`recnotebooks.measure.hstu.measure_hstu_step`), and compares each with the model's
 prediction for the same architecture on the machine :mod:`recnotebooks.measure.calibrate`
-fitted: per-config error, MAPE and Spearman rank correlation. Each measurement follows a
+fitted (a DLRM's by :func:`recnotebooks.perf.cost.estimate`, an HSTU's by
+:func:`recnotebooks.perf.hstu.hstu_step`, on the same calibrated constants, nothing fitted per
+config): per-config error, MAPE and Spearman rank correlation, over every row and over the HSTU
+rows alone, against the same targets. Each measurement follows a
 speed :func:`~recnotebooks.measure.calibrate.probe`, so a shared VM's drift can be corrected.
 The result is a :class:`ValidationResult`: one :class:`ValidationRow` per config,
 :meth:`ValidationResult.rows` as tidy rows (``source`` ``"measured"`` / ``"modeled"``) and
@@ -23,6 +28,7 @@ import torch
 from recnotebooks.checks import check_float, check_int
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.config import architecture_config as ac
+from recnotebooks.config.hstu import HSTUConfig, hstu_preset
 from recnotebooks.measure import StepMeasurement, default_max_rows, measure_step
 from recnotebooks.measure.calibrate import (
     at_speed,
@@ -32,6 +38,7 @@ from recnotebooks.measure.calibrate import (
     fit_calibration,
     probe,
 )
+from recnotebooks.measure.hstu import capped_hstu, hstu_max_rows, measure_hstu_step
 from recnotebooks.measure.verdict import (
     Verdict,
     busy_reason,
@@ -42,6 +49,7 @@ from recnotebooks.measure.verdict import (
 from recnotebooks.perf.calibration_file import load_probe
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration
+from recnotebooks.perf.hstu import hstu_step, lognormal_lengths
 from recnotebooks.text import wrap_report
 from recnotebooks.threads import LoadMonitor
 from recnotebooks.timing import MIN_RELIABLE_STEPS
@@ -54,6 +62,9 @@ __all__ = [
     "ValidationRow",
     "StepTimeAccuracy",
     "VALIDATION_SWEEP",
+    "HSTU_VALIDATION_SWEEP",
+    "HSTUCase",
+    "validation_sweep",
     "TARGETS",
     "spearman",
 ]
@@ -97,8 +108,48 @@ def _sweep() -> list[tuple[str, DLRMConfig, int]]:
     ]
 
 
-#: Names of the validation configs (MLP-heavy to embedding-heavy), see :func:`validate`.
+#: Names of the validation's DLRM configs (MLP-heavy to embedding-heavy), see :func:`validate`.
 VALIDATION_SWEEP = [name for name, _, _ in _sweep()]
+
+
+@dataclass(frozen=True)
+class HSTUCase:
+    """An HSTU row of the validation: ``config`` trained on histories of ``lengths`` events
+    (``padded``: the common way, every history padded to the longest)."""
+
+    config: HSTUConfig
+    lengths: tuple[int, ...]
+    padded: bool = False
+
+
+def _hstu_sweep() -> list[tuple[str, HSTUCase, int]]:
+    """The HSTU rows: ``hstu_small`` (dim 64, 2 layers of 2 heads) on Yambda-shaped histories
+    (log-normal, median 54, mean 96: Yambda's scaled by 1/50, as the synthetic log draws them;
+    :func:`~recnotebooks.perf.hstu.lognormal_lengths`, the same lengths measured and modeled),
+    on a few long ones (attention-heavy), with a wider token and fewer layers, with a narrower
+    one and more layers, and padded (the common way). Sized to a step of about 20-80 ms here."""
+    small = hstu_preset("hstu_small")
+    yambda = tuple(lognormal_lengths(16, 54, 96, 512))
+    rows = [
+        ("HSTU Yambda-shaped", HSTUCase(small, yambda)),
+        ("HSTU long histories", HSTUCase(small, tuple(lognormal_lengths(4, 256, 320, 512)))),
+        ("HSTU dim 128, 1 layer", HSTUCase(small.replace(dim=128, num_layers=1, top_mlp=(128,)), yambda)),
+        ("HSTU dim 32, 4 layers", HSTUCase(small.replace(dim=32, num_layers=4, top_mlp=(32,)), yambda)),
+        ("HSTU padded", HSTUCase(small, tuple(lognormal_lengths(8, 54, 96, 256)), padded=True)),
+    ]
+    return [(name, case, len(case.lengths)) for name, case in rows]
+
+
+#: Names of the validation's HSTU configs, see :func:`validate`.
+HSTU_VALIDATION_SWEEP = [name for name, _, _ in _hstu_sweep()]
+#: A row of the sweep: its name, the architecture (a DLRM, or an HSTU case) and its batch size.
+_Case = tuple[str, DLRMConfig | HSTUCase, int]
+
+
+def validation_sweep(quick: bool = False) -> list[_Case]:
+    """The configs :func:`validate` measures, in order: every DLRM then every HSTU one; ``quick``:
+    the first five DLRMs and the first two HSTUs."""
+    return _sweep()[:5] + _hstu_sweep()[:2] if quick else _sweep() + _hstu_sweep()
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -145,6 +196,10 @@ class ValidationRow:
     reliability: str
     measured_phases: dict[str, float]
     modeled_breakdown: dict[str, float]
+    #: ``"dlrm"`` or ``"hstu"`` (a generative recommender; its ``batch_size`` counts histories)
+    architecture: str = "dlrm"
+    #: events a step (an HSTU row's; 0 for a DLRM)
+    tokens: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """The row as plain data, one key per field (``recnb validate --json``'s ``configs``)."""
@@ -175,7 +230,11 @@ class ValidationResult(StepTimeAccuracy):
         :data:`~recnotebooks.measure.verdict.PROBE_TOLERANCE` from the calibration's; not judged
         (``passed`` ``None``) with fewer configs than the targets ask for and nothing else wrong."""
         n = len(self.configs)
-        failed, small = target_reasons(self.mape, self.spearman, n, TARGETS, quick=n < len(VALIDATION_SWEEP))
+        full = len(VALIDATION_SWEEP) + len(HSTU_VALIDATION_SWEEP)
+        failed, small = target_reasons(self.mape, self.spearman, n, TARGETS, quick=n < full)
+        hstu = self.hstu_mape
+        if hstu is not None and not hstu <= TARGETS["mape"]:
+            failed.append(f"the HSTU rows' MAPE {hstu:.1%} is above the target of {TARGETS['mape']:.0%}")
         busy = busy_reason([(c.config, c.reliability) for c in self.configs])
         probe = "" if self.drift_correction else probe_reason(self.run_probe, self.reference_probe)
         calibration = [f"the calibration: {w}" for w in self.calibration_why_not]
@@ -186,6 +245,12 @@ class ValidationResult(StepTimeAccuracy):
         """:attr:`verdict`'s ``passed``: ``True``, ``False`` or ``None`` (not judged)."""
         return self.verdict.passed
 
+    @property
+    def hstu_mape(self) -> float | None:
+        """MAPE of the HSTU rows alone (``None``: the run had none); held to the same target."""
+        errors = [abs(c.error) for c in self.configs if c.architecture == "hstu"]
+        return float(np.mean(errors)) if errors else None
+
     def summary(self) -> str:
         """The verdict first, then the totals, then every reason it did not pass, one per line
         (wrapped within a notebook's width): what the notebook and ``recnb validate`` print."""
@@ -193,6 +258,10 @@ class ValidationResult(StepTimeAccuracy):
             f"MAPE {self.mape:.1%} (target <= {TARGETS['mape']:.0%}), Spearman {self.spearman:.2f} "
             f"(target >= {TARGETS['spearman']:g}), {len(self.configs)} configs"
         )
+        hstu = self.hstu_mape
+        if hstu is not None:
+            n = sum(c.architecture == "hstu" for c in self.configs)
+            headline += f"; HSTU rows alone: MAPE {hstu:.1%} over {n} (target <= {TARGETS['mape']:.0%})"
         return "\n".join(self.verdict.lines(headline))
 
     def text(self) -> str:
@@ -200,9 +269,10 @@ class ValidationResult(StepTimeAccuracy):
         RELIABLE where it is), then :meth:`summary`: what the notebook and ``recnb validate`` print."""
         out = []
         for c in self.configs:
+            tokens = f"  ({c.tokens:,} tokens)" if c.architecture == "hstu" else ""
             out.append(
                 f"{c.config:<24} MEASURED {c.measured_s * 1e3:8.2f} ms  MODELED {c.modeled_s * 1e3:8.2f} ms"
-                f"  error {c.error:+.0%}"
+                f"  error {c.error:+.0%}{tokens}"
             )
             if c.reliability:
                 out += wrap_report(f"    NOT RELIABLE: {c.reliability}", indent="")
@@ -210,7 +280,7 @@ class ValidationResult(StepTimeAccuracy):
 
     def rows(self) -> list[dict[str, object]]:
         """Tidy rows: per config, one ``source="measured"`` and one ``"modeled"`` row
-        ``{config, batch_size, source, seconds, reliable}``."""
+        ``{config, batch_size, source, seconds, reliable, architecture}``."""
         return [
             {
                 "config": c.config,
@@ -218,6 +288,7 @@ class ValidationResult(StepTimeAccuracy):
                 "source": src,
                 "seconds": s,
                 "reliable": c.reliable,
+                "architecture": c.architecture,
             }
             for c in self.configs
             for src, s in (("measured", c.measured_s), ("modeled", c.modeled_s))
@@ -233,6 +304,7 @@ class ValidationResult(StepTimeAccuracy):
             "hardware": self.hardware,
             "configs": [c.to_dict() for c in self.configs],
             "mape": self.mape,
+            "hstu_mape": self.hstu_mape,
             "spearman": self.spearman,
             "targets": dict(TARGETS),
             "pass": v.passed,
@@ -270,7 +342,7 @@ def validate(
         hw, ref_probe = load_calibration() or HARDWARE["this_machine"], ref_probe or load_probe()
     time_budget_s, repeats = _check_run(time_budget_s, repeats)
     dev = device or ("cuda" if hw.kind == "gpu" else "cpu")  # where hw was calibrated
-    sweep = _sweep()[:5] if quick else _sweep()
+    sweep = validation_sweep(quick)
     passes = [_pass(sweep, time_budget_s, dev) for _ in range(repeats)]
     return _result(hw, ref_probe, sweep, passes, drift_correction)
 
@@ -292,7 +364,7 @@ def calibrate_and_validate(
     """
     time_budget_s, repeats = _check_run(time_budget_s, repeats)
     dev = calibration_device(device)
-    sweep = _sweep()[:5] if quick else _sweep()
+    sweep = validation_sweep(quick)
     rounds, passes = [], []
     for _ in range(repeats):
         rounds.append(calibration_round(dev, quick))
@@ -311,7 +383,7 @@ def _check_run(time_budget_s: object, repeats: object) -> tuple[float, int]:
 
 
 def _pass(
-    sweep: list[tuple[str, DLRMConfig, int]], time_budget_s: float, dev: str
+    sweep: list[_Case], time_budget_s: float, dev: str
 ) -> list[tuple[StepMeasurement, dict[str, float]]]:
     """One measurement of each config of ``sweep``. The threads are the calibration's: the model
     is of the machine on those (a busy machine makes a measurement unreliable, and each row
@@ -323,7 +395,7 @@ def _pass(
 def _result(
     hw: Hardware,
     ref_probe: dict[str, float] | None,
-    sweep: list[tuple[str, DLRMConfig, int]],
+    sweep: list[_Case],
     passes: list[list[tuple[StepMeasurement, dict[str, float]]]],
     drift_correction: bool,
 ) -> ValidationResult:
@@ -354,7 +426,7 @@ def _median_probe(probes: list[dict[str, float]]) -> dict[str, float]:
 
 
 def _measure_once(
-    cfg: DLRMConfig, bsz: int, time_budget_s: float, dev: str, threads: int
+    cfg: DLRMConfig | HSTUCase, bsz: int, time_budget_s: float, dev: str, threads: int
 ) -> tuple[StepMeasurement, dict[str, float]]:
     """One measured step of ``cfg`` (row-capped), after a speed probe, under the measurements'
     load policy: the cores other programs kept busy while it ran are recorded with it, so that
@@ -369,23 +441,19 @@ def _measure_once(
 
 
 def _measure_with_load(
-    cfg: DLRMConfig, bsz: int, time_budget_s: float, dev: str, threads: int
+    cfg: DLRMConfig | HSTUCase, bsz: int, time_budget_s: float, dev: str, threads: int
 ) -> StepMeasurement:
     """:func:`~recnotebooks.measure.measure_step` on the calibration's ``threads`` with the load
     of other programs while it ran (``other_load``) and the cores its threads left free
     (``spare_cores``): a measurement on a count of threads given is not load-checked by itself."""
     monitor = LoadMonitor()  # its own window: the process-wide one is measure_step's
     monitor.mark()
-    m = measure_step(
-        cfg,
-        bsz,
-        max_rows=default_max_rows(cfg),
-        time_budget_s=time_budget_s,
-        min_steps=MIN_RELIABLE_STEPS,
-        max_steps=200,
-        device=dev,
-        threads=threads,
-    )
+    timing: dict[str, Any] = {"time_budget_s": time_budget_s, "min_steps": MIN_RELIABLE_STEPS,
+                              "max_steps": 200, "device": dev, "threads": threads}  # fmt: skip
+    if isinstance(cfg, HSTUCase):
+        m: StepMeasurement = measure_hstu_step(cfg.config, cfg.lengths, padded=cfg.padded, **timing)
+    else:
+        m = measure_step(cfg, bsz, max_rows=default_max_rows(cfg), **timing)
     during = monitor.since_mark()
     return dataclasses.replace(m, other_load=during.others, spare_cores=float(max(0, during.cores - threads)))
 
@@ -398,23 +466,43 @@ def _median_of(
     return ms[len(ms) // 2], [p for _, p in taken]
 
 
-def _compare(
-    name: str, cfg: DLRMConfig, bsz: int, m: StepMeasurement, probes: list[dict[str, float]], hw: Hardware
-) -> ValidationRow:
-    """The measured step ``m`` of ``cfg`` against the model of the same row-capped copy on ``hw``."""
+def _modeled(cfg: DLRMConfig | HSTUCase, bsz: int, hw: Hardware) -> tuple[float, dict[str, float], int]:
+    """The modeled step of ``cfg``'s row-capped copy on ``hw``: seconds, breakdown, row cap. An
+    HSTU step is priced in fp32 with the attention weights written to memory
+    (``fused_attention=False``: plain PyTorch's attention, which ours is on a CPU)."""
+    if isinstance(cfg, HSTUCase):
+        cap = hstu_max_rows(cfg.config)
+        step = hstu_step(capped_hstu(cfg.config, cap), hw, cfg.lengths, dtype="fp32", padded=cfg.padded,
+                         fused_attention=False)  # fmt: skip
+        return step.step_seconds, dict(step.seconds), cap
     cap = default_max_rows(cfg)
     pred = estimate(cfg.with_max_rows(cap), hw, batch_size=bsz)
+    return pred.step_time, pred.breakdown(), cap
+
+
+def _compare(
+    name: str,
+    cfg: DLRMConfig | HSTUCase,
+    bsz: int,
+    m: StepMeasurement,
+    probes: list[dict[str, float]],
+    hw: Hardware,
+) -> ValidationRow:
+    """The measured step ``m`` of ``cfg`` against the model of the same row-capped copy on ``hw``."""
+    modeled, breakdown, cap = _modeled(cfg, bsz, hw)
     return ValidationRow(
         config=name,
         batch_size=bsz,
         measured_s=m.seconds_per_step,
-        modeled_s=pred.step_time,
-        error=(pred.step_time - m.seconds_per_step) / m.seconds_per_step,
+        modeled_s=modeled,
+        error=(modeled - m.seconds_per_step) / m.seconds_per_step,
         steps=m.steps,
         max_rows=cap,
         probe=_median_probe(probes),
         reliable=m.reliable,
         reliability=m.reliability(),
         measured_phases=m.phases,
-        modeled_breakdown=pred.breakdown(),
+        modeled_breakdown=breakdown,
+        architecture="hstu" if isinstance(cfg, HSTUCase) else "dlrm",
+        tokens=sum(cfg.lengths) if isinstance(cfg, HSTUCase) else 0,
     )
