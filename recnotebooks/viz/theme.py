@@ -62,7 +62,7 @@ PHASE_COLORS: dict[str, str] = {
     "attention": "#9467bd",
     "pointwise": "#e7ba52",
     "embeddings": "#f58518",
-    "optimizer": "#bc80bd",
+    "optimizer": "#bcbd22",
     "hstu": "#7b4173",  # a measured HSTU step's forward through the stack (measure.hstu.HSTU_PHASES)
 }
 
