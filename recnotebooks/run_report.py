@@ -18,11 +18,13 @@ __all__ = ["TRAIN_REPORT_KEYS", "report_lines", "train_report"]
 #: (``None`` when evaluation was skipped). ``threads`` is what the timed steps ran on, ``busy`` why
 #: the thread policy lowered it (``""``: it did not) and ``reliability`` why the measured throughput
 #: and phases cannot be trusted (``""``: they can; :func:`recnotebooks.timing.reliability`).
+#: ``tokens_per_s`` and ``tokens_per_step`` count a generative recommender's events (``None`` for a
+#: DLRM, which has no tokens).
 TRAIN_REPORT_KEYS = (
     "command", "source", "preset", "config", "device", "threads", "busy", "reliability", "world_size",
     "backend", "rank", "sharding", "plan", "steps", "batch_size", "dtype", "samples_per_s",
-    "seconds_per_step", "auc", "logloss", "ne", "losses", "phases", "comm", "data", "resumed_from",
-    "resumed_at_step", "checkpoint",
+    "tokens_per_s", "tokens_per_step", "seconds_per_step", "auc", "logloss", "ne", "losses", "phases",
+    "comm", "data", "resumed_from", "resumed_at_step", "checkpoint",
 )  # fmt: skip
 
 

@@ -60,8 +60,9 @@ TRAIN_DTYPES = ("fp32", "bf16", "fp16")
 RECHECK_S = 2.0
 #: What each model trains on: the batch type its ``batch_logits`` reads.
 BATCH_TYPES: dict[type[nn.Module], type] = {DLRM: Batch, HSTURanker: SequenceBatch}
-#: A model the trainer trains.
-Model = DLRM | HSTURanker
+Model = DLRM | HSTURanker  # a model the trainer trains
+#: The phases of an HSTU step, in order (a DLRM's: :data:`recnotebooks.timing.PHASES`).
+HSTU_PHASES = ("data", "embeddings", "hstu", "top_mlp", "backward", "sparse_optimizer", "dense_optimizer")
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -87,8 +88,7 @@ class TrainConfig:
     dtype: str = "fp32"  #: ``"bf16"``: ``torch.autocast`` around forward (and evaluation)
     #: CPU threads to train on; ``None``: the thread policy's, following the machine's load
     threads: int | None = None
-    #: clip the dense gradients to this total norm before the dense step (``None``: no clipping;
-    #: MLPerf's DLRMv4: 1.0). The tables' rows are not clipped, as the reference's fused ones.
+    #: clip the dense gradients to this norm before their step (``None``: don't; MLPerf's DLRMv4: 1.0)
     clip_grad_norm: float | None = None
 
     def __post_init__(self) -> None:
@@ -143,9 +143,8 @@ class TrainResult:
     step_spread: float = 1.0
     #: why the numbers cannot be trusted (:func:`recnotebooks.timing.reliability`; ``""``: they can)
     reliability: str = ""
-    #: tokens (an HSTU's events) per second of the timed steps; ``None`` for a DLRM (no tokens)
+    #: tokens (an HSTU's events) per second of the timed steps, and a step; ``None`` for a DLRM
     tokens_per_s: float | None = None
-    #: tokens a timed step, on average; ``None`` for a DLRM
     tokens_per_step: float | None = None
 
     @property
@@ -197,7 +196,8 @@ def config_to_dict(config: DLRMConfig | HSTUConfig) -> dict[str, Any]:
     :class:`HSTUConfig`'s carries ``"kind": "hstu"`` (a DLRM's has no ``kind``, as before)."""
     d = dataclasses.asdict(config)
     if isinstance(config, HSTUConfig):
-        return {"kind": "hstu", **d, "context": list(config.context), "top_mlp": list(config.top_mlp)}
+        return {"kind": "hstu", **d, "tables": list(d["tables"]), "context": list(config.context),
+                "top_mlp": list(config.top_mlp)}  # fmt: skip
     d["bottom_mlp"], d["top_mlp"] = list(config.bottom_mlp), list(config.top_mlp)
     return d
 
@@ -206,10 +206,7 @@ def config_from_dict(d: dict[str, Any]) -> DLRMConfig | HSTUConfig:
     """The config :func:`config_to_dict` wrote (checked again on construction)."""
     d = dict(d)
     d["tables"] = tuple(TableConfig(**t) for t in d["tables"])
-    if d.pop("kind", "dlrm") == "hstu":
-        d["context"], d["top_mlp"] = tuple(d["context"]), tuple(d["top_mlp"])
-        return HSTUConfig(**d)
-    return DLRMConfig(**d)
+    return HSTUConfig(**d) if d.pop("kind", "dlrm") == "hstu" else DLRMConfig(**d)
 
 
 def _kind(config: object) -> str:  # what a config describes, in words
@@ -321,9 +318,10 @@ class Trainer:
         with timer.phase("sparse_optimizer"):
             self.sparse_opt.step(count_rows=False)  # the count would cost SGD a pass
         with timer.phase("dense_optimizer"):
-            if self.config.clip_grad_norm is not None:
-                params = [p for g in self.dense_opt.param_groups for p in g["params"]]
-                torch.nn.utils.clip_grad_norm_(params, self.config.clip_grad_norm)
+            if self.config.clip_grad_norm is not None:  # the tables are not clipped, as the reference's
+                torch.nn.utils.clip_grad_norm_(
+                    self.dense_opt.param_groups[0]["params"], self.config.clip_grad_norm
+                )
             self.dense_opt.step()
             self.dense_opt.zero_grad(set_to_none=True)
         self.step += 1
@@ -423,7 +421,7 @@ class Trainer:
             batch_size=timed.samples // timed.steps if timed.steps else 0,
             samples_per_s=timed.samples / timed.total_s if timed.total_s > 0 else 0.0,
             seconds_per_step=timed.total_s / timed.steps if timed.steps else 0.0,
-            phases=timer.per_step(),
+            phases=self._phases(timer),
             auc=metrics.get("auc"),
             logloss=metrics.get("logloss"),
             ne=metrics.get("ne"),
@@ -438,6 +436,11 @@ class Trainer:
             tokens_per_s=None if timed.tokens is None or timed.total_s <= 0 else timed.tokens / timed.total_s,
             tokens_per_step=None if timed.tokens is None or not timed.steps else timed.tokens / timed.steps,
         )
+
+    def _phases(self, timer: PhaseTimer) -> dict[str, float]:
+        """Mean seconds a step by phase: an HSTU's :data:`HSTU_PHASES`, a DLRM's as timed."""
+        phases = timer.per_step()
+        return {k: phases.get(k, 0.0) for k in HSTU_PHASES} if isinstance(self.model, HSTURanker) else phases
 
     def _record(self, rec: dict[str, float]) -> None:
         self.history.append(rec)

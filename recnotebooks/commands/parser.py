@@ -17,6 +17,7 @@ from recnotebooks.checks import MAX_STEPS, parse_float, parse_int, show
 
 from .settings import (
     CURVE_POINTS,
+    DEFAULT_STEPS,
     EVAL_FRACTION,
     MAX_BATCH,
     MAX_DIM,
@@ -134,20 +135,22 @@ def add_train_parser(sub: Subparsers) -> argparse.ArgumentParser:
 
 def _run_options(t: argparse.ArgumentParser) -> None:
     """The preset, the steps and their batch, the seed, the device and the precision."""
-    from recnotebooks.config import PRESET_TRAINING, preset_names
+    from recnotebooks.config import HSTU_PRESETS, PRESET_TRAINING, preset_names
 
     trained = ", ".join(PRESET_TRAINING)
     t.add_argument(
         "--preset",
-        choices=preset_names(),
+        choices=[*preset_names(), *HSTU_PRESETS],
         help=f"model preset (default tiny; criteo_kaggle with --data); {trained} bring their source's batch "
-        "size, optimizers and learning rates (config.PRESET_TRAINING), which options given here override",
+        "size, optimizers and learning rates (config.PRESET_TRAINING), which options given here override; "
+        f"{', '.join(HSTU_PRESETS)} are generative recommenders (HSTU) trained on the synthetic listening "
+        "log with their own settings (config.hstu.HSTU_PRESET_TRAINING)",
     )
     t.add_argument(
         "--steps",
         type=int_arg("--steps", hi=MAX_STEPS),
-        default=400,
-        help=f"total steps, at most {MAX_STEPS:,} (a resumed run counts its own)",
+        help=f"total steps, at most {MAX_STEPS:,} (a resumed run counts its own); default "
+        f"{DEFAULT_STEPS}, or the preset's",
     )
     t.add_argument(
         "--batch-size",
@@ -216,6 +219,12 @@ def _optimisation_options(o: argparse._ArgumentGroup) -> None:
         kind = {"choices": choices} if choices else {"type": float_arg(flag)}
         what = helps.get(flag, flag[2:].replace("-", " "))
         o.add_argument(flag, **kind, help=f"{what}; default {TRAIN_DEFAULTS[key]}, or the preset's")
+    o.add_argument(
+        "--clip-grad-norm",
+        type=float_arg("--clip-grad-norm"),
+        help="clip the dense gradients to this total norm before each dense step (MLPerf's DLRMv4: 1.0); "
+        "default none, or the preset's",
+    )
     o.add_argument(
         "--eval-batches",
         type=int_arg("--eval-batches", hi=MAX_STEPS),

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: the config is imported when a command resolves
-    from recnotebooks.config import DLRMConfig
+    from recnotebooks.config import DLRMConfig, HSTUConfig
 
 __all__ = [
     "TRAIN_DEFAULTS",
@@ -54,6 +54,9 @@ TRAIN_DEFAULTS: dict[str, Any] = {
     "dense_optimizer": "adagrad",
     "dense_lr": 0.02,
 }
+#: ``recnb train --steps`` where neither the command line nor the preset's training settings give it
+#: (a DLRM preset's never do; an HSTU preset's may).
+DEFAULT_STEPS = 400
 #: Most devices (``--gpus`` x ``--nodes``) a plan or estimate is made for: a plan has a row
 #: per table and rank and the model is evaluated rank by rank, so 1,024 ranks (128 eight-GPU
 #: nodes) answer within seconds to a few tens of seconds here; larger clusters are refused.
@@ -75,7 +78,7 @@ class TrainSettings:
     and every other option as given (``None`` where left out)."""
 
     preset: str
-    config: DLRMConfig
+    config: DLRMConfig | HSTUConfig
     steps: int
     batch_size: int
     sparse_optimizer: str
@@ -97,7 +100,14 @@ class TrainSettings:
     distributed: bool
     sharding: str | None
     json: bool
+    #: the dense gradients' clipping norm (``None``: none)
+    clip_grad_norm: float | None = None
     command: str = "train"
+
+    @property
+    def generative(self) -> bool:
+        """Whether the model is a generative recommender (an :class:`HSTUConfig`)."""
+        return type(self.config).__name__ == "HSTUConfig"
 
     @property
     def parallel(self) -> bool:
@@ -126,22 +136,80 @@ def training_settings(args: argparse.Namespace) -> dict[str, Any]:
     return {k: settings[k] for k in (*TRAIN_DEFAULTS, "pooling")}
 
 
+#: ``recnb train``'s options a generative recommender's run does not take: the DLRM's
+#: architecture, Criteo files and several ranks (it trains in one process on the synthetic
+#: listening log, :class:`recnotebooks.data.listening.SyntheticListening`).
+NOT_FOR_HSTU = ("tables", "rows", "dim", "pooling", "bottom", "top", "interaction", "dcn_layers",
+                "dcn_rank", "max_rows", "data", "eval_fraction", "zipf", "world_size", "distributed",
+                "sharding")  # fmt: skip
+
+
+def hstu_train_settings(args: argparse.Namespace, name: str) -> TrainSettings:
+    """``recnb train --preset NAME`` of a generative recommender (:data:`recnotebooks.config.HSTU_PRESETS`):
+    each option given, else the preset's (:data:`recnotebooks.config.hstu.HSTU_PRESET_TRAINING`),
+    else :data:`TRAIN_DEFAULTS`; an option of :data:`NOT_FOR_HSTU` is refused, naming it."""
+    from recnotebooks.config.hstu import hstu_preset, hstu_preset_training
+
+    extra = [a for a in NOT_FOR_HSTU if getattr(args, a, None) not in (None, False)]
+    if extra:
+        flags = ", ".join("--" + a.replace("_", "-") for a in extra)
+        raise CLIError(
+            f"{flags}: not for --preset {name}, a generative recommender trained in one process on the "
+            "synthetic listening log (its model is the preset's); leave them out"
+        )
+    values = {**TRAIN_DEFAULTS, "pooling": "fixed", "steps": DEFAULT_STEPS, "clip_grad_norm": None,
+              **hstu_preset_training(name)}  # fmt: skip
+    for key in (*TRAIN_DEFAULTS, "steps", "clip_grad_norm"):
+        if getattr(args, key, None) is not None:
+            values[key] = getattr(args, key)
+    _check_optimizers(name, values)
+    config = hstu_preset(name)
+    _check_listening_tables(name, config)
+    resolved = {**values, "preset": name, "config": config, "data": None}
+    given = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(TrainSettings) if f.name not in resolved
+    }
+    return TrainSettings(**given, **resolved)
+
+
+def _check_listening_tables(name: str, config: HSTUConfig) -> None:
+    """Refuse a generative recommender whose tables the synthetic listening log does not have."""
+    from recnotebooks.data.listening import TABLES, USER_TABLE
+
+    events, context = [t.name for t in config.event_tables], list(config.context)
+    if sorted(events) != sorted(TABLES) or not set(context) <= {USER_TABLE}:
+        raise CLIError(
+            f"--preset {name} reads the tables {events} per event and {context} per history, which the "
+            f"synthetic listening log recnb train draws does not have (it has {list(TABLES)} per event "
+            f"and {USER_TABLE!r} per history); price it with the cost model, train hstu_small here"
+        )
+
+
 def train_settings(args: argparse.Namespace) -> TrainSettings:
     """``recnb train``'s arguments resolved once, refusing options that would have no effect (in
     the order the command has always checked them: the run's options, the model, the optimizers)."""
-    values = training_settings(args)
+    from recnotebooks.config import HSTU_PRESETS
+
     name = preset_name(args)
+    if name in HSTU_PRESETS:
+        return hstu_train_settings(args, name)
+    values = training_settings(args)
     if args.world_size or args.distributed or args.sharding:
         if args.dtype != "fp32":
             raise CLIError(
                 f"--dtype {args.dtype} applies to single-process training, not --world-size/"
                 "--distributed/--sharding runs (they train in fp32)"
             )
+        if args.clip_grad_norm is not None:
+            raise CLIError(
+                f"--clip-grad-norm {args.clip_grad_norm:g} applies to single-process training, not "
+                "--world-size/--distributed/--sharding runs (they do not clip)"
+            )
     else:
         _check_train_options(args)
     config = config_from_args(args)
     _check_optimizers(name, values)
-    resolved = {**values, "preset": name, "config": config,
+    resolved = {**values, "preset": name, "config": config, "steps": args.steps or DEFAULT_STEPS,
                 "data": None if args.data is None else tuple(args.data)}  # fmt: skip
     given = {
         f.name: getattr(args, f.name) for f in dataclasses.fields(TrainSettings) if f.name not in resolved

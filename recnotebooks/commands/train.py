@@ -1,9 +1,11 @@
 """``recnb train`` in one process: train, evaluate, report measured throughput and phases.
 
-It trains on synthetic data or, with ``--data``, on Criteo TSV files (a deterministic held-out
-split, :class:`~recnotebooks.data.split.HeldOutSplit`), saves (``--checkpoint``) and resumes
-(``--resume``) runs, and refuses a run that cannot fit in memory before anything is allocated.
-Several ranks: :mod:`recnotebooks.commands.distributed`; the text of both: :func:`train_lines`.
+It trains a DLRM on synthetic data or, with ``--data``, on Criteo TSV files (a deterministic
+held-out split, :class:`~recnotebooks.data.split.HeldOutSplit`), or a generative recommender
+(``--preset hstu_small``) on the synthetic listening log (its eval split: held-out users), saves
+(``--checkpoint``) and resumes (``--resume``) runs, and refuses a run that cannot fit in memory
+before anything is allocated. Several ranks: :mod:`recnotebooks.commands.distributed`; the text of
+both: :func:`train_lines`.
 """
 
 from __future__ import annotations
@@ -35,17 +37,21 @@ def _check_memory(s: TrainSettings, device: torch.device) -> None:
     from recnotebooks.perf.memory import memory_footprint
 
     cfg = s.config
-    fp = memory_footprint(cfg, s.sparse_optimizer, s.dense_optimizer, batch_size=s.batch_size)
-    parts = {k: v for k, v in fp.items() if k != "total"}
-    parts["activations"] *= 2
-    parts["dense_weights"] *= 2  # and their gradients
+    if s.generative:  # the tables with one state float a row at most, the dense part with Adam's two
+        tables = cfg.embedding_parameters * 4 + sum(t.num_rows for t in cfg.tables) * 4
+        parts = {"embedding_tables": tables, "dense_weights": 4 * cfg.dense_parameters * 4}
+    else:
+        fp = memory_footprint(cfg, s.sparse_optimizer, s.dense_optimizer, batch_size=s.batch_size)
+        parts = {k: v for k, v in fp.items() if k != "total"}
+        parts["activations"] *= 2
+        parts["dense_weights"] *= 2  # and their gradients
     need = sum(parts.values())
     have = available_memory_bytes(device)
     if have is not None and need > 0.8 * have:
         big = sorted(parts.items(), key=lambda kv: -kv[1])[:2]
         what = ", ".join(f"{k} {v / 2**30:,.1f} GiB" for k, v in big)
         raise CLIError(
-            f"model {cfg.name!r} ({cfg.num_tables} tables, batch size {s.batch_size}) needs about "
+            f"model {cfg.name!r} ({len(cfg.tables)} tables, batch size {s.batch_size}) needs about "
             f"{need / 2**30:,.1f} GiB ({what}) but {device} has {have / 2**30:.1f} GiB available; "
             "use --max-rows N to cap table sizes, fewer --tables or a smaller --batch-size"
         )
@@ -85,19 +91,35 @@ def _criteo_data(s: TrainSettings, paths: tuple[str, ...]) -> tuple[Any, Any, di
     return HeldOutSplit(readers[0], fraction, "train"), HeldOutSplit(readers[1], fraction, "eval"), info
 
 
+def _listening_data(s: TrainSettings) -> tuple[Any, Any, dict[str, Any]]:
+    """The synthetic listening log's train and eval splits (disjoint users), seeded by ``--seed``,
+    with the user as context when the model reads it."""
+    from recnotebooks.data.listening import USER_TABLE, ListeningConfig, SyntheticListening
+
+    log = ListeningConfig(seed=s.seed, user_context=USER_TABLE in s.config.context)
+    train, evals = (SyntheticListening(log, s.batch_size, split) for split in ("train", "eval"))
+    return train, evals, {"source": "synthetic_listening", "eval": "held-out users"}
+
+
 def trainer(s: TrainSettings, device: torch.device) -> tuple[Trainer, dict[str, Any]]:
     """The run's :class:`~recnotebooks.train.Trainer` (resumed from ``--resume``) and what its data is."""
     import torch
 
     from recnotebooks.nn import DLRM
+    from recnotebooks.nn.generative import HSTURanker
     from recnotebooks.train import TrainConfig, Trainer
 
     tc = TrainConfig(steps=s.steps, sparse_optimizer=s.sparse_optimizer, sparse_lr=s.sparse_lr,
                      dense_optimizer=s.dense_optimizer, dense_lr=s.dense_lr, eval_batches=s.eval_batches,
-                     progress=not s.json and sys.stderr.isatty(), dtype=s.dtype)  # fmt: skip
-    train, evals, info = _synthetic_data(s) if s.data is None else _criteo_data(s, s.data)
+                     progress=not s.json and sys.stderr.isatty(), dtype=s.dtype,
+                     clip_grad_norm=s.clip_grad_norm)  # fmt: skip
+    if s.generative:
+        train, evals, info = _listening_data(s)
+    else:
+        train, evals, info = _synthetic_data(s) if s.data is None else _criteo_data(s, s.data)
     torch.manual_seed(s.seed)
-    t = Trainer(DLRM(s.config, device=device, seed=s.seed), train, evals, tc, device=device)
+    model = (HSTURanker if s.generative else DLRM)(s.config, device=device, seed=s.seed)
+    t = Trainer(model, train, evals, tc, device=device)
     if s.resume is not None:
         try:
             t.load(s.resume)
@@ -155,25 +177,24 @@ def train(s: TrainSettings) -> dict[str, Any]:
 #: What a run measured, under the same names in a training result (one process or a rank's) and
 #: in the report.
 MEASURED = ("threads", "busy", "reliability", "steps", "batch_size", "samples_per_s", "seconds_per_step",
-            "auc", "logloss", "ne", "losses", "phases")  # fmt: skip
+            "auc", "logloss", "ne", "losses", "phases", "tokens_per_s", "tokens_per_step")  # fmt: skip
 
 
 def measured(res: object) -> dict[str, Any]:
-    """The fields of :data:`MEASURED` of a training result, for the report."""
-    return {k: getattr(res, k) for k in MEASURED}
+    """The fields of :data:`MEASURED` of a training result, for the report (the tokens ``None``
+    where a result has none: a DLRM's ranks)."""
+    return {k: getattr(res, k, None) if k.startswith("tokens") else getattr(res, k) for k in MEASURED}
 
 
 def train_lines(r: dict[str, Any]) -> Iterator[str]:
     """``recnb train``'s text, one process or several ranks."""
     c = r["config"]
-    yield (
-        f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
-        f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}"
-        + (f" ({c['dcn']})" if c.get("dcn") else "")
-    )
+    yield _model_line(c)
     ranks = r["backend"] is not None  # several ranks (--world-size, --distributed)
     yield from _ranks_lines(r) if ranks else _where_lines(r)
-    yield f"  throughput  {r['samples_per_s']:,.0f} samples/s  ({r['seconds_per_step'] * 1e3:.2f} ms/step)"
+    tokens = "" if r.get("tokens_per_s") is None else f"  {r['tokens_per_s']:,.0f} tokens/s"
+    ms = r["seconds_per_step"] * 1e3
+    yield f"  throughput  {r['samples_per_s']:,.0f} samples/s{tokens}  ({ms:.2f} ms/step)"
     from recnotebooks.run_report import report_lines
 
     yield from report_lines(r)
@@ -186,13 +207,32 @@ def train_lines(r: dict[str, Any]) -> Iterator[str]:
         yield f"  comm        {sent:,} bytes sent by all ranks over {r['steps']} steps"
 
 
+def _model_line(c: dict[str, Any]) -> str:
+    """The model in one line: a DLRM's tables and MLPs, or a generative recommender's stack."""
+    if c.get("kind") == "hstu":
+        context = f", context {c['context']}" if c["context"] else ""
+        return (
+            f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}"
+            f"{context}, HSTU {c['num_layers']} layers x {c['heads']} heads, histories to {c['max_len']}, "
+            f"top {c['top_mlp']}"
+        )
+    return (
+        f"{c['name']}: {c['num_tables']} tables, {c['total_rows']:,} rows, dim {c['embedding_dim']}, "
+        f"bottom {c['bottom_mlp']}, top {c['top_mlp']}, {c['interaction']}"
+        + (f" ({c['dcn']})" if c.get("dcn") else "")
+    )
+
+
 def _where_lines(r: dict[str, Any]) -> Iterator[str]:
     """One process: the device, the data files, the checkpoint read and written."""
+    d = r["data"]
+    what = f" histories (~{r['tokens_per_step']:,.0f} events)" if r.get("tokens_per_step") is not None else ""
     yield (
         f"measured on {r['device']} ({r['threads']} threads, {r['dtype']}): {r['steps']} steps of "
-        f"{r['batch_size']}"
+        f"{r['batch_size']}{what}"
     )
-    d = r["data"]
+    if d["source"] == "synthetic_listening":
+        yield "  data        synthetic listening log; eval on held-out users"
     if d["source"] == "criteo":
         files = ", ".join(d["files"])
         yield (

@@ -146,6 +146,17 @@ class HSTUConfig:
         context = len(self.context) * (self.dim + 1) * self.dim
         return self.num_layers * self.layer_parameters + mlp + context
 
+    def summary(self) -> dict[str, object]:
+        """Plain-data summary for tables, JSON and reports (``kind``: ``"hstu"``)."""
+        return {
+            "kind": "hstu", "name": self.name, "num_tables": len(self.tables),
+            "total_rows": sum(t.num_rows for t in self.tables), "embedding_dim": self.dim,
+            "context": list(self.context), "num_layers": self.num_layers, "heads": self.heads,
+            "head_dims": list(self.head_dims), "max_len": self.max_len,
+            "top_mlp": "-".join(map(str, (self.dim, *self.top_mlp, 1))),
+            "dense_parameters": self.dense_parameters, "embedding_parameters": self.embedding_parameters,
+        }  # fmt: skip
+
     def replace(self, **changes: object) -> HSTUConfig:
         """The same model with ``changes`` (checked again)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
