@@ -149,3 +149,18 @@ def test_zipf_lengths_clamp_the_tail_at_the_longest() -> None:
     assert statistics.median(lengths) < 30  # most histories are short
     with pytest.raises(ValueError, match="alpha"):
         zipf_lengths(10, 1.0, 100)
+
+
+def test_the_causal_mask_saves_just_under_half_and_padding_wastes_more() -> None:
+    from recnotebooks.perf.hstu import causal_saving, padding_waste
+
+    assert causal_saving([4]) == pytest.approx(1 - 10 / 16)  # 1/2 - 1/8
+    assert causal_saving([1]) == 0.0
+    assert causal_saving([4096]) == pytest.approx(0.5 - 1 / 8192)
+    tokens, attention = padding_waste([1, 3])
+    assert tokens == pytest.approx(1 - 4 / 6) and attention == pytest.approx(1 - (1 + 6) / 18)
+    lengths = lognormal_lengths(256, 2_700, 4_800, 4096)  # Yambda at DLRMv4's cap
+    tokens, attention = padding_waste(lengths)
+    assert 0.2 < tokens < attention < 1
+    with pytest.raises(ValueError, match="lengths"):
+        causal_saving([0])

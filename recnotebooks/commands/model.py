@@ -19,12 +19,15 @@ from recnotebooks.plan import Plan, single_device_plan
 from .report import Report, printer
 from .settings import MAX_WORLD_SIZE, CLIError, ModelSettings
 
-__all__ = ["cost", "plan", "run"]
+__all__ = ["cost", "plan", "run", "hstu", "add_hstu_parser"]
 
 
 def run(s: ModelSettings) -> Report:
-    """``recnb cost`` or ``recnb plan``; a setting the model refuses is a :class:`CLIError`."""
+    """``recnb cost``, ``recnb plan`` or ``recnb hstu``; a setting the model refuses is a
+    :class:`CLIError`."""
     try:
+        if s.command == "hstu":
+            return hstu(s)
         return cost(s) if s.command == "cost" else plan(s)
     except ValueError as e:
         raise CLIError(str(e)) from None
@@ -220,3 +223,86 @@ def plan_lines(r: dict[str, Any]) -> Iterator[str]:
         yield f"  - {n}"
     yield from _memory_lines(r)
     yield _fits_line(r)
+
+
+# ----- recnb hstu: a generative recommender's step, modeled ----------------------------------------
+def add_hstu_parser(sub: Any) -> None:
+    """Add ``hstu`` to ``sub`` (the subparsers of ``recnb``)."""
+    from recnotebooks.config.hstu import HSTU_PRESETS
+
+    h = sub.add_parser(
+        "hstu",
+        help="a generative recommender's (HSTU, MLPerf's DLRMv4) modeled step, jagged and padded: "
+        "breakdown, MFU, memory and time to train",
+    )
+    h.add_argument(
+        "--preset", default="dlrmv4", choices=sorted(HSTU_PRESETS), help="HSTU preset (default dlrmv4)"
+    )
+    h.add_argument("--hardware", default="dgx_h100", help="hardware preset (default dgx_h100)")
+    h.add_argument("--gpus", type=int, default=8, help="GPUs a node (default 8)")
+    h.add_argument("--nodes", type=int, default=4, help="nodes (default 4)")
+    h.add_argument("--batch-size", type=int, default=8192, help="global batch in histories (default 8192)")
+    h.add_argument("--json", action="store_true", help="print one JSON object")
+    h.set_defaults(placement="hbm", cache_hit_rate=None, cache_rows=None, cache_policy="lru", cache_ways=1,
+                   dtype="bf16", sparse_optimizer="rowwise_adagrad", dense_optimizer="adam",
+                   strategy="greedy")  # fmt: skip
+
+
+def hstu(s: ModelSettings) -> Report:
+    """``recnb hstu``: :func:`~recnotebooks.perf.hstu.hstu_step` jagged (a fused attention kernel) and
+    padded (the common way: plain PyTorch, unfused) on the global batch
+    split over ``gpus x nodes``, Yambda-shaped histories (scaled to the preset's ``max_len`` where it
+    is below 4,096), :func:`~recnotebooks.perf.hstu_memory.hstu_memory`, and the minutes to DLRMv4's
+    target (round v6.1's curve) where the batch lies on it."""
+    from recnotebooks.config.hstu import hstu_preset
+    from recnotebooks.perf.hstu import hstu_step, lognormal_lengths
+    from recnotebooks.perf.hstu_memory import hstu_memory
+    from recnotebooks.perf.hstu_plan import YAMBDA_LENGTHS
+    from recnotebooks.published.convergence import convergence_curve, time_to_train
+
+    cfg, hw = hstu_preset(s.preset), hardware(s.hardware)
+    dtype = s.dtype if s.dtype in hw.peak_flops else "fp32"  # a CPU: fp32
+    world = s.gpus * s.nodes
+    if s.batch_size < world or s.batch_size % world:
+        raise ValueError(
+            f"--batch-size must be a positive multiple of --gpus x --nodes ({world}), got {s.batch_size}"
+        )
+    scale = min(1.0, cfg.max_len / 4096)
+    lengths = lognormal_lengths(s.batch_size // world, *(x * scale for x in YAMBDA_LENGTHS), cfg.max_len)
+    curve = convergence_curve("v6.1")
+    out: dict[str, Any] = {"command": "hstu", "source": "modeled", "config": cfg.name, "hardware": hw.name,
+                           "gpus": s.gpus, "nodes": s.nodes, "batch_size": s.batch_size, "dtype": dtype,
+                           "histories_per_gpu": len(lengths), "tokens_per_gpu": sum(lengths)}  # fmt: skip
+    for name, padded in (("jagged", False), ("padded", True)):
+        kw = {"padded": padded, "fused_attention": not padded, "dtype": dtype}
+        step = hstu_step(cfg, hw, lengths, gpus=s.gpus, nodes=s.nodes, **kw)
+        mem = hstu_memory(cfg, lengths, world, hw, **kw)
+        on_curve = curve[0][0] <= s.batch_size <= curve[-1][0]
+        minutes = time_to_train(s.batch_size / step.step_seconds, s.batch_size, "v6.1") if on_curve else None
+        out[name] = {"step_s": step.step_seconds, "breakdown_s": dict(step.seconds), "mfu": step.mfu(dtype),
+                     "tokens_per_s": step.tokens_per_s, "memory_bytes": dict(mem.bytes),
+                     "memory_gb_per_gpu": mem.total / 1e9, "fits": mem.fits(hw),
+                     "minutes_to_target": minutes}  # fmt: skip
+    return Report(out, printer(hstu_lines))
+
+
+def hstu_lines(r: dict[str, Any]) -> Iterator[str]:
+    """``recnb hstu``'s text."""
+    yield (
+        f"MODELED: {r['config']} on {r['gpus'] * r['nodes']} x {r['hardware']} ({r['nodes']} node(s)), "
+        f"global batch {r['batch_size']}, {r['dtype']}: {r['histories_per_gpu']} histories, "
+        f"{r['tokens_per_gpu']:,} tokens a GPU"
+    )
+    j, p = r["jagged"], r["padded"]
+    yield f"  {'':<14}{'jagged':>12}{'padded':>12}   (padded: unfused attention, each history at the longest)"
+    yield f"  {'step ms':<14}{j['step_s'] * 1e3:12.2f}{p['step_s'] * 1e3:12.2f}"
+    for k in j["breakdown_s"]:
+        yield f"    {k:<12}{j['breakdown_s'][k] * 1e3:12.2f}{p['breakdown_s'][k] * 1e3:12.2f}"
+    yield f"  {'MFU':<14}{j['mfu']:12.1%}{p['mfu']:12.1%}"
+    yield f"  {'GB a GPU':<14}{j['memory_gb_per_gpu']:12.1f}{p['memory_gb_per_gpu']:12.1f}"
+    yield f"  {'fits HBM':<14}{'yes' if j['fits'] else 'no':>12}{'yes' if p['fits'] else 'no':>12}"
+    m = [x["minutes_to_target"] for x in (j, p)]
+    if m[0] is None:
+        yield "  minutes to DLRMv4's target: the global batch is off round v6.1's curve (8,192 to 32,768)"
+    else:
+        yield f"  {'min to target':<14}{m[0]:12.1f}{m[1]:12.1f}   (rcps_dlrmv4 curve, evaluations left out)"

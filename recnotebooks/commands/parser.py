@@ -275,7 +275,7 @@ def _distributed_options(m: argparse._ArgumentGroup) -> None:
 
 # ----- cost and plan: the model's commands ----------------------------------------------------
 def add_model_parsers(sub: Subparsers) -> None:
-    """Add ``cost`` and ``plan`` to ``sub``."""
+    """Add ``cost``, ``plan`` and ``hstu`` to ``sub``."""
     from recnotebooks.perf.components.ops import IMPLEMENTATIONS
     from recnotebooks.perf.job_planner import MLPERF_STRATEGY
     from recnotebooks.perf.planner import STRATEGIES
@@ -307,6 +307,9 @@ def add_model_parsers(sub: Subparsers) -> None:
         choices=(*STRATEGIES, MLPERF_STRATEGY),
         help="planner strategy (default cost; mlperf: the sharding the model prices MLPerf's runs with)",
     )
+    from .model import add_hstu_parser
+
+    add_hstu_parser(sub)
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:

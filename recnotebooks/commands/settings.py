@@ -392,6 +392,7 @@ Settings = TrainSettings | ModelSettings | MeasureSettings | CacheSimSettings | 
 _AS_GIVEN: dict[str, type] = {
     "cost": ModelSettings,
     "plan": ModelSettings,
+    "hstu": ModelSettings,
     "calibrate": MeasureSettings,
     "validate": MeasureSettings,
     "cache-sim": CacheSimSettings,

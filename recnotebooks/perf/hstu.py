@@ -58,7 +58,7 @@ from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.precision import precision
 
 __all__ = ["HSTUStep", "hstu_step", "lognormal_lengths", "zipf_lengths", "attention_products", "model_flops",
-           "COMPONENTS"]  # fmt: skip
+           "causal_saving", "padding_waste", "COMPONENTS"]  # fmt: skip
 
 #: The terms of one modeled HSTU step, in the order charts stack them.
 COMPONENTS = ("projections", "attention", "pointwise", "top_mlp", "embeddings", "all_to_all", "all_reduce",
@@ -174,6 +174,26 @@ def attention_products(lengths: Sequence[int], causal: bool = True, num_targets:
         u = n - t
         total += u * (u + 1) // 2 + t * u + t
     return float(total)
+
+
+def causal_saving(lengths: Sequence[int]) -> float:
+    """The share of the attention's query-key products that the causal mask saves a kernel that
+    skips the masked blocks: ``1 - sum n (n + 1) / 2 / sum n^2`` -- just under a half
+    (``1/2 - 1/(2n)`` for one history of ``n``; nothing for histories of one event)."""
+    full = attention_products(lengths, causal=False)
+    if not full:
+        raise ValueError("lengths must hold at least one history with events")
+    return 1.0 - attention_products(lengths) / full
+
+
+def padding_waste(lengths: Sequence[int]) -> tuple[float, float]:
+    """What padding every history to the longest wastes: ``(tokens, attention)``, the shares of a
+    padded batch's tokens (``1 - sum n / (B N)``) and of its full products (``1 - sum n (n + 1) / 2
+    / (B N^2)``: the padding and the masked half together) that the model does not need."""
+    if not lengths or not max(lengths):
+        raise ValueError("lengths must hold at least one history with events")
+    b, longest = len(lengths), max(lengths)
+    return 1.0 - sum(lengths) / (b * longest), 1.0 - attention_products(lengths) / (b * longest**2)
 
 
 def hstu_step(

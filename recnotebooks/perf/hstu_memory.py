@@ -1,7 +1,7 @@
 """Where a generative recommender (HSTU) lives: its bytes on each device, **modeled** by kind.
 
 A DLRM-sized model is its tables; so is an HSTU one. MLPerf's DLRMv4 holds 293 M rows of 512
-fp32 numbers (600 GB) and 2.5 M dense parameters (10 MB): the tables set how many devices the
+fp32 numbers (600 GB) and 4.2 M dense parameters (17 MB in fp32): the tables set how many devices the
 model needs, the history lengths set the activations. Per device of ``devices``:
 
 * ``tables``: every row in fp32, the tables sharded row-wise over the devices (an even share);
@@ -101,8 +101,8 @@ def hstu_memory(
 ) -> HSTUMemory:
     """Model the bytes on each of ``devices`` devices training ``config`` on the histories of
     ``lengths`` (events each, per device, as :func:`~recnotebooks.perf.hstu.hstu_step` takes them):
-    see the module docstring for the kinds. ``hw``, if given, must have the devices
-    (its ``devices`` per node times any number of nodes: only checked to be a preset);
+    see the module docstring for the kinds. ``hw``, if given, is only checked to be a hardware
+    preset (the bytes do not depend on it; :meth:`HSTUMemory.fits` compares them with one's HBM);
     ``embedding_dim``: the tables' width where it differs from ``dim``."""
     check_type("config", config, HSTUConfig, "an HSTUConfig")
     if hw is not None:
