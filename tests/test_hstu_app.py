@@ -17,7 +17,6 @@ from recnotebooks.viz.hstu import (
     history_lengths,
     hstu_explorer,
     hstu_model,
-    padding_waste,
 )
 
 
@@ -42,16 +41,14 @@ def test_the_modeled_tables_are_the_cost_models_steps() -> None:
     assert config.heads == 2 and config.head_dims == (128, 128) and config.num_layers == 2
 
 
-def test_padding_waste_is_a_naive_count_of_padded_tokens() -> None:
-    lengths = [3, 1, 2]
-    padded = [[1 if i < n else 0 for i in range(max(lengths))] for n in lengths]  # a padded batch's mask
-    zeros = sum(row.count(0) for row in padded)
-    assert (
-        padding_waste(lengths)
-        == pytest.approx(zeros / sum(len(row) for row in padded))
-        == pytest.approx(1 / 3)
+def test_the_padding_bar_is_a_naive_count_of_padded_tokens() -> None:
+    run = history_lengths(64, 1 / 8, 4096)
+    mask = [[1 if i < n else 0 for i in range(max(run))] for n in run]  # a padded batch's mask
+    zeros = sum(row.count(0) for row in mask) / sum(len(row) for row in mask)
+    assert _metrics(explore_hstu(measure=False, lengths=1 / 8, batch=64))["padding in a padded batch"] == (
+        pytest.approx(zeros)
     )
-    assert padding_waste([4, 4]) == 0
+    assert _metrics(explore_hstu(measure=False, spread="all equal"))["padding in a padded batch"] == 0
 
 
 def test_history_lengths_keep_yambdas_shape_and_one_length_keeps_the_tokens() -> None:

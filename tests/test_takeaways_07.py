@@ -16,9 +16,9 @@ import pytest
 from recnotebooks.config import hstu_preset, preset
 from recnotebooks.perf.compare import published_utilisation
 from recnotebooks.perf.hardware import hardware
-from recnotebooks.perf.hstu import HSTUStep, attention_products, hstu_step
+from recnotebooks.perf.hstu import HSTUStep, attention_products, hstu_step, padding_waste
 from recnotebooks.perf.mlperf_setup import MLPERF_RUNS, estimate_run
-from recnotebooks.viz.hstu import explore_hstu, flops_per_byte, history_lengths, padding_waste
+from recnotebooks.viz.hstu import explore_hstu, flops_per_byte, history_lengths
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "07_generative_recommenders.ipynb"
 HISTORIES, HARDWARE = 256, "dgx_h100"  # the parameters cell's
@@ -70,7 +70,8 @@ def test_2_padding_at_yambda_lengths(lengths: list[int], steps: tuple[HSTUStep, 
     says("g20", "a padded batch is 36% padding and computes 3.8× the causal query-key products",
          "the padded step takes 2.3× the jagged one")  # fmt: skip
     assert f"{len(lengths) * max(lengths) / sum(lengths):.2f}" == "1.57" and max(lengths) == 4096
-    assert round(padding_waste(lengths) * 100) == 36
+    tokens_waste, products_waste = padding_waste(lengths)
+    assert round(tokens_waste * 100) == 36 and round(1 / (1 - products_waste), 1) == 3.8
     assert round(len(lengths) * max(lengths) ** 2 / attention_products(lengths), 1) == 3.8
     jagged, padded = steps
     assert round(padded.step_seconds / jagged.step_seconds, 1) == 2.3
@@ -85,7 +86,7 @@ def test_2_even_one_length_costs_the_padded_way_the_masked_half() -> None:
         "the padded way takes 1.3× as long",
     )
     v4, same = hstu_preset("dlrmv4"), history_lengths(HISTORIES, 1.0, 4096, spread="all equal")
-    assert padding_waste(same) == 0
+    assert padding_waste(same)[0] == 0
     ratio = (
         hstu_step(v4, HARDWARE, same, gpus=8, padded=True).step_seconds
         / hstu_step(v4, HARDWARE, same, gpus=8).step_seconds
@@ -100,7 +101,7 @@ def test_2_the_synthetic_log_wastes_more_its_cap_further_in_its_tail() -> None:
          "Yambda's (median 2,700)")  # fmt: skip
     config = ListeningConfig()
     here = SyntheticListening(config, batch_size=64).batch(0).lengths.tolist()
-    assert round(padding_waste(here) * 100) == 80
+    assert round(padding_waste(here)[0] * 100) == 80
     assert (config.max_length, config.median_length) == (512, 54)
     assert config.max_length / config.median_length > 4096 / 2700
 

@@ -6,8 +6,8 @@ import math
 
 from recnotebooks.config.hstu import hstu_preset
 from recnotebooks.config.model import state_floats_per_row
-from recnotebooks.perf.hstu import attention_products
-from recnotebooks.viz.hstu import history_lengths, padding_waste
+from recnotebooks.perf.hstu import attention_products, padding_waste
+from recnotebooks.viz.hstu import history_lengths
 
 from .core import AppSetting, app_result, exercise, number, number_exercise
 
@@ -40,7 +40,7 @@ number_exercise(
 
 
 def _padding_key() -> float:
-    return padding_waste(history_lengths(PADDING_HISTORIES, 1.0, PADDING_LONGEST))
+    return padding_waste(history_lengths(PADDING_HISTORIES, 1.0, PADDING_LONGEST))[0]
 
 
 @exercise(
@@ -55,7 +55,8 @@ def _padding_key() -> float:
     history_lengths({PADDING_HISTORIES}, 1.0, {PADDING_LONGEST}) gives the lengths; the padded batch holds
     {PADDING_HISTORIES} x max(lengths) tokens.
 
-    The explorer's bar 'padding in a padded batch' shows it, and padding_waste(lengths) computes it.
+    The explorer's bar 'padding in a padded batch' shows it; recnotebooks.perf.hstu.padding_waste(lengths)
+    computes it (its first share).
     """,
     answer=_padding_key,
 )

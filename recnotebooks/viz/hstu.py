@@ -36,7 +36,14 @@ from recnotebooks.data.listening import YAMBDA_LENGTHS
 from recnotebooks.measure.hstu import HSTUMeasurement, measure_hstu_step
 from recnotebooks.measure.step import DoesNotFitError
 from recnotebooks.perf.hardware import Hardware, hardware
-from recnotebooks.perf.hstu import COMPONENTS, HSTUStep, hstu_step, lognormal_lengths, model_flops
+from recnotebooks.perf.hstu import (
+    COMPONENTS,
+    HSTUStep,
+    hstu_step,
+    lognormal_lengths,
+    model_flops,
+    padding_waste,
+)
 from recnotebooks.perf.hstu_memory import HSTUMemory, devices_to_fit, hstu_memory
 from recnotebooks.viz.app import App, HistoryEntry, Result, trail_bars
 from recnotebooks.viz.charts import metric_lines, time_breakdown
@@ -53,7 +60,6 @@ __all__ = [
     "history_lengths",
     "hstu_explorer",
     "hstu_model",
-    "padding_waste",
 ]
 
 #: The histories of one batch measured here (a side panel: a few, so that it updates in about a second).
@@ -118,11 +124,6 @@ def hstu_model(name: str, layers: int, heads: int, longest: int) -> HSTUConfig:
     )
 
 
-def padding_waste(lengths: list[int]) -> float:
-    """The share of a padded batch's tokens that are padding: ``1 - sum(n) / (count x longest)``."""
-    return 1.0 - sum(lengths) / (len(lengths) * max(lengths))
-
-
 def _step_rows(step: HSTUStep, layout: str) -> list[dict[str, object]]:
     return [
         {"layout": layout, "phase": c, "seconds_per_step": step.seconds[c], "source": "modeled"}
@@ -152,7 +153,7 @@ def explore_hstu(
     jagged = hstu_step(config, hw, run, gpus=hw.devices, nodes=nodes)
     padded = hstu_step(config, hw, run, gpus=hw.devices, nodes=nodes, padded=True)
     memory = hstu_memory(config, run, jagged.devices, hw)
-    waste = padding_waste(run)
+    waste, _ = padding_waste(run)
     ratio = padded.step_seconds / jagged.step_seconds
     full = memory.total / hw.hbm_bytes
     metrics = [
@@ -183,7 +184,7 @@ def _notes(jagged: HSTUStep, padded: HSTUStep, run: list[int]) -> list[str]:
         f"{bound} ({parts[bound] / jagged.step_seconds:.0%}); MFU {percent(jagged.mfu())}; "
         f"{human(jagged.tokens_per_s)} tokens/s in all.",
         f"Padded to the batch's longest history ({max(run):,} events), a GPU computes "
-        f"{len(run) * max(run):,} tokens for {tokens:,}: {percent(padding_waste(run))} padding; the step "
+        f"{len(run) * max(run):,} tokens for {tokens:,}: {percent(padding_waste(run)[0])} padding; the step "
         f"takes {padded.step_seconds * 1e3:,.0f} ms ({padded.step_seconds / jagged.step_seconds:.2f}x), "
         f"MFU {percent(padded.mfu())} (a padded kernel also computes the causal mask's zeros).",
     ]
