@@ -157,6 +157,11 @@ def analytic_rows(n: int, rng: random.Random) -> tuple[list[tuple], dict[str, fl
     plan_defaults = {k: v["value"] for k, v in PLANNER_CONTROLS.items()}
     rows.append(("Training Job Planner, modeled (06)", "analytic", 1.5,
                  time_changes(job_planner(), n, rng, False, plan_defaults)))  # fmt: skip
+    from recnotebooks.viz.hstu import HSTU_CONTROLS, hstu_explorer
+
+    hstu_defaults = {k: v["value"] for k, v in HSTU_CONTROLS.items()}
+    rows.append(("Generative Recommender Explorer, modeled only (07)", "analytic", 0.100,
+                 time_changes(hstu_explorer(measure=False), n, rng, False, hstu_defaults)))  # fmt: skip
     return rows, naive
 
 

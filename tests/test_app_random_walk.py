@@ -1,7 +1,8 @@
 """No control combination raises: random walks over every app's controls.
 
 For every explorer app of the notebooks (embedding traffic 00, Architecture 01, Efficiency and GPU
-Advantage 02, Cache 03, Sharding 04, Server 05, Training Job Planner 06), hypothesis draws
+Advantage 02, Cache 03, Sharding 04, Server 05, Training Job Planner 06,
+Generative Recommender 07), hypothesis draws
 sequences of moves, each a control and a value from that control's own options or range (read
 from the app's widgets, not copied here), and drives them through ``app.set``. After every move
 the app shows either a result or a message naming what is wrong:
@@ -34,6 +35,7 @@ from recnotebooks.viz.app import App, AppError, _datasets
 from recnotebooks.viz.architecture import architecture_explorer
 from recnotebooks.viz.cache import cache_explorer
 from recnotebooks.viz.efficiency import efficiency_explorer
+from recnotebooks.viz.hstu import hstu_explorer
 from recnotebooks.viz.planner import job_planner
 from recnotebooks.viz.servers import server_explorer
 from recnotebooks.viz.sharding import sharding_explorer
@@ -49,6 +51,7 @@ APPS: dict[str, Callable[[], App]] = {
     "sharding": lambda: sharding_explorer(history=3),
     "servers": lambda: server_explorer(history=3),
     "planner": lambda: job_planner(history=3),
+    "hstu": lambda: hstu_explorer(measure=False, history=3),
 }
 #: Moves per walk and walks per app (the planner's search makes its moves the slowest): the whole
 #: file runs in about two minutes on two busy cores. ``RECNB_WALKS=10`` walks ten times as many (a

@@ -73,10 +73,12 @@ SLIDERS = {
     "04_multi_gpu_sharding.ipynb": ("processes (ranks)", "ranks 2→4", "MODELED"),  # Sharding
     "05_server_design.ipynb": ("table rows x", "rows_scale 30x→100x", "MODELED"),  # Server Design
     "06_capstone.ipynb": ("global batch", "batch_size 65536→131072", "MODELED"),  # Training Job Planner
+    "07_generative_recommenders.ipynb": ("layers", "layers 3→4", "MODELED"),  # Generative Recommender
 }
 #: notebooks whose outputs must hold a step-time breakdown (its bars are checked)
 BREAKDOWNS = {"01_dlrm_anatomy.ipynb", "03_embedding_placement_and_caches.ipynb",
-              "04_multi_gpu_sharding.ipynb", "05_server_design.ipynb", "06_capstone.ipynb"}  # fmt: skip
+              "04_multi_gpu_sharding.ipynb", "05_server_design.ipynb", "06_capstone.ipynb",
+              "07_generative_recommenders.ipynb"}  # fmt: skip
 
 PANEL = "window.jupyterapp.shell.currentWidget"
 NOTEBOOK_STATE = f"""() => {{

@@ -22,6 +22,7 @@ FACTORIES = {
     "sharding_explorer": ("recnotebooks.viz.sharding", {}),
     "server_explorer": ("recnotebooks.viz.servers", {}),
     "job_planner": ("recnotebooks.viz.planner", {}),
+    "hstu_explorer": ("recnotebooks.viz.hstu", {"measure": False}),
 }
 GLOSSARY = (
     "HBM",
@@ -33,6 +34,10 @@ GLOSSARY = (
     "AMP / TF32",
     "load factor",
     "FAE",
+    "token",
+    "jagged",
+    "HSTU",
+    "MFU",
 )
 
 

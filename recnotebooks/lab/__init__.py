@@ -13,12 +13,13 @@ For instructors, ``answer_key("03.target")`` computes an exercise's answer from 
 notebooks do not mention it.
 
 The exercises live with their notebook: :mod:`.basics` (00, 01), :mod:`.efficiency` (02),
-:mod:`.caches` (03), :mod:`.sharding` (04), :mod:`.servers` (05), :mod:`.capstone` (06).
+:mod:`.caches` (03), :mod:`.sharding` (04), :mod:`.servers` (05), :mod:`.capstone` (06),
+:mod:`.generative` (07).
 """
 
 from __future__ import annotations
 
-from . import basics, caches, capstone, efficiency, servers, sharding  # noqa: F401  (registers the exercises)
+from . import basics, caches, capstone, efficiency, generative, servers, sharding  # noqa: F401  (registers the exercises)
 from .caches import EX03_BUDGET, EX03_ROW_BYTES, EX03_ROWS
 from .core import (
     EXERCISES,

@@ -56,6 +56,14 @@ PHASE_COLORS: dict[str, str] = {
     "all_reduce": "#8c6d31",
     "host_to_device": "#bab0ac",
     "overhead": "#d6d6d6",
+    # a generative recommender's step (recnotebooks.perf.hstu.COMPONENTS; top_mlp, all_to_all,
+    # all_reduce and overhead as above)
+    "projections": "#3b5b92",
+    "attention": "#9467bd",
+    "pointwise": "#e7ba52",
+    "embeddings": "#f58518",
+    "optimizer": "#bcbd22",
+    "hstu": "#7b4173",  # a measured HSTU step's forward through the stack (measure.hstu.HSTU_PHASES)
 }
 
 #: Colour of each place a table's rows can live (the plan's placements,
