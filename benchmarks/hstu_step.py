@@ -218,11 +218,13 @@ def breakdown(
         (out * w).sum().backward()
 
     def no_silu() -> None:
-        real, jagged_attention.F = jagged_attention.F, types.SimpleNamespace(silu=lambda t: t)  # type: ignore[assignment]
+        real = jagged_attention.F, jagged_attention.silu_backward_
+        jagged_attention.F = types.SimpleNamespace(silu=lambda t: t)  # type: ignore[assignment]
+        jagged_attention.silu_backward_ = lambda grad, scores: grad
         try:
             step(made)
         finally:
-            jagged_attention.F = real
+            jagged_attention.F, jagged_attention.silu_backward_ = real
 
     def no_bias() -> None:
         biases = [layer.bias for layer in model.layers]

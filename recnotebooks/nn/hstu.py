@@ -89,6 +89,12 @@ def padded_time_buckets(
     return bucket_of(target[:, :, None] - timestamps[:, None, :], num_buckets)
 
 
+def _padded_gaps(timestamps: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """``t_next(i) - t(j)`` for ``b`` histories padded to ``P`` (``timestamps`` ``(b, P)``):
+    ``(b, P, P)``, in ``timestamps``' dtype (:func:`padded_time_buckets` before bucketing)."""
+    return padded_time_buckets(timestamps, lengths, 0, lambda gaps, _: gaps)
+
+
 class RelativeAttentionBias(nn.Module):
     """``rab(i, j)`` of one layer: ``position[i - j] + time[bucket(t_next(i) - t(j))]``.
 
@@ -127,34 +133,51 @@ class RelativeAttentionBias(nn.Module):
             return bias
         return bias + _take(self.time, padded_time_buckets(timestamps, lengths, self.num_buckets))
 
-    def for_bucket(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
-        """:meth:`batched` for a bucket of :func:`recnotebooks.kernels.jagged_attention.plan`,
-        :data:`~recnotebooks.kernels.jagged_attention.MASKED` above the diagonal: ``(b, P, P)``,
-        or ``(1, P, P)`` without timestamps. One lookup into a table of every
-        ``position[d] + time[t]`` sum, by an index the layers sharing the plan compute once."""
+    def for_bucket(self, bucket: jagged_attention.Bucket) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`batched` for a bucket of :func:`recnotebooks.kernels.jagged_attention.plan`, as
+        a lookup: a ``table`` of every ``position[d] + time[t]`` sum (``position[d]`` alone
+        without timestamps) followed by :data:`~recnotebooks.kernels.jagged_attention.MASKED`
+        entries, and the ``index`` ``(b, P, P)`` (``(1, P, P)`` without timestamps) of each
+        entry into it, above the diagonal into the masked ones; the layers sharing the plan
+        compute the index once."""
         key = ("relative_bias", self.max_len, self.num_buckets)
         if key not in bucket.derived:
             bucket.derived[key] = self._bucket_index(bucket)
-        index = bucket.derived[key]
-        table = self.position if bucket.times is None else (self.position[:, None] + self.time).flatten()
-        table = torch.cat([table, table.new_full((1,), jagged_attention.MASKED)])
-        return table.index_select(0, index.flatten()).view(index.shape)
+        table, width = self.position, 1
+        if bucket.times is not None:
+            table, width = (self.position[:, None] + self.time).flatten(), self.num_buckets + 1
+        return torch.cat([table, table.new_full((width,), jagged_attention.MASKED)]), bucket.derived[key]
 
     def _bucket_index(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
         """Where :meth:`for_bucket` looks each entry up: ``d * (num_buckets + 1) + t`` (``d``
-        alone without timestamps), past the sums' end above the diagonal."""
+        alone without timestamps), ``max_len * (num_buckets + 1) + t`` above the diagonal (a
+        masked entry). The gaps ``t_next(i) - t(j)`` are taken in float32 where exact (a
+        history's events spanning under 2^24 s, about 194 days, counted from its first), else
+        in float64 (timestamps under 2^53), else in int64; their buckets are read off the
+        floats' exponent bits (:func:`~recnotebooks.kernels.jagged_attention.log2_buckets`;
+        no ``abs``: where used, ``j <= i``, the gaps are non-negative)."""
         i = torch.arange(bucket.p, device=self.position.device)
-        dist = (i[:, None] - i[None, :]).clamp(min=0, max=self.max_len - 1)
-        above = (i[:, None] < i[None, :])[None]
+        above = i[:, None] < i[None, :]
+        dist = torch.where(above, self.max_len, (i[:, None] - i[None, :]).clamp(max=self.max_len - 1))
         if bucket.times is None:
-            return torch.where(above, self.max_len, dist).to(torch.int32)
-        width = self.num_buckets + 1
+            return dist.to(torch.int32)[None]
+        offset = dist * (self.num_buckets + 1)
         times = bucket.times
-        if not times.is_floating_point() and int(times.abs().max()) < 2**53:
-            times = times.to(torch.float64)  # exact, and so are the gaps: float ops are the fast ones
-        buckets = padded_time_buckets(times, bucket.n, self.num_buckets, jagged_attention.log2_buckets)
-        index = buckets.add_(dist * width)
-        return index.masked_fill_(above, self.max_len * width).to(torch.int32)  # half the reads
+        if times.is_floating_point():
+            gaps = _padded_gaps(times, bucket.n)
+            return jagged_attention.log2_buckets(gaps, self.num_buckets).add_(offset).to(torch.int32)
+        rel = (times - times[:, :1]).masked_fill_(i[None, :] >= bucket.n[:, None], 0)
+        span = int(rel.max()) if rel.numel() else 0
+        for dtype, bits, mantissa, top in (
+            (torch.float32, torch.int32, 23, 127),
+            (torch.float64, torch.int64, 52, 1023),
+        ):
+            if span < 2 ** (mantissa + 1):
+                gaps = _padded_gaps(rel.to(dtype), bucket.n).clamp_(1, 2.0 ** min(self.num_buckets, top))
+                exponent = gaps.view(bits).bitwise_right_shift_(mantissa)
+                return exponent.add_((offset - top).to(bits)).to(torch.int32)
+        buckets = padded_time_buckets(times, bucket.n, self.num_buckets)
+        return buckets.add_(offset).to(torch.int32)
 
     def times(self, timestamps: torch.Tensor) -> torch.Tensor:
         """``time[bucket(t_next(i) - t(j))]`` of one history: ``t_next(i)`` is the timestamp of
