@@ -110,6 +110,7 @@ class RelativeAttentionBias(nn.Module):
         self.num_buckets = check_int("num_buckets", num_buckets, lo=1)
         self.position = nn.Parameter(torch.empty(self.max_len).normal_(0, 0.02, generator=generator))
         self.time = nn.Parameter(torch.empty(self.num_buckets + 1).normal_(0, 0.02, generator=generator))
+        self._offset_cache: dict[tuple[int, int, torch.device], torch.Tensor] = {}  # _offsets'
 
     def forward(self, timestamps: torch.Tensor | None, n: int) -> torch.Tensor:
         """The ``(n, n)`` bias of one history of ``n`` events with these ``timestamps`` (or
@@ -156,17 +157,15 @@ class RelativeAttentionBias(nn.Module):
         in float64 (timestamps under 2^53), else in int64; their buckets are read off the
         floats' exponent bits (:func:`~recnotebooks.kernels.jagged_attention.log2_buckets`;
         no ``abs``: where used, ``j <= i``, the gaps are non-negative)."""
-        i = torch.arange(bucket.p, device=self.position.device)
-        above = i[:, None] < i[None, :]
-        dist = torch.where(above, self.max_len, (i[:, None] - i[None, :]).clamp(max=self.max_len - 1))
+        p = bucket.p
         if bucket.times is None:
-            return dist.to(torch.int32)[None]
-        offset = dist * (self.num_buckets + 1)
-        times = bucket.times
+            return self._offsets(p, 1, 0)[:p, :p].contiguous()[None]
+        width, times = self.num_buckets + 1, bucket.times
         if times.is_floating_point():
-            gaps = _padded_gaps(times, bucket.n)
-            return jagged_attention.log2_buckets(gaps, self.num_buckets).add_(offset).to(torch.int32)
-        rel = (times - times[:, :1]).masked_fill_(i[None, :] >= bucket.n[:, None], 0)
+            buckets = jagged_attention.log2_buckets(_padded_gaps(times, bucket.n), self.num_buckets)
+            return buckets.add_(self._offsets(p, width, 0)[:p, :p]).to(torch.int32)
+        pad = torch.arange(p, device=times.device)[None, :] >= bucket.n[:, None]
+        rel = (times - times[:, :1]).masked_fill_(pad, 0)
         span = int(rel.max()) if rel.numel() else 0
         for dtype, bits, mantissa, top in (
             (torch.float32, torch.int32, 23, 127),
@@ -175,9 +174,26 @@ class RelativeAttentionBias(nn.Module):
             if span < 2 ** (mantissa + 1):
                 gaps = _padded_gaps(rel.to(dtype), bucket.n).clamp_(1, 2.0 ** min(self.num_buckets, top))
                 exponent = gaps.view(bits).bitwise_right_shift_(mantissa)
-                return exponent.add_((offset - top).to(bits)).to(torch.int32)
+                return exponent.add_(self._offsets(p, width, top)[:p, :p]).to(torch.int32)
         buckets = padded_time_buckets(times, bucket.n, self.num_buckets)
-        return buckets.add_(offset).to(torch.int32)
+        return buckets.add_(self._offsets(p, width, 0)[:p, :p]).to(torch.int32)
+
+    def _offsets(self, p: int, width: int, top: int) -> torch.Tensor:
+        """``min(i - j, max_len - 1) * width - top`` for ``j <= i``, ``max_len * width - top``
+        above the diagonal: int32, at least ``(p, p)`` (its top-left block is a shorter
+        bucket's), kept between batches (the largest seen, at most
+        ``padded_length(max_len)^2`` entries)."""
+        key = (width, top, self.position.device)
+        have = self._offset_cache.get(key)
+        if have is None or len(have) < p:
+            i = torch.arange(p, dtype=torch.int32, device=self.position.device)
+            d = i[:, None] - i[None, :]
+            above = d < 0
+            have = (
+                d.clamp_(max=self.max_len - 1).mul_(width).masked_fill_(above, self.max_len * width).sub_(top)
+            )
+            self._offset_cache[key] = have
+        return have
 
     def times(self, timestamps: torch.Tensor) -> torch.Tensor:
         """``time[bucket(t_next(i) - t(j))]`` of one history: ``t_next(i)`` is the timestamp of
