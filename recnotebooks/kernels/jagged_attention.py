@@ -229,18 +229,23 @@ class BucketAttention(torch.autograd.Function):
         return dq, dk, dv, dtable, None, None, None
 
 
+def _mask_index(batch: BucketPlan) -> Callable[[Bucket], torch.Tensor]:
+    """A bucket's index into ``[0, MASKED]``: the causal mask alone, ``(1, P, P)``."""
+    return lambda b: (batch.mask[None, : b.p, : b.p] != 0).to(torch.int32)
+
+
 def bucketed_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     batch: BucketPlan,
     max_len: int,
-    bias: Callable[[Bucket], tuple[torch.Tensor, torch.Tensor]] | None = None,
+    bias: tuple[torch.Tensor, Callable[[Bucket], torch.Tensor]] | None = None,
 ) -> torch.Tensor:
     """:func:`recnotebooks.nn.hstu.hstu_attention`, bucket by bucket (see the module docstring),
-    over the buckets of :func:`plan`. ``bias(bucket)`` gives a bucket's relative bias as a
-    ``table`` and an ``index`` into it, ``(b, P, P)`` or ``(1, P, P)``, pointing at
-    :data:`MASKED` above the diagonal (:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.for_bucket`);
+    over the buckets of :func:`plan`. ``bias``: the relative bias as a lookup, a ``table`` and
+    ``index_of(bucket)``, its index ``(b, P, P)`` or ``(1, P, P)`` into the table, pointing at
+    :data:`MASKED` above the diagonal (:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.lookup`);
     without, the table is ``[0, MASKED]``."""
     length, heads, dq = q.shape
     dv = v.shape[-1]
@@ -251,14 +256,12 @@ def bucketed_attention(
     vs = v.reshape(-1, dv).index_select(0, gather)
     sizes = [len(b.n) * b.p * heads for b in batch.buckets]  # split, not slices: one cat back
     values = []
-    mask_table = q.new_tensor([0.0, MASKED])
+    table, index_of = bias if bias is not None else (q.new_tensor([0.0, MASKED]), _mask_index(batch))
+    table = table.to(q.dtype)
     for b, qb, kb, vb in zip(batch.buckets, qs.split(sizes), ks.split(sizes), vs.split(sizes), strict=True):
-        if bias is None:
-            table, index = mask_table, (batch.mask[None, : b.p, : b.p] != 0).to(torch.int32)
-        else:
-            table, index = bias(b)
+        index = index_of(b)
         block = (qb.view(-1, heads, b.p, dq), kb.view(-1, heads, b.p, dq), vb.view(-1, heads, b.p, dv))
-        out = BucketAttention.apply(*block, table.to(q.dtype), index, 1.0 / math.sqrt(dq), 1.0 / max_len)
+        out = BucketAttention.apply(*block, table, index, 1.0 / math.sqrt(dq), 1.0 / max_len)
         values.append(out.reshape(-1, dv))
     if not values:
         return v.new_zeros(length, heads, dv)

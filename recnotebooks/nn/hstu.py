@@ -134,23 +134,28 @@ class RelativeAttentionBias(nn.Module):
             return bias
         return bias + _take(self.time, padded_time_buckets(timestamps, lengths, self.num_buckets))
 
-    def for_bucket(self, bucket: jagged_attention.Bucket) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`batched` for a bucket of :func:`recnotebooks.kernels.jagged_attention.plan`, as
-        a lookup: a ``table`` of every ``position[d] + time[t]`` sum (``position[d]`` alone
-        without timestamps) followed by :data:`~recnotebooks.kernels.jagged_attention.MASKED`
-        entries, and the ``index`` ``(b, P, P)`` (``(1, P, P)`` without timestamps) of each
-        entry into it, above the diagonal into the masked ones; the layers sharing the plan
-        compute the index once."""
+    def lookup(self, timed: bool) -> tuple[torch.Tensor, Callable[[jagged_attention.Bucket], torch.Tensor]]:
+        """:meth:`batched` for the buckets of a plan of
+        :func:`recnotebooks.kernels.jagged_attention.plan`, as a lookup: a ``table`` of every
+        ``position[d] + time[t]`` sum (``position[d]`` alone if not ``timed``) followed by
+        :data:`~recnotebooks.kernels.jagged_attention.MASKED` entries, built once a step, and
+        ``index_of(bucket)``: the index ``(b, P, P)`` (``(1, P, P)`` untimed) of each entry
+        into it, above the diagonal into the masked ones, computed once a batch (the layers
+        sharing the plan share it)."""
+        table, width = self.position, 1
+        if timed:
+            table, width = (self.position[:, None] + self.time).flatten(), self.num_buckets + 1
+        return torch.cat([table, table.new_full((width,), jagged_attention.MASKED)]), self.bucket_index
+
+    def bucket_index(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
+        """The index of :meth:`lookup`'s table for one bucket, kept in ``bucket.derived``."""
         key = ("relative_bias", self.max_len, self.num_buckets)
         if key not in bucket.derived:
             bucket.derived[key] = self._bucket_index(bucket)
-        table, width = self.position, 1
-        if bucket.times is not None:
-            table, width = (self.position[:, None] + self.time).flatten(), self.num_buckets + 1
-        return torch.cat([table, table.new_full((width,), jagged_attention.MASKED)]), bucket.derived[key]
+        return bucket.derived[key]
 
     def _bucket_index(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
-        """Where :meth:`for_bucket` looks each entry up: ``d * (num_buckets + 1) + t`` (``d``
+        """Where :meth:`lookup`'s table is read: ``d * (num_buckets + 1) + t`` (``d``
         alone without timestamps), ``max_len * (num_buckets + 1) + t`` above the diagonal (a
         masked entry). The gaps ``t_next(i) - t(j)`` are taken in float32 where exact (a
         history's events spanning under 2^24 s, about 194 days, counted from its first), else
@@ -221,8 +226,9 @@ def hstu_attention(
         _check_attention(q, k, v, offsets, max_len, timestamps)
     if jagged_attention.can_run(q):  # the same, histories of like length batched: kernels/
         batch = plan if plan is not None else jagged_attention.plan(offsets, timestamps)
+        timed = bool(batch.buckets) and batch.buckets[0].times is not None
         return jagged_attention.bucketed_attention(
-            q, k, v, batch, max_len, None if bias is None else bias.for_bucket
+            q, k, v, batch, max_len, None if bias is None else bias.lookup(timed)
         )
     alpha = 1.0 / math.sqrt(q.shape[-1])
     bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True))
