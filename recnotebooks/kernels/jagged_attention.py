@@ -17,12 +17,14 @@ derive once (the relative bias's lookup index, time buckets included). A batch t
 ``4 log2(longest / 8)`` buckets, whatever its size.
 
 A bucket's attention is ``silu(alpha Q K^T + rab) V / N`` with no pass of its own for what a
-readable version multiplies in: ``alpha`` and ``1 / N`` scale ``Q`` and ``V`` (``(L, d)``,
-not ``(P, P)``), and the causal mask is :data:`MASKED` in the bias, whose ``silu`` is 0. The
-bias is one lookup into a table of every ``position[d] + time[t]`` sum
-(:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.for_bucket`), added in place. Results
-equal the readable path's up to float rounding (``tests/test_hstu.py`` runs both);
-``RECNB_FUSED=0`` switches it off, as it does the fused optimizers.
+readable version multiplies or adds in (:class:`BucketAttention`, an autograd Function with
+its own backward): ``alpha`` and ``1 / N`` are the GEMMs' scale factors, the bias is the
+score GEMM's addend (``baddbmm``: one lookup into a table of every ``position[d] + time[t]``
+sum, :meth:`recnotebooks.nn.hstu.RelativeAttentionBias.lookup`), and the causal mask is
+:data:`MASKED` in that table, whose ``silu`` is 0. Its backward keeps the scores and weights
+of the forward, takes ``silu``'s derivative in place and the bias's gradient as one
+``index_add``. Results equal the readable path's up to float rounding (``tests/test_hstu.py``
+runs both); ``RECNB_FUSED=0`` switches it off, as it does the fused optimizers.
 """
 
 from __future__ import annotations
