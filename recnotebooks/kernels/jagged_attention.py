@@ -200,7 +200,7 @@ class BucketAttention(torch.autograd.Function):
         scores.baddbmm_(q.reshape(-1, p, d), k.reshape(-1, p, d).transpose(1, 2), alpha=alpha)
         weights = F.silu(scores)
         ctx.save_for_backward(q, k, v, scores, weights, index)
-        ctx.table_size, ctx.alpha, ctx.inv_n = table.numel(), alpha, inv_n  # type: ignore[attr-defined]
+        ctx.table, ctx.alpha, ctx.inv_n = (table.numel(), table.dtype), alpha, inv_n  # type: ignore[attr-defined]
         v3 = v.reshape(-1, p, v.shape[-1])
         return torch.baddbmm(v3, weights, v3, beta=0, alpha=inv_n).view(v.shape)
 
@@ -227,7 +227,10 @@ class BucketAttention(torch.autograd.Function):
                 per.add_(ds.view(b, heads, p, p)[:, head])
             if index.shape[0] == 1:
                 per = per.sum(0, keepdim=True)
-            dtable = ds.new_zeros(ctx.table_size).index_add_(0, index.reshape(-1), per.reshape(-1))  # type: ignore[attr-defined]
+            size, dtype = ctx.table  # type: ignore[attr-defined]
+            # accumulated in the table's precision (float32 for a bfloat16 model's float32 bias)
+            dtable = torch.zeros(size, dtype=dtype, device=ds.device)
+            dtable.index_add_(0, index.reshape(-1), per.reshape(-1).to(dtype))
         return dq, dk, dv, dtable, None, None, None
 
 
@@ -259,7 +262,6 @@ def bucketed_attention(
     sizes = [len(b.n) * b.p * heads for b in batch.buckets]  # split, not slices: one cat back
     values = []
     table, index_of = bias if bias is not None else (q.new_tensor([0.0, MASKED]), _mask_index(batch))
-    table = table.to(q.dtype)
     for b, qb, kb, vb in zip(batch.buckets, qs.split(sizes), ks.split(sizes), vs.split(sizes), strict=True):
         index = index_of(b)
         block = (qb.view(-1, heads, b.p, dq), kb.view(-1, heads, b.p, dq), vb.view(-1, heads, b.p, dv))
