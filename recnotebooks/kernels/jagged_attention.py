@@ -179,8 +179,8 @@ class BucketAttention(torch.autograd.Function):
     from the forward; ``silu``'s derivative is taken in place in the buffer of ``dA``
     (:func:`silu_backward_`), and the bias's gradient is one ``index_add`` of ``dS`` summed over
     the heads. ``q``, ``k``: ``(b, heads, P, dq)``; ``v``: ``(b, heads, P, dv)``; ``table``:
-    1-D; ``index``: ``(b, P, P)`` or ``(1, P, P)`` (shared by the bucket's histories), integers;
-    ``alpha``, ``inv_n``: floats."""
+    1-D, any float dtype (its gradient comes back in it); ``index``: ``(b, P, P)`` or
+    ``(1, P, P)`` (shared by the bucket's histories), integers; ``alpha``, ``inv_n``: floats."""
 
     @staticmethod
     def forward(  # type: ignore[override]
