@@ -43,8 +43,8 @@ round's three runs: padded / jagged 22.7-27.8x. 1.3x is out of reach for eager P
 CPU: the silu of the scores and the relative bias, which the model needs and the bound leaves
 out, are each a pass or two over the ``(b, heads, P, P)`` scores (forward and backward: the
 bias's lookup into them and its gradient's scatter-add out of them, ``silu`` and its
-derivative) that a fused kernel would do inside the GEMMs' tiles; with the layers' ``(L,
-dim)`` work they still cost 0.6-0.7 of the bound.
+derivative) that a fused kernel would do inside the GEMMs' tiles; with the layers'
+``(L, dim)`` work they still cost 0.6-0.7 of the bound.
 """
 
 from __future__ import annotations
