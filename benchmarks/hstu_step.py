@@ -23,20 +23,28 @@ Targets: padded / jagged >= 1.5x; jagged / bound <= 1.3x. Run: ``python benchmar
 (``--quick`` for a smoke run; ``--breakdown`` for what the jagged step spends over its bound, by
 ablation: one thread, CPU time, so that other loads on the machine do not inflate it).
 
-MEASURED on a shared 2-core AMD EPYC VM (2026-12-05, PyTorch 2.13 CPU, other jobs at load 3-10).
-``--breakdown --rounds 9``, three runs: jagged / bound 1.77-1.85x (the step 121-131 ms, the
-bound 68-72 ms); before this round's changes (gathers a bucket, a multiplied mask, the bias
-as a gather plus an add) 2.66-2.85x by the same measure (a script of the same ablation at its
-commit, cfec677: the step 200-240 ms). Over the bound, in fractions of it: the batch's checks
-and plan 0.17-0.24, the silu of the scores 0.10-0.33 (the widest spread: a difference of two
-noisy minima), the relative bias 0.20-0.26, the rest 0.20-0.26. Wall clock, one thread
-(``OMP_NUM_THREADS=1 python benchmarks/hstu_step.py --rounds 7``), three runs: padded / jagged
-22.7-27.8x, jagged / bound 1.82-1.86x (one run 1.23x, its bound slowed by the load); before,
-one run: 20.0x and 2.22x. With two threads at that load the wall clock figures are noise (one
-run: jagged / bound 0.30x). 1.3x is out of reach for eager PyTorch on a CPU: the silu of the
-scores and the relative bias, which the model needs and the bound leaves out, are each a pass
-or two over the ``(b, heads, P, P)`` scores (forward and backward) that a fused kernel would do
-inside the GEMMs' tiles; together they cost 0.3-0.6 of the bound.
+MEASURED on a shared 2-core AMD EPYC VM (2026-12-05, PyTorch 2.13 CPU, other jobs at load
+3-10). ``--breakdown --rounds 11``, three runs interleaved with three of the same script at
+the previous round's commit (f91af73), load 5.7-6.5: jagged / bound 1.62-1.68x (the step
+113-122 ms, the bound 70-75 ms; single runs through the round at load 1-6: 1.60-1.76x), before
+1.78-1.95x (the step 129-137 ms); earlier, before cfec677's round, 2.66-2.85x. This round: a
+bucket's attention is one autograd Function (``BucketAttention``: the bias the score GEMM's
+addend, ``alpha`` and ``1 / N`` its scale factors, ``silu``'s derivative in place, the bias's
+gradient one ``index_add``), the bias table built once a step, the bias index's gaps in
+float32 where exact and its distance offsets cached. Over the bound, in fractions of it
+(differences of noisy minima): the batch's checks and plan 0.07-0.12 (before 0.17-0.24), the
+silu of the scores 0.07-0.15 (0.10-0.33), the relative bias 0.11-0.16 (0.20-0.26), the rest
+0.26-0.33 (0.20-0.26: the layers' own layer norms, ``silu`` of the projection, gate and
+residual, which the bound leaves out, the gathers into buckets and back, the per-bucket
+operator calls). Wall clock, one thread (``OMP_NUM_THREADS=1 python benchmarks/hstu_step.py
+--rounds 7``), two runs at load 5.6-6.2: padded / jagged 25.0-28.8x, jagged / bound
+1.34-1.44x, but the bound itself 128-439 ms there (70 by CPU time): noise; the previous
+round's three runs: padded / jagged 22.7-27.8x. 1.3x is out of reach for eager PyTorch on a
+CPU: the silu of the scores and the relative bias, which the model needs and the bound leaves
+out, are each a pass or two over the ``(b, heads, P, P)`` scores (forward and backward: the
+bias's lookup into them and its gradient's scatter-add out of them, ``silu`` and its
+derivative) that a fused kernel would do inside the GEMMs' tiles; with the layers'
+``(L, dim)`` work they still cost 0.6-0.7 of the bound.
 """
 
 from __future__ import annotations
@@ -192,11 +200,13 @@ def breakdown(
         (out * w).sum().backward()
 
     def no_silu() -> None:
-        real, jagged_attention.F = jagged_attention.F, types.SimpleNamespace(silu=lambda t: t)  # type: ignore[assignment]
+        real = jagged_attention.F, jagged_attention.silu_backward_
+        jagged_attention.F = types.SimpleNamespace(silu=lambda t: t)  # type: ignore[assignment]
+        jagged_attention.silu_backward_ = lambda grad, scores: grad
         try:
             step(made)
         finally:
-            jagged_attention.F = real
+            jagged_attention.F, jagged_attention.silu_backward_ = real
 
     def no_bias() -> None:
         biases = [layer.bias for layer in model.layers]

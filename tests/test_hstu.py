@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import torch
@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recnotebooks.kernels import jagged_attention
-from recnotebooks.kernels.jagged_attention import buckets, padded_length
+from recnotebooks.kernels.jagged_attention import BucketAttention, buckets, padded_length
 from recnotebooks.nn.hstu import HSTU, HSTULayer, hstu_attention, time_buckets
 
 DIM, HEADS, MAX_LEN = 16, 2, 12
@@ -311,16 +311,75 @@ def test_log2_buckets_are_the_readable_time_buckets(gaps: list[int], num_buckets
     assert torch.equal(jagged_attention.log2_buckets(g, num_buckets), time_buckets(g, num_buckets))
 
 
-@pytest.mark.parametrize("shift", [0, 2**60])
-def test_timestamps_past_float64s_integers_bucket_as_the_readable_path(shift: int) -> None:
-    """The fast path takes gaps in float64 where that is exact (timestamps below 2^53) and in
-    int64 past it (nanoseconds since 1970 are ~2^61): the same buckets either way."""
+@pytest.mark.parametrize(
+    "scale",
+    [
+        pytest.param(lambda ts: ts, id="float32-gaps"),  # spans under 2^24 s
+        pytest.param(lambda ts: ts * 1024 + 2**60, id="float64-gaps"),  # spans past 2^24, ~2^61 ns
+        pytest.param(lambda ts: (ts - ts.min()) * 2**40, id="int64-gaps"),  # spans past 2^53
+        pytest.param(lambda ts: ts.double(), id="float-timestamps"),
+    ],
+)
+def test_every_way_of_taking_the_gaps_buckets_as_the_readable_path(
+    scale: Callable[[torch.Tensor], torch.Tensor],
+) -> None:
+    """The fast path takes a bucket's gaps (from each history's first event) in float32 where
+    exact (spans under 2^24), in float64 (under 2^53), else in int64: the same buckets, so the
+    same outputs, as the readable path's ``floor(log2)``."""
     torch.manual_seed(3)
     model = HSTU(DIM, num_layers=1, heads=HEADS, max_len=40)
-    x, offsets, ts = jagged([33, 5, 17])
-    ts = ts * 1024 + shift  # gaps up to ~2^22, around powers of two
+    x, offsets, ts = jagged([33, 5, 17, 1])
+    ts = scale(ts)
     outs = []
     for switch in PATHS.values():
         os.environ["RECNB_FUSED"] = switch  # restored by the autouse fixture
         outs.append(model(x, offsets, ts))
     torch.testing.assert_close(outs[1], outs[0], atol=1e-5, rtol=1e-5)
+
+
+def bucket_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    table: torch.Tensor,
+    index: torch.Tensor,
+    alpha: float,
+    inv_n: float,
+) -> torch.Tensor:
+    """``silu(alpha Q K^T + table[index]) V / N`` by plain autograd."""
+    scores = alpha * q @ k.transpose(-1, -2) + table[index.long()][:, None]
+    return F.silu(scores) @ v * inv_n
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_bucket_attention_function_passes_gradcheck(shared: bool) -> None:
+    """:class:`BucketAttention`'s own backward against finite differences (float64) and its
+    forward against plain autograd, on a tiny bucket (2 histories, 3 heads, P = 5), with a
+    per-history index or one shared by the bucket (no timestamps)."""
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(2, 3, 5, 4, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(2))
+    v = torch.randn(2, 3, 5, 2, dtype=torch.float64, generator=g, requires_grad=True)
+    table = torch.randn(7, dtype=torch.float64, generator=g, requires_grad=True)
+    index = torch.randint(0, 7, (1 if shared else 2, 5, 5), generator=g, dtype=torch.int32)
+    args = (q, k, v, table, index, 0.7, 1 / 9)
+    torch.testing.assert_close(BucketAttention.apply(*args), bucket_reference(*args))
+    assert torch.autograd.gradcheck(BucketAttention.apply, args)
+
+
+def test_the_bucket_attention_function_masks_exactly() -> None:
+    """Entries whose index reads :data:`MASKED` add nothing to the output, nor to any gradient."""
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 2, 6, 3, generator=g, requires_grad=True) for _ in range(3))
+    table = torch.tensor([0.1, -0.2, jagged_attention.MASKED], requires_grad=True)
+    causal = torch.ones(6, 6, dtype=torch.bool).tril()
+    index = torch.where(causal, torch.randint(0, 2, (6, 6), generator=g), 2).to(torch.int32)[None]
+    out = BucketAttention.apply(q, k, v, table, index, 0.5, 0.25)
+    scores = 0.5 * q @ k.transpose(-1, -2) + table[:2][index.clamp(max=1).long()][:, None]
+    ref = (F.silu(scores) * causal) @ v * 0.25
+    torch.testing.assert_close(out, ref)
+    w = torch.randn(out.shape, generator=g)
+    grads = torch.autograd.grad((out * w).sum(), (q, k, v, table))
+    grads_ref = torch.autograd.grad((ref * w).sum(), (q, k, v))
+    for got, want in zip(grads, grads_ref, strict=False):
+        torch.testing.assert_close(got, want)
+    assert grads[3][2] == 0

@@ -17,12 +17,14 @@ derive once (the relative bias's lookup index, time buckets included). A batch t
 ``4 log2(longest / 8)`` buckets, whatever its size.
 
 A bucket's attention is ``silu(alpha Q K^T + rab) V / N`` with no pass of its own for what a
-readable version multiplies in: ``alpha`` and ``1 / N`` scale ``Q`` and ``V`` (``(L, d)``,
-not ``(P, P)``), and the causal mask is :data:`MASKED` in the bias, whose ``silu`` is 0. The
-bias is one lookup into a table of every ``position[d] + time[t]`` sum
-(:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.for_bucket`), added in place. Results
-equal the readable path's up to float rounding (``tests/test_hstu.py`` runs both);
-``RECNB_FUSED=0`` switches it off, as it does the fused optimizers.
+readable version multiplies or adds in (:class:`BucketAttention`, an autograd Function with
+its own backward): ``alpha`` and ``1 / N`` are the GEMMs' scale factors, the bias is the
+score GEMM's addend (``baddbmm``: one lookup into a table of every ``position[d] + time[t]``
+sum, :meth:`recnotebooks.nn.hstu.RelativeAttentionBias.lookup`), and the causal mask is
+:data:`MASKED` in that table, whose ``silu`` is 0. Its backward keeps the scores and weights
+of the forward, takes ``silu``'s derivative in place and the bias's gradient as one
+``index_add``. Results equal the readable path's up to float rounding (``tests/test_hstu.py``
+runs both); ``RECNB_FUSED=0`` switches it off, as it does the fused optimizers.
 """
 
 from __future__ import annotations
@@ -38,12 +40,14 @@ import torch.nn.functional as F
 __all__ = [
     "MASKED",
     "Bucket",
+    "BucketAttention",
     "BucketPlan",
     "bucketed_attention",
     "buckets",
     "can_run",
     "log2_buckets",
     "plan",
+    "silu_backward_",
 ]
 
 #: Shortest padding step: lengths are rounded up to a multiple of at least this.
@@ -163,31 +167,106 @@ def plan(offsets: torch.Tensor, timestamps: torch.Tensor | None = None) -> Bucke
     return BucketPlan(out, torch.cat(tokens) if tokens else empty, first, col, width, mask)
 
 
+def silu_backward_(grad: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """``grad * silu'(scores)``, written over ``grad`` (one pass, no new buffer)."""
+    return torch.ops.aten.silu_backward.grad_input(grad, scores, grad_input=grad)
+
+
+class BucketAttention(torch.autograd.Function):
+    """One bucket's ``silu(alpha Q K^T + table[index]) V / N`` with its own backward:
+    ``alpha`` and ``1 / N`` are the GEMMs' own scale factors and the bias lookup their addend
+    (``baddbmm``), none a pass of its own; the scores ``S`` and weights ``silu(S)`` are kept
+    from the forward; ``silu``'s derivative is taken in place in the buffer of ``dA``
+    (:func:`silu_backward_`), and the bias's gradient is one ``index_add`` of ``dS`` summed over
+    the heads. ``q``, ``k``: ``(b, heads, P, dq)``; ``v``: ``(b, heads, P, dv)``; ``table``:
+    1-D, any float dtype (its gradient comes back in it); ``index``: ``(b, P, P)`` or
+    ``(1, P, P)`` (shared by the bucket's histories), integers; ``alpha``, ``inv_n``: floats."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        table: torch.Tensor,
+        index: torch.Tensor,
+        alpha: float,
+        inv_n: float,
+    ) -> torch.Tensor:
+        b, heads, p, d = q.shape
+        scores = torch.empty(b, heads, p, p, dtype=q.dtype, device=q.device)
+        scores.copy_(table.index_select(0, index.reshape(-1)).view(index.shape)[:, None])
+        scores = scores.view(-1, p, p)
+        scores.baddbmm_(q.reshape(-1, p, d), k.reshape(-1, p, d).transpose(1, 2), alpha=alpha)
+        weights = F.silu(scores)
+        ctx.save_for_backward(q, k, v, scores, weights, index)
+        ctx.table, ctx.alpha, ctx.inv_n = (table.numel(), table.dtype), alpha, inv_n  # type: ignore[attr-defined]
+        v3 = v.reshape(-1, p, v.shape[-1])
+        return torch.baddbmm(v3, weights, v3, beta=0, alpha=inv_n).view(v.shape)
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        q, k, v, scores, weights, index = ctx.saved_tensors  # type: ignore[attr-defined]
+        alpha, inv_n = ctx.alpha, ctx.inv_n  # type: ignore[attr-defined]
+        b, heads, p, d = q.shape
+        g, q3, k3 = grad.reshape(-1, p, v.shape[-1]), q.reshape(-1, p, d), k.reshape(-1, p, d)
+        dv = torch.baddbmm(g, weights.transpose(1, 2), g, beta=0, alpha=inv_n).view(v.shape)
+        ds = silu_backward_(
+            torch.baddbmm(scores, g, v.reshape(-1, p, v.shape[-1]).transpose(1, 2), beta=0, alpha=inv_n),
+            scores,
+        )
+        dq = torch.baddbmm(q3, ds, k3, beta=0, alpha=alpha).view(q.shape)
+        dk = torch.baddbmm(k3, ds.transpose(1, 2), q3, beta=0, alpha=alpha).view(k.shape)
+        dtable = None
+        if ctx.needs_input_grad[3]:  # type: ignore[attr-defined]
+            per = ds.view(b, heads, p, p)  # summed over the heads by adds (a CPU's sum(1) is slower)
+            per = per[:, 0] if heads == 1 else torch.add(per[:, 0], per[:, 1])
+            for head in range(2, heads):
+                per.add_(ds.view(b, heads, p, p)[:, head])
+            if index.shape[0] == 1:
+                per = per.sum(0, keepdim=True)
+            size, dtype = ctx.table  # type: ignore[attr-defined]
+            # accumulated in the table's precision (float32 for a bfloat16 model's float32 bias)
+            dtable = torch.zeros(size, dtype=dtype, device=ds.device)
+            dtable.index_add_(0, index.reshape(-1), per.reshape(-1).to(dtype))
+        return dq, dk, dv, dtable, None, None, None
+
+
+def _mask_index(batch: BucketPlan) -> Callable[[Bucket], torch.Tensor]:
+    """A bucket's index into ``[0, MASKED]``: the causal mask alone, ``(1, P, P)``."""
+    return lambda b: (batch.mask[None, : b.p, : b.p] != 0).to(torch.int32)
+
+
 def bucketed_attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     batch: BucketPlan,
     max_len: int,
-    bias: Callable[[Bucket], torch.Tensor] | None = None,
+    bias: tuple[torch.Tensor, Callable[[Bucket], torch.Tensor]] | None = None,
 ) -> torch.Tensor:
     """:func:`recnotebooks.nn.hstu.hstu_attention`, bucket by bucket (see the module docstring),
-    over the buckets of :func:`plan`. ``bias(bucket)`` gives a bucket's ``(b, P, P)`` relative
-    bias, :data:`MASKED` above the diagonal
-    (:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.for_bucket`)."""
+    over the buckets of :func:`plan`. ``bias``: the relative bias as a lookup, a ``table`` and
+    ``index_of(bucket)``, its index ``(b, P, P)`` or ``(1, P, P)`` into the table, pointing at
+    :data:`MASKED` above the diagonal (:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.lookup`);
+    without, the table is ``[0, MASKED]``."""
     length, heads, dq = q.shape
     dv = v.shape[-1]
     gather, slots = batch.head_rows(heads)
-    # one gather per tensor, into (b, heads, P, d) blocks; alpha and 1 / N ride along
-    qs = (q * (1.0 / math.sqrt(dq))).reshape(-1, dq).index_select(0, gather)
+    # one gather per tensor, into (b, heads, P, d) blocks
+    qs = q.reshape(-1, dq).index_select(0, gather)
     ks = k.reshape(-1, dq).index_select(0, gather)
-    vs = (v * (1.0 / max_len)).reshape(-1, dv).index_select(0, gather)
+    vs = v.reshape(-1, dv).index_select(0, gather)
     sizes = [len(b.n) * b.p * heads for b in batch.buckets]  # split, not slices: one cat back
     values = []
+    table, index_of = bias if bias is not None else (q.new_tensor([0.0, MASKED]), _mask_index(batch))
     for b, qb, kb, vb in zip(batch.buckets, qs.split(sizes), ks.split(sizes), vs.split(sizes), strict=True):
-        scores = qb.view(-1, heads, b.p, dq) @ kb.view(-1, heads, b.p, dq).transpose(-1, -2)
-        scores.add_(batch.mask[: b.p, : b.p].to(q.dtype) if bias is None else bias(b)[:, None])
-        values.append((F.silu(scores) @ vb.view(-1, heads, b.p, dv)).view(-1, dv))
+        index = index_of(b)
+        block = (qb.view(-1, heads, b.p, dq), kb.view(-1, heads, b.p, dq), vb.view(-1, heads, b.p, dv))
+        out = BucketAttention.apply(*block, table, index, 1.0 / math.sqrt(dq), 1.0 / max_len)
+        values.append(out.reshape(-1, dv))
     if not values:
         return v.new_zeros(length, heads, dv)
     return torch.cat(values).index_select(0, slots).view(length, heads, dv)

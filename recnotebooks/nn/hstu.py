@@ -89,6 +89,12 @@ def padded_time_buckets(
     return bucket_of(target[:, :, None] - timestamps[:, None, :], num_buckets)
 
 
+def _padded_gaps(timestamps: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """``t_next(i) - t(j)`` for ``b`` histories padded to ``P`` (``timestamps`` ``(b, P)``):
+    ``(b, P, P)``, in ``timestamps``' dtype (:func:`padded_time_buckets` before bucketing)."""
+    return padded_time_buckets(timestamps, lengths, 0, lambda gaps, _: gaps)
+
+
 class RelativeAttentionBias(nn.Module):
     """``rab(i, j)`` of one layer: ``position[i - j] + time[bucket(t_next(i) - t(j))]``.
 
@@ -104,6 +110,7 @@ class RelativeAttentionBias(nn.Module):
         self.num_buckets = check_int("num_buckets", num_buckets, lo=1)
         self.position = nn.Parameter(torch.empty(self.max_len).normal_(0, 0.02, generator=generator))
         self.time = nn.Parameter(torch.empty(self.num_buckets + 1).normal_(0, 0.02, generator=generator))
+        self._offset_cache: dict[tuple[int, int, torch.device], torch.Tensor] = {}  # _offsets'
 
     def forward(self, timestamps: torch.Tensor | None, n: int) -> torch.Tensor:
         """The ``(n, n)`` bias of one history of ``n`` events with these ``timestamps`` (or
@@ -127,34 +134,71 @@ class RelativeAttentionBias(nn.Module):
             return bias
         return bias + _take(self.time, padded_time_buckets(timestamps, lengths, self.num_buckets))
 
-    def for_bucket(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
-        """:meth:`batched` for a bucket of :func:`recnotebooks.kernels.jagged_attention.plan`,
-        :data:`~recnotebooks.kernels.jagged_attention.MASKED` above the diagonal: ``(b, P, P)``,
-        or ``(1, P, P)`` without timestamps. One lookup into a table of every
-        ``position[d] + time[t]`` sum, by an index the layers sharing the plan compute once."""
+    def lookup(self, timed: bool) -> tuple[torch.Tensor, Callable[[jagged_attention.Bucket], torch.Tensor]]:
+        """:meth:`batched` for the buckets of a plan of
+        :func:`recnotebooks.kernels.jagged_attention.plan`, as a lookup: a ``table`` of every
+        ``position[d] + time[t]`` sum (``position[d]`` alone if not ``timed``) followed by
+        :data:`~recnotebooks.kernels.jagged_attention.MASKED` entries, built once a step, and
+        ``index_of(bucket)``: the index ``(b, P, P)`` (``(1, P, P)`` untimed) of each entry
+        into it, above the diagonal into the masked ones, computed once a batch (the layers
+        sharing the plan share it)."""
+        table, width = self.position, 1
+        if timed:
+            table, width = (self.position[:, None] + self.time).flatten(), self.num_buckets + 1
+        return torch.cat([table, table.new_full((width,), jagged_attention.MASKED)]), self.bucket_index
+
+    def bucket_index(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
+        """The index of :meth:`lookup`'s table for one bucket, kept in ``bucket.derived``."""
         key = ("relative_bias", self.max_len, self.num_buckets)
         if key not in bucket.derived:
             bucket.derived[key] = self._bucket_index(bucket)
-        index = bucket.derived[key]
-        table = self.position if bucket.times is None else (self.position[:, None] + self.time).flatten()
-        table = torch.cat([table, table.new_full((1,), jagged_attention.MASKED)])
-        return table.index_select(0, index.flatten()).view(index.shape)
+        return bucket.derived[key]
 
     def _bucket_index(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
-        """Where :meth:`for_bucket` looks each entry up: ``d * (num_buckets + 1) + t`` (``d``
-        alone without timestamps), past the sums' end above the diagonal."""
-        i = torch.arange(bucket.p, device=self.position.device)
-        dist = (i[:, None] - i[None, :]).clamp(min=0, max=self.max_len - 1)
-        above = (i[:, None] < i[None, :])[None]
+        """Where :meth:`lookup`'s table is read: ``d * (num_buckets + 1) + t`` (``d``
+        alone without timestamps), ``max_len * (num_buckets + 1) + t`` above the diagonal (a
+        masked entry). The gaps ``t_next(i) - t(j)`` are taken in float32 where exact (a
+        history's events spanning under 2^24 s, about 194 days, counted from its first), else
+        in float64 (timestamps under 2^53), else in int64; their buckets are read off the
+        floats' exponent bits (:func:`~recnotebooks.kernels.jagged_attention.log2_buckets`;
+        no ``abs``: where used, ``j <= i``, the gaps are non-negative)."""
+        p = bucket.p
         if bucket.times is None:
-            return torch.where(above, self.max_len, dist).to(torch.int32)
-        width = self.num_buckets + 1
-        times = bucket.times
-        if not times.is_floating_point() and int(times.abs().max()) < 2**53:
-            times = times.to(torch.float64)  # exact, and so are the gaps: float ops are the fast ones
-        buckets = padded_time_buckets(times, bucket.n, self.num_buckets, jagged_attention.log2_buckets)
-        index = buckets.add_(dist * width)
-        return index.masked_fill_(above, self.max_len * width).to(torch.int32)  # half the reads
+            return self._offsets(p, 1, 0)[:p, :p].contiguous()[None]
+        width, times = self.num_buckets + 1, bucket.times
+        if times.is_floating_point():
+            buckets = jagged_attention.log2_buckets(_padded_gaps(times, bucket.n), self.num_buckets)
+            return buckets.add_(self._offsets(p, width, 0)[:p, :p]).to(torch.int32)
+        pad = torch.arange(p, device=times.device)[None, :] >= bucket.n[:, None]
+        rel = (times - times[:, :1]).masked_fill_(pad, 0)
+        span = int(rel.max()) if rel.numel() else 0
+        for dtype, bits, mantissa, top in (
+            (torch.float32, torch.int32, 23, 127),
+            (torch.float64, torch.int64, 52, 1023),
+        ):
+            if span < 2 ** (mantissa + 1):
+                gaps = _padded_gaps(rel.to(dtype), bucket.n).clamp_(1, 2.0 ** min(self.num_buckets, top))
+                exponent = gaps.view(bits).bitwise_right_shift_(mantissa)
+                return exponent.add_(self._offsets(p, width, top)[:p, :p]).to(torch.int32)
+        buckets = padded_time_buckets(times, bucket.n, self.num_buckets)
+        return buckets.add_(self._offsets(p, width, 0)[:p, :p]).to(torch.int32)
+
+    def _offsets(self, p: int, width: int, top: int) -> torch.Tensor:
+        """``min(i - j, max_len - 1) * width - top`` for ``j <= i``, ``max_len * width - top``
+        above the diagonal: int32, at least ``(p, p)`` (its top-left block is a shorter
+        bucket's), kept between batches (the largest seen, at most
+        ``padded_length(max_len)^2`` entries)."""
+        key = (width, top, self.position.device)
+        have = self._offset_cache.get(key)
+        if have is None or len(have) < p:
+            i = torch.arange(p, dtype=torch.int32, device=self.position.device)
+            d = i[:, None] - i[None, :]
+            above = d < 0
+            have = (
+                d.clamp_(max=self.max_len - 1).mul_(width).masked_fill_(above, self.max_len * width).sub_(top)
+            )
+            self._offset_cache[key] = have
+        return have
 
     def times(self, timestamps: torch.Tensor) -> torch.Tensor:
         """``time[bucket(t_next(i) - t(j))]`` of one history: ``t_next(i)`` is the timestamp of
@@ -182,8 +226,9 @@ def hstu_attention(
         _check_attention(q, k, v, offsets, max_len, timestamps)
     if jagged_attention.can_run(q):  # the same, histories of like length batched: kernels/
         batch = plan if plan is not None else jagged_attention.plan(offsets, timestamps)
+        timed = bool(batch.buckets) and batch.buckets[0].times is not None
         return jagged_attention.bucketed_attention(
-            q, k, v, batch, max_len, None if bias is None else bias.for_bucket
+            q, k, v, batch, max_len, None if bias is None else bias.lookup(timed)
         )
     alpha = 1.0 / math.sqrt(q.shape[-1])
     bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True))
