@@ -383,3 +383,19 @@ def test_the_bucket_attention_function_masks_exactly() -> None:
     for got, want in zip(grads, grads_ref, strict=False):
         torch.testing.assert_close(got, want)
     assert grads[3][2] == 0
+
+
+@pytest.mark.parametrize("path", ["readable", "fast"])
+def test_both_paths_run_in_bfloat16_close_to_float32(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bfloat16 stack runs on either path (the readable one once mixed a float32 mask into
+    bfloat16 einsums) and stays near the float32 stack of the same weights."""
+    monkeypatch.setenv("RECNB_FUSED", "0" if path == "readable" else "1")
+    torch.manual_seed(0)
+    model = HSTU(32, 2, 2, 64)
+    x = torch.randn(13, 32)
+    offsets = torch.tensor([0, 1, 6, 13])
+    times = torch.tensor([0, 0, 5, 9, 100, 4000, 0, 1, 2, 3, 50, 60, 61])
+    want = model(x, offsets, times)
+    got = model.to(torch.bfloat16)(x.to(torch.bfloat16), offsets, times)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), want, atol=0.1, rtol=0.05)

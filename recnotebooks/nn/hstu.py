@@ -233,7 +233,7 @@ def hstu_attention(
     alpha = 1.0 / math.sqrt(q.shape[-1])
     bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True))
     longest = max(end - start for start, end in bounds)
-    causal = torch.ones(longest, longest, device=q.device).tril() / max_len  # 1/N where j <= i
+    causal = torch.ones(longest, longest, device=q.device, dtype=q.dtype).tril() / max_len  # 1/N where j <= i
     positions = bias.positions(longest) if bias is not None else None
     out = []
     for start, end in bounds:
