@@ -194,9 +194,6 @@ class RankSettings:
         object.__setattr__(self, "dense_lr", check_float("dense_lr", self.dense_lr, lo=0, lo_open=True))
         object.__setattr__(self, "overlap", check_bool("overlap", self.overlap))
         object.__setattr__(self, "eval_batches", check_int("eval_batches", self.eval_batches, lo=0))
-        if self.clip_grad_norm is not None:
-            clip = check_float("clip_grad_norm", self.clip_grad_norm, lo=0, lo_open=True)
-            object.__setattr__(self, "clip_grad_norm", clip)
 
     def options(self) -> dict[str, Any]:
         """The settings after ``steps``, as :func:`run_rank`'s keywords."""
