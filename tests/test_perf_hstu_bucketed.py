@@ -118,3 +118,30 @@ def test_silu_seconds_round_trips_and_old_files_read_zero(tmp_path: Path) -> Non
     assert dataclasses.replace(old, silu_seconds=1.5e-9) == hw
     with pytest.raises(ValueError, match="silu_seconds"):
         hw.replace(silu_seconds=-1.0)
+
+
+def _counted_ops(layers: int, lengths: list[int], padded: bool = False) -> float:
+    """Top-level operators of one step of ``measure_hstu_step``'s stepper (the profiler's count,
+    as ``tests/test_op_count.py`` counts a DLRM step's), the mean of 2 after 2 warm-up steps."""
+    from _train_workers import _profile_steps
+
+    from recnotebooks.config.hstu import hstu_preset
+    from recnotebooks.measure.hstu import HSTUStepper, capped_hstu, hstu_batch
+    from recnotebooks.nn.generative import HSTURanker
+    from recnotebooks.timing import PhaseTimer
+
+    cfg = capped_hstu(hstu_preset("hstu_small").replace(num_layers=layers, dim=16), 100)
+    stepper = HSTUStepper(HSTURanker(cfg, seed=0), hstu_batch(cfg, lengths, 0), padded)
+    return _profile_steps(lambda _: stepper.train_step(PhaseTimer()))["ops"]
+
+
+@pytest.mark.parametrize(
+    ("layers", "lengths", "padded"),
+    [(1, [5, 6], False), (2, [5, 12, 40], False), (2, [5, 12, 40], True)],
+)
+def test_the_operator_constants_are_what_the_step_launches(
+    layers: int, lengths: list[int], padded: bool
+) -> None:
+    """:data:`BUCKETED_OPS` and :data:`PADDED_OPS` recounted: if the kernel or the layer changes
+    its operators, this fails and prints the new count (refit the constants from it)."""
+    assert _counted_ops(layers, lengths, padded) == step_operators(layers, lengths, padded=padded)
