@@ -1,4 +1,4 @@
-"""Jagged sparse batches: :class:`JaggedBatch`.
+"""Jagged sparse batches: :class:`JaggedBatch`; and how jagged histories are bucketed by length.
 
 A batch of multi-hot categorical features in the layout of torchrec's ``KeyedJaggedTensor``:
 one flat ``values`` tensor of ids, ``lengths`` giving the bag size of every (key, sample)
@@ -21,6 +21,13 @@ Sample 1 has an empty "user" bag (length 0): it pools to a zero vector. The same
 in one bag is two lookups of one row (summed twice, and its gradient counted twice).
 ``JaggedBatch.from_lists({"user": [[7, 2], [], [5]], "ad": [[1], [4, 4], [9, 3, 3]]})``
 builds exactly this batch.
+
+Histories of a generative recommender's batch are jagged too; its fast attention
+(:mod:`recnotebooks.kernels.jagged_attention`) runs histories of like length as one padded
+block. The rule that groups them lives here, on plain ints, so that the kernel and the model
+that prices it (:mod:`recnotebooks.perf.hstu`) share it: :func:`padded_length` rounds a length
+``n`` up to a multiple of ``max(MIN_STEP, 2^floor(log2 n) / 4)`` (a bucket pads at most about
+25%), and :func:`buckets` groups the histories of a batch by that padded length.
 """
 
 from __future__ import annotations
@@ -36,9 +43,29 @@ from recnotebooks.checks import check_choice, check_float, check_int, check_type
 if TYPE_CHECKING:  # the optional torchrec package, for annotations only
     from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
-__all__ = ["JaggedBatch"]
+__all__ = ["MIN_STEP", "JaggedBatch", "buckets", "padded_length"]
 
 _INT_DTYPES = (torch.int32, torch.int64)
+
+#: Shortest padding step of :func:`padded_length`: lengths are rounded up to a multiple of at least this.
+MIN_STEP = 8
+
+
+def padded_length(n: int) -> int:
+    """``n`` rounded up to a multiple of ``max(MIN_STEP, 2^floor(log2 n) / 4)``: the length of
+    the bucket a history of ``n`` events runs in (``n = 0``: 0)."""
+    step = max(MIN_STEP, (1 << max(n, 1).bit_length() - 1) // 4)
+    return -(-n // step) * step
+
+
+def buckets(lengths: Sequence[int]) -> dict[int, list[int]]:
+    """Padded length (:func:`padded_length`) -> the histories (indices into ``lengths``) padded
+    to it, in order of first appearance; empty histories are in none."""
+    out: dict[int, list[int]] = {}
+    for b, n in enumerate(lengths):
+        if n:
+            out.setdefault(padded_length(n), []).append(b)
+    return out
 
 
 @dataclass(frozen=True, eq=False)

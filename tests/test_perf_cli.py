@@ -307,6 +307,8 @@ def test_calibration_fields_are_finite_and_positive(
     assert str(hw.sources["bag_seconds_per_byte"]).startswith("calibrated here")
     assert raw["update_efficiency"] == hw.update_efficiency and 1e-3 <= hw.update_efficiency <= 4.0
     assert str(hw.sources["update_efficiency"]).startswith("calibrated here")  # the fused update ran
+    assert raw["silu_seconds"] == hw.silu_seconds and 0 < hw.silu_seconds < 1e-6  # a CPU's: timed
+    assert str(hw.sources["silu_seconds"]).startswith("calibrated here")
     if "llc_speedup" in raw:  # the OS named the last-level cache: the update's speed-up was timed
         assert raw["update_llc_speedup"] == hw.update_llc_speedup and 1.0 <= hw.update_llc_speedup <= 100.0
         assert str(hw.sources["update_llc_speedup"]).startswith("calibrated here")
@@ -495,7 +497,7 @@ def test_a_calibration_is_the_median_of_its_rounds(one_round: dict[str, object])
     three, raw3 = fit_calibration([_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)], "cpu", True)
     for field in ("peak_flops", "hbm_bw", "gemm_half_dim", "gather_efficiency", "gather_half_row_bytes",
                   "sort_rate", "bag_seconds_per_byte", "llc_speedup", "update_efficiency",
-                  "update_llc_speedup"):  # fmt: skip
+                  "update_llc_speedup", "silu_seconds"):  # fmt: skip
         assert getattr(three, field) == pytest.approx(getattr(alone, field), rel=1e-9), field
     assert raw3["rounds"] == 3 and raw1["rounds"] == 1
     probes = [p for r in (_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)) for p in r["probes"]]  # type: ignore[attr-defined]

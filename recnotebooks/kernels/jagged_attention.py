@@ -37,8 +37,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from recnotebooks.sparse import MIN_STEP, buckets, padded_length  # the bucketing rule's home (perf prices it)
+
 __all__ = [
     "MASKED",
+    "MIN_STEP",
     "Bucket",
     "BucketAttention",
     "BucketPlan",
@@ -46,12 +49,10 @@ __all__ = [
     "buckets",
     "can_run",
     "log2_buckets",
+    "padded_length",
     "plan",
     "silu_backward_",
 ]
-
-#: Shortest padding step: lengths are rounded up to a multiple of at least this.
-MIN_STEP = 8
 
 #: What the causal mask adds above the diagonal, in place of a multiply by 0: ``exp(1e30)``
 #: overflows to ``inf`` in float32, bfloat16 and float64, so ``silu(-1e30) = -1e30 / (1 + inf)``
@@ -64,22 +65,6 @@ def can_run(q: torch.Tensor) -> bool:
     batch has tokens, and their precision holds :data:`MASKED` (not float16's)."""
     on = os.environ.get("RECNB_FUSED", "1") != "0"
     return on and q.shape[0] > 0 and torch.finfo(q.dtype).max > -MASKED
-
-
-def padded_length(n: int) -> int:
-    """``n`` rounded up to a multiple of ``max(MIN_STEP, 2^floor(log2 n) / 4)``."""
-    step = max(MIN_STEP, (1 << max(n, 1).bit_length() - 1) // 4)
-    return -(-n // step) * step
-
-
-def buckets(lengths: list[int]) -> dict[int, list[int]]:
-    """Padded length -> the histories (indices into ``lengths``) padded to it; empty
-    histories are in none."""
-    out: dict[int, list[int]] = {}
-    for b, n in enumerate(lengths):
-        if n:
-            out.setdefault(padded_length(n), []).append(b)
-    return out
 
 
 def log2_buckets(gaps: torch.Tensor, num_buckets: int) -> torch.Tensor:

@@ -5,7 +5,8 @@ cost model uses: GEMM efficiency by shape (peak and half-dimension), memory copy
 bandwidth, embedding-row gather bandwidth by row size, the last-level cache (its size from
 the OS, its speed-up for random rows measured), the rate at which lookups are grouped by
 row, the speed of the sparse optimizer's update of rows against a gather of their bytes,
-per-operator overhead and the fixed per-step cost, each the median of three rounds. The result is a
+per-operator overhead and the fixed per-step cost, on a CPU the seconds per element of a SiLU
+pass, each the median of three rounds. The result is a
 :class:`~recnotebooks.perf.hardware.Hardware` named ``this_machine``;
 :func:`~recnotebooks.perf.hardware.save_calibration` stores it (``~/.cache/recnotebooks``,
 or ``$RECNB_CALIBRATION``) and ``hardware("this_machine")`` loads it from then on. The
@@ -87,6 +88,7 @@ def at_speed(hw: Hardware, now: dict[str, float], ref: dict[str, float]) -> Hard
         op_overhead_s=hw.op_overhead_s / f,
         step_overhead_s=hw.step_overhead_s / f,
         bag_seconds_per_byte=hw.bag_seconds_per_byte / f,
+        silu_seconds=hw.silu_seconds / f,
     )
 
 
@@ -158,6 +160,21 @@ def _gemm_shapes() -> list[tuple[int, int, int]]:
     return out
 
 
+#: Elements of the calibration's SiLU timing (:func:`_silu_seconds`): 4 MB of float32, the size
+#: of one bucket's attention weights in a small HSTU step (2 heads, 1,024 events square).
+SILU_FLOATS = 2**20
+
+
+def _silu_seconds(reps: int) -> float:
+    """Seconds per element of a SiLU pass on the CPU: the median of ``silu`` and of its
+    backward (``silu_backward``, as autograd runs it) over :data:`SILU_FLOATS` elements just
+    written (warm, as the attention's scores are when it runs), the mean of the two."""
+    x, grad = torch.randn(SILU_FLOATS), torch.randn(SILU_FLOATS)
+    forward = _best(lambda: torch.nn.functional.silu(x), reps)
+    backward = _best(lambda: torch.ops.aten.silu_backward(grad, x), reps)
+    return (forward + backward) / 2 / SILU_FLOATS
+
+
 def _round(dev: str, reps: int, quick: bool, cuda: bool) -> dict[str, object]:
     """One round of the calibration's microbenchmarks: seconds (``op``, ``copy``, ``gemm m n
     k``, ``gather <row bytes>``, on a CPU ``update few`` and ``update every`` with the count
@@ -184,6 +201,7 @@ def _round(dev: str, reps: int, quick: bool, cuda: bool) -> dict[str, object]:
         t[f"gemm {n} {k} {m}"] = _best(lambda dY=dY, X=X: dY.t() @ X, reps, device=dev)
     t["probes"].append(probe(device=dev))  # type: ignore[attr-defined]
     if not cuda:
+        t["silu"] = _silu_seconds(reps)
         t["bag per byte"] = _bag_cost(reps, quick, dev)
         speedup = _llc_speedup(reps, quick)
         if speedup is not None:
@@ -333,6 +351,8 @@ def _compute_fields(t: dict[str, float], dev: str, quick: bool, raw: dict[str, o
         update_eff,
     )
     llc = {"llc_bytes": _llc_bytes(), "llc_speedup": t["llc speedup"]} if "llc speedup" in t else {}
+    if "silu" in t:  # a CPU's: a GPU's SiLU passes stay priced by their bytes
+        llc["silu_seconds"] = raw["silu_seconds"] = t["silu"]
     if "warm update few" in t:
         llc["update_llc_speedup"] = raw["update_llc_speedup"] = _fit_update_llc(t)
     raw.update(llc)
@@ -377,7 +397,7 @@ def fit_calibration(
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
     raw.update(calibration_verdict(rounds).to_dict())
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
-    llc = [k for k in ("llc_bytes", "llc_speedup", "update_llc_speedup") if k in fields]
+    llc = [k for k in ("llc_bytes", "llc_speedup", "update_llc_speedup", "silu_seconds") if k in fields]
     fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes",
               "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes", "bag_seconds_per_byte",
               *llc, *(("update_efficiency",) if "update few" in t else ()))  # fmt: skip

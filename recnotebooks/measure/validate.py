@@ -470,12 +470,13 @@ def _median_of(
 
 def _modeled(cfg: DLRMConfig | HSTUCase, bsz: int, hw: Hardware) -> tuple[float, dict[str, float], int]:
     """The modeled step of ``cfg``'s row-capped copy on ``hw``: seconds, breakdown, row cap. An
-    HSTU step is priced in fp32 with the attention weights written to memory
-    (``fused_attention=False``: plain PyTorch's attention, which ours is on a CPU)."""
+    HSTU step is priced in fp32 with the attention measured here (``attention="bucketed"``: this
+    package's kernel, full squares of each bucket's padded length, the weights written to memory,
+    operators per bucket; on a padded batch, the padded stack)."""
     if isinstance(cfg, HSTUCase):
         cap = hstu_max_rows(cfg.config)
         step = hstu_step(capped_hstu(cfg.config, cap), hw, cfg.lengths, dtype="fp32", padded=cfg.padded,
-                         fused_attention=False)  # fmt: skip
+                         attention="bucketed")  # fmt: skip
         return step.step_seconds, dict(step.seconds), cap
     cap = default_max_rows(cfg)
     pred = estimate(cfg.with_max_rows(cap), hw, batch_size=bsz)

@@ -43,6 +43,7 @@ FIELD_RANGES: dict[str, tuple[float, float, bool]] = {
     "gather_efficiency": (1e-6, 4.0, False), "gather_half_row_bytes": (0.0, 1e12, True),
     "llc_speedup": (1.0, 100.0, False), "bag_seconds_per_byte": (0.0, 1.0, False),
     "update_efficiency": (1e-3, 4.0, False), "update_llc_speedup": (1.0, 100.0, False),
+    "silu_seconds": (0.0, 1.0, False),
 }  # fmt: skip
 #: Fields that may be ``None`` (then another field stands in: see :class:`Hardware`).
 OPTIONAL_FIELDS = ("sharded_op_overhead_s", "update_llc_speedup")
@@ -103,6 +104,14 @@ class Hardware:
             gathered). Calibrated on a CPU by ``recnb calibrate``: on the 2-core development
             machine a row's update took 36-50 ns from L3 and 29-42 ns from DRAM (2026-12-03),
             so it read 1: no cache benefit.
+        silu_seconds: seconds one device takes per element of a SiLU pass (the forward, or its
+            backward) over a tensor larger than its caches, its memory traffic included: a
+            CPU evaluates the exponential slower than it moves the element's bytes. 0 (the
+            default, and every GPU preset's): such a pass is priced by its bytes at ``hbm_bw``
+            alone, as GPU elementwise kernels are memory-bound. Calibrated on a CPU by
+            ``recnb calibrate`` (the median over a few MB of ``silu`` and ``silu_backward``);
+            the model prices the SiLU passes of HSTU's attention weights by it
+            (:mod:`recnotebooks.perf.hstu`). A calibration saved before it existed reads 0.
         host_pools_embeddings: the host's CPUs serve lookups of tables in host DRAM
             themselves (pooling rows at ``host_mem_bw`` and sending pooled vectors to the
             devices over PCIe), as Zion is built to; otherwise devices read host rows via UVM.
@@ -146,6 +155,7 @@ class Hardware:
     bag_seconds_per_byte: float = 0.0
     update_efficiency: float = 1.0
     update_llc_speedup: float | None = None
+    silu_seconds: float = 0.0
     host_pools_embeddings: bool = False
     description: str = ""
     price_per_hour: float = 0.0

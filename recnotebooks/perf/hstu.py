@@ -14,11 +14,16 @@ Per device and step, each term a few lines of FLOPs over a rate or bytes over a 
   (:func:`~recnotebooks.perf.components.dense.gemm_time` on ``tokens x dim`` GEMMs), forward
   and backward (two GEMMs each);
 * ``attention``: ``Q K^T`` and ``A V`` of every history, forward (two products) and backward
-  (four), each history's at the GEMM efficiency of its ``(n, n, head dim)`` shape;
+  (four), each history's at the GEMM efficiency of its ``(n, n, head dim)`` shape: the causal
+  half with a fused kernel (``attention="fused"``) on a jagged batch; with this package's
+  bucketed kernel (``"bucketed"``, :mod:`recnotebooks.kernels.jagged_attention`) the full
+  ``P x P`` square of each history's bucket, ``P`` its length padded by the kernel's own rule
+  (:func:`recnotebooks.sparse.padded_length`), the mask added, nothing skipped;
 * ``pointwise``: the elementwise passes over the tokens (layer norms, SiLU, the gate, the
   residual; :data:`TOKEN_PASSES`) and, for an attention kernel that writes its weights to
-  memory (``fused_attention=False``, as plain PyTorch does), :data:`SCORE_PASSES` over every
-  attention weight;
+  memory (``"bucketed"``, as plain PyTorch does), :data:`SCORE_PASSES` over every attention
+  weight, its SiLU's at the device's ``silu_seconds`` an element where it is slower than the
+  bytes (a CPU: :data:`SILU_SCORE_PASSES`);
 * ``top_mlp``: the MLP from each position to its logit;
 * ``embeddings``: one row per event table per token (and per contextual table per history)
   gathered, and its row updated (row-wise Adagrad);
@@ -26,7 +31,8 @@ Per device and step, each term a few lines of FLOPs over a rate or bytes over a 
   gradients back, the tables sharded row-wise over every device (the priced collectives of
   :mod:`recnotebooks.perf.components.collectives`);
 * ``all_reduce``: the dense gradients; ``optimizer``: Adam over the dense parameters;
-* ``overhead``: the operators a step launches times the per-operator host cost.
+* ``overhead``: the operators a step launches (:func:`step_operators`: with the bucketed kernel,
+  counted per layer and per bucket) times the per-operator host cost.
 
 A forward pass alone (``backward=False``, inference or a forward benchmark) keeps a third of
 the GEMM and attention work, the forward's share of the passes, the gather only, the all-to-all
@@ -56,9 +62,10 @@ from recnotebooks.perf.components.collectives import all_reduce_seconds, all_to_
 from recnotebooks.perf.components.dense import gemm_time
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.precision import precision
+from recnotebooks.sparse import buckets, padded_length
 
 __all__ = ["HSTUStep", "hstu_step", "lognormal_lengths", "zipf_lengths", "attention_products", "model_flops",
-           "causal_saving", "padding_waste", "COMPONENTS"]  # fmt: skip
+           "causal_saving", "padding_waste", "step_operators", "ATTENTIONS", "COMPONENTS"]  # fmt: skip
 
 #: The terms of one modeled HSTU step, in the order charts stack them.
 COMPONENTS = ("projections", "attention", "pointwise", "top_mlp", "embeddings", "all_to_all", "all_reduce",
@@ -72,9 +79,37 @@ TOKEN_PASSES = 3 * (2 + 8 + 2 + 3 + 3)
 #: the scores written, the bias added, SiLU, the mask, read by ``A V``; the backward twice
 #: as many); a fused (flash-style) kernel keeps them on chip and makes none.
 SCORE_PASSES = 15
-#: Operators a layer launches in a step (forward and backward; modeling assumption, counted
-#: from the layer's formula as an eager PyTorch step runs it), and those of the rest of the step.
+#: Of those, the bytes of the SiLU's own passes (forward: read, write; backward: read the
+#: gradient and the input, write): where the device evaluates SiLU slower than it moves its
+#: bytes (a CPU: ``Hardware.silu_seconds``), these are priced by that instead.
+SILU_SCORE_PASSES = 5
+#: Operators a layer launches in a step (forward and backward) with a fused attention kernel
+#: (modeling assumption, counted from the layer's formula as an eager PyTorch step runs it), and
+#: those of the rest of the step.
 OPS_PER_LAYER, OPS_PER_STEP = 60, 80
+#: Operators of one training step of this package's HSTU ranker (as
+#: :func:`recnotebooks.measure.hstu.measure_hstu_step` trains it: forward, the loss, backward,
+#: row-wise Adagrad on the tables, Adam on the rest) with the bucketed attention
+#: (:mod:`recnotebooks.kernels.jagged_attention`) on ``b`` buckets of
+#: :func:`recnotebooks.sparse.buckets`: ``step + step_per_bucket b`` (the batch's plan, the
+#: embeddings, the top MLP, the optimizers) plus, a layer, ``layer + layer_per_bucket b``.
+#: Counted (not fitted to any timing) with torch.profiler, top-level aten operators as
+#: :func:`recnotebooks.perf.components.ops.op_count` counts a DLRM's (whose steps calibrate
+#: ``op_overhead_s``), of ``hstu_small`` at 1, 2 and 3 layers on histories in 1, 2, 4 and 8
+#: buckets (torch 2.13, 2026-12-05): every count fell exactly on these constants
+#: (``tests/test_perf_hstu_bucketed.py`` counts them again). Counted with the relative
+#: attention bias on (``HSTUConfig.relative_bias``), whose lookups are among them.
+BUCKETED_OPS = {"step": 202, "step_per_bucket": 74, "layer": 124, "layer_per_bucket": 52}
+#: The same for a padded batch (:func:`recnotebooks.nn.hstu_padded.padded_stack`, one masked
+#: attention over every history at the longest length), counted alike at 1 and 2 layers.
+PADDED_OPS = {"step": 159, "layer": 200}
+#: The attention implementations :func:`hstu_step` prices: ``"fused"``, a flash-style kernel
+#: (the weights stay on chip; on jagged batches it skips the masked blocks, computing the causal
+#: half); ``"bucketed"``, this package's (:mod:`recnotebooks.kernels.jagged_attention`, or on a
+#: padded batch :func:`~recnotebooks.nn.hstu_padded.padded_stack`): every history computed as
+#: the full square of its bucket's padded length, the weights written to memory and passed over,
+#: operators launched per bucket (:data:`BUCKETED_OPS`, :data:`PADDED_OPS`).
+ATTENTIONS = ("fused", "bucketed")
 #: Passes of Adam over each dense parameter (fp32 state): the moments, the square root, the update.
 ADAM_PASSES = 18
 
@@ -206,6 +241,7 @@ def hstu_step(
     dtype: str = "bf16",
     padded: bool = False,
     fused_attention: bool = True,
+    attention: str | None = None,
     backward: bool = True,
     num_targets: int = 0,
     embedding_dim: int | None = None,
@@ -213,11 +249,14 @@ def hstu_step(
     """Model one training step of ``config`` on each of ``gpus x nodes`` devices, each training
     the histories of ``lengths`` (events each, at most ``config.max_len``; see the module
     docstring for the terms). ``padded``: every history computed at the longest's length.
-    ``fused_attention``: the attention weights stay on chip (a flash-style kernel).
-    ``backward=False``: the forward pass alone. ``num_targets``: candidates at the end of each
-    history, attending to the history and themselves only. ``embedding_dim``: the tables' width
-    where it differs from the stack's ``dim`` (a model that projects its embeddings up; default
-    ``config.dim``)."""
+    ``attention``: the attention implementation priced, one of :data:`ATTENTIONS`: ``"fused"``
+    (a flash-style kernel: the weights stay on chip, the masked blocks skipped) or
+    ``"bucketed"`` (this package's: full squares of each bucket's padded length, the weights
+    written to memory, operators per bucket); ``None``: ``fused_attention`` says which (``True``:
+    ``"fused"``, ``False``: ``"bucketed"``). ``backward=False``: the forward pass alone.
+    ``num_targets``: candidates at the end of each history, attending to the history and
+    themselves only. ``embedding_dim``: the tables' width where it differs from the stack's
+    ``dim`` (a model that projects its embeddings up; default ``config.dim``)."""
     check_type("config", config, HSTUConfig, "an HSTUConfig")
     hw = hardware(hw)
     seq = lengths.tolist() if hasattr(lengths, "tolist") else lengths  # a NumPy array or a tensor: a list
@@ -227,15 +266,47 @@ def hstu_step(
     gpus, nodes = check_int("gpus", gpus, lo=1, hi=hw.devices), check_int("nodes", nodes, lo=1)
     check_choice("dtype", dtype, DTYPES)
     padded, fused_attention = check_bool("padded", padded), check_bool("fused_attention", fused_attention)
+    kernel = _attention_kind(attention, fused_attention)
     backward = check_bool("backward", backward)
     num_targets = check_int("num_targets", num_targets, lo=0, hi=config.max_len)
     edim = config.dim if embedding_dim is None else check_int("embedding_dim", embedding_dim, lo=1, hi=65_536)
     run = [max(lengths)] * len(lengths) if padded else lengths
+    # the lengths whose squares the attention computes: a bucketed kernel's padded bucket lengths
+    square = [padded_length(n) for n in run if n] if kernel == "bucketed" and not padded else run
     step = HSTUStep(config, hw, gpus * nodes, len(lengths), sum(lengths), padded, backward=backward)
-    shape = _Shape(run, gpus, nodes, dtype, padded, fused_attention, backward, num_targets, edim)
+    ops = step_operators(config.num_layers, lengths, attention=kernel, padded=padded)
+    fused = kernel == "fused"
+    shape = _Shape(run, square, gpus, nodes, dtype, padded, fused, backward, num_targets, edim, ops)
     step.seconds = _terms(config, hw, shape)
     step.model_flops = model_flops(config, lengths, backward=backward, num_targets=num_targets)
     return step
+
+
+def _attention_kind(attention: str | None, fused_attention: bool) -> str:
+    """``attention`` checked, or the kind ``fused_attention`` names."""
+    if attention is None:
+        return "fused" if fused_attention else "bucketed"
+    check_choice("attention", attention, ATTENTIONS)
+    if attention == "fused" and not fused_attention:
+        raise ValueError("attention='fused' contradicts fused_attention=False: give one of the two")
+    return attention
+
+
+def step_operators(
+    num_layers: int, lengths: Sequence[int], *, attention: str = "bucketed", padded: bool = False
+) -> float:
+    """Operators one training step launches (what ``overhead`` prices at the hardware's
+    ``op_overhead_s``): with a ``"fused"`` attention :data:`OPS_PER_STEP` + :data:`OPS_PER_LAYER`
+    a layer; with this package's ``"bucketed"`` one, :data:`BUCKETED_OPS` for the buckets of
+    ``lengths`` (:func:`recnotebooks.sparse.buckets`), or on a ``padded`` batch :data:`PADDED_OPS`."""
+    layers = check_int("num_layers", num_layers, lo=1)
+    check_choice("attention", attention, ATTENTIONS)
+    if attention == "fused":
+        return float(OPS_PER_STEP + OPS_PER_LAYER * layers)
+    if padded:
+        return float(PADDED_OPS["step"] + PADDED_OPS["layer"] * layers)
+    b, o = len(buckets(list(lengths))), BUCKETED_OPS
+    return float(o["step"] + o["step_per_bucket"] * b + layers * (o["layer"] + o["layer_per_bucket"] * b))
 
 
 def model_flops(
@@ -255,9 +326,12 @@ def model_flops(
 
 @dataclass(frozen=True)
 class _Shape:
-    """What :func:`_terms` prices besides the model and the hardware."""
+    """What :func:`_terms` prices besides the model and the hardware: ``run``, the lengths the
+    GEMMs compute; ``square``, those whose full squares the attention computes (unless
+    ``fused``: then the causal part of ``run``'s); ``ops``, the operators of a step."""
 
     run: list[int]
+    square: list[int]
     gpus: int
     nodes: int
     dtype: str
@@ -266,6 +340,7 @@ class _Shape:
     backward: bool
     targets: int
     embedding_dim: int
+    ops: float
 
 
 def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
@@ -277,15 +352,19 @@ def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
     projections = passes * (
         gemm_time(hw, t, width, config.dim, dtype) + gemm_time(hw, t, config.dim, h * v, dtype)
     )
-    targets = 0 if s.padded else s.targets  # a padded einsum masks, computing every pair
+    causal = s.fused and not s.padded  # a padded einsum or an unfused kernel masks, computing every pair
+    targets = s.targets if causal else 0
     attention = passes * sum(
-        _attention_time(hw, n, h, qk, v, dtype, causal=not s.padded, targets=targets) for n in run if n
+        _attention_time(hw, n, h, qk, v, dtype, causal=causal, targets=targets)
+        for n in (run if s.fused else s.square)
+        if n
     )
     widths = (config.dim, *config.top_mlp, 1)
     mlp = passes * sum(gemm_time(hw, t, b, a, dtype) for a, b in zip(widths[:-1], widths[1:], strict=True))
     share = 1.0 if s.backward else 1 / 3  # the forward's share of the elementwise passes
-    scores = 0.0 if s.fused else SCORE_PASSES * h * attention_products(run, causal=False) * p.activation_bytes
-    pointwise = share * layers * (TOKEN_PASSES * t * config.dim * p.activation_bytes + scores) / hw.hbm_bw
+    weights = h * attention_products(s.square, causal=False)  # written to memory unless fused
+    scores = 0.0 if s.fused else _score_seconds(hw, weights, p.activation_bytes)
+    pointwise = share * layers * (TOKEN_PASSES * t * config.dim * p.activation_bytes / hw.hbm_bw + scores)
     lookups = t * len(config.event_tables) + len(run) * len(config.context)  # contextual: once a history
     table_bytes = lookups * s.embedding_dim * p.embedding_bytes
     # gather, then (training) read and write the rows
@@ -298,10 +377,20 @@ def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
     optimizer = ADAM_PASSES * config.dense_parameters * 4 / hw.hbm_bw
     if not s.backward:
         reduce = optimizer = 0.0
-    overhead = share * (OPS_PER_LAYER * layers + OPS_PER_STEP) * hw.op_overhead_s + hw.step_overhead_s
+    overhead = share * s.ops * hw.op_overhead_s + hw.step_overhead_s
     return {"projections": layers * projections, "attention": layers * attention, "pointwise": pointwise,
             "top_mlp": mlp, "embeddings": embeddings, "all_to_all": a2a, "all_reduce": reduce,
             "optimizer": optimizer, "overhead": overhead}  # fmt: skip
+
+
+def _score_seconds(hw: Hardware, elements: float, element_bytes: float) -> float:
+    """The passes of one layer's step over ``elements`` attention weights written to memory
+    (:data:`SCORE_PASSES`), each at ``hbm_bw``; the SiLU's forward and backward
+    (:data:`SILU_SCORE_PASSES` of them) at the device's ``silu_seconds`` an element where that
+    is slower (a CPU evaluating its exponential)."""
+    per_pass = elements * element_bytes / hw.hbm_bw
+    silu = max(SILU_SCORE_PASSES * per_pass, 2 * elements * hw.silu_seconds)  # its forward and backward
+    return (SCORE_PASSES - SILU_SCORE_PASSES) * per_pass + silu
 
 
 def _attention_time(

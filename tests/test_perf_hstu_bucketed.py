@@ -1,0 +1,147 @@
+"""The modeled HSTU step of this package's bucketed attention: its operators counted per layer and
+per bucket, its attention the full squares of the kernel's padded bucket lengths, its SiLU passes
+at a calibrated cost an element; the bucketing rule's one home; the new field's calibration
+round trip (an old file still loads)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from recnotebooks import sparse
+from recnotebooks.config import TableConfig
+from recnotebooks.config.hstu import HSTUConfig
+from recnotebooks.kernels import jagged_attention
+from recnotebooks.perf.components.dense import gemm_time
+from recnotebooks.perf.hardware import hardware, load_calibration, save_calibration
+from recnotebooks.perf.hstu import (
+    BUCKETED_OPS,
+    OPS_PER_LAYER,
+    OPS_PER_STEP,
+    PADDED_OPS,
+    SCORE_PASSES,
+    SILU_SCORE_PASSES,
+    hstu_step,
+    step_operators,
+)
+
+CFG = HSTUConfig((TableConfig("item", 1000),), dim=64, num_layers=2, heads=2, max_len=512, top_mlp=(64,))
+
+
+def test_the_rule_has_one_home_the_kernel_re_exports() -> None:
+    assert jagged_attention.buckets is sparse.buckets
+    assert jagged_attention.padded_length is sparse.padded_length
+    assert jagged_attention.MIN_STEP == sparse.MIN_STEP == 8
+    # steps of max(8, 2^floor(log2 n) / 4): 8 up to 63, then 16, 32, ...
+    assert [sparse.padded_length(n) for n in (0, 1, 8, 9, 63, 64, 65, 100, 300, 512)] == [
+        0, 8, 8, 16, 64, 64, 80, 112, 320, 512,
+    ]  # fmt: skip
+    assert sparse.buckets([3, 0, 8, 100, 9, 110]) == {8: [0, 2], 112: [3, 5], 16: [4]}
+
+
+def test_operators_by_hand() -> None:
+    """2 layers on histories in 3 buckets (8, 16, 112): 202 + 74 x 3 + 2 x (124 + 52 x 3)."""
+    lengths = [3, 8, 9, 100, 110]
+    assert step_operators(2, lengths) == 202 + 74 * 3 + 2 * (124 + 52 * 3)
+    assert BUCKETED_OPS == {"step": 202, "step_per_bucket": 74, "layer": 124, "layer_per_bucket": 52}
+    assert step_operators(3, lengths, padded=True) == PADDED_OPS["step"] + 3 * PADDED_OPS["layer"]
+    assert step_operators(2, lengths, attention="fused") == OPS_PER_STEP + 2 * OPS_PER_LAYER
+    with pytest.raises(ValueError, match="attention"):
+        step_operators(2, lengths, attention="flash")
+
+
+def test_overhead_prices_the_counted_operators() -> None:
+    hw = hardware("dgx_h100").replace(op_overhead_s=1e-6, step_overhead_s=1e-4)
+    lengths = [3, 8, 9, 100, 110]
+    step = hstu_step(CFG, hw, lengths, attention="bucketed")
+    assert step.seconds["overhead"] == pytest.approx(step_operators(2, lengths) * 1e-6 + 1e-4)
+    forward = hstu_step(CFG, hw, lengths, attention="bucketed", backward=False)
+    assert forward.seconds["overhead"] == pytest.approx(step_operators(2, lengths) * 1e-6 / 3 + 1e-4)
+
+
+def test_bucketed_attention_computes_full_squares_of_padded_lengths() -> None:
+    """Histories of 100 events run in buckets of 112: their attention is a padded batch's of
+    112 (full squares, the mask computed), a fused kernel's the causal half of 100."""
+    hw = hardware("dgx_h100")
+    bucketed = hstu_step(CFG, hw, [100] * 4, attention="bucketed").seconds["attention"]
+    assert bucketed == pytest.approx(hstu_step(CFG, hw, [112] * 4, padded=True).seconds["attention"])
+    d = CFG.dim // CFG.heads
+    square = CFG.heads * (gemm_time(hw, 112, 112, d, "bf16") + gemm_time(hw, 112, d, 112, "bf16"))
+    assert bucketed == pytest.approx(CFG.num_layers * 3 * 4 * square)  # forward and backward, 4 histories
+    fused = hstu_step(CFG, hw, [100] * 4).seconds["attention"]
+    full = CFG.heads * (gemm_time(hw, 100, 100, d, "bf16") + gemm_time(hw, 100, d, 100, "bf16"))
+    assert fused == pytest.approx(CFG.num_layers * 3 * 4 * full * 5050 / 10_000)
+
+
+def test_silu_passes_at_the_calibrated_cost_an_element() -> None:
+    """The score passes at bandwidth, but the SiLU's forward and backward at ``silu_seconds`` an
+    element where that is slower: by hand, for 4 histories in buckets of 112, 2 heads, 2 layers."""
+    base = hardware("dgx_h100").replace(hbm_bw=1e10)
+    lengths = [100] * 4
+    weights = CFG.heads * 4 * 112 * 112
+    slow = base.replace(silu_seconds=1e-8)
+    gap = (
+        hstu_step(CFG, slow, lengths, attention="bucketed").seconds["pointwise"]
+        - hstu_step(CFG, base, lengths, attention="bucketed").seconds["pointwise"]
+    )
+    want = CFG.num_layers * (2 * weights * 1e-8 - SILU_SCORE_PASSES * weights * 2 / 1e10)  # bf16: 2 bytes
+    assert gap == pytest.approx(want)
+    fast = base.replace(silu_seconds=1e-15)  # faster than its bytes: the bytes price it
+    assert hstu_step(CFG, fast, lengths, attention="bucketed").seconds == pytest.approx(
+        hstu_step(CFG, base, lengths, attention="bucketed").seconds
+    )
+    assert hstu_step(CFG, slow, lengths).seconds == hstu_step(CFG, base, lengths).seconds  # fused: none
+    assert SCORE_PASSES > SILU_SCORE_PASSES
+
+
+def test_the_attention_keyword_is_checked() -> None:
+    with pytest.raises(ValueError, match="attention"):
+        hstu_step(CFG, "dgx_h100", [10], attention="flash")
+    with pytest.raises(ValueError, match="contradicts"):
+        hstu_step(CFG, "dgx_h100", [10], attention="fused", fused_attention=False)
+    a = hstu_step(CFG, "dgx_h100", [10, 30], fused_attention=False).seconds
+    assert a == hstu_step(CFG, "dgx_h100", [10, 30], attention="bucketed").seconds
+
+
+def test_silu_seconds_round_trips_and_old_files_read_zero(tmp_path: Path) -> None:
+    hw = hardware("dgx_h100").replace(name="this_machine", kind="cpu", devices=1, silu_seconds=1.5e-9)
+    path = save_calibration(hw, {"gflops": 1.0, "copy_bw": 1.0}, tmp_path / "this_machine.json")
+    assert load_calibration(path) == hw and load_calibration(path).silu_seconds == 1.5e-9  # type: ignore[union-attr]
+    saved = json.loads(path.read_text())
+    del saved["hardware"]["silu_seconds"]  # a file written before the field existed
+    path.write_text(json.dumps(saved))
+    old = load_calibration(path)
+    assert old is not None and old.silu_seconds == 0.0
+    assert dataclasses.replace(old, silu_seconds=1.5e-9) == hw
+    with pytest.raises(ValueError, match="silu_seconds"):
+        hw.replace(silu_seconds=-1.0)
+
+
+def _counted_ops(layers: int, lengths: list[int], padded: bool = False) -> float:
+    """Top-level operators of one step of ``measure_hstu_step``'s stepper (the profiler's count,
+    as ``tests/test_op_count.py`` counts a DLRM step's), the mean of 2 after 2 warm-up steps."""
+    from _train_workers import _profile_steps
+
+    from recnotebooks.config.hstu import hstu_preset
+    from recnotebooks.measure.hstu import HSTUStepper, capped_hstu, hstu_batch
+    from recnotebooks.nn.generative import HSTURanker
+    from recnotebooks.timing import PhaseTimer
+
+    cfg = capped_hstu(hstu_preset("hstu_small").replace(num_layers=layers, dim=16), 100)
+    stepper = HSTUStepper(HSTURanker(cfg, seed=0), hstu_batch(cfg, lengths, 0), padded)
+    return _profile_steps(lambda _: stepper.train_step(PhaseTimer()))["ops"]
+
+
+@pytest.mark.parametrize(
+    ("layers", "lengths", "padded"),
+    [(1, [5, 6], False), (2, [5, 12, 40], False), (2, [5, 12, 40], True)],
+)
+def test_the_operator_constants_are_what_the_step_launches(
+    layers: int, lengths: list[int], padded: bool
+) -> None:
+    """:data:`BUCKETED_OPS` and :data:`PADDED_OPS` recounted: if the kernel or the layer changes
+    its operators, this fails and prints the new count (refit the constants from it)."""
+    assert _counted_ops(layers, lengths, padded) == step_operators(layers, lengths, padded=padded)
