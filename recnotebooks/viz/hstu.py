@@ -328,5 +328,5 @@ def flops_per_byte_chart(rows: list[dict[str, object]]) -> alt.LayerChart:
                          title="FLOPs per byte of embedding traffic", source="analytic",
                          detail="forward and backward; DLRM-DCNv2 has no history: the same at every length",
                          x_title="history length (events)", y_title="FLOPs per byte", y_format="~s",
-                         x_format="~s")  # fmt: skip
+                         x_format=",d")  # fmt: skip
     return chart.properties(width=420, height=200)
