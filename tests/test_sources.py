@@ -35,12 +35,32 @@ PATH_LIKE = re.compile(
     r"(?![\w/])"
 )
 SECTION_OF_FILE = re.compile(r"\b([A-Z][A-Z_]{3,})(?:\.md)?\s*§")
+#: Where the HSTU sources' files (issue 39) are cited, each by its repository and commit.
+_RECSYS = "NVIDIA recsys-examples (43465aea), cited by address in published/hstu.py"
+_MLPERF_V4 = "mlcommons/training's recommendation_v4 (PR #889, a67b8459), cited in config/hstu.py"
+_LOGGING = "mlcommons/logging's training_6.1.0 (PR #470, 1237f533), cited in published/convergence.py"
+_YAMBDA = "Yandex's Yambda scripts and MLPerf's reader, cited by address in data/yambda.py"
 #: Files a text may name although they are not here, and why.
 NOT_OURS = {
     "train.txt": "Criteo Kaggle's training file, downloaded by the user",
     "NN_topic.ipynb": "the naming pattern for a new notebook",
     "report.md": "written by benchmarks/gpu_check.py under the folder given by --out",
     "report.json": "written by benchmarks/gpu_check.py under the folder given by --out",
+    # files of the HSTU sources (issue 39), each module citing the repository and commit it read
+    "E2E_BENCHMARK.md": _RECSYS,
+    "examples/hstu/training/benchmark/E2E_BENCHMARK.md": _RECSYS,
+    "PERF_ANALYSIS.md": _RECSYS,
+    "scripts/generate_gin_config.py": _RECSYS,
+    "examples/commons/datasets/hstu_batch.py": _RECSYS,
+    "recommendation_v4/generative_recommenders/modules/preprocessors.py": _MLPERF_V4,
+    "recommendation_v4/README.MD": _MLPERF_V4,
+    "dlrm_v4/preprocess_public_data.py": _MLPERF_V4,
+    "preprocess_public_data.py": _MLPERF_V4,
+    "dlrm_v4/datasets/yambda.py": _MLPERF_V4,
+    "make_multievent.py": _YAMBDA,
+    "transform2sequential.py": _YAMBDA,
+    "closed_dlrmv4.yaml": _LOGGING,
+    "rcps_dlrmv4.json": _LOGGING,
 }
 
 

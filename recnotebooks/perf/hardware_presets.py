@@ -99,6 +99,8 @@ def _gpu_sources(datasheet: str, l2_source: str, **extra: str) -> dict[str, str]
         "update_efficiency": _UPDATE_ASSUMED,
         "bag_seconds_per_byte": "modeling assumption: 0, a GPU's warps pool bags in parallel (what is left "
         "of that cost is in gather_efficiency)",
+        "silu_seconds": "modeling assumption: 0, a GPU's SiLU passes are bound by HBM bandwidth (priced by "
+        "bytes, perf.hstu); a CPU's are timed by recnb calibrate",
         **extra,
     }
 
@@ -532,6 +534,7 @@ _SPR_SOURCES = {
     "llc_speedup": _APPROX + ": an L3 hit costs ~1/4 of a DRAM access for random rows (as cpu_cluster)",
     "host_power_w": _APPROX + ": the rest of the node, as cpu_cluster",
     "bag_seconds_per_byte": "modeling assumption: 0 until calibrated on such a CPU (as cpu_cluster)",
+    "silu_seconds": "modeling assumption: 0 until calibrated on such a CPU (SiLU passes priced by bytes)",
     "update_efficiency": _UPDATE_ASSUMED,
     "price_per_hour": _PRICE + "AWS m7i.48xlarge (2 Sapphire Rapids sockets, 192 vCPUs, 768 GiB) on-demand "
     "$9.6768/h in us-east-1 per node-hour, https://aws.amazon.com/ec2/instance-types/m7i/ (list price "
