@@ -14,8 +14,10 @@ model needs, the history lengths set the activations. Per device of ``devices``:
   elements of ``dim`` -- counted from the layer's formula, a modeling assumption), and the
   looked-up embeddings;
 * ``scores``: the attention weights an **unfused** kernel writes and keeps for backward,
-  :data:`SCORES_KEPT` tensors of ``heads x sum n^2`` elements a layer (each history's full
-  ``n x n`` block, the causal mask applied to it, not skipped); a padded batch keeps
+  :data:`SCORES_KEPT` tensors of ``heads x sum P^2`` elements a layer, ``P`` the length of the
+  bucket a history of ``n`` events runs in (:func:`recnotebooks.sparse.padded_length`: this
+  package's bucketed kernel, as :func:`~recnotebooks.perf.hstu.hstu_step` prices it; each
+  bucket's full ``P x P`` block, the causal mask applied to it, not skipped); a padded batch keeps
   ``heads x B x N^2`` (every history at the longest's length). A fused (flash-style) kernel
   recomputes them in backward and keeps none: the one term that grows with the square of the
   length is gone.
@@ -37,6 +39,7 @@ from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.hstu import attention_products
 from recnotebooks.perf.planner import RESERVE
 from recnotebooks.perf.precision import precision
+from recnotebooks.sparse import padded_length
 
 __all__ = ["HSTUMemory", "hstu_memory", "devices_to_fit", "MEMORY_KINDS", "ACTIVATION_WIDTH", "SCORES_KEPT"]
 
@@ -121,7 +124,8 @@ def hstu_memory(
     qk, v = config.head_dims
     h, d = config.heads, config.dim
     width = 2 * d + 2 * (2 * h * v + 2 * h * qk) + 3 * h * v  # ACTIVATION_WIDTH
-    scores = 0.0 if fused else SCORES_KEPT * h * attention_products(run, causal=False) * p.activation_bytes
+    blocks = run if padded else [padded_length(n) for n in run]  # the bucketed kernel's squares
+    scores = 0.0 if fused else SCORES_KEPT * h * attention_products(blocks, causal=False) * p.activation_bytes
     looked_up = tokens * edim * p.embedding_bytes * 2  # the rows gathered, and their sum's gradient
     dense = config.dense_parameters
     b = {
