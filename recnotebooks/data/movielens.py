@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from recnotebooks.checks import check_choice, check_data_path, check_int, show
-from recnotebooks.data.sequences import SequenceBatch
+from recnotebooks.data.sequences import SequenceBatch, most_recent
 
 __all__ = ["MovieLensHistories", "read_movielens_ratings", "MOVIELENS_1M_URL", "SPLITS"]
 
@@ -109,10 +109,7 @@ class MovieLensHistories:
         """Batch ``index`` (``0 .. len() - 1``): each user's most recent ``max_length`` ratings."""
         index = check_int("index", index, lo=0, hi=len(self) - 1)
         lo, hi = index * self.batch_size, min((index + 1) * self.batch_size, len(self.users))
-        ends = self._starts[lo + 1 : hi + 1]
-        starts = torch.maximum(self._starts[lo:hi], ends - self.max_length)
-        rows = torch.cat([torch.arange(s, e) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)])
+        rows, offsets = most_recent(self._starts, lo, hi, self.max_length)
         r = self._r[rows]
-        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), (ends - starts).cumsum(0)])
         return SequenceBatch(self.users[lo:hi], offsets, {"item": r[:, 1]}, r[:, 3],
                              (r[:, 2] >= self.liked_from).float())  # fmt: skip

@@ -25,7 +25,7 @@ import torch
 from recnotebooks.checks import check_jagged_offsets, check_jagged_timestamps, show
 from recnotebooks.sparse import JaggedBatch
 
-__all__ = ["SequenceBatch"]
+__all__ = ["SequenceBatch", "most_recent"]
 
 
 @dataclass(frozen=True)
@@ -166,3 +166,15 @@ class SequenceBatch:
     def replace(self, **changes: object) -> SequenceBatch:
         """The same batch with ``changes`` (checked again)."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+def most_recent(starts: torch.Tensor, lo: int, hi: int, max_length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Users ``lo .. hi - 1`` of a log sorted by user then time (user ``u``'s events are rows
+    ``starts[u] .. starts[u + 1] - 1``), each cut to its most recent ``max_length`` events: the
+    rows to take, in order, and the batch's ``offsets``. How a reader of a real log (MovieLens,
+    Yambda) makes its histories."""
+    ends = starts[lo + 1 : hi + 1]
+    first = torch.maximum(starts[lo:hi], ends - max_length)
+    rows = torch.cat([torch.arange(a, b) for a, b in zip(first.tolist(), ends.tolist(), strict=True)])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.int64), (ends - first).cumsum(0)])
+    return rows, offsets

@@ -54,7 +54,7 @@ from recnotebooks.checks import (
     show,
 )
 from recnotebooks.config import TableConfig
-from recnotebooks.data.sequences import SequenceBatch
+from recnotebooks.data.sequences import SequenceBatch, most_recent
 
 __all__ = [
     "YambdaHistories",
@@ -301,11 +301,8 @@ class YambdaHistories:
         """Batch ``index`` (``0 .. len() - 1``): each user's most recent ``max_length`` events."""
         index = check_int("index", index, lo=0, hi=len(self) - 1)
         lo, hi = index * self.batch_size, min((index + 1) * self.batch_size, len(self.users))
-        ends = self._starts[lo + 1 : hi + 1]
-        starts = torch.maximum(self._starts[lo:hi], ends - self.max_length)
-        rows = torch.cat([torch.arange(s, e) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)])
+        rows, offsets = most_recent(self._starts, lo, hi, self.max_length)
         r = self._e[rows]
-        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), (ends - starts).cumsum(0)])
         ids = {"item": r[:, 1]}
         if self._with_event:
             ids["event"] = r[:, 3]
