@@ -40,8 +40,8 @@ from recnotebooks.measure.step import (
     StepMeasurement,
     _Budget,
     _timed_steps,
+    _timing,
     _warm_up,
-    median_step,
 )
 from recnotebooks.nn.generative import HSTURanker
 from recnotebooks.nn.hstu_padded import padded_stack, to_padded, valid_positions
@@ -313,22 +313,12 @@ def _measure(
         steps, remeasured = _timed_steps(stepper, dev, budget)  # type: ignore[arg-type]
         during = load_monitor().since_mark()
     steps = [{k: s.get(k, 0.0) for k in HSTU_PHASES} for s in steps]
-    phases = median_step(steps)
     return HSTUMeasurement(
         config_name=capped.name,
         batch_size=len(lengths),
         device=str(dev),
         max_rows=cap,
-        steps=len(steps),
-        phases=phases,
-        seconds_per_step=sum(phases.values()),
-        step_seconds=tuple(sum(s.values()) for s in steps),
-        remeasured=remeasured,
-        cut_short=len(steps) < budget.min_steps,
-        threads=used,
-        busy=choice.describe() if choice.busy else "",
-        other_load=None if choice.fixed else during.others,
-        spare_cores=float(max(0, choice.cores - used)),
+        **_timing(steps, remeasured, budget, choice, used, during),
         tokens=sum(lengths),
         computed_tokens=stepper.computed_tokens,
         lengths=tuple(lengths),

@@ -47,7 +47,7 @@ from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.text import wrap_report
-from recnotebooks.threads import SLACK, choose_threads, load_monitor, use_threads
+from recnotebooks.threads import SLACK, CpuLoad, ThreadChoice, choose_threads, load_monitor, use_threads
 from recnotebooks.timing import MIN_RELIABLE_STEPS, NULL_TIMER, PhaseTimer, phase_rows, reliability, spread
 from recnotebooks.train import TrainConfig, Trainer, resolve_device
 
@@ -382,23 +382,40 @@ def _measure(
         load_monitor().mark()
         steps, remeasured = _timed_steps(trainer, dev, budget)
         during = load_monitor().since_mark()
-    phases = median_step(steps)
     return StepMeasurement(
         config_name=config.name,
         batch_size=batch_size,
         device=str(dev),
         max_rows=cap,
-        steps=len(steps),
-        phases=phases,
-        seconds_per_step=sum(phases.values()),
-        step_seconds=tuple(sum(s.values()) for s in steps),
-        remeasured=remeasured,
-        cut_short=len(steps) < budget.min_steps,
-        threads=used,
-        busy=choice.describe() if choice.busy else "",
-        other_load=None if choice.fixed else during.others,
-        spare_cores=float(max(0, choice.cores - used)),
+        **_timing(steps, remeasured, budget, choice, used, during),
     )
+
+
+def _timing(
+    steps: list[dict[str, float]],
+    remeasured: int,
+    budget: _Budget,
+    choice: ThreadChoice,
+    used: int,
+    during: CpuLoad,
+) -> dict[str, object]:
+    """The :class:`StepMeasurement` fields of timed ``steps`` (the median step by phase, every
+    step's total, whether the budget cut them short) and of the threads they ran on (``choice``
+    of the thread policy, ``used``, the load of other programs ``during`` them): what every
+    measured step reports, a DLRM's or an HSTU's."""
+    phases = median_step(steps)
+    return {
+        "steps": len(steps),
+        "phases": phases,
+        "seconds_per_step": sum(phases.values()),
+        "step_seconds": tuple(sum(s.values()) for s in steps),
+        "remeasured": remeasured,
+        "cut_short": len(steps) < budget.min_steps,
+        "threads": used,
+        "busy": choice.describe() if choice.busy else "",
+        "other_load": None if choice.fixed else during.others,
+        "spare_cores": float(max(0, choice.cores - used)),
+    }
 
 
 def measure_step(
