@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from recnotebooks.config import TableConfig
@@ -98,13 +98,16 @@ def test_padded_forward_equals_the_model(lengths: list[int], seed: int) -> None:
 
 @settings(max_examples=6, deadline=None)
 @given(st.lists(st.integers(0, MAX_LEN), min_size=1, max_size=5).filter(lambda x: sum(x) > 0))
+@example([13, 1, 4, 14])
 def test_padded_stack_equals_the_jagged_stack_forward_and_gradients(lengths: list[int]) -> None:
+    # float64: the two ways sum in different orders, and a gradient summed over every pair of
+    # events differs by more than 1e-5 in float32 for some histories (e.g. lengths 13, 1, 4, 14)
     g = torch.Generator().manual_seed(len(lengths))
-    stack = HSTU(16, 2, 2, MAX_LEN, generator=g)
+    stack = HSTU(16, 2, 2, MAX_LEN, generator=g).double()
     offsets = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
     ts = torch.cat([torch.randint(0, 9_000, (n,), generator=g).sort().values for n in lengths])
-    x = torch.randn(int(offsets[-1]), 16, generator=g, requires_grad=True)
-    w = torch.randn(int(offsets[-1]), 16, generator=g)
+    x = torch.randn(int(offsets[-1]), 16, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(int(offsets[-1]), 16, generator=g, dtype=torch.float64)
     (stack(x, offsets, ts) * w).sum().backward()
     jagged = [x.grad.clone(), *(p.grad.clone() for p in stack.parameters())]
     stack.zero_grad()
