@@ -457,7 +457,7 @@ def _scaled(r: dict[str, object], f: float) -> dict[str, object]:
             out[k] = v
         elif k == "probes":
             out[k] = [{q: x / f for q, x in p.items()} for p in v]  # type: ignore[attr-defined]
-        elif k == "overhead pairs":
+        elif k in ("overhead pairs", "hstu overhead pairs"):
             out[k] = [(a * f, b * f) for a, b in v]  # type: ignore[attr-defined]
         else:
             out[k] = v / f if k in rates and k != "bag per byte" else v * f  # type: ignore[operator]
@@ -492,12 +492,13 @@ def test_a_calibration_is_the_median_of_its_rounds(one_round: dict[str, object])
     the measured round's (each figure is the median of its rounds), the probe is the median of
     all the rounds' probes, and every overhead pair of every round counts."""
     from recnotebooks.measure.calibrate import fit_calibration
+    from recnotebooks.measure.calibrate_hstu import hstu_op_overhead
 
     alone, raw1 = fit_calibration([one_round], "cpu", quick=True)
     three, raw3 = fit_calibration([_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)], "cpu", True)
     for field in ("peak_flops", "hbm_bw", "gemm_half_dim", "gather_efficiency", "gather_half_row_bytes",
                   "sort_rate", "bag_seconds_per_byte", "llc_speedup", "update_efficiency",
-                  "update_llc_speedup", "silu_seconds"):  # fmt: skip
+                  "update_llc_speedup", "silu_seconds", "rab_seconds", "rab_index_seconds"):  # fmt: skip
         assert getattr(three, field) == pytest.approx(getattr(alone, field), rel=1e-9), field
     assert raw3["rounds"] == 3 and raw1["rounds"] == 1
     probes = [p for r in (_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)) for p in r["probes"]]  # type: ignore[attr-defined]
@@ -509,6 +510,12 @@ def test_a_calibration_is_the_median_of_its_rounds(one_round: dict[str, object])
         p for r in (_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)) for p in r["overhead pairs"]
     ]  # type: ignore[attr-defined]
     ts = float(np.median([a for a, _ in pairs]))
+    hstu = [
+        p
+        for r in (_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5))
+        for p in r["hstu overhead pairs"]
+    ]  # type: ignore[attr-defined]
+    assert three.hstu_op_overhead_s == pytest.approx(hstu_op_overhead(hstu))  # every round's pairs
     assert three.step_overhead_s <= ts + 1e-12 and alone.step_overhead_s <= float(
         np.median([a for a, _ in one_round["overhead pairs"]])
     )  # type: ignore[attr-defined]

@@ -1,12 +1,13 @@
 """The modeled HSTU step of this package's bucketed attention: its operators counted per layer and
 per bucket, its attention the full squares of the kernel's padded bucket lengths, its SiLU passes
-at a calibrated cost an element; the bucketing rule's one home; the new field's calibration
-round trip (an old file still loads)."""
+at a calibrated cost an element, its relative bias and its operators at theirs; the bucketing
+rule's one home; the new fields' calibration round trip (an old file still loads)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from recnotebooks.perf.hstu import (
     OPS_PER_LAYER,
     OPS_PER_STEP,
     PADDED_OPS,
+    RAB_BYTES,
+    RAB_INDEX_BYTES,
     SCORE_PASSES,
     SILU_SCORE_PASSES,
     hstu_step,
@@ -95,6 +98,80 @@ def test_silu_passes_at_the_calibrated_cost_an_element() -> None:
     )
     assert hstu_step(CFG, slow, lengths).seconds == hstu_step(CFG, base, lengths).seconds  # fused: none
     assert SCORE_PASSES > SILU_SCORE_PASSES
+
+
+def test_relative_bias_at_the_calibrated_costs_a_pair_by_hand() -> None:
+    """The bias of the bucketed kernel, by hand: 4 histories of 100 events in buckets of 112 (2
+    heads, 2 layers): its index once a step, each layer's lookup and gradient, the gradient summed
+    over the heads; at the calibrated costs where they are slower than the bytes. A padded stack
+    builds the index in each layer; a fused kernel prices none; a model without the bias none."""
+    base = hardware("dgx_h100").replace(hbm_bw=1e10)
+    lengths, pairs, b = [100] * 4, 4 * 112 * 112, 1 / 1e10
+    slow = base.replace(rab_seconds=1e-8, rab_index_seconds=3e-8)
+
+    def pointwise(hw: object, cfg: HSTUConfig = CFG, **kw: object) -> float:
+        return hstu_step(cfg, hw, lengths, attention="bucketed", **kw).seconds["pointwise"]  # type: ignore[arg-type]
+
+    heads_sum = 3 * (CFG.heads - 1) * 4 * b
+    no_bias = CFG.replace(relative_bias=False)
+    assert pointwise(base) - pointwise(base, no_bias) == pytest.approx(
+        pairs * (RAB_INDEX_BYTES * b + 2 * (RAB_BYTES * b + heads_sum))
+    )
+    assert pointwise(slow) - pointwise(slow, no_bias) == pytest.approx(
+        pairs * (3e-8 + 2 * (1e-8 + heads_sum))
+    )
+    assert pointwise(base.replace(rab_seconds=1e-15)) == pytest.approx(pointwise(base))  # the bytes price it
+    padded = hstu_step(CFG, slow, [112] * 4, padded=True, attention="bucketed").seconds["pointwise"]
+    padded_off = hstu_step(no_bias, slow, [112] * 4, padded=True, attention="bucketed").seconds["pointwise"]
+    assert padded - padded_off == pytest.approx(pairs * 2 * (3e-8 + 1e-8 + heads_sum))
+    assert hstu_step(CFG, slow, lengths).seconds == hstu_step(CFG, base, lengths).seconds  # fused: none
+    forward = hstu_step(CFG, slow, lengths, attention="bucketed", backward=False).seconds["pointwise"]
+    forward_off = hstu_step(no_bias, slow, lengths, attention="bucketed", backward=False).seconds["pointwise"]
+    assert forward - forward_off == pytest.approx((pointwise(slow) - pointwise(slow, no_bias)) / 3)
+
+
+def test_the_bucketed_steps_operators_at_their_own_host_cost() -> None:
+    """``hstu_op_overhead_s`` prices the bucketed kernel's operators where calibrated; a fused
+    kernel's (a GPU's) stay at ``op_overhead_s``; unset, ``op_overhead_s`` prices both."""
+    hw = hardware("dgx_h100").replace(op_overhead_s=1e-6, step_overhead_s=0.0)
+    lengths = [3, 8, 9, 100, 110]
+    assert hw.hstu_op_overhead_s is None and hw.hstu_op_cost_s == 1e-6
+    own = hw.replace(hstu_op_overhead_s=4e-6)
+    assert hstu_step(CFG, own, lengths, attention="bucketed").seconds["overhead"] == pytest.approx(
+        step_operators(2, lengths) * 4e-6
+    )
+    assert hstu_step(CFG, own, lengths).seconds == hstu_step(CFG, hw, lengths).seconds
+    for field in ("hstu_op_overhead_s", "rab_seconds", "rab_index_seconds"):
+        with pytest.raises(ValueError, match=field):
+            hw.replace(**{field: -1.0})
+
+
+def test_the_calibrations_hstu_timings() -> None:
+    """The bias's costs a pair are positive and finite (timings: no bound on their size); the
+    HSTU operators' cost is the median pair's difference over the operators the deeper stack
+    adds, counted by ``step_operators`` (by hand); no pairs is refused."""
+    from recnotebooks.measure.calibrate_hstu import OVERHEAD_LENGTHS, hstu_op_overhead, rab_seconds
+
+    lookup, index = rab_seconds(2)
+    assert 0 < lookup < math.inf and 0 < index < math.inf
+    pairs = [(1.0, 1.5), (1.0, 1.2), (2.0, 2.3)]  # differences 0.5, 0.2, 0.3: the median 0.3
+    added = step_operators(3, list(OVERHEAD_LENGTHS)) - step_operators(1, list(OVERHEAD_LENGTHS))
+    assert hstu_op_overhead(pairs) == pytest.approx(0.3 / added)
+    with pytest.raises(ValueError, match="pairs"):
+        hstu_op_overhead([])
+
+
+def test_the_new_fields_round_trip_and_old_files_read_none(tmp_path: Path) -> None:
+    hw = hardware("dgx_h100").replace(name="this_machine", kind="cpu", devices=1, hstu_op_overhead_s=4e-6,
+                                      rab_seconds=2e-9, rab_index_seconds=1e-9)  # fmt: skip
+    path = save_calibration(hw, {"gflops": 1.0, "copy_bw": 1.0}, tmp_path / "this_machine.json")
+    assert load_calibration(path) == hw
+    saved = json.loads(path.read_text())
+    for field in ("hstu_op_overhead_s", "rab_seconds", "rab_index_seconds"):
+        del saved["hardware"][field]  # a file written before the fields existed
+    path.write_text(json.dumps(saved))
+    old = load_calibration(path)
+    assert old is not None and (old.hstu_op_overhead_s, old.rab_seconds, old.rab_index_seconds) == (None,) * 3
 
 
 def test_the_attention_keyword_is_checked() -> None:

@@ -6,8 +6,9 @@ bandwidth, embedding-row gather bandwidth by row size, the last-level cache (its
 the OS, its speed-up for random rows measured), the rate at which lookups are grouped by
 row, the speed of the sparse optimizer's update of rows against a gather of their bytes,
 per-operator overhead and the fixed per-step cost, on a CPU the seconds per element of a SiLU
-pass, each the median of three rounds. The result is a
-:class:`~recnotebooks.perf.hardware.Hardware` named ``this_machine``;
+pass and what an HSTU step costs beyond its bytes (:mod:`recnotebooks.measure.calibrate_hstu`:
+its relative attention bias per pair, its operators' host cost), each the median of three
+rounds. The result is a :class:`~recnotebooks.perf.hardware.Hardware` named ``this_machine``;
 :func:`~recnotebooks.perf.hardware.save_calibration` stores it (``~/.cache/recnotebooks``,
 or ``$RECNB_CALIBRATION``) and ``hardware("this_machine")`` loads it from then on. The
 stored file belongs to :mod:`recnotebooks.perf.calibration_file` and
@@ -32,6 +33,7 @@ from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.kernels.fused import fused_available
 from recnotebooks.kernels.fused_adagrad import adagrad, group_lookups
 from recnotebooks.measure import measure_step
+from recnotebooks.measure.calibrate_hstu import hstu_op_overhead, hstu_overhead_pairs, rab_seconds
 from recnotebooks.measure.verdict import Verdict, verdict
 from recnotebooks.nn.rows import group_by_row
 from recnotebooks.perf.calibration_file import (
@@ -89,6 +91,9 @@ def at_speed(hw: Hardware, now: dict[str, float], ref: dict[str, float]) -> Hard
         step_overhead_s=hw.step_overhead_s / f,
         bag_seconds_per_byte=hw.bag_seconds_per_byte / f,
         silu_seconds=hw.silu_seconds / f,
+        hstu_op_overhead_s=None if hw.hstu_op_overhead_s is None else hw.hstu_op_overhead_s / f,
+        rab_seconds=None if hw.rab_seconds is None else hw.rab_seconds / f,
+        rab_index_seconds=None if hw.rab_index_seconds is None else hw.rab_index_seconds / f,
     )
 
 
@@ -202,6 +207,8 @@ def _round(dev: str, reps: int, quick: bool, cuda: bool) -> dict[str, object]:
     t["probes"].append(probe(device=dev))  # type: ignore[attr-defined]
     if not cuda:
         t["silu"] = _silu_seconds(reps)
+        t["rab"], t["rab index"] = rab_seconds(reps)
+        t["hstu overhead pairs"] = hstu_overhead_pairs(reps)
         t["bag per byte"] = _bag_cost(reps, quick, dev)
         speedup = _llc_speedup(reps, quick)
         if speedup is not None:
@@ -287,7 +294,7 @@ def _median_round(rounds: list[dict[str, object]]) -> dict[str, float]:
         raise ValueError(
             f"rounds must be a non-empty list of calibration_round() results, got {show(rounds)}"
         )
-    skip = ("probes", "overhead pairs", "load")
+    skip = ("probes", "overhead pairs", "hstu overhead pairs", "load")
     return {k: float(np.median([r[k] for r in rounds])) for k in rounds[0] if k not in skip}
 
 
@@ -353,6 +360,9 @@ def _compute_fields(t: dict[str, float], dev: str, quick: bool, raw: dict[str, o
     llc = {"llc_bytes": _llc_bytes(), "llc_speedup": t["llc speedup"]} if "llc speedup" in t else {}
     if "silu" in t:  # a CPU's: a GPU's SiLU passes stay priced by their bytes
         llc["silu_seconds"] = raw["silu_seconds"] = t["silu"]
+    if "rab" in t:  # a CPU's: a GPU's bias is priced by its bytes
+        llc["rab_seconds"], llc["rab_index_seconds"] = t["rab"], t["rab index"]
+        raw["rab_seconds"], raw["rab_index_seconds"] = t["rab"], t["rab index"]
     if "warm update few" in t:
         llc["update_llc_speedup"] = raw["update_llc_speedup"] = _fit_update_llc(t)
     raw.update(llc)
@@ -395,9 +405,15 @@ def fit_calibration(
     raw["probe"] = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
     base = base.replace(op_overhead_s=op_step, step_overhead_s=step)
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
+    if "hstu overhead pairs" in rounds[0]:  # a CPU's: a GPU's HSTU operators cost op_overhead_s
+        hstu = [p for r in rounds for p in r["hstu overhead pairs"]]  # type: ignore[attr-defined]
+        base = base.replace(hstu_op_overhead_s=hstu_op_overhead(hstu))
+        raw["hstu_op_overhead_s"] = base.hstu_op_overhead_s
     raw.update(calibration_verdict(rounds).to_dict())
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
-    llc = [k for k in ("llc_bytes", "llc_speedup", "update_llc_speedup", "silu_seconds") if k in fields]
+    llc = [k for k in ("llc_bytes", "llc_speedup", "update_llc_speedup", "silu_seconds", "rab_seconds",
+                       "rab_index_seconds") if k in fields]  # fmt: skip
+    llc += ["hstu_op_overhead_s"] if base.hstu_op_overhead_s is not None else []
     fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes",
               "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes", "bag_seconds_per_byte",
               *llc, *(("update_efficiency",) if "update few" in t else ()))  # fmt: skip

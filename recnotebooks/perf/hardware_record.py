@@ -43,10 +43,12 @@ FIELD_RANGES: dict[str, tuple[float, float, bool]] = {
     "gather_efficiency": (1e-6, 4.0, False), "gather_half_row_bytes": (0.0, 1e12, True),
     "llc_speedup": (1.0, 100.0, False), "bag_seconds_per_byte": (0.0, 1.0, False),
     "update_efficiency": (1e-3, 4.0, False), "update_llc_speedup": (1.0, 100.0, False),
-    "silu_seconds": (0.0, 1.0, False),
+    "silu_seconds": (0.0, 1.0, False), "hstu_op_overhead_s": (0.0, 3600.0, False),
+    "rab_seconds": (0.0, 1.0, False), "rab_index_seconds": (0.0, 1.0, False),
 }  # fmt: skip
 #: Fields that may be ``None`` (then another field stands in: see :class:`Hardware`).
-OPTIONAL_FIELDS = ("sharded_op_overhead_s", "update_llc_speedup")
+OPTIONAL_FIELDS = ("sharded_op_overhead_s", "update_llc_speedup", "hstu_op_overhead_s", "rab_seconds",
+                   "rab_index_seconds")  # fmt: skip
 #: Most devices in one node: the most ranks a plan may have (:data:`recnotebooks.plan.MAX_RANKS`).
 MAX_DEVICES = MAX_RANKS
 
@@ -119,6 +121,19 @@ class Hardware:
             beyond the single-process step (its Python loops over shards and host syncs cost
             more than an MLP's operator); ``None``: ``op_overhead_s``. Calibrated by
             ``recnb calibrate --collectives`` on this machine.
+        hstu_op_overhead_s: host cost of one operator of this package's HSTU step (the bucketed
+            attention's autograd Function, its per-bucket views and lookups), measured as
+            ``op_overhead_s`` is, from two small stacks of 1 and 3 layers; ``None``:
+            ``op_overhead_s`` (every preset: a GPU's kernels queue behind the work). Calibrated
+            by ``recnb calibrate`` on a CPU, where it read 1.2-1.8x ``op_overhead_s`` (2026-12-05).
+        rab_seconds: seconds per query-key pair of one layer's relative attention bias as the
+            bucketed kernel computes it: the lookup of each pair's bias from the table forward,
+            the gradient added back into the table (``index_add``) backward. ``None`` (every
+            preset): priced by its bytes at ``hbm_bw``. Calibrated by ``recnb calibrate`` on a
+            CPU, whose scatter-add into a small table is slower than its bytes.
+        rab_index_seconds: seconds per query-key pair of building the bias's index once a step
+            (each pair's position and log2 time-gap bucket); ``None``: priced by its bytes.
+            Calibrated with ``rab_seconds``.
         price_per_hour: US dollars per device-hour (a GPU, or one CPU trainer node), from public
             cloud list prices (on-demand, instance price / devices); edit it for your own
             prices: ``hardware("dgx_h100", price_per_hour=2.5)``.
@@ -160,6 +175,9 @@ class Hardware:
     description: str = ""
     price_per_hour: float = 0.0
     sharded_op_overhead_s: float | None = None
+    hstu_op_overhead_s: float | None = None
+    rab_seconds: float | None = None
+    rab_index_seconds: float | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -190,6 +208,12 @@ class Hardware:
         """Seconds per operator of the sharded step's own work (``sharded_op_overhead_s``, or
         ``op_overhead_s`` when not calibrated)."""
         return self.op_overhead_s if self.sharded_op_overhead_s is None else self.sharded_op_overhead_s
+
+    @property
+    def hstu_op_cost_s(self) -> float:
+        """Seconds per operator of an HSTU step (``hstu_op_overhead_s``, or ``op_overhead_s``
+        when not calibrated)."""
+        return self.op_overhead_s if self.hstu_op_overhead_s is None else self.hstu_op_overhead_s
 
     @property
     def update_cache_speedup(self) -> float:

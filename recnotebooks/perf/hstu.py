@@ -23,7 +23,9 @@ Per device and step, each term a few lines of FLOPs over a rate or bytes over a 
   residual; :data:`TOKEN_PASSES`) and, for an attention kernel that writes its weights to
   memory (``"bucketed"``, as plain PyTorch does), :data:`SCORE_PASSES` over every attention
   weight, its SiLU's at the device's ``silu_seconds`` an element where it is slower than the
-  bytes (a CPU: :data:`SILU_SCORE_PASSES`);
+  bytes (a CPU: :data:`SILU_SCORE_PASSES`), and the relative attention bias of such a kernel
+  (its index once a step, each pair's lookup and gradient a layer: :func:`_bias_seconds`, at
+  ``rab_index_seconds`` and ``rab_seconds`` where a CPU calibrated them);
 * ``top_mlp``: the MLP from each position to its logit;
 * ``embeddings``: one row per event table per token (and per contextual table per history)
   gathered, and its row updated (row-wise Adagrad);
@@ -32,7 +34,8 @@ Per device and step, each term a few lines of FLOPs over a rate or bytes over a 
   :mod:`recnotebooks.perf.components.collectives`);
 * ``all_reduce``: the dense gradients; ``optimizer``: Adam over the dense parameters;
 * ``overhead``: the operators a step launches (:func:`step_operators`: with the bucketed kernel,
-  counted per layer and per bucket) times the per-operator host cost.
+  counted per layer and per bucket) times the per-operator host cost (with the bucketed kernel
+  ``Hardware.hstu_op_cost_s``: its operators cost a CPU more than an MLP's).
 
 A forward pass alone (``backward=False``, inference or a forward benchmark) keeps a third of
 the GEMM and attention work, the forward's share of the passes, the gather only, the all-to-all
@@ -112,6 +115,17 @@ PADDED_OPS = {"step": 159, "layer": 200}
 #: the full square of its bucket's padded length, the weights written to memory and passed over,
 #: operators launched per bucket (:data:`BUCKETED_OPS`, :data:`PADDED_OPS`).
 ATTENTIONS = ("fused", "bucketed")
+#: Bytes a query-key pair of the relative attention bias moves in one layer of the bucketed kernel
+#: (modeling assumption, counted from :class:`~recnotebooks.kernels.jagged_attention.BucketAttention`):
+#: forward its int32 index read and its bias written, backward the gradient and the index read
+#: again for the scatter-add into the (cached) table.
+RAB_BYTES = 16
+#: Bytes a pair of the bias's index moves when it is built (modeling assumption, counted from
+#: :meth:`~recnotebooks.nn.hstu.RelativeAttentionBias.bucket_index`: the gaps written, clamped,
+#: their exponents read off, the position offsets added and the result narrowed to int32).
+RAB_INDEX_BYTES = 40
+#: Bytes of one fp32 element (the bias and its gradient are float32 whatever the model's dtype).
+ACTIVATION_BYTES_FP32 = 4
 #: Passes of Adam over each dense parameter (fp32 state): the moments, the square root, the update.
 ADAM_PASSES = 18
 
@@ -364,9 +378,12 @@ def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
     widths = (config.dim, *config.top_mlp, 1)
     mlp = passes * sum(gemm_time(hw, t, b, a, dtype) for a, b in zip(widths[:-1], widths[1:], strict=True))
     share = 1.0 if s.backward else 1 / 3  # the forward's share of the elementwise passes
-    weights = h * attention_products(s.square, causal=False)  # written to memory unless fused
-    scores = 0.0 if s.fused else _score_seconds(hw, weights, p.activation_bytes)
-    pointwise = share * layers * (TOKEN_PASSES * t * config.dim * p.activation_bytes / hw.hbm_bw + scores)
+    pairs = attention_products(s.square, causal=False)  # a head's query-key pairs, computed in full
+    scores = 0.0 if s.fused else _score_seconds(hw, h * pairs, p.activation_bytes)  # weights in memory
+    bias = _bias_seconds(hw, pairs, h, layers, s) if config.relative_bias and not s.fused else 0.0
+    pointwise = share * (
+        layers * (TOKEN_PASSES * t * config.dim * p.activation_bytes / hw.hbm_bw + scores) + bias
+    )
     lookups = t * len(config.event_tables) + len(run) * len(config.context)  # contextual: once a history
     table_bytes = lookups * s.embedding_dim * p.embedding_bytes
     # gather, then (training) read and write the rows
@@ -379,7 +396,7 @@ def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
     optimizer = ADAM_PASSES * config.dense_parameters * 4 / hw.hbm_bw
     if not s.backward:
         reduce = optimizer = 0.0
-    overhead = share * s.ops * hw.op_overhead_s + hw.step_overhead_s
+    overhead = share * s.ops * (hw.op_overhead_s if s.fused else hw.hstu_op_cost_s) + hw.step_overhead_s
     return {"projections": layers * projections, "attention": layers * attention, "pointwise": pointwise,
             "top_mlp": mlp, "embeddings": embeddings, "all_to_all": a2a, "all_reduce": reduce,
             "optimizer": optimizer, "overhead": overhead}  # fmt: skip
@@ -393,6 +410,21 @@ def _score_seconds(hw: Hardware, elements: float, element_bytes: float) -> float
     per_pass = elements * element_bytes / hw.hbm_bw
     silu = max(SILU_SCORE_PASSES * per_pass, 2 * elements * hw.silu_seconds)  # its forward and backward
     return (SCORE_PASSES - SILU_SCORE_PASSES) * per_pass + silu
+
+
+def _bias_seconds(hw: Hardware, pairs: float, heads: int, layers: int, s: _Shape) -> float:
+    """The relative attention bias of a step whose kernel writes its weights to memory, over
+    ``pairs`` query-key pairs a head: its index built once a step (:data:`RAB_INDEX_BYTES` a pair,
+    or ``hw.rab_index_seconds``; a padded stack builds it again in each layer) and, a layer,
+    each pair's lookup and its gradient's scatter-add into the table (:data:`RAB_BYTES`, or
+    ``hw.rab_seconds``), and the gradient summed over the heads (three passes a head beyond the
+    first); each at the calibrated cost where it is slower than its bytes. Forward and backward:
+    :func:`_terms` keeps the forward's share for a forward pass alone."""
+    per_byte = 1.0 / hw.hbm_bw
+    index = max(RAB_INDEX_BYTES * per_byte, hw.rab_index_seconds or 0.0)
+    lookup = max(RAB_BYTES * per_byte, hw.rab_seconds or 0.0)
+    heads_sum = 3 * (heads - 1) * ACTIVATION_BYTES_FP32 * per_byte
+    return pairs * ((layers if s.padded else 1) * index + layers * (lookup + heads_sum))
 
 
 def _attention_time(
