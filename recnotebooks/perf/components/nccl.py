@@ -31,6 +31,7 @@ published nccl-tests figures it is checked against are in
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -300,6 +301,12 @@ def graphs(f: Fabric) -> dict[str, Graph]:
     topology search for GPUs on NVSwitches with one NIC per GPU. Trees and rings end with the
     same channels (init.cc line 1459); PAT rides the ring's graph, CollNet chain the tree's,
     CollNet direct the NVLS heads (at most 8)."""
+    return dict(_graphs(_check_fabric(f)))
+
+
+@functools.lru_cache(maxsize=512)
+def _graphs(f: Fabric) -> dict[str, Graph]:
+    """:func:`graphs`, once per fabric (a frozen, hashable dataclass); callers do not mutate it."""
     ring = _ring_graph(f)
     tree = _tree_graph(f, ring.channels)
     ch = min(ring.channels, tree.channels)
@@ -397,8 +404,13 @@ def tuning_table(collective: str, fabric: Fabric) -> dict[tuple[str, str], tuple
     an algorithm bandwidth: the bus bandwidth times ``nRanks/nsteps`` for rings, NVLS and NVLS
     tree and 1/2 for trees and CollNet, tuning.cc lines 376-382)."""
     coll = check_choice("collective", collective, COLLECTIVES[:3])
-    _check_fabric(fabric)
-    gs = graphs(fabric)
+    return dict(_table(coll, _check_fabric(fabric)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _table(coll: str, fabric: Fabric) -> dict[tuple[str, str], tuple[float, float]]:
+    """:func:`tuning_table`, once per (collective, fabric); callers do not mutate it."""
+    gs = _graphs(fabric)
     n = fabric.ranks
     nsteps = 2 * (n - 1) if coll == "all_reduce" else n - 1
     table: dict[tuple[str, str], tuple[float, float]] = {}
@@ -427,27 +439,22 @@ def algorithm_time(
     """Seconds NCCL predicts for ``nbytes`` (the buffer nccl-tests reports: all of it for an
     all-reduce, the gathered output of an all-gather, the input of a reduce-scatter) with this
     pair, or ``None`` where NCCL does not offer it (``ncclTopoGetAlgoTime``, lines 630-656)."""
+    coll = check_choice("collective", collective, COLLECTIVES[:3])
     nbytes = check_float("nbytes", nbytes, lo=0, lo_open=True)
     check_choice("algorithm", algorithm, _TUNED)
     check_choice("protocol", protocol, PROTOCOLS)
-    if fabric.ranks == 1:
+    if _check_fabric(fabric).ranks == 1:
         return 0.0
-    entry = tuning_table(collective, fabric).get((algorithm, protocol))
+    entry = _table(coll, fabric).get((algorithm, protocol))
     if entry is None:
         return None
     lat, bw = entry
     log_size = int(math.log2(nbytes / 64)) if nbytes >= 64 else -1
-    if algorithm == "tree" and collective == "all_reduce" and 0 <= log_size < 23:
+    if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < 23:
         bw *= _TREE_CORRECTION[protocol][log_size]
-    channels = graphs(fabric)["ring"].channels
+    channels = _graphs(fabric)["ring"].channels
     plateau = nbytes / (channels * fabric.ranks) >= 64
-    if (
-        algorithm == "ring"
-        and protocol == "Simple"
-        and fabric.nodes > 1
-        and collective == "all_reduce"
-        and plateau
-    ):
+    if algorithm == "ring" and protocol == "Simple" and fabric.nodes > 1 and coll == "all_reduce" and plateau:
         lat *= 1.4  # the ring's plateau on SM80 and later
     return lat * 1e-6 + nbytes / (1e9 * bw)
 
@@ -466,7 +473,8 @@ def _all_to_all_time(algorithm: str, nbytes: float, f: Fabric) -> float | None:
     remote = n - d
     net_steps = (f.nodes - 1) if algorithm == "pxn" else remote
     lat = BASE_LATENCY_US["ring"][simple] + (d - 1) * hop + net_steps * net
-    inside = nbytes * (d - 1) / n / (graphs(f)["ring"].channels * graphs(f)["ring"].bw_intra * 1e9)
+    ring = _graphs(f)["ring"]
+    inside = nbytes * (d - 1) / n / (ring.channels * ring.bw_intra * 1e9)
     across = nbytes * remote / n / f.nic_bw if remote else 0.0
     return lat * 1e-6 + max(inside, across)
 
@@ -580,7 +588,7 @@ def _latency_of(coll: str, pair: tuple[str, str], f: Fabric) -> float:
     """Seconds of the latency term of ``pair`` (an all-to-all's: its time for one byte)."""
     if coll == "all_to_all":
         return _all_to_all_time(pair[0], 1.0, f) or 0.0
-    return tuning_table(coll, f)[pair][0] * 1e-6
+    return _table(coll, f)[pair][0] * 1e-6
 
 
 def all_reduce(nbytes: float, fabric: Fabric, algorithm: str | None = None) -> Choice:
