@@ -26,12 +26,13 @@ def main() -> None:
     rows = nccl_tests_table(1.0 if args.all else float(1 << 20))
     print(f"NCCL {NCCL_RELEASE} tuning model vs published nccl-tests all_reduce bus bandwidth (GB/s)")
     print(f"{'system':24s} {'ranks':>5s} {'size':>10s} {'algorithm/protocol':30s} {'modeled':>8s} "
-          f"{'published':>9s} {'error':>7s}")  # fmt: skip
+          f"{'published':>9s} {'error':>7s} {'us model':>9s} {'us publ.':>9s}")  # fmt: skip
     for r in rows:
         algo = f"{r.algorithm}/{r.protocol}" + (" (forced)" if r.forced else "")
         flag = "" if abs(r.error) <= TARGET or r.nbytes < (1 << 20) else "  > 25%"
         print(f"{r.key:24s} {r.ranks:5d} {format_bytes(r.nbytes):>10s} {algo:30s} {r.modeled_busbw:8.1f} "
-              f"{r.published_busbw:9.1f} {r.error:+7.0%}{flag}")  # fmt: skip
+              f"{r.published_busbw:9.1f} {r.error:+7.0%} {r.modeled_seconds * 1e6:9.1f} "
+              f"{r.published_seconds * 1e6:9.1f}{flag}")  # fmt: skip
     big = [r for r in rows if r.nbytes >= (1 << 20)]
     hits = sum(abs(r.error) <= TARGET for r in big)
     print(f"\nwithin {TARGET:.0%} at >= 1 MiB: {hits} of {len(big)} sizes")

@@ -53,6 +53,20 @@ class NcclTestRow:
     def error(self) -> float:
         return self.modeled_busbw / self.published_busbw - 1
 
+    @property
+    def published_seconds(self) -> float:
+        """The published call's time, from its bus bandwidth (the small sizes' latency)."""
+        return self.nbytes / (self.published_busbw * 1e9) * _factor(self.ranks)
+
+    @property
+    def modeled_seconds(self) -> float:
+        return self.nbytes / (self.modeled_busbw * 1e9) * _factor(self.ranks)
+
+
+def _factor(ranks: int) -> float:
+    """nccl-tests' bus-to-algorithm factor of an all-reduce, the only collective published here."""
+    return 2 * (ranks - 1) / ranks
+
 
 def fabric_of(test: PublishedNcclTest) -> Fabric:
     """The :class:`Fabric` of a published sweep (:data:`NCCL_TEST_SYSTEMS`)."""
