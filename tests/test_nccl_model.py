@@ -31,6 +31,10 @@ def test_nccl_counts_the_nvlink_as_nccl_does() -> None:
     assert H100_NODE.nvlink_gbps == pytest.approx(370.8)
     assert NVL72.nvlink_gbps == pytest.approx(721.8)
     assert (NVL72.nodes, NVL72.local_ranks, TWO_RACKS.nodes, H100_IB.nodes) == (1, 72, 2, 8)
+    # NCCL 2.19.4's GRAPH log on H100s: "Pattern 4 ... nChannels 12, bw 30.000000/30.000000" (ring)
+    # and "Pattern 1 ..." (tree) the same (NVIDIA/nccl issue 1197)
+    g = N.graphs(H100_NODE)
+    assert g["ring"] == g["tree"] == N.Graph(12, 30.0, 30.0)
 
 
 @settings(max_examples=20)
