@@ -41,6 +41,7 @@ __all__ = [
     "check_float",
     "check_fraction",
     "check_int",
+    "check_multiple",
     "check_jagged_offsets",
     "check_jagged_timestamps",
     "check_int_list",
@@ -194,6 +195,15 @@ def check_choice(name: str, value: object, allowed: Iterable[T]) -> T:
         except (TypeError, ValueError):  # arrays, tensors: not a valid choice
             continue
     raise ValueError(f"{name} must be one of {options}, got {show(value)}")
+
+
+def check_multiple(name: str, value: object, of: int, what: str) -> int:
+    """``value`` as an ``int >= 1`` that is a multiple of ``of``; ``what`` says why in words
+    (``"an NVLink domain holds whole nodes"``)."""
+    v = check_int(name, value, lo=1)
+    if v % of:
+        raise ValueError(f"{name} must be a multiple of {of} ({what}), got {show(value)}")
+    return v
 
 
 _V = TypeVar("_V")

@@ -1,0 +1,196 @@
+"""The NCCL model (:mod:`recnotebooks.perf.components.nccl`): its pick is the fastest pair by a
+naive loop, its ring is the textbook ring, NVLS appears only where the switches reduce, time grows
+with the message, the published nccl-tests table holds its target where it does (and the rows
+where it does not are named), and bad input is refused by name."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from recnotebooks.perf.components import nccl as N
+from recnotebooks.perf.hardware import hardware
+from recnotebooks.perf.nccl_tests import nccl_tests_table
+
+H100_NODE = N.Fabric(ranks=8, node_size=8, domain_size=8, nvlink_bw=450e9, nic_bw=50e9)
+H100_IB = N.Fabric(ranks=64, node_size=8, domain_size=8, nvlink_bw=450e9, nic_bw=50e9)
+NVL72 = N.Fabric(ranks=72, node_size=4, domain_size=72, nvlink_bw=900e9, nic_bw=50e9, arch="blackwell")
+NVL72_16 = N.Fabric(ranks=16, node_size=4, domain_size=72, nvlink_bw=900e9, nic_bw=50e9, arch="blackwell")
+TWO_RACKS = N.Fabric(ranks=144, node_size=4, domain_size=72, nvlink_bw=900e9, nic_bw=50e9, arch="blackwell")
+NO_NVLS = N.Fabric(ranks=8, node_size=8, domain_size=8, nvlink_bw=450e9, nic_bw=50e9, nvls=False)
+FABRICS = [H100_NODE, H100_IB, NVL72, NVL72_16, TWO_RACKS, NO_NVLS]
+TUNED = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+def test_nccl_counts_the_nvlink_as_nccl_does() -> None:
+    # 18 links x SM90_NVLINK_BW 20.6; a B200's 18 x 40.1 = 721.8, NCCL's log's "maxBw 721.8"
+    # (NVIDIA/nccl issue 1807)
+    assert H100_NODE.nvlink_gbps == pytest.approx(370.8)
+    assert NVL72.nvlink_gbps == pytest.approx(721.8)
+    assert (NVL72.nodes, NVL72.local_ranks, TWO_RACKS.nodes, H100_IB.nodes) == (1, 72, 2, 8)
+    # NCCL 2.19.4's GRAPH log on H100s: "Pattern 4 ... nChannels 12, bw 30.000000/30.000000" (ring)
+    # and "Pattern 1 ..." (tree) the same (NVIDIA/nccl issue 1197)
+    g = N.graphs(H100_NODE)
+    assert g["ring"] == g["tree"] == N.Graph(12, 30.0, 30.0)
+
+
+@settings(max_examples=20)
+@given(
+    fabric=st.sampled_from(FABRICS),
+    collective=st.sampled_from(TUNED),
+    log_bytes=st.floats(min_value=3, max_value=34),
+)
+def test_the_choice_is_the_fastest_pair_of_a_naive_loop(
+    fabric: N.Fabric, collective: str, log_bytes: float
+) -> None:
+    nbytes = 2.0**log_bytes
+    times = {}
+    for algo in N.ALGORITHMS[:7]:  # every algorithm and protocol, offered or not
+        for proto in N.PROTOCOLS:
+            t = N.algorithm_time(collective, algo, proto, nbytes, fabric)
+            if t is not None:
+                times[(algo, proto)] = t
+    choice = N.choose(collective, nbytes, fabric)
+    assert choice.seconds == min(times.values())
+    assert times[(choice.algorithm, choice.protocol)] == choice.seconds
+
+
+@pytest.mark.parametrize(("fabric", "bus"), [(H100_NODE, 12 * 30.0), (NVL72_16, 16 * 45.0)])
+def test_ring_all_reduce_is_the_textbook_ring(fabric: N.Fabric, bus: float) -> None:
+    # One NVLink domain, Simple protocol: 2(n-1)/n * S / B + 2(n-1) alpha + a base latency, with
+    # B the ring's channels x GB/s (12 x 30 on 8 H100s, 16 x 45 on Blackwell), alpha NCCL's
+    # 3.4 us per NVLink step and 8.4 us base (tuning.cc v2.30.7-1).
+    n = fabric.ranks
+    for size in (1e3, 1e6, 1e9, 1e12):
+        expected = 2 * (n - 1) / n * size / (bus * 1e9) + 2 * (n - 1) * 3.4e-6 + 8.4e-6
+        assert N.algorithm_time("all_reduce", "ring", "Simple", size, fabric) == pytest.approx(
+            expected, rel=1e-9
+        )
+    huge = N.all_reduce(1e13, fabric, "ring")  # in the limit the bus bandwidth is the ring's
+    assert huge.bus_bandwidth == pytest.approx(bus * 1e9, rel=1e-3)
+
+
+def test_nvls_only_where_the_switches_reduce() -> None:
+    def algos(fabric: N.Fabric, coll: str = "all_reduce") -> set[str]:
+        return {a for a, _ in N.candidates(coll, 1 << 20, fabric)}
+
+    assert not {"nvls", "nvls_tree"} & algos(NO_NVLS)
+    assert "nvls" in algos(H100_NODE) and "nvls_tree" not in algos(H100_NODE)  # NVLS tree: several nodes
+    assert "nvls_tree" in algos(H100_IB) and "nvls" not in algos(H100_IB)  # NVLS across nodes needs CollNet
+    assert "nvls" in algos(NVL72) and "nvls" not in algos(NVL72, "all_gather")  # > 32 local ranks
+    collnet = N.Fabric(64, 8, 8, 450e9, 50e9, collnet=True)
+    assert {"nvls", "collnet_chain", "collnet_direct"} <= algos(collnet)
+    assert N.all_reduce(1 << 30, H100_NODE).algorithm == "nvls"
+    assert N.all_reduce(1 << 30, NO_NVLS).algorithm == "ring"
+
+
+@settings(max_examples=20)
+@given(
+    fabric=st.sampled_from(FABRICS),
+    collective=st.sampled_from(N.COLLECTIVES),
+    nbytes=st.floats(min_value=1, max_value=2.0**34),
+)
+def test_time_grows_with_the_message(fabric: N.Fabric, collective: str, nbytes: float) -> None:
+    assert N.choose(collective, 2 * nbytes, fabric).seconds >= N.choose(collective, nbytes, fabric).seconds
+
+
+def test_all_to_all_routes_through_pxn_across_domains() -> None:
+    assert {a for a, _ in N.candidates("all_to_all", 1 << 20, NVL72)} == {"pairwise"}
+    small = N.all_to_all(1 << 10, H100_IB)
+    assert small.algorithm == "pxn"  # 7 network latencies, not 56
+    big = N.all_to_all(1 << 30, H100_IB)
+    # bandwidth-bound: 56/64 of the bytes leave the node over the GPU's 50 GB/s NIC
+    assert big.seconds == pytest.approx((1 << 30) * 56 / 64 / 50e9, rel=0.02)
+    assert "8 NVLink domains of 8" in big.reason
+
+
+def test_the_choice_says_why() -> None:
+    c = N.all_reduce(1 << 10, H100_NODE)
+    assert (c.algorithm, c.protocol) == ("ring", "LL")  # tiny: LL's 15 us beats NVLS's 25 us
+    assert "1.0 KiB" in c.reason and "8 ranks" in c.reason and "latency-bound" in c.reason
+    big = N.all_reduce(1 << 30, NVL72)
+    assert (
+        big.algorithm == "nvls"
+        and "one NVLink domain of 72" in big.reason
+        and "bandwidth-bound" in big.reason
+    )
+    assert N.choose("all_reduce", 100, N.Fabric(1, 8, 8, 450e9, 50e9)).seconds == 0.0
+
+
+def test_a_fabric_reads_a_hardware_preset() -> None:
+    f = N.Fabric.from_hardware(hardware("dgx_h100"), 16)
+    assert (f.node_size, f.domain_size, f.nodes, f.nic_bw) == (8, 8, 2, 50e9)
+
+
+# Sizes >= 1 MiB where the model (nothing fitted) misses the published figure by more than 25%:
+# the mid-size ramp of NVLS on 8 H100s (1-32 MiB), of the forced ring/LL on a GB200 tray
+# (2-4 MiB), the full rack's first two sizes (a fixed ~0.5 ms per call that NCCL's 25 us NVLS
+# latency lacks) and two racks up to 4 GiB.
+KNOWN_MISSES = {
+    ("azure_nd_h100_v5", 1 << s) for s in range(20, 26)
+} | {("azure_nd_gb200_v6", 2 << 20), ("azure_nd_gb200_v6", 4 << 20)} | {
+    ("coreweave_gb200_nvl72", 512 << 20), ("coreweave_gb200_nvl72", 1 << 30)
+} | {("coreweave_gb200_2racks", s << 29) for s in (1, 2, 4, 8)}  # fmt: skip
+
+
+def test_the_published_table_meets_its_target_except_where_named() -> None:
+    rows = nccl_tests_table(min_bytes=1 << 20)
+    assert {r.key for r in rows} >= {"azure_nd_h100_v5", "coreweave_h100_64", "coreweave_gb200_nvl72"}
+    misses = {(r.key, r.nbytes) for r in rows if abs(r.error) > 0.25}
+    assert misses == KNOWN_MISSES  # a fixed row or a new miss changes this list, on purpose
+    assert all(math.isfinite(r.error) and r.modeled_busbw > 0 for r in rows)
+    large = [r for r in rows if r.nbytes >= 8 << 30]
+    assert all(abs(r.error) <= 0.25 for r in large)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: N.choose("broadcast", 1024, H100_NODE), "collective must be one of"),
+        (lambda: N.choose("all_reduce", 1024, H100_NODE, "mesh"), "algorithm must be one of"),
+        (lambda: N.choose("all_reduce", 1024, H100_NODE, "pat"), "algorithm must be one NCCL offers"),
+        (lambda: N.choose("all_reduce", 1024, NO_NVLS, "nvls"), "algorithm must be one NCCL offers"),
+        (lambda: N.choose("all_to_all", 1024, H100_NODE, "ring"), "algorithm must be one of"),
+        (lambda: N.all_reduce(0, H100_NODE), "nbytes must be a finite number > 0, got 0"),
+        (lambda: N.all_gather(-5.0, H100_NODE), "nbytes must be a finite number > 0"),
+        (lambda: N.all_reduce(float("nan"), H100_NODE), "nbytes must be a finite number"),
+        (lambda: N.Fabric(8, 4, 6, 450e9, 50e9), "domain_size must be a multiple of 4"),
+        (lambda: N.Fabric(8, 8, 4, 450e9, 50e9), "domain_size must be a multiple of 8"),
+        (lambda: N.Fabric(100, 4, 72, 900e9, 50e9), "ranks must be a multiple of 72"),
+        (lambda: N.Fabric(8, 8, 8, 0.0, 50e9), "nvlink_bw must be a finite number > 0"),
+        (lambda: N.Fabric(8, 8, 8, 450e9, 50e9, arch="volta"), "arch must be one of"),
+        (lambda: N.algorithm_time("all_reduce", "ring", "LL64", 1024, H100_NODE), "protocol must be one of"),
+    ],
+)
+def test_bad_input_is_refused_by_name(call, match: str) -> None:  # noqa: ANN001
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_wrong_kinds_are_type_errors() -> None:
+    with pytest.raises(TypeError, match="fabric must be a Fabric"):
+        N.choose("all_reduce", 1024, "h100")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="ranks must be an int"):
+        N.Fabric(8.0, 8, 8, 450e9, 50e9)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="nvls must be True or False"):
+        N.Fabric(8, 8, 8, 450e9, 50e9, nvls=1)  # type: ignore[arg-type]
+
+
+def test_every_published_figure_names_its_source() -> None:
+    from recnotebooks.published.nccl_tests import NCCL_TESTS
+
+    assert len({t.key for t in NCCL_TESTS}) == len(NCCL_TESTS) >= 3
+    for t in NCCL_TESTS:
+        assert t.source.startswith("https://github.com/") and t.date[:4] in ("2023", "2024", "2025")
+        sizes = [s for s, _ in t.busbw]
+        assert sizes == sorted(sizes) and t.ranks % min(t.ranks, t.domain_size) == 0
+    # the small-message latency the published runs imply, beside the model's: NVLS's 25 us on
+    # 8 H100s (published 25.6 us at 1 KiB), ring/LL on a GB200 tray 10.2 us (published 15.4 us)
+    small = {r.key: r for r in nccl_tests_table() if r.nbytes == 1 << 10}
+    assert small["azure_nd_h100_v5"].modeled_seconds == pytest.approx(
+        small["azure_nd_h100_v5"].published_seconds, rel=0.05
+    )
+    assert small["azure_nd_gb200_v6"].modeled_seconds < small["azure_nd_gb200_v6"].published_seconds
