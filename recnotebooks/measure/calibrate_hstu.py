@@ -43,11 +43,22 @@ OVERHEAD_LENGTHS = (3, 5, 9, 17)
 OVERHEAD_DEPTHS = (1, 3)
 
 
+#: Untimed calls before :func:`_median_seconds` times any: the first few calls of the bias's
+#: index took 8-75 ms instead of 0.3 (fresh memory for its buffers), so one warm-up call left a
+#: median of two or three calls 100-500x too slow.
+WARM_UP_CALLS = 5
+#: The fewest timed calls :func:`_median_seconds` takes, whatever ``reps`` says (each well under
+#: a millisecond).
+MIN_REPS = 9
+
+
 def _median_seconds(fn: Callable[[], object], reps: int) -> float:
-    """Median wall seconds of ``reps`` calls of ``fn`` after one warm-up."""
-    fn()
+    """Median wall seconds of at least :data:`MIN_REPS` (or ``reps``) calls of ``fn`` after
+    :data:`WARM_UP_CALLS` untimed ones."""
+    for _ in range(WARM_UP_CALLS):
+        fn()
     ts = []
-    for _ in range(reps):
+    for _ in range(max(reps, MIN_REPS)):
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
