@@ -19,7 +19,7 @@ from recnotebooks.config import TableConfig
 from recnotebooks.config.hstu import HSTUConfig
 from recnotebooks.data.listening import TABLES, USER_TABLE, ListeningConfig, SyntheticListening
 from recnotebooks.distributed import ShardedEmbeddingBagCollection, history_blocks
-from recnotebooks.distributed.training import HSTUTrainSettings, local_histories, train_hstu_local
+from recnotebooks.distributed.hstu_training import HSTUTrainSettings, local_histories, train_hstu_local
 from recnotebooks.metrics import click_metrics
 from recnotebooks.nn.generative import HSTURanker
 from recnotebooks.nn.optim import make_dense_optimizer, make_sparse_optimizer

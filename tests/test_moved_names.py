@@ -28,6 +28,19 @@ MOVED: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ),  # fmt: skip
         ("recnotebooks.published.mlperf_results", ("MLPERF_DCNV2_RESULTS", "READ_DATE", "SOURCE_COMMITS")),
     ],
+    "recnotebooks.distributed.training": [
+        (
+            "recnotebooks.distributed.hstu_training",
+            (
+                "HSTUDistResult",
+                "HSTUTrainSettings",
+                "check_hstu_run",
+                "local_histories",
+                "run_hstu_rank",
+                "train_hstu_local",
+            ),
+        ),  # fmt: skip
+    ],
     "recnotebooks.cli": [
         ("recnotebooks.commands.dispatch", ("main",)),
         ("recnotebooks.commands.parser", ("build_parser",)),
