@@ -224,6 +224,63 @@ def test_a_node_that_never_joins_fails_fast_with_both_logs(tmp_path) -> None:
     assert "RendezvousTimeoutError" in message  # node 0's own log says why
 
 
+def _children(pid: int) -> list[int]:
+    """The live child processes of ``pid`` (Linux: from /proc)."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+            state, ppid = stat[stat.rindex(b")") + 2 :].split()[:2]
+            if int(ppid) == pid and state != b"Z":
+                found.append(int(name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        return stat[stat.rindex(b")") + 2 :].split()[0] != b"Z"
+    return False
+
+
+def test_a_rank_ends_when_its_torchrun_agent_is_killed(tmp_path) -> None:
+    """A node killed (its torchrun agent, SIGKILL) takes its rank with it: torchrun starts the rank
+    in a session of its own, so without the rank's watch on its agent it trained on, orphaned, for
+    the rest of the run (seen beside the suite: a killed two-node job's ranks trained for 20 minutes)."""
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("reads processes from /proc")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", "-m",
+           "recnotebooks", "train", "--distributed", "--preset", "tiny", "--steps", "1000000"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(tmp_path / "node.out", "w") as out:
+        agent = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    rank = None
+    try:
+        deadline = time.monotonic() + 240
+        while rank is None or not any(
+            "socket:" in os.readlink(f) for f in Path(f"/proc/{rank}/fd").iterdir()
+        ):
+            assert agent.poll() is None and time.monotonic() < deadline, (tmp_path / "node.out").read_text()
+            time.sleep(0.2)  # until its rank is joining the group (past its entry, training next)
+            ranks = [
+                p for p in _children(agent.pid) if b"recnotebooks" in Path(f"/proc/{p}/cmdline").read_bytes()
+            ]
+            rank = next(iter(ranks), None)
+        agent.kill()
+        agent.wait()
+        deadline = time.monotonic() + 60
+        while _alive(rank) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(rank), f"rank {rank} still running 60 s after its agent was killed"
+    finally:
+        for pid in (agent.pid, rank):
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+        agent.wait()
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
