@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import _procs
 import pytest
 import torch
 
@@ -224,30 +225,11 @@ def test_a_node_that_never_joins_fails_fast_with_both_logs(tmp_path) -> None:
     assert "RendezvousTimeoutError" in message  # node 0's own log says why
 
 
-def _children(pid: int) -> list[int]:
-    """The live child processes of ``pid`` (Linux: from /proc)."""
-    found = []
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            stat = Path(f"/proc/{name}/stat").read_bytes()
-            state, ppid = stat[stat.rindex(b")") + 2 :].split()[:2]
-            if int(ppid) == pid and state != b"Z":
-                found.append(int(name))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-        return stat[stat.rindex(b")") + 2 :].split()[0] != b"Z"
-    return False
-
-
 def test_a_rank_ends_when_its_torchrun_agent_is_killed(tmp_path) -> None:
     """A node killed (its torchrun agent, SIGKILL) takes its rank with it: torchrun starts the rank
     in a session of its own, so without the rank's watch on its agent it trained on, orphaned, for
     the rest of the run (seen beside the suite: a killed two-node job's ranks trained for 20 minutes)."""
-    if not Path("/proc/self/stat").exists():
+    if not _procs.HAS_PROC:
         pytest.skip("reads processes from /proc")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", "-m",
            "recnotebooks", "train", "--distributed", "--preset", "tiny", "--steps", "1000000"]  # fmt: skip
@@ -264,16 +246,14 @@ def test_a_rank_ends_when_its_torchrun_agent_is_killed(tmp_path) -> None:
         ):
             assert agent.poll() is None and time.monotonic() < deadline, (tmp_path / "node.out").read_text()
             time.sleep(0.2)  # until its rank is joining the group (past its entry, training next)
-            ranks = [
-                p for p in _children(agent.pid) if b"recnotebooks" in Path(f"/proc/{p}/cmdline").read_bytes()
-            ]
+            ranks = [p for p in _procs.children(agent.pid) if "recnotebooks" in _procs.command(p)]
             rank = next(iter(ranks), None)
         agent.kill()
         agent.wait()
         deadline = time.monotonic() + 60
-        while _alive(rank) and time.monotonic() < deadline:
+        while _procs.alive(rank) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not _alive(rank), f"rank {rank} still running 60 s after its agent was killed"
+        assert not _procs.alive(rank), f"rank {rank} still running 60 s after its agent was killed"
     finally:
         for pid in (agent.pid, rank):
             with contextlib.suppress(ProcessLookupError, TypeError):
