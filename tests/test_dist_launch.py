@@ -86,8 +86,14 @@ def test_a_rank_that_never_joins_is_named_within_the_timeout(monkeypatch: pytest
         launch(W.echo, 2, timeout_s=20)
     assert time.monotonic() - start <= 20
     kinds = {f.rank: f.kind for f in info.value.failures}
-    assert kinds == {1: "never_joined", 0: "stopped"}
-    assert "waited for rank(s) [1]" in info.value.failures[1].message
+    assert kinds[1] == "never_joined" and info.value.failures[0].kind == "never_joined"
+    # Rank 0 joined, waited for rank 1 and was stopped; or, on a machine too busy to start it
+    # within the 20 s (a load of 13 on 2 cores beside a killed two-node torchrun job), it never
+    # joined either, and says so: whether it joined depends on the machine, not on the launcher.
+    if kinds[0] == "stopped":
+        assert info.value.failures[0].rank == 1 and "waited for rank(s) [1]" in info.value.failures[1].message
+    else:
+        assert kinds[0] == "never_joined" and "rank 0 never joined" in str(info.value)
     assert_reaped(info.value.result.pids)
 
 
