@@ -120,6 +120,10 @@ def _join(spec: RankSpec, reply: _Reply) -> torch.device:
     dist.init_process_group(
         spec.backend, store=store, rank=spec.rank, world_size=spec.world, timeout=timeout, **options
     )
+    # Every rank connected before any runs: a rank whose function talks to no other (or fails at
+    # once) closes its connections when it ends, and a peer still connecting to it (gloo's
+    # connectFullMesh, slow on a busy machine) then fails with "Connection closed by peer".
+    dist.barrier()
     return device
 
 
