@@ -4,7 +4,14 @@ starts every rank this way."""
 import os
 import sys
 
-from recnotebooks.cli import main
+if os.environ.get("TORCHELASTIC_RUN_ID"):  # a rank that torchrun started (torch's is_torchelastic_launched)
+    # It ends when its agent does: torchrun starts it in a session of its own, so a killed agent
+    # (a node killed) leaves it training on with its peers, for the rest of the run, otherwise.
+    from recnotebooks.distributed._rank import exit_with_parent
+
+    exit_with_parent(os.getppid())
+
+from recnotebooks.cli import main  # noqa: E402 - after the watch: these imports take seconds
 
 code = main()
 if os.environ.get("TORCHELASTIC_RUN_ID"):  # a rank that torchrun started (torch's is_torchelastic_launched)

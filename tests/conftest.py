@@ -8,6 +8,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
+#: The run ends with what failed and the first lines of each failure (tests/_summary.py); every
+#: test module stops the processes it starts (tests/_leftovers.py).
+pytest_plugins = ["_summary", "_leftovers"]
+
 settings.register_profile("ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=25, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")

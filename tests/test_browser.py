@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -194,9 +195,36 @@ def _require_browser() -> None:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
+    """A free port *below* the kernel's ephemeral range, for JupyterLab.
+
+    JupyterLab binds the port it is given after checking it (bind, close, bind again), and
+    everything on the machine that binds port 0 or connects out takes ports of the ephemeral
+    range: a port of that range found free here can be gone by the time the server binds it.
+    Below the range only a program that names the port can take it (:func:`_start_lab` then
+    tries another)."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    rng = random.Random()
+    for _ in range(200) if low > 20_000 else ():
+        port = rng.randrange(20_000, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # no such range here: let the system pick
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+#: Ports JupyterLab is given before the test gives up, when another program takes each first.
+LAB_TRIES = 3
+#: What JupyterLab's log says when its port was taken (jupyter_server's ServerApp._find_http_port
+#: and _bind_http_server).
+PORT_TAKEN = ("is already in use", "could not be started because")
 
 
 def _lab_settings(settings: Path) -> None:
@@ -217,7 +245,7 @@ def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp / "notebooks"
     shutil.copytree(NOTEBOOKS, root)
     _lab_settings(tmp / "settings")
-    port, token = _free_port(), "recnb-browser-test"
+    token = "recnb-browser-test"
     env = {
         **os.environ,
         "RECNB_SMOKE": "1",
@@ -225,44 +253,60 @@ def jupyterlab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "ws"),
         "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
     }
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
-        "--no-browser",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
-        f"--ServerApp.root_dir={root}",
-        "--LabApp.expose_app_in_browser=True",
-    ]
-    if hasattr(os, "getuid") and os.getuid() == 0:
-        cmd.append("--ServerApp.allow_root=True")
-    log = open(tmp / "jupyterlab.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = _start_lab(_lab_command(root, token), env, tmp, token)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("JupyterLab did not start:\n" + (tmp / "jupyterlab.log").read_text()[-3000:])
-            time.sleep(0.3)
         # a workspace per notebook, reset: a page opens its notebook alone, not the ones before it
         yield f"{url}/lab/workspaces/{{workspace}}/tree/{{notebook}}?token={token}&reset"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        _stop(proc)
+
+
+def _lab_command(root: Path, token: str) -> list[str]:
+    """JupyterLab over ``root`` on 127.0.0.1, answering with ``token``, on the port added after."""
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+           "--LabApp.expose_app_in_browser=True"]  # fmt: skip
+    if hasattr(os, "getuid") and os.getuid() == 0:
+        cmd.append("--ServerApp.allow_root=True")
+    return cmd
+
+
+def _start_lab(cmd: list[str], env: dict[str, str], tmp: Path, token: str) -> tuple[subprocess.Popen, str]:
+    """JupyterLab started on a free port (:func:`_free_port`), answering with ``token``; another
+    port when the one it was given is taken before it binds it (up to ``LAB_TRIES``); its log in
+    ``tmp``. Fails with the log when it does not start for another reason, or within 90 s."""
+    logs = []
+    for attempt in range(LAB_TRIES):
+        port, log_path = _free_port(), tmp / f"jupyterlab-{attempt}.log"
+        logs.append(log_path)
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [*cmd, f"--ServerApp.port={port}"], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 90
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        return proc, url
+            except OSError:
+                pass
+            time.sleep(0.3)
+        _stop(proc)
+        text = log_path.read_text(errors="replace")
+        if not any(words in text for words in PORT_TAKEN):
+            pytest.fail("JupyterLab did not start:\n" + text[-3000:])
+    pytest.fail(f"JupyterLab's port was taken by another program {LAB_TRIES} times:\n"
+                + "\n".join(p.read_text(errors="replace")[-1000:] for p in logs))  # fmt: skip
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -449,3 +493,22 @@ def test_notebook_runs_clean_in_jupyterlab(
             page.evaluate(f"() => {PANEL} && {PANEL}.sessionContext.shutdown()")
         finally:
             page.close()
+
+
+def test_a_port_taken_before_jupyterlab_binds_it_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another program takes the first port chosen for JupyterLab before it binds it: the lab
+    starts on another one (not "JupyterLab did not start"). Needs no browser."""
+    pytest.importorskip("jupyterlab")
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        taken = other.getsockname()[1]
+        ports = iter([taken, _free_port()])
+        monkeypatch.setattr(sys.modules[__name__], "_free_port", lambda: next(ports))
+        env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+        proc, url = _start_lab(_lab_command(tmp_path, "t"), env, tmp_path, "t")
+        _stop(proc)
+    assert url != f"http://127.0.0.1:{taken}"
+    assert "is already in use" in (tmp_path / "jupyterlab-0.log").read_text()

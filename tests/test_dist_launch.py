@@ -86,8 +86,14 @@ def test_a_rank_that_never_joins_is_named_within_the_timeout(monkeypatch: pytest
         launch(W.echo, 2, timeout_s=20)
     assert time.monotonic() - start <= 20
     kinds = {f.rank: f.kind for f in info.value.failures}
-    assert kinds == {1: "never_joined", 0: "stopped"}
-    assert "waited for rank(s) [1]" in info.value.failures[1].message
+    assert kinds[1] == "never_joined" and info.value.failures[0].kind == "never_joined"
+    # Rank 0 joined, waited for rank 1 and was stopped; or, on a machine too busy to start it
+    # within the 20 s (a load of 13 on 2 cores beside a killed two-node torchrun job), it never
+    # joined either, and says so: whether it joined depends on the machine, not on the launcher.
+    if kinds[0] == "stopped":
+        assert info.value.failures[0].rank == 1 and "waited for rank(s) [1]" in info.value.failures[1].message
+    else:
+        assert kinds[0] == "never_joined" and "rank 0 never joined" in str(info.value)
     assert_reaped(info.value.result.pids)
 
 
@@ -148,9 +154,13 @@ def _nested(ctx: object) -> None:
         ({"args": (lambda: 1,)}, TypeError, "args must be picklable"),
     ],
 )
-def test_bad_settings_are_refused_before_any_process_starts(kwargs: dict, error: type, match: str) -> None:
+def test_bad_settings_are_refused_before_any_process_starts(
+    kwargs: dict, error: type, match: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     call = {"fn": W.echo, "world_size": 2, "args": (), "backend": "gloo", "timeout_s": 10.0} | kwargs
-    start = time.monotonic()
+    started: list[str] = []  # what the launch got to (not how long it took: that depends on the load)
+    for step in ("_master_store", "_spawn"):
+        monkeypatch.setattr(launch_module, step, lambda *a, step=step, **k: started.append(step) or 1 / 0)
     with pytest.raises(error, match=match):
         launch(
             call["fn"],
@@ -159,7 +169,7 @@ def test_bad_settings_are_refused_before_any_process_starts(kwargs: dict, error:
             backend=call["backend"],
             timeout_s=call["timeout_s"],
         )
-    assert time.monotonic() - start < 1 and mp.active_children() == []
+    assert started == [] and mp.active_children() == []
 
 
 def test_functions_a_rank_cannot_import_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,16 +5,20 @@ metrics, in one JSON schema; bad options are refused before any process starts."
 from __future__ import annotations
 
 import contextlib
+import errno
+import importlib
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import _procs
 import pytest
 import torch
 
@@ -27,6 +31,9 @@ from recnotebooks.distributed.training import WARMUP_STEPS, DistTrainResult, tra
 from recnotebooks.plan import round_robin
 from recnotebooks.run_report import TRAIN_REPORT_KEYS, train_report
 from recnotebooks.timing import PHASES
+
+# the package's `launch` is the function
+launch_module = importlib.import_module("recnotebooks.distributed.launch")
 
 ROOT = Path(__file__).resolve().parent.parent
 STEPS, BATCH = 4, 128
@@ -102,34 +109,53 @@ def test_train_report_names_a_missing_or_unknown_key() -> None:
         train_report(**full, extra=1)
 
 
-def _rendezvous_port() -> int:
-    """A free port *below* the kernel's ephemeral range, for the torchrun rendezvous.
+@contextlib.contextmanager
+def _rendezvous_store(timeout_s: float) -> Iterator[int]:
+    """The two torchrun nodes' c10d rendezvous store, served by this process on 127.0.0.1 (the
+    launcher's own store: a socket bound to a port the system picks); yields its port.
 
-    A port the kernel hands out (``bind(0)``) is free only until it is closed: the same range
-    gives every outgoing connection its source port, so another socket of the run (a gloo pair,
-    a store client) can take it before torchrun binds it, and a client that retries a connection
-    to a port of that range while nothing listens there can connect to itself. A port below the
-    range is never handed out that way."""
+    The port is held from its bind until the nodes are done, so nothing else on the machine can
+    take it in between. A port found free, released and bound again by node 0 seconds later (as
+    torchrun starts) can meanwhile be taken by any program that binds or connects (another torchrun
+    job's store, a gloo pair, an outgoing connection's source port); node 0 then fails with
+    EADDRINUSE and node 1 joins whatever listens there. Both nodes join as clients (``is_host=false``)."""
+    store, port = launch_module._master_store(timeout_s)
     try:
-        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        low = 0
-    rng = random.Random()
-    for _ in range(200) if low > 20_000 else ():
-        port = rng.randrange(20_000, low)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    with socket.socket() as s:  # no such range here: let the system pick
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        yield port
+    finally:
+        del store
 
 
 #: Seconds a torchrun node waits for the other to join the rendezvous before it gives up.
 JOIN_TIMEOUT_S = 45
+
+
+def _start_node(node: int, port: int, run_id: str, join_timeout_s: int, log: Path) -> subprocess.Popen:
+    """One torchrun "node" of one rank on 127.0.0.1, a client of the rendezvous store at ``port``,
+    in a session of its own (its agent and worker are stopped together), writing to ``log``."""
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
+           "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+           "--rdzv-id", run_id, "--rdzv-conf", f"join_timeout={join_timeout_s},is_host=false",
+           "--local-addr", "127.0.0.1", "-m", "recnotebooks", "train", "--distributed", *COMMON,
+           "--json"]  # fmt: skip
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def _stop_node(p: subprocess.Popen) -> None:
+    """SIGABRT to the node's whole process group (its agent and worker write their stacks to the
+    log first), SIGKILL 10 s later; reaped."""
+    if p.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
 
 
 def _torchrun_nodes(tmp_path: Path, nodes: tuple[int, ...] = (0, 1), join_timeout_s: int = JOIN_TIMEOUT_S,
@@ -137,42 +163,28 @@ def _torchrun_nodes(tmp_path: Path, nodes: tuple[int, ...] = (0, 1), join_timeou
     """Run ``recnb train --distributed`` as two torchrun "nodes" of one rank each on 127.0.0.1
     (only those in ``nodes`` are started); returns each node's output.
 
-    Node 0 hosts the rendezvous store (``is_host``: no election between two nodes that both
-    match 127.0.0.1) on a port outside the ephemeral range (:func:`_rendezvous_port`). A node
+    This process hosts the rendezvous store (:func:`_rendezvous_store`), under a rendezvous id
+    of this call's own: no other job on the machine can take the port or share the id. A node
     whose peer does not join gives up after ``join_timeout_s``; anything still running after
     ``timeout_s`` gets SIGABRT first, so that every Python process of the node (agent and
     worker, ``PYTHONFAULTHANDLER``) writes its threads' stacks to the node's log. Any failure
     fails the test with both nodes' logs."""
-    port = _rendezvous_port()
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
     procs, logs = {}, {n: tmp_path / f"node{n}.out" for n in (0, 1)}
     hung: list[int] = []
-    try:
-        for node in nodes:
-            conf = f"join_timeout={join_timeout_s},is_host={'true' if node == 0 else 'false'}"
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(node),
-                   "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-                   "--rdzv-id", f"recnb-test-{port}", "--rdzv-conf", conf, "--local-addr", "127.0.0.1",
-                   "-m", "recnotebooks", "train", "--distributed", *COMMON, "--json"]  # fmt: skip
-            with open(logs[node], "w") as out:
-                procs[node] = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                               start_new_session=True)  # fmt: skip
-        deadline = time.monotonic() + timeout_s
-        for node, p in procs.items():
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                hung.append(node)
-    finally:
-        for p in procs.values():
-            if p.poll() is None:  # its whole process group: the agent and its worker
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGABRT)  # stacks into the log first
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    p.wait(timeout=10)
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+    run_id = f"recnb-test-{uuid.uuid4().hex[:12]}"
+    with _rendezvous_store(timeout_s + 60) as port:
+        try:
+            for node in nodes:
+                procs[node] = _start_node(node, port, run_id, join_timeout_s, logs[node])
+            deadline = time.monotonic() + timeout_s
+            for node, p in procs.items():
+                try:
+                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    hung.append(node)
+        finally:
+            for p in procs.values():
+                _stop_node(p)
     texts = [logs[n].read_text() if n in procs else "(not started)" for n in (0, 1)]
     failed = [n for n, p in procs.items() if p.returncode != 0]
     if hung or failed or len(procs) < 2:
@@ -191,6 +203,18 @@ def test_two_torchrun_nodes_match_single_process(single_process_losses, tmp_path
         assert r["losses"] == pytest.approx(single_process_losses, abs=1e-4)
 
 
+def test_no_other_program_can_take_the_rendezvous_port_before_the_nodes_join() -> None:
+    """The store's port is bound from the moment it is chosen (a port found free and released
+    would be bindable here, by anything on the machine, until node 0 bound it), on 127.0.0.1."""
+    with _rendezvous_store(10.0) as port:
+        for host in ("127.0.0.1", "0.0.0.0"):
+            with socket.socket() as other, pytest.raises(OSError) as taken:
+                other.bind((host, port))
+            assert taken.value.errno == errno.EADDRINUSE, host
+        with socket.create_connection(("127.0.0.1", port), timeout=10):
+            pass  # and it is the store that answers there
+
+
 def test_a_node_that_never_joins_fails_fast_with_both_logs(tmp_path) -> None:
     """Only node 0 starts: it gives up after the join timeout (not the 15 minutes torchrun waits by
     default), and the failure shows both nodes' logs."""
@@ -199,6 +223,42 @@ def test_a_node_that_never_joins_fails_fast_with_both_logs(tmp_path) -> None:
     message = str(info.value)  # "failed", not "still running": it gave up by itself, not at the guard
     assert "node(s) [0] failed" in message and "----- node 1 (exit code None) -----\n(not started)" in message
     assert "RendezvousTimeoutError" in message  # node 0's own log says why
+
+
+def test_a_rank_ends_when_its_torchrun_agent_is_killed(tmp_path) -> None:
+    """A node killed (its torchrun agent, SIGKILL) takes its rank with it: torchrun starts the rank
+    in a session of its own, so without the rank's watch on its agent it trained on, orphaned, for
+    the rest of the run (seen beside the suite: a killed two-node job's ranks trained for 20 minutes)."""
+    if not _procs.HAS_PROC:
+        pytest.skip("reads processes from /proc")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", "-m",
+           "recnotebooks", "train", "--distributed", "--preset", "tiny", "--steps", "1000000"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(tmp_path / "node.out", "w") as out:
+        agent = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    rank = None
+    try:
+        deadline = time.monotonic() + 240
+        while rank is None or not any(
+            "socket:" in os.readlink(f) for f in Path(f"/proc/{rank}/fd").iterdir()
+        ):
+            assert agent.poll() is None and time.monotonic() < deadline, (tmp_path / "node.out").read_text()
+            time.sleep(0.2)  # until its rank is joining the group (past its entry, training next)
+            ranks = [p for p in _procs.children(agent.pid) if "recnotebooks" in _procs.command(p)]
+            rank = next(iter(ranks), None)
+        agent.kill()
+        agent.wait()
+        deadline = time.monotonic() + 60
+        while _procs.alive(rank) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _procs.alive(rank), f"rank {rank} still running 60 s after its agent was killed"
+    finally:
+        for pid in (agent.pid, rank):
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+        agent.wait()
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,14 @@ def _watch_parent(parent: int) -> None:
             os._exit(1)
 
 
+def exit_with_parent(parent: int) -> None:
+    """End this process (exit code 1, within half a second) once its parent ``parent`` is gone:
+    a rank outlives neither the launcher that spawned it nor the torchrun agent that started it
+    (a killed agent's worker is orphaned otherwise: torchrun starts it in a session of its own,
+    so it trains on, with its peers, for the rest of the run). A daemon thread watches."""
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="recnb-exit-with-parent").start()
+
+
 @dataclass(frozen=True)
 class RankSpec:
     """Who a spawned rank is and how it joins: its rank of ``world``, the backend, the rendezvous
@@ -89,7 +97,7 @@ def _settle(spec: RankSpec) -> None:
     """The rank's environment: torchrun's variables, the loopback interface for gloo and NCCL,
     the launcher's thread policy (:func:`recnotebooks.threads.rank_threads`), and a watch that
     ends the rank if the parent dies."""
-    threading.Thread(target=_watch_parent, args=(spec.parent,), daemon=True).start()
+    exit_with_parent(spec.parent)
     rank, world = str(spec.rank), str(spec.world)
     os.environ.update({"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world, "LOCAL_WORLD_SIZE": world})
     for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
@@ -112,6 +120,10 @@ def _join(spec: RankSpec, reply: _Reply) -> torch.device:
     dist.init_process_group(
         spec.backend, store=store, rank=spec.rank, world_size=spec.world, timeout=timeout, **options
     )
+    # Every rank connected before any runs: a rank whose function talks to no other (or fails at
+    # once) closes its connections when it ends, and a peer still connecting to it (gloo's
+    # connectFullMesh, slow on a busy machine) then fails with "Connection closed by peer".
+    dist.barrier()
     return device
 
 
