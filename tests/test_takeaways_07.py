@@ -214,8 +214,8 @@ def test_4_the_tables_decide_where_the_model_lives(
     assert hstu_memory(v4, lengths, 8, b200).fits(b200) and b200.hbm_bytes == 180e9
     assert round(hstu_step(v4, b200, lengths, gpus=8).mfu() * 100) == 33
     rack = hardware("gb200_nvl72")
-    on_rack = hstu_step(v4, rack, lengths, gpus=rack.devices)
-    assert rack.devices == 72 and round(hstu_memory(v4, lengths, 72, rack).total / 1e9) == 37
+    on_rack = hstu_step(v4, rack, lengths, gpus=rack.devices, nodes=rack.nodes_per_domain)  # 18 trays of 4
+    assert rack.domain_size == 72 and round(hstu_memory(v4, lengths, 72, rack).total / 1e9) == 37
     assert (
         round(on_rack.seconds["all_to_all"] / on_rack.step_seconds * 100) == 12
         and round(on_rack.mfu() * 100) == 30
