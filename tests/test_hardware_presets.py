@@ -70,9 +70,9 @@ DATASHEETS = {
     "dgx_b200": (600 / 8, 18000 / 8, 36000 / 8, SPARSE, 1440 / 8, 64 / 8, 14400 / 8, 1000),
     "gb200_nvl72": (5760 / 72, 180000 / 72, 360000 / 72, SPARSE, 13400 / 72, 576 / 72, 130000 / 72, 1200),
     "hgx_b300": (600 / 8, 18000 / 8, 36000 / 8, SPARSE, 2300 / 8, 8.0, 14400 / 8, 1100),
-    # GB300 NVL72's page: TF32 180 and FP16/BF16 360 PFLOPS with sparsity, 576 TB/s, NVLink 130 TB/s, / 72;
-    # 288 GB a GPU (Supermicro's v5.1 system JSON); FP32 and TDP as Verda's table gives them (approximate)
-    "gb300_nvl72": (80, 180000 / 72, 360000 / 72, SPARSE, 288, 576 / 72, 130000 / 72, 1400),
+    # GB300 (no NVIDIA datasheet read): Verda's per-GPU table, dense: FP32 80, TF32 1,250, FP16/BF16 2,500
+    # TFLOPS, 8 TB/s, 1.4 kW; the rack's NVLink 130 TB/s / 72; 288 GB (Lockwood's B300 page, Supermicro)
+    "gb300_nvl72": (80, 1250, 2500, DENSE, 288, 8.0, 130000 / 72, 1400),
     "l40s_node": (91.6, 183, 362.05, DENSE, 48, 0.864, None, 350),
     "l40_node": (90.5, 90.5, 181.05, DENSE, 48, 0.864, None, 300),
     "a40_node": (37.4, 74.8, 149.7, DENSE, 48, 0.696, None, 300),

@@ -408,39 +408,38 @@ _GB200_SOURCES = _gpu_sources(
 )
 _THEIA = _mlperf("5.1", "NVIDIA/systems/theia_ngpu72_ngc25.09_nemo.json")
 _SMC_GB300 = _mlperf("5.1", "Supermicro/systems/ARS-121GL-NB3.json")
-_VERDA = "https://verda.com/blog/gb300-nvl72-architecture (2025)"
+_VERDA = cite("verda_gb300")
+_LOCKWOOD = cite("lockwood_b300")
+#: No NVIDIA datasheet of GB300 NVL72 was read: its figures are NVIDIA's as two pages quote them, which
+#: agree wherever both give a figure (288 GB, 8 TB/s, 1.4 kW, NVLink 130 TB/s a rack).
 _GB300_SOURCES = _gpu_sources(
-    f"{cite('gb300_nvl72')}: GB300 NVL72 TF32 180, FP16/BF16 360 and FP8 720 PFLOPS (with sparsity) / 72 "
-    f"GPUs "
-    f"/ 2 for dense: TF32 1.25, BF16 2.5 and FP8 5 PFLOPS a GPU (FP8 is not a dtype the model prices); FP32 "
-    f"{_APPROX}: 80 TFLOPS a GPU as {_VERDA} lists it",
+    f"a GB300 GPU's FP32 0.080, TF32 1.25 and FP16/BF16 2.5 PFLOPS without sparsity, Verda's per-GPU table, "
+    f"{_VERDA}",
     _B200_L2 + " (a GB300's GPU taken as the B200's)",
     devices=f"4 GPUs per compute tray: 'accelerators_per_node': '4', 'number_of_nodes': '18', {_THEIA}, "
-    "'Theia (1x NVIDIA GB300 NVL72)'",
-    nvlink_domain=f"72 GPUs in one NVLink domain (18 trays of 4), {cite('gb300_nvl72')}; 18 trays of 4 in "
-    f"one rack, 'NVLINK Gen5 1800 GB/s + NVSWITCH Gen5', {_THEIA}",
-    hbm_bytes=f"'288GB' a GPU, {_SMC_GB300} (288 GB HBM3e per Blackwell Ultra GPU, {cite('gb300_nvl72')}; "
-    f"'284208 MiB' as the GPU reports it, {_THEIA})",
-    hbm_bw=f"{cite('gb300_nvl72')} (576 TB/s / 72 GPUs = 8 TB/s)",
-    power_w=f"{_APPROX}: the GB300 NVL72 page gives no per-GPU power, {cite('gb300_nvl72')}; 1.4 kW, a GB300 "
-    f"GPU's maximum TDP as {_VERDA} lists it",
-    intra_node_bw=f"{cite('gb300_nvl72')} (NVLink 130 TB/s / 72 GPUs = 1.8 TB/s both directions; halved per "
-    f"direction), to every GPU of the rack's NVLink domain; 'NVLINK Gen5 1800 GB/s + NVSWITCH Gen5', "
-    f"{_THEIA}",
+    f"'Theia (1x NVIDIA GB300 NVL72)'; one board of 2 Grace CPUs and 4 Blackwell Ultra GPUs, {_LOCKWOOD}",
+    nvlink_domain=f"72 GPUs in one NVLink domain, the rack's 18 NVLink switches at 130 TB/s, {_LOCKWOOD}; "
+    f"18 trays of 4 in one rack, 'NVLINK Gen5 1800 GB/s + NVSWITCH Gen5', {_THEIA}",
+    hbm_bytes=f"288 GB HBM3e a GPU (8 stacks, 12-high), {_LOCKWOOD}; '288GB' a GPU, {_SMC_GB300} (Verda's "
+    f"table lists 279 GB, {_VERDA}, and NVIDIA's system JSON '284208 MiB' as the GPU reports it, {_THEIA}: "
+    "what is left to a program)",
+    hbm_bw=f"8 TB/s a GPU, {_VERDA} (576 TB/s a rack) and {_LOCKWOOD} ('8 TB/s (max)')",
+    power_w=f"a GB300 GPU's maximum TDP, 1.4 kW, {_VERDA}; '1400 W maximum', {_LOCKWOOD}",
+    intra_node_bw=f"NVLink 5: 1.8 TB/s a GPU both directions (900 GB/s each way), 130 TB/s a rack, {_VERDA}; "
+    f"halved per direction, to every GPU of the rack's NVLink domain; 'NVLINK Gen5 1800 GB/s + NVSWITCH "
+    f"Gen5', {_THEIA}",
     host_link_bw=f"{_APPROX}: NVLink-C2C between a Grace CPU and its two GPUs, 'NVLink-C2C', {_SMC_GB300}; "
     f"taken as the GB200's 900 GB/s both directions, {cite('gb200_nvl72')}: 225 GB/s per GPU per direction",
     host_mem_bytes=f"'960GB' of host memory per 4-GPU tray, {_SMC_GB300} (NVIDIA's '2.0 TB', {_THEIA}, "
-    "counts "
-    "the GPUs' HBM too: 960 GB + 4 x 288 GB = 2.1 TB)",
+    "counts the GPUs' HBM too: 960 GB + 4 x 288 GB = 2.1 TB)",
     host_mem_bw=f"{_APPROX}: 2 Grace CPUs a tray ('Neoverse-V2', {_THEIA}) x 512 GB/s of LPDDR5X each, the "
     f"Grace of {cite('gb200_nvl72')}",
     nic_bw=f"'4x ConnectX-8 IB XDR 800 Gb/s' per 4-GPU tray, {_THEIA}: one 800 Gb/s NIC per GPU (72 "
-    f"ConnectX-8 a rack, {cite('gb300_nvl72')}), for traffic beyond the rack's NVLink domain; {_NIC}, "
+    f"ConnectX-8 NICs a rack, {_LOCKWOOD}), for traffic beyond the rack's NVLink domain; {_NIC}, "
     "800 Gb/s = 100 GB/s",
     host_power_w=_APPROX + ": as the GB200 rack's, ~15 kW less its GPUs / 18 trays = 833 W a tray",
     price_per_hour=f"{_PRICE}no public list price of GB300 NVL72 instances found; priced as the GB200 "
-    "NVL72's "
-    f"$20.97 per GPU-hour, the ratio of {_COREWEAVE}",
+    f"NVL72's $20.97 per GPU-hour, the ratio of {_COREWEAVE}",
 )
 _DELL_B300 = _mlperf("5.1", "Dell/systems/1xXE9780x8B300-SXM-270GB.json")
 _HGX_B300_SOURCES = _gpu_sources(

@@ -241,7 +241,8 @@ def _auto_plan(config: DLRMConfig, gpus: int, nodes: int, device_bytes: float) -
 _RESULTS = "https://github.com/mlcommons/training_results_v{}/blob/main/{}"
 _NV = "NVIDIA/benchmarks/dlrm_dcnv2/implementations/{}/config_{}.sh"
 #: HugeCTR's ``--memory_cap_for_embedding`` default, 60 GB a GPU (no DLRM-DCNv2 config sets it): the
-#: capacity its planner fills (``train.py`` and ``sharding/generate_plan.py`` of every NVIDIA round).
+#: capacity its planner fills (``train.py`` and ``sharding/generate_plan.py`` of every NVIDIA round, e.g.
+#: https://github.com/mlcommons/training_results_v5.1/blob/441d65f4/NVIDIA/benchmarks/dlrm_dcnv2/implementations/hugectr/sharding/generate_plan.py).
 HUGECTR_EMBEDDING_CAP = 60e9
 
 

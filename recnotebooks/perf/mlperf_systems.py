@@ -33,10 +33,12 @@ __all__ = [
 #: SYS-421GU, Fujitsu GX2560M7) are ``gpus=4`` of ``dgx_h100``; MLPerf's GB200 and GB300 "nodes" are
 #: the 4-GPU trays of NVL72 racks, the nodes of ``gb200_nvl72`` and ``gb300_nvl72``
 #: (:func:`mlperf_layout`). "NVIDIA Blackwell Ultra GPU (GB300)": NVIDIA's and Lambda's GB300 systems
-#: of MLPerf Training v5.1 (``NVIDIA/systems/theia_ngpu72_ngc25.09_nemo.json``,
-#: ``Lambda/systems/gb300_n18_ngc25.04_nemo.json``); "NVIDIA GB200": the name MLPerf Inference's GB200
-#: NVL72 systems give (e.g. mlcommons/inference_results_v6.1, ``closed/Crusoe/systems/
-#: GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json``, 4 accelerators per node).
+#: of MLPerf Training v5.1 (training_results_v5.1 at 441d65f4:
+#: https://github.com/mlcommons/training_results_v5.1/blob/441d65f4/NVIDIA/systems/theia_ngpu72_ngc25.09_nemo.json,
+#: https://github.com/mlcommons/training_results_v5.1/blob/441d65f4/Lambda/systems/gb300_n18_ngc25.04_nemo.json);
+#: "NVIDIA GB200": the name MLPerf Inference's GB200 NVL72 systems give, 4 accelerators per node (e.g.
+#: Crusoe's in MLPerf Inference v6.1, read in the copy intel-ai-tce/inference_results_v6.1 at 5174fca8:
+#: https://github.com/intel-ai-tce/inference_results_v6.1/blob/5174fca8/closed/Crusoe/systems/GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json).
 MLPERF_ACCELERATORS: dict[str, str] = {
     "NVIDIA A40": "a40_node",
     "NVIDIA A100-SXM-80GB CTS": "dgx_a100_80gb",
