@@ -243,7 +243,7 @@ def _plan_of(m: MLPerfResult) -> tuple[Callable[[], Plan], str | None]:
     of ``m``'s round's configs (``auto`` over a GB200 rack's 64 GPUs, exchanged flat from v5.0;
     ``hier_auto`` over 8 or 16 DGX nodes, hierarchically), on one node :func:`mlperf_plan`'s rule (the
     as-submitted single-node plans, priced by :func:`hugectr_plan` too, move the fit rounds' MAPE from
-    19.7% to 15.8% and the held-out rounds' from 8.5% to 9.9%; not yet the model of record: issue 40)."""
+    18.5% to 15.8% and the held-out rounds' from 8.5% to 9.9%; not yet the model of record: issue 40)."""
     preset_name, gpus, nodes, sharding = _sharding(m)
     cfg = preset("mlperf_dcnv2")
     if nodes == 1:

@@ -71,9 +71,9 @@ HIERARCHICAL = frozenset({"hugectr"})
 #: (ASUS's 8x H100 PCIe, v3.1: 12.20 ms logged, 6.44 hidden, 12.33 serial). Chosen on MLPerf's fit
 #: rounds (:mod:`recnotebooks.perf.compare`); the held-out rounds test the network part (seven
 #: runs on 2-16 nodes) but hold no PCIe node. The figures, with everything hidden / the network
-#: exposed / PCIe too: fit-round MAPE 28.5% / 27.2% / 19.7%; held out 12.4% / 10.7% / 10.7%;
-#: Dell's two 4-GPU nodes 1.23 / 0.99, Juniper's 64 A100s 1.26 / 1.01; PCIe nodes 1.30-3.96
-#: hidden, 0.76-2.87 exposed (the rest: docs/benchmarks-log.md).
+#: exposed / PCIe too (issue 40's plans as submitted): fit-round MAPE 26.8% / 26.0% / 18.5%; held out
+#: 10.2% / 8.5% / 8.5%; Dell's two 4-GPU nodes 1.26 / 0.94, Juniper's 64 A100s 1.26 / 1.00; PCIe
+#: nodes 1.30-3.96 hidden, 0.76-2.87 exposed (the rest: docs/benchmarks-log.md).
 EXPOSED_COMMUNICATION = frozenset({"hugectr"})
 
 
