@@ -19,7 +19,7 @@ from recnotebooks.perf.mlperf_systems import MLPERF_ACCELERATORS, mlperf_layout,
 
 #: The presets of MLPerf's DCNv2 accelerators added for them, and the two existing ones reviewed.
 NEW = ["spr_node", "a40_node", "dgx_a100_80gb", "l40_node", "l40s_node", "h100_pcie_node", "h200_nvl_node",
-       "dgx_b200", "gb200_nvl72", "hgx_b300"]  # fmt: skip
+       "dgx_b200", "gb200_nvl72", "hgx_b300", "gb300_nvl72"]  # fmt: skip
 REVIEWED = [*NEW, "dgx_h100", "h200_node"]
 NUMBERS = [
     f.name for f in dataclasses.fields(Hardware) if f.name not in ("name", "kind", "description", "sources")
@@ -70,6 +70,9 @@ DATASHEETS = {
     "dgx_b200": (600 / 8, 18000 / 8, 36000 / 8, SPARSE, 1440 / 8, 64 / 8, 14400 / 8, 1000),
     "gb200_nvl72": (5760 / 72, 180000 / 72, 360000 / 72, SPARSE, 13400 / 72, 576 / 72, 130000 / 72, 1200),
     "hgx_b300": (600 / 8, 18000 / 8, 36000 / 8, SPARSE, 2300 / 8, 8.0, 14400 / 8, 1100),
+    # GB300 (no NVIDIA datasheet read): Verda's per-GPU table, dense: FP32 80, TF32 1,250, FP16/BF16 2,500
+    # TFLOPS, 8 TB/s, 1.4 kW; the rack's NVLink 130 TB/s / 72; 288 GB (Lockwood's B300 page, Supermicro)
+    "gb300_nvl72": (80, 1250, 2500, DENSE, 288, 8.0, 130000 / 72, 1400),
     "l40s_node": (91.6, 183, 362.05, DENSE, 48, 0.864, None, 350),
     "l40_node": (90.5, 90.5, 181.05, DENSE, 48, 0.864, None, 300),
     "a40_node": (37.4, 74.8, 149.7, DENSE, 48, 0.696, None, 300),
@@ -137,7 +140,15 @@ def test_presets_relate_as_the_hardware_does() -> None:
     assert bf16["a40_node"] < bf16["l40_node"] < bf16["dgx_a100_80gb"]
     # links: NVLink 5 doubles NVLink 4; the NVL72 rack shares the B200's NVLink across 72 GPUs
     assert h["dgx_b200"].intra_node_bw == 2 * h["dgx_h100"].intra_node_bw == h["gb200_nvl72"].intra_node_bw
-    assert h["gb200_nvl72"].devices == 72 and h["h200_nvl_node"].devices == 4
+    # an NVL72 rack: trays of 4 GPUs (the nodes) in one NVLink domain of 72; elsewhere the node is the domain
+    for rack in ("gb200_nvl72", "gb300_nvl72"):
+        assert (h[rack].devices, h[rack].domain_size, h[rack].nodes_per_domain) == (4, 72, 18)
+    # a NIC per GPU of the tray: ConnectX-8 at 800 Gb/s on GB300, ConnectX-7 at 400 on GB200
+    assert (h["gb300_nvl72"].nic_bw, h["gb200_nvl72"].nic_bw) == (4 * 100 * GB, 4 * 50 * GB)
+    assert h["gb300_nvl72"].hbm_bytes == h["hgx_b300"].hbm_bytes > h["gb200_nvl72"].hbm_bytes
+    assert h["gb300_nvl72"].intra_node_bw == h["gb200_nvl72"].intra_node_bw  # NVLink 5 both
+    assert h["h200_nvl_node"].devices == 4
+    assert all(hw.domain_size == hw.devices for n, hw in h.items() if n not in ("gb200_nvl72", "gb300_nvl72"))
     for name in ("l40s_node", "l40_node", "a40_node", "h100_pcie_node"):  # no NVSwitch: the PCIe path
         assert h[name].intra_node_bw == h[name].host_link_bw, name
     for name in (
@@ -216,9 +227,12 @@ MLPERF_SYSTEMS = [
     ("NVIDIA H200-NVL-141GB", "4", "1", None, ("h200_nvl_node", 4, 1)),                      # v5.0 Dell
     ("NVIDIA Blackwell GPU (B200-SXM-180GB)", "8", "1", None, ("dgx_b200", 8, 1)),           # v4.1-v5.1
     ("NVIDIA Blackwell GPU (B200-SXM-180GB)", "8", "2", None, ("dgx_b200", 8, 2)),           # v5.1 Dell 2x
-    ("NVIDIA Blackwell GPU (GB200)", "4", "2", None, ("gb200_nvl72", 8, 1)),                 # v5.0/5.1 tyche
-    ("NVIDIA Blackwell GPU (GB200)", "4", "16", None, ("gb200_nvl72", 64, 1)),               # tyche, SMC
+    ("NVIDIA Blackwell GPU (GB200)", "4", "2", None, ("gb200_nvl72", 4, 2)),                 # v5.0/5.1 tyche
+    ("NVIDIA Blackwell GPU (GB200)", "4", "16", None, ("gb200_nvl72", 4, 16)),               # tyche, SMC
+    ("NVIDIA GB200", "4", "16", None, ("gb200_nvl72", 4, 16)),                               # Inference
     ("NVIDIA Blackwell Ultra GPU (B300-SXM-270GB)", "8", "1", None, ("hgx_b300", 8, 1)),     # v5.1 Dell
+    ("NVIDIA Blackwell Ultra GPU (GB300)", "4", "18", None, ("gb300_nvl72", 4, 18)),         # v5.1 theia
+    ("NVIDIA Blackwell Ultra GPU (GB300)", "4", "2", None, ("gb300_nvl72", 4, 2)),           # v5.1 theia
 ]  # fmt: skip
 
 
@@ -240,7 +254,7 @@ def test_the_table_names_exactly_the_accelerators_found() -> None:
     assert set(MLPERF_ACCELERATORS) == found
     assert set(MLPERF_ACCELERATORS.values()) | {"spr_node"} == set(NEW) | {"dgx_h100", "h200_node"}
     assert preset_for_accelerator("  nvidia   h100-sxm5-80gb ") == "dgx_h100"  # case and spacing ignored
-    assert mlperf_layout("NVIDIA Blackwell GPU (GB200)", 4, 36) == ("gb200_nvl72", 72, 2)  # two full racks
+    assert mlperf_layout("NVIDIA Blackwell GPU (GB200)", 4, 36) == ("gb200_nvl72", 4, 36)  # two full racks
 
 
 @pytest.mark.parametrize(
@@ -261,8 +275,9 @@ def test_an_unknown_system_raises_naming_what_is_allowed(args: tuple[object, ...
         preset_for_accelerator(*args)  # type: ignore[arg-type]
 
 
-def test_a_layout_beyond_one_rack_must_fill_racks() -> None:
-    with pytest.raises(ValueError, match="number_of_nodes must fill whole 72-GPU racks"):
-        mlperf_layout("NVIDIA Blackwell GPU (GB200)", "4", "20")
+def test_a_layout_beyond_one_rack_spans_two_domains() -> None:
+    assert mlperf_layout("NVIDIA Blackwell GPU (GB200)", "4", "20") == ("gb200_nvl72", 4, 20)
+    with pytest.raises(ValueError, match="accelerators_per_node must be <= 4"):
+        mlperf_layout("NVIDIA Blackwell GPU (GB200)", "8", "2")  # a tray holds 4
     with pytest.raises(ValueError, match="number_of_nodes"):
         mlperf_layout("NVIDIA L40S", "8", "0")

@@ -26,7 +26,7 @@ from recnotebooks.perf.compare import (
 from recnotebooks.perf.components import collectives as coll
 from recnotebooks.perf.components.ops import HUGECTR
 from recnotebooks.perf.hardware import hardware
-from recnotebooks.perf.mlperf_plan import HIER_AUTO, SMALL_TABLE_ROWS, mlperf_plan
+from recnotebooks.perf.mlperf_plan import HIER_AUTO, SMALL_TABLE_ROWS, mlperf_plan, submitted_sharding
 from recnotebooks.perf.mlperf_setup import CPU_SETUP, MLPERF_RUNS, MLPERF_SETUP, mlperf_throughput
 from recnotebooks.perf.mlperf_systems import mlperf_layout
 from recnotebooks.published import convergence as cv
@@ -256,15 +256,16 @@ def test_the_stack_constant_is_its_fit_on_the_fit_rounds_only() -> None:
 
 
 def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> None:
-    """BENCHMARKS.md: fit rounds MAPE 19.7% (target 20%: met), held-out 10.7%; 8-GPU NVSwitch
-    nodes of the fit rounds within 20%, NVIDIA's H100 runs on 8 and 16 nodes of v3.1-v4.0 within
-    10% (a little slow), the other submitters' runs on several nodes (Dell's two 4-GPU nodes,
-    Juniper's 64 A100s) within 1%; 8-GPU PCIe nodes within 25% (too slow but for the A40), Quanta's
-    4x H100 PCIe still 2.3-2.9x too fast (its logs: the machine at half its own first speed), and
-    v3.0's multi-node runs on HugeCTR 23.04 too fast (the same 16 nodes ran 1.6x faster on 23.09)."""
+    """BENCHMARKS.md: fit rounds MAPE 18.5% (target 20%: met), held-out 8.5%; 8-GPU NVSwitch
+    nodes of the fit rounds within 20%, NVIDIA's H100 runs on 8 and 16 nodes of v3.0-v4.0 within
+    12% (a little slow), v3.0's too now that each is priced with its own config's plan (v3.0 set no
+    DP_SHARDING_THRESHOLD: no table data-parallel, so the same 16 nodes exchanged more and ran 1.6x
+    slower than on v3.1), Juniper's 64 A100s within 1% and Dell's two 4-GPU nodes within 10%;
+    8-GPU PCIe nodes within 25% (too slow but for the A40), and Quanta's 4x H100 PCIe still
+    2.3-2.9x too fast (its logs: the machine at half its own first speed)."""
     err = mlperf_errors(rows)
     assert (err["fit_runs"], err["held_out_runs"]) == (42, 39)
-    assert round(100 * err["fit_mape"], 1) == 19.7 and round(100 * err["held_out_mape"], 1) == 10.7
+    assert round(100 * err["fit_mape"], 1) == 18.5 and round(100 * err["held_out_mape"], 1) == 8.5
     nvswitch8 = [
         r
         for r in rows
@@ -284,13 +285,15 @@ def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> No
     assert all(0.75 <= r["ratio"] <= 1.25 for r in pcie if r not in quanta)
     multi = [r for r in rows if r["round"] in FIT_ROUNDS and _run(r).nodes > 1 and r["gpus"] >= 64]
     nvidia = [r for r in multi if "NVIDIA" in str(r["run"]) and "H100" in str(r["accelerator"])]
-    assert len(nvidia) == 6
-    assert all(0.9 <= r["ratio"] <= 1.0 for r in nvidia if r["round"] != "v3.0")
-    assert all(r["ratio"] > 1.15 for r in nvidia if r["round"] == "v3.0")
-    others = [
-        r for r in rows if r["round"] in FIT_ROUNDS and _run(r).nodes > 1 and "NVIDIA" not in str(r["run"])
-    ]
-    assert len(others) == 2 and all(0.99 <= r["ratio"] <= 1.01 for r in others)
+    assert len(nvidia) == 6 and all(0.88 <= r["ratio"] <= 1.0 for r in nvidia)
+    v30, v31 = (submitted_sharding("dgx_h100", 8, 16, rnd) for rnd in ("v3.0", "v3.1"))
+    assert (v30.plan, v30.dp_threshold, v31.plan, v31.dp_threshold) == ("hier_auto", 0.0, "hier_auto", 0.0125)
+    others = {
+        str(r["run"]).split()[1]: r["ratio"]
+        for r in rows
+        if r["round"] in FIT_ROUNDS and _run(r).nodes > 1 and "NVIDIA" not in str(r["run"])
+    }
+    assert len(others) == 2 and 0.99 <= others["JuniperNetworks"] <= 1.01 and 0.9 <= others["Dell"] < 0.99
 
 
 def test_the_four_ratios() -> None:
@@ -341,18 +344,19 @@ def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
     pcie = {k: v for (k, _), v in by.items() if k.split()[0] in ("A40", "L40", "L40S") or "PCIe" in k}
     assert len(pcie) == 5 and round(pcie.pop("H100-PCIe-80GB 4x1"), 1) == 2.6
     assert (round(min(pcie.values()), 2), round(max(pcie.values()), 2)) == (0.76, 1.1)
+    # "64 H100s about 0.90, 128 about 0.97"
     assert (
-        round(by[("H100-SXM5-80GB 8x8", False)], 2) == 0.93
-        and round(by[("H100-SXM5-80GB 8x16", False)], 2) == 0.98
+        round(by[("H100-SXM5-80GB 8x8", False)], 2) == 0.90
+        and round(by[("H100-SXM5-80GB 8x16", False)], 2) == 0.97
     )
-    # "two 4-GPU nodes and 64 A100s within 1%"
+    # "Juniper's 64 A100s land within 1%, Dell's two 4-GPU nodes at 0.94"
     assert (
-        round(by[("H100-SXM5-80GB 4x2", False)], 2) == 0.99
+        round(by[("H100-SXM5-80GB 4x2", False)], 2) == 0.94
         and round(by[("A100-SXM4-80GB 8x8", False)], 2) == 1.0
     )
     err = mlperf_errors(rows)
-    # "Over the fit rounds the mean error is 19.7% (the goal: at most 20%); over the held-out rounds 10.7%."
-    assert (round(100 * err["fit_mape"], 1), round(100 * err["held_out_mape"], 1)) == (19.7, 10.7)
+    # "Over the fit rounds the mean error is 18.5% (the goal: at most 20%); over the held-out rounds 8.5%."
+    assert (round(100 * err["fit_mape"], 1), round(100 * err["held_out_mape"], 1)) == (18.5, 8.5)
 
 
 @pytest.mark.parametrize(

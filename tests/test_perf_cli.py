@@ -53,7 +53,7 @@ def test_cost_prices_an_mlperf_run_as_the_published_comparison_does(
     MLPerf's published runs (the same estimate, built here from the plan and the setup directly)."""
     from recnotebooks.config import preset
     from recnotebooks.perf import estimate
-    from recnotebooks.perf.mlperf_plan import mlperf_plan
+    from recnotebooks.perf.mlperf_plan import hugectr_plan, mlperf_plan, submitted_sharding
 
     cfg = preset("mlperf_dcnv2")
     for nodes in (1, 2):
@@ -61,10 +61,18 @@ def test_cost_prices_an_mlperf_run_as_the_published_comparison_does(
                 str(nodes), "--batch-size", "55296", "--implementation", "hugectr", "--strategy", "mlperf",
                 "--dtype", "amp_fp16", "--sparse-optimizer", "adagrad"]  # fmt: skip
         out = run_json(capsys, *argv)
-        plan = mlperf_plan(cfg, 8, nodes, HARDWARE["dgx_h100"].hbm_bytes)
+        # one node: the model's rule; two: HugeCTR's auto plan as v5.1's 2-node configs set it, exchanged flat
+        sharding = submitted_sharding("dgx_h100", 8, nodes)
+        plan = (
+            mlperf_plan(cfg, 8, 1, HARDWARE["dgx_h100"].hbm_bytes)
+            if nodes == 1
+            else hugectr_plan(cfg, 8, 2, sharding)
+        )
+        exchange = None if nodes == 1 else "flat"
+        assert (sharding.plan, sharding.hierarchical) == ("auto", False)
         want = estimate(cfg, "dgx_h100", batch_size=55296, gpus=8, nodes=nodes, plan=plan, dtype="amp_fp16",
-                        sparse_optimizer="adagrad", implementation="hugectr")  # fmt: skip
-        assert out["implementation"] == "hugectr" and out["plan_strategy"] == "mlperf"
+                        sparse_optimizer="adagrad", implementation="hugectr", exchange=exchange)  # fmt: skip
+        assert out["implementation"] == "hugectr" and out["plan_strategy"] == plan.strategy
         assert out["step_time_overlap_s"] == pytest.approx(want.step_time_overlap, rel=1e-12)
         assert out["exposed_communication_s"] == pytest.approx(max(want.exposed_communication, default=0.0))
         assert (out["exposed_communication_s"] > 0) is (nodes > 1)  # the network's share waits
@@ -73,7 +81,7 @@ def test_cost_prices_an_mlperf_run_as_the_published_comparison_does(
         assert ("waits" in text and "off NVLink" in text) is (nodes > 1)
     # recnb plan shows the same sharding
     out = run_json(capsys, "plan", *argv[1 : argv.index("--implementation")], "--strategy", "mlperf")
-    assert out["strategy"] == "mlperf" and len(out["shards"]) == len(plan.shards)
+    assert out["strategy"] == "hugectr_auto" and len(out["shards"]) == len(plan.shards)
     assert {(s["table"], s["rank"], s["sharding"]) for s in out["shards"]} == {
         (s.table, s.rank, s.sharding) for s in plan.shards
     }

@@ -193,9 +193,11 @@ def test_4_the_tables_decide_where_the_model_lives(
         "The fewest H100s that hold it are 16: two nodes",
         "it takes 29% of the step, and the MFU falls from 34% to 26%",
         "A DGX B200 node (180 GB a GPU) holds it on 8 GPUs at 33%",
-        "a GB200 NVL72 rack's 72 GPUs at 37 GB each, with the all-to-all inside one NVLink domain "
-        "(12% of the step) and an MFU of 30%",
+        "a GB200 NVL72 rack's 72 GPUs (its 18 trays of 4, `gb200_nvl72 x 18` above) at 37 GB each, with the "
+        "all-to-all inside one NVLink domain (12% of the step) and an MFU of 30%",
     )
+    # cell g15b prints that rack as a node of gb200_nvl72 (one tray of 4) times 18 trays
+    says("g15b", '("gb200_nvl72", 18)')
     says(
         "g20",
         "On one DGX H100 node DLRMv4 needs 103 GB a GPU (75 GB of it table shards): it takes 16 H100s, "
@@ -214,8 +216,9 @@ def test_4_the_tables_decide_where_the_model_lives(
     assert hstu_memory(v4, lengths, 8, b200).fits(b200) and b200.hbm_bytes == 180e9
     assert round(hstu_step(v4, b200, lengths, gpus=8).mfu() * 100) == 33
     rack = hardware("gb200_nvl72")
-    on_rack = hstu_step(v4, rack, lengths, gpus=rack.devices)
-    assert rack.devices == 72 and round(hstu_memory(v4, lengths, 72, rack).total / 1e9) == 37
+    on_rack = hstu_step(v4, rack, lengths, gpus=rack.devices, nodes=rack.nodes_per_domain)  # 18 trays of 4
+    assert (rack.devices, rack.nodes_per_domain, rack.domain_size) == (4, 18, 72)
+    assert round(hstu_memory(v4, lengths, 72, rack).total / 1e9) == 37
     assert (
         round(on_rack.seconds["all_to_all"] / on_rack.step_seconds * 100) == 12
         and round(on_rack.mfu() * 100) == 30

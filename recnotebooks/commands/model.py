@@ -12,7 +12,7 @@ from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.job_planner import MLPERF_STRATEGY
 from recnotebooks.perf.memory import memory_report
-from recnotebooks.perf.mlperf_plan import mlperf_plan
+from recnotebooks.perf.mlperf_plan import hugectr_plan, mlperf_plan, submitted_sharding
 from recnotebooks.perf.planner import plan_tables
 from recnotebooks.plan import Plan, single_device_plan
 
@@ -60,9 +60,17 @@ def _world_size(s: ModelSettings) -> int:
 
 def _check_devices(s: ModelSettings) -> None:
     """``--gpus`` within a node of ``--hardware``, and the devices in all within MAX_WORLD_SIZE."""
-    devices = hardware(s.hardware).devices
-    if s.gpus > devices:
-        raise ValueError(f"--gpus must be <= {devices} (devices per {s.hardware} node), got {s.gpus}")
+    hw = hardware(s.hardware)
+    if s.gpus > hw.devices:
+        rack = (
+            f"; a tray of its {hw.domain_size}-GPU NVLink domain: {s.gpus} GPUs are --gpus {hw.devices} "
+            f"--nodes {-(-s.gpus // hw.devices)}"
+            if hw.nodes_per_domain > 1
+            else ""
+        )
+        raise ValueError(
+            f"--gpus must be <= {hw.devices} (devices per {s.hardware} node{rack}), got {s.gpus}"
+        )
     if _world_size(s) > MAX_WORLD_SIZE:
         raise ValueError(
             f"--gpus x --nodes must be <= {MAX_WORLD_SIZE} devices, "
@@ -71,7 +79,10 @@ def _check_devices(s: ModelSettings) -> None:
 
 
 def _mlperf_plan(s: ModelSettings, cfg: DLRMConfig) -> Plan:
-    """``--strategy mlperf``: MLPerf's sharding, every table in HBM (a placement asked for is refused)."""
+    """``--strategy mlperf``: MLPerf's sharding, every table in HBM (a placement asked for is refused):
+    on one node :func:`mlperf_plan`'s rule, on several HugeCTR's plan with MLPerf v5.1's settings for such a
+    system (:func:`submitted_sharding`: ``auto`` over an NVL72 rack's trays, ``hier_auto`` over 8 or 16
+    DGX nodes)."""
     extra = [f"--placement {s.placement}"] if s.placement != "hbm" else []
     extra += [f"--cache-hit-rate {s.cache_hit_rate}"] if s.cache_hit_rate is not None else []
     if extra:
@@ -79,7 +90,17 @@ def _mlperf_plan(s: ModelSettings, cfg: DLRMConfig) -> Plan:
             f"--strategy {MLPERF_STRATEGY} keeps every table in HBM, as MLPerf's runs do; drop "
             f"{' and '.join(extra)} or use another --strategy"
         )
+    if s.nodes > 1:  # HugeCTR's plan as MLPerf v5.1's configs set it for such a system
+        return hugectr_plan(cfg, s.gpus, s.nodes, submitted_sharding(s.hardware, s.gpus, s.nodes))
     return mlperf_plan(cfg, s.gpus, s.nodes, hardware(s.hardware).hbm_bytes)
+
+
+def _exchange(s: ModelSettings) -> str | None:
+    """How HugeCTR's pooled embeddings cross nodes under ``--strategy mlperf`` on several nodes, as
+    MLPerf v5.1's ``train.py`` picks it for the plan (:func:`submitted_sharding`); otherwise None."""
+    if s.strategy != MLPERF_STRATEGY or s.nodes <= 1 or s.cache_rows is not None:
+        return None
+    return "hierarchical" if submitted_sharding(s.hardware, s.gpus, s.nodes).hierarchical else "flat"
 
 
 def _planned(s: ModelSettings, cfg: DLRMConfig) -> Plan:
@@ -122,7 +143,7 @@ def cost(s: ModelSettings) -> Report:
     cfg, chosen = model_and_plan(s)
     r = estimate(cfg, s.hardware, batch_size=s.batch_size, gpus=s.gpus, nodes=s.nodes, plan=chosen,
                  dtype=s.dtype, sparse_optimizer=s.sparse_optimizer, dense_optimizer=s.dense_optimizer,
-                 implementation=s.implementation)  # fmt: skip
+                 implementation=s.implementation, exchange=_exchange(s))  # fmt: skip
     out = {"command": "cost", "implementation": s.implementation, **r.summary(),
            "cache_hit_rates": dict(r.cache_hit_rates), "plan_strategy": chosen.strategy,
            "plan_notes": list(chosen.notes), "memory_notes": list(r.memory.notes),

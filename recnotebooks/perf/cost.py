@@ -14,8 +14,9 @@ paper reasons with (every number here is **modeled**):
   uses an efficiency curve over the GEMM's shape, so small, skinny GEMMs waste a GPU) and
   ``dense_optimizer``;
 * ``all_to_all`` (model-parallel pooled embeddings and their gradients, plus the ids) and
-  ``all_reduce`` (data-parallel gradients), ring/pairwise formulas over NVLink inside a
-  node and the NICs across nodes;
+  ``all_reduce`` (data-parallel gradients), ring/pairwise formulas over NVLink inside an
+  NVLink domain (a node, or the trays of an NVL72 rack: ``Hardware.nvlink_domain``) and the
+  NICs beyond it;
 * ``overhead``: operators launched x per-operator host cost (a sharded step launches more:
   distribution of ids and pooled embeddings, DDP's reducer), plus a fixed per-step cost.
 
@@ -51,6 +52,8 @@ from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, single_device_plan
 __all__ = ["A2A_CALLS_PER_STEP", "COMPONENTS", "COMPUTE", "COMMUNICATION", "CostResult", "estimate",
            "gemm_time", "op_count", "UVM_EFFICIENCY"]  # fmt: skip
 
+#: How HugeCTR's pooled embeddings may cross nodes (:func:`estimate`'s ``exchange``).
+EXCHANGES = ("hierarchical", "flat")
 #: Largest global batch the model is asked about: 2^40 samples a step (the command line's bound;
 #: a trillion samples, far beyond any published run), so every modeled figure stays finite.
 MAX_BATCH = 2**40
@@ -69,6 +72,7 @@ def estimate(
     cache_policy: str = "static",
     cache_ways: int = 32,
     implementation: str = "torchrec",
+    exchange: str | None = None,
     **older: Any,
 ) -> CostResult:
     """Model one training step of ``workload`` (the model, its global batch, precision, skew and
@@ -98,14 +102,21 @@ def estimate(
     :data:`~recnotebooks.perf.components.ops.HUGECTR`: one CUDA-graph replay a step, fused elementwise
     work, grouped all-to-alls; in one of :data:`~recnotebooks.perf.components.ops.HUGECTR_DTYPES` and
     with every table in HBM, else ``ValueError``). One process runs our single-process step either way.
+
+    ``exchange``: how HugeCTR's pooled embeddings cross nodes, ``"hierarchical"`` (node by node) or
+    ``"flat"`` (rank to rank), as a submission's ``train.py`` picks it
+    (:class:`~recnotebooks.perf.mlperf_plan.HugeCTRSharding`); ``None``: hierarchical on several nodes
+    (:data:`~recnotebooks.perf.components.collectives.HIERARCHICAL`).
     """
     check_choice("implementation", implementation, C.IMPLEMENTATIONS)
+    if exchange is not None:
+        check_choice("exchange", exchange, EXCHANGES)
     w = _workload(workload, older)
     where = _Where(placement, cache_hit_rate, cache_rows, cache_policy, cache_ways)
     hw = _check_request(w, hw, gpus, nodes, where, plan, implementation)
     plan = _plan_for(w, hw, gpus * nodes, where, plan)
     _check_plan(w, plan, gpus * nodes, implementation)
-    step = Step(w, hw, plan, gpus, nodes, implementation)
+    step = Step(w, hw, plan, gpus, nodes, implementation, exchange != "flat")
     accesses = C.shard_access(
         w.config, hw, plan, step.local_batch, w.batch_size, w.zipf_exponent, w.dtype, w.sparse_optimizer
     )
@@ -147,10 +158,16 @@ class Step:
     gpus: int
     nodes: int
     implementation: str
+    hierarchical: bool = True  #: HugeCTR's exchange node by node on several nodes (else flat)
 
     @property
     def world(self) -> int:
         return self.gpus * self.nodes
+
+    @property
+    def domain(self) -> int:
+        """Ranks in one NVLink domain (:func:`~recnotebooks.perf.components.collectives.domain_ranks`)."""
+        return C.domain_ranks(self.hw, self.gpus, self.nodes)
 
     @property
     def local_batch(self) -> float:
@@ -196,7 +213,9 @@ def _check_devices(w: Workload, hw: Hardware | str, gpus: int, nodes: int) -> Ha
     check_int("gpus", gpus, lo=1)
     check_int("nodes", nodes, lo=1)
     if gpus > hw.devices:
-        raise ValueError(f"gpus must be <= {hw.devices} (devices per {hw.name} node), got {gpus}")
+        raise ValueError(
+            f"gpus must be <= {hw.devices} (devices per {hw.name} node{_trays(hw, gpus)}), got {gpus}"
+        )
     if gpus * nodes > MAX_RANKS:
         raise ValueError(
             f"nodes must keep gpus x nodes <= {MAX_RANKS} devices (recnotebooks.plan.MAX_RANKS), got "
@@ -211,6 +230,18 @@ def _check_devices(w: Workload, hw: Hardware | str, gpus: int, nodes: int) -> Ha
             f"(it has {sorted(hw.peak_flops)}); choose another dtype"
         ) from None
     return hw
+
+
+def _trays(hw: Hardware, gpus: int) -> str:
+    """Where ``hw``'s NVLink domain spans several nodes (the trays of an NVL72 rack), how to ask for
+    ``gpus`` of it: whole nodes of ``hw.devices``."""
+    if hw.nodes_per_domain <= 1:
+        return ""
+    nodes = -(-gpus // hw.devices)
+    return (
+        f"; a tray of its {hw.domain_size}-GPU NVLink domain: {gpus} GPUs are gpus={hw.devices}, "
+        f"nodes={nodes}, over NVLink up to {hw.nodes_per_domain} nodes"
+    )
 
 
 def _check_where(where: _Where) -> None:
@@ -327,14 +358,14 @@ def _exposed(
     where the implementation hides only what its GPUs move over NVLink
     (:data:`~recnotebooks.perf.components.collectives.EXPOSED_COMMUNICATION`): on a node whose
     GPUs reach each other over PCIe (:func:`~recnotebooks.perf.components.collectives.peers_over_pcie`),
-    all of its all-to-alls and all-reduce; on several NVLink nodes, the network's share of them:
+    all of its all-to-alls and all-reduce; on several NVLink domains, the network's share of them:
     their seconds (``comp``) less what they would take over a network of unlimited bandwidth (the
     NVLink phases and the latencies stay hideable). Otherwise 0."""
     if step.implementation not in C.EXPOSED_COMMUNICATION or step.world <= 1:
         return 0.0
     if C.peers_over_pcie(step.hw):
         return comp["all_to_all"] + comp["all_reduce"]
-    if step.nodes <= 1:
+    if step.domain >= step.world:  # one NVLink domain: nothing crosses the network
         return 0.0
     unlimited = dict(_collective_seconds(step, rank, math.inf, volumes, ar_calls))
     return sum(comp[k] - unlimited[k] for k in unlimited)
@@ -348,13 +379,15 @@ def _collective_seconds(
     a2a, ar = volumes["all_to_all"][rank], volumes["all_reduce"][rank]
     calls = C.A2A_CALLS[step.implementation]
     grouped = step.implementation == "hugectr"
-    all_to_all = C.all_to_all_seconds(a2a, world, step.gpus, hw, nic, calls, grouped)
+    all_to_all = C.all_to_all_seconds(a2a, world, step.domain, hw, nic, calls, grouped)
     if "hierarchical" in volumes:  # the pooled embeddings, node by node (HugeCTR on several nodes)
         nvlink, network = volumes["hierarchical"][rank]  # type: ignore[misc]
-        all_to_all += C.hierarchical_all_to_all_seconds(nvlink, network, step.nodes, hw, nic, calls)
+        all_to_all += C.hierarchical_all_to_all_seconds(
+            nvlink, network, step.nodes, hw, nic, calls, domain_nodes=hw.nodes_per_domain
+        )
     return [
         ("all_to_all", all_to_all),
-        ("all_reduce", C.all_reduce_seconds(ar, world, step.gpus, hw, nic, ar_calls)),
+        ("all_reduce", C.all_reduce_seconds(ar, world, step.domain, hw, nic, ar_calls)),
     ]
 
 
@@ -364,6 +397,8 @@ def _hierarchical(step: Step) -> list[tuple[float, float]]:
     crosses nodes hierarchically (:data:`~recnotebooks.perf.components.collectives.HIERARCHICAL`)
     on more than one node; otherwise none (``[]``)."""
     if step.nodes <= 1 or step.implementation not in C.HIERARCHICAL or step.plan.world_size != step.world:
+        return []
+    if not step.hierarchical:  # the submission's train.py exchanges flat (HugeCTRSharding.hierarchical)
         return []
     rows = T.hierarchical_bytes(
         step.workload.config, step.plan, step.local_batch, step.gpus, step.workload.dtype

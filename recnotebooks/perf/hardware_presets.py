@@ -11,8 +11,10 @@ calibration, which :mod:`recnotebooks.measure.calibrate` fits.
 The node of every accelerator in MLPerf Training's DLRM-DCNv2 results (v3.0-v5.1) has a preset,
 its links, host memory and NICs cited from a submission's system description
 (``systems/<system>.json``); :mod:`recnotebooks.perf.mlperf_systems` maps such a description to
-its preset. A GB200 NVL72 rack is one node of 72 GPUs (``gb200_nvl72``): its NVLink domain spans
-the rack, so collectives among MLPerf's 4-GPU trays run over NVLink, which ``intra_node_bw`` prices.
+its preset. An NVL72 rack (``gb200_nvl72``, ``gb300_nvl72``) is modeled as MLPerf describes it: nodes
+of 4 GPUs (its compute trays, each with its Grace CPUs, host memory and NICs) in one NVLink domain of
+72 (``Hardware.nvlink_domain``), so collectives among the trays of a rack run over NVLink
+(``intra_node_bw``) and only traffic beyond the rack over the NICs.
 """
 
 from __future__ import annotations
@@ -379,29 +381,65 @@ _GB200_SOURCES = _gpu_sources(
     f"{cite('gb200_nvl72')}: GB200 NVL72 FP32 5,760 TFLOPS, TF32 180 and FP16/BF16 360 PFLOPS (with "
     "sparsity), / 72 GPUs (/ 2 for dense)",
     _B200_L2 + " (a GB200's GPU taken as the B200's)",
-    devices=f"72 GPUs in one NVLink domain, {cite('gb200_nvl72')}. MLPerf's GB200 systems list 4 "
-    f"accelerators per node (a compute tray) x 16 or 2 nodes, {_TYCHE}, all in one NVL72 rack, so every "
-    "collective runs over NVLink: the rack is modeled as one node of 72 (MLPerf's 8 and 64 GPUs are gpus=8 "
-    "and gpus=64 of it)",
+    devices=f"4 GPUs per compute tray (the node: its own Grace CPUs, host memory and NICs): MLPerf's GB200 "
+    f"systems list 4 accelerators per node x 16 or 2 nodes, {_TYCHE}, 'Tyche (1x NVIDIA GB200 NVL72)'",
+    nvlink_domain=f"72 GPUs in one NVLink domain (18 trays of 4 joined by NVLink switch trays), "
+    f"{cite('gb200_nvl72')}; MLPerf's 16 trays of 4 are one rack, 'NVLINK Gen5 1800 GB/s + NVSWITCH Gen5', "
+    f"{_TYCHE}",
     hbm_bytes=f"{cite('gb200_nvl72')} (up to 13.4 TB HBM3e / 72 GPUs = 186 GB); '186GB', {_SMC_GB200}",
     hbm_bw=f"{cite('gb200_nvl72')} (576 TB/s / 72 GPUs)",
     power_w=f"{_APPROX}: the GB200 NVL72 datasheet gives no per-GPU power, {cite('gb200_nvl72')}; 1.2 kW, "
     "a GB200 GPU's maximum TDP as https://verda.com/blog/gb300-nvl72-architecture (2025) lists it",
     intra_node_bw=f"{cite('gb200_nvl72')} (NVLink 130 TB/s / 72 GPUs = 1.8 TB/s both directions; halved per "
-    f"direction); 'NVLINK Gen5 1800 GB/s + NVSWITCH Gen5', {_TYCHE}",
+    f"direction), to every GPU of the rack's NVLink domain; 'NVLINK Gen5 1800 GB/s + NVSWITCH Gen5', "
+    f"{_TYCHE}",
     host_link_bw=f"{_APPROX}: NVLink-C2C, 900 GB/s both directions between a Grace CPU and its two GPUs, "
     f"GB200 NVL72 datasheet, {cite('gb200_nvl72')}: 225 GB/s per GPU per direction (how the two GPUs share "
     "it is not given)",
     host_mem_bytes=f"960 GB of LPDDR5X per 4-GPU tray (2 Grace CPUs x 480 GB, {cite('gb200_nvl72')}), "
-    f"'960GB', {_SMC_GB200}, x 18 trays = 17.28 TB ('1.7 TB' per tray in {_TYCHE} counts the GPUs' HBM "
-    "too: 960 GB + 4 x 186 GB)",
-    host_mem_bw=f"computed: 36 Grace CPUs x 512 GB/s of LPDDR5X each, {cite('gb200_nvl72')}",
-    nic_bw=f"'4x ConnectX-7 IB NDR 400Gb/s' per 4-GPU tray, {_TYCHE}: one 400 Gb/s NIC per GPU, 72 per rack, "
-    f"for traffic between racks; {_NIC}",
-    host_power_w=_APPROX + ": the rack less its GPUs: 36 Grace CPUs with their LPDDR5X (~250 W each), 72 "
-    "NICs, 9 NVLink switch trays and fans, ~15 kW (a run on part of the rack is charged all of it)",
+    f"'960GB', {_SMC_GB200} ('1.7 TB' per tray in {_TYCHE} counts the GPUs' HBM too: 960 GB + 4 x 186 GB)",
+    host_mem_bw=f"computed: 2 Grace CPUs a tray x 512 GB/s of LPDDR5X each, {cite('gb200_nvl72')}",
+    nic_bw=f"'4x ConnectX-7 IB NDR 400Gb/s' per 4-GPU tray, {_TYCHE}: one 400 Gb/s NIC per GPU, for traffic "
+    f"beyond the rack's NVLink domain; {_NIC}",
+    host_power_w=_APPROX + ": the rack less its GPUs, ~15 kW (36 Grace CPUs with their LPDDR5X, ~250 W each, "
+    "72 NICs, 9 NVLink switch trays and fans) / 18 trays = 833 W a tray",
     price_per_hour=f"{_PRICE}the H100 SXM's $12.29 x (42.00 / 4) / (49.24 / 8) = $20.97 per GPU-hour, the "
     f"ratio of {_COREWEAVE}",
+)
+_THEIA = _mlperf("5.1", "NVIDIA/systems/theia_ngpu72_ngc25.09_nemo.json")
+_SMC_GB300 = _mlperf("5.1", "Supermicro/systems/ARS-121GL-NB3.json")
+_VERDA = cite("verda_gb300")
+_LOCKWOOD = cite("lockwood_b300")
+#: No NVIDIA datasheet of GB300 NVL72 was read: its figures are NVIDIA's as two pages quote them, which
+#: agree wherever both give a figure (288 GB, 8 TB/s, 1.4 kW, NVLink 130 TB/s a rack).
+_GB300_SOURCES = _gpu_sources(
+    f"a GB300 GPU's FP32 0.080, TF32 1.25 and FP16/BF16 2.5 PFLOPS without sparsity, Verda's per-GPU table, "
+    f"{_VERDA}",
+    _B200_L2 + " (a GB300's GPU taken as the B200's)",
+    devices=f"4 GPUs per compute tray: 'accelerators_per_node': '4', 'number_of_nodes': '18', {_THEIA}, "
+    f"'Theia (1x NVIDIA GB300 NVL72)'; one board of 2 Grace CPUs and 4 Blackwell Ultra GPUs, {_LOCKWOOD}",
+    nvlink_domain=f"72 GPUs in one NVLink domain, the rack's 18 NVLink switches at 130 TB/s, {_LOCKWOOD}; "
+    f"18 trays of 4 in one rack, 'NVLINK Gen5 1800 GB/s + NVSWITCH Gen5', {_THEIA}",
+    hbm_bytes=f"288 GB HBM3e a GPU (8 stacks, 12-high), {_LOCKWOOD}; '288GB' a GPU, {_SMC_GB300} (Verda's "
+    f"table lists 279 GB, {_VERDA}, and NVIDIA's system JSON '284208 MiB' as the GPU reports it, {_THEIA}: "
+    "what is left to a program)",
+    hbm_bw=f"8 TB/s a GPU, {_VERDA} (576 TB/s a rack) and {_LOCKWOOD} ('8 TB/s (max)')",
+    power_w=f"a GB300 GPU's maximum TDP, 1.4 kW, {_VERDA}; '1400 W maximum', {_LOCKWOOD}",
+    intra_node_bw=f"NVLink 5: 1.8 TB/s a GPU both directions (900 GB/s each way), 130 TB/s a rack, {_VERDA}; "
+    f"halved per direction, to every GPU of the rack's NVLink domain; 'NVLINK Gen5 1800 GB/s + NVSWITCH "
+    f"Gen5', {_THEIA}",
+    host_link_bw=f"{_APPROX}: NVLink-C2C between a Grace CPU and its two GPUs, 'NVLink-C2C', {_SMC_GB300}; "
+    f"taken as the GB200's 900 GB/s both directions, {cite('gb200_nvl72')}: 225 GB/s per GPU per direction",
+    host_mem_bytes=f"'960GB' of host memory per 4-GPU tray, {_SMC_GB300} (NVIDIA's '2.0 TB', {_THEIA}, "
+    "counts the GPUs' HBM too: 960 GB + 4 x 288 GB = 2.1 TB)",
+    host_mem_bw=f"{_APPROX}: 2 Grace CPUs a tray ('Neoverse-V2', {_THEIA}) x 512 GB/s of LPDDR5X each, the "
+    f"Grace of {cite('gb200_nvl72')}",
+    nic_bw=f"'4x ConnectX-8 IB XDR 800 Gb/s' per 4-GPU tray, {_THEIA}: one 800 Gb/s NIC per GPU (72 "
+    f"ConnectX-8 NICs a rack, {_LOCKWOOD}), for traffic beyond the rack's NVLink domain; {_NIC}, "
+    "800 Gb/s = 100 GB/s",
+    host_power_w=_APPROX + ": as the GB200 rack's, ~15 kW less its GPUs / 18 trays = 833 W a tray",
+    price_per_hour=f"{_PRICE}no public list price of GB300 NVL72 instances found; priced as the GB200 "
+    f"NVL72's $20.97 per GPU-hour, the ratio of {_COREWEAVE}",
 )
 _DELL_B300 = _mlperf("5.1", "Dell/systems/1xXE9780x8B300-SXM-270GB.json")
 _HGX_B300_SOURCES = _gpu_sources(
@@ -683,21 +721,28 @@ _GPU_NODES: tuple[Hardware, ...] = (
         pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 307 * GB, nic=8 * 50 * GB, power=700.0,
         host_power=2000.0, l2=50e6, sources=_H200_SOURCES, price=13.52, gemm_max_efficiency=0.8,
     ),
-    # ----- Blackwell: B200 and B300 (Blackwell Ultra) nodes, and a GB200 NVL72 rack as one node.
+    # ----- Blackwell: B200 and B300 (Blackwell Ultra) nodes, and the trays of GB200 and GB300 NVL72 racks.
     _gpu(
         "dgx_b200", "DGX/HGX B200: 8x B200 180 GB, NVLink 5 through NVSwitch, PCIe Gen5, 8x 400 Gb/s NICs",
         fp32=75e12, tensor=_tensor(1.125e15, 2.25e15), hbm=180 * GB, hbm_bw=8 * TB, nvlink=1800 * GB,
         pcie=64 * GB, host_mem=2000 * GB, host_bw=2 * 8 * 5600e6 * 8, nic=8 * 50 * GB, power=1000.0,
         host_power=2500.0, l2=126.5e6, sources=_DGX_B200_SOURCES, price=17.17,
     ),
-    # One NVL72 rack is one node: its 72 GPUs share one NVLink domain (MLPerf's 4-GPU "nodes" are its trays).
+    # NVL72 racks: the node is a compute tray of 4 GPUs, the NVLink domain the rack's 72 (nvlink_domain).
     _gpu(
-        "gb200_nvl72", "GB200 NVL72 rack as one node: 72 Blackwell GPUs in one NVLink 5 domain (18 trays of "
-        "4, NVLink switch trays between them), NVLink-C2C to 36 Grace CPUs, a 400 Gb/s NIC per GPU to other "
-        "racks; MLPerf's 4-GPU 'nodes' are trays of one rack: 2 trays are gpus=8 of this node",
+        "gb200_nvl72", "GB200 NVL72 compute tray: 4 Blackwell GPUs and 2 Grace CPUs (NVLink-C2C), a 400 Gb/s "
+        "NIC per GPU; 18 trays share one NVLink 5 domain of 72 GPUs through the rack's NVLink switch trays "
+        "(MLPerf's 4-GPU 'nodes': 16 trays = gpus=4, nodes=16, all over NVLink)",
         fp32=80e12, tensor=_tensor(1.25e15, 2.5e15), hbm=186 * GB, hbm_bw=8 * TB, nvlink=1800 * GB,
-        pcie=225 * GB, host_mem=36 * 480 * GB, host_bw=36 * 512 * GB, nic=72 * 50 * GB, power=1200.0,
-        host_power=15000.0, l2=126.5e6, sources=_GB200_SOURCES, price=20.97, devices=72,
+        pcie=225 * GB, host_mem=2 * 480 * GB, host_bw=2 * 512 * GB, nic=4 * 50 * GB, power=1200.0,
+        host_power=15000.0 / 18, l2=126.5e6, sources=_GB200_SOURCES, price=20.97, devices=4, nvlink_domain=72,
+    ),
+    _gpu(
+        "gb300_nvl72", "GB300 NVL72 compute tray: 4 Blackwell Ultra GPUs (288 GB HBM3e) and 2 Grace CPUs, an "
+        "800 Gb/s ConnectX-8 NIC per GPU; 18 trays share one NVLink 5 domain of 72 GPUs",
+        fp32=80e12, tensor=_tensor(1.25e15, 2.5e15), hbm=288 * GB, hbm_bw=8 * TB, nvlink=1800 * GB,
+        pcie=225 * GB, host_mem=2 * 480 * GB, host_bw=2 * 512 * GB, nic=4 * 100 * GB, power=1400.0,
+        host_power=15000.0 / 18, l2=126.5e6, sources=_GB300_SOURCES, price=20.97, devices=4, nvlink_domain=72,
     ),
     _gpu(
         "hgx_b300", "HGX B300: 8x B300 (Blackwell Ultra) 288 GB, NVLink 5 through NVSwitch, 8x 800 Gb/s "

@@ -1,10 +1,11 @@
 """The hardware the efficiency model prices: :class:`Hardware`, one node type, every number checked.
 
 A :class:`Hardware` describes one *node* type: how many devices it has (GPUs, or one CPU
-trainer) and, per device, peak FLOP/s by dtype, memory capacity and bandwidth, links (PCIe to
-the host, NVLink between devices, the node's NICs), latencies and power; ``sources`` says where
-each number comes from. :data:`FIELD_RANGES` bounds what each number may be. The cited presets
-are in :mod:`recnotebooks.perf.hardware_presets`; pick one with
+trainer), how many GPUs share its NVLink domain (``nvlink_domain``: a rack of several nodes in an
+NVL72; the node itself elsewhere) and, per device, peak FLOP/s by dtype, memory capacity and
+bandwidth, links (PCIe to the host, NVLink between devices, the node's NICs), latencies and power;
+``sources`` says where each number comes from. :data:`FIELD_RANGES` bounds what each number may
+be. The cited presets are in :mod:`recnotebooks.perf.hardware_presets`; pick one with
 :func:`recnotebooks.perf.hardware.hardware`.
 """
 
@@ -47,8 +48,8 @@ FIELD_RANGES: dict[str, tuple[float, float, bool]] = {
     "rab_seconds": (0.0, 1.0, False), "rab_index_seconds": (0.0, 1.0, False),
 }  # fmt: skip
 #: Fields that may be ``None`` (then another field stands in: see :class:`Hardware`).
-OPTIONAL_FIELDS = ("sharded_op_overhead_s", "update_llc_speedup", "hstu_op_overhead_s", "rab_seconds",
-                   "rab_index_seconds")  # fmt: skip
+OPTIONAL_FIELDS = ("sharded_op_overhead_s", "update_llc_speedup", "nvlink_domain", "hstu_op_overhead_s",
+                   "rab_seconds", "rab_index_seconds")  # fmt: skip
 #: Most devices in one node: the most ranks a plan may have (:data:`recnotebooks.plan.MAX_RANKS`).
 MAX_DEVICES = MAX_RANKS
 
@@ -64,7 +65,16 @@ class Hardware:
     Args:
         name: preset name. kind: ``"gpu"`` (devices are GPUs with HBM) or ``"cpu"`` (the
             device is the host itself; ``hbm_*`` then describe its DRAM).
-        devices: devices per node (GPUs; 1 for a CPU trainer).
+        devices: devices per node (GPUs; 1 for a CPU trainer). A node is what has its own host
+            and NICs: a DGX box, or a compute tray of an NVL72 rack (4 GPUs).
+        nvlink_domain: GPUs that reach each other over NVLink, whole nodes of them: 72 for an
+            NVL72 rack (18 trays of 4 joined by NVLink switch trays), so that traffic between
+            the trays of one domain travels over NVLink (``intra_node_bw``) and only traffic
+            beyond the domain over the NICs (``nic_bw``). ``None`` (the default): the node is
+            the domain, as in an 8-GPU NVSwitch box; a PCIe box (its GPUs reach each other
+            over PCIe, ``intra_node_bw`` = its PCIe link's) and a CPU node leave it ``None``
+            too: ``intra_node_bw`` prices what moves inside the node either way. At least
+            ``devices`` and a multiple of it (:attr:`domain_size`).
         peak_flops: dense peak FLOP/s of one device by dtype (``fp32``, ``tf32``, ``bf16``...).
         hbm_bytes / hbm_bw: device memory capacity and bandwidth.
         host_mem_bytes / host_mem_bw: the node's host DRAM capacity and bandwidth.
@@ -175,6 +185,7 @@ class Hardware:
     description: str = ""
     price_per_hour: float = 0.0
     sharded_op_overhead_s: float | None = None
+    nvlink_domain: int | None = None
     hstu_op_overhead_s: float | None = None
     rab_seconds: float | None = None
     rab_index_seconds: float | None = None
@@ -196,12 +207,23 @@ class Hardware:
             v = getattr(self, f)
             if f != "peak_flops" and not (f in OPTIONAL_FIELDS and v is None):
                 _check(where, f, v, rng)
+        _check_domain(where, self.devices, self.nvlink_domain)
         check_bool(f"{where}.host_pools_embeddings", self.host_pools_embeddings)
         check_str(f"{where}.description", self.description, nonempty=False)
         check_type(f"{where}.sources", self.sources, Mapping, "a dict {field: source text}")
         for k, v in self.sources.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise TypeError(f"{where}.sources must map field names to source text, got {k!r}: {show(v)}")
+
+    @property
+    def domain_size(self) -> int:
+        """GPUs in one NVLink domain: ``nvlink_domain``, or the node's ``devices`` when it is not set."""
+        return self.devices if self.nvlink_domain is None else self.nvlink_domain
+
+    @property
+    def nodes_per_domain(self) -> int:
+        """Nodes in one NVLink domain (18 trays of an NVL72 rack; 1 where the node is the domain)."""
+        return self.domain_size // self.devices
 
     @property
     def sharded_op_cost_s(self) -> float:
@@ -240,6 +262,18 @@ class Hardware:
         d = dataclasses.asdict(self)
         d.pop("sources")
         return d
+
+
+def _check_domain(where: str, devices: int, domain: object) -> None:
+    """``nvlink_domain``: ``None``, or an int of whole nodes: a multiple of ``devices``, at least one node."""
+    if domain is None:
+        return
+    check_int(f"{where}.nvlink_domain", domain, lo=1, hi=MAX_DEVICES)
+    if domain < devices or domain % devices:  # type: ignore[operator]
+        raise ValueError(
+            f"{where}.nvlink_domain must be a multiple of devices ({devices}: whole nodes, at least one) "
+            f"up to {MAX_DEVICES}, or None (the node is the domain), got {show(domain)}"
+        )
 
 
 def _check(where: str, field_name: str, v: object, rng: tuple[float, float, bool]) -> None:

@@ -61,7 +61,12 @@ from dataclasses import dataclass, field
 from recnotebooks.checks import check_bool, check_choice, check_int, check_int_list, check_type
 from recnotebooks.config import DTYPES
 from recnotebooks.config.hstu import HSTUConfig
-from recnotebooks.perf.components.collectives import all_reduce_seconds, all_to_all_seconds, nic_per_device
+from recnotebooks.perf.components.collectives import (
+    all_reduce_seconds,
+    all_to_all_seconds,
+    domain_ranks,
+    nic_per_device,
+)
 from recnotebooks.perf.components.dense import gemm_time
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.precision import precision
@@ -389,10 +394,11 @@ def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
     # gather, then (training) read and write the rows
     embeddings = (3 if s.backward else 1) * table_bytes / (hw.hbm_bw * hw.gather_efficiency)
     world, nic = s.gpus * s.nodes, nic_per_device(hw, s.gpus)
+    domain = domain_ranks(hw, s.gpus, s.nodes)  # over NVLink: a node, or the trays of an NVL72 rack
     ways = 2 if s.backward else 1  # the embeddings out, their gradients back
-    a2a = all_to_all_seconds(ways * table_bytes * (world - 1) / world, world, s.gpus, hw, nic, calls=ways)
+    a2a = all_to_all_seconds(ways * table_bytes * (world - 1) / world, world, domain, hw, nic, calls=ways)
     dense_bytes = config.dense_parameters * p.weight_bytes
-    reduce = all_reduce_seconds(2 * (world - 1) / world * dense_bytes, world, s.gpus, hw, nic)
+    reduce = all_reduce_seconds(2 * (world - 1) / world * dense_bytes, world, domain, hw, nic)
     optimizer = ADAM_PASSES * config.dense_parameters * 4 / hw.hbm_bw
     if not s.backward:
         reduce = optimizer = 0.0

@@ -5,9 +5,10 @@ Every accelerator in MLPerf Training's DLRM-DCNv2 results (v3.0-v5.1) has a pres
 system description (``systems/<system>.json``). :func:`preset_for_accelerator` and
 :func:`mlperf_layout` read such a description's accelerator name and counts
 (:data:`MLPERF_ACCELERATORS`; a CPU-only system by its host processor, :data:`MLPERF_CPU_HOSTS`)
-and say which preset, how many GPUs and how many nodes model it. A GB200 NVL72 rack is one node
-of 72 GPUs (``gb200_nvl72``, :data:`RACK_PRESETS`): its NVLink domain spans the rack, so
-MLPerf's 4-GPU trays fill one rack before the next.
+and say which preset, how many GPUs and how many nodes model it. An NVL72 rack's preset
+(``gb200_nvl72``, ``gb300_nvl72``: :data:`RACK_PRESETS`) is a 4-GPU compute tray, as MLPerf's
+"nodes" are, in an NVLink domain of 72 (``Hardware.nvlink_domain``): MLPerf's 16 trays of 4 are
+``gpus=4, nodes=16`` in one domain, and the cost model sends their traffic over NVLink.
 """
 
 from __future__ import annotations
@@ -29,8 +30,15 @@ __all__ = [
 #: Each ``accelerator_model_name`` of the DLRM-DCNv2 systems of MLPerf Training v3.0-v5.1
 #: (``<submitter>/systems/<system>.json`` of ``mlcommons/training_results_v3.0`` ... ``v5.1``) and
 #: the preset that models its node. 4-GPU HGX H100 nodes (Dell XE8640/XE9640, Supermicro
-#: SYS-421GU, Fujitsu GX2560M7) are ``gpus=4`` of ``dgx_h100``; MLPerf's GB200 "nodes" are
-#: 4-GPU trays of one NVL72 rack, all in ``gb200_nvl72`` (:func:`mlperf_layout`).
+#: SYS-421GU, Fujitsu GX2560M7) are ``gpus=4`` of ``dgx_h100``; MLPerf's GB200 and GB300 "nodes" are
+#: the 4-GPU trays of NVL72 racks, the nodes of ``gb200_nvl72`` and ``gb300_nvl72``
+#: (:func:`mlperf_layout`). "NVIDIA Blackwell Ultra GPU (GB300)": NVIDIA's and Lambda's GB300 systems
+#: of MLPerf Training v5.1 (training_results_v5.1 at 441d65f4:
+#: https://github.com/mlcommons/training_results_v5.1/blob/441d65f4/NVIDIA/systems/theia_ngpu72_ngc25.09_nemo.json,
+#: https://github.com/mlcommons/training_results_v5.1/blob/441d65f4/Lambda/systems/gb300_n18_ngc25.04_nemo.json);
+#: "NVIDIA GB200": the name MLPerf Inference's GB200 NVL72 systems give, 4 accelerators per node (e.g.
+#: Crusoe's in MLPerf Inference v6.1, read in the copy intel-ai-tce/inference_results_v6.1 at 5174fca8:
+#: https://github.com/intel-ai-tce/inference_results_v6.1/blob/5174fca8/closed/Crusoe/systems/GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json).
 MLPERF_ACCELERATORS: dict[str, str] = {
     "NVIDIA A40": "a40_node",
     "NVIDIA A100-SXM-80GB CTS": "dgx_a100_80gb",
@@ -43,7 +51,9 @@ MLPERF_ACCELERATORS: dict[str, str] = {
     "NVIDIA H200-SXM5-141GB": "h200_node",
     "NVIDIA Blackwell GPU (B200-SXM-180GB)": "dgx_b200",
     "NVIDIA Blackwell GPU (GB200)": "gb200_nvl72",
+    "NVIDIA GB200": "gb200_nvl72",
     "NVIDIA Blackwell Ultra GPU (B300-SXM-270GB)": "hgx_b300",
+    "NVIDIA Blackwell Ultra GPU (GB300)": "gb300_nvl72",
 }
 #: A CPU-only system (``accelerator_model_name`` "N/A", 0 accelerators per node) is modeled by
 #: its host processor (``host_processor_model_name``): the CPUs with a preset.
@@ -116,8 +126,8 @@ def _count(param: str, value: object, lo: int = 0) -> int:
     return check_int(param, value, lo=lo, hi=MAX_RANKS)
 
 
-#: Presets whose one node holds several of MLPerf's nodes: an NVL72 rack of 4-GPU trays.
-RACK_PRESETS = ("gb200_nvl72",)
+#: The presets of NVL72 racks: a node is a compute tray of 4 GPUs, the NVLink domain the rack's 72.
+RACK_PRESETS = ("gb200_nvl72", "gb300_nvl72")
 
 
 def mlperf_layout(
@@ -128,23 +138,13 @@ def mlperf_layout(
 ) -> tuple[str, int, int]:
     """``(preset, gpus, nodes)`` that model an MLPerf system (``estimate(config, preset,
     gpus=gpus, nodes=nodes, ...)``), from its system JSON's fields: the preset of
-    :func:`preset_for_accelerator` with MLPerf's accelerators per node and nodes; on a rack
-    preset (:data:`RACK_PRESETS`) MLPerf's trays fill one rack first (16 trays of 4 GPUs:
-    ``("gb200_nvl72", 64, 1)``); a CPU-only system is one device per node."""
+    :func:`preset_for_accelerator` with MLPerf's accelerators per node and nodes; on a rack preset
+    (:data:`RACK_PRESETS`) MLPerf's nodes are its trays, in NVLink domains of 72 (16 trays of 4:
+    ``("gb200_nvl72", 4, 16)``, one domain; the cost model finds the domain from the preset); a
+    CPU-only system is one device per node."""
     preset_name = preset_for_accelerator(name, accelerators_per_node, host_processor)
     per_node = _count("accelerators_per_node", accelerators_per_node)
     nodes = _count("number_of_nodes", number_of_nodes, lo=1)
-    hw = HARDWARE[preset_name]
-    if hw.kind == "cpu":
+    if HARDWARE[preset_name].kind == "cpu":
         return preset_name, 1, nodes
-    if preset_name in RACK_PRESETS:
-        total = per_node * nodes
-        if total <= hw.devices:
-            return preset_name, total, 1
-        if total % hw.devices:
-            raise ValueError(
-                f"number_of_nodes must fill whole {hw.devices}-GPU racks of {preset_name} beyond "
-                f"one rack, got {nodes} x {per_node} = {total} GPUs"
-            )
-        return preset_name, hw.devices, total // hw.devices
     return preset_name, per_node, nodes

@@ -44,6 +44,12 @@ DOCUMENTS: dict[str, str] = {
     "https://docs.nvidia.com/dgx/dgxb200-user-guide/introduction-to-dgxb200.html",
     "gb200_nvl72": "NVIDIA GB200 NVL72 datasheet: GB200 NVL72 and GB200 Grace Blackwell Superchip "
     f"specifications (NVIDIA, 2024), {_NV}/gb200-nvl72/",
+    # GB300 NVL72: the two pages read (not NVIDIA's own page); they agree where both give a figure
+    "verda_gb300": "NVIDIA GB300 NVL72: GPU Architecture & Performance, the per-GPU specifications of GB300, "
+    "GB200, B300 and B200 and the GB300 rack's aggregates, tabled (Verda, 2025), "
+    "https://verda.com/blog/gb300-nvl72-architecture",
+    "lockwood_b300": "B300 (Blackwell Ultra) and GB300 NVL72, NVIDIA's announced specifications collected "
+    "(Glenn K. Lockwood, digital garden, 2025), https://glennklockwood.com/garden/processors/B300",
     "b200_props": "A B200's device properties as CUDA reports them (L2 cache 126.50 MB, 7680-bit memory "
     "bus), pytorch/ao pull request 4002 (2026), https://github.com/pytorch/ao/pull/4002",
     "xeon8480": "Intel Xeon Platinum 8480+ Processor specifications (Intel ARK), https://www.intel.com/content/"

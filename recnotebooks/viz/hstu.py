@@ -146,12 +146,14 @@ def explore_hstu(
     time_budget_s: float = 0.3,
 ) -> Result:
     """MLPerf's DLRMv4 with these settings, modeled on ``nodes`` nodes of ``hardware_name`` (every GPU
-    of each node) and, with ``measure``, its CPU sibling measured here (see the module docstring)."""
+    of each node; an NVL72 preset's node here is its whole NVLink domain, the rack's 18 trays) and, with
+    ``measure``, its CPU sibling measured here (see the module docstring)."""
     hw = hardware(check_choice("hardware", hardware_name, option_values(HSTU_CONTROLS["hardware"])))
     config = hstu_model("dlrmv4", layers, heads, longest)
     run = history_lengths(batch, lengths, longest, spread)
-    jagged = hstu_step(config, hw, run, gpus=hw.devices, nodes=nodes)
-    padded = hstu_step(config, hw, run, gpus=hw.devices, nodes=nodes, padded=True)
+    trays = nodes * hw.nodes_per_domain  # a rack of an NVL72 preset, else the node
+    jagged = hstu_step(config, hw, run, gpus=hw.devices, nodes=trays)
+    padded = hstu_step(config, hw, run, gpus=hw.devices, nodes=trays, padded=True)
     memory = hstu_memory(config, run, jagged.devices, hw)
     waste, _ = padding_waste(run)
     ratio = padded.step_seconds / jagged.step_seconds

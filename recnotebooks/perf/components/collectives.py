@@ -1,8 +1,10 @@
 """The collectives of one modeled step (every number **modeled**): :func:`all_to_all_seconds`
 (model-parallel pooled embeddings, their gradients and the ids) and :func:`all_reduce_seconds`
-(data-parallel gradients), both priced by :func:`_collective` over NVLink inside a node and
-each device's share of the NICs (:func:`nic_per_device`) across nodes. They price, in seconds,
-the collectives of the same names that :mod:`recnotebooks.distributed.comm` runs.
+(data-parallel gradients), both priced by :func:`_collective` over NVLink inside an NVLink domain
+(the ranks of :func:`domain_ranks`: one node, or the trays of an NVL72 rack,
+``Hardware.nvlink_domain``) and each device's share of its node's NICs (:func:`nic_per_device`)
+beyond it. They price, in seconds, the collectives of the same names that
+:mod:`recnotebooks.distributed.comm` runs.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ __all__ = [
     "all_reduce_seconds",
     "all_to_all_seconds",
     "all_to_all_bytes",
+    "domain_ranks",
     "EXPOSED_COMMUNICATION",
     "HIERARCHICAL",
     "hierarchical_all_to_all_seconds",
@@ -68,9 +71,9 @@ HIERARCHICAL = frozenset({"hugectr"})
 #: (ASUS's 8x H100 PCIe, v3.1: 12.20 ms logged, 6.44 hidden, 12.33 serial). Chosen on MLPerf's fit
 #: rounds (:mod:`recnotebooks.perf.compare`); the held-out rounds test the network part (seven
 #: runs on 2-16 nodes) but hold no PCIe node. The figures, with everything hidden / the network
-#: exposed / PCIe too: fit-round MAPE 28.5% / 27.2% / 19.7%; held out 12.4% / 10.7% / 10.7%;
-#: Dell's two 4-GPU nodes 1.23 / 0.99, Juniper's 64 A100s 1.26 / 1.01; PCIe nodes 1.30-3.96
-#: hidden, 0.76-2.87 exposed (the rest: docs/benchmarks-log.md).
+#: exposed / PCIe too (issue 40's plans as submitted): fit-round MAPE 26.8% / 26.0% / 18.5%; held out
+#: 10.2% / 8.5% / 8.5%; Dell's two 4-GPU nodes 1.26 / 0.94, Juniper's 64 A100s 1.26 / 1.00; PCIe
+#: nodes 1.30-3.96 hidden, 0.76-2.87 exposed (the rest: docs/benchmarks-log.md).
 EXPOSED_COMMUNICATION = frozenset({"hugectr"})
 
 
@@ -79,6 +82,23 @@ def peers_over_pcie(hw: Hardware) -> bool:
     device-to-device bandwidth is no more than its PCIe link's, as the GPU presets without NVLink
     set it (``intra_node_bw`` = the PCIe link's, :mod:`recnotebooks.perf.hardware`). A CPU node: no."""
     return hw.kind == "gpu" and hw.intra_node_bw <= hw.host_link_bw
+
+
+def domain_ranks(hw: Hardware, gpus: int, nodes: int) -> int:
+    """Ranks that reach each other over NVLink when ``gpus`` of each of ``nodes`` nodes of ``hw``
+    run: ``gpus`` times the nodes one NVLink domain holds (``Hardware.nodes_per_domain``: 18 trays
+    of an NVL72 rack, 1 where the node is the domain), at most all of them. MLPerf's 16 GB200 trays
+    of 4 are one domain of 64 ranks; 8 DGX H100 nodes are 8 domains of 8. Nodes that do not fill
+    whole domains leave a smaller last one (20 trays: a rack of 18 and one of 2), and its ranks,
+    which send the most over the network, are the ones counted: the slowest rank's view.
+
+    >>> from recnotebooks.perf.hardware import hardware
+    >>> domain_ranks(hardware("gb200_nvl72"), 4, 16), domain_ranks(hardware("dgx_h100"), 8, 8)
+    (64, 8)
+    """
+    gpus, nodes = check_int("gpus", gpus, lo=1), check_int("nodes", nodes, lo=1)
+    per = hw.nodes_per_domain
+    return gpus * (nodes % per or per if nodes > per else nodes)
 
 
 def nic_per_device(hw: Hardware, gpus: int) -> float:
@@ -96,8 +116,9 @@ def all_to_all_bytes(config: DLRMConfig, plan: Plan, local_batch: float, dtype: 
 
 
 def _collective(volume: float, world: int, gpus: int, hw: Hardware, nic: float, steps: int) -> float:
-    """Seconds to move ``volume`` bytes per device: the share to devices in this node over NVLink,
-    the rest over this device's share of the node's NICs, plus ``steps`` latencies."""
+    """Seconds to move ``volume`` bytes per device: the share to the ``gpus`` devices of this NVLink
+    domain (:func:`domain_ranks`) over NVLink, the rest over this device's share of its node's NICs,
+    plus ``steps`` latencies."""
     if world <= 1:
         return 0.0
     inside = (gpus - 1) / (world - 1)
@@ -116,7 +137,8 @@ def all_to_all_seconds(
     grouped: bool = False,
 ) -> float:
     """Seconds of the step's all-to-alls (``calls`` of them, :data:`A2A_CALLS` of the
-    implementation; pairwise: ``world - 1`` latencies each, or one when ``grouped``: NCCL's
+    implementation) among ``world`` ranks, ``gpus`` of them in each NVLink domain
+    (:func:`domain_ranks`); pairwise: ``world - 1`` latencies each, or one when ``grouped``: NCCL's
     all-to-all posts its sends to every peer at once, in one group, as HugeCTR's step runs it)."""
     if volume <= 0:  # nothing to exchange when every table is data-parallel
         return 0.0
@@ -128,10 +150,11 @@ def all_reduce_seconds(
 ) -> float:
     """Seconds of the ring all-reduce of the data-parallel gradients: ``volume`` bytes per device
     (``2(p-1)/p * S`` of ``S`` bytes: :func:`recnotebooks.perf.traffic.collective_bytes`) in
-    ``calls`` calls, ``2(p-1)`` latencies each, inside one node.
+    ``calls`` calls, ``2(p-1)`` latencies each, inside one NVLink domain (``gpus``: its ranks,
+    :func:`domain_ranks`; a node, or the trays of an NVL72 rack).
 
-    Across ``n`` nodes of ``g`` devices it is hierarchical, as NCCL's rings run it over a node's
-    NICs (one rail per GPU): each device reduce-scatters and all-gathers its node's ``S`` over
+    Across ``n`` domains of ``g`` devices it is hierarchical, as NCCL's rings run it over the
+    NICs (one rail per GPU): each device reduce-scatters and all-gathers its domain's ``S`` over
     NVLink (``2(g-1)/g * S``) and all-reduces its own ``S/g`` share with the same device of the
     other nodes over its NIC (``2(n-1)/n * S/g``), ``2(g-1) + 2(n-1)`` latencies a call; only
     ``1/g`` of the gradients crosses each NIC
@@ -150,7 +173,13 @@ def all_reduce_seconds(
 
 
 def hierarchical_all_to_all_seconds(
-    nvlink: float, network: float, nodes: int, hw: Hardware, nic: float, calls: int = 2
+    nvlink: float,
+    network: float,
+    nodes: int,
+    hw: Hardware,
+    nic: float,
+    calls: int = 2,
+    domain_nodes: int = 1,
 ) -> float:
     """Seconds of the pooled embeddings' hierarchical exchange, forward and backward (``calls``
     of them: :data:`A2A_CALLS`), ``nvlink`` and ``network`` bytes per device each way (the larger of
@@ -158,9 +187,17 @@ def hierarchical_all_to_all_seconds(
     the node's peers over NVLink, then, once the node's partial sums are reduced, sends to the same
     rail of the other ``nodes - 1`` nodes over this device's NIC share ``nic`` (one NCCL group);
     the phases run one after the other (HugeCTR's ``model_forward`` then ``network_forward``), one
-    latency each."""
+    latency each. Where ``domain_nodes`` nodes share an NVLink domain (the trays of an NVL72 rack,
+    :attr:`~recnotebooks.perf.hardware.Hardware.nodes_per_domain`), the second phase's bytes to the
+    other nodes of the domain travel over NVLink too, the rest over the NIC share."""
     calls = check_int("calls", calls, lo=1)
+    domain_nodes = check_int("domain_nodes", domain_nodes, lo=1)
     if nvlink <= 0 and network <= 0:
         return 0.0
-    across = network / nic + hw.collective_latency_s if nodes > 1 else 0.0
+    across = 0.0
+    if nodes > 1:
+        inside = (min(domain_nodes, nodes) - 1) / (nodes - 1)
+        across = (
+            max(network * inside / hw.intra_node_bw, network * (1 - inside) / nic) + hw.collective_latency_s
+        )
     return calls * (nvlink / hw.intra_node_bw + hw.collective_latency_s + across)
