@@ -47,7 +47,7 @@ def _head(tmp_path: Path, lines: int) -> str:
 def test_world_size_two_on_the_sample_matches_one_process(capsys) -> None:
     argv = ["--data", SAMPLE, "--batch-size", "256", "--eval-batches", "2"]
     one = _single(argv)
-    assert cli.main([*CRITEO, *argv, "--world-size", "2", "--json"]) == 0
+    assert cli.main([*CRITEO, *argv, "--world-size", "2", "--sharding", "row_wise", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert (r["world_size"], r["backend"], r["steps"]) == (2, "gloo", STEPS)
     assert r["losses"] == pytest.approx(one["losses"], abs=1e-4)
@@ -59,12 +59,12 @@ def test_world_size_two_on_the_sample_matches_one_process(capsys) -> None:
 
 def test_four_ranks_evaluate_the_same_partial_held_out_batch(tmp_path) -> None:
     """970 lines in batches of 96: held-out batches 0 and 10, the last of 10 samples (not a multiple
-    of 4: padded on the ranks, the copies dropped); row-wise tables."""
+    of 4: padded on the ranks, the copies dropped)."""
     path = _head(tmp_path, 970)
     argv = ["--data", path, "--batch-size", "96", "--eval-batches", "3"]
     one = _single(argv)
     cfg = cli.config_from_args(cli.build_parser().parse_args([*CRITEO, *argv]))
-    res = train_local(cfg, round_robin(cfg, 4, "row_wise"), 4, STEPS, 96, 1, eval_batches=3,
+    res = train_local(cfg, round_robin(cfg, 4), 4, STEPS, 96, 1, eval_batches=3,
                       data=CriteoFiles((path,), 0.1), timeout_s=300.0)  # fmt: skip
     assert res.losses == pytest.approx(one["losses"], abs=1e-4)
     for key in ("auc", "logloss", "ne"):
@@ -73,10 +73,14 @@ def test_four_ranks_evaluate_the_same_partial_held_out_batch(tmp_path) -> None:
 
 
 def test_pad_repeats_the_last_sample() -> None:
-    sparse = JaggedBatch.from_lists({"a": [[1, 2], [], [3]], "b": [[4], [5, 6], []]})
+    ids = {"a": [[1, 2], [], [3]], "b": [[4], [5, 6], []]}
+    weights = {"a": [[0.5, 1.5], [], [2.5]], "b": [[3.5], [4.5, 5.5], []]}
+    sparse = JaggedBatch.from_lists(ids, weights)
     batch = Batch(torch.arange(6.0).view(3, 2), sparse, torch.tensor([0.0, 1.0, 1.0]))
     padded = _pad(batch, 5)
     assert padded.sparse.to_lists() == {"a": [[1, 2], [], [3], [3], [3]], "b": [[4], [5, 6], [], [], []]}
+    assert padded.sparse.weights.tolist() == [0.5, 1.5, 2.5, 2.5, 2.5, 3.5, 4.5, 5.5]
+    assert padded.sparse.batch_size == 5 and padded.sparse.lengths.tolist() == [2, 0, 1, 1, 1, 1, 2, 0, 0, 0]
     assert padded.dense[3:].tolist() == [[4.0, 5.0]] * 2 and padded.labels.tolist() == [0, 1, 1, 1, 1]
     assert _pad(batch, 3) is batch
 
@@ -119,3 +123,32 @@ def test_cli_refuses_bad_data_and_still_checkpoints(tmp_path, no_launch, capsys)
         assert cli.main([*CRITEO, "--world-size", "2", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, (argv, err)
+
+
+def test_a_ranks_data_error_is_one_line(monkeypatch, capsys) -> None:
+    """Files corrupt past the batches checked before the launch fail on every rank alike: the CLI
+    says the rank's error in one line, as one process does; a rank that died otherwise still
+    raises the launch's error."""
+    from types import SimpleNamespace
+
+    from recnotebooks.commands import distributed as dist_command
+    from recnotebooks.distributed.launch import LaunchError, RankFailure
+
+    def fails(failure: RankFailure):
+        def train_local(*args, **kwargs):
+            raise LaunchError("launch failed", SimpleNamespace(failures=[failure]))
+
+        return train_local
+
+    why = "x.gz: corrupt or truncated gzip data (Compressed file ended before the end-of-stream marker)"
+    monkeypatch.setattr(
+        dist_command, "train_local", fails(RankFailure(1, "raised", f"rank 1 raised ValueError: {why}"))
+    )
+    assert cli.main([*CRITEO, "--world-size", "2", "--data", SAMPLE, "--batch-size", "256"]) == 2
+    err = capsys.readouterr().err
+    assert f"{why} (rank 1)" in err and "Traceback" not in err
+    monkeypatch.setattr(
+        dist_command, "train_local", fails(RankFailure(0, "exited", "rank 0 exited with code 9"))
+    )
+    with pytest.raises(LaunchError):
+        cli.main([*CRITEO, "--world-size", "2", "--data", SAMPLE, "--batch-size", "256"])

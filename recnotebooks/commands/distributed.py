@@ -30,10 +30,11 @@ single-process run's (:func:`recnotebooks.commands.train.train_lines`) with the 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from recnotebooks.data.synthetic import SyntheticConfig
-from recnotebooks.distributed.launch import max_world_size
+from recnotebooks.distributed.launch import LaunchError, max_world_size
 from recnotebooks.distributed.training import (
     CriteoFiles,
     DistTrainResult,
@@ -122,6 +123,14 @@ def run(s: TrainSettings) -> Report:
             res = train_torchrun(s.config, plan, s.steps, s.batch_size, s.seed, **options)
     except (ValueError, TypeError) as e:
         raise CLIError(str(e)) from None
+    except LaunchError as e:  # a rank's bad input (a --data file corrupt past the first batches): one line
+        first = e.failures[0]
+        bad = re.match(
+            r"rank (\d+) raised (?:ValueError|TypeError|FloatingPointError): (.*)", first.message, re.S
+        )
+        if first.kind != "raised" or bad is None:
+            raise
+        raise CLIError(f"{bad[2]} (rank {bad[1]})") from None
     return Report(_report(s, plan, res, sharding, info), printer(train_lines))
 
 

@@ -58,7 +58,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -476,7 +476,7 @@ def _train_batches(
         )
         return (data.batch(i) for i in itertools.count()), None
     split = settings.data.split(workload, "train")
-    return iter(split), split.source  # type: ignore[return-value]
+    return iter(split), cast(CriteoReader, split.source)
 
 
 def _eval_batches(workload: Workload, settings: RankSettings, data_cfg: SyntheticConfig) -> Iterator[Batch]:
@@ -499,21 +499,15 @@ def _pad(batch: Batch, size: int) -> Batch:
         return batch
     sp, last = batch.sparse, local_samples(batch.sparse, n - 1, n)
     off, last_off = sp.offsets().tolist(), last.offsets().tolist()
-    values, weights = [], []
-    for k in range(sp.num_keys):
-        values += [
-            sp.values[off[k * n] : off[(k + 1) * n]],
-            last.values[last_off[k] : last_off[k + 1]].repeat(extra),
-        ]
-        if sp.weights is not None:
-            weights += [
-                sp.weights[off[k * n] : off[(k + 1) * n]],
-                last.weights[last_off[k] : last_off[k + 1]].repeat(extra),
-            ]  # type: ignore[index]
+
+    def keyed(full: torch.Tensor, one: torch.Tensor) -> torch.Tensor:
+        """Per key (key-major): the batch's values (or weights), then the last sample's, repeated."""
+        ranges = [(off[k * n], off[(k + 1) * n], last_off[k], last_off[k + 1]) for k in range(sp.num_keys)]
+        return torch.cat([p for a, b, c, d in ranges for p in (full[a:b], one[c:d].repeat(extra))])
+
+    weights = None if sp.weights is None or last.weights is None else keyed(sp.weights, last.weights)
     lengths = torch.cat([sp.lengths.view(sp.num_keys, n), last.lengths.view(-1, 1).expand(-1, extra)], 1)
-    sparse = JaggedBatch(
-        sp.keys, torch.cat(values), lengths.reshape(-1), size, torch.cat(weights) if weights else None
-    )
+    sparse = JaggedBatch(sp.keys, keyed(sp.values, last.values), lengths.reshape(-1), size, weights)
     dense = torch.cat([batch.dense, batch.dense[-1:].expand(extra, -1)])
     return Batch(dense, sparse, torch.cat([batch.labels, batch.labels[-1:].expand(extra)]))
 
