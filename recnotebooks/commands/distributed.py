@@ -6,6 +6,12 @@ single-process ``recnb train --preset tiny`` with the same seed and batch size. 
 picks how every table is split (``table_wise`` round-robin by default, ``row_wise``,
 ``column_wise``, ``data_parallel``).
 
+``--data FILE...`` trains on Criteo files as the single-process run does (the same checks, the same
+held-out split by ``--eval-fraction``): every rank reads the files and keeps its slice of each
+global batch (:class:`~recnotebooks.distributed.training.CriteoFiles`), so the losses and held-out
+metrics equal one process's. ``--checkpoint``, ``--checkpoint-every`` and ``--resume`` are refused
+(no distributed checkpoints yet).
+
 ``recnb train --distributed`` is the same training inside a process started by ``torchrun``
 (NCCL when CUDA is present, else gloo). On one machine with 4 GPUs::
 
