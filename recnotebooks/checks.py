@@ -42,6 +42,7 @@ __all__ = [
     "check_fraction",
     "check_int",
     "check_multiple",
+    "check_enough",
     "check_jagged_offsets",
     "check_jagged_timestamps",
     "check_int_list",
@@ -204,6 +205,15 @@ def check_multiple(name: str, value: object, of: int, what: str) -> int:
     if v % of:
         raise ValueError(f"{name} must be a multiple of {of} ({what}), got {show(value)}")
     return v
+
+
+def check_enough(name: str, have: int, need: int, what: str) -> int:
+    """``have``, a count found in the input (the samples of data files), when it is at least
+    ``need``; else a ``ValueError`` naming ``name``, its count and the least allowed; ``what`` says
+    what is counted and why that many (``"usable samples: one global batch of ..."``)."""
+    if have < need:
+        raise ValueError(f"{name} must hold at least {need:,} {what}, got {have:,}")
+    return have
 
 
 _V = TypeVar("_V")

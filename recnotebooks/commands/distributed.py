@@ -6,6 +6,12 @@ single-process ``recnb train --preset tiny`` with the same seed and batch size. 
 picks how every table is split (``table_wise`` round-robin by default, ``row_wise``,
 ``column_wise``, ``data_parallel``).
 
+``--data FILE...`` trains on Criteo files as the single-process run does (the same checks, the same
+held-out split by ``--eval-fraction``): every rank reads the files and keeps its slice of each
+global batch (:class:`~recnotebooks.distributed.training.CriteoFiles`), so the losses and held-out
+metrics equal one process's. ``--checkpoint``, ``--checkpoint-every`` and ``--resume`` are refused
+(no distributed checkpoints yet).
+
 ``recnb train --distributed`` is the same training inside a process started by ``torchrun``
 (NCCL when CUDA is present, else gloo). On one machine with 4 GPUs::
 
@@ -30,23 +36,30 @@ single-process run's (:func:`recnotebooks.commands.train.train_lines`) with the 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from recnotebooks.data.synthetic import SyntheticConfig
-from recnotebooks.distributed.launch import max_world_size
-from recnotebooks.distributed.training import DistTrainResult, torchrun_env, train_local, train_torchrun
+from recnotebooks.distributed.launch import LaunchError, max_world_size
+from recnotebooks.distributed.training import (
+    CriteoFiles,
+    DistTrainResult,
+    torchrun_env,
+    train_local,
+    train_torchrun,
+)
 from recnotebooks.plan import Plan, round_robin
 from recnotebooks.run_report import train_report
 
 from .report import Report, printer
 from .settings import CLIError, TrainSettings
-from .train import measured, train_lines
+from .train import _criteo_data, measured, train_lines
 
 __all__ = ["run"]
 
 #: ``recnb train`` options that a distributed run would ignore, so refuses: (flag, attribute).
-_SINGLE_PROCESS_ONLY = (("--data", "data"), ("--checkpoint", "checkpoint"),
-                        ("--checkpoint-every", "checkpoint_every"), ("--resume", "resume"))  # fmt: skip
+_SINGLE_PROCESS_ONLY = (("--checkpoint", "checkpoint"), ("--checkpoint-every", "checkpoint_every"),
+                        ("--resume", "resume"))  # fmt: skip
 
 
 def _local_world_size(s: TrainSettings) -> int | None:
@@ -61,7 +74,7 @@ def _local_world_size(s: TrainSettings) -> int | None:
     mode = "--distributed" if s.distributed else f"--world-size {s.world_size}"
     for flag, attr in _SINGLE_PROCESS_ONLY:
         if getattr(s, attr) is not None:
-            raise CLIError(f"{flag} is not supported with {mode} (synthetic data, no checkpoints yet)")
+            raise CLIError(f"{flag} is not supported with {mode} (no distributed checkpoints yet)")
     if s.world_size is None:
         return None
     if s.world_size > max_world_size():
@@ -103,6 +116,11 @@ def run(s: TrainSettings) -> Report:
     options = {"sparse_optimizer": s.sparse_optimizer, "sparse_lr": s.sparse_lr,
                "dense_optimizer": s.dense_optimizer, "dense_lr": s.dense_lr,
                "zipf": s.zipf, "eval_batches": s.eval_batches}  # fmt: skip
+    info = None
+    if s.data is not None:  # the single-process run's checks (a Criteo model, files that exist)
+        _, _, info = _criteo_data(s, s.data)
+        info.pop("reader")
+        options["data"] = CriteoFiles(s.data, info["eval_fraction"])
     try:
         plan = round_robin(s.config, size, sharding)
         if local is not None:
@@ -111,16 +129,28 @@ def run(s: TrainSettings) -> Report:
             res = train_torchrun(s.config, plan, s.steps, s.batch_size, s.seed, **options)
     except (ValueError, TypeError) as e:
         raise CLIError(str(e)) from None
-    return Report(_report(s, plan, res, sharding), printer(train_lines))
+    except LaunchError as e:  # a rank's bad input (a --data file corrupt past the first batches): one line
+        first = e.failures[0]
+        bad = re.match(
+            r"rank (\d+) raised (?:ValueError|TypeError|FloatingPointError): (.*)", first.message, re.S
+        )
+        if first.kind != "raised" or bad is None:
+            raise
+        raise CLIError(f"{bad[2]} (rank {bad[1]})") from None
+    return Report(_report(s, plan, res, sharding, info), printer(train_lines))
 
 
-def _report(s: TrainSettings, plan: Plan, res: DistTrainResult, sharding: str) -> dict[str, Any]:
-    """The run's report: the single-process run's keys, this rank's timings."""
+def _report(
+    s: TrainSettings, plan: Plan, res: DistTrainResult, sharding: str, info: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The run's report: the single-process run's keys, this rank's timings; ``info``: the
+    ``--data`` files' (``None``: synthetic data)."""
     zipf = (SyntheticConfig(zipf_exponent=s.zipf) if s.zipf else SyntheticConfig()).zipf_exponent
+    data = {"source": "synthetic", "zipf_exponent": zipf} if info is None else {**info, **res.data}
     return train_report(
         command="train", source="measured", preset=s.preset, config=s.config.summary(),
         device="cuda" if res.backend == "nccl" else "cpu", world_size=res.world_size, backend=res.backend,
         rank=int(os.environ.get("RANK", "0")), sharding=sharding, plan=plan.table(), dtype="fp32",
-        comm=res.comm, data={"source": "synthetic", "zipf_exponent": zipf}, resumed_from=None,
+        comm=res.comm, data=data, resumed_from=None,
         resumed_at_step=None, checkpoint=None, **measured(res),
     )  # fmt: skip

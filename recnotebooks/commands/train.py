@@ -233,16 +233,21 @@ def _where_lines(r: dict[str, Any]) -> Iterator[str]:
     )
     if d["source"] == "synthetic_listening":
         yield "  data        synthetic listening log; eval on held-out users"
+    yield from _criteo_lines(d)
+    if r["resumed_from"]:
+        yield f"  resumed     from {r['resumed_from']} at step {r['resumed_at_step']}"
+    if r["checkpoint"]:
+        yield f"  checkpoint  saved to {r['checkpoint']}"
+
+
+def _criteo_lines(d: dict[str, Any]) -> Iterator[str]:
+    """The ``--data`` files, their held-out share and the lines skipped (none on synthetic data)."""
     if d["source"] == "criteo":
         files = ", ".join(d["files"])
         yield (
             f"  data        {files}: {d['eval_fraction']:.0%} of batches held out for eval; "
             f"{d['lines_skipped']:,} of {d['lines_read']:,} lines skipped in this pass"
         )
-    if r["resumed_from"]:
-        yield f"  resumed     from {r['resumed_from']} at step {r['resumed_at_step']}"
-    if r["checkpoint"]:
-        yield f"  checkpoint  saved to {r['checkpoint']}"
 
 
 def _ranks_lines(r: dict[str, Any]) -> Iterator[str]:
@@ -251,3 +256,4 @@ def _ranks_lines(r: dict[str, Any]) -> Iterator[str]:
         f"measured on {r['world_size']} rank(s) ({r['backend']}, {r['sharding']} embeddings, this is rank "
         f"{r['rank']}): {r['steps']} steps of {r['batch_size']} (global batch)"
     )
+    yield from _criteo_lines(r["data"])

@@ -22,12 +22,26 @@ batches), and returns a :class:`RankResult`:
 
 >>> from recnotebooks.config import Workload, preset
 >>> rank_call(Workload(preset("tiny"), 256), 10, (), {"seed": 1})[1]
-RankSettings(steps=10, seed=1, sparse_lr=0.05, dense_lr=0.02, overlap=True, eval_batches=0)
+RankSettings(steps=10, seed=1, sparse_lr=0.05, dense_lr=0.02, overlap=True, eval_batches=0, data=None)
 
 * :func:`run_rank` is the worker :func:`~recnotebooks.distributed.launch.launch` runs on each rank;
 * :func:`train_local` launches it on N local CPU ranks (gloo) and returns a :class:`DistTrainResult`;
 * :func:`train_torchrun` runs it in a process started by ``torchrun`` (``RANK``, ``WORLD_SIZE``,
   ``MASTER_ADDR``, ``MASTER_PORT``; NCCL when CUDA is present, else gloo).
+
+**Real data** (``recnb train --data``): with ``data=CriteoFiles(paths, eval_fraction)`` the global
+batches are the Criteo files' instead (:class:`CriteoFiles`): every rank opens its own
+:class:`~recnotebooks.data.criteo.CriteoReader` of the files with the global ``batch_size``, splits it
+as one process does (:class:`~recnotebooks.data.split.HeldOutSplit`: the same held-out batches, the
+same train batches in the same order, the files repeated when they run out) and keeps its slice of
+each, so ``N`` ranks see exactly the samples one process sees. Every rank reads and parses every
+line: the cost is ``N`` times the parsing of one process (on the reader's vectorised path, a small
+share of a step). A split by bytes or by line ranges would parse ``1/N`` each, but a gzip stream
+cannot be entered in the middle (every rank would still decompress everything up to its range),
+and lines the reader skips as malformed shift every later sample, so a rank cannot know where its
+samples start without parsing what comes before; reading the same stream keeps the exactness for
+free. Evaluation pads a last, partial held-out batch to a multiple of ``N`` samples (copies of its
+last sample, whose predictions are dropped), so the metrics are over the same samples too.
 
 HSTU (:class:`~recnotebooks.nn.generative.HSTURanker`) trains the same way on the listening log,
 in :mod:`recnotebooks.distributed.hstu_training` (its names, here until the next release, are
@@ -36,24 +50,39 @@ that module's).
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
 
-from ..checks import check_bool, check_float, check_int, check_steps, check_type, parse_int
+from ..checks import (
+    check_bool,
+    check_enough,
+    check_float,
+    check_fraction,
+    check_int,
+    check_steps,
+    check_type,
+    parse_int,
+)
 from ..config import DEFAULT_ZIPF_EXPONENT, DLRMConfig, Workload
 from ..config.workload import workload_from
+from ..data.batch import Batch
+from ..data.criteo import CriteoReader
+from ..data.split import HeldOutSplit, is_held_out
 from ..data.synthetic import SyntheticConfig, SyntheticCriteo
 from ..metrics import click_metrics
 from ..nn.optim import make_dense_optimizer
 from ..plan import MAX_RANKS, Plan
+from ..sparse import JaggedBatch
 from ..threads import choose_threads, usable_cores, use_threads
 from ..timing import PhaseTimer, reliability, spread
 from .comm import CommLog
@@ -76,6 +105,7 @@ __all__ = [
     "local_histories",
     "run_hstu_rank",
     "train_hstu_local",
+    "CriteoFiles",
     "DistTrainResult",
     "RankResult",
     "RankSettings",
@@ -143,6 +173,8 @@ class DistTrainResult:
     #: rank (:meth:`~recnotebooks.distributed.sharded.ShardedEmbeddingBagCollection.cache_stats`:
     #: hits, misses, hit rate, bytes moved; measured); ``[]`` when the plan has no cache
     cache: list[dict[str, Any]] = field(default_factory=list)
+    #: rank 0's train reader's counts over ``--data`` files (:attr:`RankResult.data`; ``{}``: synthetic)
+    data: dict[str, Any] = field(default_factory=dict)
 
     @property
     def reliable(self) -> bool:
@@ -177,11 +209,59 @@ _RANK_ORDER = tuple(k for k in LEGACY_ORDER if k not in WORKLOAD_KEYWORDS)
 
 
 @dataclass(frozen=True)
+class CriteoFiles:
+    """The Criteo TSV files a distributed run trains on (``recnb train --data``) and the share of
+    their batches held out for evaluation: a description, picklable, that travels to the ranks, where
+    each opens its own reader (see the module docstring). ``TypeError``/``ValueError`` naming the
+    field; the files themselves are checked by :meth:`check`."""
+
+    paths: tuple[str, ...]
+    eval_fraction: float
+
+    def __post_init__(self) -> None:
+        paths = (self.paths,) if isinstance(self.paths, (str, Path)) else self.paths
+        if not isinstance(paths, (tuple, list)) or not paths:
+            raise ValueError(f"paths must be a file path or a non-empty tuple of them, got {self.paths!r}")
+        paths = tuple(
+            str(check_type(f"paths[{i}]", p, (str, Path), "a file path")) for i, p in enumerate(paths)
+        )
+        object.__setattr__(self, "paths", paths)
+        fraction = check_fraction("eval_fraction", self.eval_fraction, lo_open=True, hi_open=True)
+        object.__setattr__(self, "eval_fraction", fraction)
+
+    def split(self, workload: Workload, split: str) -> HeldOutSplit:
+        """A new reader of the files (global batches of ``workload.batch_size``) and its ``"train"``
+        split (the files repeated; a last partial batch dropped) or ``"eval"`` split (one pass; a last
+        partial batch kept), as the single-process ``recnb train --data`` reads them."""
+        reader = CriteoReader(
+            list(self.paths), workload.config, workload.batch_size, drop_last=split == "train"
+        )
+        return HeldOutSplit(reader, self.eval_fraction, split)
+
+    def check(self, workload: Workload) -> None:
+        """That the files open as Criteo for ``workload``'s model (the reader's errors) and hold at
+        least one train batch: reads until the first one (a few batches), the whole files only when
+        they are too small. ``ValueError`` naming the files, their usable samples and the least."""
+        reader = self.split(workload, "train").source
+        first = next(i for i in itertools.count() if not is_held_out(i, self.eval_fraction))
+        for i, _ in enumerate(reader):
+            if i == first:
+                return
+        b = workload.batch_size
+        check_enough(
+            f"data {list(self.paths)}", reader.stats.parsed, (first + 1) * b,
+            f"usable samples ({first + 1} global batches of batch_size={b}: with eval_fraction="
+            f"{self.eval_fraction} the first train batch is batch {first}; give more data, a smaller "
+            "batch size or a smaller eval fraction)",
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class RankSettings:
     """What a rank's training adds to its :class:`~recnotebooks.config.Workload`: how long, from
-    which seed, at which learning rates, whether the ids' all-to-all overlaps the bottom MLP, and
-    how many held-out batches to evaluate after (checked; ``TypeError``/``ValueError`` naming the
-    field)."""
+    which seed, at which learning rates, whether the ids' all-to-all overlaps the bottom MLP, how
+    many held-out batches to evaluate after, and on which data (checked; ``TypeError``/``ValueError``
+    naming the field)."""
 
     steps: int
     seed: int = 0
@@ -189,6 +269,8 @@ class RankSettings:
     dense_lr: float = 0.02
     overlap: bool = True
     eval_batches: int = 0
+    #: the Criteo files to train on (:class:`CriteoFiles`); ``None``: synthetic data
+    data: CriteoFiles | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", check_steps("steps", self.steps, lo=1))
@@ -197,10 +279,15 @@ class RankSettings:
         object.__setattr__(self, "dense_lr", check_float("dense_lr", self.dense_lr, lo=0, lo_open=True))
         object.__setattr__(self, "overlap", check_bool("overlap", self.overlap))
         object.__setattr__(self, "eval_batches", check_int("eval_batches", self.eval_batches, lo=0))
+        if self.data is not None:
+            check_type("data", self.data, CriteoFiles, "a CriteoFiles or None (synthetic data)")
 
     def options(self) -> dict[str, Any]:
-        """The settings after ``steps``, as :func:`run_rank`'s keywords."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "steps"}
+        """The settings after ``steps``, as :func:`run_rank`'s keywords (``data`` only when set)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "steps"}
+        if out["data"] is None:
+            del out["data"]
+        return out
 
 
 def rank_call(
@@ -226,8 +313,9 @@ def rank_call(
     return workload_from(workload, older, "run_rank"), RankSettings(steps, **named)
 
 
-def _check(workload: Workload, plan: Plan, world: int) -> SyntheticConfig:
-    """The plan checked against the workload on ``world`` ranks; the synthetic data's settings."""
+def _check(workload: Workload, plan: Plan, world: int, data: CriteoFiles | None = None) -> SyntheticConfig:
+    """The plan checked against the workload on ``world`` ranks, and the files ``data`` (if any)
+    against the workload; the synthetic data's settings."""
     check_type("plan", plan, Plan, "a Plan")
     if workload.dtype != "fp32":
         raise ValueError(f"workload.dtype must be 'fp32' (a rank trains in fp32), got {workload.dtype!r}")
@@ -239,6 +327,8 @@ def _check(workload: Workload, plan: Plan, world: int) -> SyntheticConfig:
     if plan.world_size != world:
         raise ValueError(f"plan.world_size must equal world_size={world}, got {plan.world_size}")
     check_placements(plan, plan.geometry(workload.config))  # validates the plan; "host", "remote" refused
+    if data is not None:
+        data.check(workload)
     return SyntheticConfig(zipf_exponent=workload.zipf_exponent)
 
 
@@ -278,6 +368,10 @@ class RankResult:
     step_spread: float
     #: why the timings cannot be trusted (:func:`recnotebooks.timing.reliability`; ``""``: they can)
     reliability: str
+    #: the train reader's counts of its current pass over ``--data`` files (``lines_read``,
+    #: ``lines_skipped``, ``first_skips``: the same on every rank, as one process counts them);
+    #: ``{}`` on synthetic data
+    data: dict[str, Any] = field(default_factory=dict)
 
     def keys(self) -> list[str]:
         """The field names, the old dict's keys."""
@@ -305,12 +399,14 @@ class RankResult:
 
 @dataclass
 class _RankTrainer:
-    """One rank's model, optimizers and data, and its slice ``lo .. hi - 1`` of every global batch."""
+    """One rank's model, optimizers and global training batches (and the reader of ``--data`` files,
+    ``None`` on synthetic data), and its slice ``lo .. hi - 1`` of every global batch."""
 
     model: HybridParallelDLRM
     sparse_opt: Any
     dense_opt: torch.optim.Optimizer
-    data: SyntheticCriteo
+    batches: Iterator[Batch]
+    reader: CriteoReader | None
     lo: int
     hi: int
     device: torch.device
@@ -328,10 +424,13 @@ class _RankTrainer:
         """The rank's sharded model (a static cache pins the hottest rows of the first global
         batches, every rank alike), the Trainer's optimizers and the training stream."""
         config, batch_size, steps, seed = workload.config, workload.batch_size, settings.steps, settings.seed
-        data = SyntheticCriteo(config, batch_size, data_cfg, seed=seed, split="train")
+        batches, reader = _train_batches(workload, settings, data_cfg)
         profile = None
         if any(s.placement == "cache" and s.cache_policy == "static" for s in plan.shards):
-            profile = [data.batch(i).sparse for i in range(min(steps, PROFILE_BATCHES))]
+            first = itertools.islice(
+                _train_batches(workload, settings, data_cfg)[0], min(steps, PROFILE_BATCHES)
+            )
+            profile = [b.sparse for b in first]
         model = HybridParallelDLRM(
             config, plan, ctx.rank, ctx.world_size, seed=seed, log=ctx.log, device=ctx.device,
             overlap=settings.overlap, profile=profile,
@@ -341,13 +440,15 @@ class _RankTrainer:
             workload.dense_optimizer, model.dense_parameters(), settings.dense_lr
         )
         b = batch_size // ctx.world_size
-        return cls(model, sparse_opt, dense_opt, data, ctx.rank * b, (ctx.rank + 1) * b, ctx.device)
+        return cls(
+            model, sparse_opt, dense_opt, batches, reader, ctx.rank * b, (ctx.rank + 1) * b, ctx.device
+        )
 
     def step(self, step: int, timer: PhaseTimer) -> torch.Tensor:
         """Train on this rank's slice of global batch ``step``; its (local) loss."""
         model, lo, hi = self.model, self.lo, self.hi
         with timer.phase("data"):
-            batch = self.data.batch(step)
+            batch = next(self.batches)  # global batch ``step``: the steps run in order from 0
             dense, sparse = (
                 batch.dense[lo:hi].to(self.device),
                 local_samples(batch.sparse, lo, hi).to(self.device),
@@ -362,6 +463,53 @@ class _RankTrainer:
             self.dense_opt.zero_grad(set_to_none=True)
         timer.steps += 1
         return loss.detach()
+
+
+def _train_batches(
+    workload: Workload, settings: RankSettings, data_cfg: SyntheticConfig
+) -> tuple[Iterator[Batch], CriteoReader | None]:
+    """The global training batches ``0, 1, ...`` (the single-process run's) and the reader of the
+    ``--data`` files (``None`` on synthetic data)."""
+    if settings.data is None:
+        data = SyntheticCriteo(
+            workload.config, workload.batch_size, data_cfg, seed=settings.seed, split="train"
+        )
+        return (data.batch(i) for i in itertools.count()), None
+    split = settings.data.split(workload, "train")
+    return iter(split), cast(CriteoReader, split.source)
+
+
+def _eval_batches(workload: Workload, settings: RankSettings, data_cfg: SyntheticConfig) -> Iterator[Batch]:
+    """The first ``settings.eval_batches`` held-out batches the single-process run evaluates (fewer
+    when the files' eval split has fewer; its last may be partial)."""
+    n = settings.eval_batches
+    if settings.data is None:
+        data = SyntheticCriteo(
+            workload.config, workload.batch_size, data_cfg, seed=settings.seed, split="eval"
+        )
+        return (data.batch(i) for i in range(n))
+    return itertools.islice(iter(settings.data.split(workload, "eval")), n)
+
+
+def _pad(batch: Batch, size: int) -> Batch:
+    """``batch`` with copies of its last sample appended up to ``size`` samples (a partial held-out
+    batch made divisible by the world size; the copies' predictions are dropped)."""
+    n, extra = batch.batch_size, size - batch.batch_size
+    if extra == 0:
+        return batch
+    sp, last = batch.sparse, local_samples(batch.sparse, n - 1, n)
+    off, last_off = sp.offsets().tolist(), last.offsets().tolist()
+
+    def keyed(full: torch.Tensor, one: torch.Tensor) -> torch.Tensor:
+        """Per key (key-major): the batch's values (or weights), then the last sample's, repeated."""
+        ranges = [(off[k * n], off[(k + 1) * n], last_off[k], last_off[k + 1]) for k in range(sp.num_keys)]
+        return torch.cat([p for a, b, c, d in ranges for p in (full[a:b], one[c:d].repeat(extra))])
+
+    weights = None if sp.weights is None or last.weights is None else keyed(sp.weights, last.weights)
+    lengths = torch.cat([sp.lengths.view(sp.num_keys, n), last.lengths.view(-1, 1).expand(-1, extra)], 1)
+    sparse = JaggedBatch(sp.keys, keyed(sp.values, last.values), lengths.reshape(-1), size, weights)
+    dense = torch.cat([batch.dense, batch.dense[-1:].expand(extra, -1)])
+    return Batch(dense, sparse, torch.cat([batch.labels, batch.labels[-1:].expand(extra)]))
 
 
 @dataclass
@@ -418,12 +566,11 @@ def run_rank(
     comm = ctx.log.rows()  # the training steps' collectives (evaluation's are not theirs)
     metrics = {}
     if settings.eval_batches:
-        eval_data = SyntheticCriteo(
-            workload.config, workload.batch_size, data_cfg, seed=settings.seed, split="eval"
-        )
-        metrics = _evaluate(
-            trainer.model, eval_data, settings.eval_batches, trainer.lo, trainer.hi, world, ctx.device
-        )
+        batches = _eval_batches(workload, settings, data_cfg)
+        metrics = _evaluate(trainer.model, batches, ctx.rank, world, ctx.device)
+    st = trainer.reader.stats if trainer.reader is not None else None
+    data = {} if st is None else {"lines_read": st.lines_read, "lines_skipped": st.skipped,
+                                  "first_skips": list(st.first_skips)}  # fmt: skip
     return RankResult(
         losses=(losses / world).tolist(),
         samples_per_s=measured * workload.batch_size / seconds if seconds > 0 else 0.0,
@@ -440,36 +587,37 @@ def run_rank(
         # the other ranks are other programs to a load monitor here: the launch judged the load
         step_spread=spread(clocks.step_seconds),
         reliability=reliability(measured, spread(clocks.step_seconds), None),
+        data=data,
     )
 
 
 @torch.no_grad()
 def _evaluate(
-    model: HybridParallelDLRM,
-    data: SyntheticCriteo,
-    batches: int,
-    lo: int,
-    hi: int,
-    world: int,
-    device: torch.device,
+    model: HybridParallelDLRM, batches: Iterable[Batch], rank: int, world: int, device: torch.device
 ) -> dict[str, Any]:
-    """Held-out log loss, AUC and NE over eval batches ``0 .. batches - 1``, as the single-process
-    :meth:`~recnotebooks.train.Trainer.evaluate` computes them: this rank predicts samples
-    ``lo .. hi - 1`` of each batch, and an all-gather (rank order is sample order) gives every rank
-    every prediction. ``{"error": why}`` when the metrics cannot be computed (one class only)."""
+    """Held-out log loss, AUC and NE over the eval ``batches``, as the single-process
+    :meth:`~recnotebooks.train.Trainer.evaluate` computes them: this rank predicts its contiguous
+    slice of each batch (a partial last batch padded to a multiple of ``world``, :func:`_pad`), and an
+    all-gather (rank order is sample order) gives every rank every prediction. ``{"error": why}``
+    when the metrics cannot be computed (one class only, no batch)."""
     model.eval()
     probs, labels = [], []
     try:
-        for i in range(batches):
-            batch = data.batch(i)
-            dense, sparse = batch.dense[lo:hi].to(device), local_samples(batch.sparse, lo, hi).to(device)
+        for batch in batches:
+            n = batch.batch_size
+            m = -(-n // world)  # this rank's samples: m of the batch padded to m * world
+            padded = _pad(batch, m * world)
+            lo, hi = rank * m, (rank + 1) * m
+            dense, sparse = padded.dense[lo:hi].to(device), local_samples(padded.sparse, lo, hi).to(device)
             mine = torch.sigmoid(model(dense, sparse).float()).contiguous()
             parts = [torch.empty_like(mine) for _ in range(world)]
             dist.all_gather(parts, mine)
-            probs.append(torch.cat(parts).cpu())
+            probs.append(torch.cat(parts).cpu()[:n])
             labels.append(batch.labels.cpu())
     finally:
         model.train()
+    if not probs:
+        return {"error": "the eval data yielded no batches"}
     try:
         m = click_metrics(torch.cat(probs), torch.cat(labels))
     except ValueError as e:  # e.g. a held-out set with one class only: reported, as Trainer does
@@ -507,6 +655,7 @@ def _result(
         step_spread=first.step_spread,
         reliability=first.reliability,
         cache=[row for v in values for row in v.cache],
+        data=first.data,
     )
 
 
@@ -523,15 +672,16 @@ def train_local(
     :func:`~recnotebooks.distributed.launch.launch`).
 
     ``args``/``options`` are :func:`run_rank`'s after ``steps`` (the seed, the learning rates,
-    ``overlap``, ``eval_batches``: held-out batches to evaluate after training, 0 by default; or
-    the old form's, after a ``DLRMConfig``: ``batch_size, seed``, the optimizers, ``zipf``...).
-    Bad input (a world size over :func:`~recnotebooks.distributed.launch.max_world_size`, a batch
-    not divisible by it, a plan for another world or that cannot be executed) raises before any
-    process starts.
+    ``overlap``, ``eval_batches``: held-out batches to evaluate after training, 0 by default;
+    ``data``: a :class:`CriteoFiles` to train on the files, ``None`` for synthetic data; or the old
+    form's, after a ``DLRMConfig``: ``batch_size, seed``, the optimizers, ``zipf``...). Bad input (a
+    world size over :func:`~recnotebooks.distributed.launch.max_world_size`, a batch not divisible
+    by it, a plan for another world or that cannot be executed, files that are missing, not Criteo
+    or hold less than one train batch) raises before any process starts.
     """
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
     workload, settings = rank_call(workload, steps, args, options)
-    _check(workload, plan, world)
+    _check(workload, plan, world, settings.data)
     res = launch(run_rank, world, workload, plan, settings.steps, timeout_s=timeout_s, **settings.options())
     return _result(res.values, world, "gloo", settings.steps, workload.batch_size, res.busy)
 
@@ -562,7 +712,7 @@ def train_torchrun(
     rank, world, local = torchrun_env()
     timeout_s = check_float("timeout_s", timeout_s, lo=1.0, hi=MAX_TIMEOUT_S)
     workload, settings = rank_call(workload, steps, args, options)
-    _check(workload, plan, world)
+    _check(workload, plan, world, settings.data)
     backend, device = "gloo", torch.device("cpu")
     if torch.cuda.is_available():
         backend, device = "nccl", torch.device("cuda", local % torch.cuda.device_count())
@@ -604,7 +754,7 @@ def run_plans_local(
     if not isinstance(plans, (list, tuple)) or not plans:
         raise ValueError(f"plans must be a non-empty list of Plan, got {plans!r}")
     for plan in plans:
-        _check(workload, plan, world)
+        _check(workload, plan, world, settings.data)
     res = launch(
         run_plans, world, workload, list(plans), settings.steps, timeout_s=timeout_s, **settings.options()
     )
