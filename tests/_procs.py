@@ -39,3 +39,15 @@ def command(pid: int) -> str:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     return ""
+
+
+def has_socket(pid: int) -> bool:
+    """Whether ``pid`` holds a socket open, ``False`` once it is gone. A process opens and closes
+    files while its ``/proc/PID/fd`` is read: a descriptor listed and closed before its link is
+    read is skipped, not an error (reading it raised ``FileNotFoundError`` once in a full run)."""
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd).startswith("socket:"):
+                    return True
+    return False

@@ -241,9 +241,7 @@ def test_a_rank_ends_when_its_torchrun_agent_is_killed(tmp_path) -> None:
     rank = None
     try:
         deadline = time.monotonic() + 240
-        while rank is None or not any(
-            "socket:" in os.readlink(f) for f in Path(f"/proc/{rank}/fd").iterdir()
-        ):
+        while rank is None or not _procs.has_socket(rank):
             assert agent.poll() is None and time.monotonic() < deadline, (tmp_path / "node.out").read_text()
             time.sleep(0.2)  # until its rank is joining the group (past its entry, training next)
             ranks = [p for p in _procs.children(agent.pid) if "recnotebooks" in _procs.command(p)]

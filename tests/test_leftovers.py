@@ -47,3 +47,18 @@ def test_a_process_left_running_is_named_and_killed(tmp_path: Path) -> None:
     finally:
         if _procs.alive(pid):
             os.kill(pid, 9)
+
+
+def test_a_socket_is_seen_and_a_vanishing_process_is_not_an_error() -> None:
+    """``_procs.has_socket``: this process with a socket open holds one; a process that is gone,
+    or a descriptor closed between the listing and its read, reads ``False`` or is skipped."""
+    import socket
+
+    if not _procs.HAS_PROC:
+        pytest.skip("reads processes from /proc")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        assert _procs.has_socket(os.getpid())
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert not _procs.has_socket(gone.pid)
