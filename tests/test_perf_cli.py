@@ -506,7 +506,8 @@ def test_a_calibration_is_the_median_of_its_rounds(one_round: dict[str, object])
     three, raw3 = fit_calibration([_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)], "cpu", True)
     for field in ("peak_flops", "hbm_bw", "gemm_half_dim", "gather_efficiency", "gather_half_row_bytes",
                   "sort_rate", "bag_seconds_per_byte", "llc_speedup", "update_efficiency",
-                  "update_llc_speedup", "silu_seconds", "rab_seconds", "rab_index_seconds"):  # fmt: skip
+                  "update_llc_speedup", "silu_seconds", "rab_seconds", "rab_index_seconds",
+                  "rab_padded_seconds"):  # fmt: skip
         assert getattr(three, field) == pytest.approx(getattr(alone, field), rel=1e-9), field
     assert raw3["rounds"] == 3 and raw1["rounds"] == 1
     probes = [p for r in (_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)) for p in r["probes"]]  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ from recnotebooks.perf.hstu import (
     OPS_PER_LAYER,
     OPS_PER_STEP,
     PADDED_OPS,
+    PADDED_RAB_BYTES,
     RAB_BYTES,
     RAB_INDEX_BYTES,
     SCORE_PASSES,
@@ -121,9 +122,14 @@ def test_relative_bias_at_the_calibrated_costs_a_pair_by_hand() -> None:
         pairs * (3e-8 + 2 * (1e-8 + heads_sum))
     )
     assert pointwise(base.replace(rab_seconds=1e-15)) == pytest.approx(pointwise(base))  # the bytes price it
-    padded = hstu_step(CFG, slow, [112] * 4, padded=True, attention="bucketed").seconds["pointwise"]
-    padded_off = hstu_step(no_bias, slow, [112] * 4, padded=True, attention="bucketed").seconds["pointwise"]
-    assert padded - padded_off == pytest.approx(pairs * 2 * (3e-8 + 1e-8 + heads_sum))
+
+    def padded(hw: object) -> float:
+        on, off = (hstu_step(c, hw, [112] * 4, padded=True, attention="bucketed").seconds["pointwise"]  # type: ignore[arg-type]
+                   for c in (CFG, no_bias))  # fmt: skip
+        return on - off
+
+    assert padded(slow) == pytest.approx(pairs * 2 * (PADDED_RAB_BYTES * b + heads_sum))  # its own bytes
+    assert padded(slow.replace(rab_padded_seconds=5e-8)) == pytest.approx(pairs * 2 * (5e-8 + heads_sum))
     assert hstu_step(CFG, slow, lengths).seconds == hstu_step(CFG, base, lengths).seconds  # fused: none
     forward = hstu_step(CFG, slow, lengths, attention="bucketed", backward=False).seconds["pointwise"]
     forward_off = hstu_step(no_bias, slow, lengths, attention="bucketed", backward=False).seconds["pointwise"]
@@ -141,7 +147,7 @@ def test_the_bucketed_steps_operators_at_their_own_host_cost() -> None:
         step_operators(2, lengths) * 4e-6
     )
     assert hstu_step(CFG, own, lengths).seconds == hstu_step(CFG, hw, lengths).seconds
-    for field in ("hstu_op_overhead_s", "rab_seconds", "rab_index_seconds"):
+    for field in ("hstu_op_overhead_s", "rab_seconds", "rab_index_seconds", "rab_padded_seconds"):
         with pytest.raises(ValueError, match=field):
             hw.replace(**{field: -1.0})
 
@@ -150,10 +156,16 @@ def test_the_calibrations_hstu_timings() -> None:
     """The bias's costs a pair are positive and finite (timings: no bound on their size); the
     HSTU operators' cost is the median pair's difference over the operators the deeper stack
     adds, counted by ``step_operators`` (by hand); no pairs is refused."""
-    from recnotebooks.measure.calibrate_hstu import OVERHEAD_LENGTHS, hstu_op_overhead, rab_seconds
+    from recnotebooks.measure.calibrate_hstu import (
+        OVERHEAD_LENGTHS,
+        hstu_op_overhead,
+        rab_padded_seconds,
+        rab_seconds,
+    )
 
     lookup, index = rab_seconds(2)
     assert 0 < lookup < math.inf and 0 < index < math.inf
+    assert 0 < rab_padded_seconds(2) < math.inf
     pairs = [(1.0, 1.5), (1.0, 1.2), (2.0, 2.3)]  # differences 0.5, 0.2, 0.3: the median 0.3
     added = step_operators(3, list(OVERHEAD_LENGTHS)) - step_operators(1, list(OVERHEAD_LENGTHS))
     assert hstu_op_overhead(pairs) == pytest.approx(0.3 / added)
@@ -163,15 +175,19 @@ def test_the_calibrations_hstu_timings() -> None:
 
 def test_the_new_fields_round_trip_and_old_files_read_none(tmp_path: Path) -> None:
     hw = hardware("dgx_h100").replace(name="this_machine", kind="cpu", devices=1, hstu_op_overhead_s=4e-6,
-                                      rab_seconds=2e-9, rab_index_seconds=1e-9)  # fmt: skip
+                                      rab_seconds=2e-9, rab_index_seconds=1e-9,
+                                      rab_padded_seconds=9e-9)  # fmt: skip
     path = save_calibration(hw, {"gflops": 1.0, "copy_bw": 1.0}, tmp_path / "this_machine.json")
     assert load_calibration(path) == hw
     saved = json.loads(path.read_text())
-    for field in ("hstu_op_overhead_s", "rab_seconds", "rab_index_seconds"):
+    for field in ("hstu_op_overhead_s", "rab_seconds", "rab_index_seconds", "rab_padded_seconds"):
         del saved["hardware"][field]  # a file written before the fields existed
     path.write_text(json.dumps(saved))
     old = load_calibration(path)
-    assert old is not None and (old.hstu_op_overhead_s, old.rab_seconds, old.rab_index_seconds) == (None,) * 3
+    assert old is not None
+    assert (old.hstu_op_overhead_s, old.rab_seconds, old.rab_index_seconds, old.rab_padded_seconds) == (
+        None,
+    ) * 4
 
 
 def test_the_attention_keyword_is_checked() -> None:

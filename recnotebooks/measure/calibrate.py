@@ -33,7 +33,12 @@ from recnotebooks.config import DLRMConfig, architecture_config
 from recnotebooks.kernels.fused import fused_available
 from recnotebooks.kernels.fused_adagrad import adagrad, group_lookups
 from recnotebooks.measure import measure_step
-from recnotebooks.measure.calibrate_hstu import hstu_op_overhead, hstu_overhead_pairs, rab_seconds
+from recnotebooks.measure.calibrate_hstu import (
+    hstu_op_overhead,
+    hstu_overhead_pairs,
+    rab_padded_seconds,
+    rab_seconds,
+)
 from recnotebooks.measure.verdict import Verdict, verdict
 from recnotebooks.nn.rows import group_by_row
 from recnotebooks.perf.calibration_file import (
@@ -94,6 +99,7 @@ def at_speed(hw: Hardware, now: dict[str, float], ref: dict[str, float]) -> Hard
         hstu_op_overhead_s=None if hw.hstu_op_overhead_s is None else hw.hstu_op_overhead_s / f,
         rab_seconds=None if hw.rab_seconds is None else hw.rab_seconds / f,
         rab_index_seconds=None if hw.rab_index_seconds is None else hw.rab_index_seconds / f,
+        rab_padded_seconds=None if hw.rab_padded_seconds is None else hw.rab_padded_seconds / f,
     )
 
 
@@ -208,6 +214,7 @@ def _round(dev: str, reps: int, quick: bool, cuda: bool) -> dict[str, object]:
     if not cuda:
         t["silu"] = _silu_seconds(reps)
         t["rab"], t["rab index"] = rab_seconds(reps)
+        t["rab padded"] = rab_padded_seconds(reps)
         t["hstu overhead pairs"] = hstu_overhead_pairs(reps)
         t["bag per byte"] = _bag_cost(reps, quick, dev)
         speedup = _llc_speedup(reps, quick)
@@ -363,6 +370,8 @@ def _compute_fields(t: dict[str, float], dev: str, quick: bool, raw: dict[str, o
     if "rab" in t:  # a CPU's: a GPU's bias is priced by its bytes
         llc["rab_seconds"], llc["rab_index_seconds"] = t["rab"], t["rab index"]
         raw["rab_seconds"], raw["rab_index_seconds"] = t["rab"], t["rab index"]
+    if "rab padded" in t:  # a calibration file of its own time may lack it
+        llc["rab_padded_seconds"] = raw["rab_padded_seconds"] = t["rab padded"]
     if "warm update few" in t:
         llc["update_llc_speedup"] = raw["update_llc_speedup"] = _fit_update_llc(t)
     raw.update(llc)
@@ -412,7 +421,7 @@ def fit_calibration(
     raw.update(calibration_verdict(rounds).to_dict())
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
     llc = [k for k in ("llc_bytes", "llc_speedup", "update_llc_speedup", "silu_seconds", "rab_seconds",
-                       "rab_index_seconds") if k in fields]  # fmt: skip
+                       "rab_index_seconds", "rab_padded_seconds") if k in fields]  # fmt: skip
     llc += ["hstu_op_overhead_s"] if base.hstu_op_overhead_s is not None else []
     fitted = ("peak_flops", "gemm_half_dim", "hbm_bw", "gather_efficiency", "gather_half_row_bytes",
               "op_overhead_s", "sort_rate", "step_overhead_s", "hbm_bytes", "bag_seconds_per_byte",

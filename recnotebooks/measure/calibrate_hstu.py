@@ -9,6 +9,10 @@ what an HSTU step on this machine costs beyond its GEMMs and passes over bytes, 
   the lookup of each pair's bias from the table and its gradient's scatter-add back into it.
   Timed on one bucket of :data:`RAB_HISTORIES` histories of :data:`RAB_LENGTH` events of the
   synthetic listening log (their real timestamps).
+* :func:`rab_padded_seconds`: the same bias as a padded stack computes it
+  (:meth:`~recnotebooks.nn.hstu.RelativeAttentionBias.batched`, in each layer: every pair's
+  log2 time-gap bucket in float64, the lookups, their gradients scattered back into the
+  position and time weights), per query-key pair, on the same histories.
 * :func:`hstu_overhead_pairs` and :func:`hstu_op_overhead`: the host cost of one operator of an
   HSTU step, measured as ``op_overhead_s`` is for a DLRM: two stacks that differ only in depth
   (1 and 3 layers of width 8 on histories of 3 to 17 events: no real work), their step times
@@ -31,8 +35,8 @@ from recnotebooks.measure.hstu import capped_hstu, hstu_batch, measure_hstu_step
 from recnotebooks.nn.hstu import RelativeAttentionBias
 from recnotebooks.perf.hstu import step_operators
 
-__all__ = ["RAB_HISTORIES", "RAB_LENGTH", "OVERHEAD_LENGTHS", "rab_seconds", "hstu_overhead_pairs",
-           "hstu_op_overhead"]  # fmt: skip
+__all__ = ["RAB_HISTORIES", "RAB_LENGTH", "OVERHEAD_LENGTHS", "rab_seconds", "rab_padded_seconds",
+           "hstu_overhead_pairs", "hstu_op_overhead"]  # fmt: skip
 
 #: The bucket :func:`rab_seconds` times: 8 histories of 128 events, 131,072 query-key pairs (a
 #: bucket of a small HSTU step; its index fits a CPU's L2 and L3 as a step's buckets do).
@@ -65,14 +69,20 @@ def _median_seconds(fn: Callable[[], object], reps: int) -> float:
     return float(np.median(ts))
 
 
+def _rab_bucket() -> tuple[jagged_attention.Bucket, RelativeAttentionBias]:
+    """The bucket the bias's timings run on (:data:`RAB_HISTORIES` histories of
+    :data:`RAB_LENGTH` events of the synthetic log) and a bias of ``hstu_small``'s."""
+    config = hstu_preset("hstu_small")
+    batch = hstu_batch(capped_hstu(config, 1_000), [RAB_LENGTH] * RAB_HISTORIES)
+    return jagged_attention.plan(batch.offsets, batch.timestamps).buckets[0], RelativeAttentionBias(
+        config.max_len
+    )
+
+
 def rab_seconds(reps: int) -> tuple[float, float]:
     """``(per layer, index)``: seconds per query-key pair of one layer's bias lookup and its
     gradient, and of building the bias's index once a step (see the module docstring)."""
-    config = hstu_preset("hstu_small")
-    lengths = [RAB_LENGTH] * RAB_HISTORIES
-    batch = hstu_batch(capped_hstu(config, 1_000), lengths)
-    bucket = jagged_attention.plan(batch.offsets, batch.timestamps).buckets[0]
-    bias = RelativeAttentionBias(config.max_len)
+    bucket, bias = _rab_bucket()
     table, index_of = bias.lookup(timed=True)
     table = table.detach()
     pairs = RAB_HISTORIES * bucket.p * bucket.p
@@ -85,6 +95,19 @@ def rab_seconds(reps: int) -> tuple[float, float]:
         torch.zeros(table.numel()).index_add_(0, flat, grad)
 
     return _median_seconds(lookup_and_gradient, reps) / pairs, index / pairs
+
+
+def rab_padded_seconds(reps: int) -> float:
+    """Seconds per query-key pair of one layer's bias as a padded stack computes it, forward and
+    backward (see the module docstring)."""
+    bucket, bias = _rab_bucket()
+    assert bucket.times is not None
+    grad = torch.randn(len(bucket.n), bucket.p, bucket.p)
+
+    def build_and_gradient() -> None:
+        bias.batched(bucket.times, bucket.n, bucket.p).backward(grad)
+
+    return _median_seconds(build_and_gradient, reps) / grad.numel()
 
 
 def hstu_overhead_pairs(reps: int) -> list[tuple[float, float]]:

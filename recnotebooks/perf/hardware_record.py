@@ -46,10 +46,11 @@ FIELD_RANGES: dict[str, tuple[float, float, bool]] = {
     "update_efficiency": (1e-3, 4.0, False), "update_llc_speedup": (1.0, 100.0, False),
     "silu_seconds": (0.0, 1.0, False), "hstu_op_overhead_s": (0.0, 3600.0, False),
     "rab_seconds": (0.0, 1.0, False), "rab_index_seconds": (0.0, 1.0, False),
+    "rab_padded_seconds": (0.0, 1.0, False),
 }  # fmt: skip
 #: Fields that may be ``None`` (then another field stands in: see :class:`Hardware`).
 OPTIONAL_FIELDS = ("sharded_op_overhead_s", "update_llc_speedup", "nvlink_domain", "hstu_op_overhead_s",
-                   "rab_seconds", "rab_index_seconds")  # fmt: skip
+                   "rab_seconds", "rab_index_seconds", "rab_padded_seconds")  # fmt: skip
 #: Most devices in one node: the most ranks a plan may have (:data:`recnotebooks.plan.MAX_RANKS`).
 MAX_DEVICES = MAX_RANKS
 
@@ -144,6 +145,11 @@ class Hardware:
         rab_index_seconds: seconds per query-key pair of building the bias's index once a step
             (each pair's position and log2 time-gap bucket); ``None``: priced by its bytes.
             Calibrated with ``rab_seconds``.
+        rab_padded_seconds: seconds per query-key pair of one layer's relative attention bias
+            as a padded stack computes it (:mod:`recnotebooks.nn.hstu_padded`, the common way):
+            each layer builds every pair's log2 time-gap bucket again (in float64), looks the
+            bias up, and scatters its gradient back into the position and time weights.
+            ``None`` (every preset): priced by its bytes. Calibrated with ``rab_seconds``.
         price_per_hour: US dollars per device-hour (a GPU, or one CPU trainer node), from public
             cloud list prices (on-demand, instance price / devices); edit it for your own
             prices: ``hardware("dgx_h100", price_per_hour=2.5)``.
@@ -189,6 +195,7 @@ class Hardware:
     hstu_op_overhead_s: float | None = None
     rab_seconds: float | None = None
     rab_index_seconds: float | None = None
+    rab_padded_seconds: float | None = None
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

@@ -25,7 +25,8 @@ Per device and step, each term a few lines of FLOPs over a rate or bytes over a 
   weight, its SiLU's at the device's ``silu_seconds`` an element where it is slower than the
   bytes (a CPU: :data:`SILU_SCORE_PASSES`), and the relative attention bias of such a kernel
   (its index once a step, each pair's lookup and gradient a layer: :func:`_bias_seconds`, at
-  ``rab_index_seconds`` and ``rab_seconds`` where a CPU calibrated them);
+  ``rab_index_seconds`` and ``rab_seconds`` where a CPU calibrated them; a padded stack's all
+  three in each layer, at ``rab_padded_seconds``);
 * ``top_mlp``: the MLP from each position to its logit;
 * ``embeddings``: one row per event table per token (and per contextual table per history)
   gathered, and its row updated (row-wise Adagrad);
@@ -129,6 +130,13 @@ RAB_BYTES = 16
 #: :meth:`~recnotebooks.nn.hstu.RelativeAttentionBias.bucket_index`: the gaps written, clamped,
 #: their exponents read off, the position offsets added and the result narrowed to int32).
 RAB_INDEX_BYTES = 40
+#: Bytes a query-key pair of the bias moves in one layer of a padded stack (modeling assumption,
+#: counted from :meth:`~recnotebooks.nn.hstu.RelativeAttentionBias.batched`, which runs in each
+#: layer): forward the int64 gaps written (8), their ``abs``, float64 copy, clamp, ``log2``,
+#: ``floor``, clamp and int64 copy read and written (16 each, 112), the time weights gathered
+#: (12) and the position weights added (12); backward the gradient and the index read for the
+#: scatter-add into the time weights (12).
+PADDED_RAB_BYTES = 156
 #: Bytes of one fp32 element (the bias and its gradient are float32 whatever the model's dtype).
 ACTIVATION_BYTES_FP32 = 4
 #: Passes of Adam over each dense parameter (fp32 state): the moments, the square root, the update.
@@ -420,17 +428,21 @@ def _score_seconds(hw: Hardware, elements: float, element_bytes: float) -> float
 
 def _bias_seconds(hw: Hardware, pairs: float, heads: int, layers: int, s: _Shape) -> float:
     """The relative attention bias of a step whose kernel writes its weights to memory, over
-    ``pairs`` query-key pairs a head: its index built once a step (:data:`RAB_INDEX_BYTES` a pair,
-    or ``hw.rab_index_seconds``; a padded stack builds it again in each layer) and, a layer,
-    each pair's lookup and its gradient's scatter-add into the table (:data:`RAB_BYTES`, or
-    ``hw.rab_seconds``), and the gradient summed over the heads (three passes a head beyond the
-    first); each at the calibrated cost where it is slower than its bytes. Forward and backward:
-    :func:`_terms` keeps the forward's share for a forward pass alone."""
+    ``pairs`` query-key pairs a head. The bucketed kernel builds its index once a step
+    (:data:`RAB_INDEX_BYTES` a pair, or ``hw.rab_index_seconds``) and, a layer, looks each pair
+    up and scatter-adds its gradient into the table (:data:`RAB_BYTES`, or ``hw.rab_seconds``);
+    a padded stack builds, looks up and scatters back in each layer
+    (:data:`PADDED_RAB_BYTES`, or ``hw.rab_padded_seconds``). Either way the gradient is summed
+    over the heads (three passes a head beyond the first). Each at the calibrated cost where it
+    is slower than its bytes. Forward and backward: :func:`_terms` keeps the forward's share
+    for a forward pass alone."""
     per_byte = 1.0 / hw.hbm_bw
+    heads_sum = 3 * (heads - 1) * ACTIVATION_BYTES_FP32 * per_byte
+    if s.padded:
+        return pairs * layers * (max(PADDED_RAB_BYTES * per_byte, hw.rab_padded_seconds or 0.0) + heads_sum)
     index = max(RAB_INDEX_BYTES * per_byte, hw.rab_index_seconds or 0.0)
     lookup = max(RAB_BYTES * per_byte, hw.rab_seconds or 0.0)
-    heads_sum = 3 * (heads - 1) * ACTIVATION_BYTES_FP32 * per_byte
-    return pairs * ((layers if s.padded else 1) * index + layers * (lookup + heads_sum))
+    return pairs * (index + layers * (lookup + heads_sum))
 
 
 def _attention_time(
