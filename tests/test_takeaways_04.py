@@ -105,3 +105,33 @@ def test_a_hand_written_plan_runs_and_every_rank_gets_all_tables_for_its_samples
         ("all_to_all", "backward"),
         ("all_reduce", "forward"),
     }
+
+
+def test_checkpoint_takeaways() -> None:
+    """04 §7: the ~1 TB model's checkpoint on 64 ranks, its write at 1/10/100 GB/s, Daly's interval,
+    and the same checkpoint as the job grows to Llama 3's 16,384 GPUs."""
+    import math
+
+    from recnotebooks.perf.checkpointing import checkpoint_plan, job_checkpointing
+    from recnotebooks.perf.job_planner import evaluate
+    from recnotebooks.published.failures import LLAMA3_405B
+
+    job = evaluate(model="mlperf_v1_x10", hardware="dgx_h100", nodes=8, gpus=8, epochs=10)
+    mtbf = LLAMA3_405B.mtbf_per_gpu_s
+    plans = {bw: job_checkpointing(job, bw, mtbf) for bw in (1e9, 1e10, 1e11)}
+    p10 = plans[1e10]
+    assert 0.9e12 < p10.total_bytes < 1.2e12 and p10.ranks == 64  # "~1 TB model ... on 64 H100s"
+    assert p10.bytes_per_rank == p10.total_bytes / 64
+    assert 25 < p10.job_mtbf_s / 86400 < 40  # "about one a month"
+    # "ten times the bandwidth shrinks the best interval by about sqrt(10)"
+    for slow, fast in ((1e9, 1e10), (1e10, 1e11)):
+        assert plans[slow].daly_s / plans[fast].daly_s == pytest.approx(math.sqrt(10), rel=0.05)
+        assert plans[fast].lost_share < plans[slow].lost_share
+    assert p10.lost_share < 0.01  # "a checkpoint every few hours loses under 1%"
+    assert 2 < p10.daly_s / 3600 < 10
+    assert plans[1e9].checkpoints == 1 and plans[1e9].daly_s > job.job.seconds  # "shorter than the interval"
+    assert abs(p10.young_s / p10.daly_s - 1) < 0.01
+    big = checkpoint_plan(p10.total_bytes, 64, 1e10, mtbf, 30 * 86400, devices=16_384)
+    assert 20 < big.daly_s / 60 < 30  # "every 25 minutes"
+    assert 0.12 < big.lost_share < 0.16  # "still loses about 14%"
+    assert big.job_mtbf_s / 3600 == pytest.approx(LLAMA3_405B.job_mtbf_s / 3600)  # Llama 3's 3.1 hours
