@@ -367,7 +367,7 @@ def metric_lines(
     x_title: str | None = None,
     y_title: str | None = None,
     y_rule: float | None = None,
-    x_format: str = "~g",
+    x_format: str | None = None,
 ) -> alt.LayerChart:
     """A metric against a parameter, one line per ``color`` value (e.g. history settings).
 
@@ -377,7 +377,8 @@ def metric_lines(
     default to the column names in words; with at most 12 distinct ``x`` values the x ticks sit
     on them (a log axis would otherwise crowd 20, 30, 40... together). ``y_rule`` draws a dashed
     horizontal reference line at that value (1.0 for a ratio). ``x_format`` is the d3 format of
-    those ticks (``"~s"``: 32.8k for 32,768).
+    the x labels (``"~s"``: 32.8k for 32,768); by default ``"~g"`` on those ticks and ``"~s"``
+    on the axis's own.
     """
     data = check_rows(
         rows,
@@ -417,7 +418,7 @@ def _line_axes(
     y_log: bool,
     x_title: str | None,
     y_title: str | None,
-    x_format: str,
+    x_format: str | None,
     y_format: str,
 ) -> tuple[Field, Field]:
     """:func:`metric_lines`' parameter (x) and metric (y) fields: titled in words, linear or log,
@@ -425,9 +426,9 @@ def _line_axes(
     x_values = sorted({float(r[x]) for r in data})  # type: ignore[arg-type]
     few = len(x_values) <= 12  # (a tickCount below the number of values would hide some log labels)
     x_axis = (  # (flush labels would push the last one onto its neighbour, which then hides it)
-        alt.Axis(values=x_values, tickCount=len(x_values), format=x_format, labelFlush=False)
+        alt.Axis(values=x_values, tickCount=len(x_values), format=x_format or "~g", labelFlush=False)
         if few
-        else alt.Axis(format="~s")
+        else alt.Axis(format=x_format or "~s")
     )
     key = Field(
         x,

@@ -13,5 +13,5 @@ def checkpoint_interval_chart(rows: list[dict[str, object]], detail: str | None 
     between checkpoints (log hours), Daly's interval ringed."""
     return metric_lines(rows, x="interval_h", y="lost_share", color="storage", x_log=True, y_log=True,
                         y_format=".1%", title="Time lost to failures and checkpoints", source="modeled",
-                        detail=detail, x_title="hours of training between checkpoints",
+                        detail=detail, x_title="hours of training between checkpoints", x_format="~g",
                         y_title="share of the job lost")  # fmt: skip
