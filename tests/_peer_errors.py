@@ -1,8 +1,8 @@
 """Capture the errors a rank sees when its peer is lost, on real gloo ranks: rank 1 dies (SIGKILL)
 before or during a collective, or hangs past a group's timeout, and rank 0 returns the text of
-what it caught. ``python tests/_peer_errors.py`` prints them as JSON; tests/test_dist_peers.py
-holds the texts captured so (torch 2.13.0+cpu, gloo), and a test checks that today's texts still
-classify the same way."""
+what it caught. ``python tests/_peer_errors.py [SCENARIO...]`` prints them as JSON; tests/test_dist_peers.py
+holds the texts captured so (torch 2.13.0+cpu, gloo); its real runs (a rank or a node killed
+mid-run) check today's texts end to end."""
 
 from __future__ import annotations
 
@@ -40,6 +40,13 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _ddp_steps(n: int) -> None:
+    """``n`` forward and backward passes of a DDP model (its gradients all-reduced in backward)."""
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))
+    for _ in range(n):
+        model(torch.ones(8, 64)).sum().backward()
+
+
 def _op(ctx: RankContext, scenario: str) -> None:
     """Rank 0's side of ``scenario``: the collective that fails."""
     x = torch.ones(1 << 16)
@@ -51,9 +58,7 @@ def _op(ctx: RankContext, scenario: str) -> None:
         for _ in range(50):
             dist.send(torch.ones(1 << 20), 1)
     elif scenario == "ddp_backward_dies":
-        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))
-        for _ in range(1000):
-            model(torch.ones(8, 64)).sum().backward()
+        _ddp_steps(1_000_000)
     elif scenario == "barrier_dies":
         dist.barrier()
     elif scenario == "recv_timeout":
@@ -68,7 +73,9 @@ def capture(ctx: RankContext, scenario: str) -> list[str] | None:
             dist.new_group([0, 1], timeout=timedelta(seconds=2))
             time.sleep(5)
             return None
-        if scenario in ("all_reduce_dies", "all_to_all_dies", "ddp_backward_dies", "barrier_dies"):
+        if scenario == "ddp_backward_dies":
+            _ddp_steps(200)  # then dies between two backward passes of rank 0's
+        if scenario in ("all_reduce_dies", "all_to_all_dies", "barrier_dies"):
             time.sleep(0.5)  # rank 0 is waiting in the collective (or in its loop) by now
         _die()
     try:
@@ -80,7 +87,7 @@ def capture(ctx: RankContext, scenario: str) -> list[str] | None:
 
 def main() -> None:
     found = {}
-    for scenario in SCENARIOS:
+    for scenario in sys.argv[1:] or SCENARIOS:
         try:
             result = launch(capture, 2, scenario, timeout_s=60)
             found[scenario] = result.values[0]

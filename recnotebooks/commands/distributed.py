@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import traceback
 from typing import Any
 
@@ -172,6 +173,9 @@ def _peer_lost(s: TrainSettings, lost: PeerLostError, cause: BaseException) -> P
     text = lost_report(lost, s.checkpoint, s.checkpoint_every)
     if debugging():
         traceback.print_exception(cause)
+        for f in getattr(cause, "failures", []):  # a launch's: the ranks' own tracebacks
+            if f.traceback:
+                print(f"traceback of rank {f.rank}:\n{f.traceback}", file=sys.stderr)
     tell_torchrun(text)
     return PeerLost(text)
 

@@ -331,6 +331,18 @@ def _with_resume(command: Sequence[str], checkpoint: str) -> list[str]:
     return [*out, "--resume", checkpoint]
 
 
+def _restarts_left() -> int:
+    """How many more times torchrun restarts this node's ranks (``--max-restarts`` less the
+    restarts done; 0 outside torchrun or when unreadable)."""
+    env = os.environ
+    with contextlib.suppress(ValueError):
+        return max(
+            0,
+            int(env.get("TORCHELASTIC_MAX_RESTARTS", "0")) - int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        )
+    return 0
+
+
 def lost_report(error: PeerLostError, checkpoint: str | None = None, checkpoint_every: int | None = None,
            command: Sequence[str] | None = None) -> str:  # fmt: skip
     """The few lines a survivor prints: who was lost and when, what it saw, where the last
@@ -338,6 +350,9 @@ def lost_report(error: PeerLostError, checkpoint: str | None = None, checkpoint_
     default :func:`command_line`, with ``--resume``) or starts it again."""
     command = list(command_line() if command is None else command)
     lines = [f"{error.summary()}; the run stopped."]
+    left = _restarts_left()
+    if left:
+        lines.append(f"  torchrun restarts this node's ranks: {left} more restart(s) under --max-restarts")
     torchrun = command[:1] == ["torchrun"]
     where = " (on every node, each with its own --node-rank)" if torchrun else ""
     if checkpoint and os.path.exists(checkpoint):
