@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -144,7 +145,7 @@ def test_watch_peers_names_the_other_rank_and_the_step() -> None:
 def test_survivors_check_in_on_the_store_and_the_silent_ranks_are_named() -> None:
     store = dist.TCPStore("127.0.0.1", 0, None, is_master=True, timeout=timedelta(seconds=10),
                           wait_for_workers=False)  # fmt: skip
-    other = threading.Thread(target=lambda: (time.sleep(0.3), store.set("recnb/peers/0/1", "alive")))
+    other = threading.Thread(target=lambda: (time.sleep(0.3), store.set("recnb/peers/0/alive/1", "yes")))
     other.start()
     assert peers._not_checked_in(store, 0, 4, 1.5) == [2, 3]  # rank 1 checked in late, 2 and 3 never
     other.join()
@@ -335,6 +336,8 @@ def test_a_torchrun_node_killed_mid_run_is_named_with_its_step(tmp_path: Path) -
     for rank, log in enumerate(workers):  # .../attempt_0/{local rank}/stderr.log
         err_text = log.read_text()
         _assert_short_and_clear(err_text, "rank 2 of 3", 3, every_node)
-        assert f"(did not check in on the store within 3 s; rank {rank} saw: " in err_text, err_text
+        host = socket.gethostname()
+        how = f"(on node 1 ({host}); did not check in on the store within 3 s; rank {rank} saw: "
+        assert how in err_text, err_text
     # the agent's failure summary: the worker's exit status and its lines as the root cause
     assert f"exitcode  : {PEER_LOST_EXIT}" in agent and "rank 2 of 3 was lost at step 3" in agent, agent

@@ -12,7 +12,8 @@ that recognises these texts (the launcher sorts its failures with it too).
 * the lost rank(s): with 2 ranks, the other one; with more, the ranks that did not check in on
   the rendezvous store within :data:`PEER_WAIT_S` (every survivor writes a key there when it sees
   the loss); if the store is gone too (it lived on the lost node), the peer's address from the
-  error text;
+  error text; under torchrun also its node and host (every rank writes them on the store as it
+  starts);
 * the step: the training loop reports each step it starts (:func:`note_step`); the ranks run in
   lockstep (every step has collectives over all of them), so it is the step the lost rank was in.
 
@@ -38,6 +39,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -222,17 +224,46 @@ def _not_checked_in(store: Any, rank: int, world: int, wait_s: float) -> list[in
         return None
     try:
         store.set_timeout(timedelta(seconds=max(wait_s, 1.0)))
-        prefix = f"recnb/peers/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
-        store.set(f"{prefix}{rank}", "alive")
+        store.set(_key("alive", rank), "yes")
         others = [q for q in range(world) if q != rank]
         deadline = time.monotonic() + wait_s
         while True:
-            missing = [q for q in others if not store.check([f"{prefix}{q}"])]
+            missing = [q for q in others if not store.check([_key("alive", q)])]
             if not missing or time.monotonic() >= deadline:
                 return missing
             time.sleep(0.1)
     except Exception:  # noqa: BLE001 - the store went with the lost node: fall back on the error text
         return None
+
+
+def _key(kind: str, rank: int) -> str:
+    """A store key of this module's (one set per torchrun restart: the store outlives them)."""
+    return f"recnb/peers/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{kind}/{rank}"
+
+
+def _announce(rank: int) -> None:
+    """Under torchrun: write this rank's node (``GROUP_RANK``) and host on the store, for the
+    survivors of its loss to name them."""
+    store = _default_store() if os.environ.get("TORCHELASTIC_RUN_ID") else None
+    if store is not None:
+        with contextlib.suppress(Exception):
+            store.set(
+                _key("node", rank), f"node {os.environ.get('GROUP_RANK', '?')} ({socket.gethostname()})"
+            )
+
+
+def _nodes(ranks: Sequence[int]) -> str:
+    """Where ``ranks`` ran, as they wrote it on the store (:func:`_announce`): ``"on node 1 (host)"``,
+    ``""`` when not known (outside torchrun, or the store went with them)."""
+    store = _default_store() if ranks and os.environ.get("TORCHELASTIC_RUN_ID") else None
+    if store is None:
+        return ""
+    try:
+        store.set_timeout(timedelta(seconds=1))
+        found = [store.get(_key("node", q)).decode() for q in ranks if store.check([_key("node", q)])]
+    except Exception:  # noqa: BLE001 - the store is gone: the ranks are all there is to say
+        return ""
+    return "on " + ", ".join(dict.fromkeys(found)) if found else ""
 
 
 def _identify(w: _Watch, error: BaseException) -> tuple[list[int], str]:
@@ -260,6 +291,8 @@ def watch_peers(rank: int, world: int, wait_s: float = PEER_WAIT_S) -> Iterator[
     kill_at, kill_node = _kill_setting(rank)
     outer, _CURRENT = _CURRENT, _Watch(rank, world, wait_s, kill_at=kill_at, kill_node=kill_node)
     w = _CURRENT
+    if wait_s > 0:
+        _announce(rank)
     try:
         yield
     except PeerLostError:
@@ -268,6 +301,8 @@ def watch_peers(rank: int, world: int, wait_s: float = PEER_WAIT_S) -> Iterator[
         if not is_peer_lost(e):
             raise
         lost, how = _identify(w, e)
+        where = _nodes(lost)
+        how = f"{where}; {how}" if where else how
         raise PeerLostError(rank, world, lost, how, w.step, w.steps, _first_line(e)) from e
     finally:
         _CURRENT = outer
