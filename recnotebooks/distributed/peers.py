@@ -369,17 +369,18 @@ def _with_resume(command: Sequence[str], checkpoint: str) -> list[str]:
 def _restarts_left() -> int:
     """How many more times torchrun restarts this node's ranks (``--max-restarts`` less the
     restarts done; 0 outside torchrun or when unreadable)."""
-    env = os.environ
     with contextlib.suppress(ValueError):
-        return max(
-            0,
-            int(env.get("TORCHELASTIC_MAX_RESTARTS", "0")) - int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
-        )
+        most = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0"))
+        return max(0, most - int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
     return 0
 
 
-def lost_report(error: PeerLostError, checkpoint: str | None = None, checkpoint_every: int | None = None,
-           command: Sequence[str] | None = None) -> str:  # fmt: skip
+def lost_report(
+    error: PeerLostError,
+    checkpoint: str | None = None,
+    checkpoint_every: int | None = None,
+    command: Sequence[str] | None = None,
+) -> str:
     """The few lines a survivor prints: who was lost and when, what it saw, where the last
     checkpoint is (the run's ``--checkpoint``) and the command that resumes the run (``command``,
     default :func:`command_line`, with ``--resume``) or starts it again."""
