@@ -45,12 +45,13 @@ def run(s: Settings) -> Report:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``recnb``; returns the exit status (2 for a user error, printed as one line)."""
+    """Run ``recnb``; returns the exit status (2 for a user error, printed as one line; a
+    :class:`CLIError`'s ``exit_code``)."""
     args = build_parser().parse_args(argv)
     try:
         settings = resolve(args)
         report = run(settings)
     except CLIError as e:
         print(f"recnb {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return e.exit_code
     return emit(report, settings.json)

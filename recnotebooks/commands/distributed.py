@@ -31,16 +31,30 @@ the single-process run evaluates) are the global batch's and the same on every r
 are the rank's own. ``--json`` prints the single-process run's keys
 (:data:`recnotebooks.run_report.TRAIN_REPORT_KEYS`), one schema for both, and the text is the
 single-process run's (:func:`recnotebooks.commands.train.train_lines`) with the ranks' lines.
+
+A rank or node lost mid-run (killed, its machine down) stops the run: every survivor prints a few
+lines naming the lost rank, the step, the last checkpoint and the command that resumes, and exits
+with status 75 (:mod:`recnotebooks.distributed.peers`; ``RECNB_DEBUG=1`` adds the traceback).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import sys
+import traceback
 from typing import Any
 
 from recnotebooks.data.synthetic import SyntheticConfig
 from recnotebooks.distributed.launch import LaunchError, max_world_size
+from recnotebooks.distributed.peers import (
+    PEER_LOST_EXIT,
+    PeerLostError,
+    debugging,
+    lost_in_launch,
+    lost_report,
+    tell_torchrun,
+)
 from recnotebooks.distributed.training import (
     CriteoFiles,
     DistTrainResult,
@@ -129,7 +143,12 @@ def run(s: TrainSettings) -> Report:
             res = train_torchrun(s.config, plan, s.steps, s.batch_size, s.seed, **options)
     except (ValueError, TypeError) as e:
         raise CLIError(str(e)) from None
+    except PeerLostError as e:  # under torchrun: a peer of this rank was lost
+        raise _peer_lost(s, e, e) from None
     except LaunchError as e:  # a rank's bad input (a --data file corrupt past the first batches): one line
+        lost = lost_in_launch(e)
+        if lost is not None:  # a rank died (or never joined): its peers were stopped
+            raise _peer_lost(s, lost, e) from None
         first = e.failures[0]
         bad = re.match(
             r"rank (\d+) raised (?:ValueError|TypeError|FloatingPointError): (.*)", first.message, re.S
@@ -138,6 +157,27 @@ def run(s: TrainSettings) -> Report:
             raise
         raise CLIError(f"{bad[2]} (rank {bad[1]})") from None
     return Report(_report(s, plan, res, sharding, info), printer(train_lines))
+
+
+class PeerLost(CLIError):
+    """A run stopped because a rank was lost: a few lines
+    (:func:`~recnotebooks.distributed.peers.lost_report`), exit status
+    :data:`~recnotebooks.distributed.peers.PEER_LOST_EXIT`."""
+
+    exit_code = PEER_LOST_EXIT
+
+
+def _peer_lost(s: TrainSettings, lost: PeerLostError, cause: BaseException) -> PeerLost:
+    """The error ``recnb`` prints for ``lost``: which rank, at which step, the last checkpoint and the
+    command that resumes; told to torchrun's agent too; ``RECNB_DEBUG=1`` prints ``cause``'s traceback."""
+    text = lost_report(lost, s.checkpoint, s.checkpoint_every)
+    if debugging():
+        traceback.print_exception(cause)
+        for f in getattr(cause, "failures", []):  # a launch's: the ranks' own tracebacks
+            if f.traceback:
+                print(f"traceback of rank {f.rank}:\n{f.traceback}", file=sys.stderr)
+    tell_torchrun(text)
+    return PeerLost(text)
 
 
 def _report(

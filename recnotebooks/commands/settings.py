@@ -68,7 +68,10 @@ CURVE_POINTS = 12
 
 
 class CLIError(Exception):
-    """A user error: printed as one line, exit status 2."""
+    """A user error: printed as one line, exit status 2 (:attr:`exit_code`: another status, for the
+    errors a subclass is)."""
+
+    exit_code = 2
 
 
 # ----- train -----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 from .comm import CommLog
+from .peers import watch_peers
 
 HOST = "127.0.0.1"
 #: A rank with this rank number (as a string) never joins the rendezvous: the fault tests' hook.
@@ -130,8 +131,9 @@ def _join(spec: RankSpec, reply: _Reply) -> torch.device:
 def _run(spec: RankSpec, reply: _Reply, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     """``fn``'s value on this rank, in the group (taken down after, whatever happens)."""
     device = _join(spec, reply)
-    try:
-        return fn(RankContext(spec.rank, spec.world, spec.backend, device, reply.log), *args, **kwargs)
+    try:  # a lost peer is a PeerLostError (the launcher knows which rank died: no check-in wait)
+        with watch_peers(spec.rank, spec.world, wait_s=0):
+            return fn(RankContext(spec.rank, spec.world, spec.backend, device, reply.log), *args, **kwargs)
     except BaseException as e:  # noqa: BLE001 - reported before the group goes down, so
         reply.report(e)  # the errors it causes on the other ranks arrive after this one
         raise

@@ -31,6 +31,7 @@ from ..nn.optim import make_dense_optimizer
 from ..plan import Plan
 from .hstu import HybridParallelHSTU, history_blocks
 from .launch import RankContext, launch, max_world_size
+from .peers import note_step
 from .sharded import check_placements, plan_config
 
 __all__ = ["HSTUTrainSettings", "HSTUDistResult", "check_hstu_run", "local_histories", "run_hstu_rank",
@@ -199,11 +200,13 @@ def run_hstu_rank(
     data = SyntheticListening(listening, settings.batch_size, "train")
     losses, events, seconds = [], [], 0.0
     for step in range(settings.steps):
+        note_step(step, settings.steps)  # a lost peer's message names the step (distributed.peers)
         t0 = time.perf_counter()
         loss, n = _hstu_step(model, opts, data.batch(step), settings.clip_grad_norm)
         seconds += (time.perf_counter() - t0) if step else 0.0
         losses.append(loss)
         events.append(n)
+    note_step(settings.steps, settings.steps)
     out: dict[str, Any] = {"losses": losses, "events": events, "seconds": seconds, "comm": ctx.log.rows()}
     if settings.eval_batches:  # this rank's scores of its block of every held-out batch
         held = SyntheticListening(listening, settings.batch_size, "eval")

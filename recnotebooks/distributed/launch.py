@@ -49,6 +49,7 @@ from ..threads import choose_threads, rank_threads
 from ._rank import HANG_ENV as HANG_ENV  # the fault tests set it
 from ._rank import HOST, RankContext, RankSpec, _rank_main
 from .comm import CommLog
+from .peers import is_peer_lost
 
 __all__ = ["HOST", "LaunchError", "LaunchResult", "RankContext", "RankFailure", "launch", "max_world_size"]
 
@@ -191,16 +192,6 @@ def _exit_text(code: int | None) -> str:
     return f"exited with code {code}"
 
 
-#: What a rank's error says when it only saw another rank go away (not the cause of a failure).
-_PEER_LOST = ("connection reset by peer", "connection closed by peer", "broken pipe", "remote worker",
-              "distnetworkerror", "communicator was aborted", "socket closed")  # fmt: skip
-
-
-def _peer_lost(message: str) -> bool:
-    text = message.lower()
-    return any(p in text for p in _PEER_LOST)
-
-
 class _Ranks:
     """The parent's view of the running ranks: messages in, failures noted, processes stopped."""
 
@@ -295,7 +286,7 @@ class _Ranks:
             self.failures.append(RankFailure(r, kind, text))
         self.pending.clear()
         self.failures.sort(
-            key=lambda f: f.kind == "stopped" or (f.kind == "raised" and _peer_lost(f.message))
+            key=lambda f: f.kind == "stopped" or (f.kind == "raised" and is_peer_lost(f.message))
         )
 
     def stop(self, grace_s: float) -> None:

@@ -96,6 +96,7 @@ from .hstu_training import (  # moved to their own module: re-exported for one r
 )
 from .hybrid import HybridParallelDLRM, local_samples
 from .launch import MAX_TIMEOUT_S, RankContext, launch, max_world_size
+from .peers import note_step, watch_peers
 from .sharded import check_placements
 
 __all__ = [
@@ -531,6 +532,7 @@ def _train(trainer: _RankTrainer, log: CommLog, steps: int) -> tuple[list[torch.
     local_losses = []
     trainer.model.train()  # once: nothing in the loop switches it to eval (the call walks every module)
     for step in range(steps):
+        note_step(step, steps)  # a lost peer's message names the step (distributed.peers)
         if step == warm:
             clocks.timer.reset()
             clocks = _Clocks(clocks.timer, log.snapshot())
@@ -559,6 +561,7 @@ def run_rank(
     data_cfg = _check(workload, plan, world)
     trainer = _RankTrainer.build(ctx, workload, plan, settings, data_cfg)
     local_losses, clocks, measured = _train(trainer, ctx.log, settings.steps)
+    note_step(settings.steps, settings.steps)
     # the global-batch mean of every step's loss: one all-reduce at the end (not logged)
     losses = torch.stack(local_losses).to(torch.float64)
     dist.all_reduce(losses, group=None)
@@ -728,7 +731,7 @@ def train_torchrun(
     )
     try:
         ctx = RankContext(rank, world, backend, device, CommLog(rank))
-        with use_threads(choice.threads):
+        with use_threads(choice.threads), watch_peers(rank, world):  # a lost peer: PeerLostError
             value = run_rank(ctx, workload, plan, settings.steps, **settings.options())
     finally:
         dist.destroy_process_group()
