@@ -100,6 +100,14 @@ def test_the_cost_strategy_records_its_offloads_with_the_options_it_priced() -> 
     for d in moved:  # the place of least modeled time among those offered
         assert d.compared[d.chosen] == min(d.compared.values())
     check_choices_replay(decisions, 1)
+    # the explanation's host DRAM: the moved tables' fp32 rows and row-wise Adagrad state, summed here
+    e = explain_plan(Workload(cfg, 8192), V100, plan, decisions=decisions)
+    rows = {t.name: t.num_rows for t in cfg.tables}
+    host = sum(
+        rows[s.table] * (cfg.embedding_dim * 4 + 4) for s in plan.shards if s.placement in ("host", "cache")
+    )
+    assert host > 0 and e.host_bytes == pytest.approx((host,))
+    assert [w["reason"] for w in e.why()] == [d.reason for d in decisions]
 
 
 def hugectr_cases() -> list[tuple[str, Plan, list[Decision], int]]:

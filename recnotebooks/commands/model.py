@@ -314,6 +314,8 @@ def explain_lines(e: dict[str, Any]) -> Iterator[str]:
                 f"{r['all_reduce_s'] * 1e3:9.3f}"]  # fmt: skip
         yield f"  {r['rank']:>4} " + " ".join(cols)
     yield from _storage_lines(shown)
+    if any(e["host_bytes"]):
+        yield "  tables in host DRAM per node (GB): " + ", ".join(f"{b / 1e9:.2f}" for b in e["host_bytes"])
     yield (
         f"  imbalance (max/mean over ranks): step time {e['time_imbalance']:.3f}, "
         f"reserved memory {e['memory_imbalance']:.3f}"

@@ -188,8 +188,8 @@ class PlanExplanation:
     """A plan explained (:func:`explain_plan`; every number **modeled**): the job, each rank
     (``ranks``), the modeled step with and without overlap, the imbalance (max over mean of the ranks'
     step times, ``time_imbalance``, and of their reserved device memory, ``memory_imbalance``), the
-    critical path, the planner's decisions in the order it made them, whether the plan fits, and the
-    plan's notes."""
+    critical path, the planner's decisions in the order it made them, whether the plan fits, the
+    table bytes each node keeps in host DRAM, and the plan's notes."""
 
     config: str
     hardware: str
@@ -209,6 +209,8 @@ class PlanExplanation:
     plan: Plan
     fits: bool
     reasons: tuple[str, ...] = ()
+    #: bytes of tables each node keeps in host DRAM (``host`` and ``cache`` placements)
+    host_bytes: tuple[float, ...] = ()
     notes: tuple[str, ...] = ()
     source: str = "modeled"
 
@@ -249,6 +251,7 @@ class PlanExplanation:
             "decisions": [d.to_dict() for d in self.decisions],
             "fits": self.fits,
             "reasons": list(self.reasons),
+            "host_bytes": list(self.host_bytes),
             "notes": list(self.notes),
         }
 
@@ -265,7 +268,8 @@ def _why_row(table: str, decisions: list[Decision], plan: Plan) -> dict[str, Any
         "decisions": len(decisions),
     }
     if not decisions:
-        rule = "the only device" if plan.world_size == 1 else f"as the {plan.strategy} plan gives it"
+        one = plan.world_size == 1
+        rule = "the only device" if one else f"as the {plan.strategy} plan gives it"
         return {
             **row,
             "rule": rule,
@@ -275,7 +279,7 @@ def _why_row(table: str, decisions: list[Decision], plan: Plan) -> dict[str, Any
             "other": "",
             "other_cost": None,
             "compared_range": None,
-            "reason": "no decision recorded for it",
+            "reason": "one device holds every table" if one else "no decision recorded for it",
         }
     first = decisions[0]
     others = {k: v for k, v in first.compared.items() if k != first.chosen} if first.chosen else {}
@@ -349,6 +353,7 @@ def explain_plan(
         plan=plan,
         fits=result.fits,
         reasons=tuple(result.memory.reasons),
+        host_bytes=tuple(float(h["total"]) for h in result.memory.host),
         notes=(*plan.notes, *result.memory.notes),
     )
 
