@@ -206,3 +206,33 @@ def test_the_app_puts_a_table_behind_a_cache(measured_cache: None) -> None:
 def test_a_data_parallel_table_keeps_its_replicas_in_memory() -> None:
     res = S.explore_sharding(model="tiny", ranks=2, plan="data_parallel", cache=CACHE)
     assert any("not applied" in n and "data_parallel" in n for n in res.notes)
+
+
+# ----- the plan explained on the GPUs (issue 40) -----------------------------------------------
+def test_each_rank_is_explained_on_the_gpus_and_each_table_says_why() -> None:
+    """The per-rank view: each rank's modeled step on as many GPUs of the chosen server adds up to the
+    cost model's own per-rank step; every table of the planner's plan has its decision (a named plan
+    records none and says so); a note names the critical path; the app draws the view last."""
+    from recnotebooks.config import preset
+    from recnotebooks.perf.cost import estimate
+
+    res = S.explore_sharding(model="kaggle_20k", ranks=4, plan="planner", batch_size=512)
+    steps: dict[str, float] = {}
+    for r in res.tables["per_rank"]:
+        assert r["source"] == "modeled"
+        steps[str(r["rank"])] = steps.get(str(r["rank"]), 0.0) + float(r["seconds_per_step"])
+    config = S.sharding_model("kaggle_20k")
+    plan = S.sharding_plan(config, "planner", 4)
+    ref = estimate(config, "dgx_h100", batch_size=512, gpus=4, plan=plan, sparse_optimizer="sgd",
+                   dense_optimizer="sgd")  # fmt: skip
+    assert steps == pytest.approx({f"rank {r}": sum(c.values()) for r, c in enumerate(ref.per_rank)})
+    why = res.tables["why"]
+    assert sorted(w["table"] for w in why) == sorted(preset("criteo_kaggle").table_names)
+    assert all(w["decisions"] >= 1 and w["reason"] != "no decision recorded for it" for w in why)
+    assert any(
+        n.startswith("MODELED on 4 GPUs of dgx_h100") and "critical path: rank" in n for n in res.notes
+    )
+    named = S.explore_sharding(model="tiny", ranks=2, plan="row_wise")
+    assert {w["reason"] for w in named.tables["why"]} == {"no decision recorded for it"}
+    app = S.sharding_explorer(ranks=2, plan="planner")
+    assert app.altair_chart.vconcat[-1].title.text == "Each rank's step on the GPUs"

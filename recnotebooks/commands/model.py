@@ -1,5 +1,6 @@
 """``recnb cost`` and ``recnb plan``: the model's commands, MODELED numbers for real hardware
-(``recnb calibrate`` and ``recnb validate`` measure: :mod:`recnotebooks.commands.measure`)."""
+(``recnb calibrate`` and ``recnb validate`` measure: :mod:`recnotebooks.commands.measure`);
+``recnb plan --explain`` explains the plan (:mod:`recnotebooks.perf.explain`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,14 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
-from recnotebooks.config import DLRMConfig, preset
+from recnotebooks.config import DLRMConfig, Workload, preset
 from recnotebooks.perf.cost import estimate
+from recnotebooks.perf.explain import PlanExplanation, explain_plan
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.perf.job_planner import MLPERF_STRATEGY
 from recnotebooks.perf.memory import memory_report
 from recnotebooks.perf.mlperf_plan import hugectr_plan, mlperf_plan, submitted_sharding
-from recnotebooks.perf.planner import plan_tables
+from recnotebooks.perf.planner import Decision, plan_tables
 from recnotebooks.plan import Plan, single_device_plan
 
 from .report import Report, printer
@@ -78,7 +80,7 @@ def _check_devices(s: ModelSettings) -> None:
         )
 
 
-def _mlperf_plan(s: ModelSettings, cfg: DLRMConfig) -> Plan:
+def _mlperf_plan(s: ModelSettings, cfg: DLRMConfig, decisions: list[Decision] | None = None) -> Plan:
     """``--strategy mlperf``: MLPerf's sharding, every table in HBM (a placement asked for is refused):
     on one node :func:`mlperf_plan`'s rule, on several HugeCTR's plan with MLPerf v5.1's settings for such a
     system (:func:`submitted_sharding`: ``auto`` over an NVL72 rack's trays, ``hier_auto`` over 8 or 16
@@ -91,8 +93,9 @@ def _mlperf_plan(s: ModelSettings, cfg: DLRMConfig) -> Plan:
             f"{' and '.join(extra)} or use another --strategy"
         )
     if s.nodes > 1:  # HugeCTR's plan as MLPerf v5.1's configs set it for such a system
-        return hugectr_plan(cfg, s.gpus, s.nodes, submitted_sharding(s.hardware, s.gpus, s.nodes))
-    return mlperf_plan(cfg, s.gpus, s.nodes, hardware(s.hardware).hbm_bytes)
+        sharding = submitted_sharding(s.hardware, s.gpus, s.nodes)
+        return hugectr_plan(cfg, s.gpus, s.nodes, sharding, decisions=decisions)
+    return mlperf_plan(cfg, s.gpus, s.nodes, hardware(s.hardware).hbm_bytes, decisions=decisions)
 
 
 def _exchange(s: ModelSettings) -> str | None:
@@ -103,7 +106,7 @@ def _exchange(s: ModelSettings) -> str | None:
     return "hierarchical" if submitted_sharding(s.hardware, s.gpus, s.nodes).hierarchical else "flat"
 
 
-def _planned(s: ModelSettings, cfg: DLRMConfig) -> Plan:
+def _planned(s: ModelSettings, cfg: DLRMConfig, decisions: list[Decision] | None = None) -> Plan:
     """The planner's plan for ``--strategy``, with a note where ``--cache-hit-rate`` went unused."""
     if s.placement == "cache" and s.cache_hit_rate is None:
         raise ValueError("--placement cache needs --cache-hit-rate H (0..1) or --cache-rows R|F")
@@ -113,9 +116,18 @@ def _planned(s: ModelSettings, cfg: DLRMConfig) -> Plan:
             f"fallback caches of --strategy cost), not to --placement {s.placement} with "
             f"--strategy {s.strategy}"
         )
-    plan = plan_tables(cfg, s.hardware, _world_size(s), strategy=s.strategy, placement=s.placement,
-                       cache_hit_rate=s.cache_hit_rate, batch_size=s.batch_size, dtype=s.dtype,
-                       sparse_optimizer=s.sparse_optimizer)  # fmt: skip
+    plan = plan_tables(
+        cfg,
+        s.hardware,
+        _world_size(s),
+        strategy=s.strategy,
+        placement=s.placement,
+        cache_hit_rate=s.cache_hit_rate,
+        batch_size=s.batch_size,
+        dtype=s.dtype,
+        sparse_optimizer=s.sparse_optimizer,
+        decisions=decisions,
+    )
     if s.cache_hit_rate is not None and not any(shard.placement == "cache" for shard in plan.shards):
         unused = (
             f"--cache-hit-rate {s.cache_hit_rate} was not used: every table fits in device memory, "
@@ -125,16 +137,16 @@ def _planned(s: ModelSettings, cfg: DLRMConfig) -> Plan:
     return plan
 
 
-def model_and_plan(s: ModelSettings) -> tuple[DLRMConfig, Plan]:
+def model_and_plan(s: ModelSettings, decisions: list[Decision] | None = None) -> tuple[DLRMConfig, Plan]:
     """The preset's model and the plan ``cost`` prices and ``plan`` shows (``ValueError`` for a
-    job the options cannot describe)."""
+    job the options cannot describe); the planner's decisions appended to ``decisions`` if given."""
     cfg = preset(s.preset)
     _check_devices(s)
     if s.cache_rows is not None:
         return cfg, _cache_plan(s, cfg, s.cache_rows)
     if s.strategy == MLPERF_STRATEGY:
-        return cfg, _mlperf_plan(s, cfg)
-    return cfg, _planned(s, cfg)
+        return cfg, _mlperf_plan(s, cfg, decisions)
+    return cfg, _planned(s, cfg, decisions)
 
 
 # ----- cost -----------------------------------------------------------------------------------
@@ -219,8 +231,12 @@ def _fits_line(r: dict[str, Any]) -> str:
 
 # ----- plan -----------------------------------------------------------------------------------
 def plan(s: ModelSettings) -> Report:
-    """``recnb plan``: the plan's shards and notes, and the memory it takes on each device."""
-    cfg, chosen = model_and_plan(s)
+    """``recnb plan``: the plan's shards and notes, and the memory it takes on each device; with
+    ``--explain`` its explanation (:func:`explain`)."""
+    if s.table is not None and not s.explain:
+        raise ValueError(f"--table {s.table} applies to recnb plan --explain")
+    decisions: list[Decision] = []
+    cfg, chosen = model_and_plan(s, decisions)
     mem = memory_report(cfg, hardware(s.hardware), chosen, s.batch_size, gpus=s.gpus, dtype=s.dtype,
                         sparse_optimizer=s.sparse_optimizer, dense_optimizer=s.dense_optimizer)  # fmt: skip
     out = {"command": "plan", "config": cfg.name, "hardware": s.hardware, "world_size": chosen.world_size,
@@ -228,7 +244,29 @@ def plan(s: ModelSettings) -> Report:
            "fits": mem.fits, "reasons": mem.reasons,
            "memory_per_device_bytes": [d["total"] for d in mem.device], "memory_notes": list(mem.notes),
            "parameter_servers": mem.parameter_servers}  # fmt: skip
+    if s.explain:
+        e = explain(s, cfg, chosen, decisions)
+        out["explanation"] = {**e.to_dict(), "why": e.why(s.table)}
+        return Report(out, printer(lambda r: [*plan_lines(r), *explain_lines(r["explanation"])]))
     return Report(out, printer(plan_lines))
+
+
+def explain(s: ModelSettings, cfg: DLRMConfig, chosen: Plan, decisions: list[Decision]) -> PlanExplanation:
+    """``recnb plan --explain``: :func:`~recnotebooks.perf.explain.explain_plan` of the plan for the step
+    ``--implementation`` runs (HugeCTR's exchange across nodes as ``cost`` prices it)."""
+    w = Workload(
+        cfg, s.batch_size, s.dtype, sparse_optimizer=s.sparse_optimizer, dense_optimizer=s.dense_optimizer
+    )
+    return explain_plan(
+        w,
+        s.hardware,
+        chosen,
+        gpus=s.gpus,
+        nodes=s.nodes,
+        decisions=decisions,
+        implementation=s.implementation,
+        exchange=_exchange(s),
+    )
 
 
 def plan_lines(r: dict[str, Any]) -> Iterator[str]:
@@ -244,6 +282,127 @@ def plan_lines(r: dict[str, Any]) -> Iterator[str]:
         yield f"  - {n}"
     yield from _memory_lines(r)
     yield _fits_line(r)
+
+
+#: Most ranks ``recnb plan --explain`` prints one by one (the slowest of them beyond; ``--json`` has all).
+EXPLAIN_RANKS = 32
+
+
+def explain_lines(e: dict[str, Any]) -> Iterator[str]:
+    """``recnb plan --explain``'s text, from :meth:`PlanExplanation.to_dict`: each rank's cost terms and
+    storage, the imbalance, the critical path and why each table went where it went."""
+    yield (
+        f"explained, MODELED ({e['implementation']}'s step, global batch {e['batch_size']:,}, {e['dtype']}): "
+        f"step {e['step_time_s'] * 1e3:.3f} ms ({e['step_time_overlap_s'] * 1e3:.3f} ms with overlap)"
+    )
+    ranks, path = e["ranks"], e["critical_path"]
+    slowest = {r["rank"] for r in sorted(ranks, key=lambda r: -r["step_s"])[:EXPLAIN_RANKS]}
+    shown = [r for r in ranks if r["rank"] in slowest | {path["rank"], path["overlap_rank"]}]
+    if len(shown) < len(ranks):
+        yield (
+            f"  the {len(slowest)} slowest of {len(ranks)} ranks and the one that bounds the step with "
+            "overlap (--json has every rank)"
+        )
+    yield "  per rank, cost terms (ms/step; lookups, MB a step):"
+    heads = ("step", "overlap", "lookups", "gathered", "a2a MB", "a2a ms", "ar MB", "ar ms")
+    yield f"  {'rank':>4} " + " ".join(f"{h:>9}" for h in heads)
+    for r in shown:
+        ms = [r[k] * 1e3 for k in ("step_s", "step_overlap_s")]
+        mb = [r[k] / 1e6 for k in ("bytes_gathered", "all_to_all_bytes")]
+        cols = [f"{ms[0]:9.3f}", f"{ms[1]:9.3f}", _count(r["lookups"]), f"{mb[0]:9.2f}", f"{mb[1]:9.2f}",
+                f"{r['all_to_all_s'] * 1e3:9.3f}", f"{r['all_reduce_bytes'] / 1e6:9.2f}",
+                f"{r['all_reduce_s'] * 1e3:9.3f}"]  # fmt: skip
+        yield f"  {r['rank']:>4} " + " ".join(cols)
+    yield from _storage_lines(shown)
+    if any(e["host_bytes"]):
+        yield "  tables in host DRAM per node (GB): " + ", ".join(f"{b / 1e9:.2f}" for b in e["host_bytes"])
+    yield (
+        f"  imbalance (max/mean over ranks): step time {e['time_imbalance']:.3f}, "
+        f"reserved memory {e['memory_imbalance']:.3f}"
+    )
+    yield f"  critical path: {path['sentence']}"
+    yield from _why_lines(e["why"])
+
+
+def _count(n: float) -> str:
+    """A count in 9 characters: ``811,008``, ``12.3M``, ``4.56G``."""
+    for unit, scale in (("G", 1e9), ("M", 1e6)):
+        if n >= 10 * scale:
+            return f"{n / scale:8.3g}{unit}"
+    return f"{n:9,.0f}"
+
+
+def _storage_lines(ranks: list[dict[str, Any]]) -> Iterator[str]:
+    """Each rank's reserved device memory by kind, and the headroom against the device's (GB)."""
+    yield "  per rank, storage reserved in device memory (GB):"
+    yield (
+        f"  {'rank':>4} {'weights':>9} {'opt state':>9} {'cache':>8} {'activ.':>8} {'buffers':>8} "
+        f"{'reserved':>9} {'headroom':>9}"
+    )
+    for r in ranks:
+        b = {k: v / 1e9 for k, v in r["storage_bytes"].items()}
+        yield (
+            f"  {r['rank']:>4} {b['weights']:9.3f} {b['optimizer_state']:9.3f} {b['cache']:8.3f} "
+            f"{b['activations']:8.3f} {b['buffers']:8.3f} {r['reserved_bytes'] / 1e9:9.3f} "
+            f"{r['headroom_bytes'] / 1e9:9.3f}"
+        )
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    """``[0, 1, 2, 3, 8] -> '0-3, 8'``."""
+    runs: list[list[int]] = []
+    for r in ranks:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ", ".join(f"{g[0]}-{g[-1]}" if len(g) > 1 else str(g[0]) for g in runs)
+
+
+def _cost_text(name: str, cost: float | None, unit: str) -> str:
+    """A compared candidate and its cost in ``unit`` (seconds in ms, bytes in MB)."""
+    if cost is None:
+        return name
+    if unit == "seconds":
+        return f"{name} {cost * 1e3:.3g} ms"
+    if unit == "bytes":
+        return f"{name} {cost / 1e6:.4g} MB"
+    return f"{name} {cost:.4g}"
+
+
+def _why_lines(rows: list[dict[str, Any]]) -> Iterator[str]:
+    """Why each table went where it went: its ranks, sharding and placement, the chosen candidate's cost
+    beside the best other's, and the reason (with the rule, said once where every table shares it)."""
+    yield "  why each table went where it went (the costs the planner compared when it decided):"
+    rules = dict.fromkeys((w["rule"], w["unit"]) for w in rows)
+    shared = len(rules) == 1
+    if shared:
+        rule, unit = next(iter(rules))
+        yield f"  rule: {rule}" + (f"; costs in {unit}" if unit else "")
+    yield f"  {'table':<12} {'ranks':<12} {'sharding':<13} {'placement':<9} compared"
+    for w in rows:
+        ranks = _ranks_text(w["ranks"])
+        short = ranks if len(ranks) <= 12 else f"{len(w['ranks'])} ranks"
+        shards = f" ({w['decisions']} shards)" if w["decisions"] > 1 else ""
+        yield (
+            f"  {w['table']:<12} {short:<12} {w['sharding']:<13} {w['placement']:<9} "
+            f"{_compared_text(w, with_unit=not shared)}{shards}"
+        )
+        detail = w["reason"] if shared else f"{w['rule']}: {w['reason']}"
+        yield f"      {detail if short == ranks else f'ranks {ranks}; {detail}'}"
+
+
+def _compared_text(w: dict[str, Any], with_unit: bool) -> str:
+    """A :meth:`PlanExplanation.why` row's comparison: the chosen candidate's cost against the best
+    other's, or the range of the candidates' costs (in its unit, named ``with_unit``)."""
+    unit = f" ({w['unit']})" if with_unit and w["unit"] not in ("seconds", "bytes", "") else ""
+    if w["chosen_cost"] is not None:
+        other = f" vs {_cost_text(w['other'], w['other_cost'], w['unit'])}" if w["other"] else ""
+        return f"{_cost_text(w['chosen'], w['chosen_cost'], w['unit'])}{other}{unit}"
+    if w["compared_range"] is not None:
+        lo, hi = (_cost_text("", v, w["unit"]).strip() for v in w["compared_range"])
+        return f"the candidates then {lo} to {hi}{unit}"
+    return "-"
 
 
 # ----- recnb hstu: a generative recommender's step, modeled ----------------------------------------

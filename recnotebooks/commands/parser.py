@@ -291,14 +291,7 @@ def add_model_parsers(sub: Subparsers) -> None:
         help="plan for several devices (mlperf: the sharding the model prices MLPerf's runs with, every "
         "table in HBM)",
     )
-    c.add_argument(
-        "--implementation",
-        default="torchrec",
-        choices=IMPLEMENTATIONS,
-        help="whose training step is priced: torchrec (default: TorchRec's eager step; on one device, "
-        "ours), recnotebooks (our sharded step), hugectr (NVIDIA's CUDA-graphed step, as MLPerf's "
-        "DLRM-DCNv2 submissions ran it: tables in HBM, fp32, tf32 or amp_fp16)",
-    )
+    _implementation_option(c, IMPLEMENTATIONS)
     pl = sub.add_parser("plan", help="assign tables to devices and placements; explain the plan")
     _model_options(pl)
     pl.add_argument(
@@ -307,9 +300,29 @@ def add_model_parsers(sub: Subparsers) -> None:
         choices=(*STRATEGIES, MLPERF_STRATEGY),
         help="planner strategy (default cost; mlperf: the sharding the model prices MLPerf's runs with)",
     )
+    pl.add_argument(
+        "--explain",
+        action="store_true",
+        help="explain the plan, MODELED: each rank's cost terms and storage, the imbalance, the critical "
+        "path, and why each table went where it went (the costs the planner compared)",
+    )
+    pl.add_argument("--table", default=None, metavar="NAME", help="with --explain: why this table alone")
+    _implementation_option(pl, IMPLEMENTATIONS, " (with --explain)")
     from .model import add_hstu_parser
 
     add_hstu_parser(sub)
+
+
+def _implementation_option(p: argparse.ArgumentParser, choices: tuple[str, ...], when: str = "") -> None:
+    """``--implementation``: whose sharded step the model prices (``cost``; ``plan --explain``)."""
+    p.add_argument(
+        "--implementation",
+        default="torchrec",
+        choices=choices,
+        help=f"whose training step is priced{when}: torchrec (default: TorchRec's eager step; on one device, "
+        "ours), recnotebooks (our sharded step), hugectr (NVIDIA's CUDA-graphed step, as MLPerf's "
+        "DLRM-DCNv2 submissions ran it: tables in HBM, fp32, tf32 or amp_fp16)",
+    )
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:

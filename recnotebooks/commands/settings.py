@@ -330,7 +330,8 @@ def config_from_args(args: argparse.Namespace) -> DLRMConfig:
 # ----- the other commands: their options as given ----------------------------------------------
 @dataclass(frozen=True)
 class ModelSettings:
-    """``recnb cost`` and ``recnb plan``: the job priced (``implementation`` is ``cost``'s only)."""
+    """``recnb cost`` and ``recnb plan``: the job priced (``implementation``: whose step ``cost`` prices,
+    and ``plan --explain`` explains; ``explain`` and ``table`` are ``plan``'s only)."""
 
     command: str
     preset: str
@@ -349,6 +350,8 @@ class ModelSettings:
     strategy: str
     json: bool
     implementation: str = "torchrec"
+    explain: bool = False
+    table: str | None = None
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,13 @@ GPUs. The plan is a :class:`~recnotebooks.plan.Plan`, for :func:`~recnotebooks.p
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from recnotebooks.checks import check_bool, check_choice, check_float, check_int, check_str, check_type
 from recnotebooks.config import DLRMConfig, TableConfig
-from recnotebooks.perf.planner import RESERVE
+from recnotebooks.perf.planner import RESERVE, Decision
 from recnotebooks.plan import MAX_RANKS, Plan, combine, data_parallel, row_wise, table_wise
 
 __all__ = [
@@ -57,6 +57,32 @@ HIER_AUTO = {"table_cost": 67 / (8 / 2), "dp_bytes": 0.0125e9, "search_iteration
 _Placement = tuple[str | None, list[list[str]], list[float]]
 
 
+@dataclass(frozen=True)
+class _Shard:
+    """One shard placed by a pass of HugeCTR's planner: its table, the bucket it went to, the cost then
+    of each bucket that had room and no shard of the table (the candidates), its lookups per sample and
+    how many shards its table had in that pass."""
+
+    table: str
+    bucket: int
+    costs: dict[int, float]
+    hot: float
+    shards: int
+
+
+@dataclass
+class _Trail:
+    """What :func:`_buckets` did, for its decisions: the passes of its split search, the pass whose
+    placement won and its maximum bucket cost, that pass's shards in the order placed, and the
+    data-parallel threshold in rows."""
+
+    passes: int = 0
+    best_pass: int = 0
+    best_cost: float = 0.0
+    shards: list[_Shard] = field(default_factory=list)
+    dp_rows: float = 0.0
+
+
 class _ShardList:
     """HugeCTR's planner's list of model-parallel shards, hottest first: each table of ``tables`` in
     ``splits[name]`` equal shards of its lookups per sample (``hot``), sorted as the planner sorts
@@ -79,17 +105,25 @@ class _ShardList:
         self._sort(hot, np.concatenate((self.names[keep], np.array([name] * n))))
 
     def place(
-        self, nodes: int, room: float, row_bytes: int, table_cost: float = HIER_AUTO["table_cost"]
+        self,
+        nodes: int,
+        room: float,
+        row_bytes: int,
+        table_cost: float = HIER_AUTO["table_cost"],
+        trail: list[_Shard] | None = None,
     ) -> tuple[str | None, list[list[str]], list[float]]:
         """One greedy pass: each shard, hottest first, on the node of least cost that holds no shard of
         its table and has ``room``; ``(the table that found no room or None, the tables per node, each
-        node's cost)``."""
+        node's cost)``. ``trail``: where each placed shard is recorded (:class:`_Shard`), if given."""
         load, mem = np.zeros(nodes), [0.0] * nodes
         place: list[list[str]] = [[] for _ in range(nodes)]
         for h, n in zip(self.hot.tolist(), self.names.tolist(), strict=True):
             size = self.tables[n].num_rows / self.splits[n] * row_bytes
             for b in np.argsort(load).tolist():
                 if n not in place[b] and mem[b] + size <= room:
+                    if trail is not None:
+                        free = [k for k in range(nodes) if n not in place[k] and mem[k] + size <= room]
+                        trail.append(_Shard(n, b, {k: float(load[k]) for k in free}, h, self.splits[n]))
                     place[b].append(n)
                     load[b] += h + table_cost
                     mem[b] += size
@@ -100,25 +134,36 @@ class _ShardList:
 
 
 def _buckets(
-    config: DLRMConfig, buckets: int, table_cost: float, dp_bytes: float, capacity: float
+    config: DLRMConfig,
+    buckets: int,
+    table_cost: float,
+    dp_bytes: float,
+    capacity: float,
+    trail: _Trail | None = None,
 ) -> tuple[list[list[str]], list[str]]:
     """HugeCTR's ``Planner.plan`` over ``buckets`` (GPUs for ``auto``, nodes for ``hier_auto``): the tables
     under ``dp_bytes`` of fp32 rows and exact Adagrad's state data-parallel; the others' shards, hottest
     first, each on the bucket of least cost (its shards' lookups per sample plus ``table_cost`` per shard)
     that holds no shard of the same table and has room (``capacity`` bytes less the data-parallel tables);
     then the hottest table that can be is split over twice as many buckets (a table that found no room,
-    first), :data:`HIER_AUTO`'s ``search_iterations`` times; the placement of least maximum cost wins."""
+    first), :data:`HIER_AUTO`'s ``search_iterations`` times; the placement of least maximum cost wins
+    (``trail``: what it did, recorded if given)."""
     row_bytes = config.embedding_dim * 4 * 2
     rows_dp = dp_bytes / row_bytes
     dp = [t for t in config.tables if t.num_rows < rows_dp]
     shards = _ShardList({t.name: t for t in config.tables if t.num_rows >= rows_dp})
     room = capacity - sum(t.num_rows for t in dp) * row_bytes
     best: tuple[float, list[list[str]]] | None = None
-    for _ in range(int(HIER_AUTO["search_iterations"])):
-        oom, place, load = shards.place(buckets, room, row_bytes, table_cost)
+    for i in range(int(HIER_AUTO["search_iterations"])):
+        placed: list[_Shard] | None = [] if trail is not None else None
+        oom, place, load = shards.place(buckets, room, row_bytes, table_cost, placed)
+        if trail is not None:
+            trail.passes = i + 1
         if oom is None:
             if best is None or max(load) < best[0]:
                 best = (max(load), place)
+                if trail is not None:
+                    trail.best_pass, trail.best_cost, trail.shards = i + 1, max(load), placed or []
             hottest = next((n for n in shards.names.tolist() if shards.splits[n] * 2 <= buckets), None)
             if hottest is not None:
                 shards.split(hottest)
@@ -131,7 +176,82 @@ def _buckets(
             f"capacity={capacity:.3g} bytes cannot hold {config.name}'s tables on {buckets} buckets, "
             "however split"
         )
+    if trail is not None:
+        trail.dp_rows = rows_dp
     return best[1], [t.name for t in dp]
+
+
+def _bucket_decisions(
+    config: DLRMConfig,
+    trail: _Trail,
+    dp_names: list[str],
+    per: int,
+    world: int,
+    table_cost: float,
+    single: str,
+) -> list[Decision]:
+    """The :class:`Decision` of each shard :func:`_buckets` placed in its winning pass (bucket ``b`` is
+    ranks ``b * per`` to ``(b + 1) * per - 1``: a GPU, ``per`` 1, or a node of ``per`` GPUs), then of
+    each data-parallel table (:func:`_dp_decisions`). A table on one rank is ``single``
+    (``table_wise``, or ``row_wise`` where the plan splits every table), on several ``row_wise``."""
+    spread: dict[str, int] = {}
+    for sh in trail.shards:
+        spread[sh.table] = spread.get(sh.table, 0) + per
+    what = "rank" if per == 1 else "node"
+    unit = f"lookups per sample + {table_cost:g} a shard (MEM_COMM_BW_RATIO / 4)"
+    out = []
+    for sh in trail.shards:
+        ranks = tuple(range(sh.bucket * per, (sh.bucket + 1) * per))
+        reason = (
+            f"shard of 1/{sh.shards} of its rows ({sh.hot:.3g} lookups per sample): {what} {sh.bucket} cost "
+            f"least ({sh.costs[sh.bucket]:.3g}) of the {len(sh.costs)} with room and no shard of it; pass "
+            f"{trail.best_pass} of the split search's {trail.passes} had the least maximum cost, "
+            f"{trail.best_cost:.3g}"
+        )
+        out.append(
+            Decision(
+                sh.table,
+                rule=f"hottest shard first, to the {what} of least cost",
+                ranks=ranks,
+                sharding="row_wise" if spread[sh.table] > 1 else single,
+                placement="hbm",
+                unit=unit,
+                compared={f"{what} {k}": c for k, c in sh.costs.items()},
+                chosen=f"{what} {sh.bucket}",
+                added=sh.hot + table_cost,
+                reason=reason,
+            )
+        )
+    return out + _dp_decisions(config, dp_names, trail.dp_rows, world)
+
+
+def _dp_decisions(config: DLRMConfig, dp_names: list[str], dp_rows: float, world: int) -> list[Decision]:
+    """The :class:`Decision` of each table HugeCTR's planner replicates on the ``world`` GPUs: its fp32
+    rows and Adagrad state under ``DP_SHARDING_THRESHOLD`` (``dp_rows`` rows)."""
+    row_bytes = config.embedding_dim * 4 * 2
+    rows = {t.name: t.num_rows for t in config.tables}
+    out = []
+    for n in dp_names:
+        b, limit = rows[n] * row_bytes, dp_rows * row_bytes
+        reason = (
+            f"its fp32 rows and Adagrad state ({b / 1e6:.3g} MB) are under DP_SHARDING_THRESHOLD "
+            f"({limit / 1e6:.3g} MB): replicated on every GPU"
+        )
+        out.append(
+            Decision(
+                n,
+                rule="data-parallel under DP_SHARDING_THRESHOLD",
+                ranks=tuple(range(world)),
+                sharding="data_parallel",
+                placement="hbm",
+                unit="bytes",
+                compared={"table": b, "DP_SHARDING_THRESHOLD": limit},
+                chosen="table",
+                added=b,
+                reason=reason,
+            )
+        )
+    return out
 
 
 def hier_auto_nodes(
@@ -151,15 +271,29 @@ def hier_auto_nodes(
     nodes = check_int("nodes", nodes, lo=1, hi=MAX_RANKS)
     if node_bytes != math.inf:  # inf: no memory limit
         node_bytes = check_float("node_bytes", node_bytes, lo=0, lo_open=True)
+    return _hier_auto_nodes(config, nodes, node_bytes)
+
+
+def _hier_auto_nodes(
+    config: DLRMConfig, nodes: int, node_bytes: float, trail: _Trail | None = None
+) -> tuple[list[list[str]], list[str]]:
+    """:func:`hier_auto_nodes` of checked arguments, recording what it did in ``trail`` if given."""
     try:
-        return _buckets(config, nodes, HIER_AUTO["table_cost"], HIER_AUTO["dp_bytes"], node_bytes)
+        return _buckets(config, nodes, HIER_AUTO["table_cost"], HIER_AUTO["dp_bytes"], node_bytes, trail)
     except ValueError:
         raise ValueError(
             f"node_bytes={node_bytes:.3g} cannot hold {config.name}'s tables on {nodes} nodes, however split"
         ) from None
 
 
-def mlperf_plan(config: DLRMConfig, gpus: int, nodes: int = 1, device_bytes: float = math.inf) -> Plan:
+def mlperf_plan(
+    config: DLRMConfig,
+    gpus: int,
+    nodes: int = 1,
+    device_bytes: float = math.inf,
+    *,
+    decisions: list[Decision] | None = None,
+) -> Plan:
     """The sharding the model prices MLPerf's runs with, one rule for every system. On one node:
     small tables (:data:`SMALL_TABLE_ROWS`) data-parallel; a table with more lookups per sample than
     a fair share (its lookups over the devices) split row-wise over the GPUs; the others whole
@@ -168,23 +302,37 @@ def mlperf_plan(config: DLRMConfig, gpus: int, nodes: int = 1, device_bytes: flo
     table's fp32 rows and exact Adagrad's fp32 state), or else row-wise over the GPUs (HugeCTR's
     ``auto`` plan balances its lookups under a memory cap the same way). On several nodes: NVIDIA's
     ``hier_auto`` plan (:func:`hier_auto_nodes`, each node's memory ``gpus`` devices' room), every
-    table of a node split row-wise over all of its GPUs, a table on several nodes over all of theirs."""
+    table of a node split row-wise over all of its GPUs, a table on several nodes over all of theirs.
+    ``decisions``: a list to which each table's :class:`~recnotebooks.perf.planner.Decision` is
+    appended (the plan is the same without it)."""
     check_type("config", config, DLRMConfig, "a DLRMConfig")
+    if decisions is not None:
+        check_type("decisions", decisions, list, "a list (the planner appends its Decisions)")
     gpus, nodes = check_int("gpus", gpus, lo=1, hi=MAX_RANKS), check_int("nodes", nodes, lo=1, hi=MAX_RANKS)
     if gpus * nodes > MAX_RANKS:
         raise ValueError(f"gpus x nodes must be at most {MAX_RANKS} devices, got {gpus} x {nodes}")
     if device_bytes != math.inf:  # inf: no memory limit
         device_bytes = check_float("device_bytes", device_bytes, lo=0, lo_open=True)
     if nodes > 1:
-        return _hier_auto_plan(config, gpus, nodes, device_bytes)
-    return _auto_plan(config, gpus, nodes, device_bytes)
+        return _hier_auto_plan(config, gpus, nodes, device_bytes, decisions)
+    return _auto_plan(config, gpus, nodes, device_bytes, decisions)
 
 
-def _hier_auto_plan(config: DLRMConfig, gpus: int, nodes: int, device_bytes: float) -> Plan:
+def _hier_auto_plan(
+    config: DLRMConfig, gpus: int, nodes: int, device_bytes: float, decisions: list[Decision] | None = None
+) -> Plan:
     """NVIDIA's ``hier_auto`` plan: each node's tables (:func:`hier_auto_nodes`) row-wise over all of
-    its GPUs."""
+    its GPUs (each table's decisions appended to ``decisions`` where given)."""
     world = gpus * nodes
-    per_node, dp_names = hier_auto_nodes(config, nodes, device_bytes * (1 - RESERVE) * gpus)
+    trail = _Trail() if decisions is not None else None
+    node_bytes = device_bytes * (1 - RESERVE) * gpus
+    if node_bytes != math.inf:
+        node_bytes = check_float("node_bytes", node_bytes, lo=0, lo_open=True)
+    per_node, dp_names = _hier_auto_nodes(config, nodes, node_bytes, trail)
+    if decisions is not None and trail is not None:
+        decisions += _bucket_decisions(
+            config, trail, dp_names, gpus, world, HIER_AUTO["table_cost"], "row_wise"
+        )
     where: dict[str, list[int]] = {}
     for n, names in enumerate(per_node):
         for name in names:
@@ -195,9 +343,12 @@ def _hier_auto_plan(config: DLRMConfig, gpus: int, nodes: int, device_bytes: flo
     return combine(*parts, strategy="mlperf")
 
 
-def _auto_plan(config: DLRMConfig, gpus: int, nodes: int, device_bytes: float) -> Plan:
+def _auto_plan(
+    config: DLRMConfig, gpus: int, nodes: int, device_bytes: float, decisions: list[Decision] | None = None
+) -> Plan:
     """HugeCTR's ``auto`` plan as :func:`mlperf_plan` states it: small tables data-parallel, the busy
-    ones row-wise over a node's GPUs, the rest whole on the device of fewest lookups with room."""
+    ones row-wise over a node's GPUs, the rest whole on the device of fewest lookups with room (each
+    decision appended to ``decisions`` where given: :func:`_auto_decision`)."""
     world = gpus * nodes
     row_bytes = config.embedding_dim * 4 * 2  # fp32 weights and exact Adagrad's state
     small = [t for t in config.tables if t.num_rows <= SMALL_TABLE_ROWS]
@@ -217,16 +368,24 @@ def _auto_plan(config: DLRMConfig, gpus: int, nodes: int, device_bytes: float) -
     def node_load(n: int) -> float:
         return sum(load[n * gpus : (n + 1) * gpus])
 
+    log = decisions if decisions is not None else []
     rest: list[tuple[TableConfig, int]] = []
     for t in big:
         if t.pooling_factor > fair:
+            log.append(
+                _auto_decision(t, "hot", {"lookups per sample": t.pooling_factor, "fair share": fair}, gpus)
+            )
             split(t, min(range(nodes), key=node_load))
             continue
         fits = [r for r in range(world) if room[r] >= t.num_rows * row_bytes]
         if not fits:
+            log.append(
+                _auto_decision(t, "big", {"table": t.num_rows * row_bytes, "most room": max(room)}, gpus)
+            )
             split(t, max(range(nodes), key=lambda n: min(room[n * gpus : (n + 1) * gpus])))
             continue
         r = min(fits, key=lambda i: load[i])
+        log.append(_auto_decision(t, "whole", {f"rank {i}": load[i] for i in fits}, r))
         load[r] += t.pooling_factor
         room[r] -= t.num_rows * row_bytes
         rest.append((t, r))
@@ -234,7 +393,69 @@ def _auto_plan(config: DLRMConfig, gpus: int, nodes: int, device_bytes: float) -
         parts.append(table_wise([t.name for t, _ in rest], world, ranks=[r for _, r in rest]))
     if small:
         parts.append(data_parallel([t.name for t in small], world))
+        log += [
+            _auto_decision(t, "small", {"rows": t.num_rows, "SMALL_TABLE_ROWS": SMALL_TABLE_ROWS}, world)
+            for t in small
+        ]
     return combine(*parts, strategy="mlperf")
+
+
+def _auto_decision(t: TableConfig, case: str, compared: dict[str, float], where: int) -> Decision:
+    """:func:`_auto_plan`'s :class:`~recnotebooks.perf.planner.Decision` for table ``t`` (one node):
+    ``case`` ``"hot"`` (more lookups than a fair share: row-wise over the ``where`` GPUs), ``"big"``
+    (no GPU has room: row-wise over the ``where`` GPUs), ``"whole"`` (on rank ``where``, the fewest
+    lookups among ``compared``) or ``"small"`` (data-parallel on the ``where`` GPUs)."""
+    if case == "whole":
+        least = compared[f"rank {where}"]
+        reason = f"rank {where} had the fewest lookups per sample ({least:.3g}) of the ranks with room"
+        return Decision(
+            t.name,
+            rule="whole, to the GPU with the fewest lookups and room",
+            ranks=(where,),
+            sharding="table_wise",
+            placement="hbm",
+            unit="lookups per sample",
+            compared=compared,
+            chosen=f"rank {where}",
+            added=t.pooling_factor,
+            reason=reason,
+        )
+    if case == "small":
+        reason = f"{t.num_rows:,} rows <= SMALL_TABLE_ROWS ({SMALL_TABLE_ROWS:,}): replicated on every GPU"
+        return Decision(
+            t.name,
+            rule="data-parallel: a small table",
+            ranks=tuple(range(where)),
+            sharding="data_parallel",
+            placement="hbm",
+            unit="rows",
+            compared=compared,
+            chosen="rows",
+            added=float(t.num_rows),
+            reason=reason,
+        )
+    ranks = tuple(range(min(where, t.num_rows)))
+    if case == "hot":
+        reason = (
+            f"{t.pooling_factor:.3g} lookups per sample, more than a fair share "
+            f"({compared['fair share']:.3g}): split row-wise over the node's {len(ranks)} GPUs"
+        )
+        unit = "lookups per sample"
+    else:
+        reason = f"no GPU has room for its {compared['table'] / 1e9:.3g} GB: split row-wise"
+        unit = "bytes"
+    return Decision(
+        t.name,
+        rule="row-wise over the node's GPUs",
+        ranks=ranks,
+        sharding="row_wise",
+        placement="hbm",
+        unit=unit,
+        compared=compared,
+        chosen="",
+        added=t.pooling_factor / len(ranks),
+        reason=reason,
+    )
 
 
 # ----- HugeCTR's plan as each submission's config sets it (issue 40) -----------------------------
@@ -320,15 +541,21 @@ def hugectr_plan(
     nodes: int,
     sharding: HugeCTRSharding,
     gpu_bytes: float = HUGECTR_EMBEDDING_CAP,
+    *,
+    decisions: list[Decision] | None = None,
 ) -> Plan:
     """The plan HugeCTR's ``sharding`` package makes with ``sharding``'s settings (NVIDIA's
     ``generate_plan``, v3.1-v5.1: https://github.com/mlcommons/training_results_v5.1/tree/main/NVIDIA/
     benchmarks/dlrm_dcnv2/implementations/hugectr/sharding): ``auto``, its planner (:func:`_buckets`)
     over all ``gpus x nodes`` GPUs, each table whole on one GPU or row-split over the GPUs its shards
     went to; ``hier_auto``, over the nodes, a node's tables row-split over its GPUs. ``gpu_bytes``: the
-    memory each GPU gives the tables (HugeCTR's 60 GB, :data:`HUGECTR_EMBEDDING_CAP`)."""
+    memory each GPU gives the tables (HugeCTR's 60 GB, :data:`HUGECTR_EMBEDDING_CAP`). ``decisions``: a
+    list to which each shard's and data-parallel table's :class:`~recnotebooks.perf.planner.Decision`
+    is appended, the costs its planner compared (the plan is the same without it)."""
     check_type("config", config, DLRMConfig, "a DLRMConfig")
     check_type("sharding", sharding, HugeCTRSharding, "a HugeCTRSharding")
+    if decisions is not None:
+        check_type("decisions", decisions, list, "a list (the planner appends its Decisions)")
     gpus, nodes = check_int("gpus", gpus, lo=1, hi=MAX_RANKS), check_int("nodes", nodes, lo=1, hi=MAX_RANKS)
     gpu_bytes = check_float("gpu_bytes", gpu_bytes, lo=0, lo_open=True)
     world = gpus * nodes
@@ -338,9 +565,12 @@ def hugectr_plan(
         )
     by_node = sharding.plan == "hier_auto"
     buckets, per = (nodes, gpus) if by_node else (world, 1)
+    trail = _Trail() if decisions is not None else None
     placed, dp_names = _buckets(
-        config, buckets, sharding.table_cost, sharding.dp_threshold * 1e9, gpu_bytes * per
+        config, buckets, sharding.table_cost, sharding.dp_threshold * 1e9, gpu_bytes * per, trail
     )
+    if decisions is not None and trail is not None:
+        decisions += _bucket_decisions(config, trail, dp_names, per, world, sharding.table_cost, "table_wise")
     where: dict[str, list[int]] = {}
     for b, names in enumerate(placed):
         for name in names:

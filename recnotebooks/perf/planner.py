@@ -18,11 +18,18 @@ Plans are plain data (:class:`~recnotebooks.plan.Plan`) with notes explaining ea
 decision and the placement they were asked for (``requested_placement``: a shard the cost
 strategy moved out of device memory says where it went in its own ``placement``);
 :mod:`recnotebooks.distributed` executes them.
+
+**Decisions.** Given a list (``plan_tables(..., decisions=[])``), a strategy appends a
+:class:`Decision` for each table it places, in the order it placed them: the rule it applied, the
+candidates it compared with their costs at that moment (the ranks' bytes for ``greedy``, their
+modeled seconds for ``cost``, the offload options' seconds) and what the table added. Recording
+changes nothing in the plan; :mod:`recnotebooks.perf.explain` reads the decisions.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +43,7 @@ from recnotebooks.perf.hardware import DTYPE_BYTES, Hardware, hardware
 from recnotebooks.perf.memory import DDP_BUCKET_BYTES, memory_footprint
 from recnotebooks.plan import MAX_RANKS, PLACEMENTS, Plan, TableShard
 
-__all__ = ["STRATEGIES", "placement_seconds", "plan_tables", "table_bytes"]
+__all__ = ["STRATEGIES", "Decision", "placement_seconds", "plan_tables", "table_bytes"]
 
 STRATEGIES = ("naive", "greedy", "cost")
 #: Share of device memory the planner leaves for MLPs, activations, buffers and the allocator.
@@ -44,6 +51,47 @@ RESERVE = 0.15
 #: Hit rate assumed for a device cache the cost planner adds in front of a table that fits
 #: nowhere in device memory, when the caller gives none.
 DEFAULT_FALLBACK_HIT_RATE = 0.9
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Why a planner put (a shard of) ``table`` where it did, recorded as it decided (**modeled**
+    costs). ``rule``: the strategy's rule in words; ``ranks``: where it went, with ``sharding`` and
+    ``placement``; ``compared``: each candidate it weighed (``"rank 3"``, ``"cache"``, a threshold)
+    and its cost in ``unit`` at that moment, the chosen one ``chosen``; ``added``: what the table
+    added to each rank it went to, in ``unit``; ``reason``: one sentence."""
+
+    table: str
+    rule: str
+    ranks: tuple[int, ...]
+    sharding: str
+    placement: str
+    unit: str = ""
+    compared: Mapping[str, float] = field(default_factory=dict)
+    chosen: str = ""
+    added: float = 0.0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON-ready)."""
+        return {
+            "table": self.table,
+            "rule": self.rule,
+            "ranks": list(self.ranks),
+            "sharding": self.sharding,
+            "placement": self.placement,
+            "unit": self.unit,
+            "compared": dict(self.compared),
+            "chosen": self.chosen,
+            "added": self.added,
+            "reason": self.reason,
+        }
+
+
+def _log(decisions: list[Decision] | None, decision: Decision) -> None:
+    """Append ``decision`` where the caller records them (``decisions`` a list), else nothing."""
+    if decisions is not None:
+        decisions.append(decision)
 
 
 def table_bytes(
@@ -98,6 +146,7 @@ def plan_tables(
     strategy: str = "cost",
     placement: str = "hbm",
     cache_hit_rate: float | None = None,
+    decisions: list[Decision] | None = None,
     **older: Any,
 ) -> Plan:
     """A :class:`Plan` for ``world_size`` devices of ``hw`` for ``workload``'s step (see the module
@@ -111,8 +160,13 @@ def plan_tables(
     The older form, ``plan_tables(config, hw, world_size, batch_size=8192, dtype="fp32",
     sparse_optimizer="rowwise_adagrad", ...)``, still works
     (:func:`~recnotebooks.config.workload.workload_from`).
+
+    ``decisions``: a list to which the strategy appends a :class:`Decision` for each table it places
+    (the plan is the same with or without it).
     """
     w = workload_from(workload, older, "plan_tables", {"batch_size": 8192})
+    if decisions is not None:
+        check_type("decisions", decisions, list, "a list (the planner appends its Decisions)")
     hw = (
         hardware(hw) if isinstance(hw, str) else check_type("hw", hw, Hardware, "a Hardware or a preset name")
     )
@@ -126,7 +180,7 @@ def plan_tables(
     hit = cache_hit_rate if placement == "cache" else None
     if strategy == "cost":
         fallback_hit = DEFAULT_FALLBACK_HIT_RATE if cache_hit_rate is None else float(cache_hit_rate)
-        return _cost_plan(w, hw, world_size, placement, hit, fallback_hit)
+        return _cost_plan(w, hw, world_size, placement, hit, fallback_hit, decisions)
     names = list(w.config.table_names)
     if world_size > len(names):
         raise ValueError(
@@ -135,16 +189,36 @@ def plan_tables(
             "or fewer devices"
         )
     if strategy == "naive":
-        return _naive_plan(names, world_size, placement, hit)
-    return _greedy_plan(table_bytes(w.config, w.dtype, w.sparse_optimizer), world_size, placement, hit)
+        return _naive_plan(names, world_size, placement, hit, decisions)
+    sizes = table_bytes(w.config, w.dtype, w.sparse_optimizer)
+    return _greedy_plan(sizes, world_size, placement, hit, decisions)
 
 
-def _naive_plan(names: list[str], world: int, placement: str, hit: float | None) -> Plan:
+def _naive_plan(
+    names: list[str], world: int, placement: str, hit: float | None, decisions: list[Decision] | None = None
+) -> Plan:
     """Contiguous blocks of tables per rank, in config order (the dlrm repo's get_my_slice: the first
     ranks get one more)."""
     base, extra = divmod(len(names), world)
     counts = [base + (r < extra) for r in range(world)]
     ranks = [r for r, c in enumerate(counts) for _ in range(c)]
+    for i, (n, r) in enumerate(zip(names, ranks, strict=True)):
+        reason = f"table {i + 1} of {len(names)} in config order falls in rank {r}'s block of {counts[r]}"
+        _log(
+            decisions,
+            Decision(
+                n,
+                rule="contiguous block in config order",
+                ranks=(r,),
+                sharding="table_wise",
+                placement=placement,
+                unit="tables",
+                compared={f"rank {r}": float(counts[r])},
+                chosen=f"rank {r}",
+                added=1.0,
+                reason=reason,
+            ),
+        )
     shards = [
         TableShard(n, r, "table_wise", placement, cache_hit_rate=hit)
         for n, r in zip(names, ranks, strict=True)
@@ -153,13 +227,35 @@ def _naive_plan(names: list[str], world: int, placement: str, hit: float | None)
     return Plan(world, tuple(shards), "naive", (note,), placement)
 
 
-def _greedy_plan(sizes: dict[str, float], world: int, placement: str, hit: float | None) -> Plan:
+def _greedy_plan(
+    sizes: dict[str, float],
+    world: int,
+    placement: str,
+    hit: float | None,
+    decisions: list[Decision] | None = None,
+) -> Plan:
     """Largest table first (``sizes``: bytes by name, in config order), each to the rank with the
     fewest bytes so far (NVIDIA DLRM's size balancing)."""
     load = [0.0] * world
     shards = []
     for n in sorted(sizes, key=lambda n: -sizes[n]):
         r = min(range(world), key=lambda i: load[i])
+        reason = f"rank {r} held the fewest table bytes ({load[r] / 1e9:.3g} GB) when {n} came up"
+        _log(
+            decisions,
+            Decision(
+                n,
+                rule="largest table first, to the rank with the fewest bytes",
+                ranks=(r,),
+                sharding="table_wise",
+                placement=placement,
+                unit="bytes",
+                compared={f"rank {i}": load[i] for i in range(world)},
+                chosen=f"rank {r}",
+                added=sizes[n],
+                reason=reason,
+            ),
+        )
         load[r] += sizes[n]
         shards.append(TableShard(n, r, "table_wise", placement, cache_hit_rate=hit))
     note = "largest table first, each to the rank with the fewest bytes: " + ", ".join(
@@ -200,10 +296,17 @@ class _Ranks:
 
 
 def _cost_plan(
-    w: Workload, hw: Hardware, world: int, placement: str, hit: float | None, fallback_hit: float
+    w: Workload,
+    hw: Hardware,
+    world: int,
+    placement: str,
+    hit: float | None,
+    fallback_hit: float,
+    decisions: list[Decision] | None = None,
 ) -> Plan:
     """Tables by modeled time, longest first, each placed table-wise where the slowest rank grows
-    least, else split row-wise, else moved out of device memory (:func:`_offload`)."""
+    least, else split row-wise, else moved out of device memory (:func:`_offload`); each decision
+    appended to ``decisions`` where given."""
     cap = hw.hbm_bytes * (1 - RESERVE) - _non_table_bytes(w, world) if placement == "hbm" else math.inf
     host = hw.host_mem_bytes * -(-world // hw.devices) if hw.kind == "gpu" else 0.0
     ranks = _Ranks([0.0] * world, [0.0] * world, cap, host)
@@ -215,14 +318,14 @@ def _cost_plan(
     notes: list[str] = []
     for n in sorted(w.config.table_names, key=lambda n: -cost[n]):
         b, c = sizes[n], cost[n]
-        placed = [] if split_all else _table_wise(ranks, n, b, c, placement, hit)
+        placed = [] if split_all else _table_wise(ranks, n, b, c, placement, hit, decisions)
         if not placed:
-            placed = _row_wise(ranks, n, rows[n], b, c, placement, hit)
+            why = "fewer tables than devices" if split_all else "fits on no single device"
+            placed = _row_wise(ranks, n, rows[n], b, c, placement, hit, decisions, why)
             if placed:
-                why = "fewer tables than devices" if split_all else "fits on no single device"
                 notes.append(f"{n} ({b / 1e9:.1f} GB): {why}: split row-wise over {len(placed)}")
         if not placed:
-            offload, note = _offload(w, hw, ranks, n, b, fallback_hit)
+            offload, note = _offload(w, hw, ranks, n, b, fallback_hit, decisions)
             placed = [offload]
             notes.append(note)
         shards += placed
@@ -240,27 +343,77 @@ def _times(time: list[float]) -> str:
 
 
 def _table_wise(
-    ranks: _Ranks, name: str, size: float, cost: float, placement: str, hit: float | None
+    ranks: _Ranks,
+    name: str,
+    size: float,
+    cost: float,
+    placement: str,
+    hit: float | None,
+    decisions: list[Decision] | None = None,
 ) -> list[TableShard]:
     """Table ``name`` whole on the rank whose time grows least, among those with room; none if none has."""
     fits = [r for r in range(ranks.world) if ranks.mem[r] + size <= ranks.cap]
     if not fits:
         return []
     r = min(fits, key=lambda i: (ranks.time[i] + cost, ranks.mem[i]))
+    room = "every rank" if len(fits) == ranks.world else f"{len(fits)} of {ranks.world} ranks"
+    reason = (
+        f"rank {r}'s modeled time grows least with {name} ({ranks.time[r] * 1e3:.3g} + {cost * 1e3:.3g} ms) "
+        f"among the ranks with room for its {size / 1e9:.3g} GB ({room})"
+    )
+    _log(
+        decisions,
+        Decision(
+            name,
+            rule="longest modeled table first, to the rank whose time grows least",
+            ranks=(r,),
+            sharding="table_wise",
+            placement=placement,
+            unit="seconds",
+            compared={f"rank {i}": ranks.time[i] + cost for i in fits},
+            chosen=f"rank {r}",
+            added=cost,
+            reason=reason,
+        ),
+    )
     ranks.mem[r] += size
     ranks.time[r] += cost
     return [TableShard(name, r, "table_wise", placement, cache_hit_rate=hit)]
 
 
 def _row_wise(
-    ranks: _Ranks, name: str, rows: int, size: float, cost: float, placement: str, hit: float | None
+    ranks: _Ranks,
+    name: str,
+    rows: int,
+    size: float,
+    cost: float,
+    placement: str,
+    hit: float | None,
+    decisions: list[Decision] | None = None,
+    why: str = "",
 ) -> list[TableShard]:
     """Table ``name`` split row-wise over the least loaded ranks (at most one per row), if each
-    share fits; else none."""
+    share fits; else none (``why``: the reason it is split, for its :class:`Decision`)."""
     k = min(ranks.world, rows)  # no empty shard: at most one rank per row
     chosen = sorted(range(ranks.world), key=lambda i: (ranks.time[i], ranks.mem[i]))[:k]
     if not all(ranks.mem[r] + size / k <= ranks.cap for r in chosen):
         return []
+    reason = f"{why}: each of the {k} least loaded ranks takes 1/{k} of its rows and {cost / k * 1e3:.3g} ms"
+    _log(
+        decisions,
+        Decision(
+            name,
+            rule=f"split row-wise over the {k} least loaded ranks",
+            ranks=tuple(sorted(chosen)),
+            sharding="row_wise",
+            placement=placement,
+            unit="seconds",
+            compared={f"rank {i}": ranks.time[i] for i in chosen},
+            chosen="",
+            added=cost / k,
+            reason=reason,
+        ),
+    )
     shards = []
     for r in sorted(chosen):
         ranks.mem[r] += size / k
@@ -270,7 +423,13 @@ def _row_wise(
 
 
 def _offload(
-    w: Workload, hw: Hardware, ranks: _Ranks, name: str, size: float, hit: float
+    w: Workload,
+    hw: Hardware,
+    ranks: _Ranks,
+    name: str,
+    size: float,
+    hit: float,
+    decisions: list[Decision] | None = None,
 ) -> tuple[TableShard, str]:
     """Where a table that fits in no device memory goes: of host DRAM behind a device cache of
     hit rate ``hit`` (if host DRAM has room and some rank the cache), host DRAM read over PCIe
@@ -290,7 +449,8 @@ def _offload(
         for o in options
     }
     best = min(options, key=lambda o: cost[o.placement])
-    ranks.time[best.rank] += _seconds(w, hw, ranks.world, best)
+    added = _seconds(w, hw, ranks.world, best)
+    ranks.time[best.rank] += added
     if best.placement in ("host", "cache"):
         ranks.host_left -= size
     if best.placement == "remote":
@@ -298,7 +458,23 @@ def _offload(
         ranks.remote_ranks.add(best.rank)
     if best.placement == "cache":
         ranks.mem[best.rank] += cache
-    return best, _offload_note(name, size, ranks.world, best, cost, cache, hit, options)
+    note = _offload_note(name, size, ranks.world, best, cost, cache, hit, options)
+    _log(
+        decisions,
+        Decision(
+            name,
+            rule="out of device memory: the place of least modeled time",
+            ranks=(best.rank,),
+            sharding=best.sharding,
+            placement=best.placement,
+            unit="seconds",
+            compared=dict(cost),
+            chosen=best.placement,
+            added=added,
+            reason=note,
+        ),
+    )
+    return best, note
 
 
 def _offload_options(ranks: _Ranks, name: str, size: float, cache: float, hit: float) -> list[TableShard]:

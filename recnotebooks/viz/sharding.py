@@ -17,6 +17,10 @@ planner's, its naive baseline, or every table sharded one way) it gives:
   (:func:`recnotebooks.perf.scaleout.link_hardware`; TorchRec's step, as the model's GPU figures).
 * ``balance``: the lookups each rank serves per step (computed from the plan), whose spread is
   the plan's load imbalance.
+* ``per_rank`` and ``why``: the plan explained on as many GPUs of the chosen server
+  (:func:`recnotebooks.perf.explain.explain_plan`, **modeled**): each rank's step by component, and
+  for each table why it went where it went (the planner's decisions and the costs it compared); a
+  note gives the imbalance and the critical path.
 * ``cache``: with the ``cache`` control, the model's largest table sits behind a device cache on
   the ranks that hold it (placement ``"cache"``: host tables, ``cache_rows`` slots under a policy,
   executed by the sharded engine, exact); once run, each cache's hit rate and the bytes it moved
@@ -36,12 +40,13 @@ from typing import Any
 import altair as alt
 
 from recnotebooks.checks import check_choice, check_float, check_int
-from recnotebooks.config import DLRMConfig, preset
+from recnotebooks.config import DLRMConfig, Workload, preset
 from recnotebooks.distributed.training import PROFILE_BATCHES, run_plans_local
 from recnotebooks.measure.calibrate_comm import local_ranks_hardware
 from recnotebooks.perf.cost import COMPONENTS, estimate
+from recnotebooks.perf.explain import explain_plan
 from recnotebooks.perf.hardware import HARDWARE, hardware
-from recnotebooks.perf.planner import plan_tables
+from recnotebooks.perf.planner import Decision, plan_tables
 from recnotebooks.perf.scaleout import link_hardware
 from recnotebooks.perf.traffic import collective_bytes
 from recnotebooks.plan import NAMED_PLANS, Plan, TableShard, named_plan
@@ -113,15 +118,22 @@ def sharding_model(name: str) -> DLRMConfig:
 
 
 def sharding_plan(
-    config: DLRMConfig, name: str, ranks: int, gpu: str = "dgx_h100", cache: str = "none"
+    config: DLRMConfig,
+    name: str,
+    ranks: int,
+    gpu: str = "dgx_h100",
+    cache: str = "none",
+    decisions: list[Decision] | None = None,
 ) -> Plan:
     """Plan ``name`` of :data:`PLANS` for ``ranks`` ranks (the planner plans for ``gpu`` devices),
-    with the largest table behind the device cache ``cache`` of :data:`CACHES` (:func:`with_cache`)."""
+    with the largest table behind the device cache ``cache`` of :data:`CACHES` (:func:`with_cache`);
+    the planner's decisions appended to ``decisions`` where given (a named plan records none)."""
     check_choice("plan", name, PLANS)
     check_choice("cache", cache, CACHES)
     ranks = check_int("ranks", ranks, lo=1)
     if name in ("planner", "naive"):
-        plan = plan_tables(config, gpu, ranks, strategy="cost" if name == "planner" else "naive")
+        strategy = "cost" if name == "planner" else "naive"
+        plan = plan_tables(config, gpu, ranks, strategy=strategy, decisions=decisions)
     else:
         plan = named_plan(config, name, ranks)
     return with_cache(config, plan, cache)
@@ -215,6 +227,28 @@ def _modeled(config: DLRMConfig, plan: Plan, ranks: int, batch: int, gpu: str) -
     return rows
 
 
+def _explained(
+    config: DLRMConfig, plan: Plan, ranks: int, batch: int, gpu: str, decisions: list[Decision]
+) -> tuple[list[dict[str, object]], list[dict[str, object]], list[str]]:
+    """The plan explained on ``ranks`` GPUs of ``gpu`` (TorchRec's step, as the model's GPU figures):
+    each rank's step by component, each table's why, and a note with the imbalance and the critical
+    path; nothing where the server has fewer GPUs than ``ranks``."""
+    hw = hardware(gpu)
+    if ranks > hw.devices:
+        return [], [], []
+    w = Workload(config, batch, sparse_optimizer="sgd", dense_optimizer="sgd")
+    e = explain_plan(w, hw, plan, gpus=ranks, decisions=decisions)
+    steps = [{"rank": f"rank {r.rank}", "phase": k, "seconds_per_step": v, "source": "modeled"}
+             for r in e.ranks for k, v in r.seconds.items() if v > 0]  # fmt: skip
+    why = [{**row, "source": "modeled"} for row in e.why()]
+    note = (
+        f"MODELED on {ranks} GPU{'s' if ranks > 1 else ''} of {gpu}: step time max/mean over ranks "
+        f"{e.time_imbalance:.2f}, reserved memory max/mean {e.memory_imbalance:.2f}; critical path: "
+        f"{e.critical_path.sentence()}"
+    )
+    return steps, why, [note]
+
+
 def _bytes(
     config: DLRMConfig, plan: Plan, ranks: int, batch: int, measured: list[dict[str, Any]] | None, steps: int
 ) -> list[dict[str, object]]:
@@ -262,15 +296,18 @@ def explore_sharding(
     cache: str = "none",
 ) -> Result:
     """Tables ``modeled``, ``bytes``, ``measured``, ``balance``, ``forward_parts`` (the forward
-    all-to-alls of each rank apart: bag lengths, ids, pooled vectors) and ``cache`` (each device
-    cache's hit rate and bytes moved, measured) of one setting (module docstring)."""
+    all-to-alls of each rank apart: bag lengths, ids, pooled vectors), ``cache`` (each device
+    cache's hit rate and bytes moved, measured), ``per_rank`` and ``why`` (the plan explained on the
+    chosen server's GPUs, modeled) of one setting (module docstring)."""
     config = sharding_model(model)
     ranks = check_choice("ranks", ranks, RANKS)
     batch = check_choice("batch_size", batch_size, BATCHES)
     check_choice("gpu", gpu, option_values(SHARDING_CONTROLS["gpu"]))
     check_choice("cache", cache, CACHES)
-    p = sharding_plan(config, plan, ranks, gpu, cache)
+    decisions: list[Decision] = []
+    p = sharding_plan(config, plan, ranks, gpu, cache, decisions)
     measured = _MEASURED.get((model, ranks, plan, batch, cache))
+    per_rank, why, explained = _explained(config, p, ranks, batch, gpu, decisions)
     tables: dict[str, list[dict[str, object]]] = {
         "modeled": _modeled(config, p, ranks, batch, gpu),
         "bytes": _bytes(config, p, ranks, batch, measured, STEPS),
@@ -282,12 +319,13 @@ def explore_sharding(
         "measured": [{"rank": f"rank {r}", "phase": k, "seconds_per_step": v, "source": "measured"}
                      for r, res in enumerate(measured or []) for k, v in res["phases"].items() if v > 0],
         "cache": _cache_rows(measured, STEPS),
+        "per_rank": per_rank,
+        "why": why,
     }  # fmt: skip
     tables["summary"] = _summary(tables)
     notes = _notes(tables, p, ranks, measured is not None, model, plan, batch, cache)
-    return Result(
-        tables=tables, notes=notes + _cache_notes(config, p, cache, tables["cache"], measured is not None)
-    )
+    cache_notes = _cache_notes(config, p, cache, tables["cache"], measured is not None)
+    return Result(tables=tables, notes=notes + cache_notes + explained)
 
 
 def _cache_rows(measured: list[dict[str, Any]] | None, steps: int) -> list[dict[str, object]]:
@@ -557,6 +595,7 @@ def _render(history: list[HistoryEntry]) -> alt.VConcatChart:
         band_px(labels(rows, "setting"), titled=False),
         band_px(labels(now["measured"], "rank")) if now["measured"] else 0,
         band_px(labels(cache_bars, "setting"), titled=False) if cache_bars else 0,
+        band_px(labels(now["per_rank"], "rank")) if now["per_rank"] else 0,
     )
     detail = "here: this machine shared by the ranks; GPUs: as many of the chosen server"
     trail_chart = trail_bars(
@@ -581,6 +620,10 @@ def _render(history: list[HistoryEntry]) -> alt.VConcatChart:
         where = "CPU processes on this machine, gloo on 127.0.0.1"
         charts.append(time_breakdown(now["measured"], by="rank", title="Measured step of each rank, here",
                                      source="measured", detail=where, width=min(480, room)))  # fmt: skip
+    if now["per_rank"]:
+        what = "the plan explained on the chosen server's GPUs (perf.explain); the critical path in the notes"
+        charts.append(time_breakdown(now["per_rank"], by="rank", title="Each rank's step on the GPUs",
+                                     source="modeled", detail=what, width=min(480, room)))  # fmt: skip
     return stack(*charts)
 
 
