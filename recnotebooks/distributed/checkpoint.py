@@ -54,6 +54,7 @@ import json
 import os
 import pickle
 import shutil
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -696,7 +697,9 @@ def read_single(path: str | os.PathLike[str]) -> dict[str, Any]:
         md = reader.read_metadata()
         tensors = [(k, m) for k, m in md.state_dict_metadata.items() if isinstance(m, TensorStorageMetadata)]
         full = {k: torch.empty(tuple(m.size), dtype=m.properties.dtype) for k, m in tensors}
-        dcp.load(full, storage_reader=reader, no_dist=True)
+        with warnings.catch_warnings():  # "assuming the intent is to load in a single process": it is
+            warnings.simplefilter("ignore", UserWarning)
+            dcp.load(full, storage_reader=reader, no_dist=True)
     except Exception as e:  # noqa: BLE001 - any failure of a damaged checkpoint
         raise ValueError(f"checkpoint {p!r} cannot be read: {str(e).splitlines()[0][:300]}") from None
     return _as_single(info, full)

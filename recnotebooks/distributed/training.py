@@ -44,6 +44,14 @@ samples start without parsing what comes before; reading the same stream keeps t
 free. Evaluation pads a last, partial held-out batch to a multiple of ``N`` samples (copies of its
 last sample, whose predictions are dropped), so the metrics are over the same samples too.
 
+**Checkpoints** (``recnb train --checkpoint DIR``, ``--resume``): with ``checkpoint`` every rank
+saves its shards, both optimizers' states, the dense replica, the step (the data position: global
+batch ``i`` is step ``i``'s) and its random state into a sharded checkpoint every
+``checkpoint_every`` steps and when training ends; ``resume`` loads one saved on any number of
+ranks under any plan, or a single-process checkpoint file, and training continues from its step
+(:mod:`recnotebooks.distributed.checkpoint`). A test hook makes a rank die for the restart tests:
+``RECNB_FAULT_AT_STEP=N`` (:func:`_fault`).
+
 HSTU (:class:`~recnotebooks.nn.generative.HSTURanker`) trains the same way on the listening log,
 in :mod:`recnotebooks.distributed.hstu_training` (its names, here until the next release, are
 that module's).
@@ -928,6 +936,17 @@ def torchrun_env() -> tuple[int, int, int]:
     return rank, world, local
 
 
+def _init_torchrun_group(backend: str, timeout: timedelta, **kwargs: Any) -> None:
+    """The process group of a rank torchrun started, its keys under torchrun's attempt
+    (``TORCHELASTIC_RESTART_COUNT``): the agent keeps one store across restarts, so without the
+    prefix a restarted rank can read the address a rank of the failed attempt published and fail to
+    connect to it (seen here: gloo's "connectFullMesh failed ... Connection refused" on a restart)."""
+    attempt = parse_int("TORCHELASTIC_RESTART_COUNT", os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), lo=0)
+    store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+    prefixed = dist.PrefixStore(f"recnotebooks/attempt_{attempt}", store)
+    dist.init_process_group(backend, store=prefixed, rank=rank, world_size=world, timeout=timeout, **kwargs)
+
+
 def train_torchrun(
     workload: Workload | DLRMConfig,
     plan: Plan,
@@ -951,7 +970,7 @@ def train_torchrun(
         backend, device = "nccl", torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(device)
     kwargs = {"device_id": device} if backend == "nccl" else {}
-    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s), **kwargs)
+    _init_torchrun_group(backend, timedelta(seconds=timeout_s), **kwargs)
     # torch's threads as set (OMP_NUM_THREADS, which torchrun sets with several ranks per node),
     # else the thread policy's share of this node's free cores for each of its ranks
     local_world = parse_int("LOCAL_WORLD_SIZE", os.environ.get("LOCAL_WORLD_SIZE", "1"), lo=1, hi=world)
