@@ -7,6 +7,7 @@ fault resumes from the last save and ends as the uninterrupted run."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -24,13 +25,24 @@ from recnotebooks import cli
 from recnotebooks.commands import train as train_command
 from recnotebooks.commands.settings import train_settings
 from recnotebooks.config import Workload
+from recnotebooks.data.criteo import CriteoReader
+from recnotebooks.data.split import HeldOutSplit
+from recnotebooks.data.synthetic import SyntheticConfig
 from recnotebooks.distributed import training
 from recnotebooks.distributed.checkpoint import MANIFEST, fold_pieces, read_manifest, read_single, resolve
 from recnotebooks.distributed.launch import launch
-from recnotebooks.distributed.training import FAULT_AT_STEP, FAULT_RANK, train_local
+from recnotebooks.distributed.training import (
+    FAULT_AT_STEP,
+    FAULT_RANK,
+    CriteoFiles,
+    RankSettings,
+    train_local,
+)
 from recnotebooks.plan import round_robin
+from recnotebooks.train import config_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = str(ROOT / "datasets" / "criteo_sample.tsv.gz")  # 4,000 Criteo Kaggle lines
 STEPS, HALF, BATCH, SEED, EVAL = 6, 3, 128, 1, 2
 CONFIG = cli.config_from_args(cli.build_parser().parse_args(["train", "--preset", "tiny"]))
 #: row-wise Adagrad on the tables, Adam on the MLPs (both optimizers' states travel)
@@ -317,3 +329,33 @@ def test_torchrun_restarts_a_failed_rank_from_the_last_checkpoint(runs, tmp_path
     state = read_single(tmp_path / "ckpt")
     assert state["step"] == STEPS
     _close(_weights(state["model"]), _weights(runs["ref_state"]["model"]))
+
+
+def test_a_criteo_run_resumes_at_its_data_position() -> None:
+    """On ``--data`` files a checkpoint's data position is what the single-process run's split
+    records (files, held-out fraction, batch size, position): the ranks resume reading the batch
+    after it; a position or files that do not match are refused, naming what differs."""
+    cfg = cli.config_from_args(
+        cli.build_parser().parse_args(["train", "--max-rows", "1000", "--data", SAMPLE])
+    )
+    workload, rank = Workload(cfg, 256), RankSettings(6, data=CriteoFiles((SAMPLE,), 0.25))
+    whole = list(itertools.islice(training._train_batches(workload, rank, SyntheticConfig())[0], 4))
+    later = list(itertools.islice(training._train_batches(workload, rank, SyntheticConfig(), 2)[0], 2))
+    assert torch.equal(later[0].dense, whole[2].dense) and torch.equal(later[1].labels, whole[3].labels)
+    one = HeldOutSplit(CriteoReader([SAMPLE], cfg, 256, drop_last=True), 0.25, "train")
+    steps = iter(one)
+    next(steps), next(steps)  # the single-process run after 2 steps
+    state = training._data_state(workload, rank, 2)
+    assert state == one.state_dict()
+    kinds = {"sparse_optimizer": {"kind": "rowwise_adagrad"}, "dense_optimizer": {"kind": "adagrad"}}
+    info = {"path": "c", "config": config_to_dict(cfg), "step": 2, "data": state, **kinds}
+    assert training._check_resume(info, workload, rank) == 2
+    synthetic = {"kind": "synthetic_criteo", "position": 2, "seed": 0, "split": "train"}
+    bad_states = [
+        (state | {"position": 3}, "not its step 2"),
+        (state | {"eval_fraction": 0.1}, "eval_fraction"),
+        (synthetic, "was trained on"),
+    ]
+    for bad, words in bad_states:
+        with pytest.raises(ValueError, match=words):
+            training._check_resume({**info, "data": bad}, workload, rank)
