@@ -817,8 +817,8 @@ def _checkpoints(
         if not last and (not every or step % every or step == settings.steps):
             return
         done = (_global_losses(local_losses) / world).tolist()
-        sparse = {"kind": workload.sparse_optimizer, "lr": settings.sparse_lr}
-        opts = trainer.sparse_opt.optimizers
+        opts = trainer.sparse_opt.optimizers  # their learning rate: a resumed run's is its checkpoint's
+        sparse = {"kind": workload.sparse_optimizer, "lr": opts[0].lr if opts else settings.sparse_lr}
         if workload.sparse_optimizer != "sgd":
             sparse["eps"] = opts[0].eps if opts else 1e-8
         info = {"config": config_to_dict(workload.config), "step": step, "losses": prior + done,
