@@ -361,6 +361,52 @@ def check_writable_file(name: str, path: object, *, example: str = "file") -> Pa
     return p
 
 
+def check_writable_dir(name: str, path: object, *, marker: str, example: str = "ckpt") -> Path:
+    """``path`` as a ``Path`` once a checkpoint folder can be written there: not a file; absent, empty
+    or already a checkpoint (holding the file ``marker``: a folder of anything else is never replaced);
+    creates its parent and creates, then removes, ``<path>.tmp`` (the folder an atomic save writes
+    first). Raises ``ValueError`` naming ``name``, the path and what is allowed."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a folder path, got {show(path)} ({_kind(path)})")
+    p = Path(path)
+    if not str(path).strip():
+        raise ValueError(f"{name} must be a folder path, got {show(path)}")
+    if p.exists() and not p.is_dir():
+        raise ValueError(
+            f"{name} {str(p)!r} is a file; give a folder for the sharded checkpoint such as "
+            f"{str(p.with_suffix('')) + '_' + example!r} (a new or empty folder, or an earlier checkpoint)"
+        )
+    if p.is_dir() and any(p.iterdir()) and not (p / marker).is_file():
+        raise ValueError(
+            f"{name} {str(p)!r} is a folder that holds other files and no checkpoint ({marker!r}): it is "
+            "never replaced; give a new or empty folder, or an earlier checkpoint to overwrite"
+        )
+    for folder in p.parents:  # the nearest existing ancestor must be a folder
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(
+                    f"{name} {str(p)!r} cannot be written: {str(folder)!r} is a file, not a folder; "
+                    "give a path inside a folder"
+                )
+            break
+    tmp = p.with_name(p.name + ".tmp")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():  # a save that was interrupted: its leftovers are rewritten by the next save
+            probe = tmp / ".recnb-probe"
+            probe.write_bytes(b"")
+            probe.unlink()
+        else:
+            tmp.mkdir()
+            tmp.rmdir()
+    except OSError as e:
+        raise ValueError(
+            f"{name} {str(p)!r} cannot be written: {e.strerror or e} (a sharded checkpoint needs a "
+            "writable folder, shared by every rank)"
+        ) from None
+    return p
+
+
 class DataNotFoundError(FileNotFoundError, ValueError):
     """A data path that is not there: both a ``FileNotFoundError`` (what ``open`` raises) and a
     ``ValueError`` (a bad argument, as every check here raises), so either ``except`` catches it."""

@@ -513,8 +513,12 @@ class Trainer:
         states, step, history, data position) before anything is changed. Any problem is a
         ``ValueError`` naming the file, and leaves the trainer as it was.
         """
-        state = read_checkpoint(path, self.device)
-        p = str(path)
+        self.load_state(read_checkpoint(path, self.device), str(path))
+
+    def load_state(self, state: dict[str, Any], p: str) -> None:
+        """Restore a checkpoint dict already read (:meth:`load`'s checks, from the config on; ``p``
+        names it in errors): e.g. a sharded checkpoint read whole by
+        :func:`recnotebooks.distributed.checkpoint.read_single`."""
         try:
             step, history = self._check_checkpoint(state, p)
         except TypeError as e:  # a field of the wrong type is a bad file, like any other bad field

@@ -266,7 +266,7 @@ def test_a_rank_ends_when_its_torchrun_agent_is_killed(tmp_path) -> None:
         (["--world-size", "2", "--batch-size", "63"], "--batch-size must be divisible by the world size 2"),
         (["--world-size", "2", "--distributed"], "not both"),
         (["--sharding", "row_wise"], "needs --world-size N or --distributed"),
-        (["--world-size", "2", "--resume", "x.pt"], "--resume is not supported"),
+        (["--world-size", "2", "--resume", "x.pt"], "--resume: resume 'x.pt' does not exist"),
         (["--world-size", "2", "--device", "cuda"], "--device must be auto or cpu"),
         (["--distributed"], "under torchrun"),
     ],

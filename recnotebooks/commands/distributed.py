@@ -9,8 +9,14 @@ picks how every table is split (``table_wise`` round-robin by default, ``row_wis
 ``--data FILE...`` trains on Criteo files as the single-process run does (the same checks, the same
 held-out split by ``--eval-fraction``): every rank reads the files and keeps its slice of each
 global batch (:class:`~recnotebooks.distributed.training.CriteoFiles`), so the losses and held-out
-metrics equal one process's. ``--checkpoint``, ``--checkpoint-every`` and ``--resume`` are refused
-(no distributed checkpoints yet).
+metrics equal one process's.
+
+``--checkpoint DIR`` saves a sharded checkpoint in the folder ``DIR`` when training ends (and every
+``--checkpoint-every N`` steps), all or nothing; ``--resume`` continues from one saved on any number
+of ranks under any ``--sharding``, or from a single-process checkpoint file
+(:mod:`recnotebooks.distributed.checkpoint`). Under ``torchrun --max-restarts K`` a restarted job
+resumes from ``--checkpoint DIR`` by itself (torchrun's ``TORCHELASTIC_RESTART_COUNT`` says it is a
+restart); without ``--checkpoint`` such a run is refused: every restart would begin at step 0.
 
 ``recnb train --distributed`` is the same training inside a process started by ``torchrun``
 (NCCL when CUDA is present, else gloo). On one machine with 4 GPUs::
@@ -43,9 +49,12 @@ import os
 import re
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
+from recnotebooks.checks import parse_int
 from recnotebooks.data.synthetic import SyntheticConfig
+from recnotebooks.distributed.checkpoint import check_target, has_checkpoint, read_manifest
 from recnotebooks.distributed.launch import LaunchError, max_world_size
 from recnotebooks.distributed.peers import (
     PEER_LOST_EXIT,
@@ -71,10 +80,6 @@ from .train import _criteo_data, measured, train_lines
 
 __all__ = ["run"]
 
-#: ``recnb train`` options that a distributed run would ignore, so refuses: (flag, attribute).
-_SINGLE_PROCESS_ONLY = (("--checkpoint", "checkpoint"), ("--checkpoint-every", "checkpoint_every"),
-                        ("--resume", "resume"))  # fmt: skip
-
 
 def _local_world_size(s: TrainSettings) -> int | None:
     """The world size of a local run (``None`` under torchrun); a :class:`CLIError` for bad options."""
@@ -85,10 +90,6 @@ def _local_world_size(s: TrainSettings) -> int | None:
         )
     if s.world_size is None and not s.distributed:
         raise CLIError(f"--sharding {s.sharding} needs --world-size N or --distributed")
-    mode = "--distributed" if s.distributed else f"--world-size {s.world_size}"
-    for flag, attr in _SINGLE_PROCESS_ONLY:
-        if getattr(s, attr) is not None:
-            raise CLIError(f"{flag} is not supported with {mode} (no distributed checkpoints yet)")
     if s.world_size is None:
         return None
     if s.world_size > max_world_size():
@@ -135,6 +136,7 @@ def run(s: TrainSettings) -> Report:
         _, _, info = _criteo_data(s, s.data)
         info.pop("reader")
         options["data"] = CriteoFiles(s.data, info["eval_fraction"])
+    options |= _checkpoint_options(s, local is None)
     try:
         plan = round_robin(s.config, size, sharding)
         if local is not None:
@@ -180,17 +182,60 @@ def _peer_lost(s: TrainSettings, lost: PeerLostError, cause: BaseException) -> P
     return PeerLost(text)
 
 
+def _env_int(name: str) -> int:
+    """A torchrun variable as an int (0 when unset); a :class:`CLIError` naming it otherwise."""
+    try:
+        return parse_int(name, os.environ.get(name, "0"), lo=0)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+
+
+def _checkpoint_options(s: TrainSettings, torchrun: bool) -> dict[str, Any]:
+    """``--checkpoint``, ``--checkpoint-every`` and ``--resume`` as :func:`train_local`'s options,
+    checked before any process starts. Under torchrun, a restart (``TORCHELASTIC_RESTART_COUNT`` > 0)
+    resumes from ``--checkpoint`` when it holds one, and ``--max-restarts`` without ``--checkpoint``
+    is refused."""
+    resume, explicit = s.resume, s.resume is not None
+    restarts = _env_int("TORCHELASTIC_MAX_RESTARTS") if torchrun else 0
+    if restarts and s.checkpoint is None:
+        raise CLIError(
+            f"torchrun --max-restarts {restarts} restarts the ranks after a failure, but without "
+            "--checkpoint DIR there is no checkpoint to resume from and every restart would begin at "
+            "step 0; give --checkpoint DIR (a folder every node can reach) and --checkpoint-every N"
+        )
+    if torchrun and _env_int("TORCHELASTIC_RESTART_COUNT") and s.checkpoint and has_checkpoint(s.checkpoint):
+        resume, explicit = s.checkpoint, False  # a restart: from the last save
+    try:
+        if s.checkpoint is not None:
+            check_target(s.checkpoint)
+    except ValueError as e:
+        raise CLIError(f"--checkpoint: {e}") from None
+    if resume is not None and not Path(resume).is_file():
+        try:
+            step = read_manifest(resume)["step"]
+        except ValueError as e:
+            raise CLIError(f"--resume: {e}") from None
+        if explicit and step >= s.steps:
+            raise CLIError(
+                f"--steps {s.steps} must exceed the {step} steps the checkpoint {resume!r} has already "
+                "done (--steps counts all steps)"
+            )
+    out = {"checkpoint": s.checkpoint, "checkpoint_every": s.checkpoint_every or 0, "resume": resume}
+    return {k: v for k, v in out.items() if v}
+
+
 def _report(
     s: TrainSettings, plan: Plan, res: DistTrainResult, sharding: str, info: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The run's report: the single-process run's keys, this rank's timings; ``info``: the
     ``--data`` files' (``None``: synthetic data)."""
     zipf = (SyntheticConfig(zipf_exponent=s.zipf) if s.zipf else SyntheticConfig()).zipf_exponent
+    resumed_from = s.resume if s.resume is not None or not res.start_step else s.checkpoint
     data = {"source": "synthetic", "zipf_exponent": zipf} if info is None else {**info, **res.data}
     return train_report(
         command="train", source="measured", preset=s.preset, config=s.config.summary(),
         device="cuda" if res.backend == "nccl" else "cpu", world_size=res.world_size, backend=res.backend,
         rank=int(os.environ.get("RANK", "0")), sharding=sharding, plan=plan.table(), dtype="fp32",
-        comm=res.comm, data=data, resumed_from=None,
-        resumed_at_step=None, checkpoint=None, **measured(res),
+        comm=res.comm, data=data, resumed_from=resumed_from,
+        resumed_at_step=res.start_step if resumed_from else None, checkpoint=s.checkpoint, **measured(res),
     )  # fmt: skip

@@ -249,7 +249,10 @@ def _data_options(d: argparse._ArgumentGroup) -> None:
         help=f"share of --data batches held out for evaluation, spread evenly (default {EVAL_FRACTION})",
     )
     d.add_argument(
-        "--checkpoint", metavar="PATH", help="save a checkpoint here at the end (and every N steps)"
+        "--checkpoint",
+        metavar="PATH",
+        help="save a checkpoint here at the end (and every N steps): a file, or with --world-size/"
+        "--distributed a folder of shards",
     )
     d.add_argument(
         "--checkpoint-every",
@@ -257,7 +260,12 @@ def _data_options(d: argparse._ArgumentGroup) -> None:
         metavar="N",
         help="with --checkpoint: also save every N steps",
     )
-    d.add_argument("--resume", metavar="PATH", help="continue from a checkpoint saved by --checkpoint")
+    d.add_argument(
+        "--resume",
+        metavar="PATH",
+        help="continue from a checkpoint saved by --checkpoint (a file, or a folder of shards saved on "
+        "any number of ranks)",
+    )
 
 
 def _distributed_options(m: argparse._ArgumentGroup) -> None:

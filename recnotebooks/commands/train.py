@@ -122,7 +122,7 @@ def trainer(s: TrainSettings, device: torch.device) -> tuple[Trainer, dict[str, 
     t = Trainer(model, train, evals, tc, device=device)
     if s.resume is not None:
         try:
-            t.load(s.resume)
+            _resume(t, s.resume)
         except (FileNotFoundError, ValueError) as e:
             raise CLIError(f"--resume: {e}") from None
         if t.step >= s.steps:
@@ -131,6 +131,19 @@ def trainer(s: TrainSettings, device: torch.device) -> tuple[Trainer, dict[str, 
                 f"{s.resume!r} has already done (--steps counts all steps)"
             )
     return t, info
+
+
+def _resume(t: Trainer, path: str) -> None:
+    """Load ``--resume``: a checkpoint file, or a sharded checkpoint's folder (saved by
+    ``--world-size N`` / ``--distributed`` on any number of ranks) read whole."""
+    from pathlib import Path
+
+    from recnotebooks.distributed.checkpoint import has_checkpoint, read_single
+
+    if Path(path).is_file() or not (Path(path).is_dir() or has_checkpoint(path)):
+        t.load(path)
+        return
+    t.load_state(read_single(path), path)
 
 
 def _skipped_lines(reader: object) -> str:
@@ -234,6 +247,11 @@ def _where_lines(r: dict[str, Any]) -> Iterator[str]:
     if d["source"] == "synthetic_listening":
         yield "  data        synthetic listening log; eval on held-out users"
     yield from _criteo_lines(d)
+    yield from _checkpoint_lines(r)
+
+
+def _checkpoint_lines(r: dict[str, Any]) -> Iterator[str]:
+    """The checkpoint resumed from and the one saved (one process's file, or ranks' folder)."""
     if r["resumed_from"]:
         yield f"  resumed     from {r['resumed_from']} at step {r['resumed_at_step']}"
     if r["checkpoint"]:
@@ -257,3 +275,4 @@ def _ranks_lines(r: dict[str, Any]) -> Iterator[str]:
         f"{r['rank']}): {r['steps']} steps of {r['batch_size']} (global batch)"
     )
     yield from _criteo_lines(r["data"])
+    yield from _checkpoint_lines(r)

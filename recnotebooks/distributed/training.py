@@ -21,8 +21,9 @@ the optimizers) with its :class:`RankSettings` (steps, seed, learning rates, ove
 batches), and returns a :class:`RankResult`:
 
 >>> from recnotebooks.config import Workload, preset
->>> rank_call(Workload(preset("tiny"), 256), 10, (), {"seed": 1})[1]
-RankSettings(steps=10, seed=1, sparse_lr=0.05, dense_lr=0.02, overlap=True, eval_batches=0, data=None)
+>>> settings = rank_call(Workload(preset("tiny"), 256), 10, (), {"seed": 1})[1]
+>>> settings.steps, settings.seed, settings.sparse_lr, settings.data, settings.checkpoint, settings.resume
+(10, 1, 0.05, None, None, None)
 
 * :func:`run_rank` is the worker :func:`~recnotebooks.distributed.launch.launch` runs on each rank;
 * :func:`train_local` launches it on N local CPU ranks (gloo) and returns a :class:`DistTrainResult`;
@@ -43,6 +44,14 @@ samples start without parsing what comes before; reading the same stream keeps t
 free. Evaluation pads a last, partial held-out batch to a multiple of ``N`` samples (copies of its
 last sample, whose predictions are dropped), so the metrics are over the same samples too.
 
+**Checkpoints** (``recnb train --checkpoint DIR``, ``--resume``): with ``checkpoint`` every rank
+saves its shards, both optimizers' states, the dense replica, the step (the data position: global
+batch ``i`` is step ``i``'s) and its random state into a sharded checkpoint every
+``checkpoint_every`` steps and when training ends; ``resume`` loads one saved on any number of
+ranks under any plan, or a single-process checkpoint file, and training continues from its step
+(:mod:`recnotebooks.distributed.checkpoint`). A test hook makes a rank die for the restart tests:
+``RECNB_FAULT_AT_STEP=N`` (:func:`_fault`).
+
 HSTU (:class:`~recnotebooks.nn.generative.HSTURanker`) trains the same way on the listening log,
 in :mod:`recnotebooks.distributed.hstu_training` (its names, here until the next release, are
 that module's).
@@ -51,10 +60,11 @@ that module's).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import time
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
 from pathlib import Path
@@ -63,6 +73,7 @@ from typing import Any, cast
 import torch
 import torch.distributed as dist
 
+from ..checkpoint import read_checkpoint
 from ..checks import (
     check_bool,
     check_enough,
@@ -72,6 +83,7 @@ from ..checks import (
     check_steps,
     check_type,
     parse_int,
+    show,
 )
 from ..config import DEFAULT_ZIPF_EXPONENT, DLRMConfig, Workload
 from ..config.workload import workload_from
@@ -85,6 +97,18 @@ from ..plan import MAX_RANKS, Plan
 from ..sparse import JaggedBatch
 from ..threads import choose_threads, usable_cores, use_threads
 from ..timing import PhaseTimer, reliability, spread
+from ..train import config_to_dict
+from .checkpoint import (
+    check_manifest,
+    check_target,
+    dense_info,
+    load_global,
+    load_sharded,
+    read_manifest,
+    save_sharded,
+    single_to_global,
+    verify_files,
+)
 from .comm import CommLog
 from .hstu_training import (  # moved to their own module: re-exported for one release
     HSTUDistResult,
@@ -176,6 +200,8 @@ class DistTrainResult:
     cache: list[dict[str, Any]] = field(default_factory=list)
     #: rank 0's train reader's counts over ``--data`` files (:attr:`RankResult.data`; ``{}``: synthetic)
     data: dict[str, Any] = field(default_factory=dict)
+    #: the step a resumed run started from (0: from the start); ``losses`` are the steps after it
+    start_step: int = 0
 
     @property
     def reliable(self) -> bool:
@@ -272,6 +298,14 @@ class RankSettings:
     eval_batches: int = 0
     #: the Criteo files to train on (:class:`CriteoFiles`); ``None``: synthetic data
     data: CriteoFiles | None = None
+    #: the folder to save sharded checkpoints in (:mod:`~recnotebooks.distributed.checkpoint`);
+    #: ``None``: none saved
+    checkpoint: str | None = None
+    #: save every this many steps (0: only once training ends)
+    checkpoint_every: int = 0
+    #: the checkpoint to resume from: a sharded checkpoint's folder (saved on any number of ranks,
+    #: under any plan) or a single-process checkpoint file (``recnb train --checkpoint``)
+    resume: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "steps", check_steps("steps", self.steps, lo=1))
@@ -282,12 +316,24 @@ class RankSettings:
         object.__setattr__(self, "eval_batches", check_int("eval_batches", self.eval_batches, lo=0))
         if self.data is not None:
             check_type("data", self.data, CriteoFiles, "a CriteoFiles or None (synthetic data)")
+        for name in ("checkpoint", "resume"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(
+                    self, name, str(check_type(name, value, (str, os.PathLike), "a path or None"))
+                )
+        every = check_int("checkpoint_every", self.checkpoint_every, lo=0)
+        object.__setattr__(self, "checkpoint_every", every)
+        if every and self.checkpoint is None:
+            raise ValueError(f"checkpoint_every={every} needs a checkpoint folder, got checkpoint=None")
 
     def options(self) -> dict[str, Any]:
-        """The settings after ``steps``, as :func:`run_rank`'s keywords (``data`` only when set)."""
+        """The settings after ``steps``, as :func:`run_rank`'s keywords (``data``, ``checkpoint`` and
+        ``resume`` only when set, ``checkpoint_every`` only when not 0)."""
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "steps"}
-        if out["data"] is None:
-            del out["data"]
+        for name in ("data", "checkpoint", "resume", "checkpoint_every"):
+            if not out[name]:
+                del out[name]
         return out
 
 
@@ -333,6 +379,30 @@ def _check(workload: Workload, plan: Plan, world: int, data: CriteoFiles | None 
     return SyntheticConfig(zipf_exponent=workload.zipf_exponent)
 
 
+def _check_checkpoints(workload: Workload, plan: Plan, settings: RankSettings, verify: bool = False) -> None:
+    """Before any process starts: the checkpoint folder writable (a new or empty folder, or an
+    earlier checkpoint), the checkpoint to resume from there and fitting this run (with ``verify``,
+    every file's checksum too: local ranks share this machine's disk), and a plan whose shards a
+    checkpoint can hold (``"hbm"``). ``ValueError`` naming the parameter, its value and what is
+    allowed."""
+    if settings.checkpoint is None and settings.resume is None:
+        return
+    cached = [s.table for s in plan.shards if s.placement != "hbm"]
+    if cached:
+        raise ValueError(
+            f"checkpoint/resume: table(s) {sorted(set(cached))} have placement 'cache', whose rows live "
+            "behind a device cache; sharded checkpoints hold 'hbm' shards only (allowed: placement 'hbm')"
+        )
+    if settings.checkpoint is not None:
+        check_target(settings.checkpoint)
+    if settings.resume is not None:
+        full, info = _resume_info(workload, settings)
+        _check_resume(info, workload, settings)
+        error = verify_files(info) if verify and full is None else ""
+        if error:
+            raise ValueError(error)
+
+
 @dataclass(frozen=True)
 class RankResult:
     """What :func:`run_rank` measured on one rank (picklable: it travels back to the launcher).
@@ -373,6 +443,8 @@ class RankResult:
     #: ``lines_skipped``, ``first_skips``: the same on every rank, as one process counts them);
     #: ``{}`` on synthetic data
     data: dict[str, Any] = field(default_factory=dict)
+    #: the step this run resumed from (0: from the start); ``losses`` are the steps after it
+    start_step: int = 0
 
     def keys(self) -> list[str]:
         """The field names, the old dict's keys."""
@@ -467,7 +539,7 @@ class _RankTrainer:
 
 
 def _train_batches(
-    workload: Workload, settings: RankSettings, data_cfg: SyntheticConfig
+    workload: Workload, settings: RankSettings, data_cfg: SyntheticConfig, start: int = 0
 ) -> tuple[Iterator[Batch], CriteoReader | None]:
     """The global training batches ``0, 1, ...`` (the single-process run's) and the reader of the
     ``--data`` files (``None`` on synthetic data)."""
@@ -475,8 +547,9 @@ def _train_batches(
         data = SyntheticCriteo(
             workload.config, workload.batch_size, data_cfg, seed=settings.seed, split="train"
         )
-        return (data.batch(i) for i in itertools.count()), None
+        return (data.batch(i) for i in itertools.count(start)), None
     split = settings.data.split(workload, "train")
+    split.position = start  # the batches from ``start`` on (the split skips those before)
     return iter(split), cast(CriteoReader, split.source)
 
 
@@ -525,23 +598,57 @@ class _Clocks:
     thread_cpu: float = 0.0
 
 
-def _train(trainer: _RankTrainer, log: CommLog, steps: int) -> tuple[list[torch.Tensor], _Clocks, int]:
-    """``steps`` steps; the local losses, the clocks of the steps after the warm-up, and their count."""
-    warm = min(WARMUP_STEPS, steps - 1)
+def _train(
+    trainer: _RankTrainer,
+    log: CommLog,
+    steps: int,
+    start: int = 0,
+    after: Callable[[int, list[torch.Tensor]], None] | None = None,
+) -> tuple[list[torch.Tensor], _Clocks, int]:
+    """Steps ``start + 1 .. steps``; the local losses, the clocks of the steps after the warm-up, and
+    their count. ``after(step, losses)`` runs after each step (outside the clocks): the saves."""
+    todo = steps - start
+    warm = min(WARMUP_STEPS, max(todo - 1, 0))
     clocks = _Clocks(PhaseTimer(trainer.device), log.snapshot())
-    local_losses = []
+    local_losses: list[torch.Tensor] = []
     trainer.model.train()  # once: nothing in the loop switches it to eval (the call walks every module)
-    for step in range(steps):
-        note_step(step, steps)  # a lost peer's message names the step (distributed.peers)
-        if step == warm:
+    for i in range(todo):
+        note_step(start + i, steps)  # a lost peer's message names the step (distributed.peers)
+        if i == warm:
             clocks.timer.reset()
             clocks = _Clocks(clocks.timer, log.snapshot())
         t0, c0, m0 = time.perf_counter(), time.process_time(), time.thread_time()
-        local_losses.append(trainer.step(step, clocks.timer))
+        local_losses.append(trainer.step(start + i, clocks.timer))
         clocks.step_seconds.append(time.perf_counter() - t0)
         clocks.cpu += time.process_time() - c0
         clocks.thread_cpu += time.thread_time() - m0
-    return local_losses, clocks, steps - warm
+        if after is not None:
+            after(start + i + 1, local_losses)
+        _fault(start + i + 1, log.rank)
+    return local_losses, clocks, todo - warm
+
+
+#: The test hook that makes a rank die (:func:`_fault`): the step after which it exits.
+FAULT_AT_STEP = "RECNB_FAULT_AT_STEP"
+#: Which rank dies (default: the last one).
+FAULT_RANK = "RECNB_FAULT_RANK"
+#: The exit code of a rank the hook ends.
+FAULT_EXIT_CODE = 17
+
+
+def _fault(step: int, rank: int) -> None:
+    """A test hook for restarts (``torchrun --max-restarts``): with ``RECNB_FAULT_AT_STEP=N`` in its
+    environment, rank ``RECNB_FAULT_RANK`` (default: the last) ends its process with exit code
+    :data:`FAULT_EXIT_CODE` right after step ``N`` (after that step's save), as a crash would: no
+    cleanup, no message to its peers. Only on torchrun's first attempt (``TORCHELASTIC_RESTART_COUNT``
+    unset or 0), so the restarted job runs through."""
+    at = os.environ.get(FAULT_AT_STEP)
+    if at is None or os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
+        return
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    who = parse_int(FAULT_RANK, os.environ.get(FAULT_RANK, str(world - 1)), lo=0, hi=world - 1)
+    if step == parse_int(FAULT_AT_STEP, at, lo=1) and rank == who:
+        os._exit(FAULT_EXIT_CODE)
 
 
 def run_rank(
@@ -560,12 +667,14 @@ def run_rank(
     world = ctx.world_size
     data_cfg = _check(workload, plan, world)
     trainer = _RankTrainer.build(ctx, workload, plan, settings, data_cfg)
-    local_losses, clocks, measured = _train(trainer, ctx.log, settings.steps)
+    start, save = _checkpoints(trainer, workload, settings, data_cfg)
+    local_losses, clocks, measured = _train(trainer, ctx.log, settings.steps, start, save)
     note_step(settings.steps, settings.steps)
-    # the global-batch mean of every step's loss: one all-reduce at the end (not logged)
-    losses = torch.stack(local_losses).to(torch.float64)
-    dist.all_reduce(losses, group=None)
+    if save is not None:
+        save(settings.steps, local_losses, True)
+    losses = _global_losses(local_losses)  # one all-reduce at the end (not logged)
     seconds = sum(clocks.step_seconds)
+    measured = max(measured, 1) if local_losses else 1  # a run resumed at its last step trains none
     comm = ctx.log.rows()  # the training steps' collectives (evaluation's are not theirs)
     metrics = {}
     if settings.eval_batches:
@@ -591,7 +700,136 @@ def run_rank(
         step_spread=spread(clocks.step_seconds),
         reliability=reliability(measured, spread(clocks.step_seconds), None),
         data=data,
+        start_step=start,
     )
+
+
+def _global_losses(local_losses: list[torch.Tensor]) -> torch.Tensor:
+    """The global-batch sum over ranks of each step's local loss (float64; divide by the world)."""
+    if not local_losses:
+        return torch.zeros(0, dtype=torch.float64)
+    losses = torch.stack(local_losses).to(torch.float64)
+    dist.all_reduce(losses, group=None)
+    return losses
+
+
+def _expect(workload: Workload) -> dict[str, Any]:
+    """What a checkpoint must have been saved with to resume this run (its model and optimizers)."""
+    return {"config": config_to_dict(workload.config), "sparse_optimizer": workload.sparse_optimizer,
+            "dense_optimizer": workload.dense_optimizer}  # fmt: skip
+
+
+def _data_state(workload: Workload, settings: RankSettings, step: int) -> dict[str, Any]:
+    """The training data's position after ``step`` steps, as the single-process run's stream records
+    it (:meth:`~recnotebooks.data.synthetic.SyntheticCriteo.state_dict`,
+    :meth:`~recnotebooks.data.split.HeldOutSplit.state_dict`)."""
+    if settings.data is None:
+        return {"kind": "synthetic_criteo", "position": step, "seed": settings.seed, "split": "train"}
+    split = settings.data.split(workload, "train")
+    split.position = step
+    return split.state_dict()
+
+
+def _check_resume(info: dict[str, Any], workload: Workload, settings: RankSettings) -> int:
+    """The step a checkpoint's manifest resumes at, once its model, optimizers and data position fit
+    this run (``ValueError`` naming the checkpoint otherwise)."""
+    p = info["path"]
+    check_manifest(info, _expect(workload))
+    step = check_int(f"checkpoint {p!r}: step", info["step"], lo=0)
+    if step > settings.steps:
+        raise ValueError(
+            f"steps must be at least the {step} steps the checkpoint {p!r} has done (steps counts all "
+            f"steps), got {settings.steps}"
+        )
+    data = info["data"]
+    mine = _data_state(workload, settings, step)
+    if not isinstance(data, dict) or data.get("kind") != mine["kind"]:
+        raise ValueError(
+            f"checkpoint {p!r} was trained on {show(data)[:120]}, this run reads {mine['kind']!r} "
+            "(give the same --data files, or none for synthetic data)"
+        )
+    theirs = {k: v for k, v in data.items() if k != "position"}
+    if json.loads(json.dumps(theirs)) != json.loads(
+        json.dumps({k: v for k, v in mine.items() if k != "position"})
+    ):
+        diff = [k for k in mine if k != "position" and data.get(k) != mine[k]]
+        raise ValueError(
+            f"checkpoint {p!r}: its data differs from this run's in {diff} (the batches would differ)"
+        )
+    if data.get("position") != step:
+        raise ValueError(
+            f"checkpoint {p!r}: its data position {data.get('position')!r} is not its step {step}; a "
+            "distributed run reads global batch i at step i"
+        )
+    return step
+
+
+def _resume(trainer: _RankTrainer, workload: Workload, settings: RankSettings) -> tuple[int, list[float]]:
+    """Load ``settings.resume`` into the rank's model and optimizers (a sharded checkpoint, under
+    any plan, or a single-process checkpoint file); the step and the losses it had."""
+    path = str(settings.resume)
+    parts = (trainer.model, trainer.sparse_opt, trainer.dense_opt)
+    full, info = _resume_info(workload, settings)
+    step = _check_resume(info, workload, settings)
+    if full is not None:  # a single-process checkpoint (every rank reads it: every rank fails alike)
+        load_global(full, info, *parts)
+    else:
+        load_sharded(path, *parts, _expect(workload))
+    return step, list(info["losses"])
+
+
+def _resume_info(workload: Workload, settings: RankSettings) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """What ``settings.resume`` holds: a single-process checkpoint file's tensors, whole, and its
+    fields as a manifest; or ``None`` and a sharded checkpoint's manifest (its tensors stay on disk)."""
+    path = str(settings.resume)
+    if not Path(path).is_file():
+        return None, read_manifest(path)
+    state = read_checkpoint(path)
+    kinds = {
+        "sparse_optimizer": state["sparse_optimizer"],
+        "dense_optimizer": {"kind": state.get("dense_optimizer_kind")},
+    }
+    check_manifest({"path": path, "config": state["config"], **kinds}, _expect(workload))
+    if state.get("dtype", "fp32") != "fp32":
+        raise ValueError(
+            f"checkpoint {path!r} was trained with dtype={state['dtype']!r}; the ranks train in fp32"
+        )
+    tables = [(t.name, t.num_rows) for t in workload.config.tables]
+    try:
+        full, info = single_to_global(state, tables, workload.config.embedding_dim)
+    except (KeyError, TypeError, AttributeError, ValueError) as e:
+        raise ValueError(f"checkpoint {path!r} does not fit this model: {e}") from None
+    info["path"] = path
+    return full, info
+
+
+def _checkpoints(
+    trainer: _RankTrainer, workload: Workload, settings: RankSettings, data_cfg: SyntheticConfig
+) -> tuple[int, Callable[..., None] | None]:
+    """Resume (``settings.resume``) and set the training stream at the step resumed; the step, and
+    the saver :func:`_train` calls after each step (``None`` without ``settings.checkpoint``)."""
+    start, prior = 0, []
+    if settings.resume is not None:
+        start, prior = _resume(trainer, workload, settings)
+        trainer.batches, trainer.reader = _train_batches(workload, settings, data_cfg, start)
+    if settings.checkpoint is None:
+        return start, None
+    every, world = settings.checkpoint_every, dist.get_world_size()
+
+    def save(step: int, local_losses: list[torch.Tensor], last: bool = False) -> None:
+        if not last and (not every or step % every or step == settings.steps):
+            return
+        done = (_global_losses(local_losses) / world).tolist()
+        opts = trainer.sparse_opt.optimizers  # their learning rate: a resumed run's is its checkpoint's
+        sparse = {"kind": workload.sparse_optimizer, "lr": opts[0].lr if opts else settings.sparse_lr}
+        if workload.sparse_optimizer != "sgd":
+            sparse["eps"] = opts[0].eps if opts else 1e-8
+        info = {"config": config_to_dict(workload.config), "step": step, "losses": prior + done,
+                "data": _data_state(workload, settings, step), "sparse_optimizer": sparse,
+                "dense_optimizer": dense_info(trainer.dense_opt, workload.dense_optimizer)}  # fmt: skip
+        save_sharded(str(settings.checkpoint), trainer.model, trainer.sparse_opt, trainer.dense_opt, info)
+
+    return start, save
 
 
 @torch.no_grad()
@@ -659,6 +897,7 @@ def _result(
         reliability=first.reliability,
         cache=[row for v in values for row in v.cache],
         data=first.data,
+        start_step=first.start_step,
     )
 
 
@@ -685,6 +924,7 @@ def train_local(
     world = check_int("world_size", world_size, lo=1, hi=max_world_size())
     workload, settings = rank_call(workload, steps, args, options)
     _check(workload, plan, world, settings.data)
+    _check_checkpoints(workload, plan, settings, verify=True)
     res = launch(run_rank, world, workload, plan, settings.steps, timeout_s=timeout_s, **settings.options())
     return _result(res.values, world, "gloo", settings.steps, workload.batch_size, res.busy)
 
@@ -697,6 +937,17 @@ def torchrun_env() -> tuple[int, int, int]:
     rank = parse_int("RANK", os.environ.get("RANK", ""), lo=0, hi=world - 1)
     local = parse_int("LOCAL_RANK", os.environ.get("LOCAL_RANK", "0"), lo=0, hi=world - 1)
     return rank, world, local
+
+
+def _init_torchrun_group(backend: str, timeout: timedelta, **kwargs: Any) -> None:
+    """The process group of a rank torchrun started, its keys under torchrun's attempt
+    (``TORCHELASTIC_RESTART_COUNT``): the agent keeps one store across restarts, so without the
+    prefix a restarted rank can read the address a rank of the failed attempt published and fail to
+    connect to it (seen here: gloo's "connectFullMesh failed ... Connection refused" on a restart)."""
+    attempt = parse_int("TORCHELASTIC_RESTART_COUNT", os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"), lo=0)
+    store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+    prefixed = dist.PrefixStore(f"recnotebooks/attempt_{attempt}", store)
+    dist.init_process_group(backend, store=prefixed, rank=rank, world_size=world, timeout=timeout, **kwargs)
 
 
 def train_torchrun(
@@ -716,12 +967,13 @@ def train_torchrun(
     timeout_s = check_float("timeout_s", timeout_s, lo=1.0, hi=MAX_TIMEOUT_S)
     workload, settings = rank_call(workload, steps, args, options)
     _check(workload, plan, world, settings.data)
+    _check_checkpoints(workload, plan, settings)
     backend, device = "gloo", torch.device("cpu")
     if torch.cuda.is_available():
         backend, device = "nccl", torch.device("cuda", local % torch.cuda.device_count())
         torch.cuda.set_device(device)
     kwargs = {"device_id": device} if backend == "nccl" else {}
-    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s), **kwargs)
+    _init_torchrun_group(backend, timedelta(seconds=timeout_s), **kwargs)
     # torch's threads as set (OMP_NUM_THREADS, which torchrun sets with several ranks per node),
     # else the thread policy's share of this node's free cores for each of its ranks
     local_world = parse_int("LOCAL_WORLD_SIZE", os.environ.get("LOCAL_WORLD_SIZE", "1"), lo=1, hi=world)
@@ -758,6 +1010,7 @@ def run_plans_local(
         raise ValueError(f"plans must be a non-empty list of Plan, got {plans!r}")
     for plan in plans:
         _check(workload, plan, world, settings.data)
+        _check_checkpoints(workload, plan, settings, verify=True)
     res = launch(
         run_plans, world, workload, list(plans), settings.steps, timeout_s=timeout_s, **settings.options()
     )
