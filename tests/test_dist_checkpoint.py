@@ -322,7 +322,10 @@ def _torchrun(tmp: Path, fault_at: int | None) -> tuple[subprocess.CompletedProc
 
 def test_torchrun_restarts_a_failed_rank_from_the_last_checkpoint(runs, tmp_path) -> None:
     done, report = _torchrun(tmp_path, fault_at=3)
-    assert "exitcode: 17" in done.stderr or "exitcode  : 17" in done.stderr, done.stderr[-3000:]
+    # the fault fired: torchrun reports the faulted rank's exit code, or the survivor's word that it
+    # lost that rank there (distributed.peers; whichever rank torchrun saw fail first)
+    fired = ("exitcode: 17", "exitcode  : 17", "rank 1 of 2 was lost at step 3")
+    assert any(f in done.stderr for f in fired), done.stderr[-3000:]
     assert report["resumed_at_step"] == 2  # the restart resumed from the save of step 2
     assert report["losses"] == pytest.approx(runs["ref"].losses[2:], abs=1e-6)
     assert report["auc"] == pytest.approx(runs["ref"].metrics["auc"], abs=1e-6)
