@@ -154,7 +154,9 @@ def test_hugectr_stack_is_one_graph_replay_fused_and_grouped() -> None:
 
 
 def test_all_reduce_across_nodes_is_hierarchical() -> None:
-    hw = hardware("dgx_h100")
+    # the α-β formula's ring (DGX H100's numbers under a name the NCCL model does not cover; on
+    # dgx_h100 itself NCCL prices it: tests/test_collectives_nccl.py)
+    hw = hardware("dgx_h100").replace(name="h100_alpha_beta")
     size, g, n = 64e6, 8, 8
     p = g * n
     volume = 2 * (p - 1) / p * size  # what traffic gives per device
