@@ -35,6 +35,7 @@ def test_the_fabric_of_a_step() -> None:
         1,
         "blackwell",
     )
+    assert f.host == "arm" and C.nccl_fabric(hardware("dgx_b200"), 16, 8, 50e9).host == "x86"  # Grace; x86
     # 20 trays: a rack of 18 and one of 2; priced as domains of 8 ranks, the slower view
     f20 = C.nccl_fabric(RACK, 80, C.domain_ranks(RACK, 4, 20), 50e9)
     assert f20 is not None and (f20.local_ranks, f20.nodes) == (8, 10)

@@ -258,7 +258,7 @@ def test_the_stack_constant_is_its_fit_on_the_fit_rounds_only() -> None:
 
 
 def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> None:
-    """BENCHMARKS.md: fit rounds MAPE 19.1% (target 20%: met), held-out 10.1% (collectives priced as
+    """BENCHMARKS.md: fit rounds MAPE 19.1% (target 20%: met), held-out 10.2% (collectives priced as
     NCCL picks them, issue 40); 8-GPU NVSwitch nodes of the fit rounds within 20%, NVIDIA's H100 runs
     on 8 and 16 nodes of v3.0-v4.0 within 19% (0.95-1.18: a little fast on 16 nodes), v3.0's too
     now that each is priced with its own config's plan (v3.0 set no
@@ -268,7 +268,7 @@ def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> No
     2.3-2.9x too fast (its logs: the machine at half its own first speed)."""
     err = mlperf_errors(rows)
     assert (err["fit_runs"], err["held_out_runs"]) == (42, 39)
-    assert round(100 * err["fit_mape"], 1) == 19.1 and round(100 * err["held_out_mape"], 1) == 10.1
+    assert round(100 * err["fit_mape"], 1) == 19.1 and round(100 * err["held_out_mape"], 1) == 10.2
     nvswitch8 = [
         r
         for r in rows

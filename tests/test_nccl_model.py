@@ -124,6 +124,26 @@ def test_grouped_sends_reach_eight_peers_a_round_in_one_domain() -> None:
         N.p2p_rounds(NVL72, -1)
 
 
+def test_nvls_tree_is_corrected_on_blackwell_with_x86_hosts_only() -> None:
+    # tuning.cc lines 643-645: NVLS tree's bandwidth times treeCorrectionFactor on SM100 with x86 CPUs
+    x86 = N.Fabric(16, 8, 8, 900e9, 50e9, arch="blackwell")  # two DGX B200 nodes
+    arm = N.Fabric(16, 8, 8, 900e9, 50e9, arch="blackwell", host="arm")  # Grace hosts
+    nbytes = 64 << 20  # log2(nbytes / 64) = 20: Simple's factor 0.8
+    lat, bw = N.tuning_table("all_reduce", x86)[("nvls_tree", "Simple")]
+    t = N.algorithm_time("all_reduce", "nvls_tree", "Simple", nbytes, x86)
+    assert t == pytest.approx(lat * 1e-6 + nbytes / (1e9 * bw * 0.8), rel=1e-12)
+    assert N.algorithm_time("all_reduce", "nvls_tree", "Simple", nbytes, arm) == pytest.approx(
+        lat * 1e-6 + nbytes / (1e9 * bw), rel=1e-12
+    )
+    hopper = N.Fabric(16, 8, 8, 450e9, 50e9)
+    lat_h, bw_h = N.tuning_table("all_reduce", hopper)[("nvls_tree", "Simple")]
+    assert N.algorithm_time("all_reduce", "nvls_tree", "Simple", nbytes, hopper) == pytest.approx(
+        lat_h * 1e-6 + nbytes / (1e9 * bw_h), rel=1e-12
+    )
+    with pytest.raises(ValueError, match="host must be one of"):
+        N.Fabric(16, 8, 8, 900e9, 50e9, host="power")
+
+
 def test_the_choice_says_why() -> None:
     c = N.all_reduce(1 << 10, H100_NODE)
     assert (c.algorithm, c.protocol) == ("ring", "LL")  # tiny: LL's 15 us beats NVLS's 25 us

@@ -38,6 +38,7 @@ __all__ = [
     "A2A_CALLS",
     "A2A_CALLS_PER_STEP",
     "CollectivePrice",
+    "GRACE_HOSTS",
     "NCCL_GPUS",
     "all_reduce_priced",
     "all_reduce_seconds",
@@ -117,6 +118,9 @@ NCCL_GPUS: dict[str, str] = {
     "gb200_nvl72": "blackwell",
     "gb300_nvl72": "blackwell",
 }
+#: The GPU presets whose nodes' CPUs are Arm (Grace, joined to the GPUs by NVLink-C2C): NCCL's
+#: model tells hosts apart (:data:`~recnotebooks.perf.components.nccl.HOSTS`); the others are x86.
+GRACE_HOSTS = frozenset({"gb200_nvl72", "gb300_nvl72"})
 #: A NIC share of "unlimited" bandwidth (the cost model's counterfactual of a free network,
 #: :func:`recnotebooks.perf.cost._exposed`) as a :class:`~recnotebooks.perf.components.nccl.Fabric`
 #: takes it: finite, far above any link.
@@ -182,7 +186,8 @@ def nccl_fabric(
     if domain == world and node_size is None:  # one domain: name all of it (72 GPUs of a rack)
         domain = max(domain, hw.domain_size)
     node = math.gcd(domain, hw.devices if node_size is None else node_size)
-    return nccl.Fabric(world, node, domain, hw.intra_node_bw, min(nic, _UNLIMITED), True, arch)
+    host = "arm" if hw.name in GRACE_HOSTS else "x86"
+    return nccl.Fabric(world, node, domain, hw.intra_node_bw, min(nic, _UNLIMITED), True, arch, False, host)
 
 
 @dataclass(frozen=True)

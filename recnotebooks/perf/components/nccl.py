@@ -50,6 +50,7 @@ from recnotebooks.perf.hardware import Hardware
 __all__ = [
     "ALGORITHMS",
     "ARCHS",
+    "HOSTS",
     "COLLECTIVES",
     "NCCL_COMMIT",
     "NCCL_RELEASE",
@@ -94,6 +95,8 @@ ALGORITHMS = (
 PROTOCOLS = ("LL", "LL128", "Simple")
 #: GPU generations NCCL tunes apart (``compCapIndex``): Hopper is SM90, Blackwell SM100.
 ARCHS = ("hopper", "blackwell")
+#: Host CPUs NCCL's model tells apart (``cpuArch``): x86 and Arm (Grace).
+HOSTS = ("x86", "arm")
 _TUNED = ALGORITHMS[:7]
 _A2A = ("pairwise", "pxn")
 
@@ -170,6 +173,9 @@ class Fabric:
         nvls: the NVSwitches reduce (NVLink SHARP: NVSwitch 3 and later).
         arch: ``"hopper"`` or ``"blackwell"`` (NCCL's constants differ per generation).
         collnet: the network switches reduce (SHARP; NCCL's CollNet), enabled by the user.
+        host: the CPUs of the nodes, ``"x86"`` or ``"arm"`` (Grace, as in GB200 and GB300 racks):
+            NCCL corrects NVLS tree's bandwidth on Blackwell with x86 hosts only (tuning.cc
+            lines 643-645).
     """
 
     ranks: int
@@ -180,6 +186,7 @@ class Fabric:
     nvls: bool = True
     arch: str = "hopper"
     collnet: bool = False
+    host: str = "x86"
 
     def __post_init__(self) -> None:
         check_int("ranks", self.ranks, lo=1)
@@ -189,6 +196,7 @@ class Fabric:
         check_float("nic_bw", self.nic_bw, lo=0, lo_open=True)
         check_bool("nvls", self.nvls)
         check_bool("collnet", self.collnet)
+        check_choice("host", self.host, HOSTS)
         check_choice("arch", self.arch, ARCHS)
         check_multiple("domain_size", self.domain_size, self.node_size, "an NVLink domain holds whole nodes")
         if self.ranks > self.domain_size:
@@ -205,6 +213,7 @@ class Fabric:
         arch: str = "hopper",
         nvls: bool = True,
         collnet: bool = False,
+        host: str = "x86",
     ) -> Fabric:
         """The fabric of ``ranks`` GPUs of a :class:`Hardware` (read only): its NVLink bandwidth
         (``intra_node_bw``) and each GPU's share of the node's NICs (``nic_bw / devices``).
@@ -212,7 +221,7 @@ class Fabric:
         hw = check_type("hw", hw, Hardware, "a Hardware")
         node = hw.devices if node_size is None else node_size
         return cls(ranks, node, node if domain_size is None else domain_size, hw.intra_node_bw,
-                   hw.nic_bw / hw.devices, nvls, arch, collnet)  # fmt: skip
+                   hw.nic_bw / hw.devices, nvls, arch, collnet, host)  # fmt: skip
 
     @property
     def local_ranks(self) -> int:
@@ -464,6 +473,9 @@ def algorithm_time(
     log_size = int(math.log2(nbytes / 64)) if nbytes >= 64 else -1
     if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < 23:
         bw *= _TREE_CORRECTION[protocol][log_size]
+    blackwell_x86 = fabric.arch == "blackwell" and fabric.host == "x86"
+    if algorithm == "nvls_tree" and coll == "all_reduce" and 0 <= log_size < 24 and blackwell_x86:
+        bw *= _TREE_CORRECTION[protocol][log_size]  # tuning.cc lines 643-645
     channels = _graphs(fabric)["ring"].channels
     plateau = nbytes / (channels * fabric.ranks) >= 64
     if algorithm == "ring" and protocol == "Simple" and fabric.nodes > 1 and coll == "all_reduce" and plateau:
