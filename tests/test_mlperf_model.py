@@ -154,7 +154,9 @@ def test_hugectr_stack_is_one_graph_replay_fused_and_grouped() -> None:
 
 
 def test_all_reduce_across_nodes_is_hierarchical() -> None:
-    hw = hardware("dgx_h100")
+    # the α-β formula's ring (DGX H100's numbers under a name the NCCL model does not cover; on
+    # dgx_h100 itself NCCL prices it: tests/test_collectives_nccl.py)
+    hw = hardware("dgx_h100").replace(name="h100_alpha_beta")
     size, g, n = 64e6, 8, 8
     p = g * n
     volume = 2 * (p - 1) / p * size  # what traffic gives per device
@@ -220,7 +222,7 @@ def test_the_cpu_cluster_ratio_phase_by_phase() -> None:
     """mlperf_phases splits each run of the CPU-cluster ratio into what its log times apart: its
     training steps and one evaluation (and modeled_phases the run: the ratio's own minutes). As
     BENCHMARKS.md says, modeled over logged time: the H100 node's training 1.16x and evaluations
-    1.28x, Intel's training 0.90x and evaluations 0.51x."""
+    1.35x, Intel's training 0.90x and evaluations 0.51x."""
     ((name, pair),) = [(k, v) for k, v in MLPERF_RATIOS.items() if "CPU" in k]
     intel, nvidia = (
         [m for m in MLPERF_DCNV2_RESULTS if (m.round, m.submitter, m.system) == key][0] for key in pair
@@ -246,7 +248,7 @@ def test_the_cpu_cluster_ratio_phase_by_phase() -> None:
         k: (round(float(r["train_time_ratio"]), 2), round(float(r["eval_time_ratio"]), 2))
         for k, r in rows.items()
     }  # type: ignore[arg-type]
-    assert got == {"NVIDIA": (1.16, 1.28), "Intel": (0.90, 0.51)}
+    assert got == {"NVIDIA": (1.16, 1.35), "Intel": (0.90, 0.51)}
 
 
 def test_the_stack_constant_is_its_fit_on_the_fit_rounds_only() -> None:
@@ -256,16 +258,17 @@ def test_the_stack_constant_is_its_fit_on_the_fit_rounds_only() -> None:
 
 
 def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> None:
-    """BENCHMARKS.md: fit rounds MAPE 18.5% (target 20%: met), held-out 8.5%; 8-GPU NVSwitch
-    nodes of the fit rounds within 20%, NVIDIA's H100 runs on 8 and 16 nodes of v3.0-v4.0 within
-    12% (a little slow), v3.0's too now that each is priced with its own config's plan (v3.0 set no
+    """BENCHMARKS.md: fit rounds MAPE 19.1% (target 20%: met), held-out 10.2% (collectives priced as
+    NCCL picks them, issue 40); 8-GPU NVSwitch nodes of the fit rounds within 20%, NVIDIA's H100 runs
+    on 8 and 16 nodes of v3.0-v4.0 within 19% (0.95-1.18: a little fast on 16 nodes), v3.0's too
+    now that each is priced with its own config's plan (v3.0 set no
     DP_SHARDING_THRESHOLD: no table data-parallel, so the same 16 nodes exchanged more and ran 1.6x
     slower than on v3.1), Juniper's 64 A100s within 1% and Dell's two 4-GPU nodes within 10%;
     8-GPU PCIe nodes within 25% (too slow but for the A40), and Quanta's 4x H100 PCIe still
     2.3-2.9x too fast (its logs: the machine at half its own first speed)."""
     err = mlperf_errors(rows)
     assert (err["fit_runs"], err["held_out_runs"]) == (42, 39)
-    assert round(100 * err["fit_mape"], 1) == 18.5 and round(100 * err["held_out_mape"], 1) == 8.5
+    assert round(100 * err["fit_mape"], 1) == 19.1 and round(100 * err["held_out_mape"], 1) == 10.2
     nvswitch8 = [
         r
         for r in rows
@@ -285,7 +288,7 @@ def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> No
     assert all(0.75 <= r["ratio"] <= 1.25 for r in pcie if r not in quanta)
     multi = [r for r in rows if r["round"] in FIT_ROUNDS and _run(r).nodes > 1 and r["gpus"] >= 64]
     nvidia = [r for r in multi if "NVIDIA" in str(r["run"]) and "H100" in str(r["accelerator"])]
-    assert len(nvidia) == 6 and all(0.88 <= r["ratio"] <= 1.0 for r in nvidia)
+    assert len(nvidia) == 6 and all(0.94 <= r["ratio"] <= 1.19 for r in nvidia)
     v30, v31 = (submitted_sharding("dgx_h100", 8, 16, rnd) for rnd in ("v3.0", "v3.1"))
     assert (v30.plan, v30.dp_threshold, v31.plan, v31.dp_threshold) == ("hier_auto", 0.0, "hier_auto", 0.0125)
     others = {

@@ -99,12 +99,49 @@ def test_time_grows_with_the_message(fabric: N.Fabric, collective: str, nbytes: 
 
 def test_all_to_all_routes_through_pxn_across_domains() -> None:
     assert {a for a, _ in N.candidates("all_to_all", 1 << 20, NVL72)} == {"pairwise"}
-    small = N.all_to_all(1 << 10, H100_IB)
-    assert small.algorithm == "pxn"  # 7 network latencies, not 56
+    # 64 ranks over 8 nodes: NCCL narrows each network peer's channels until all 63 peers run in
+    # one round, so the direct sends pay one network latency and PXN's extra NVLink hop does not pay
+    assert N.p2p_rounds(H100_IB, 63) == 1 and N.all_to_all(1 << 10, H100_IB).algorithm == "pairwise"
+    # 20 racks (1440 ranks): the direct sends need rounds, PXN reaches one peer per other rack
+    racks = N.Fabric(1440, 4, 72, 900e9, 50e9, arch="blackwell")
+    assert N.p2p_rounds(racks, 1439) > N.p2p_rounds(racks, 19) == 1
+    assert N.all_to_all(1 << 10, racks).algorithm == "pxn"
     big = N.all_to_all(1 << 30, H100_IB)
     # bandwidth-bound: 56/64 of the bytes leave the node over the GPU's 50 GB/s NIC
     assert big.seconds == pytest.approx((1 << 30) * 56 / 64 / 50e9, rel=0.02)
     assert "8 NVLink domains of 8" in big.reason
+
+
+def test_grouped_sends_reach_eight_peers_a_round_in_one_domain() -> None:
+    # enqueue.cc: p2pnChannels / p2pnChannelsPerPeer * NCCL_MAX_DEV_WORK_P2P_PER_BATCH peers at once;
+    # over NVSwitch a peer's channels (2 per NVLink: 36) cover all p2p channels, so 8 a round
+    assert N.P2P_PER_BATCH == 8
+    assert [N.p2p_rounds(f, f.ranks - 1) for f in (H100_NODE, NVL72_16, NVL72)] == [1, 2, 9]
+    simple = N.PROTOCOLS.index("Simple")
+    lat = N.BASE_LATENCY_US["ring"][simple] + 9 * N.HW_LATENCY_US["nvlink"]["ring"][simple]
+    assert N.all_to_all(1.0, NVL72).seconds == pytest.approx(lat * 1e-6, rel=1e-3)
+    with pytest.raises(ValueError, match="peers must be an int >= 0"):
+        N.p2p_rounds(NVL72, -1)
+
+
+def test_nvls_tree_is_corrected_on_blackwell_with_x86_hosts_only() -> None:
+    # tuning.cc lines 643-645: NVLS tree's bandwidth times treeCorrectionFactor on SM100 with x86 CPUs
+    x86 = N.Fabric(16, 8, 8, 900e9, 50e9, arch="blackwell")  # two DGX B200 nodes
+    arm = N.Fabric(16, 8, 8, 900e9, 50e9, arch="blackwell", host="arm")  # Grace hosts
+    nbytes = 64 << 20  # log2(nbytes / 64) = 20: Simple's factor 0.8
+    lat, bw = N.tuning_table("all_reduce", x86)[("nvls_tree", "Simple")]
+    t = N.algorithm_time("all_reduce", "nvls_tree", "Simple", nbytes, x86)
+    assert t == pytest.approx(lat * 1e-6 + nbytes / (1e9 * bw * 0.8), rel=1e-12)
+    assert N.algorithm_time("all_reduce", "nvls_tree", "Simple", nbytes, arm) == pytest.approx(
+        lat * 1e-6 + nbytes / (1e9 * bw), rel=1e-12
+    )
+    hopper = N.Fabric(16, 8, 8, 450e9, 50e9)
+    lat_h, bw_h = N.tuning_table("all_reduce", hopper)[("nvls_tree", "Simple")]
+    assert N.algorithm_time("all_reduce", "nvls_tree", "Simple", nbytes, hopper) == pytest.approx(
+        lat_h * 1e-6 + nbytes / (1e9 * bw_h), rel=1e-12
+    )
+    with pytest.raises(ValueError, match="host must be one of"):
+        N.Fabric(16, 8, 8, 900e9, 50e9, host="power")
 
 
 def test_the_choice_says_why() -> None:

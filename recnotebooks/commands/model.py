@@ -187,6 +187,9 @@ def cost_lines(r: dict[str, Any]) -> Iterator[str]:
     for k, v in r["breakdown_s"].items():
         if v > 0:
             yield f"    {k:<20} {v * 1e3:9.3f}  {100 * v / total:5.1f}%"
+    for name, c in (r.get("collectives") or {}).items():  # how the slowest rank's collectives were priced
+        how = f"NCCL picks {c['algorithm']}/{c['protocol']}" if "algorithm" in c else "alpha-beta formula"
+        yield f"    {name:<24} {how}, {c['calls']} call(s)"
     yield from _hit_rate_lines(r.get("cache_hit_rates") or {})
     yield from _memory_lines(r)
     yield from _table_placement_lines(r)

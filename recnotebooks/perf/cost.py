@@ -14,9 +14,11 @@ paper reasons with (every number here is **modeled**):
   uses an efficiency curve over the GEMM's shape, so small, skinny GEMMs waste a GPU) and
   ``dense_optimizer``;
 * ``all_to_all`` (model-parallel pooled embeddings and their gradients, plus the ids) and
-  ``all_reduce`` (data-parallel gradients), ring/pairwise formulas over NVLink inside an
-  NVLink domain (a node, or the trays of an NVL72 rack: ``Hardware.nvlink_domain``) and the
-  NICs beyond it;
+  ``all_reduce`` (data-parallel gradients), over NVLink inside an NVLink domain (a node, or the
+  trays of an NVL72 rack: ``Hardware.nvlink_domain``) and the NICs beyond it: as NCCL prices and
+  picks them on the GPUs its model covers (ring, tree, NVLS...; ``CostResult.collectives`` and
+  :meth:`~recnotebooks.perf.result.CostResult.collective_choices` say which and why), else
+  ring/pairwise α-β formulas (a CPU node's gloo: :mod:`recnotebooks.perf.components.collectives`);
 * ``overhead``: operators launched x per-operator host cost (a sharded step launches more:
   distribution of ids and pooled embeddings, DDP's reducer), plus a fixed per-step cost.
 
@@ -311,6 +313,7 @@ class _RankTerms:
     device_bytes: list[float]
     parameter_servers: int
     exposed: list[float]
+    collectives: list[dict[str, C.CollectivePrice]]
 
 
 def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> _RankTerms:
@@ -336,7 +339,7 @@ def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> _RankTerms:
     by_rank: list[list[C.ShardAccess]] = [[] for _ in range(world)]
     for a in accesses:
         by_rank[a.shard.rank].append(a)
-    per_rank, device_bytes, exposed = [], [], []
+    per_rank, device_bytes, exposed, collectives = [], [], [], []
     for r in range(world):
         comp, moved = _rank_components(
             step, r, by_rank[r], dense, nic, volumes, max(1, servers) / users, ar_calls[r]
@@ -344,7 +347,9 @@ def _per_rank(step: Step, accesses: list[C.ShardAccess]) -> _RankTerms:
         per_rank.append(comp)
         device_bytes.append(moved)
         exposed.append(_exposed(step, comp, volumes, r, ar_calls[r]))
-    return _RankTerms(per_rank, device_bytes, servers, exposed)
+        if world > 1:
+            collectives.append(_collective_prices(step, r, nic, volumes, ar_calls[r]))
+    return _RankTerms(per_rank, device_bytes, servers, exposed, collectives)
 
 
 def _exposed(
@@ -368,27 +373,39 @@ def _exposed(
     if step.domain >= step.world:  # one NVLink domain: nothing crosses the network
         return 0.0
     unlimited = dict(_collective_seconds(step, rank, math.inf, volumes, ar_calls))
-    return sum(comp[k] - unlimited[k] for k in unlimited)
+    return max(0.0, sum(comp[k] - unlimited[k] for k in unlimited))
 
 
 def _collective_seconds(
     step: Step, rank: int, nic: float, volumes: Mapping[str, list[float]], ar_calls: int
 ) -> list[tuple[str, float]]:
     """``rank``'s all-to-all and all-reduce seconds over a NIC share of ``nic`` bytes/s."""
+    prices = _collective_prices(step, rank, nic, volumes, ar_calls)
+    all_to_all = prices["all_to_all"].seconds
+    if "hierarchical_all_to_all" in prices:
+        all_to_all += prices["hierarchical_all_to_all"].seconds
+    return [("all_to_all", all_to_all), ("all_reduce", prices["all_reduce"].seconds)]
+
+
+def _collective_prices(
+    step: Step, rank: int, nic: float, volumes: Mapping[str, list[float]], ar_calls: int
+) -> dict[str, C.CollectivePrice]:
+    """How ``rank``'s collectives are priced over a NIC share of ``nic`` bytes/s: as NCCL prices and
+    picks them on the GPUs its model covers, else by the α-β formula
+    (:func:`~recnotebooks.perf.components.collectives.nccl_fabric`); the pooled embeddings'
+    hierarchical exchange apart where HugeCTR runs it node by node."""
     hw, world = step.hw, step.world
     a2a, ar = volumes["all_to_all"][rank], volumes["all_reduce"][rank]
     calls = C.A2A_CALLS[step.implementation]
     grouped = step.implementation == "hugectr"
-    all_to_all = C.all_to_all_seconds(a2a, world, step.domain, hw, nic, calls, grouped)
+    prices = {"all_to_all": C.all_to_all_priced(a2a, world, step.domain, hw, nic, calls, grouped)}
     if "hierarchical" in volumes:  # the pooled embeddings, node by node (HugeCTR on several nodes)
         nvlink, network = volumes["hierarchical"][rank]  # type: ignore[misc]
-        all_to_all += C.hierarchical_all_to_all_seconds(
+        prices["hierarchical_all_to_all"] = C.hierarchical_all_to_all_priced(
             nvlink, network, step.nodes, hw, nic, calls, domain_nodes=hw.nodes_per_domain
         )
-    return [
-        ("all_to_all", all_to_all),
-        ("all_reduce", C.all_reduce_seconds(ar, world, step.domain, hw, nic, ar_calls)),
-    ]
+    prices["all_reduce"] = C.all_reduce_priced(ar, world, step.domain, hw, nic, ar_calls)
+    return prices
 
 
 def _hierarchical(step: Step) -> list[tuple[float, float]]:
@@ -487,7 +504,7 @@ def _result(step: Step, accesses: list[C.ShardAccess], terms: _RankTerms, mem: M
         config=w.config.name, hardware=step.hw.name, world_size=step.world, nodes=step.nodes,
         batch_size=w.batch_size, dtype=w.dtype, per_rank=per_rank, step_time=step_s, step_time_overlap=step_o,
         **figures, memory=mem, notes=_notes(mem, servers, power[1]), parameter_servers=servers,
-        exposed_communication=exposed, power_w=power[0], plan=step.plan,
+        exposed_communication=exposed, power_w=power[0], plan=step.plan, collectives=terms.collectives,
     )  # fmt: skip
     _cache_figures(result, accesses)
     return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from recnotebooks.checks import check_float
+from recnotebooks.perf.components.collectives import GRACE_HOSTS
 from recnotebooks.perf.components.nccl import Fabric, choose
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.published.nccl_tests import NCCL_TESTS, PublishedNcclTest
@@ -71,9 +72,10 @@ def _factor(ranks: int) -> float:
 def fabric_of(test: PublishedNcclTest) -> Fabric:
     """The :class:`Fabric` of a published sweep (:data:`NCCL_TEST_SYSTEMS`)."""
     preset, arch, nvls, collnet = NCCL_TEST_SYSTEMS[test.key]
+    host = "arm" if preset in GRACE_HOSTS else "x86"
     return Fabric.from_hardware(
         hardware(preset), test.ranks, node_size=test.node_size, domain_size=test.domain_size,
-        arch=arch, nvls=nvls, collnet=collnet,
+        arch=arch, nvls=nvls, collnet=collnet, host=host,
     )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from recnotebooks.perf.memory import MemoryReport
 from recnotebooks.plan import Plan
@@ -105,6 +106,11 @@ class CostResult:
     #: share of the lookups of all ``"cache"`` shards that their device caches serve (the
     #: lookup-weighted mean of their hit rates); ``None`` when no shard is behind a cache
     device_cache_hit_rate: float | None = None
+    #: per rank, how each of its collectives was priced: ``{"all_to_all": CollectivePrice,
+    #: "all_reduce": ..., "hierarchical_all_to_all": ...}``
+    #: (:class:`~recnotebooks.perf.components.collectives.CollectivePrice`: seconds, calls and, on
+    #: GPUs NCCL's model covers, NCCL's choice of algorithm and protocol and why); empty on one rank
+    collectives: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def fits(self) -> bool:
@@ -117,6 +123,22 @@ class CostResult:
     def breakdown(self) -> dict[str, float]:
         """Components of the slowest rank (what bounds the step)."""
         return dict(self.per_rank[self.slowest_rank])
+
+    def collective_choices(self, rank: int | None = None) -> dict[str, dict[str, object]]:
+        """How ``rank``'s collectives (the slowest rank's by default) were priced, as plain data:
+        per collective ``how`` (``"nccl"`` or ``"alpha-beta"``), ``seconds``, ``calls`` and, where
+        NCCL's model picked, ``algorithm``, ``protocol``, ``bytes`` (one call's) and ``reason``."""
+        if not self.collectives:
+            return {}
+        r = self.slowest_rank if rank is None else rank
+        out: dict[str, dict[str, object]] = {}
+        for name, price in self.collectives[r].items():
+            row: dict[str, object] = {"how": price.how, "seconds": price.seconds, "calls": price.calls}
+            c = price.choice
+            if c is not None:
+                row.update(algorithm=c.algorithm, protocol=c.protocol, bytes=c.nbytes, reason=c.reason)
+            out[name] = row
+        return out
 
     def table(self, **extra: object) -> list[dict[str, object]]:
         """Tidy rows ``{rank, component, seconds, share, source="modeled", **extra}``."""
@@ -203,6 +225,7 @@ class CostResult:
             "fits": self.fits,
             "reasons": list(self.memory.reasons),
             "breakdown_s": self.breakdown(),
+            "collectives": self.collective_choices(),
             # the most any rank's overlapped step waits for communication it cannot hide
             "exposed_communication_s": max(self.exposed_communication, default=0.0),
             "memory_per_device_bytes": [d["total"] for d in self.memory.device],

@@ -15,7 +15,10 @@ of bytes over a bandwidth or FLOPs over a throughput, with the :class:`Hardware`
   :func:`parameter_servers` counts the servers a plan needs) and
   :func:`embedding_pooled_by_host` (the host's own CPUs do that, as on Zion);
 * the collectives (:mod:`.collectives`): :func:`all_to_all_seconds` (model-parallel pooled
-  embeddings, their gradients and the ids) and :func:`all_reduce_seconds` (data-parallel gradients).
+  embeddings, their gradients and the ids) and :func:`all_reduce_seconds` (data-parallel gradients),
+  as NCCL prices and picks them on the GPUs its model covers (:mod:`.nccl`, :func:`nccl_fabric`;
+  :func:`all_reduce_priced` and :func:`all_to_all_priced` say which algorithm and why), else by an
+  α-β formula (a CPU node's gloo).
 
 Memory bandwidths count bytes read plus bytes written, as the spec sheets do. What ``dtype``
 means (bytes of activations, weights and tables, the GEMM rate, the casts and loss scaling of
@@ -34,11 +37,17 @@ from recnotebooks.perf.components.collectives import (
     A2A_CALLS_PER_STEP,
     EXPOSED_COMMUNICATION,
     HIERARCHICAL,
+    NCCL_GPUS,
+    CollectivePrice,
+    all_reduce_priced,
     all_reduce_seconds,
     all_to_all_bytes,
+    all_to_all_priced,
     all_to_all_seconds,
     domain_ranks,
+    hierarchical_all_to_all_priced,
     hierarchical_all_to_all_seconds,
+    nccl_fabric,
     nic_per_device,
     peers_over_pcie,
 )
@@ -91,7 +100,8 @@ __all__ = ["A2A_CALLS", "A2A_CALLS_PER_STEP", "EXPOSED_COMMUNICATION", "HIERARCH
            "embedding_in_cache", "embedding_in_hbm", "embedding_in_host", "embedding_on_parameter_server",
            "embedding_pooled_by_host", "embedding_shard", "gather_bandwidth", "gemm_time", "host_to_device",
            "input_bytes_per_sample", "interaction", "mlp", "nic_per_device", "op_count", "overhead",
-           "peers_over_pcie",
+           "peers_over_pcie", "CollectivePrice", "NCCL_GPUS", "all_reduce_priced", "all_to_all_priced",
+           "hierarchical_all_to_all_priced", "nccl_fabric",
            "overhead_of_remote_rows", "parameter_servers", "shard_access", "sharded_extra_ops",
            "sharded_op_terms",
            "uvm_bandwidth"]  # fmt: skip

@@ -15,8 +15,9 @@ read from ``src/graph/tuning.cc`` of NCCL :data:`NCCL_RELEASE` (commit :data:`NC
 * :func:`all_reduce`, :func:`reduce_scatter`, :func:`all_gather`, :func:`all_to_all`: the four
   collectives a training step issues. NCCL runs an all-to-all as grouped sends and receives, not
   as a tuned collective: :func:`all_to_all` prices it ``pairwise`` (each peer over the link that
-  reaches it) or ``pxn`` (NCCL's PXN: across nodes, data first moves over NVLink to the GPU on
-  the destination's rail, so each node pair pays one network latency, not one per GPU pair).
+  reaches it, up to 8 peers a channel at once: :func:`p2p_rounds`) or ``pxn`` (NCCL's PXN: across
+  nodes, data first moves over NVLink to the GPU on the destination's rail, whose NIC then
+  reaches one peer per other node).
 
 The channels and per-channel bandwidths come from NCCL's topology search (``src/graph/search.cc``),
 which this module does not rerun: :func:`graphs` keeps its outcome for the topologies modeled
@@ -49,9 +50,11 @@ from recnotebooks.perf.hardware import Hardware
 __all__ = [
     "ALGORITHMS",
     "ARCHS",
+    "HOSTS",
     "COLLECTIVES",
     "NCCL_COMMIT",
     "NCCL_RELEASE",
+    "P2P_PER_BATCH",
     "PROTOCOLS",
     "TUNING_CC",
     "Choice",
@@ -65,6 +68,7 @@ __all__ = [
     "candidates",
     "choose",
     "graphs",
+    "p2p_rounds",
     "reduce_scatter",
     "tuning_table",
 ]
@@ -91,6 +95,8 @@ ALGORITHMS = (
 PROTOCOLS = ("LL", "LL128", "Simple")
 #: GPU generations NCCL tunes apart (``compCapIndex``): Hopper is SM90, Blackwell SM100.
 ARCHS = ("hopper", "blackwell")
+#: Host CPUs NCCL's model tells apart (``cpuArch``): x86 and Arm (Grace).
+HOSTS = ("x86", "arm")
 _TUNED = ALGORITHMS[:7]
 _A2A = ("pairwise", "pxn")
 
@@ -144,6 +150,13 @@ _NVLINK_PER_LINK = {"hopper": (20.6, 25.0), "blackwell": (40.1, 50.0)}
 _MAX_RING_CHANNELS = 32  # MAXCHANNELS / 2 (init.cc line 1177)
 _MAX_NVLS_ARITY = 32  # NCCL_MAX_NVLS_ARITY (device.h line 213)
 _MAX_DIRECT_ARITY = 8  # NCCL_MAX_DIRECT_ARITY + 1 (device.h line 199)
+_MAX_CHANNELS = 64  # MAXCHANNELS (device.h line 91)
+#: Peers one channel serves at once in a batch of grouped sends and receives
+#: (``NCCL_MAX_DEV_WORK_P2P_PER_BATCH``, device.h line 391): :func:`p2p_rounds`.
+P2P_PER_BATCH = 8
+#: GB/s one channel of sends or receives to a network peer carries, for the channels NCCL gives
+#: such a peer (``NCCL_P2P_PER_CHANNEL_NET_BW``'s default, paths.cc line 918).
+_P2P_NET_CHANNEL_GBPS = 14.0
 
 
 @dataclass(frozen=True)
@@ -160,6 +173,9 @@ class Fabric:
         nvls: the NVSwitches reduce (NVLink SHARP: NVSwitch 3 and later).
         arch: ``"hopper"`` or ``"blackwell"`` (NCCL's constants differ per generation).
         collnet: the network switches reduce (SHARP; NCCL's CollNet), enabled by the user.
+        host: the CPUs of the nodes, ``"x86"`` or ``"arm"`` (Grace, as in GB200 and GB300 racks):
+            NCCL corrects NVLS tree's bandwidth on Blackwell with x86 hosts only (tuning.cc
+            lines 643-645).
     """
 
     ranks: int
@@ -170,6 +186,7 @@ class Fabric:
     nvls: bool = True
     arch: str = "hopper"
     collnet: bool = False
+    host: str = "x86"
 
     def __post_init__(self) -> None:
         check_int("ranks", self.ranks, lo=1)
@@ -179,6 +196,7 @@ class Fabric:
         check_float("nic_bw", self.nic_bw, lo=0, lo_open=True)
         check_bool("nvls", self.nvls)
         check_bool("collnet", self.collnet)
+        check_choice("host", self.host, HOSTS)
         check_choice("arch", self.arch, ARCHS)
         check_multiple("domain_size", self.domain_size, self.node_size, "an NVLink domain holds whole nodes")
         if self.ranks > self.domain_size:
@@ -195,6 +213,7 @@ class Fabric:
         arch: str = "hopper",
         nvls: bool = True,
         collnet: bool = False,
+        host: str = "x86",
     ) -> Fabric:
         """The fabric of ``ranks`` GPUs of a :class:`Hardware` (read only): its NVLink bandwidth
         (``intra_node_bw``) and each GPU's share of the node's NICs (``nic_bw / devices``).
@@ -202,7 +221,7 @@ class Fabric:
         hw = check_type("hw", hw, Hardware, "a Hardware")
         node = hw.devices if node_size is None else node_size
         return cls(ranks, node, node if domain_size is None else domain_size, hw.intra_node_bw,
-                   hw.nic_bw / hw.devices, nvls, arch, collnet)  # fmt: skip
+                   hw.nic_bw / hw.devices, nvls, arch, collnet, host)  # fmt: skip
 
     @property
     def local_ranks(self) -> int:
@@ -454,6 +473,9 @@ def algorithm_time(
     log_size = int(math.log2(nbytes / 64)) if nbytes >= 64 else -1
     if algorithm == "tree" and coll == "all_reduce" and 0 <= log_size < 23:
         bw *= _TREE_CORRECTION[protocol][log_size]
+    blackwell_x86 = fabric.arch == "blackwell" and fabric.host == "x86"
+    if algorithm == "nvls_tree" and coll == "all_reduce" and 0 <= log_size < 24 and blackwell_x86:
+        bw *= _TREE_CORRECTION[protocol][log_size]  # tuning.cc lines 643-645
     channels = _graphs(fabric)["ring"].channels
     plateau = nbytes / (channels * fabric.ranks) >= 64
     if algorithm == "ring" and protocol == "Simple" and fabric.nodes > 1 and coll == "all_reduce" and plateau:
@@ -461,11 +483,42 @@ def algorithm_time(
     return lat * 1e-6 + nbytes / (1e9 * bw)
 
 
+def _pow2_up(x: int) -> int:
+    """The least power of two >= ``x`` (NCCL's ``pow2Up``)."""
+    return 1 << max(0, (int(x) - 1).bit_length())
+
+
+def p2p_rounds(fabric: Fabric, peers: int) -> int:
+    """Rounds in which NCCL's grouped sends and receives (an all-to-all: ``ncclAlltoAll`` posts a
+    send and a receive to every rank in one group, enqueue.cc lines 3070-3082) reach ``peers``
+    peers, one latency each. A channel serves up to :data:`P2P_PER_BATCH` peers at once and a
+    peer's traffic is striped over ``p2pnChannelsPerPeer`` of the ``p2pnChannels`` channels, so
+    ``p2pnChannels / p2pnChannelsPerPeer * 8`` peers run concurrently (enqueue.cc lines 1048-1056).
+    ``p2pnChannels``: the communicator's channels (the ring's, doubled by ``ncclTopoPostset``,
+    connect.cc line 460) to a power of two (paths.cc lines 977-991); per peer: two per NVLink of
+    the path to an NVLink peer, ``max(NICs, NIC GB/s / 14)`` to a network peer
+    (``ncclTopoGetNchannels``, paths.cc lines 918-953), the least over the peers, to a power of
+    two; across NVLink domains NCCL halves it until every peer fits one round (lines 994-1000).
+    One NVLink domain of 8 or 72 GPUs: 8 peers a round; 8 nodes of 8 H100s: all 63 in one."""
+    f = _check_fabric(fabric)
+    peers = check_int("peers", peers, lo=0)
+    channels = _pow2_up(min(2 * _graphs(f)["ring"].channels, _MAX_CHANNELS))
+    per_peer = 2 * max(1, round(f.nvlink_gbps / _NVLINK_PER_LINK[f.arch][0]))
+    if f.nodes > 1:
+        per_peer = _pow2_up(min(per_peer, max(1, math.ceil(f.nic_gbps / _P2P_NET_CHANNEL_GBPS))))
+        while per_peer * math.ceil(f.ranks / P2P_PER_BATCH) > channels and per_peer > 1:
+            per_peer //= 2
+    per_peer = min(channels, _pow2_up(per_peer))
+    return math.ceil(peers / (channels // per_peer * P2P_PER_BATCH))
+
+
 def _all_to_all_time(algorithm: str, nbytes: float, f: Fabric) -> float | None:
     """Seconds of an all-to-all of ``nbytes`` per rank (``nbytes / ranks`` to each peer), as
     NCCL's grouped sends run it: each GPU's share for its NVLink domain over NVLink (NCCL's count
-    of it), the rest over its NIC; one ring base latency, plus a per-peer step latency (NVLink's,
-    or the network's for each peer across domains; with PXN one network step per other node)."""
+    of it), the rest over its NIC; one ring base latency, plus one step latency per round of peers
+    (:func:`p2p_rounds`): NVLink's in one domain, the network's across domains. With PXN the data
+    for another domain first moves over NVLink to the GPU on the destination's rail (one NVLink
+    step more), whose NIC then reaches one peer per other domain."""
     if algorithm == "pxn" and f.nodes == 1:
         return None
     n, d = f.ranks, f.local_ranks
@@ -473,8 +526,13 @@ def _all_to_all_time(algorithm: str, nbytes: float, f: Fabric) -> float | None:
     hop = HW_LATENCY_US["nvlink"]["ring"][simple]
     net = HW_LATENCY_US["net"]["ring"][simple]
     remote = n - d
-    net_steps = (f.nodes - 1) if algorithm == "pxn" else remote
-    lat = BASE_LATENCY_US["ring"][simple] + (d - 1) * hop + net_steps * net
+    if f.nodes == 1:
+        steps = p2p_rounds(f, n - 1) * hop
+    elif algorithm == "pxn":
+        steps = hop + p2p_rounds(f, f.nodes - 1) * net
+    else:
+        steps = p2p_rounds(f, n - 1) * net
+    lat = BASE_LATENCY_US["ring"][simple] + steps
     ring = _graphs(f)["ring"]
     inside = nbytes * (d - 1) / n / (ring.channels * ring.bw_intra * 1e9)
     across = nbytes * remote / n / f.nic_bw if remote else 0.0
