@@ -362,3 +362,12 @@ def test_a_criteo_run_resumes_at_its_data_position() -> None:
     for bad, words in bad_states:
         with pytest.raises(ValueError, match=words):
             training._check_resume({**info, "data": bad}, workload, rank)
+
+
+def test_a_resumed_runs_lines_count_the_steps_it_trained() -> None:
+    """After ``--resume`` at step 400 of 500 the report says 100 steps (401-500), not 500."""
+    from recnotebooks.commands.train import _steps_run
+
+    assert _steps_run({"steps": 500, "resumed_at_step": 400}) == "100 steps (401-500)"
+    assert _steps_run({"steps": 500, "resumed_at_step": None}) == "500 steps"
+    assert _steps_run({"steps": 500}) == "500 steps"

@@ -217,7 +217,13 @@ def train_lines(r: dict[str, Any]) -> Iterator[str]:
         yield f"    {k:<18} {v * 1e3:8.2f}  {100 * v / total:5.1f}%"
     if ranks:
         sent = sum(row["bytes_sent"] for row in r["comm"])
-        yield f"  comm        {sent:,} bytes sent by all ranks over {r['steps']} steps"
+        yield f"  comm        {sent:,} bytes sent by all ranks over {_steps_run(r)}"
+
+
+def _steps_run(r: dict[str, Any]) -> str:
+    """The steps this run trained: ``N steps``, or after a resume ``N steps (a-b)``."""
+    start, steps = r.get("resumed_at_step") or 0, r["steps"]
+    return f"{steps} steps" if not start else f"{steps - start} steps ({start + 1}-{steps})"
 
 
 def _model_line(c: dict[str, Any]) -> str:
@@ -241,7 +247,7 @@ def _where_lines(r: dict[str, Any]) -> Iterator[str]:
     d = r["data"]
     what = f" histories (~{r['tokens_per_step']:,.0f} events)" if r.get("tokens_per_step") is not None else ""
     yield (
-        f"measured on {r['device']} ({r['threads']} threads, {r['dtype']}): {r['steps']} steps of "
+        f"measured on {r['device']} ({r['threads']} threads, {r['dtype']}): {_steps_run(r)} of "
         f"{r['batch_size']}{what}"
     )
     if d["source"] == "synthetic_listening":
@@ -272,7 +278,7 @@ def _ranks_lines(r: dict[str, Any]) -> Iterator[str]:
     """Several ranks: how many, their backend and sharding, and which rank this is."""
     yield (
         f"measured on {r['world_size']} rank(s) ({r['backend']}, {r['sharding']} embeddings, this is rank "
-        f"{r['rank']}): {r['steps']} steps of {r['batch_size']} (global batch)"
+        f"{r['rank']}): {_steps_run(r)} of {r['batch_size']} (global batch)"
     )
     yield from _criteo_lines(r["data"])
     yield from _checkpoint_lines(r)
