@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recnotebooks.config import preset
-from recnotebooks.perf.scaleout import compare_strategies, scale_out
+from recnotebooks.perf.scaleout import compare_strategies, rack_or_nodes, scale_out
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +135,22 @@ def test_checkpoint_takeaways() -> None:
     assert 20 < big.daly_s / 60 < 30  # "every 25 minutes"
     assert 0.12 < big.lost_share < 0.16  # "still loses about 14%"
     assert big.job_mtbf_s / 3600 == pytest.approx(LLAMA3_405B.job_mtbf_s / 3600)  # Llama 3's 3.1 hours
+
+
+def test_one_rack_or_eight_nodes_takeaways() -> None:
+    """04 §7: "the step is about five times shorter" on the rack; "7 of a GPU's 63 peers share its
+    node"; "the all-to-all takes most of the step" across nodes; the all-reduce by NVLink SHARP on
+    the rack and by a tree with LL128 across the nodes; every peer over NVLink on the rack."""
+    rack, nodes = rack_or_nodes(preset("criteo_terabyte"))
+    assert (rack["hardware"], nodes["hardware"], rack["devices"], nodes["devices"]) == (
+        "gb200_nvl72", "dgx_b200", 64, 64,
+    )  # fmt: skip
+    assert rack["nvlink_peers"] == 1.0 and nodes["nvlink_peers"] == pytest.approx(7 / 63)
+    assert 4.5 <= nodes["step_ms"] / rack["step_ms"] <= 5.5  # "about five times shorter"
+    assert nodes["all_to_all_ms"] > nodes["step_ms"] / 2  # "takes most of the step"
+    assert rack["all_to_all_ms"] < rack["step_ms"] / 2
+    assert rack["all_reduce_algorithm"] == "nvls/Simple" and nodes["all_reduce_algorithm"] == "tree/LL128"
+    assert max(rack["all_reduce_ms"], nodes["all_reduce_ms"]) < 0.05 * nodes["step_ms"]  # "small either way"
+    assert "nvls" in rack["all_reduce_reason"] and "tree/LL128" in nodes["all_reduce_reason"]
+    # the rack's pairs: every collective priced by NCCL's model, none by the alpha-beta formula
+    assert "alpha-beta" not in rack["all_to_all_algorithm"] + nodes["all_to_all_algorithm"]

@@ -249,3 +249,51 @@ def two_d(
 
 
 __all__ += ["two_d"]
+
+
+#: The two ways :func:`rack_or_nodes` lays out 64 Blackwell GPUs: one NVL72 rack's 16 trays of 4 in
+#: one NVLink domain, and eight 8-GPU DGX B200 nodes joined by InfiniBand (one 400 Gb/s NIC a GPU).
+RACK_OR_NODES = (
+    ("one NVL72 rack (16 trays x 4)", "gb200_nvl72", 4, 16),
+    ("8 DGX B200 nodes x 8", "dgx_b200", 8, 8),
+)
+
+
+def rack_or_nodes(
+    config: DLRMConfig,
+    *,
+    batch_per_device: int = 4096,
+    layouts: Sequence[tuple[str, str, int, int]] = RACK_OR_NODES,
+) -> list[dict[str, object]]:
+    """The same number of GPUs laid out as one NVLink domain and as nodes over a network, **modeled**:
+    for each ``(label, hardware, gpus per node, nodes)`` of ``layouts`` the step of ``config``
+    (the cost planner's plan, ``batch_per_device`` samples a GPU), its all-to-all and all-reduce,
+    the share of each GPU's peers it reaches over NVLink, and the algorithm and protocol NCCL's model
+    picks for each collective, with its reason. Rows: ``layout``, ``hardware``, ``devices``,
+    ``step_ms``, ``all_to_all_ms``, ``all_reduce_ms``, ``rest_ms``, ``nvlink_peers``,
+    ``all_to_all_algorithm``, ``all_reduce_algorithm``, ``all_to_all_reason``, ``all_reduce_reason``,
+    ``samples_per_s``, ``source="modeled"``."""
+    b = check_int("batch_per_device", batch_per_device, lo=1, hi=2**24)
+    rows = []
+    for label, name, gpus, nodes in layouts:
+        hw = hardware(name)
+        n = gpus * nodes
+        plan = plan_tables(config, hw, n, strategy="cost", batch_size=b * n)
+        r = estimate(config, hw, batch_size=b * n, gpus=gpus, nodes=nodes, plan=plan)
+        bd, picks = r.breakdown(), r.collective_choices()
+        domain = hw.domain_size if hw.nvlink_domain else gpus
+        a2a, ar = picks.get("all_to_all", {}), picks.get("all_reduce", {})
+        rows.append({
+            "layout": label, "hardware": name, "devices": n, "step_ms": r.step_time * 1e3,
+            "all_to_all_ms": bd["all_to_all"] * 1e3, "all_reduce_ms": bd["all_reduce"] * 1e3,
+            "rest_ms": (sum(bd.values()) - bd["all_to_all"] - bd["all_reduce"]) * 1e3,
+            "nvlink_peers": (min(domain, n) - 1) / (n - 1) if n > 1 else 1.0,
+            "all_to_all_algorithm": f"{a2a.get('algorithm', a2a.get('how', '-'))}",
+            "all_reduce_algorithm": f"{ar.get('algorithm', ar.get('how', '-'))}/{ar.get('protocol', '-')}",
+            "all_to_all_reason": str(a2a.get("reason", "")), "all_reduce_reason": str(ar.get("reason", "")),
+            "samples_per_s": b * n / r.step_time, "source": "modeled",
+        })  # fmt: skip
+    return rows
+
+
+__all__ += ["RACK_OR_NODES", "rack_or_nodes"]

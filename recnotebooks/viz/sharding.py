@@ -714,3 +714,29 @@ def two_d_chart(rows: list[dict[str, object]]) -> object:
 
 
 __all__ += ["two_d_chart"]
+
+
+def rack_chart(rows: list[dict[str, object]], detail: str | None = None) -> object:
+    """The step of each layout of :func:`recnotebooks.perf.scaleout.rack_or_nodes`, split into its
+    all-to-all, its all-reduce and the rest, **modeled**; each bar names NCCL's picks."""
+    parts = (("all_to_all", "all_to_all_ms"), ("all_reduce", "all_reduce_ms"), ("overhead", "rest_ms"))
+    bars: list[dict[str, object]] = []
+    for r in rows:
+        label = (
+            f"{r['layout']}: {r['all_to_all_algorithm']} all-to-all, {r['all_reduce_algorithm']} all-reduce"
+        )
+        bars += [
+            {
+                "layout": label,
+                "phase": ph,
+                "seconds_per_step": check_float(k, r[k]) / 1e3,
+                "source": "modeled",
+            }
+            for ph, k in parts
+        ]
+    return time_breakdown(bars, by="layout", phases=[p for p, _ in parts], source="modeled",
+                          title="64 GPUs: one NVLink rack or eight nodes over InfiniBand",
+                          detail=detail)  # fmt: skip
+
+
+__all__ += ["rack_chart"]
