@@ -253,10 +253,7 @@ __all__ += ["two_d"]
 
 #: The two ways :func:`rack_or_nodes` lays out 64 Blackwell GPUs: one NVL72 rack's 16 trays of 4 in
 #: one NVLink domain, and eight 8-GPU DGX B200 nodes joined by InfiniBand (one 400 Gb/s NIC a GPU).
-RACK_OR_NODES = (
-    ("one NVL72 rack (16 trays x 4)", "gb200_nvl72", 4, 16),
-    ("8 DGX B200 nodes x 8", "dgx_b200", 8, 8),
-)
+RACK_OR_NODES = (("NVL72 rack, 16 x 4", "gb200_nvl72", 4, 16), ("DGX B200, 8 x 8", "dgx_b200", 8, 8))
 
 
 def rack_or_nodes(

@@ -718,13 +718,11 @@ __all__ += ["two_d_chart"]
 
 def rack_chart(rows: list[dict[str, object]], detail: str | None = None) -> object:
     """The step of each layout of :func:`recnotebooks.perf.scaleout.rack_or_nodes`, split into its
-    all-to-all, its all-reduce and the rest, **modeled**; each bar names NCCL's picks."""
+    all-to-all, its all-reduce and the rest, **modeled**; each bar names NCCL's pick for its all-reduce."""
     parts = (("all_to_all", "all_to_all_ms"), ("all_reduce", "all_reduce_ms"), ("overhead", "rest_ms"))
     bars: list[dict[str, object]] = []
     for r in rows:
-        label = (
-            f"{r['layout']}: {r['all_to_all_algorithm']} all-to-all, {r['all_reduce_algorithm']} all-reduce"
-        )
+        label = f"{r['layout']} ({r['all_reduce_algorithm']} all-reduce)"
         bars += [
             {
                 "layout": label,
