@@ -127,16 +127,15 @@ def test_cli_refuses_bad_data_and_still_checkpoints(tmp_path, no_launch, capsys)
 
 def test_a_ranks_data_error_is_one_line(monkeypatch, capsys) -> None:
     """Files corrupt past the batches checked before the launch fail on every rank alike: the CLI
-    says the rank's error in one line, as one process does; a rank that died otherwise still
-    raises the launch's error."""
-    from types import SimpleNamespace
-
+    says the rank's error in one line, as one process does; a rank's other error still raises the
+    launch's error (a rank that died is a lost peer: tests/test_dist_peers.py)."""
     from recnotebooks.commands import distributed as dist_command
-    from recnotebooks.distributed.launch import LaunchError, RankFailure
+    from recnotebooks.distributed.launch import LaunchError, LaunchResult, RankFailure
 
     def fails(failure: RankFailure):
-        def train_local(*args, **kwargs):
-            raise LaunchError("launch failed", SimpleNamespace(failures=[failure]))
+        def train_local(*args, **kwargs):  # a launch's own result: the CLI reads its world size too
+            result = LaunchResult(2, "gloo", 0, [None, None], [None, None], [[], []], [failure])
+            raise LaunchError("launch failed", result)
 
         return train_local
 
@@ -148,7 +147,7 @@ def test_a_ranks_data_error_is_one_line(monkeypatch, capsys) -> None:
     err = capsys.readouterr().err
     assert f"{why} (rank 1)" in err and "Traceback" not in err
     monkeypatch.setattr(
-        dist_command, "train_local", fails(RankFailure(0, "exited", "rank 0 exited with code 9"))
+        dist_command, "train_local", fails(RankFailure(0, "raised", "rank 0 raised RuntimeError: a bug"))
     )
     with pytest.raises(LaunchError):
         cli.main([*CRITEO, "--world-size", "2", "--data", SAMPLE, "--batch-size", "256"])
