@@ -39,6 +39,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,9 +89,13 @@ def steps(device: str, self_test: bool) -> list[Step]:
     big = ["--preset", "criteo_kaggle", "--max-rows", "100000", "--steps", "200", "--batch-size", "4096"]
     size = ["--preset", "tiny", "--steps", "20"] if self_test else big
     train = [*recnb, "train", "--device", device, *size, "--eval-batches", "1", "--json"]
-    sharded = [PY, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
-               "--master-port", "29531", "-m", "recnotebooks", "train", "--distributed", "--preset", "tiny",
-               "--steps", "10" if self_test else "100", "--json"]  # fmt: skip
+    # the rendezvous store on a port the system picks (port 0), held by torchrun's agent from its
+    # bind on, under an id of this run's own: a fixed port (29531 here once) fails with EADDRINUSE
+    # whenever another check, test run or job on the machine holds it
+    sharded = [PY, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+               "--rdzv-endpoint", "127.0.0.1:0", "--rdzv-id", f"recnb-gpu-check-{uuid.uuid4().hex[:12]}",
+               "--local-addr", "127.0.0.1", "-m", "recnotebooks", "train", "--distributed",
+               "--preset", "tiny", "--steps", "10" if self_test else "100", "--json"]  # fmt: skip
     return [
         Step("environment", [PY, "-c", ENVIRONMENT], 60, "torch, CUDA, device, NCCL versions"),
         Step("gpu_tests", tests + (["--collect-only"] if self_test else []), 300, "pytest -m gpu"),

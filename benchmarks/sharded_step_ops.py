@@ -6,13 +6,16 @@ the input and output distribution of sharded embeddings and for DDP's reducer on
 dense part, with counts measured here: one training step of TorchRec's DLRM (26 tables,
 dim 128, MLPs 512-256-128 and 1024-1024-512-256-1, batch 2048 per rank, row-wise Adagrad
 fused into the backward, dense Adagrad), table-wise sharded by DistributedModelParallel
-over 1, 2 and 4 gloo processes on localhost, profiled with torch.profiler on rank 0.
+over 1, 2 and 4 gloo processes on localhost (``recnotebooks.distributed.launch``: its rendezvous
+store holds a port the system picked from the bind on, so no other program can take it between
+the choice and the ranks' joining), profiled with torch.profiler on rank 0.
 A "top-level" operator is one with no operator among its profiler ancestors (the same
 count as ``op_count``'s). The 1-rank run is the baseline: it has the same fused kernels
 and DDP wrapper but no all-to-alls, so ``W ranks - 1 rank`` is the distribution's cost.
 
 DDP's reducer is measured apart, without TorchRec: the same dense MLPs trained with and
-without ``DistributedDataParallel`` (1 gloo rank), operators per parameter tensor.
+without ``DistributedDataParallel`` (1 gloo rank in this process, on an in-memory store: no
+port), operators per parameter tensor.
 The sharded runs need the optional peers (``make peers``); without them the script says so.
 Run: ``python benchmarks/sharded_step_ops.py [--tables 26] [--worlds 1 2 4]``.
 """
@@ -20,21 +23,20 @@ Run: ``python benchmarks/sharded_step_ops.py [--tables 26] [--worlds 1 2 4]``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import socket
 import sys
-import tempfile
 from collections import Counter
-from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from recnotebooks.distributed.launch import RankContext, launch
 
 ROWS, DIM, BATCH = 1000, 128, 2048
 _OP = ("aten::", "fbgemm::", "c10d::", "_c10d_functional::", "torchrec::")
 _COLL = ("alltoall", "all_to_all", "allreduce", "all_reduce")
+#: Seconds one sharded run (DMP built, 4 steps profiled) gets before the launch gives up.
+RUN_TIMEOUT_S = 1800.0
 
 
 def _is_op(name: str) -> bool:
@@ -54,7 +56,9 @@ def _top_level(prof: object) -> list[object]:
     return out
 
 
-def _worker(rank: int, world: int, tables: int, port: int, out: str) -> None:
+def _worker(ctx: RankContext, tables: int) -> dict[str, Any] | None:
+    """One rank of the sharded run (in the launcher's gloo group, one CPU thread); rank 0's
+    counts, ``None`` on the other ranks."""
     from torchrec import EmbeddingBagCollection, EmbeddingBagConfig, KeyedJaggedTensor
     from torchrec.datasets.utils import Batch
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
@@ -66,9 +70,7 @@ def _worker(rank: int, world: int, tables: int, port: int, out: str) -> None:
     from torchrec.optim.optimizers import in_backward_optimizer_filter
     from torchrec.optim.rowwise_adagrad import RowWiseAdagrad
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    rank, world = ctx.rank, ctx.world_size
     torch.manual_seed(0)
     cfgs = [
         EmbeddingBagConfig(name=f"t{i}", embedding_dim=DIM, num_embeddings=ROWS, feature_names=[f"f{i}"])
@@ -126,20 +128,16 @@ def _worker(rank: int, world: int, tables: int, port: int, out: str) -> None:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         step()
     top = _top_level(prof)
-    if rank == 0:
-        names = Counter(e.name for e in top)  # type: ignore[attr-defined]
-        Path(out).write_text(
-            json.dumps(
-                {
-                    "top_level_ops": len(top),
-                    "dense_tensors": len(dense),
-                    "collectives": {k: v for k, v in names.items() if any(c in k for c in _COLL)},
-                    "ops": dict(names),
-                }
-            )
-        )
     dist.barrier()
-    dist.destroy_process_group()
+    if rank != 0:
+        return None
+    names = Counter(e.name for e in top)  # type: ignore[attr-defined]
+    return {
+        "top_level_ops": len(top),
+        "dense_tensors": len(dense),
+        "collectives": {k: v for k, v in names.items() if any(c in k for c in _COLL)},
+        "ops": dict(names),
+    }
 
 
 def ddp_reducer_ops(batch: int = BATCH) -> tuple[int, int, int]:
@@ -186,19 +184,12 @@ def ddp_reducer_ops(batch: int = BATCH) -> tuple[int, int, int]:
 
     model = Dense()
     plain = count(model)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-    dist.init_process_group("gloo", rank=0, world_size=1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # one rank: no port
     try:
         wrapped = count(torch.nn.parallel.DistributedDataParallel(model))
     finally:
         dist.destroy_process_group()
     return plain, wrapped, len(list(model.parameters()))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:
@@ -227,12 +218,10 @@ def main() -> None:
         )
         return
 
-    runs = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for w in args.worlds:
-            out = os.path.join(tmp, f"w{w}.json")
-            mp.spawn(_worker, args=(w, args.tables, _free_port(), out), nprocs=w, join=True)
-            runs[w] = json.loads(Path(out).read_text())
+    runs = {
+        w: launch(_worker, w, args.tables, timeout_s=RUN_TIMEOUT_S, threads_per_rank=1).values[0]
+        for w in args.worlds
+    }
     base = runs[1]
     print(
         f"TorchRec DMP, {args.tables} tables, table-wise, batch {BATCH}/rank: top-level ops per training step"

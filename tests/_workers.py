@@ -27,7 +27,8 @@ CHUNK, REDUCE_NUMEL = 2, 7
 def echo(ctx: RankContext, value: Any = None) -> dict[str, Any]:
     """Who this rank is, and ``value`` back (checks the launcher's plumbing)."""
     return {"rank": ctx.rank, "world_size": ctx.world_size, "value": value, "pid": os.getpid(),
-            "env_rank": os.environ.get("RANK")}  # fmt: skip
+            "env_rank": os.environ.get("RANK"), "threads": torch.get_num_threads(),
+            "env_threads": os.environ.get("RECNB_THREADS")}  # fmt: skip
 
 
 def unpicklable(ctx: RankContext) -> object:

@@ -9,8 +9,9 @@ import torch
 from hypothesis import HealthCheck, settings
 
 #: The run ends with what failed and the first lines of each failure (tests/_summary.py); every
-#: test module stops the processes it starts (tests/_leftovers.py).
-pytest_plugins = ["_summary", "_leftovers"]
+#: test module stops the processes it starts (tests/_leftovers.py); RECNB_SHUFFLE=<seed> runs the
+#: tests in a random order drawn from the seed (tests/_shuffle.py).
+pytest_plugins = ["_summary", "_leftovers", "_shuffle"]
 
 settings.register_profile("ci", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=25, deadline=None)

@@ -117,7 +117,7 @@ def test_cli_refuses_bad_data_and_still_checkpoints(tmp_path, no_launch, capsys)
         (["--data", str(tmp_path / "none.gz")], "--data: paths: no such file"),
         (["--data", SAMPLE, "--preset", "tiny"], "--data needs a model with 26 tables"),
         (["--data", SAMPLE, "--batch-size", "255"], "--batch-size must be divisible by the world size 2"),
-        (["--data", SAMPLE, "--resume", str(tmp_path / "none")], "--resume: resume"),
+        (["--data", SAMPLE, "--checkpoint", str(tmp_path / "c.pt")], "--checkpoint is not supported"),
     ]
     for argv, message in cases:
         assert cli.main([*CRITEO, "--world-size", "2", *argv]) == 2, argv
@@ -127,17 +127,15 @@ def test_cli_refuses_bad_data_and_still_checkpoints(tmp_path, no_launch, capsys)
 
 def test_a_ranks_data_error_is_one_line(monkeypatch, capsys) -> None:
     """Files corrupt past the batches checked before the launch fail on every rank alike: the CLI
-    says the rank's error in one line, as one process does; a rank that died otherwise is a lost
-    peer (:mod:`recnotebooks.distributed.peers`: a few lines, exit status 75)."""
-    from types import SimpleNamespace
-
+    says the rank's error in one line, as one process does; a rank's other error still raises the
+    launch's error (a rank that died is a lost peer: tests/test_dist_peers.py)."""
     from recnotebooks.commands import distributed as dist_command
-    from recnotebooks.distributed.launch import LaunchError, RankFailure
-    from recnotebooks.distributed.peers import PEER_LOST_EXIT
+    from recnotebooks.distributed.launch import LaunchError, LaunchResult, RankFailure
 
     def fails(failure: RankFailure):
-        def train_local(*args, **kwargs):
-            raise LaunchError("launch failed", SimpleNamespace(failures=[failure], world_size=2))
+        def train_local(*args, **kwargs):  # a launch's own result: the CLI reads its world size too
+            result = LaunchResult(2, "gloo", 0, [None, None], [None, None], [[], []], [failure])
+            raise LaunchError("launch failed", result)
 
         return train_local
 
@@ -149,8 +147,7 @@ def test_a_ranks_data_error_is_one_line(monkeypatch, capsys) -> None:
     err = capsys.readouterr().err
     assert f"{why} (rank 1)" in err and "Traceback" not in err
     monkeypatch.setattr(
-        dist_command, "train_local", fails(RankFailure(0, "exited", "rank 0 exited with code 9"))
+        dist_command, "train_local", fails(RankFailure(0, "raised", "rank 0 raised RuntimeError: a bug"))
     )
-    assert cli.main([*CRITEO, "--world-size", "2", "--data", SAMPLE, "--batch-size", "256"]) == PEER_LOST_EXIT
-    err = capsys.readouterr().err
-    assert "rank 0 of 2 was lost" in err and "Traceback" not in err
+    with pytest.raises(LaunchError):
+        cli.main([*CRITEO, "--world-size", "2", "--data", SAMPLE, "--batch-size", "256"])

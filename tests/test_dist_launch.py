@@ -34,8 +34,10 @@ def assert_reaped(pids: list) -> None:
             os.kill(pid, 0)
 
 
-def test_launch_gathers_values_logs_and_warnings_per_rank() -> None:
+def test_launch_gathers_values_logs_and_warnings_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECNB_THREADS", "2")  # the run's 2 threads: 1 for each rank, as its count too
     result = launch(W.echo, 2, value={"a": 1})
+    assert [(v["threads"], v["env_threads"]) for v in result.values] == [(1, "1")] * 2 and result.threads == 1
     assert result.ok and result.world_size == 2 and result.backend == "gloo"
     assert [v["rank"] for v in result.values] == [0, 1]
     assert [v["env_rank"] for v in result.values] == ["0", "1"]

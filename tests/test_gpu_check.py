@@ -54,3 +54,16 @@ def test_without_cuda_the_real_check_refuses_and_names_the_self_test(tmp_path: P
         pytest.skip("a CUDA device is present")
     assert _module().main(["--out", str(tmp_path)]) == 2
     assert "--self-test" in capsys.readouterr().err
+
+
+def test_no_step_names_a_port() -> None:
+    """torchrun's rendezvous takes a port the system picks (``:0``), under an id of the run's own:
+    the sharding step on the fixed port 29531 failed whenever another run on the machine held it."""
+    gc = _module()
+    for self_test in (True, False):
+        commands = [s.command for s in gc.steps("cpu", self_test)]
+        assert not any("--master-port" in c for c in commands)
+        endpoints = [c[c.index("--rdzv-endpoint") + 1] for c in commands if "--rdzv-endpoint" in c]
+        assert endpoints == ["127.0.0.1:0"]
+    twice = [s.command for s in gc.steps("cpu", True) + gc.steps("cpu", True)]
+    assert len({c[c.index("--rdzv-id") + 1] for c in twice if "--rdzv-id" in c}) == 2  # an id per run

@@ -94,6 +94,7 @@ def test_every_control_moves_the_modeled_numbers(app: app_module.App, name: str)
 
 
 def test_the_notes_say_whether_the_tables_fit(app: app_module.App) -> None:
+    app.set(**{k: v["value"] for k, v in HSTU_CONTROLS.items()})  # the module's app, as another test left it
     r = app.set(hardware="dgx_a100", nodes=1, lengths=1.0, spread="Yambda-shaped")  # 75 GB of tables on 40 GB
     assert any("does NOT fit" in n and "75.2 GB of table shards" in n for n in r.notes), r.notes
     r = app.set(hardware="gb200_nvl72")

@@ -166,6 +166,9 @@ def test_the_environment_fixes_the_count(machine: Machine, monkeypatch: pytest.M
     machine(1.9)
     monkeypatch.setenv(threads.THREADS_ENV, "2")
     assert choose_threads().threads == 2 and choose_threads().fixed
+    # the run's count, shared out among its local ranks: two ranks of 2 threads each on 2 cores
+    # waited for a core at every parallel operation on a busy machine
+    assert [rank_threads(w).threads for w in (1, 2, 4)] == [2, 1, 1] and rank_threads(2).fixed
     for bad in ("0", "two", "٢", "2000"):  # ٢: an Arabic-Indic digit, not ASCII
         monkeypatch.setenv(threads.THREADS_ENV, bad)
         with pytest.raises(ValueError, match="RECNB_THREADS must be a whole number"):

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..threads import THREADS_ENV
 from .comm import CommLog
 from .peers import watch_peers
 
@@ -103,6 +104,8 @@ def _settle(spec: RankSpec) -> None:
     os.environ.update({"RANK": rank, "LOCAL_RANK": rank, "WORLD_SIZE": world, "LOCAL_WORLD_SIZE": world})
     for var in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
         os.environ.setdefault(var, _loopback())
+    if os.environ.get(THREADS_ENV):  # a count fixed for the run: this rank's share of it, for
+        os.environ[THREADS_ENV] = str(spec.threads)  # what the rank measures with the policy too
     torch.set_num_threads(spec.threads)
 
 
