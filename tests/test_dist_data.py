@@ -117,7 +117,7 @@ def test_cli_refuses_bad_data_and_still_checkpoints(tmp_path, no_launch, capsys)
         (["--data", str(tmp_path / "none.gz")], "--data: paths: no such file"),
         (["--data", SAMPLE, "--preset", "tiny"], "--data needs a model with 26 tables"),
         (["--data", SAMPLE, "--batch-size", "255"], "--batch-size must be divisible by the world size 2"),
-        (["--data", SAMPLE, "--checkpoint", str(tmp_path / "c.pt")], "--checkpoint is not supported"),
+        (["--data", SAMPLE, "--resume", str(tmp_path / "none")], "--resume: resume"),
     ]
     for argv, message in cases:
         assert cli.main([*CRITEO, "--world-size", "2", *argv]) == 2, argv

@@ -46,6 +46,7 @@ NOT_OURS = {
     "NN_topic.ipynb": "the naming pattern for a new notebook",
     "report.md": "written by benchmarks/gpu_check.py under the folder given by --out",
     "report.json": "written by benchmarks/gpu_check.py under the folder given by --out",
+    "recnb_manifest.json": "written by recnotebooks.distributed.checkpoint in each sharded checkpoint",
     # files of the HSTU sources (issue 39), each module citing the repository and commit it read
     "E2E_BENCHMARK.md": _RECSYS,
     "examples/hstu/training/benchmark/E2E_BENCHMARK.md": _RECSYS,
