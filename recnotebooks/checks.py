@@ -332,6 +332,18 @@ def parse_float(
 
 
 # ----- files and memory -------------------------------------------------------------------
+def _check_inside_a_folder(name: str, p: Path) -> None:
+    """``ValueError`` naming ``name`` unless the nearest existing ancestor of ``p`` is a folder."""
+    for folder in p.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(
+                    f"{name} {str(p)!r} cannot be written: {str(folder)!r} is a file, not a folder; "
+                    "give a path inside a folder"
+                )
+            return
+
+
 def check_writable_file(name: str, path: object, *, example: str = "file") -> Path:
     """``path`` as a ``Path`` once a file can be written there: not a directory, no file where
     a folder of it should be; creates its folder and writes, then removes, ``<path>.tmp`` (the
@@ -343,14 +355,7 @@ def check_writable_file(name: str, path: object, *, example: str = "file") -> Pa
         raise ValueError(f"{name} must be a file path, got {show(path)}")
     if p.is_dir():
         raise ValueError(f"{name} {str(p)!r} is a directory; give a file path such as {str(p / example)!r}")
-    for folder in p.parents:  # the nearest existing ancestor must be a folder
-        if folder.exists():
-            if not folder.is_dir():
-                raise ValueError(
-                    f"{name} {str(p)!r} cannot be written: {str(folder)!r} is a file, not a folder; "
-                    "give a path inside a folder"
-                )
-            break
+    _check_inside_a_folder(name, p)
     tmp = p.with_suffix(p.suffix + ".tmp")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -381,14 +386,7 @@ def check_writable_dir(name: str, path: object, *, marker: str, example: str = "
             f"{name} {str(p)!r} is a folder that holds other files and no checkpoint ({marker!r}): it is "
             "never replaced; give a new or empty folder, or an earlier checkpoint to overwrite"
         )
-    for folder in p.parents:  # the nearest existing ancestor must be a folder
-        if folder.exists():
-            if not folder.is_dir():
-                raise ValueError(
-                    f"{name} {str(p)!r} cannot be written: {str(folder)!r} is a file, not a folder; "
-                    "give a path inside a folder"
-                )
-            break
+    _check_inside_a_folder(name, p)
     tmp = p.with_name(p.name + ".tmp")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
