@@ -154,6 +154,8 @@ def test_table_config_names_the_field(field, value, exc):
         (["cost", "--cache-hit-rate", "0.5"], ["--cache-hit-rate", "--placement cache"]),
         (["cost", "--cache-hit-rate", "1.5", "--placement", "cache"], ["--cache-hit-rate", "[0, 1]"]),
         (["validate", "--device", "tpu"], ["device", "tpu"]),
+        (["validate", "--saved", "--repeats", "0"], ["--repeats", "0", "[1, 100]"]),
+        (["validate", "--distributed", "--repeats", "2"], ["--repeats", "--distributed"]),
         (["calibrate", "--device", "gpu"], ["device", "gpu"]),
         (["plan", "--nodes", "100000"], ["--nodes", "100000"]),
         (["plan", "--gpus", "8", "--nodes", "200"], ["--gpus x --nodes", "1,600"]),

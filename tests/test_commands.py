@@ -53,6 +53,7 @@ def test_every_command_resolves_to_its_frozen_settings() -> None:
     sim = resolve(p.parse_args(["cache-sim", "--capacity", "100", "--curve"]))
     assert isinstance(sim, CacheSimSettings) and (sim.capacity, sim.curve, sim.json) == (100, True, False)
     assert resolve(p.parse_args(["validate", "--quick"])) == MeasureSettings("validate", "cpu", quick=True)
+    assert resolve(p.parse_args(["validate", "--repeats", "1"])).repeats == 1
     field = "json"
     for s in (cost, sim):
         with pytest.raises(dataclasses.FrozenInstanceError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from recnotebooks.checks import check_int
 from recnotebooks.measure import validate_dist
 from recnotebooks.measure.calibrate import (
     calibrate,
@@ -14,7 +15,7 @@ from recnotebooks.measure.calibrate import (
     save_calibration,
 )
 from recnotebooks.measure.calibrate_comm import calibrate_collectives
-from recnotebooks.measure.validate import ValidationResult, calibrate_and_validate, validate
+from recnotebooks.measure.validate import REPEATS, ValidationResult, calibrate_and_validate, validate
 from recnotebooks.measure.verdict import Verdict
 from recnotebooks.perf.calibration_file import COLLECTIVE_FIELDS, COLLECTIVES_SOURCE, check_calibration_path
 from recnotebooks.train import resolve_device
@@ -126,9 +127,12 @@ def _collectives_lines(h: dict[str, Any], comm: dict[str, Any]) -> Iterator[str]
 def validate_command(s: MeasureSettings) -> Report:
     """``recnb validate``: modeled vs measured step time here (``--distributed``: on local ranks)."""
     dev = _device(s.device)
+    repeats = REPEATS if s.repeats is None else check_int("--repeats", s.repeats, lo=1, hi=100)
     if s.distributed:
         if dev != "cpu":
             raise ValueError(f"--distributed runs local CPU ranks (gloo): --device must be cpu, got {dev!r}")
+        if s.repeats is not None:
+            raise ValueError(f"--repeats is for the single-process sweep, not --distributed; got {s.repeats}")
         dist = validate_dist.validate_distributed(quick=s.quick, saved=s.saved)
         return Report(dist.to_dict(), lambda _: validate_dist.print_report(dist))
     kind = _kind(dev)
@@ -141,10 +145,10 @@ def validate_command(s: MeasureSettings) -> Report:
                 f"--saved: the saved {kind} calibration {str(path)!r} {state}; "
                 "run `recnb calibrate` first, or drop --saved to calibrate now"
             )
-        result = validate(hw, ref, quick=s.quick, device=dev)
+        result = validate(hw, ref, quick=s.quick, device=dev, repeats=repeats)
     else:
         check_calibration_path(kind=kind)  # before minutes of measuring
-        result, hw, raw = calibrate_and_validate(device=dev, quick=s.quick)
+        result, hw, raw = calibrate_and_validate(device=dev, quick=s.quick, repeats=repeats)
         save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
     return Report(result.to_dict(), lambda _: print_validation(result))
 

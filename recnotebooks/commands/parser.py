@@ -428,6 +428,13 @@ def add_measure_parsers(sub: Subparsers) -> None:
     v = sub.add_parser("validate", help="modeled vs measured step time over a sweep of architectures here")
     v.add_argument("--quick", action="store_true", help="5 configs instead of the full sweep")
     v.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="passes over the sweep, each config's median taken (1 to 100; default 5: fewer read "
+        "noisier on a shared machine; not with --distributed)",
+    )
+    v.add_argument(
         "--saved", action="store_true", help="use the saved calibration instead of calibrating now"
     )
     v.add_argument("--device", default="cpu", help=f"{DEVICES} (default cpu)")

@@ -365,6 +365,7 @@ class MeasureSettings:
     saved: bool = False
     distributed: bool = False
     json: bool = False
+    repeats: int | None = None  # validate's passes over the sweep (None: validate.REPEATS)
 
 
 @dataclass(frozen=True)
