@@ -22,6 +22,7 @@ from recnotebooks.perf.job_planner import (
     JobSettings,
     best_lever,
     evaluate,
+    explain_outcome,
     job_model,
     job_setup,
     nearest_feasible,
@@ -597,3 +598,55 @@ def test_the_keyword_entry_points_and_the_dataclass_give_equal_outcomes(values: 
     if by_settings.job is not None and s.model in ("tiny", "criteo_kaggle"):  # the levers: a small model
         _evaluate.cache_clear()
         assert best_lever(**values) == best_lever(s)
+
+
+# ----- each rank of the plan explained (issue 40, item 5) ------------------------------------
+@pytest.mark.parametrize(
+    "values",
+    [{}, {"model": "criteo_terabyte", "nodes": 2, "gpus": 8},
+     {"model": "mlperf_dcnv2", "nodes": 8, "gpus": 8, "hardware": "dgx_h100"}],
+)  # fmt: skip
+def test_each_rank_of_the_planned_step_is_explained(values: dict[str, Any]) -> None:
+    o = evaluate(**values)
+    e = explain_outcome(o)
+    r = o.result
+    assert r is not None and e.plan == r.plan and len(e.ranks) == o.settings.gpus * o.settings.nodes
+    # the same step the planner priced: each rank's components are the estimate's for that rank
+    for rank in e.ranks:
+        assert rank.seconds == pytest.approx(dict(r.per_rank[rank.rank]))
+        assert rank.step == pytest.approx(sum(rank.seconds.values()))
+    assert max(x.step for x in e.ranks) == pytest.approx(sum(r.breakdown().values()))
+    assert e.time_imbalance == pytest.approx(
+        max(x.step for x in e.ranks) / (sum(x.step for x in e.ranks) / len(e.ranks))
+    )
+    assert {w["table"] for w in e.why()} == {t.name for t in o.settings.workload.config.tables}
+
+    res = explore_job(**values)
+    rows = res.tables["per_rank"]
+    steps: dict[str, float] = {}
+    for x in rows:
+        steps[str(x["rank"])] = steps.get(str(x["rank"]), 0.0) + _number(x["seconds_per_step"])
+    assert len(steps) == len(e.ranks)  # every rank in the table
+    drawn = {str(x["rank"]): str(x["drawn"]) for x in rows if x["drawn"]}
+    if len(steps) <= 8:
+        assert drawn == {k: k for k in steps}
+    else:  # the slowest (the rank the critical path names), median and fastest drawn, labelled so
+        order = sorted(steps, key=lambda k: (-steps[k], int(k.split()[1])))
+        assert order[0] == f"rank {e.critical_path.rank}"
+        picked = {order[0]: "slowest", order[len(order) // 2]: "median", order[-1]: "fastest"}
+        assert drawn == {k: f"{k} ({what})" for k, what in picked.items()}
+    note = res.notes[-1]
+    assert note.startswith(f"Each rank (MODELED, {len(steps)} devices): step max/mean {e.time_imbalance:.2f}")
+    assert "critical path: rank " in note
+    _finite(res.tables)
+    chart = job_planner(**values).altair_chart.to_dict()
+    assert "Each rank's step" in str(chart)
+
+
+def test_an_impossible_setting_explains_the_setting_shown_and_bad_outcomes_are_refused() -> None:
+    res = explore_job(hardware="cpu_cluster", gpus=8)
+    assert len({x["rank"] for x in res.tables["per_rank"]}) == 1  # the nearest feasible: 1 device
+    with pytest.raises(TypeError, match="outcome must be an Outcome"):
+        explain_outcome("tiny")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="outcome: this setting was not modeled.*1 device"):
+        explain_outcome(evaluate(hardware="cpu_cluster", gpus=8))

@@ -48,12 +48,13 @@ from recnotebooks.config import DLRMConfig, Workload, preset, preset_names, pres
 from recnotebooks.perf.access import CACHE_POLICIES
 from recnotebooks.perf.components import HUGECTR_DTYPES
 from recnotebooks.perf.cost import CostResult, estimate
+from recnotebooks.perf.explain import PlanExplanation, explain_plan
 from recnotebooks.perf.hardware import HARDWARE, Hardware, hardware
 from recnotebooks.perf.hardware import hardware as _hardware  # convergence_jobs' parameter hides it
 from recnotebooks.perf.job import CRITEO_TERABYTE_SAMPLES, JobCost, job_from_estimate
 from recnotebooks.perf.mlperf_plan import mlperf_plan
 from recnotebooks.perf.mlperf_setup import MLPERF_SETUP, mlperf_seconds
-from recnotebooks.perf.planner import STRATEGIES, plan_tables
+from recnotebooks.perf.planner import STRATEGIES, Decision, plan_tables
 from recnotebooks.perf.precision import precision
 from recnotebooks.plan import PLACEMENTS, Plan, behind_cache
 from recnotebooks.published.convergence import (
@@ -66,7 +67,7 @@ from recnotebooks.published.convergence import (
 __all__ = ["CONVERGENCE_MODELS", "JOB_MODELS", "JOB_SETTINGS", "LEVERS", "MLPERF_STRATEGY",
            "PRECISION_OPTIONS", "SOFTWARE_OPTIONS", "SOURCE_SETUPS", "TO_TARGET", "JobPlan", "Outcome",
            "best_lever", "check_settings", "lever_helps", "MIN_GAIN", "convergence_jobs", "describe_change",
-           "epochs_words", "evaluate",
+           "epochs_words", "evaluate", "explain_outcome",
            "job_epochs", "job_model", "job_optimizers", "job_setup", "nearest_feasible", "plan_job",
            "setting_values", "software_words", "CONVERGENCE_LAYOUTS", "FIXED_COMPONENTS", "JobSettings",
            "LeverRow", "ConvergenceRow", "as_settings", "job_settings"]  # fmt: skip
@@ -419,11 +420,12 @@ def _rules_broken(s: JobSettings) -> list[str]:
     return broken
 
 
-def _job_plan(s: JobSettings, work: Workload, hw: Hardware) -> Plan:
+def _job_plan(s: JobSettings, work: Workload, hw: Hardware, decisions: list[Decision] | None = None) -> Plan:
     """The plan a setting models: MLPerf's, or the cost planner's with its caches sized by the
-    setting (``ValueError`` when HugeCTR's step would find a table off HBM)."""
+    setting (``ValueError`` when HugeCTR's step would find a table off HBM); the planner's
+    ``decisions`` appended to the list given."""
     if s.strategy == MLPERF_STRATEGY:
-        return mlperf_plan(work.config, s.gpus, s.nodes, hw.hbm_bytes)
+        return mlperf_plan(work.config, s.gpus, s.nodes, hw.hbm_bytes, decisions=decisions)
     plan = plan_tables(
         work.config,
         hw,
@@ -434,6 +436,7 @@ def _job_plan(s: JobSettings, work: Workload, hw: Hardware) -> Plan:
         batch_size=work.batch_size,
         dtype=work.dtype,
         sparse_optimizer=work.sparse_optimizer,
+        decisions=decisions,
     )
     plan = behind_cache(plan, work.config, fraction=s.cache_fraction, policy=s.cache_policy)
     if s.software == "hugectr":  # the cost planner moves what fits in no device's HBM elsewhere
@@ -460,6 +463,25 @@ def _evaluate(s: JobSettings) -> Outcome:
         return Outcome(s, None, None, str(e), (str(e),))
     job = job_from_estimate(r, hw, s.samples, epochs, overlap=s.software == "hugectr")
     return Outcome(s, r, job, None)
+
+
+def explain_outcome(outcome: Outcome) -> PlanExplanation:
+    """The plan of a modeled setting explained rank by rank (:func:`recnotebooks.perf.explain.explain_plan`,
+    **modeled**): each rank's step by component, the storage it reserves against its device's
+    memory, the imbalance (max/mean), the critical path, and each table's why from the planner's
+    own decisions, for the step :func:`evaluate` priced (the same plan, software and devices).
+    ``ValueError`` for a setting that could not be built (``outcome.problem``)."""
+    check_type("outcome", outcome, Outcome, "an Outcome of evaluate() or plan_job()")
+    if outcome.result is None:
+        raise ValueError(
+            f"outcome: this setting was not modeled, so there is no plan to explain: {outcome.problem}"
+        )
+    s = outcome.settings
+    hw, work, decisions = hardware(s.hardware), s.workload, []
+    plan = _job_plan(s, work, hw, decisions)
+    return explain_plan(
+        work, hw, plan, gpus=s.gpus, nodes=s.nodes, decisions=decisions, implementation=s.software
+    )
 
 
 def _check_in_hbm(what: str, placement: str, s: JobSettings) -> None:

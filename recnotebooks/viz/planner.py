@@ -23,6 +23,10 @@ global batch, precision, software) it gives, **modeled** (:func:`recnotebooks.pe
   AUC target": the epochs of MLPerf's **published** convergence curve at the global batch; a note
   says which);
 * ``levers``: each lever moved one notch (``best_lever``) and the speed-up it gives;
+* ``per_rank`` and ``why``: the shown setting's plan explained rank by rank
+  (:func:`~recnotebooks.perf.job_planner.explain_outcome`): each rank's step by component (drawn
+  for every rank up to :data:`DRAWN_RANKS`, else the slowest, median and fastest), each table's
+  why; a note gives the imbalance, the fullest rank's memory and the critical path;
 * ``measured``: for the tiny model on at most 4 ranks, once :func:`measure_job` has run it, the
   same plan trained on this machine's CPU processes (:func:`recnotebooks.distributed.training.train_local`)
   beside the model of those processes. Ranks start only from :func:`measure_job`, never on a
@@ -68,6 +72,7 @@ from recnotebooks.perf.job_planner import (
     Outcome,
     describe_change,
     epochs_words,
+    explain_outcome,
     job_model,
     job_setup,
     lever_helps,
@@ -209,16 +214,19 @@ def _lever_note(job: JobPlan, who: str) -> str:
 
 
 def explore_job(**values: object) -> Result:
-    """Tables ``verdict``, ``breakdown``, ``totals``, ``levers``, ``measured`` (module docstring)
+    """Tables ``verdict``, ``breakdown``, ``totals``, ``levers``, ``measured``, ``per_rank``, ``why``
+    (module docstring)
     and the notes under the controls, from :func:`~recnotebooks.perf.job_planner.plan_job`.
 
     A feasible setting's notes: the verdict, where its tables live, its figures, epochs, software,
-    cache hit rates and the best lever. An impossible one's, three lines: the rules it breaks (at
+    cache hit rates, the best lever and its ranks (imbalance, fullest rank, critical path). An
+    impossible one's, three lines: the rules it breaks (at
     most :data:`NAMED_REASONS`, each in a clause, the rest counted: :func:`verdict_note`), the
     setting shown instead (the nearest feasible one) and its figures, and its best lever."""
     job = plan_job(**values)
-    notes = _feasible_notes(job) if job.now.feasible else _impossible_notes(job)
-    tables = _job_tables(job)
+    explained = _explained(job.shown)
+    notes = [*_feasible_notes(job), explained[2]] if job.now.feasible else _impossible_notes(job)
+    tables = _job_tables(job, explained)
     if not tables["measured"] and _measurable(job.now.settings):
         notes.append("Not measured here yet: run measure_job(**app.values) (a few seconds), move a control.")
     return Result(tables=tables, notes=notes, labels=_placement_label(job.now))
@@ -281,16 +289,56 @@ def _lever_rows(rows: list[LeverRow]) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
-def _job_tables(job: JobPlan) -> dict[str, list[dict[str, object]]]:
+#: Ranks drawn one bar each in the per-rank chart; a larger job draws its slowest, median and
+#: fastest rank (the ``per_rank`` table holds every rank).
+DRAWN_RANKS = 8
+
+
+def _explained(o: Outcome) -> tuple[list[dict[str, object]], list[dict[str, object]], str]:
+    """The shown setting's plan explained rank by rank (**modeled**:
+    :func:`~recnotebooks.perf.job_planner.explain_outcome`): each rank's step by component
+    (``drawn``: its bar's label, "" for a rank not drawn), each table's why, and a note with the
+    imbalance, the fullest rank and the critical path."""
+    e = explain_outcome(o)
+    # slowest first; among equal steps the lowest rank first, as the critical path names it
+    slowest_first = sorted(e.ranks, key=lambda r: (-r.step, r.rank))
+    if len(slowest_first) <= DRAWN_RANKS:
+        drawn = {r.rank: f"rank {r.rank}" for r in e.ranks}
+    else:
+        n = len(slowest_first)
+        picks = (
+            (slowest_first[0], "slowest"),
+            (slowest_first[n // 2], "median"),
+            (slowest_first[-1], "fastest"),
+        )
+        drawn = {r.rank: f"rank {r.rank} ({what})" for r, what in picks}
+    steps = [{"rank": f"rank {r.rank}", "drawn": drawn.get(r.rank, ""), "phase": k,
+              "seconds_per_step": v, "source": "modeled"}
+             for r in slowest_first for k, v in r.seconds.items() if v > 0]  # fmt: skip
+    why = [{**row, "source": "modeled"} for row in e.why()]
+    full = max(e.ranks, key=lambda r: r.reserved / r.capacity)
+    note = (
+        f"Each rank (MODELED, {e.world_size} devices): step max/mean {e.time_imbalance:.2f}, reserved "
+        f"memory max/mean {e.memory_imbalance:.2f} (rank {full.rank} reserves {human(full.reserved, 'B')} "
+        f"of {human(full.capacity, 'B')}); critical path: {e.critical_path.sentence()}"
+    )
+    return steps, why, note
+
+
+def _job_tables(
+    job: JobPlan, explained: tuple[list[dict[str, object]], list[dict[str, object]], str]
+) -> dict[str, list[dict[str, object]]]:
     """The app's tables for a planned setting: the verdict, the step and where the tables live
     (this setting's, and the nearest feasible one's beside it when that one is drawn too), the
-    whole job's totals, the levers that help and the measured run."""
+    whole job's totals, the levers that help, the measured run, and the shown setting's plan
+    ``explained`` (:func:`_explained`: ``per_rank``, ``why``)."""
     now, near, shown = job.now, job.near, job.shown
     j, _ = _job_of(shown)
     kind = "nearest feasible" if near is not None and near.feasible else "fastest that fits"
     other = "" if near is None else f"{kind}, {describe_change(now.settings, near.settings)}"
     label = "this setting" if shown is now else other  # drawn one change per line
     breakdown, placement = _breakdown(shown, label), _placement(shown, label)
+    per_rank, why, _ = explained
     if near is not None and shown is now:
         breakdown += _breakdown(near, other)
         placement += _placement(near, other)
@@ -304,6 +352,8 @@ def _job_tables(job: JobPlan) -> dict[str, list[dict[str, object]]]:
                   "source": "modeled"}],
         "levers": _lever_rows(job.lever_rows),
         "measured": _measured_rows(now.settings),
+        "per_rank": per_rank,
+        "why": why,
     }  # fmt: skip
 
 
@@ -450,9 +500,11 @@ def _render(history: list[HistoryEntry]) -> alt.VConcatChart:
         band_px(labels("placement", "setting")),
         levers,
         band_px(labels("measured", "where")) if now["measured"] else 0,
+        band_px([str(r["drawn"]) for r in now["per_rank"] if r["drawn"]]),
     )
     charts = [
         _step_chart(now, room),
+        _ranks_chart(now["per_rank"], now["step"][0], room),
         _placement_chart(now["placement"], history[0].values["placement"], room),
         trail_bars(history, room, table="totals", title="The whole job", source="modeled",
                    detail="one bar per setting in the trail, the current one solid"),
@@ -482,6 +534,23 @@ def _step_chart(now: dict[str, list[dict[str, object]]], room: int) -> alt.TopLe
         detail=overlapped
         if shown["software"] == "hugectr"
         else "this setting, and the nearest feasible one when this one is impossible",
+        width=min(480, room),
+    )
+
+
+def _ranks_chart(rows: list[dict[str, object]], shown: dict[str, object], room: int) -> alt.TopLevelMixin:
+    """Each rank's step by component, slowest first (at most :data:`DRAWN_RANKS` bars: a larger
+    job draws its slowest, median and fastest rank)."""
+    drawn = [{**x, "rank": x["drawn"]} for x in rows if x["drawn"]]
+    ranks = len({x["rank"] for x in rows})
+    which = "every rank" if len(drawn) == len(rows) else f"3 of {ranks} ranks"
+    return time_breakdown(
+        drawn,
+        by="rank",
+        phases=list(COMPONENTS),
+        source="modeled",
+        title=f"Each rank's step: {shown['setting']}",
+        detail=f"{which}, the plan explained (perf.explain); the critical path in the notes",
         width=min(480, room),
     )
 
