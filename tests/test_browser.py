@@ -159,10 +159,19 @@ BREAKDOWN_SVGS = f"""() => [...{PANEL}.node.querySelectorAll('.jp-OutputArea svg
 # own text and rule marks over a bar are annotations, not clipping)
 BARS = f"""async (index) => {{
   const svg = [...{PANEL}.node.querySelectorAll('.jp-OutputArea svg.marks')][index];
+  const frame = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   svg.scrollIntoView({{block: 'center'}});
-  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
-  return [...svg.querySelectorAll('path[aria-label^="milliseconds per step: "]')].map(p => {{
-    const r = p.getBoundingClientRect(), y = r.top + r.height / 2;
+  await frame();
+  const out = [];
+  for (const p of svg.querySelectorAll('path[aria-label^="milliseconds per step: "]')) {{
+    // an app taller than the window: bring each bar into view before asking what is painted there
+    let r = p.getBoundingClientRect();
+    if (r.top < 0 || r.bottom > window.innerHeight) {{
+      p.scrollIntoView({{block: 'center'}});
+      await frame();
+      r = p.getBoundingClientRect();
+    }}
+    const y = r.top + r.height / 2;
     // painted: the bar itself is on top there, or one of its own chart's annotations drawn over it
     // (the measured chart's "NOT RELIABLE" text and spread whiskers on a busy machine), never
     // another chart or the page
@@ -171,11 +180,12 @@ BARS = f"""async (index) => {{
       return e === p || (!!e && e.closest('svg') === svg && !!e.closest('g.mark-text, g.mark-rule'));
     }};
     const cell = p.closest('g[class*="concat_"]');  // charts side by side have scales of their own
-    return {{value: parseFloat(p.getAttribute('aria-label').split(';')[0].split(':')[1]),
-             chart: cell ? [...cell.classList].find(c => c.startsWith('concat_')) : 'single',
-             width: r.width, label: p.getAttribute('aria-label').slice(0, 120),
-             start: r.width < 4 || painted(r.left + 1.5), end: r.width < 4 || painted(r.right - 1.5)}};
-  }});
+    out.push({{value: parseFloat(p.getAttribute('aria-label').split(';')[0].split(':')[1]),
+               chart: cell ? [...cell.classList].find(c => c.startsWith('concat_')) : 'single',
+               width: r.width, label: p.getAttribute('aria-label').slice(0, 120),
+               start: r.width < 4 || painted(r.left + 1.5), end: r.width < 4 || painted(r.right - 1.5)}});
+  }}
+  return out;
 }}"""
 
 
