@@ -141,29 +141,32 @@ class BucketPlan:
 
 
 def plan(offsets: torch.Tensor, timestamps: torch.Tensor | None = None) -> BucketPlan:
-    """The buckets of the histories ``offsets`` delimits (see the module docstring)."""
+    """The buckets of the histories ``offsets`` delimits (see the module docstring): every
+    padded slot of every bucket at once (its history ``h``, its position ``pos``), each
+    bucket a slice of them."""
     lengths = offsets[1:] - offsets[:-1]
     device = offsets.device
-    out, tokens, start = [], [], 0
+    groups = buckets(lengths.tolist())
+    order = torch.tensor([m for ms in groups.values() for m in ms], dtype=torch.int64, device=device)
+    widths = torch.tensor([p for p, ms in groups.items() for _ in ms], dtype=torch.int64, device=device)
+    n, starts = lengths[order], widths.cumsum(0) - widths  # a history's length, its first slot
+    h = torch.repeat_interleave(widths)  # the history of each of the T slots
+    pos = torch.arange(len(h), device=device) - starts[h]
+    valid = pos < n[h]
+    tokens = torch.where(valid, offsets[order][h] + pos, 0)
+    real = tokens[valid]
     first, col, width = (torch.zeros(int(offsets[-1]), dtype=torch.int64, device=device) for _ in range(3))
-    for p, members in buckets(lengths.tolist()).items():
-        index = torch.tensor(members, device=device)
-        n = lengths[index]
-        pos = torch.arange(p, device=device)
-        valid = pos[None, :] < n[:, None]  # (b, P)
-        tok = torch.where(valid, offsets[index][:, None] + pos[None, :], 0)
-        real = tok[valid]
-        first[real] = (start + p * torch.arange(len(members), device=device)[:, None]).expand_as(tok)[valid]
-        col[real], width[real] = pos.expand_as(tok)[valid], p
-        flat = tok.reshape(-1)
-        times = None if timestamps is None else timestamps.index_select(0, flat).view(tok.shape)
-        out.append(Bucket(p, n, start, times))
-        tokens.append(flat)
-        start += flat.numel()
+    first[real], col[real], width[real] = starts[h][valid], pos[valid], widths[h][valid]
+    times = None if timestamps is None else timestamps.index_select(0, tokens)
+    out, start, i = [], 0, 0
+    for p, members in groups.items():
+        b = len(members)
+        held = None if times is None else times[start : start + b * p].view(b, p)
+        out.append(Bucket(p, n[i : i + b], start, held))
+        start, i = start + b * p, i + b
     size = padded_length(int(lengths.max())) if len(lengths) else 0
     mask = torch.full((size, size), MASKED, device=device).triu(1)
-    empty = torch.zeros(0, dtype=torch.int64, device=device)
-    return BucketPlan(out, torch.cat(tokens) if tokens else empty, first, col, width, mask)
+    return BucketPlan(out, tokens, first, col, width, mask)
 
 
 def silu_backward_(grad: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
