@@ -417,6 +417,22 @@ def test_the_jagged_attention_function_passes_gradcheck(timed: bool) -> None:
     assert torch.autograd.gradcheck(fast, (q, k, v), fast_mode=True)
 
 
+def test_the_jagged_attention_frees_its_buffers_after_the_backward() -> None:
+    """The scores and weights :class:`JaggedAttention` keeps are autograd's saved tensors: freed
+    by the backward even while its output lives on (a caller keeping the outputs of a step
+    does not keep every bucket's ``(b, heads, P, P)`` buffers), and a second backward is refused."""
+    _, offsets, ts = jagged([5, 17])
+    q, k, v = (torch.randn(22, 2, 3, requires_grad=True) for _ in range(3))
+    bias = HSTULayer(6, 2, 24).bias
+    assert bias is not None
+    table, index_of = bias.lookup(True)
+    out = JaggedAttention.apply(q, k, v, table, jagged_attention.plan(offsets, ts), index_of, 0.5, 0.1)
+    assert len(out.grad_fn.saved_tensors) == 2 * 6  # two buckets
+    out.sum().backward()
+    with pytest.raises(RuntimeError, match="freed"):
+        out.grad_fn.saved_tensors  # noqa: B018
+
+
 def test_the_masked_entries_are_spread_one_a_distance() -> None:
     """Above the diagonal the bias index points at a masked entry per distance (no two of a row
     share one: their gradients' adds do not queue on one address), all reading :data:`MASKED`."""

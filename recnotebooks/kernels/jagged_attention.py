@@ -312,7 +312,9 @@ class JaggedAttention(torch.autograd.Function):
             index = index_of(b)
             block = (qb.view(-1, heads, b.p, dq), kb.view(-1, heads, b.p, dq), vb.view(-1, heads, b.p, dv))
             saved.append((*block, *_bucket_forward(*block, table, index, alpha, inv_n, ob), index))
-        ctx.saved, ctx.batch, ctx.sizes = saved, batch, sizes  # type: ignore[attr-defined]
+        # saved as autograd saves (freed after the backward, checked against in-place changes)
+        ctx.save_for_backward(*(t for bucket in saved for t in bucket))
+        ctx.batch, ctx.sizes = batch, sizes  # type: ignore[attr-defined]
         ctx.table, ctx.alpha, ctx.inv_n = (table.numel(), table.dtype), alpha, inv_n  # type: ignore[attr-defined]
         return out.index_select(0, slots).view(length, heads, dv)
 
@@ -321,7 +323,8 @@ class JaggedAttention(torch.autograd.Function):
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        batch, sizes, saved = ctx.batch, ctx.sizes, ctx.saved  # type: ignore[attr-defined]
+        batch, sizes, flat = ctx.batch, ctx.sizes, ctx.saved_tensors  # type: ignore[attr-defined]
+        saved = [flat[i : i + 6] for i in range(0, len(flat), 6)]  # q, k, v, scores, weights, index
         length, heads, dv = grad.shape
         dq = saved[0][0].shape[-1]
         gather, slots = batch.head_rows(heads)
