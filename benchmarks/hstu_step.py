@@ -24,27 +24,35 @@ Targets: padded / jagged >= 1.5x; jagged / bound <= 1.3x. Run: ``python benchmar
 ablation: one thread, CPU time, so that other loads on the machine do not inflate it).
 
 MEASURED on a shared 2-core AMD EPYC VM (2026-12-05, PyTorch 2.13 CPU, other jobs at load
-3-10). ``--breakdown --rounds 11``, three runs interleaved with three of the same script at
-the previous round's commit (f91af73), load 5.7-6.5: jagged / bound 1.62-1.68x (the step
-113-122 ms, the bound 70-75 ms; single runs through the round at load 1-6: 1.60-1.76x), before
-1.78-1.95x (the step 129-137 ms); earlier, before cfec677's round, 2.66-2.85x. This round: a
-bucket's attention is one autograd Function (``BucketAttention``: the bias the score GEMM's
-addend, ``alpha`` and ``1 / N`` its scale factors, ``silu``'s derivative in place, the bias's
-gradient one ``index_add``), the bias table built once a step, the bias index's gaps in
-float32 where exact and its distance offsets cached. Over the bound, in fractions of it
-(differences of noisy minima): the batch's checks and plan 0.07-0.12 (before 0.17-0.24), the
-silu of the scores 0.07-0.15 (0.10-0.33), the relative bias 0.11-0.16 (0.20-0.26), the rest
-0.26-0.33 (0.20-0.26: the layers' own layer norms, ``silu`` of the projection, gate and
-residual, which the bound leaves out, the gathers into buckets and back, the per-bucket
-operator calls). Wall clock, one thread (``OMP_NUM_THREADS=1 python benchmarks/hstu_step.py
---rounds 7``), two runs at load 5.6-6.2: padded / jagged 25.0-28.8x, jagged / bound
-1.34-1.44x, but the bound itself 128-439 ms there (70 by CPU time): noise; the previous
-round's three runs: padded / jagged 22.7-27.8x. 1.3x is out of reach for eager PyTorch on a
-CPU: the silu of the scores and the relative bias, which the model needs and the bound leaves
-out, are each a pass or two over the ``(b, heads, P, P)`` scores (forward and backward: the
-bias's lookup into them and its gradient's scatter-add out of them, ``silu`` and its
-derivative) that a fused kernel would do inside the GEMMs' tiles; with the layers'
-``(L, dim)`` work they still cost 0.6-0.7 of the bound.
+5-10, a busy loop among them). ``--breakdown --rounds 11``, three runs interleaved with three
+of the same script at the previous round's commit (63365e8), load 5.6-7.0: jagged / bound
+1.42-1.55x (the step 103-109 ms, the bound 70-72 ms), before 1.60-1.78x (the step 108-123 ms);
+in-process A/B of the two (step and bound alternating, 30 rounds, three runs, load 5.6-5.9):
+1.52-1.56x against 1.62-1.65x. Earlier rounds: 1.78-1.95x before f91af73's, 2.66-2.85x before cfec677's. This
+round: a layer's attention is one autograd node (``JaggedAttention``: every bucket's gradients
+written into one buffer a tensor and the bias's into one table, gathered back by
+``index_select`` with the padding left out, no per-bucket nodes, scatter-adds or
+concatenations); the bias index points above the diagonal at one masked entry a distance
+rather than one for all (the bias gradient's ``index_add`` had queued half of each bucket's
+entries on one address: 2.6 ms against 1.5 ms a layer for the longest bucket, measured); the
+plan computes all padded slots at once (0.7 ms a batch against 1.7). Over the bound, in
+fractions of it (differences of noisy minima, three runs): the batch's checks and plan
+0.03-0.11 (before 0.07-0.16), the silu of the scores 0.11-0.19 (0.13-0.17), the relative bias
+0.09-0.15 (0.16-0.22), the rest 0.11-0.22 (0.22-0.25: the layers' own layer norms, ``silu``
+of the projection, gate and residual, which the bound leaves out, the gathers into buckets
+and back, the per-bucket operator calls). Wall clock, one thread (``OMP_NUM_THREADS=1 python
+benchmarks/hstu_step.py --rounds 7``), two runs at load 5.5-5.9 beside one of 63365e8's:
+padded / jagged 29.0-29.8x (before 25.2x), jagged / bound 1.38-1.41x (before 1.60x), the
+bound 156-158 ms there (70 by CPU time): noise. Tried and not kept (no gain measured, in
+process, 30 rounds): skipping the elementwise passes over the masked upper blocks of the
+longest buckets (row blocks of 64 or 128: within 0.5 ms of none); ``torch.compile`` works on
+this CPU but took 46 s to compile a two-operator function, so it is no option for a step
+timed here. 1.3x is out of reach for eager PyTorch on a CPU: the silu of the scores and the
+relative bias, which the model needs and the bound leaves out, are each a pass or two over
+the ``(b, heads, P, P)`` scores (forward and backward: the bias's lookup into them and its
+gradient's ``index_add`` out of them, ``silu`` and its derivative) that a fused kernel would
+do inside the GEMMs' tiles; with the layers' ``(L, dim)`` work they still cost 0.4-0.55 of
+the bound.
 """
 
 from __future__ import annotations

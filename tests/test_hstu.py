@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recnotebooks.kernels import jagged_attention
-from recnotebooks.kernels.jagged_attention import BucketAttention, buckets, padded_length
+from recnotebooks.kernels.jagged_attention import BucketAttention, JaggedAttention, buckets, padded_length
 from recnotebooks.nn.hstu import HSTU, HSTULayer, hstu_attention, time_buckets
 
 DIM, HEADS, MAX_LEN = 16, 2, 12
@@ -383,6 +383,72 @@ def test_the_bucket_attention_function_masks_exactly() -> None:
     for got, want in zip(grads, grads_ref, strict=False):
         torch.testing.assert_close(got, want)
     assert grads[3][2] == 0
+
+
+@pytest.mark.parametrize("timed", [True, False])
+def test_the_jagged_attention_function_passes_gradcheck(timed: bool) -> None:
+    """:class:`JaggedAttention` (every bucket in one autograd node, its gradients gathered back
+    with padding left out) against finite differences in float64 for ``q``, ``k``, ``v``, on
+    histories in three buckets with padding, an empty and a length-1 history; its forward and
+    the bias weights' gradients against the readable path's."""
+    _, offsets, ts = jagged([5, 0, 1, 11, 17])
+    times = ts if timed else None
+    length, g = int(offsets[-1]), torch.Generator().manual_seed(2)
+    q, k, v = (
+        torch.randn(length, 2, 3, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(3)
+    )
+    bias = HSTULayer(6, 2, 24).bias.double()  # type: ignore[union-attr]
+    batch = jagged_attention.plan(offsets, times)
+    assert len(batch.buckets) == 3 and len(batch.padding(2)) > 0
+    table, index_of = bias.lookup(timed)
+
+    def fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return JaggedAttention.apply(q, k, v, table, batch, index_of, 0.6, 1 / 24)  # type: ignore[no-any-return]
+
+    os.environ["RECNB_FUSED"] = "0"  # restored by the autouse fixture
+    want = hstu_attention(q * (0.6 * math.sqrt(3)), k, v, offsets, 24, bias, times)
+    got = fast(q, k, v)
+    torch.testing.assert_close(got, want)
+    w = torch.randn(got.shape, dtype=torch.float64, generator=g)
+    weights = [bias.position, bias.time] if timed else [bias.position]
+    ours = torch.autograd.grad((got * w).sum(), weights)
+    for mine, ref in zip(ours, torch.autograd.grad((want * w).sum(), weights), strict=True):
+        torch.testing.assert_close(mine, ref)
+    assert torch.autograd.gradcheck(fast, (q, k, v), fast_mode=True)
+
+
+def test_the_jagged_attention_frees_its_buffers_after_the_backward() -> None:
+    """The scores and weights :class:`JaggedAttention` keeps are autograd's saved tensors: freed
+    by the backward even while its output lives on (a caller keeping the outputs of a step
+    does not keep every bucket's ``(b, heads, P, P)`` buffers), and a second backward is refused."""
+    _, offsets, ts = jagged([5, 17])
+    q, k, v = (torch.randn(22, 2, 3, requires_grad=True) for _ in range(3))
+    bias = HSTULayer(6, 2, 24).bias
+    assert bias is not None
+    table, index_of = bias.lookup(True)
+    out = JaggedAttention.apply(q, k, v, table, jagged_attention.plan(offsets, ts), index_of, 0.5, 0.1)
+    assert len(out.grad_fn.saved_tensors) == 2 * 6  # two buckets
+    out.sum().backward()
+    with pytest.raises(RuntimeError, match="freed"):
+        out.grad_fn.saved_tensors  # noqa: B018
+
+
+def test_the_masked_entries_are_spread_one_a_distance() -> None:
+    """Above the diagonal the bias index points at a masked entry per distance (no two of a row
+    share one: their gradients' adds do not queue on one address), all reading :data:`MASKED`."""
+    bias = HSTULayer(6, 2, 16).bias
+    assert bias is not None
+    _, offsets, ts = jagged([9, 14])
+    batch = jagged_attention.plan(offsets, ts)
+    table, index_of = bias.lookup(timed=True)
+    for b in batch.buckets:
+        index = index_of(b).long()
+        above = torch.ones(b.p, b.p, dtype=torch.bool).triu(1).expand_as(index)
+        assert torch.all(table[index[above]] == jagged_attention.MASKED)
+        assert torch.all(table[index[~above]] != jagged_attention.MASKED)
+        for row in index[0, :-1]:
+            masked = row[row >= 16 * 33]
+            assert len(masked.unique()) == len(masked) > 0
 
 
 @pytest.mark.parametrize("path", ["readable", "fast"])

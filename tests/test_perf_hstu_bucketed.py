@@ -47,10 +47,10 @@ def test_the_rule_has_one_home_the_kernel_re_exports() -> None:
 
 
 def test_operators_by_hand() -> None:
-    """2 layers on histories in 3 buckets (8, 16, 112): 201 + 68 x 3 + 2 x (133 + 50 x 3)."""
+    """2 layers on histories in 3 buckets (8, 16, 112): 235 + 41 x 3 + 2 x (141 + 42 x 3)."""
     lengths = [3, 8, 9, 100, 110]
-    assert step_operators(2, lengths) == 201 + 68 * 3 + 2 * (133 + 50 * 3)
-    assert BUCKETED_OPS == {"step": 201, "step_per_bucket": 68, "layer": 133, "layer_per_bucket": 50}
+    assert step_operators(2, lengths) == 235 + 41 * 3 + 2 * (141 + 42 * 3)
+    assert BUCKETED_OPS == {"step": 235, "step_per_bucket": 41, "layer": 141, "layer_per_bucket": 42}
     assert step_operators(3, lengths, padded=True) == PADDED_OPS["step"] + 3 * PADDED_OPS["layer"]
     assert step_operators(2, lengths, attention="fused") == OPS_PER_STEP + 2 * OPS_PER_LAYER
     with pytest.raises(ValueError, match="attention"):

@@ -10,8 +10,10 @@ every history to the longest and runs one big batch: few calls, but at Yambda-sh
 **buckets** whose padded length ``P`` is the history's length rounded up to a step of at
 least 8 and at most a quarter of the length (so a bucket pads at most about 25%), gathers
 the tokens of every bucket at once into ``(b, heads, P, d)`` blocks (one ``index_select`` a
-tensor, whose backward is one ``index_add``), runs the attention of each bucket in a few
-batched operations, and gathers the outputs back to the jagged rows. The buckets are planned
+tensor), runs the attention of each bucket in a few batched operations, and gathers the
+outputs back to the jagged rows; all of it one autograd node (:class:`JaggedAttention`), whose
+backward gathers the gradients back the same way (``index_select``, not a scatter). The
+buckets are planned
 once a batch (:func:`plan`) and every layer of a stack runs on them, as it reuses what they
 derive once (the relative bias's lookup index, time buckets included). A batch takes about
 ``4 log2(longest / 8)`` buckets, whatever its size.
@@ -23,8 +25,9 @@ score GEMM's addend (``baddbmm``: one lookup into a table of every ``position[d]
 sum, :meth:`recnotebooks.nn.hstu.RelativeAttentionBias.lookup`), and the causal mask is
 :data:`MASKED` in that table, whose ``silu`` is 0. Its backward keeps the scores and weights
 of the forward, takes ``silu``'s derivative in place and the bias's gradient as one
-``index_add``. Results equal the readable path's up to float rounding (``tests/test_hstu.py``
-runs both); ``RECNB_FUSED=0`` switches it off, as it does the fused optimizers.
+``index_add`` (into one table for all the buckets of a layer). Results equal the readable
+path's up to float rounding (``tests/test_hstu.py`` runs both); ``RECNB_FUSED=0`` switches it
+off, as it does the fused optimizers.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ __all__ = [
     "Bucket",
     "BucketAttention",
     "BucketPlan",
+    "JaggedAttention",
     "bucketed_attention",
     "buckets",
     "can_run",
@@ -106,6 +110,7 @@ class BucketPlan:
     width: torch.Tensor
     mask: torch.Tensor
     derived: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    padded: dict[int, torch.Tensor] = field(default_factory=dict)
 
     def head_rows(self, heads: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The gather of ``(L * heads, d)`` rows (token-major) into ``(T * heads, d)`` rows, laid
@@ -125,36 +130,105 @@ class BucketPlan:
             )
         return self.derived[heads]
 
+    def padding(self, heads: int) -> torch.Tensor:
+        """The rows of :meth:`head_rows`' ``(T * heads, d)`` layout that hold padding (no
+        token's: what its inverse leaves out)."""
+        if heads not in self.padded:
+            real = torch.zeros(len(self.tokens) * heads, dtype=torch.bool, device=self.tokens.device)
+            real[self.head_rows(heads)[1]] = True
+            self.padded[heads] = (~real).nonzero().squeeze(1)
+        return self.padded[heads]
+
 
 def plan(offsets: torch.Tensor, timestamps: torch.Tensor | None = None) -> BucketPlan:
-    """The buckets of the histories ``offsets`` delimits (see the module docstring)."""
+    """The buckets of the histories ``offsets`` delimits (see the module docstring): every
+    padded slot of every bucket at once (its history ``h``, its position ``pos``), each
+    bucket a slice of them."""
     lengths = offsets[1:] - offsets[:-1]
     device = offsets.device
-    out, tokens, start = [], [], 0
+    groups = buckets(lengths.tolist())
+    order = torch.tensor([m for ms in groups.values() for m in ms], dtype=torch.int64, device=device)
+    widths = torch.tensor([p for p, ms in groups.items() for _ in ms], dtype=torch.int64, device=device)
+    n, starts = lengths[order], widths.cumsum(0) - widths  # a history's length, its first slot
+    h = torch.repeat_interleave(widths)  # the history of each of the T slots
+    pos = torch.arange(len(h), device=device) - starts[h]
+    valid = pos < n[h]
+    tokens = torch.where(valid, offsets[order][h] + pos, 0)
+    real = tokens[valid]
     first, col, width = (torch.zeros(int(offsets[-1]), dtype=torch.int64, device=device) for _ in range(3))
-    for p, members in buckets(lengths.tolist()).items():
-        index = torch.tensor(members, device=device)
-        n = lengths[index]
-        pos = torch.arange(p, device=device)
-        valid = pos[None, :] < n[:, None]  # (b, P)
-        tok = torch.where(valid, offsets[index][:, None] + pos[None, :], 0)
-        real = tok[valid]
-        first[real] = (start + p * torch.arange(len(members), device=device)[:, None]).expand_as(tok)[valid]
-        col[real], width[real] = pos.expand_as(tok)[valid], p
-        flat = tok.reshape(-1)
-        times = None if timestamps is None else timestamps.index_select(0, flat).view(tok.shape)
-        out.append(Bucket(p, n, start, times))
-        tokens.append(flat)
-        start += flat.numel()
+    first[real], col[real], width[real] = starts[h][valid], pos[valid], widths[h][valid]
+    times = None if timestamps is None else timestamps.index_select(0, tokens)
+    out, start, i = [], 0, 0
+    for p, members in groups.items():
+        b = len(members)
+        held = None if times is None else times[start : start + b * p].view(b, p)
+        out.append(Bucket(p, n[i : i + b], start, held))
+        start, i = start + b * p, i + b
     size = padded_length(int(lengths.max())) if len(lengths) else 0
     mask = torch.full((size, size), MASKED, device=device).triu(1)
-    empty = torch.zeros(0, dtype=torch.int64, device=device)
-    return BucketPlan(out, torch.cat(tokens) if tokens else empty, first, col, width, mask)
+    return BucketPlan(out, tokens, first, col, width, mask)
 
 
 def silu_backward_(grad: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
     """``grad * silu'(scores)``, written over ``grad`` (one pass, no new buffer)."""
     return torch.ops.aten.silu_backward.grad_input(grad, scores, grad_input=grad)
+
+
+def _bucket_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    table: torch.Tensor,
+    index: torch.Tensor,
+    alpha: float,
+    inv_n: float,
+    out: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One bucket's ``silu(alpha Q K^T + table[index]) V / N`` written into ``out`` (``v``'s
+    shape); returns the scores ``S`` and weights ``silu(S)`` its backward reads."""
+    b, heads, p, d = q.shape
+    scores = torch.empty(b, heads, p, p, dtype=q.dtype, device=q.device)
+    scores.copy_(table.index_select(0, index.reshape(-1)).view(index.shape)[:, None])
+    scores = scores.view(-1, p, p)
+    scores.baddbmm_(q.reshape(-1, p, d), k.reshape(-1, p, d).transpose(1, 2), alpha=alpha)
+    weights = F.silu(scores)
+    v3 = v.reshape(-1, p, v.shape[-1])
+    torch.baddbmm(v3, weights, v3, beta=0, alpha=inv_n, out=out.view(v3.shape))
+    return scores, weights
+
+
+def _bucket_backward(
+    saved: tuple[torch.Tensor, ...],
+    grad: torch.Tensor,
+    alpha: float,
+    inv_n: float,
+    grads: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+    dtable: torch.Tensor | None,
+) -> None:
+    """:func:`_bucket_forward`'s gradients, written into ``grads`` (``dq, dk, dv``, the shapes of
+    ``q, k, v``) and added into ``dtable`` (``None``: not wanted). ``saved``: ``q, k, v``,
+    the scores, the weights and the bias index of the forward."""
+    q, k, v, scores, weights, index = saved
+    b, heads, p, d = q.shape
+    g, q3, k3 = grad.reshape(-1, p, v.shape[-1]), q.reshape(-1, p, d), k.reshape(-1, p, d)
+    dq, dk, dv = (t.view(-1, p, t.shape[-1]) for t in grads)
+    torch.baddbmm(g, weights.transpose(1, 2), g, beta=0, alpha=inv_n, out=dv)
+    ds = silu_backward_(
+        torch.baddbmm(scores, g, v.reshape(-1, p, v.shape[-1]).transpose(1, 2), beta=0, alpha=inv_n),
+        scores,
+    )
+    torch.baddbmm(q3, ds, k3, beta=0, alpha=alpha, out=dq)
+    torch.baddbmm(k3, ds.transpose(1, 2), q3, beta=0, alpha=alpha, out=dk)
+    if dtable is None:
+        return
+    per = ds.view(b, heads, p, p)  # summed over the heads by adds (a CPU's sum(1) is slower)
+    per = per[:, 0] if heads == 1 else torch.add(per[:, 0], per[:, 1])
+    for head in range(2, heads):
+        per.add_(ds.view(b, heads, p, p)[:, head])
+    if index.shape[0] == 1:
+        per = per.sum(0, keepdim=True)
+    # accumulated in the table's precision (float32 for a bfloat16 model's float32 bias)
+    dtable.index_add_(0, index.reshape(-1), per.reshape(-1).to(dtable.dtype))
 
 
 class BucketAttention(torch.autograd.Function):
@@ -165,7 +239,8 @@ class BucketAttention(torch.autograd.Function):
     (:func:`silu_backward_`), and the bias's gradient is one ``index_add`` of ``dS`` summed over
     the heads. ``q``, ``k``: ``(b, heads, P, dq)``; ``v``: ``(b, heads, P, dv)``; ``table``:
     1-D, any float dtype (its gradient comes back in it); ``index``: ``(b, P, P)`` or
-    ``(1, P, P)`` (shared by the bucket's histories), integers; ``alpha``, ``inv_n``: floats."""
+    ``(1, P, P)`` (shared by the bucket's histories), integers; ``alpha``, ``inv_n``: floats.
+    :class:`JaggedAttention` runs the same for every bucket of a batch, in one autograd node."""
 
     @staticmethod
     def forward(  # type: ignore[override]
@@ -178,50 +253,90 @@ class BucketAttention(torch.autograd.Function):
         alpha: float,
         inv_n: float,
     ) -> torch.Tensor:
-        b, heads, p, d = q.shape
-        scores = torch.empty(b, heads, p, p, dtype=q.dtype, device=q.device)
-        scores.copy_(table.index_select(0, index.reshape(-1)).view(index.shape)[:, None])
-        scores = scores.view(-1, p, p)
-        scores.baddbmm_(q.reshape(-1, p, d), k.reshape(-1, p, d).transpose(1, 2), alpha=alpha)
-        weights = F.silu(scores)
+        out = torch.empty(v.shape, dtype=v.dtype, device=v.device)
+        scores, weights = _bucket_forward(q, k, v, table, index, alpha, inv_n, out)
         ctx.save_for_backward(q, k, v, scores, weights, index)
         ctx.table, ctx.alpha, ctx.inv_n = (table.numel(), table.dtype), alpha, inv_n  # type: ignore[attr-defined]
-        v3 = v.reshape(-1, p, v.shape[-1])
-        return torch.baddbmm(v3, weights, v3, beta=0, alpha=inv_n).view(v.shape)
+        return out
 
     @staticmethod
     def backward(  # type: ignore[override]
         ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
     ) -> tuple[torch.Tensor | None, ...]:
-        q, k, v, scores, weights, index = ctx.saved_tensors  # type: ignore[attr-defined]
-        alpha, inv_n = ctx.alpha, ctx.inv_n  # type: ignore[attr-defined]
-        b, heads, p, d = q.shape
-        g, q3, k3 = grad.reshape(-1, p, v.shape[-1]), q.reshape(-1, p, d), k.reshape(-1, p, d)
-        dv = torch.baddbmm(g, weights.transpose(1, 2), g, beta=0, alpha=inv_n).view(v.shape)
-        ds = silu_backward_(
-            torch.baddbmm(scores, g, v.reshape(-1, p, v.shape[-1]).transpose(1, 2), beta=0, alpha=inv_n),
-            scores,
-        )
-        dq = torch.baddbmm(q3, ds, k3, beta=0, alpha=alpha).view(q.shape)
-        dk = torch.baddbmm(k3, ds.transpose(1, 2), q3, beta=0, alpha=alpha).view(k.shape)
-        dtable = None
-        if ctx.needs_input_grad[3]:  # type: ignore[attr-defined]
-            per = ds.view(b, heads, p, p)  # summed over the heads by adds (a CPU's sum(1) is slower)
-            per = per[:, 0] if heads == 1 else torch.add(per[:, 0], per[:, 1])
-            for head in range(2, heads):
-                per.add_(ds.view(b, heads, p, p)[:, head])
-            if index.shape[0] == 1:
-                per = per.sum(0, keepdim=True)
-            size, dtype = ctx.table  # type: ignore[attr-defined]
-            # accumulated in the table's precision (float32 for a bfloat16 model's float32 bias)
-            dtable = torch.zeros(size, dtype=dtype, device=ds.device)
-            dtable.index_add_(0, index.reshape(-1), per.reshape(-1).to(dtype))
-        return dq, dk, dv, dtable, None, None, None
+        saved = ctx.saved_tensors  # type: ignore[attr-defined]
+        grads = tuple(torch.empty_like(t) for t in saved[:3])
+        size, dtype = ctx.table  # type: ignore[attr-defined]
+        wanted = ctx.needs_input_grad[3]  # type: ignore[attr-defined]
+        dtable = torch.zeros(size, dtype=dtype, device=grad.device) if wanted else None
+        _bucket_backward(saved, grad, ctx.alpha, ctx.inv_n, grads, dtable)  # type: ignore[attr-defined]
+        return *grads, dtable, None, None, None
 
 
 def _mask_index(batch: BucketPlan) -> Callable[[Bucket], torch.Tensor]:
     """A bucket's index into ``[0, MASKED]``: the causal mask alone, ``(1, P, P)``."""
     return lambda b: (batch.mask[None, : b.p, : b.p] != 0).to(torch.int32)
+
+
+class JaggedAttention(torch.autograd.Function):
+    """:func:`bucketed_attention`'s work as one autograd node: the gathers of ``q``, ``k``, ``v``
+    into the buckets' ``(b, heads, P, d)`` blocks, every bucket's :class:`BucketAttention`, and
+    the outputs' gather back to the jagged rows. Its backward writes each bucket's gradients
+    into one buffer a tensor and the bias's into one table, and gathers them back to the rows
+    the same way (:meth:`BucketPlan.head_rows`' inverse; the output's gradient is gathered into
+    the blocks with 0 at padding, :meth:`BucketPlan.padding`): no per-bucket autograd nodes,
+    no scatters, no concatenations. Arguments: ``q``, ``k`` ``(L, heads, dq)``, ``v``
+    ``(L, heads, dv)``, ``table`` and ``index_of`` as :func:`bucketed_attention`'s ``bias``, the
+    plan ``batch``, ``alpha`` and ``inv_n``."""
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        table: torch.Tensor,
+        batch: BucketPlan,
+        index_of: Callable[[Bucket], torch.Tensor],
+        alpha: float,
+        inv_n: float,
+    ) -> torch.Tensor:
+        length, heads, dq = q.shape
+        dv = v.shape[-1]
+        gather, slots = batch.head_rows(heads)
+        # one gather per tensor, into (b, heads, P, d) blocks
+        qs, ks, vs = (t.reshape(-1, t.shape[-1]).index_select(0, gather) for t in (q, k, v))
+        out = torch.empty(vs.shape, dtype=v.dtype, device=v.device)
+        sizes = [len(b.n) * b.p * heads for b in batch.buckets]
+        saved, blocks = [], (t.split(sizes) for t in (qs, ks, vs, out))
+        for b, qb, kb, vb, ob in zip(batch.buckets, *blocks, strict=True):
+            index = index_of(b)
+            block = (qb.view(-1, heads, b.p, dq), kb.view(-1, heads, b.p, dq), vb.view(-1, heads, b.p, dv))
+            saved.append((*block, *_bucket_forward(*block, table, index, alpha, inv_n, ob), index))
+        # saved as autograd saves (freed after the backward, checked against in-place changes)
+        ctx.save_for_backward(*(t for bucket in saved for t in bucket))
+        ctx.batch, ctx.sizes = batch, sizes  # type: ignore[attr-defined]
+        ctx.table, ctx.alpha, ctx.inv_n = (table.numel(), table.dtype), alpha, inv_n  # type: ignore[attr-defined]
+        return out.index_select(0, slots).view(length, heads, dv)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(  # type: ignore[override]
+        ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor
+    ) -> tuple[torch.Tensor | None, ...]:
+        batch, sizes, flat = ctx.batch, ctx.sizes, ctx.saved_tensors  # type: ignore[attr-defined]
+        saved = [flat[i : i + 6] for i in range(0, len(flat), 6)]  # q, k, v, scores, weights, index
+        length, heads, dv = grad.shape
+        dq = saved[0][0].shape[-1]
+        gather, slots = batch.head_rows(heads)
+        g = grad.reshape(-1, dv).index_select(0, gather).index_fill_(0, batch.padding(heads), 0)
+        grads = [torch.empty(len(gather), d, dtype=grad.dtype, device=grad.device) for d in (dq, dq, dv)]
+        size, dtype = ctx.table  # type: ignore[attr-defined]
+        wanted = ctx.needs_input_grad[3]  # type: ignore[attr-defined]
+        dtable = torch.zeros(size, dtype=dtype, device=grad.device) if wanted else None
+        for bucket, gb, *blocks in zip(saved, g.split(sizes), *(t.split(sizes) for t in grads), strict=True):
+            _bucket_backward(bucket, gb, ctx.alpha, ctx.inv_n, tuple(blocks), dtable)  # type: ignore[attr-defined]
+        dq_, dk_, dv_ = (t.index_select(0, slots).view(length, heads, -1) for t in grads)
+        return dq_, dk_, dv_, dtable, None, None, None, None
 
 
 def bucketed_attention(
@@ -237,21 +352,8 @@ def bucketed_attention(
     ``index_of(bucket)``, its index ``(b, P, P)`` or ``(1, P, P)`` into the table, pointing at
     :data:`MASKED` above the diagonal (:meth:`recnotebooks.nn.hstu.RelativeAttentionBias.lookup`);
     without, the table is ``[0, MASKED]``."""
-    length, heads, dq = q.shape
-    dv = v.shape[-1]
-    gather, slots = batch.head_rows(heads)
-    # one gather per tensor, into (b, heads, P, d) blocks
-    qs = q.reshape(-1, dq).index_select(0, gather)
-    ks = k.reshape(-1, dq).index_select(0, gather)
-    vs = v.reshape(-1, dv).index_select(0, gather)
-    sizes = [len(b.n) * b.p * heads for b in batch.buckets]  # split, not slices: one cat back
-    values = []
+    if not batch.buckets:
+        return v.new_zeros(q.shape[0], q.shape[1], v.shape[-1])
     table, index_of = bias if bias is not None else (q.new_tensor([0.0, MASKED]), _mask_index(batch))
-    for b, qb, kb, vb in zip(batch.buckets, qs.split(sizes), ks.split(sizes), vs.split(sizes), strict=True):
-        index = index_of(b)
-        block = (qb.view(-1, heads, b.p, dq), kb.view(-1, heads, b.p, dq), vb.view(-1, heads, b.p, dv))
-        out = BucketAttention.apply(*block, table, index, 1.0 / math.sqrt(dq), 1.0 / max_len)
-        values.append(out.reshape(-1, dv))
-    if not values:
-        return v.new_zeros(length, heads, dv)
-    return torch.cat(values).index_select(0, slots).view(length, heads, dv)
+    out = JaggedAttention.apply(q, k, v, table, batch, index_of, 1.0 / math.sqrt(q.shape[-1]), 1.0 / max_len)
+    return out  # type: ignore[no-any-return]

@@ -50,6 +50,7 @@ from recnotebooks.checks import (
     show,
 )
 from recnotebooks.kernels import jagged_attention
+from recnotebooks.kernels.jagged_attention import padded_length
 
 __all__ = ["HSTU", "HSTULayer", "RelativeAttentionBias", "hstu_attention", "time_buckets"]
 
@@ -138,14 +139,19 @@ class RelativeAttentionBias(nn.Module):
         """:meth:`batched` for the buckets of a plan of
         :func:`recnotebooks.kernels.jagged_attention.plan`, as a lookup: a ``table`` of every
         ``position[d] + time[t]`` sum (``position[d]`` alone if not ``timed``) followed by
+        ``padded_length(max_len) + width``
         :data:`~recnotebooks.kernels.jagged_attention.MASKED` entries, built once a step, and
         ``index_of(bucket)``: the index ``(b, P, P)`` (``(1, P, P)`` untimed) of each entry
         into it, above the diagonal into the masked ones, computed once a batch (the layers
-        sharing the plan share it)."""
+        sharing the plan share it). The masked entries are many, one a distance above the
+        diagonal, so that the gradient's ``index_add`` does not add half of every bucket's
+        entries into one address, each add waiting for the one before (measured here: 2.6 ms
+        against 1.5 ms a layer for the longest bucket of ``benchmarks/hstu_step.py``)."""
         table, width = self.position, 1
         if timed:
             table, width = (self.position[:, None] + self.time).flatten(), self.num_buckets + 1
-        return torch.cat([table, table.new_full((width,), jagged_attention.MASKED)]), self.bucket_index
+        masked = table.new_full((padded_length(self.max_len) + width,), jagged_attention.MASKED)
+        return torch.cat([table, masked]), self.bucket_index
 
     def bucket_index(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
         """The index of :meth:`lookup`'s table for one bucket, kept in ``bucket.derived``."""
@@ -156,12 +162,13 @@ class RelativeAttentionBias(nn.Module):
 
     def _bucket_index(self, bucket: jagged_attention.Bucket) -> torch.Tensor:
         """Where :meth:`lookup`'s table is read: ``d * (num_buckets + 1) + t`` (``d``
-        alone without timestamps), ``max_len * (num_buckets + 1) + t`` above the diagonal (a
-        masked entry). The gaps ``t_next(i) - t(j)`` are taken in float32 where exact (a
-        history's events spanning under 2^24 s, about 194 days, counted from its first), else
-        in float64 (timestamps under 2^53), else in int64; their buckets are read off the
-        floats' exponent bits (:func:`~recnotebooks.kernels.jagged_attention.log2_buckets`;
-        no ``abs``: where used, ``j <= i``, the gaps are non-negative)."""
+        alone without timestamps), ``max_len * (num_buckets + 1) + j - i - 1 + t`` above the
+        diagonal (a masked entry; :meth:`_offsets`). The gaps ``t_next(i) - t(j)`` are taken in
+        float32 where exact (a history's events spanning under 2^24 s, about 194 days, counted
+        from its first), else in float64 (timestamps under 2^53), else in int64; their buckets
+        are read off the floats' exponent bits
+        (:func:`~recnotebooks.kernels.jagged_attention.log2_buckets`; no ``abs``: where used,
+        ``j <= i``, the gaps are non-negative)."""
         p = bucket.p
         if bucket.times is None:
             return self._offsets(p, 1, 0)[:p, :p].contiguous()[None]
@@ -184,19 +191,17 @@ class RelativeAttentionBias(nn.Module):
         return buckets.add_(self._offsets(p, width, 0)[:p, :p]).to(torch.int32)
 
     def _offsets(self, p: int, width: int, top: int) -> torch.Tensor:
-        """``min(i - j, max_len - 1) * width - top`` for ``j <= i``, ``max_len * width - top``
-        above the diagonal: int32, at least ``(p, p)`` (its top-left block is a shorter
-        bucket's), kept between batches (the largest seen, at most
-        ``padded_length(max_len)^2`` entries)."""
+        """``min(i - j, max_len - 1) * width - top`` for ``j <= i``, ``max_len * width + j - i - 1
+        - top`` above the diagonal (a masked entry a distance: see :meth:`lookup`): int32, at
+        least ``(p, p)`` (its top-left block is a shorter bucket's), kept between batches (the
+        largest seen, at most ``padded_length(max_len)^2`` entries)."""
         key = (width, top, self.position.device)
         have = self._offset_cache.get(key)
         if have is None or len(have) < p:
             i = torch.arange(p, dtype=torch.int32, device=self.position.device)
             d = i[:, None] - i[None, :]
-            above = d < 0
-            have = (
-                d.clamp_(max=self.max_len - 1).mul_(width).masked_fill_(above, self.max_len * width).sub_(top)
-            )
+            beyond = (-1 - d).add_(self.max_len * width)  # above the diagonal: a masked entry a distance
+            have = torch.where(d < 0, beyond, d.clamp(max=self.max_len - 1).mul_(width)).sub_(top)
             self._offset_cache[key] = have
         return have
 

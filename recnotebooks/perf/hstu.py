@@ -106,11 +106,14 @@ OPS_PER_LAYER, OPS_PER_STEP = 60, 80
 #: :func:`recnotebooks.perf.components.ops.op_count` counts a DLRM's (whose steps calibrate
 #: ``op_overhead_s``), of ``hstu_small`` at 1, 2 and 3 layers on histories in 1, 2, 4 and 8
 #: buckets (torch 2.13, 2026-12-05), counted again after the kernel's second round
-#: (``BucketAttention``): 1 to 3 layers, 1, 3 and 4 buckets; every count within one operator
-#: of these constants (a history's span picks the gaps' dtype, which adds or drops one;
+#: (``BucketAttention``): 1 to 3 layers, 1, 3 and 4 buckets, and after its third
+#: (``JaggedAttention``, one autograd node a layer, and the plan's slots computed at once):
+#: 1 to 3 layers, 1, 3, 4 and 8 buckets;
+#: every count within one operator of these constants but 3 layers on 1 bucket (two) (a
+#: history's span picks the gaps' dtype, which adds or drops one;
 #: ``tests/test_perf_hstu_bucketed.py`` counts them again). Counted with the relative
 #: attention bias on (``HSTUConfig.relative_bias``), whose lookups are among them.
-BUCKETED_OPS = {"step": 201, "step_per_bucket": 68, "layer": 133, "layer_per_bucket": 50}
+BUCKETED_OPS = {"step": 235, "step_per_bucket": 41, "layer": 141, "layer_per_bucket": 42}
 #: The same for a padded batch (:func:`recnotebooks.nn.hstu_padded.padded_stack`, one masked
 #: attention over every history at the longest length), counted alike at 1 and 2 layers.
 PADDED_OPS = {"step": 159, "layer": 200}
