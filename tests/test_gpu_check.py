@@ -78,3 +78,20 @@ def test_the_self_test_validates_in_one_pass_and_the_gpu_run_in_five() -> None:
     quick = {s.name: s.command for s in gc.steps("cpu", True)}["validate"]
     full = {s.name: s.command for s in gc.steps("cuda", False)}["validate"]
     assert quick[quick.index("--repeats") + 1] == "1" and "--repeats" not in full
+
+
+def test_the_self_tests_limits_follow_the_share_of_the_cpu_left_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A step's limit is a hang guard sized for the GPU run: the self-test's CPU steps get it times
+    the machine's load per core (2 s of sleep passes a 1 s limit scaled by 3, not unscaled)."""
+    gc = _module()
+    nap = gc.Step("nap", [sys.executable, "-c", "import time; time.sleep(2)"], 1, "sleeps")
+    assert gc.run_step(nap, {}, 1.0)["status"] == "timeout"
+    row = gc.run_step(nap, {}, 3.0)
+    assert row["status"] == "pass" and row["limit_s"] == 3.0
+    monkeypatch.setattr(gc.os, "getloadavg", lambda: (8.0, 0.0, 0.0))
+    monkeypatch.setattr(gc.os, "cpu_count", lambda: 2)
+    assert gc.cpu_share_factor() == 4.0
+    monkeypatch.setattr(gc.os, "getloadavg", lambda: (0.3, 0.0, 0.0))
+    assert gc.cpu_share_factor() == 1.0  # never below the GPU run's limits
