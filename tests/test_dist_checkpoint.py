@@ -7,6 +7,7 @@ fault resumes from the last save and ends as the uninterrupted run."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -31,11 +32,11 @@ from recnotebooks.data.synthetic import SyntheticConfig
 from recnotebooks.distributed import training
 from recnotebooks.distributed.checkpoint import MANIFEST, fold_pieces, read_manifest, read_single, resolve
 from recnotebooks.distributed.launch import launch
+from recnotebooks.distributed.rank_data import CriteoFiles, data_state, train_batches
+from recnotebooks.distributed.resume import check_resume
 from recnotebooks.distributed.training import (
     FAULT_AT_STEP,
     FAULT_RANK,
-    CriteoFiles,
-    RankSettings,
     train_local,
 )
 from recnotebooks.plan import round_robin
@@ -341,18 +342,19 @@ def test_a_criteo_run_resumes_at_its_data_position() -> None:
     cfg = cli.config_from_args(
         cli.build_parser().parse_args(["train", "--max-rows", "1000", "--data", SAMPLE])
     )
-    workload, rank = Workload(cfg, 256), RankSettings(6, data=CriteoFiles((SAMPLE,), 0.25))
-    whole = list(itertools.islice(training._train_batches(workload, rank, SyntheticConfig())[0], 4))
-    later = list(itertools.islice(training._train_batches(workload, rank, SyntheticConfig(), 2)[0], 2))
+    workload, files = Workload(cfg, 256), CriteoFiles((SAMPLE,), 0.25)
+    whole = list(itertools.islice(train_batches(workload, files, 0, SyntheticConfig())[0], 4))
+    later = list(itertools.islice(train_batches(workload, files, 0, SyntheticConfig(), 2)[0], 2))
     assert torch.equal(later[0].dense, whole[2].dense) and torch.equal(later[1].labels, whole[3].labels)
     one = HeldOutSplit(CriteoReader([SAMPLE], cfg, 256, drop_last=True), 0.25, "train")
     steps = iter(one)
     next(steps), next(steps)  # the single-process run after 2 steps
-    state = training._data_state(workload, rank, 2)
+    state = data_state(workload, files, 0, 2)
+    data_at = functools.partial(data_state, workload, files, 0)
     assert state == one.state_dict()
     kinds = {"sparse_optimizer": {"kind": "rowwise_adagrad"}, "dense_optimizer": {"kind": "adagrad"}}
     info = {"path": "c", "config": config_to_dict(cfg), "step": 2, "data": state, **kinds}
-    assert training._check_resume(info, workload, rank) == 2
+    assert check_resume(info, workload, 6, data_at) == 2
     synthetic = {"kind": "synthetic_criteo", "position": 2, "seed": 0, "split": "train"}
     bad_states = [
         (state | {"position": 3}, "not its step 2"),
@@ -361,7 +363,7 @@ def test_a_criteo_run_resumes_at_its_data_position() -> None:
     ]
     for bad, words in bad_states:
         with pytest.raises(ValueError, match=words):
-            training._check_resume({**info, "data": bad}, workload, rank)
+            check_resume({**info, "data": bad}, workload, 6, data_at)
 
 
 def test_a_resumed_runs_lines_count_the_steps_it_trained() -> None:

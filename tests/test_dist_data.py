@@ -19,7 +19,8 @@ from recnotebooks.commands.settings import train_settings
 from recnotebooks.config import Workload
 from recnotebooks.data.batch import Batch
 from recnotebooks.distributed import training
-from recnotebooks.distributed.training import CriteoFiles, _pad, train_local
+from recnotebooks.distributed.rank_data import CriteoFiles, pad_batch
+from recnotebooks.distributed.training import train_local
 from recnotebooks.plan import round_robin
 from recnotebooks.sparse import JaggedBatch
 
@@ -77,12 +78,12 @@ def test_pad_repeats_the_last_sample() -> None:
     weights = {"a": [[0.5, 1.5], [], [2.5]], "b": [[3.5], [4.5, 5.5], []]}
     sparse = JaggedBatch.from_lists(ids, weights)
     batch = Batch(torch.arange(6.0).view(3, 2), sparse, torch.tensor([0.0, 1.0, 1.0]))
-    padded = _pad(batch, 5)
+    padded = pad_batch(batch, 5)
     assert padded.sparse.to_lists() == {"a": [[1, 2], [], [3], [3], [3]], "b": [[4], [5, 6], [], [], []]}
     assert padded.sparse.weights.tolist() == [0.5, 1.5, 2.5, 2.5, 2.5, 3.5, 4.5, 5.5]
     assert padded.sparse.batch_size == 5 and padded.sparse.lengths.tolist() == [2, 0, 1, 1, 1, 1, 2, 0, 0, 0]
     assert padded.dense[3:].tolist() == [[4.0, 5.0]] * 2 and padded.labels.tolist() == [0, 1, 1, 1, 1]
-    assert _pad(batch, 3) is batch
+    assert pad_batch(batch, 3) is batch
 
 
 @pytest.fixture

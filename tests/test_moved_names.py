@@ -40,6 +40,7 @@ MOVED: dict[str, list[tuple[str, tuple[str, ...]]]] = {
                 "train_hstu_local",
             ),
         ),  # fmt: skip
+        ("recnotebooks.distributed.rank_data", ("CriteoFiles",)),
     ],
     "recnotebooks.cli": [
         ("recnotebooks.commands.dispatch", ("main",)),

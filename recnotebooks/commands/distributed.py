@@ -8,7 +8,7 @@ picks how every table is split (``table_wise`` round-robin by default, ``row_wis
 
 ``--data FILE...`` trains on Criteo files as the single-process run does (the same checks, the same
 held-out split by ``--eval-fraction``): every rank reads the files and keeps its slice of each
-global batch (:class:`~recnotebooks.distributed.training.CriteoFiles`), so the losses and held-out
+global batch (:class:`~recnotebooks.distributed.rank_data.CriteoFiles`), so the losses and held-out
 metrics equal one process's.
 
 ``--checkpoint DIR`` saves a sharded checkpoint in the folder ``DIR`` when training ends (and every
@@ -64,8 +64,8 @@ from recnotebooks.distributed.peers import (
     lost_report,
     tell_torchrun,
 )
+from recnotebooks.distributed.rank_data import CriteoFiles
 from recnotebooks.distributed.training import (
-    CriteoFiles,
     DistTrainResult,
     torchrun_env,
     train_local,

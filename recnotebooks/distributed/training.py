@@ -31,26 +31,15 @@ batches), and returns a :class:`RankResult`:
   ``MASTER_ADDR``, ``MASTER_PORT``; NCCL when CUDA is present, else gloo).
 
 **Real data** (``recnb train --data``): with ``data=CriteoFiles(paths, eval_fraction)`` the global
-batches are the Criteo files' instead (:class:`CriteoFiles`): every rank opens its own
-:class:`~recnotebooks.data.criteo.CriteoReader` of the files with the global ``batch_size``, splits it
-as one process does (:class:`~recnotebooks.data.split.HeldOutSplit`: the same held-out batches, the
-same train batches in the same order, the files repeated when they run out) and keeps its slice of
-each, so ``N`` ranks see exactly the samples one process sees. Every rank reads and parses every
-line: the cost is ``N`` times the parsing of one process (on the reader's vectorised path, a small
-share of a step). A split by bytes or by line ranges would parse ``1/N`` each, but a gzip stream
-cannot be entered in the middle (every rank would still decompress everything up to its range),
-and lines the reader skips as malformed shift every later sample, so a rank cannot know where its
-samples start without parsing what comes before; reading the same stream keeps the exactness for
-free. Evaluation pads a last, partial held-out batch to a multiple of ``N`` samples (copies of its
-last sample, whose predictions are dropped), so the metrics are over the same samples too.
+batches are the Criteo files' instead; every rank reads the same stream and keeps its slice of each
+batch, so ``N`` ranks see exactly the samples one process sees
+(:mod:`~recnotebooks.distributed.rank_data`, which says why the ranks do not split the files).
 
 **Checkpoints** (``recnb train --checkpoint DIR``, ``--resume``): with ``checkpoint`` every rank
-saves its shards, both optimizers' states, the dense replica, the step (the data position: global
-batch ``i`` is step ``i``'s) and its random state into a sharded checkpoint every
-``checkpoint_every`` steps and when training ends; ``resume`` loads one saved on any number of
-ranks under any plan, or a single-process checkpoint file, and training continues from its step
-(:mod:`recnotebooks.distributed.checkpoint`). A test hook makes a rank die for the restart tests:
-``RECNB_FAULT_AT_STEP=N`` (:func:`_fault`).
+saves a sharded checkpoint every ``checkpoint_every`` steps and when training ends; ``resume`` loads
+one saved on any number of ranks under any plan, or a single-process checkpoint file, and training
+continues from its step (:mod:`~recnotebooks.distributed.resume`). A test hook makes a rank die for
+the restart tests: ``RECNB_FAULT_AT_STEP=N`` (:func:`_fault`).
 
 HSTU (:class:`~recnotebooks.nn.generative.HSTURanker`) trains the same way on the listening log,
 in :mod:`recnotebooks.distributed.hstu_training` (its names, here until the next release, are
@@ -59,56 +48,38 @@ that module's).
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
 import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, fields
 from datetime import timedelta
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from ..checkpoint import read_checkpoint
 from ..checks import (
     check_bool,
-    check_enough,
     check_float,
-    check_fraction,
     check_int,
     check_steps,
     check_type,
     parse_int,
-    show,
 )
 from ..config import DEFAULT_ZIPF_EXPONENT, DLRMConfig, Workload
 from ..config.workload import workload_from
 from ..data.batch import Batch
 from ..data.criteo import CriteoReader
-from ..data.split import HeldOutSplit, is_held_out
-from ..data.synthetic import SyntheticConfig, SyntheticCriteo
+from ..data.synthetic import SyntheticConfig
 from ..metrics import click_metrics
 from ..nn.optim import make_dense_optimizer
 from ..plan import MAX_RANKS, Plan
-from ..sparse import JaggedBatch
 from ..threads import choose_threads, usable_cores, use_threads
 from ..timing import PhaseTimer, reliability, spread
-from ..train import config_to_dict
-from .checkpoint import (
-    check_manifest,
-    check_target,
-    dense_info,
-    load_global,
-    load_sharded,
-    read_manifest,
-    save_sharded,
-    single_to_global,
-    verify_files,
-)
+from . import resume
 from .comm import CommLog
 from .hstu_training import (  # moved to their own module: re-exported for one release
     HSTUDistResult,
@@ -121,6 +92,13 @@ from .hstu_training import (  # moved to their own module: re-exported for one r
 from .hybrid import HybridParallelDLRM, local_samples
 from .launch import MAX_TIMEOUT_S, RankContext, launch, max_world_size
 from .peers import note_step, watch_peers
+from .rank_data import (  # CriteoFiles moved to its own module: re-exported for one release
+    CriteoFiles,
+    data_state,
+    eval_batches,
+    pad_batch,
+    train_batches,
+)
 from .sharded import check_placements
 
 __all__ = [
@@ -236,54 +214,6 @@ _RANK_ORDER = tuple(k for k in LEGACY_ORDER if k not in WORKLOAD_KEYWORDS)
 
 
 @dataclass(frozen=True)
-class CriteoFiles:
-    """The Criteo TSV files a distributed run trains on (``recnb train --data``) and the share of
-    their batches held out for evaluation: a description, picklable, that travels to the ranks, where
-    each opens its own reader (see the module docstring). ``TypeError``/``ValueError`` naming the
-    field; the files themselves are checked by :meth:`check`."""
-
-    paths: tuple[str, ...]
-    eval_fraction: float
-
-    def __post_init__(self) -> None:
-        paths = (self.paths,) if isinstance(self.paths, (str, Path)) else self.paths
-        if not isinstance(paths, (tuple, list)) or not paths:
-            raise ValueError(f"paths must be a file path or a non-empty tuple of them, got {self.paths!r}")
-        paths = tuple(
-            str(check_type(f"paths[{i}]", p, (str, Path), "a file path")) for i, p in enumerate(paths)
-        )
-        object.__setattr__(self, "paths", paths)
-        fraction = check_fraction("eval_fraction", self.eval_fraction, lo_open=True, hi_open=True)
-        object.__setattr__(self, "eval_fraction", fraction)
-
-    def split(self, workload: Workload, split: str) -> HeldOutSplit:
-        """A new reader of the files (global batches of ``workload.batch_size``) and its ``"train"``
-        split (the files repeated; a last partial batch dropped) or ``"eval"`` split (one pass; a last
-        partial batch kept), as the single-process ``recnb train --data`` reads them."""
-        reader = CriteoReader(
-            list(self.paths), workload.config, workload.batch_size, drop_last=split == "train"
-        )
-        return HeldOutSplit(reader, self.eval_fraction, split)
-
-    def check(self, workload: Workload) -> None:
-        """That the files open as Criteo for ``workload``'s model (the reader's errors) and hold at
-        least one train batch: reads until the first one (a few batches), the whole files only when
-        they are too small. ``ValueError`` naming the files, their usable samples and the least."""
-        reader = self.split(workload, "train").source
-        first = next(i for i in itertools.count() if not is_held_out(i, self.eval_fraction))
-        for i, _ in enumerate(reader):
-            if i == first:
-                return
-        b = workload.batch_size
-        check_enough(
-            f"data {list(self.paths)}", reader.stats.parsed, (first + 1) * b,
-            f"usable samples ({first + 1} global batches of batch_size={b}: with eval_fraction="
-            f"{self.eval_fraction} the first train batch is batch {first}; give more data, a smaller "
-            "batch size or a smaller eval fraction)",
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
 class RankSettings:
     """What a rank's training adds to its :class:`~recnotebooks.config.Workload`: how long, from
     which seed, at which learning rates, whether the ids' all-to-all overlaps the bottom MLP, how
@@ -380,27 +310,21 @@ def _check(workload: Workload, plan: Plan, world: int, data: CriteoFiles | None 
 
 
 def _check_checkpoints(workload: Workload, plan: Plan, settings: RankSettings, verify: bool = False) -> None:
-    """Before any process starts: the checkpoint folder writable (a new or empty folder, or an
-    earlier checkpoint), the checkpoint to resume from there and fitting this run (with ``verify``,
-    every file's checksum too: local ranks share this machine's disk), and a plan whose shards a
-    checkpoint can hold (``"hbm"``). ``ValueError`` naming the parameter, its value and what is
-    allowed."""
-    if settings.checkpoint is None and settings.resume is None:
-        return
-    cached = [s.table for s in plan.shards if s.placement != "hbm"]
-    if cached:
-        raise ValueError(
-            f"checkpoint/resume: table(s) {sorted(set(cached))} have placement 'cache', whose rows live "
-            "behind a device cache; sharded checkpoints hold 'hbm' shards only (allowed: placement 'hbm')"
-        )
-    if settings.checkpoint is not None:
-        check_target(settings.checkpoint)
-    if settings.resume is not None:
-        full, info = _resume_info(workload, settings)
-        _check_resume(info, workload, settings)
-        error = verify_files(info) if verify and full is None else ""
-        if error:
-            raise ValueError(error)
+    """:func:`~recnotebooks.distributed.resume.check_before_start` for this run's settings."""
+    resume.check_before_start(
+        workload,
+        plan,
+        settings.checkpoint,
+        settings.resume,
+        settings.steps,
+        _data_at(workload, settings),
+        verify,
+    )
+
+
+def _data_at(workload: Workload, settings: RankSettings) -> Callable[[int], dict[str, Any]]:
+    """The training stream's state after a step (:func:`~recnotebooks.distributed.rank_data.data_state`)."""
+    return functools.partial(data_state, workload, settings.data, settings.seed)
 
 
 @dataclass(frozen=True)
@@ -497,11 +421,11 @@ class _RankTrainer:
         """The rank's sharded model (a static cache pins the hottest rows of the first global
         batches, every rank alike), the Trainer's optimizers and the training stream."""
         config, batch_size, steps, seed = workload.config, workload.batch_size, settings.steps, settings.seed
-        batches, reader = _train_batches(workload, settings, data_cfg)
+        batches, reader = train_batches(workload, settings.data, seed, data_cfg)
         profile = None
         if any(s.placement == "cache" and s.cache_policy == "static" for s in plan.shards):
             first = itertools.islice(
-                _train_batches(workload, settings, data_cfg)[0], min(steps, PROFILE_BATCHES)
+                train_batches(workload, settings.data, seed, data_cfg)[0], min(steps, PROFILE_BATCHES)
             )
             profile = [b.sparse for b in first]
         model = HybridParallelDLRM(
@@ -536,54 +460,6 @@ class _RankTrainer:
             self.dense_opt.zero_grad(set_to_none=True)
         timer.steps += 1
         return loss.detach()
-
-
-def _train_batches(
-    workload: Workload, settings: RankSettings, data_cfg: SyntheticConfig, start: int = 0
-) -> tuple[Iterator[Batch], CriteoReader | None]:
-    """The global training batches ``0, 1, ...`` (the single-process run's) and the reader of the
-    ``--data`` files (``None`` on synthetic data)."""
-    if settings.data is None:
-        data = SyntheticCriteo(
-            workload.config, workload.batch_size, data_cfg, seed=settings.seed, split="train"
-        )
-        return (data.batch(i) for i in itertools.count(start)), None
-    split = settings.data.split(workload, "train")
-    split.position = start  # the batches from ``start`` on (the split skips those before)
-    return iter(split), cast(CriteoReader, split.source)
-
-
-def _eval_batches(workload: Workload, settings: RankSettings, data_cfg: SyntheticConfig) -> Iterator[Batch]:
-    """The first ``settings.eval_batches`` held-out batches the single-process run evaluates (fewer
-    when the files' eval split has fewer; its last may be partial)."""
-    n = settings.eval_batches
-    if settings.data is None:
-        data = SyntheticCriteo(
-            workload.config, workload.batch_size, data_cfg, seed=settings.seed, split="eval"
-        )
-        return (data.batch(i) for i in range(n))
-    return itertools.islice(iter(settings.data.split(workload, "eval")), n)
-
-
-def _pad(batch: Batch, size: int) -> Batch:
-    """``batch`` with copies of its last sample appended up to ``size`` samples (a partial held-out
-    batch made divisible by the world size; the copies' predictions are dropped)."""
-    n, extra = batch.batch_size, size - batch.batch_size
-    if extra == 0:
-        return batch
-    sp, last = batch.sparse, local_samples(batch.sparse, n - 1, n)
-    off, last_off = sp.offsets().tolist(), last.offsets().tolist()
-
-    def keyed(full: torch.Tensor, one: torch.Tensor) -> torch.Tensor:
-        """Per key (key-major): the batch's values (or weights), then the last sample's, repeated."""
-        ranges = [(off[k * n], off[(k + 1) * n], last_off[k], last_off[k + 1]) for k in range(sp.num_keys)]
-        return torch.cat([p for a, b, c, d in ranges for p in (full[a:b], one[c:d].repeat(extra))])
-
-    weights = None if sp.weights is None or last.weights is None else keyed(sp.weights, last.weights)
-    lengths = torch.cat([sp.lengths.view(sp.num_keys, n), last.lengths.view(-1, 1).expand(-1, extra)], 1)
-    sparse = JaggedBatch(sp.keys, keyed(sp.values, last.values), lengths.reshape(-1), size, weights)
-    dense = torch.cat([batch.dense, batch.dense[-1:].expand(extra, -1)])
-    return Batch(dense, sparse, torch.cat([batch.labels, batch.labels[-1:].expand(extra)]))
 
 
 @dataclass
@@ -678,7 +554,7 @@ def run_rank(
     comm = ctx.log.rows()  # the training steps' collectives (evaluation's are not theirs)
     metrics = {}
     if settings.eval_batches:
-        batches = _eval_batches(workload, settings, data_cfg)
+        batches = eval_batches(workload, settings.data, settings.seed, data_cfg, settings.eval_batches)
         metrics = _evaluate(trainer.model, batches, ctx.rank, world, ctx.device)
     st = trainer.reader.stats if trainer.reader is not None else None
     data = {} if st is None else {"lines_read": st.lines_read, "lines_skipped": st.skipped,
@@ -713,121 +589,28 @@ def _global_losses(local_losses: list[torch.Tensor]) -> torch.Tensor:
     return losses
 
 
-def _expect(workload: Workload) -> dict[str, Any]:
-    """What a checkpoint must have been saved with to resume this run (its model and optimizers)."""
-    return {"config": config_to_dict(workload.config), "sparse_optimizer": workload.sparse_optimizer,
-            "dense_optimizer": workload.dense_optimizer}  # fmt: skip
-
-
-def _data_state(workload: Workload, settings: RankSettings, step: int) -> dict[str, Any]:
-    """The training data's position after ``step`` steps, as the single-process run's stream records
-    it (:meth:`~recnotebooks.data.synthetic.SyntheticCriteo.state_dict`,
-    :meth:`~recnotebooks.data.split.HeldOutSplit.state_dict`)."""
-    if settings.data is None:
-        return {"kind": "synthetic_criteo", "position": step, "seed": settings.seed, "split": "train"}
-    split = settings.data.split(workload, "train")
-    split.position = step
-    return split.state_dict()
-
-
-def _check_resume(info: dict[str, Any], workload: Workload, settings: RankSettings) -> int:
-    """The step a checkpoint's manifest resumes at, once its model, optimizers and data position fit
-    this run (``ValueError`` naming the checkpoint otherwise)."""
-    p = info["path"]
-    check_manifest(info, _expect(workload))
-    step = check_int(f"checkpoint {p!r}: step", info["step"], lo=0)
-    if step > settings.steps:
-        raise ValueError(
-            f"steps must be at least the {step} steps the checkpoint {p!r} has done (steps counts all "
-            f"steps), got {settings.steps}"
-        )
-    data = info["data"]
-    mine = _data_state(workload, settings, step)
-    if not isinstance(data, dict) or data.get("kind") != mine["kind"]:
-        raise ValueError(
-            f"checkpoint {p!r} was trained on {show(data)[:120]}, this run reads {mine['kind']!r} "
-            "(give the same --data files, or none for synthetic data)"
-        )
-    theirs = {k: v for k, v in data.items() if k != "position"}
-    if json.loads(json.dumps(theirs)) != json.loads(
-        json.dumps({k: v for k, v in mine.items() if k != "position"})
-    ):
-        diff = [k for k in mine if k != "position" and data.get(k) != mine[k]]
-        raise ValueError(
-            f"checkpoint {p!r}: its data differs from this run's in {diff} (the batches would differ)"
-        )
-    if data.get("position") != step:
-        raise ValueError(
-            f"checkpoint {p!r}: its data position {data.get('position')!r} is not its step {step}; a "
-            "distributed run reads global batch i at step i"
-        )
-    return step
-
-
-def _resume(trainer: _RankTrainer, workload: Workload, settings: RankSettings) -> tuple[int, list[float]]:
-    """Load ``settings.resume`` into the rank's model and optimizers (a sharded checkpoint, under
-    any plan, or a single-process checkpoint file); the step and the losses it had."""
-    path = str(settings.resume)
-    parts = (trainer.model, trainer.sparse_opt, trainer.dense_opt)
-    full, info = _resume_info(workload, settings)
-    step = _check_resume(info, workload, settings)
-    if full is not None:  # a single-process checkpoint (every rank reads it: every rank fails alike)
-        load_global(full, info, *parts)
-    else:
-        load_sharded(path, *parts, _expect(workload))
-    return step, list(info["losses"])
-
-
-def _resume_info(workload: Workload, settings: RankSettings) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """What ``settings.resume`` holds: a single-process checkpoint file's tensors, whole, and its
-    fields as a manifest; or ``None`` and a sharded checkpoint's manifest (its tensors stay on disk)."""
-    path = str(settings.resume)
-    if not Path(path).is_file():
-        return None, read_manifest(path)
-    state = read_checkpoint(path)
-    kinds = {
-        "sparse_optimizer": state["sparse_optimizer"],
-        "dense_optimizer": {"kind": state.get("dense_optimizer_kind")},
-    }
-    check_manifest({"path": path, "config": state["config"], **kinds}, _expect(workload))
-    if state.get("dtype", "fp32") != "fp32":
-        raise ValueError(
-            f"checkpoint {path!r} was trained with dtype={state['dtype']!r}; the ranks train in fp32"
-        )
-    tables = [(t.name, t.num_rows) for t in workload.config.tables]
-    try:
-        full, info = single_to_global(state, tables, workload.config.embedding_dim)
-    except (KeyError, TypeError, AttributeError, ValueError) as e:
-        raise ValueError(f"checkpoint {path!r} does not fit this model: {e}") from None
-    info["path"] = path
-    return full, info
-
-
 def _checkpoints(
     trainer: _RankTrainer, workload: Workload, settings: RankSettings, data_cfg: SyntheticConfig
 ) -> tuple[int, Callable[..., None] | None]:
-    """Resume (``settings.resume``) and set the training stream at the step resumed; the step, and
-    the saver :func:`_train` calls after each step (``None`` without ``settings.checkpoint``)."""
-    start, prior = 0, []
+    """Resume (``settings.resume``, :mod:`~recnotebooks.distributed.resume`) and set the training
+    stream at the step resumed; the step, and the saver :func:`_train` calls after each step
+    (``None`` without ``settings.checkpoint``)."""
+    start, prior, parts = 0, [], (trainer.model, trainer.sparse_opt, trainer.dense_opt)
+    data_at = _data_at(workload, settings)
     if settings.resume is not None:
-        start, prior = _resume(trainer, workload, settings)
-        trainer.batches, trainer.reader = _train_batches(workload, settings, data_cfg, start)
+        start, prior = resume.load(settings.resume, parts, workload, settings.steps, data_at)
+        trainer.batches, trainer.reader = train_batches(
+            workload, settings.data, settings.seed, data_cfg, start
+        )
     if settings.checkpoint is None:
         return start, None
-    every, world = settings.checkpoint_every, dist.get_world_size()
+    every, world, folder = settings.checkpoint_every, dist.get_world_size(), settings.checkpoint
 
     def save(step: int, local_losses: list[torch.Tensor], last: bool = False) -> None:
         if not last and (not every or step % every or step == settings.steps):
             return
-        done = (_global_losses(local_losses) / world).tolist()
-        opts = trainer.sparse_opt.optimizers  # their learning rate: a resumed run's is its checkpoint's
-        sparse = {"kind": workload.sparse_optimizer, "lr": opts[0].lr if opts else settings.sparse_lr}
-        if workload.sparse_optimizer != "sgd":
-            sparse["eps"] = opts[0].eps if opts else 1e-8
-        info = {"config": config_to_dict(workload.config), "step": step, "losses": prior + done,
-                "data": _data_state(workload, settings, step), "sparse_optimizer": sparse,
-                "dense_optimizer": dense_info(trainer.dense_opt, workload.dense_optimizer)}  # fmt: skip
-        save_sharded(str(settings.checkpoint), trainer.model, trainer.sparse_opt, trainer.dense_opt, info)
+        losses = prior + (_global_losses(local_losses) / world).tolist()
+        resume.save(folder, parts, workload, step, losses, data_at(step), settings.sparse_lr)
 
     return start, save
 
@@ -838,7 +621,8 @@ def _evaluate(
 ) -> dict[str, Any]:
     """Held-out log loss, AUC and NE over the eval ``batches``, as the single-process
     :meth:`~recnotebooks.train.Trainer.evaluate` computes them: this rank predicts its contiguous
-    slice of each batch (a partial last batch padded to a multiple of ``world``, :func:`_pad`), and an
+    slice of each batch (a partial last batch padded to a multiple of ``world``,
+    :func:`~recnotebooks.distributed.rank_data.pad_batch`), and an
     all-gather (rank order is sample order) gives every rank every prediction. ``{"error": why}``
     when the metrics cannot be computed (one class only, no batch)."""
     model.eval()
@@ -847,7 +631,7 @@ def _evaluate(
         for batch in batches:
             n = batch.batch_size
             m = -(-n // world)  # this rank's samples: m of the batch padded to m * world
-            padded = _pad(batch, m * world)
+            padded = pad_batch(batch, m * world)
             lo, hi = rank * m, (rank + 1) * m
             dense, sparse = padded.dense[lo:hi].to(device), local_samples(padded.sparse, lo, hi).to(device)
             mine = torch.sigmoid(model(dense, sparse).float()).contiguous()
