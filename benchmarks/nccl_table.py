@@ -24,7 +24,10 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="include sizes below 1 MiB")
     args = parser.parse_args()
     rows = nccl_tests_table(1.0 if args.all else float(1 << 20))
-    print(f"NCCL {NCCL_RELEASE} tuning model vs published nccl-tests all_reduce bus bandwidth (GB/s)")
+    print(
+        f"NCCL {NCCL_RELEASE} tuning model (its pick), NVLS as its kernels run (the run's release) "
+        "vs published nccl-tests all_reduce bus bandwidth (GB/s)"
+    )
     print(f"{'system':24s} {'ranks':>5s} {'size':>10s} {'algorithm/protocol':30s} {'modeled':>8s} "
           f"{'published':>9s} {'error':>7s} {'us model':>9s} {'us publ.':>9s}")  # fmt: skip
     for r in rows:

@@ -258,9 +258,9 @@ def test_the_stack_constant_is_its_fit_on_the_fit_rounds_only() -> None:
 
 
 def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> None:
-    """BENCHMARKS.md: fit rounds MAPE 19.1% (target 20%: met), held-out 10.2% (collectives priced as
-    NCCL picks them, issue 40); 8-GPU NVSwitch nodes of the fit rounds within 20%, NVIDIA's H100 runs
-    on 8 and 16 nodes of v3.0-v4.0 within 19% (0.95-1.18: a little fast on 16 nodes), v3.0's too
+    """BENCHMARKS.md: fit rounds MAPE 18.8% (target 20%: met), held-out 10.5% (collectives priced as
+    NCCL picks them and its kernels run them, issue 40); 8-GPU NVSwitch nodes of the fit rounds
+    within 20%, NVIDIA's H100 runs on 8 and 16 nodes of v3.0-v4.0 within 19%, v3.0's too
     now that each is priced with its own config's plan (v3.0 set no
     DP_SHARDING_THRESHOLD: no table data-parallel, so the same 16 nodes exchanged more and ran 1.6x
     slower than on v3.1), Juniper's 64 A100s within 1% and Dell's two 4-GPU nodes within 10%;
@@ -268,7 +268,7 @@ def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> No
     2.3-2.9x too fast (its logs: the machine at half its own first speed)."""
     err = mlperf_errors(rows)
     assert (err["fit_runs"], err["held_out_runs"]) == (42, 39)
-    assert round(100 * err["fit_mape"], 1) == 19.1 and round(100 * err["held_out_mape"], 1) == 10.2
+    assert round(100 * err["fit_mape"], 1) == 18.8 and round(100 * err["held_out_mape"], 1) == 10.5
     nvswitch8 = [
         r
         for r in rows
@@ -288,7 +288,8 @@ def test_errors_as_the_documents_state_them(rows: list[dict[str, object]]) -> No
     assert all(0.75 <= r["ratio"] <= 1.25 for r in pcie if r not in quanta)
     multi = [r for r in rows if r["round"] in FIT_ROUNDS and _run(r).nodes > 1 and r["gpus"] >= 64]
     nvidia = [r for r in multi if "NVIDIA" in str(r["run"]) and "H100" in str(r["accelerator"])]
-    assert len(nvidia) == 6 and all(0.94 <= r["ratio"] <= 1.19 for r in nvidia)
+    # 0.91-1.12 since NVLS tree's pipeline fill is priced (0.95-1.18 at NCCL's predicted times)
+    assert len(nvidia) == 6 and all(0.9 <= r["ratio"] <= 1.13 for r in nvidia)
     v30, v31 = (submitted_sharding("dgx_h100", 8, 16, rnd) for rnd in ("v3.0", "v3.1"))
     assert (v30.plan, v30.dp_threshold, v31.plan, v31.dp_threshold) == ("hier_auto", 0.0, "hier_auto", 0.0125)
     others = {
@@ -347,10 +348,10 @@ def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
     pcie = {k: v for (k, _), v in by.items() if k.split()[0] in ("A40", "L40", "L40S") or "PCIe" in k}
     assert len(pcie) == 5 and round(pcie.pop("H100-PCIe-80GB 4x1"), 1) == 2.6
     assert (round(min(pcie.values()), 2), round(max(pcie.values()), 2)) == (0.76, 1.1)
-    # "64 H100s about 1.02, 128 about 1.14"
+    # "64 H100s about 1.02, 128 about 1.08"
     assert (
         round(by[("H100-SXM5-80GB 8x8", False)], 2) == 1.02
-        and round(by[("H100-SXM5-80GB 8x16", False)], 2) == 1.14
+        and round(by[("H100-SXM5-80GB 8x16", False)], 2) == 1.08
     )
     # "Juniper's 64 A100s land within 1%, Dell's two 4-GPU nodes at 0.96"
     assert (
@@ -358,8 +359,8 @@ def test_02_by_system_as_the_text_says(rows: list[dict[str, object]]) -> None:
         and round(by[("A100-SXM4-80GB 8x8", False)], 2) == 1.0
     )
     err = mlperf_errors(rows)
-    # "Over the fit rounds the mean error is 19.1% (the goal: at most 20%); over the held-out rounds 10.2%."
-    assert (round(100 * err["fit_mape"], 1), round(100 * err["held_out_mape"], 1)) == (19.1, 10.2)
+    # "Over the fit rounds the mean error is 18.8% (the goal: at most 20%); over the held-out rounds 10.5%."
+    assert (round(100 * err["fit_mape"], 1), round(100 * err["held_out_mape"], 1)) == (18.8, 10.5)
 
 
 @pytest.mark.parametrize(

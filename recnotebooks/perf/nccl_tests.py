@@ -2,9 +2,11 @@
 
 For each sweep of :data:`recnotebooks.published.nccl_tests.NCCL_TESTS`, :func:`nccl_tests_table`
 sets up the fabric from the hardware presets' datasheet figures (:mod:`recnotebooks.perf.hardware`:
-NVLink per GPU, a 400 Gb/s NIC per GPU), prices the collective with
-:func:`recnotebooks.perf.components.nccl.choose` (the run's algorithm where it forced one, NCCL's
-choice otherwise) and reports each size's modeled and published bus bandwidth and their error.
+NVLink per GPU, a 400 Gb/s NIC per GPU), picks the algorithm with
+:func:`recnotebooks.perf.components.nccl.choose` (the run's where it forced one, NCCL's choice
+otherwise), prices the call as NCCL's kernels run it
+(:func:`~recnotebooks.perf.components.nccl.run_time`, with the NVLS channels of the NCCL release
+the run used) and reports each size's modeled and published bus bandwidth and their error.
 Nothing is fitted: every constant is NCCL's (:data:`~recnotebooks.perf.components.nccl.TUNING_CC`)
 or a datasheet's. ``python benchmarks/nccl_table.py`` prints the table.
 """
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 
 from recnotebooks.checks import check_float
 from recnotebooks.perf.components.collectives import GRACE_HOSTS
-from recnotebooks.perf.components.nccl import Fabric, choose
+from recnotebooks.perf.components.nccl import Fabric, bus_bandwidth, choose, run_time
 from recnotebooks.perf.hardware import hardware
 from recnotebooks.published.nccl_tests import NCCL_TESTS, PublishedNcclTest
 
@@ -90,7 +92,10 @@ def nccl_tests_table(min_bytes: float = 1.0) -> list[NcclTestRow]:
                 continue
             c = choose(test.collective, nbytes, fabric, test.algorithm)
             forced = test.algorithm is not None
+            # as the run's kernels ran it: its release's NVLS channels, the pipeline's fill
+            t = run_time(test.collective, c.algorithm, c.protocol, nbytes, fabric, test.nccl)
+            busbw = bus_bandwidth(test.collective, nbytes, c.seconds if t is None else t, test.ranks)
             row = NcclTestRow(test.key, test.system, test.ranks, nbytes, c.algorithm, c.protocol, forced,
-                              c.bus_bandwidth / 1e9, published)  # fmt: skip
+                              busbw / 1e9, published)  # fmt: skip
             rows.append(row)
     return rows

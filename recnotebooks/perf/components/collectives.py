@@ -307,7 +307,7 @@ def all_reduce_priced(
     if volume <= 0:
         return CollectivePrice(0.0, calls)
     choice = _choose("all_reduce", volume * world / (2 * (world - 1)) / calls, fabric)
-    return CollectivePrice(calls * choice.seconds, calls, choice)
+    return CollectivePrice(calls * choice.run_seconds, calls, choice)
 
 
 def all_reduce_seconds(

@@ -12,6 +12,11 @@ read from ``src/graph/tuning.cc`` of NCCL :data:`NCCL_RELEASE` (commit :data:`NC
   factors and the ring's plateau;
 * :func:`choose`: the lowest predicted time over every enabled pair, as ``topoGetAlgoInfo`` in
   ``src/enqueue.cc`` picks it, returned as a :class:`Choice` that says which and why;
+* :func:`run_time`: the call as NCCL's kernels run it, what a step spends (``Choice.run_seconds``):
+  the predicted time plus, for NVLS and NVLS tree, the loops their kernel's pipeline takes to fill,
+  which NCCL's tuning model leaves out (:func:`nvls_channels`, :func:`nvls_chunk`,
+  :data:`PIPELINE_STAGES`, read from ``src/transport/nvls.cc``, ``src/enqueue.cc`` and
+  ``src/device/all_reduce.h``);
 * :func:`all_reduce`, :func:`reduce_scatter`, :func:`all_gather`, :func:`all_to_all`: the four
   collectives a training step issues. NCCL runs an all-to-all as grouped sends and receives, not
   as a tuned collective: :func:`all_to_all` prices it ``pairwise`` (each peer over the link that
@@ -70,6 +75,11 @@ __all__ = [
     "graphs",
     "p2p_rounds",
     "reduce_scatter",
+    "run_time",
+    "nvls_channels",
+    "nvls_chunk",
+    "NVLS_CHUNK_BYTES",
+    "PIPELINE_STAGES",
     "tuning_table",
 ]
 
@@ -483,6 +493,84 @@ def algorithm_time(
     return lat * 1e-6 + nbytes / (1e9 * bw)
 
 
+#: NCCL's NVLS chunk size, bytes (``NCCL_NVLS_CHUNKSIZE``'s default, ``src/transport/nvls.cc``
+#: line 160; line 149 in v2.26.2-1).
+NVLS_CHUNK_BYTES = 128 * 1024
+#: Stages one chunk passes through in the all-reduce kernel of each NVLS algorithm: the warp groups
+#: of ``src/device/all_reduce.h`` (``RunWorkColl<ncclFuncAllReduce, ..., NCCL_ALGO_NVLS ...>``,
+#: lines 388-515 of v2.26.2-1; the same three in v2.18.5-1's ``src/collectives/device``):
+#: in one NVLink domain scatter -> reduce and broadcast through the switch -> gather; across domains
+#: (NVLS with the network's heads) scatter -> reduce, send out -> receive, broadcast -> gather; NVLS
+#: tree (lines 521-640) scatter -> reduce, send up the tree -> the root's reduce and broadcast ->
+#: receive, broadcast down -> gather.
+PIPELINE_STAGES = {("nvls", 1): 3, ("nvls", 2): 4, ("nvls_tree", 1): 5, ("nvls_tree", 2): 5}
+
+
+def _release(release: str) -> tuple[int, ...]:
+    """``"2.18.5"`` or ``"v2.30.7-1"`` as ``(2, 18, 5)``; ``ValueError`` naming it otherwise."""
+    text = check_type("release", release, str, "an NCCL release such as '2.26.2'").lstrip("v").split("-")[0]
+    try:
+        return tuple(int(x) for x in text.split("."))
+    except ValueError:
+        raise ValueError(f"release must be an NCCL release such as '2.26.2', got {release!r}") from None
+
+
+def nvls_channels(fabric: Fabric, release: str = NCCL_RELEASE) -> int:
+    """The channels NCCL's NVLS kernels run on (``comm->nvlsChannels``): 16 on Hopper; on Blackwell
+    32, and from 2.27 24 within one NVLink domain (``NVLS_NCHANNELS_SM90``, ``_SM100``,
+    ``_SM100_NVL``: ``src/transport/nvls.cc`` lines 155-157 and 209-214 of v2.30.7-1, lines 144-145
+    and 176 of v2.26.2-1; ``NCCL_NVLS_NCHANNELS`` 16 in v2.18.5-1, line 231)."""
+    f = _check_fabric(fabric)
+    if f.arch == "hopper":
+        return 16
+    return 24 if _release(release) >= (2, 27) and f.nodes == 1 else 32
+
+
+def nvls_chunk(algorithm: str, nbytes: float, ops: int, nodes: int, nvls_bw: float = math.inf) -> int:
+    """The chunk (bytes) ``calcCollChunking`` gives an NVLS or NVLS-tree all-reduce of ``nbytes``
+    over ``ops`` concurrent operations (channels x heads): smaller for smaller calls
+    (``src/enqueue.cc`` lines 2258-2289 of v2.30.7-1, the NVLS rule also in v2.18.5-1's lines
+    1338-1345); an NVLS tree over 4 domains or more starts at 64 KiB (``nvlsTreeMaxChunkSize``,
+    nvls.cc line 229); an NVLS over several domains whose all-reduce bandwidth ``nvls_bw`` (GB/s,
+    the tuning table's) is under 150 at 32 KiB (lines 2263-2266). Every size runs on all
+    :func:`nvls_channels` (enqueue.cc lines 2084-2090)."""
+    check_choice("algorithm", algorithm, ("nvls", "nvls_tree"))
+    if algorithm == "nvls":
+        k = 32768 if nodes > 1 and nvls_bw < 150 else NVLS_CHUNK_BYTES
+        rule = ((64, 65536), (8, 32768), (2, 16384))
+    else:
+        k = 65536 if nodes >= 4 else NVLS_CHUNK_BYTES
+        rule = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
+    for times, smaller in rule:  # "if (nBytes < times * concurrentOps * chunkSize && chunkSize > smaller)"
+        if nbytes < times * ops * k and k > smaller:
+            k = smaller
+    return k
+
+
+def run_time(
+    collective: str, algorithm: str, protocol: str, nbytes: float, fabric: Fabric, release: str = NCCL_RELEASE
+) -> float | None:
+    """Seconds the call takes as NCCL's kernels run it: :func:`algorithm_time` (what NCCL's tuning
+    model predicts and picks by), plus, for NVLS and NVLS tree, the time their kernel's pipeline
+    takes to fill. Their kernel moves the buffer in loops of ``channels x heads x chunk`` bytes
+    (:func:`nvls_channels`, :func:`nvls_chunk`), and a chunk passes through
+    :data:`PIPELINE_STAGES` stages, each a loop's time at the algorithm's bandwidth: a call of
+    ``S`` bytes takes ``(S + (stages - 1) min(S, loop)) / bandwidth`` beyond its latency. NCCL's
+    tuning model leaves the fill out, which is why its NVLS is fast at mid sizes: on 8 H100s at
+    8 MiB a loop is 4 MiB and the fill doubles the transfer. ``release``: the NCCL release the
+    channel count follows. ``None`` where NCCL does not offer the pair."""
+    t = algorithm_time(collective, algorithm, protocol, nbytes, fabric)
+    f = fabric
+    if t is None or f.ranks == 1 or collective != "all_reduce" or algorithm not in ("nvls", "nvls_tree"):
+        return t
+    transfer = t - _table(collective, f)[(algorithm, protocol)][0] * 1e-6  # nbytes / bandwidth
+    ops = nvls_channels(f, release) * _graphs(f)["nvls"].channels
+    nvls_bw = _table("all_reduce", f).get(("nvls", "Simple"), (0.0, math.inf))[1]
+    loop = ops * nvls_chunk(algorithm, nbytes, ops, f.nodes, nvls_bw)
+    stages = PIPELINE_STAGES[(algorithm, min(f.nodes, 2))]
+    return t + (stages - 1) * transfer * min(nbytes, loop) / nbytes
+
+
 def _pow2_up(x: int) -> int:
     """The least power of two >= ``x`` (NCCL's ``pow2Up``)."""
     return 1 << max(0, (int(x) - 1).bit_length())
@@ -541,7 +629,9 @@ def _all_to_all_time(algorithm: str, nbytes: float, f: Fabric) -> float | None:
 
 @dataclass(frozen=True)
 class Choice:
-    """The pair NCCL's model picks for one call, its predicted ``seconds`` and why."""
+    """The pair NCCL's model picks for one call, its predicted ``seconds`` and why, and
+    ``run_seconds``: the call as NCCL's kernels run it (:func:`run_time`; ``seconds`` unless the
+    pair is NVLS or NVLS tree), what a step spends."""
 
     collective: str
     nbytes: float
@@ -550,6 +640,11 @@ class Choice:
     protocol: str
     seconds: float
     reason: str
+    run_seconds: float = -1.0
+
+    def __post_init__(self) -> None:
+        if self.run_seconds < 0:
+            object.__setattr__(self, "run_seconds", self.seconds)
 
     @property
     def bus_bandwidth(self) -> float:
@@ -606,15 +701,11 @@ def choose(collective: str, nbytes: float, fabric: Fabric, algorithm: str | None
             f"algorithm must be one NCCL offers for {coll} on this fabric {offered}, got {algorithm!r}"
         )
     (algo, proto), t = min(pool.items(), key=lambda kv: kv[1])
-    return Choice(
-        coll,
-        nbytes,
-        fabric.ranks,
-        algo,
-        proto,
-        t,
-        _reason(coll, nbytes, fabric, table, (algo, proto), algorithm),
-    )
+    run = t if coll == "all_to_all" else run_time(coll, algo, proto, nbytes, fabric)
+    why = _reason(coll, nbytes, fabric, table, (algo, proto), algorithm)
+    if run is not None and run > t * 1.005:
+        why += f"; runs in {run * 1e6:.1f} us with its pipeline's fill (run_time)"
+    return Choice(coll, nbytes, fabric.ranks, algo, proto, t, why, t if run is None else run)
 
 
 def _reason(
