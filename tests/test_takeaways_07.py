@@ -133,12 +133,12 @@ def _dcn_h100() -> tuple[dict[str, float], float, float]:
 
 def test_3_where_the_steps_go(steps: tuple[HSTUStep, HSTUStep]) -> None:
     says("g13", "DLRM-DCNv2 spends 30% of its step on the embeddings",
-         "and 16% on the all-to-all and all-reduce",
+         "and 17% on the all-to-all and all-reduce",
          "DLRMv4 3% and 9%, and 83% on the dense work of every token")  # fmt: skip
     says("g20", "its modeled step spends 3% on the embeddings where DLRM-DCNv2's spends 30%")
     share, _, _ = _dcn_h100()
     assert round((share["embedding_forward"] + share["embedding_backward"]) * 100) == 30
-    assert round((share["all_to_all"] + share["all_reduce"]) * 100) == 16
+    assert round((share["all_to_all"] + share["all_reduce"]) * 100) == 17
     jagged, _ = steps
     v4 = {k: v / jagged.step_seconds for k, v in jagged.seconds.items()}
     assert round(v4["embeddings"] * 100) == 3 and round((v4["all_to_all"] + v4["all_reduce"]) * 100) == 9
