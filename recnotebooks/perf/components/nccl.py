@@ -16,7 +16,8 @@ read from ``src/graph/tuning.cc`` of NCCL :data:`NCCL_RELEASE` (commit :data:`NC
   the predicted time plus, for NVLS and NVLS tree, the loops their kernel's pipeline takes to fill,
   which NCCL's tuning model leaves out (:func:`nvls_channels`, :func:`nvls_chunk`,
   :data:`PIPELINE_STAGES`, read from ``src/transport/nvls.cc``, ``src/enqueue.cc`` and
-  ``src/device/all_reduce.h``);
+  ``src/device/all_reduce.h``), NVLS tree no faster than one domain's NVLS
+  (:func:`domain_nvls_bandwidth`);
 * :func:`all_reduce`, :func:`reduce_scatter`, :func:`all_gather`, :func:`all_to_all`: the four
   collectives a training step issues. NCCL runs an all-to-all as grouped sends and receives, not
   as a tuned collective: :func:`all_to_all` prices it ``pairwise`` (each peer over the link that
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from recnotebooks.checks import (
     check_bool,
@@ -72,6 +73,7 @@ __all__ = [
     "bus_bandwidth",
     "candidates",
     "choose",
+    "domain_nvls_bandwidth",
     "graphs",
     "p2p_rounds",
     "reduce_scatter",
@@ -557,18 +559,37 @@ def run_time(
     :data:`PIPELINE_STAGES` stages, each a loop's time at the algorithm's bandwidth: a call of
     ``S`` bytes takes ``(S + (stages - 1) min(S, loop)) / bandwidth`` beyond its latency. NCCL's
     tuning model leaves the fill out, which is why its NVLS is fast at mid sizes: on 8 H100s at
-    8 MiB a loop is 4 MiB and the fill doubles the transfer. ``release``: the NCCL release the
-    channel count follows. ``None`` where NCCL does not offer the pair."""
+    8 MiB a loop is 4 MiB and the fill doubles the transfer. NVLS tree's bandwidth is at most
+    NVLS's in one of its domains (:func:`domain_nvls_bandwidth`). ``release``: the NCCL release
+    the channel count follows. ``None`` where NCCL does not offer the pair."""
     t = algorithm_time(collective, algorithm, protocol, nbytes, fabric)
     f = fabric
     if t is None or f.ranks == 1 or collective != "all_reduce" or algorithm not in ("nvls", "nvls_tree"):
         return t
-    transfer = t - _table(collective, f)[(algorithm, protocol)][0] * 1e-6  # nbytes / bandwidth
+    latency = _table(collective, f)[(algorithm, protocol)][0] * 1e-6
+    transfer = t - latency  # nbytes / bandwidth
+    if algorithm == "nvls_tree":
+        transfer = max(transfer, nbytes / (1e9 * domain_nvls_bandwidth(f)))
     ops = nvls_channels(f, release) * _graphs(f)["nvls"].channels
     nvls_bw = _table("all_reduce", f).get(("nvls", "Simple"), (0.0, math.inf))[1]
     loop = ops * nvls_chunk(algorithm, nbytes, ops, f.nodes, nvls_bw)
     stages = PIPELINE_STAGES[(algorithm, min(f.nodes, 2))]
-    return t + (stages - 1) * transfer * min(nbytes, loop) / nbytes
+    return latency + transfer + (stages - 1) * transfer * min(nbytes, loop) / nbytes
+
+
+def domain_nvls_bandwidth(fabric: Fabric) -> float:
+    """The all-reduce bandwidth (GB/s, an algorithm bandwidth) NCCL's tuning model gives NVLS in
+    one NVLink domain of ``fabric``: what bounds NVLS tree across domains as its kernel runs. Inside
+    each domain NVLS tree's kernel runs NVLS's own scatter and gather through the switch on the
+    same buffer, with no more warps (``src/device/all_reduce.h`` of v2.26.2-1: of 20 warps, scatter
+    and gather take 8 and 7 in NVLS in one domain, lines 393-396, and in NVLS tree 8 and 7 at the
+    tree's root, 6 and 5 below it, lines 531-535), so a call takes at least what an NVLS all-reduce
+    of the same bytes takes in one domain; the tree's traffic between domains comes on top. NCCL's
+    tuning model prices NVLS tree by the network heads' graph instead, which across two NVL72
+    racks puts it above one rack's NVLS (500 against 465 GB/s). ``inf`` where NVLS is off."""
+    f = _check_fabric(fabric)
+    entry = _table("all_reduce", replace(f, ranks=f.local_ranks)).get(("nvls", "Simple"))
+    return math.inf if entry is None else entry[1]
 
 
 def _pow2_up(x: int) -> int:
@@ -640,11 +661,7 @@ class Choice:
     protocol: str
     seconds: float
     reason: str
-    run_seconds: float = -1.0
-
-    def __post_init__(self) -> None:
-        if self.run_seconds < 0:
-            object.__setattr__(self, "run_seconds", self.seconds)
+    run_seconds: float
 
     @property
     def bus_bandwidth(self) -> float:
@@ -693,7 +710,7 @@ def choose(collective: str, nbytes: float, fabric: Fabric, algorithm: str | None
         check_choice("algorithm", algorithm, allowed)
     table = candidates(coll, nbytes, fabric)
     if fabric.ranks == 1:
-        return Choice(coll, float(nbytes), 1, "none", "none", 0.0, "one rank: nothing to communicate")
+        return Choice(coll, float(nbytes), 1, "none", "none", 0.0, "one rank: nothing to communicate", 0.0)
     pool = {k: t for k, t in table.items() if algorithm is None or k[0] == algorithm}
     if not pool:
         offered = sorted({a for a, _ in table})
@@ -704,7 +721,9 @@ def choose(collective: str, nbytes: float, fabric: Fabric, algorithm: str | None
     run = t if coll == "all_to_all" else run_time(coll, algo, proto, nbytes, fabric)
     why = _reason(coll, nbytes, fabric, table, (algo, proto), algorithm)
     if run is not None and run > t * 1.005:
-        why += f"; runs in {run * 1e6:.1f} us with its pipeline's fill (run_time)"
+        bound = algo == "nvls_tree" and domain_nvls_bandwidth(fabric) < _table(coll, fabric)[(algo, proto)][1]
+        at = ", no faster than one NVLink domain's NVLS" if bound else ""
+        why += f"; runs in {run * 1e6:.1f} us with its pipeline's fill{at} (run_time)"
     return Choice(coll, nbytes, fabric.ranks, algo, proto, t, why, t if run is None else run)
 
 
