@@ -27,7 +27,8 @@ sum, :meth:`recnotebooks.nn.hstu.RelativeAttentionBias.lookup`), and the causal 
 of the forward, takes ``silu``'s derivative in place and the bias's gradient as one
 ``index_add`` (into one table for all the buckets of a layer). Results equal the readable
 path's up to float rounding (``tests/test_hstu.py`` runs both); ``RECNB_FUSED=0`` switches it
-off, as it does the fused optimizers.
+off, as it does the fused optimizers. The scores are allocated every step, so the kernel keeps
+glibc from handing their memory back between steps (:mod:`recnotebooks.kernels.allocator`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from recnotebooks.kernels.allocator import keep_freed_memory
 from recnotebooks.sparse import MIN_STEP, buckets, padded_length  # the bucketing rule's home (perf prices it)
 
 __all__ = [
@@ -354,6 +356,7 @@ def bucketed_attention(
     without, the table is ``[0, MASKED]``."""
     if not batch.buckets:
         return v.new_zeros(q.shape[0], q.shape[1], v.shape[-1])
+    keep_freed_memory()  # the scores of every step reused, not faulted in anew (kernels/allocator.py)
     table, index_of = bias if bias is not None else (q.new_tensor([0.0, MASKED]), _mask_index(batch))
     out = JaggedAttention.apply(q, k, v, table, batch, index_of, 1.0 / math.sqrt(q.shape[-1]), 1.0 / max_len)
     return out  # type: ignore[no-any-return]

@@ -30,6 +30,7 @@ import torch
 
 from recnotebooks.checks import available_memory_bytes, show
 from recnotebooks.config import DLRMConfig, architecture_config
+from recnotebooks.kernels.allocator import keep_freed_memory
 from recnotebooks.kernels.fused import fused_available
 from recnotebooks.kernels.fused_adagrad import adagrad, group_lookups
 from recnotebooks.measure import measure_step
@@ -257,6 +258,7 @@ def calibration_round(dev: str, quick: bool = False) -> dict[str, object]:
     bandwidth read 0.5x-1.1x of the copy's run to run); rounds can be spread over a run, as
     ``recnb validate`` spreads them between its passes. The round records the cores other
     programs kept busy while it ran (``load``: :func:`calibration_verdict` reads it)."""
+    keep_freed_memory()  # under the allocator the measured steps run on (kernels/allocator.py)
     monitor = LoadMonitor()  # a window of its own over the whole round
     monitor.mark()
     t = _round(dev, 3 if quick else 5, quick, dev.startswith("cuda"))

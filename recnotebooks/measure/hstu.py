@@ -33,6 +33,7 @@ from recnotebooks.checks import check_bool, check_float, check_int, check_int_li
 from recnotebooks.config.hstu import HSTUConfig
 from recnotebooks.data.listening import TABLES, ListeningConfig, SyntheticListening
 from recnotebooks.data.sequences import SequenceBatch
+from recnotebooks.kernels.allocator import keep_freed_memory
 from recnotebooks.measure.step import (
     DEFAULT_MEMORY_BUDGET,
     DEFAULT_TABLE_BYTES,
@@ -306,6 +307,7 @@ def _measure(
     """:func:`measure_hstu_step` of its checked settings (as :func:`measure_step`'s ``_measure``)."""
     batch = hstu_batch(capped, lengths, seed)
     choice = choose_threads(threads)
+    keep_freed_memory()  # every measured step under one allocator (kernels/allocator.py)
     with use_threads(choice.threads) as used:
         stepper = HSTUStepper(HSTURanker(capped, device=dev, seed=seed), batch, padded)
         _warm_up(stepper, max(budget.seconds, 0.05), budget.stop_at)  # type: ignore[arg-type]

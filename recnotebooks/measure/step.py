@@ -43,6 +43,7 @@ from recnotebooks.checks import check_float, check_int, check_steps, check_type
 from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
+from recnotebooks.kernels.allocator import keep_freed_memory
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
@@ -375,6 +376,7 @@ def _measure(
     the threads the thread policy chose, with the load of other programs during the timed steps."""
     capped = config.with_max_rows(cap)
     choice = choose_threads(threads)
+    keep_freed_memory()  # every measured step under one allocator (kernels/allocator.py)
     with use_threads(choice.threads) as used:
         trainer = _trainer(capped, dev, seed)
         trainer.train_data, trainer._iter = itertools.cycle(_batches(capped, batch_size, seed)), None
