@@ -24,7 +24,7 @@ advises an allocator that reuses memory (jemalloc or TCMalloc, preloaded) for th
 this is the same effect from glibc's own allocator, with nothing to install or preload.
 
 It acts once a process (the setting is the process's), only where the C library is glibc
-(elsewhere, macOS or musl, it does nothing and says so), and costs memory the process keeps
+(elsewhere, macOS or musl, it does nothing and returns ``False``), and costs memory the process keeps
 instead of returning: at most 64 MiB of free heap beyond what it last used. The bucketed
 attention (the fused path) applies it, and so does every measurement of a step
 (:mod:`recnotebooks.measure`), so that all measured numbers are taken under one allocator.
