@@ -47,7 +47,7 @@ def test_the_pcie_line_stops_at_one_node_and_the_chart_says_why(scaling: list[di
     import json
 
     from recnotebooks.perf.hardware import hardware
-    from recnotebooks.viz.sharding import PCIE_ONE_NODE, scale_out_chart
+    from recnotebooks.viz.scaleout import PCIE_ONE_NODE, scale_out_chart
 
     devices = {
         link: [r["devices"] for r in scaling if r["link"] == link] for link in ("nvlink", "pcie", "network")
