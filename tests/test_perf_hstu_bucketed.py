@@ -11,24 +11,33 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from recnotebooks import sparse
 from recnotebooks.config import TableConfig
 from recnotebooks.config.hstu import HSTUConfig
 from recnotebooks.kernels import jagged_attention
+from recnotebooks.nn.hstu import HSTU
+from recnotebooks.nn.hstu_padded import padded_layer, to_padded
 from recnotebooks.perf.components.dense import gemm_time
 from recnotebooks.perf.hardware import hardware, load_calibration, save_calibration
 from recnotebooks.perf.hstu import (
+    BIAS_READ_PAIR_PASSES,
     BUCKETED_OPS,
     OPS_PER_LAYER,
     OPS_PER_STEP,
+    PADDED_BIAS_ADD_PASSES,
+    PADDED_MASK_PAIR_PASSES,
     PADDED_OPS,
     PADDED_RAB_BYTES,
+    PADDED_SCORE_PASSES,
     RAB_BYTES,
     RAB_INDEX_BYTES,
     SCORE_PASSES,
     SILU_SCORE_PASSES,
     hstu_step,
+    score_passes,
     step_operators,
 )
 
@@ -104,8 +113,10 @@ def test_silu_passes_at_the_calibrated_cost_an_element() -> None:
 def test_relative_bias_at_the_calibrated_costs_a_pair_by_hand() -> None:
     """The bias of the bucketed kernel, by hand: 4 histories of 100 events in buckets of 112 (2
     heads, 2 layers): its index once a step, each layer's lookup and gradient, the gradient summed
-    over the heads; at the calibrated costs where they are slower than the bytes. A padded stack
-    builds the index in each layer; a fused kernel prices none; a model without the bias none."""
+    over the heads; at the calibrated costs where they are slower than the bytes; and each pair's
+    bias read into the scores (bf16: 2 bytes). A padded stack builds the index in each layer and
+    adds the bias to every weight (a read and a write); a fused kernel prices none; a model
+    without the bias none."""
     base = hardware("dgx_h100").replace(hbm_bw=1e10)
     lengths, pairs, b = [100] * 4, 4 * 112 * 112, 1 / 1e10
     slow = base.replace(rab_seconds=1e-8, rab_index_seconds=3e-8)
@@ -114,12 +125,13 @@ def test_relative_bias_at_the_calibrated_costs_a_pair_by_hand() -> None:
         return hstu_step(cfg, hw, lengths, attention="bucketed", **kw).seconds["pointwise"]  # type: ignore[arg-type]
 
     heads_sum = 3 * (CFG.heads - 1) * 4 * b
+    read = BIAS_READ_PAIR_PASSES * 2 * b  # the bias read into the scores, a pair and layer
     no_bias = CFG.replace(relative_bias=False)
     assert pointwise(base) - pointwise(base, no_bias) == pytest.approx(
-        pairs * (RAB_INDEX_BYTES * b + 2 * (RAB_BYTES * b + heads_sum))
+        pairs * (RAB_INDEX_BYTES * b + 2 * (RAB_BYTES * b + heads_sum + read))
     )
     assert pointwise(slow) - pointwise(slow, no_bias) == pytest.approx(
-        pairs * (3e-8 + 2 * (1e-8 + heads_sum))
+        pairs * (3e-8 + 2 * (1e-8 + heads_sum + read))
     )
     assert pointwise(base.replace(rab_seconds=1e-15)) == pytest.approx(pointwise(base))  # the bytes price it
 
@@ -128,8 +140,9 @@ def test_relative_bias_at_the_calibrated_costs_a_pair_by_hand() -> None:
                    for c in (CFG, no_bias))  # fmt: skip
         return on - off
 
-    assert padded(slow) == pytest.approx(pairs * 2 * (PADDED_RAB_BYTES * b + heads_sum))  # its own bytes
-    assert padded(slow.replace(rab_padded_seconds=5e-8)) == pytest.approx(pairs * 2 * (5e-8 + heads_sum))
+    rest = heads_sum + read + PADDED_BIAS_ADD_PASSES * CFG.heads * 2 * b  # read and added to every weight
+    assert padded(slow) == pytest.approx(pairs * 2 * (PADDED_RAB_BYTES * b + rest))  # its own bytes
+    assert padded(slow.replace(rab_padded_seconds=5e-8)) == pytest.approx(pairs * 2 * (5e-8 + rest))
     assert hstu_step(CFG, slow, lengths).seconds == hstu_step(CFG, base, lengths).seconds  # fused: none
     forward = hstu_step(CFG, slow, lengths, attention="bucketed", backward=False).seconds["pointwise"]
     forward_off = hstu_step(no_bias, slow, lengths, attention="bucketed", backward=False).seconds["pointwise"]
@@ -239,3 +252,98 @@ def test_the_operator_constants_are_what_the_step_launches(
     its operators, this fails and prints the new count (refit the constants from it)."""
     counted, modeled = _counted_ops(layers, lengths, padded), step_operators(layers, lengths, padded=padded)
     assert abs(counted - modeled) <= 1, (counted, modeled)  # the gaps' dtype: one operator more or less
+
+
+# ----- the passes over the attention weights, counted from the code -------------------------------
+class _Passes(TorchDispatchMode):
+    """Reads and writes of ``weights``-sized (``(b, heads, P, P)``) and ``pairs``-sized
+    (``(b, P, P)``) tensors by every operator run under it, in units of a float32 pass (a boolean
+    counts a quarter). A view or an allocation moves nothing; an ``out=``-style argument and
+    ``copy_``'s target are written, not read; ``baddbmm`` with ``beta=0`` does not read its input.
+    Each operator is kept with its counts, so that a test can leave out what another term prices."""
+
+    def __init__(self, weights: int, pairs: int) -> None:
+        super().__init__()
+        self.sizes = {weights: 0, pairs: 1}
+        self.ops: list[tuple[str, list[float], list[float]]] = []  # name, reads, writes (weights, pairs)
+
+    def _add(self, into: list[float], t: object) -> None:
+        if isinstance(t, torch.Tensor) and t.numel() in self.sizes:
+            into[self.sizes[t.numel()]] += t.element_size() / 4
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        schema = func._schema
+        alias = schema.returns[0].alias_info if schema.returns else None
+        name = func.overloadpacket.__name__
+        if (alias is not None and not alias.is_write) or name.startswith("empty") or name == "new_empty":
+            return out  # a view, or memory allocated: nothing moved
+        reads, writes = [0.0, 0.0], [0.0, 0.0]
+        given = dict(zip((a.name for a in schema.arguments), args, strict=False)) | kwargs
+        for arg in schema.arguments:
+            value = given.get(arg.name)
+            written = arg.alias_info is not None and arg.alias_info.is_write
+            if written and (arg.name != "self" or name in ("copy_", "fill_", "zero_")):
+                continue  # a target: written (counted below), not read
+            if arg.name == "self" and name in ("baddbmm", "addmm") and given.get("beta", 1) == 0:
+                continue
+            for t in value if isinstance(value, (list, tuple)) else [value]:
+                self._add(reads, t)
+        for t in out if isinstance(out, (list, tuple)) else [out]:
+            self._add(writes, t)
+        if any(reads) or any(writes):
+            self.ops.append((name, reads, writes))
+        return out
+
+
+def _count_passes(padded: bool, bias: bool) -> _Passes:
+    """One HSTU layer's forward and backward (3 histories of 40 events, 2 heads: one bucket of 40),
+    as the bucketed kernel or the padded stack runs it, under :class:`_Passes`."""
+    torch.manual_seed(0)
+    layer = HSTU(64, num_layers=1, heads=2, max_len=64, relative_bias=bias).layers[0]
+    b, n = 3, 40
+    lengths, offsets = torch.full((b,), n), torch.arange(b + 1) * n
+    times = torch.cumsum(torch.randint(1, 100, (b * n,)), 0).double()
+    x = torch.randn(b * n, 64)
+    counter = _Passes(b * 2 * n * n, b * n * n)
+    if padded:
+        xp = to_padded(x, offsets, n).requires_grad_(True)
+        with counter:
+            padded_layer(layer, xp, lengths, to_padded(times, offsets, n)).sum().backward()
+    else:
+        plan = jagged_attention.plan(offsets, times)
+        with counter:
+            layer(x.requires_grad_(True), offsets, times, plan).sum().backward()
+    return counter
+
+
+def _totals(ops: list[tuple[str, list[float], list[float]]]) -> tuple[float, float]:
+    return sum(r[0] + w[0] for _, r, w in ops), sum(r[1] + w[1] for _, r, w in ops)
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_the_passes_over_the_weights_are_the_codes(padded: bool) -> None:
+    """:data:`SCORE_PASSES`, :data:`PADDED_SCORE_PASSES` and the padded mask's pair passes
+    counted again from the operators a layer runs (without the bias); with the bias, the
+    operators that touch the weights read each pair's bias once more (and a padded stack adds it:
+    a read and a write of every weight). The bias's index, lookup, gradient and its sum over the
+    heads are priced apart (``_bias_seconds``) and left out. If the kernel or the padded layer
+    changes its passes, this fails and prints the new count."""
+    want = (PADDED_SCORE_PASSES, PADDED_MASK_PAIR_PASSES) if padded else (SCORE_PASSES, 0.0)
+    plain = _count_passes(padded, bias=False).ops
+    assert _totals(plain) == want, plain
+    heads_sum = ("sum", "add")  # the bias's gradient summed over the heads: _bias_seconds'
+
+    def on_weights(ops: list[tuple[str, list[float], list[float]]]) -> tuple[float, float]:
+        kept = [op for op in ops if (op[1][0] or op[2][0]) and not (op[0] in heads_sum and not op[2][0])]
+        return _totals(kept)
+
+    with_bias, without = on_weights(_count_passes(padded, bias=True).ops), on_weights(plain)
+    assert with_bias[0] - without[0] == (PADDED_BIAS_ADD_PASSES if padded else 0.0)
+    assert with_bias[1] - without[1] == BIAS_READ_PAIR_PASSES
+    heads = 2
+    assert (
+        score_passes(heads, padded, True)
+        == want[0] + (with_bias[0] - without[0]) + (want[1] + BIAS_READ_PAIR_PASSES) / heads
+    )

@@ -21,9 +21,11 @@ Per device and step, each term a few lines of FLOPs over a rate or bytes over a 
   (:func:`recnotebooks.sparse.padded_length`), the mask added, nothing skipped;
 * ``pointwise``: the elementwise passes over the tokens (layer norms, SiLU, the gate, the
   residual; :data:`TOKEN_PASSES`) and, for an attention kernel that writes its weights to
-  memory (``"bucketed"``, as plain PyTorch does), :data:`SCORE_PASSES` over every attention
-  weight, its SiLU's at the device's ``silu_seconds`` an element where it is slower than the
-  bytes (a CPU: :data:`SILU_SCORE_PASSES`), and the relative attention bias of such a kernel
+  memory (``"bucketed"``, as plain PyTorch does), its passes over every attention weight
+  (:func:`score_passes`: the bucketed kernel's :data:`SCORE_PASSES`, a padded stack's
+  :data:`PADDED_SCORE_PASSES` and its mask's), its SiLU's at the device's ``silu_seconds`` an
+  element where it is slower than the bytes (a CPU: :data:`SILU_SCORE_PASSES`), and the
+  relative attention bias of such a kernel
   (its index once a step, each pair's lookup and gradient a layer: :func:`_bias_seconds`, at
   ``rab_index_seconds`` and ``rab_seconds`` where a CPU calibrated them; a padded stack's all
   three in each layer, at ``rab_padded_seconds``);
@@ -74,7 +76,8 @@ from recnotebooks.perf.precision import precision
 from recnotebooks.sparse import buckets, padded_length
 
 __all__ = ["HSTUStep", "hstu_step", "lognormal_lengths", "zipf_lengths", "attention_products", "model_flops",
-           "causal_saving", "padding_waste", "step_operators", "ATTENTIONS", "COMPONENTS"]  # fmt: skip
+           "causal_saving", "padding_waste", "score_passes", "step_operators", "ATTENTIONS",
+           "COMPONENTS"]  # fmt: skip
 
 #: The terms of one modeled HSTU step, in the order charts stack them.
 COMPONENTS = ("projections", "attention", "pointwise", "top_mlp", "embeddings", "all_to_all", "all_reduce",
@@ -84,10 +87,29 @@ COMPONENTS = ("projections", "attention", "pointwise", "top_mlp", "embeddings", 
 #: norm (2), SiLU over U, V, Q, K (2, of four widths: counted as 8), the output layer norm (2),
 #: the gate (3) and the residual (3); backward about twice as many.
 TOKEN_PASSES = 3 * (2 + 8 + 2 + 3 + 3)
-#: Passes over every attention weight when a kernel writes them to memory (plain PyTorch:
-#: the scores written, the bias added, SiLU, the mask, read by ``A V``; the backward twice
-#: as many); a fused (flash-style) kernel keeps them on chip and makes none.
-SCORE_PASSES = 15
+#: Passes over every attention weight of this package's bucketed kernel, which writes them to
+#: memory, each a read or a write of ``(b, heads, P, P)`` elements (counted from
+#: :class:`~recnotebooks.kernels.jagged_attention.BucketAttention`'s operators; the mask is in
+#: its table): forward the scores written, the GEMM's addend read and written, SiLU read and
+#: written, the weights read by ``A V`` (6); backward the weights read for ``dV``, ``dA``
+#: written, SiLU's derivative reading ``dA`` and the scores and writing, ``dS`` read for ``dQ``
+#: and for ``dK`` (7). ``tests/test_perf_hstu_bucketed.py`` counts them again. A fused
+#: (flash-style) kernel keeps the weights on chip and makes none.
+SCORE_PASSES = 13
+#: The same for a padded stack (:func:`recnotebooks.nn.hstu_padded.padded_layer`, plain
+#: PyTorch): forward the scores written, divided by ``sqrt(d)`` (read, write), SiLU (2),
+#: multiplied by the mask (2), read by ``A V`` (8); backward ``dA`` written and the weights read
+#: for ``dV`` (2), the multiply's gradient (2), SiLU's derivative (3), the division's (2), read for
+#: ``dQ`` and ``dK`` (2) (11).
+PADDED_SCORE_PASSES = 19
+#: A padded stack's passes over each query-key pair ``(B, N, N)`` for its mask (a float weight
+#: per pair, shared by the heads; in units of a weight's pass): the booleans built (a quarter: one
+#: byte), read and divided into the weights (1.25), read by the multiply forward and backward (2).
+PADDED_MASK_PAIR_PASSES = 3.5
+#: With the relative attention bias: each pair's bias read into the scores (both kernels; its
+#: index, lookup and gradient are priced apart, :func:`_bias_seconds`), and in a padded stack
+#: the add itself, a read and a write of every weight (the bucketed kernel adds it in the GEMM).
+BIAS_READ_PAIR_PASSES, PADDED_BIAS_ADD_PASSES = 1.0, 2.0
 #: Of those, the bytes of the SiLU's own passes (forward: read, write; backward: read the
 #: gradient and the input, write): where the device evaluates SiLU slower than it moves its
 #: bytes (a CPU: ``Hardware.silu_seconds``), these are priced by that instead.
@@ -395,7 +417,8 @@ def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
     mlp = passes * sum(gemm_time(hw, t, b, a, dtype) for a, b in zip(widths[:-1], widths[1:], strict=True))
     share = 1.0 if s.backward else 1 / 3  # the forward's share of the elementwise passes
     pairs = attention_products(s.square, causal=False)  # a head's query-key pairs, computed in full
-    scores = 0.0 if s.fused else _score_seconds(hw, h * pairs, p.activation_bytes)  # weights in memory
+    passes = score_passes(h, s.padded, config.relative_bias)
+    scores = 0.0 if s.fused else _score_seconds(hw, h * pairs, p.activation_bytes, passes)  # weights written
     bias = _bias_seconds(hw, pairs, h, layers, s) if config.relative_bias and not s.fused else 0.0
     pointwise = share * (
         layers * (TOKEN_PASSES * t * config.dim * p.activation_bytes / hw.hbm_bw + scores) + bias
@@ -419,14 +442,27 @@ def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
             "optimizer": optimizer, "overhead": overhead}  # fmt: skip
 
 
-def _score_seconds(hw: Hardware, elements: float, element_bytes: float) -> float:
-    """The passes of one layer's step over ``elements`` attention weights written to memory
-    (:data:`SCORE_PASSES`), each at ``hbm_bw``; the SiLU's forward and backward
+def score_passes(heads: int, padded: bool, relative_bias: bool) -> float:
+    """Passes of one layer's step over every attention weight of a kernel that writes them to
+    memory, in units of a read or a write of all ``(b, heads, P, P)`` weights: this package's
+    bucketed kernel's (:data:`SCORE_PASSES`) or a padded stack's (:data:`PADDED_SCORE_PASSES`,
+    and its mask's passes over the ``heads`` times fewer pairs), with the relative bias read into
+    the scores (and added, padded) where the model has one."""
+    pair = (PADDED_MASK_PAIR_PASSES if padded else 0.0) + (BIAS_READ_PAIR_PASSES if relative_bias else 0.0)
+    weight = SCORE_PASSES
+    if padded:
+        weight = PADDED_SCORE_PASSES + (PADDED_BIAS_ADD_PASSES if relative_bias else 0.0)
+    return weight + pair / heads
+
+
+def _score_seconds(hw: Hardware, elements: float, element_bytes: float, passes: float) -> float:
+    """``passes`` (:func:`score_passes`) of one layer's step over ``elements`` attention weights
+    written to memory, each at ``hbm_bw``; the SiLU's forward and backward
     (:data:`SILU_SCORE_PASSES` of them) at the device's ``silu_seconds`` an element where that
     is slower (a CPU evaluating its exponential)."""
     per_pass = elements * element_bytes / hw.hbm_bw
     silu = max(SILU_SCORE_PASSES * per_pass, 2 * elements * hw.silu_seconds)  # its forward and backward
-    return (SCORE_PASSES - SILU_SCORE_PASSES) * per_pass + silu
+    return (passes - SILU_SCORE_PASSES) * per_pass + silu
 
 
 def _bias_seconds(hw: Hardware, pairs: float, heads: int, layers: int, s: _Shape) -> float:
