@@ -347,3 +347,14 @@ def test_the_passes_over_the_weights_are_the_codes(padded: bool) -> None:
         score_passes(heads, padded, True)
         == want[0] + (with_bias[0] - without[0]) + (want[1] + BIAS_READ_PAIR_PASSES) / heads
     )
+
+
+def test_score_passes_refuses_bad_input() -> None:
+    for bad in (0, -2, 1.5, "2", True):
+        with pytest.raises((ValueError, TypeError), match="heads"):
+            score_passes(bad, False, True)  # type: ignore[arg-type]
+    with pytest.raises((ValueError, TypeError), match="padded"):
+        score_passes(2, "no", True)  # type: ignore[arg-type]
+    with pytest.raises((ValueError, TypeError), match="relative_bias"):
+        score_passes(2, False, None)  # type: ignore[arg-type]
+    assert score_passes(1, False, False) == SCORE_PASSES

@@ -110,8 +110,8 @@ PADDED_MASK_PAIR_PASSES = 3.5
 #: index, lookup and gradient are priced apart, :func:`_bias_seconds`), and in a padded stack
 #: the add itself, a read and a write of every weight (the bucketed kernel adds it in the GEMM).
 BIAS_READ_PAIR_PASSES, PADDED_BIAS_ADD_PASSES = 1.0, 2.0
-#: Of those, the bytes of the SiLU's own passes (forward: read, write; backward: read the
-#: gradient and the input, write): where the device evaluates SiLU slower than it moves its
+#: Of either kernel's passes over the weights, the SiLU's own (forward: read, write; backward:
+#: read the gradient and the input, write): where the device evaluates SiLU slower than it moves its
 #: bytes (a CPU: ``Hardware.silu_seconds``), these are priced by that instead.
 SILU_SCORE_PASSES = 5
 #: Operators a layer launches in a step (forward and backward) with a fused attention kernel
@@ -448,6 +448,8 @@ def score_passes(heads: int, padded: bool, relative_bias: bool) -> float:
     bucketed kernel's (:data:`SCORE_PASSES`) or a padded stack's (:data:`PADDED_SCORE_PASSES`,
     and its mask's passes over the ``heads`` times fewer pairs), with the relative bias read into
     the scores (and added, padded) where the model has one."""
+    heads = check_int("heads", heads, lo=1)
+    padded, relative_bias = check_bool("padded", padded), check_bool("relative_bias", relative_bias)
     pair = (PADDED_MASK_PAIR_PASSES if padded else 0.0) + (BIAS_READ_PAIR_PASSES if relative_bias else 0.0)
     weight = SCORE_PASSES
     if padded:

@@ -4,8 +4,8 @@ A :class:`Plan` is what the planner (:mod:`recnotebooks.perf.planner`) produces,
 memory models read, and the sharding code (``recnotebooks.distributed``) executes. It lives in a
 package of its own, so that ``distributed`` can execute plans without importing the cost model:
 
-* :mod:`recnotebooks.plan.shards`: the :class:`Plan`, its :class:`TableShard` s (sharding and
-  placement) and their exact geometry (:class:`ShardGeometry`, :func:`split_counts`);
+* :mod:`recnotebooks.plan.shards`: the :class:`Plan`, its shards (:class:`TableShard`: sharding
+  and placement) and their exact geometry (:class:`ShardGeometry`, :func:`split_counts`);
 * :mod:`recnotebooks.plan.schemes`: plans built as TorchRec's ``sharding_plan`` builds them, by
   scheme (:func:`table_wise`, :func:`row_wise`, :func:`column_wise`, :func:`data_parallel`,
   :func:`combine`, :func:`round_robin`, :func:`named_plan`) and placement

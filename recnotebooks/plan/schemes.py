@@ -1,9 +1,9 @@
 """Sharding plans built by scheme and placement (the :class:`~recnotebooks.plan.shards.Plan` they
 build: :mod:`recnotebooks.plan.shards`).
 
-A plan can be written shard by shard, or built as TorchRec's
-``sharding_plan`` builds one: :func:`table_wise`, :func:`row_wise`, :func:`column_wise` and
-:func:`data_parallel` shard the tables they are given one way over ``world_size`` ranks,
+A plan can be written shard by shard, or built as TorchRec's ``sharding_plan`` builds one:
+:func:`table_wise`, :func:`row_wise`, :func:`column_wise` and :func:`data_parallel` shard the
+tables they are given one way over ``world_size`` ranks,
 :func:`combine` joins plans of different tables into one mixed plan, :func:`round_robin` shards
 every table one way (table-wise tables dealt out in turn), and :func:`named_plan` builds the
 plans known by name (:data:`NAMED_PLANS`, :func:`mixed_plan` among them)::
