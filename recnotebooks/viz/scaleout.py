@@ -14,6 +14,8 @@ The Sharding Explorer, which runs plans for real beside the model, is :mod:`recn
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from recnotebooks.checks import check_float, check_int
 from recnotebooks.viz.charts import metric_bars, metric_lines, time_breakdown
 from recnotebooks.viz.controls import human
@@ -70,46 +72,42 @@ def scale_out_chart(rows: list[dict[str, object]]) -> object:
 def two_d_chart(rows: list[dict[str, object]]) -> object:
     """The step of each 2D layout (:func:`recnotebooks.perf.scaleout.two_d` rows), split into the
     all-to-all inside a group, the replicas' gradient sync and the rest, **modeled**."""
-    parts = (("all_to_all", "all_to_all_ms"), ("all_reduce", "replica_sync_ms"), ("overhead", "rest_ms"))
-    bars: list[dict[str, object]] = []
-    for r in rows:
-        layout = f"{r['layout']} ({check_float('samples_per_s', r['samples_per_s']) / 1e6:.1f} M samples/s)"
-        bars += [
-            {
-                "layout": layout,
-                "phase": ph,
-                "seconds_per_step": check_float(k, r[k]) / 1e3,
-                "source": "modeled",
-            }
-            for ph, k in parts
-        ]
     what = "groups x GPUs per group; all_reduce: the replicas' embedding-gradient sync; overhead: the rest"
-    return time_breakdown(
-        bars,
-        by="layout",
-        phases=[p for p, _ in parts],
-        source="modeled",
-        title="2D sparse parallelism: one step on 64 GPUs",
-        detail=what,
+    return _layout_steps(
+        rows,
+        lambda r: f"{r['layout']} ({check_float('samples_per_s', r['samples_per_s']) / 1e6:.1f} M samples/s)",
+        "replica_sync_ms",
+        "2D sparse parallelism: one step on 64 GPUs",
+        what,
     )
 
 
 def rack_chart(rows: list[dict[str, object]], detail: str | None = None) -> object:
     """The step of each layout of :func:`recnotebooks.perf.scaleout.rack_or_nodes`, split into its
     all-to-all, its all-reduce and the rest, **modeled**; each bar names NCCL's pick for its all-reduce."""
-    parts = (("all_to_all", "all_to_all_ms"), ("all_reduce", "all_reduce_ms"), ("overhead", "rest_ms"))
-    bars: list[dict[str, object]] = []
-    for r in rows:
-        label = f"{r['layout']} ({r['all_reduce_algorithm']} all-reduce)"
-        bars += [
-            {
-                "layout": label,
-                "phase": ph,
-                "seconds_per_step": check_float(k, r[k]) / 1e3,
-                "source": "modeled",
-            }
-            for ph, k in parts
-        ]
-    return time_breakdown(bars, by="layout", phases=[p for p, _ in parts], source="modeled",
-                          title="64 GPUs: one NVLink rack or eight nodes over InfiniBand",
+    return _layout_steps(
+        rows,
+        lambda r: f"{r['layout']} ({r['all_reduce_algorithm']} all-reduce)",
+        "all_reduce_ms",
+        "64 GPUs: one NVLink rack or eight nodes over InfiniBand",
+        detail,
+    )
+
+
+def _layout_steps(
+    rows: list[dict[str, object]],
+    label: Callable[[dict[str, object]], str],
+    all_reduce: str,
+    title: str,
+    detail: str | None,
+) -> object:
+    """One bar per layout of ``rows`` (named by ``label``): its step split into the all-to-all
+    (``all_to_all_ms``), the all-reduce (the column ``all_reduce``) and the rest (``rest_ms``)."""
+    parts = (("all_to_all", "all_to_all_ms"), ("all_reduce", all_reduce), ("overhead", "rest_ms"))
+    bars = [
+        {"layout": label(r), "phase": ph, "seconds_per_step": check_float(k, r[k]) / 1e3, "source": "modeled"}
+        for r in rows
+        for ph, k in parts
+    ]
+    return time_breakdown(bars, by="layout", phases=[p for p, _ in parts], source="modeled", title=title,
                           detail=detail)  # fmt: skip
