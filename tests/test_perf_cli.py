@@ -444,7 +444,8 @@ def test_validate_mechanics(calibrated: tuple[Hardware, dict[str, object], Path]
     assert d["command"] == "validate" and d["pass"] is d["passed"] is r.passed
     assert d["why_not"] == list(r.verdict.why_not) and d["mape"] == pytest.approx(r.mape)
     row = "config batch_size measured_s modeled_s error steps max_rows probe reliable reliability tokens"
-    assert set(d["configs"][0]) == {*row.split(), "measured_phases", "modeled_breakdown", "architecture"}
+    extra = {"measured_phases", "modeled_breakdown", "architecture", "left_out"}
+    assert set(d["configs"][0]) == {*row.split(), *extra}
     assert d["targets"] == {"mape": 0.15, "spearman": 0.9, "configs": 10}
 
 
@@ -512,7 +513,7 @@ def test_a_calibration_is_the_median_of_its_rounds(one_round: dict[str, object])
     assert raw3["rounds"] == 3 and raw1["rounds"] == 1
     probes = [p for r in (_scaled(one_round, 3.0), one_round, _scaled(one_round, 0.5)) for p in r["probes"]]  # type: ignore[attr-defined]
     assert raw3["probe"] == {
-        k: pytest.approx(float(np.median([p[k] for p in probes]))) for k in ("gflops", "copy_bw")
+        k: pytest.approx(float(np.median([p[k] for p in probes]))) for k in ("gflops", "copy_bw", "handoff")
     }
     # the overhead pairs: the median over all 3 rounds' pairs, not of each round's median
     pairs = [

@@ -65,12 +65,15 @@ __all__ = [
     "load_probe",
     "calibration_path",
     "probe",
+    "handoff",
     "at_speed",
 ]
 
 
 def probe(reps: int = 5, device: str = "cpu") -> dict[str, float]:
-    """A 50 ms reading of this machine's current speed: a 1024^3 GEMM and a 64 MB copy.
+    """A 50 ms reading of this machine's current speed: a 1024^3 GEMM (``gflops``) and a 64 MB
+    copy (``copy_bw``, bytes/s), and on a CPU how its threads' cores share a cache
+    (``handoff``, :func:`handoff`).
 
     Shared machines (VMs, laptops on battery) change speed from minute to minute; the
     validation compares each measurement with the model scaled by the probe taken next to
@@ -80,7 +83,46 @@ def probe(reps: int = 5, device: str = "cpu") -> dict[str, float]:
     g = 2 * 1024**3 / _best(lambda: torch.mm(a, b), reps, device=device) / 1e9
     x = torch.randn(16 * 2**20, device=device)
     y = torch.empty_like(x)
-    return {"gflops": g, "copy_bw": 2 * x.numel() * 4 / _best(lambda: y.copy_(x), reps, device=device)}
+    out = {"gflops": g, "copy_bw": 2 * x.numel() * 4 / _best(lambda: y.copy_(x), reps, device=device)}
+    if not device.startswith("cuda"):
+        out["handoff"] = handoff(reps)
+    return out
+
+
+#: The floats :func:`handoff` passes between threads: 1 MB, within a core's L2 cache.
+HANDOFF_FLOATS = 2**18
+#: Passes a :func:`handoff` reading times, each way.
+HANDOFF_PASSES = 20
+
+
+def handoff(reps: int = 5) -> float:
+    """How many times longer a pass over 1 MB takes when each of PyTorch's threads reads what
+    another thread wrote in the pass before than when it reads what it wrote itself: about
+    1-3 where the threads' cores share a cache, 1.0 on one thread.
+
+    Both passes reverse the floats (``flip``), chained :data:`HANDOFF_PASSES` times: the whole
+    tensor (each thread's share of the output comes from another thread's share of the input),
+    or each thread's row of a ``(threads, n)`` view (its own). The median of ``reps`` chains
+    each way, after a warm-up. A virtual machine's cores are the host's to place: on the 2-core
+    AMD EPYC VM this package was measured on, the two sometimes ran for tens of seconds where
+    they shared no cache, and this read 8.6-13.4 against 0.9-3.0 (the cross pass 210-298 us
+    against 19-58); in those spells the HSTU steps of ``recnb validate`` took 30% longer while
+    the GEMM and copy probes read no slower (the copy faster). ``recnb validate`` leaves
+    measurements taken so out of its medians (:mod:`recnotebooks.measure.validate`).
+    """
+    threads = torch.get_num_threads()
+    if threads < 2:
+        return 1.0
+    keep_freed_memory()  # the passes' 1 MB outputs reused, not faulted in (kernels/allocator.py)
+    x = torch.randn(threads * (HANDOFF_FLOATS // threads))
+
+    def chain(cross: bool) -> None:
+        y = x
+        for _ in range(HANDOFF_PASSES):
+            y = y.flip(0) if cross else y.view(threads, -1).flip(1).view(-1)
+
+    own, cross = _best(lambda: chain(False), reps), _best(lambda: chain(True), reps)
+    return cross / own
 
 
 def at_speed(hw: Hardware, now: dict[str, float], ref: dict[str, float]) -> Hardware:
@@ -413,7 +455,8 @@ def fit_calibration(
     pairs: list[tuple[float, float]] = [p for r in rounds for p in r["overhead pairs"]]  # type: ignore[attr-defined]
     op_step, step = _overheads(base, pairs)
     probes: list[dict[str, float]] = [p for r in rounds for p in r["probes"]]  # type: ignore[attr-defined]
-    raw["probe"] = {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
+    keys = [k for k in ("gflops", "copy_bw", "handoff") if all(k in p for p in probes)]
+    raw["probe"] = {k: float(np.median([p[k] for p in probes])) for k in keys}
     base = base.replace(op_overhead_s=op_step, step_overhead_s=step)
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
     if "hstu overhead pairs" in rounds[0]:  # a CPU's: a GPU's HSTU operators cost op_overhead_s

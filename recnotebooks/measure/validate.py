@@ -36,12 +36,14 @@ from recnotebooks.measure.calibrate import (
     calibration_round,
     calibration_verdict,
     fit_calibration,
+    handoff,
     probe,
 )
 from recnotebooks.measure.hstu import capped_hstu, hstu_max_rows, measure_hstu_step
 from recnotebooks.measure.verdict import (
     Verdict,
     busy_reason,
+    placement_reason,
     probe_reason,
     target_reasons,
     verdict,
@@ -201,6 +203,9 @@ class ValidationRow:
     architecture: str = "dlrm"
     #: events a step (an HSTU row's; 0 for a DLRM)
     tokens: int = 0
+    #: its measurements left out of the median, taken while the threads' cores were placed
+    #: otherwise than at calibration (:func:`~recnotebooks.measure.verdict.placement_reason`)
+    left_out: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """The row as plain data, one key per field (``recnb validate --json``'s ``configs``)."""
@@ -277,6 +282,12 @@ class ValidationResult(StepTimeAccuracy):
             )
             if c.reliability:
                 out += wrap_report(f"    NOT RELIABLE: {c.reliability}", indent="")
+            if c.left_out:
+                out += wrap_report(
+                    f"    {c.left_out} measurement{'s' if c.left_out > 1 else ''} left out: taken while "
+                    "its threads ran on cores placed otherwise than when calibrated",
+                    indent="",
+                )
         return "\n".join([*out, self.summary()])
 
     def rows(self) -> list[dict[str, object]]:
@@ -337,8 +348,13 @@ def validate(
     machine's speed over the run, the median of all its probes (:func:`at_speed`, relative
     to ``ref_probe``, the calibration's probe; ``run_probe`` in the result): this corrects
     for a machine whose speed drifted since the calibration (a shared VM), and not for one
-    probe's own noise. Each row says whether its measurement was ``reliable``.
-    :func:`calibrate_and_validate` calibrates first, between the passes.
+    probe's own noise. A measurement whose probes (one before it, a
+    :func:`~recnotebooks.measure.calibrate.handoff` after it) read the threads' cores placed
+    otherwise than at calibration (sharing no cache where they shared one) is of another
+    machine, and left out of its config's median while another was not (``left_out``); a
+    config all of whose measurements were is NOT RELIABLE. Each row says whether its
+    measurement was ``reliable``. :func:`calibrate_and_validate` calibrates first, between the
+    passes.
     """
     if hw is None:
         hw, ref_probe = load_calibration() or HARDWARE["this_machine"], ref_probe or load_probe()
@@ -402,15 +418,15 @@ def _result(
     drift_correction: bool,
 ) -> ValidationResult:
     """The ``passes`` over ``sweep`` against the model for ``hw``: each config's median."""
-    taken = [_median_of([p[i] for p in passes]) for i in range(len(sweep))]
+    taken = [_median_of([p[i] for p in passes], ref_probe) for i in range(len(sweep))]
     # the machine's speed over the whole run: the median of every probe taken in it (one probe
     # reads 20-30% off on a shared VM; scaling each config by its own would add that noise)
-    run_speed = _median_probe([p for _, probes in taken for p in probes])
+    run_speed = _median_probe([p for _, probes, _, _ in taken for p in probes])
     correct = bool(drift_correction and ref_probe)
     hw_now = at_speed(hw, run_speed, ref_probe) if correct and ref_probe else hw
     rows = [
-        _compare(name, cfg, bsz, m, probes, hw_now)
-        for (name, cfg, bsz), (m, probes) in zip(sweep, taken, strict=True)
+        _compare(name, cfg, bsz, m, probes, hw_now, left_out, why)
+        for (name, cfg, bsz), (m, probes, left_out, why) in zip(sweep, taken, strict=True)
     ]
     return ValidationResult(
         hardware=hw.name,
@@ -423,8 +439,9 @@ def _result(
 
 
 def _median_probe(probes: list[dict[str, float]]) -> dict[str, float]:
-    """The median of each figure of ``probes``."""
-    return {k: float(np.median([p[k] for p in probes])) for k in ("gflops", "copy_bw")}
+    """The median of each figure of ``probes`` (``handoff`` where every probe has one)."""
+    keys = [k for k in ("gflops", "copy_bw", "handoff") if all(k in p for p in probes)]
+    return {k: float(np.median([p[k] for p in probes])) for k in keys}
 
 
 def _measure_once(
@@ -434,11 +451,15 @@ def _measure_once(
     load policy: the cores other programs kept busy while it ran are recorded with it, so that
     :func:`recnotebooks.timing.reliability` judges it as it judges the apps' measurements; one
     that cannot be trusted is measured again once (as
-    :func:`~recnotebooks.measure.measure_step_cached` does), and stays flagged if it still cannot."""
+    :func:`~recnotebooks.measure.measure_step_cached` does), and stays flagged if it still cannot.
+    On a CPU a :func:`~recnotebooks.measure.calibrate.handoff` reading follows it
+    (``handoff_after`` in the probe), so that a change of the cores' placement during it shows."""
     speed = probe(3, dev)
     m = _measure_with_load(cfg, bsz, time_budget_s, dev, threads)
     if not m.reliable:
         m = _measure_with_load(cfg, bsz, time_budget_s, dev, threads)
+    if "handoff" in speed:
+        speed["handoff_after"] = handoff(3)
     return m, speed
 
 
@@ -462,10 +483,17 @@ def _measure_with_load(
 
 def _median_of(
     taken: list[tuple[StepMeasurement, dict[str, float]]],
-) -> tuple[StepMeasurement, list[dict[str, float]]]:
-    """The median of one config's measurements, and all their probes."""
-    ms = sorted((m for m, _ in taken), key=lambda x: x.seconds_per_step)
-    return ms[len(ms) // 2], [p for _, p in taken]
+    reference: dict[str, float] | None = None,
+) -> tuple[StepMeasurement, list[dict[str, float]], int, str]:
+    """The median of one config's measurements, all their probes, how many measurements were
+    left out and why the median cannot be trusted (``""``: it can). Those whose probes read the
+    cores placed otherwise than ``reference`` (:func:`~recnotebooks.measure.verdict.placement_reason`)
+    are left out while any other is left; if none is, all count and the reason is the first's."""
+    why = [placement_reason(p, reference) for _, p in taken]
+    kept = [m for (m, _), w in zip(taken, why, strict=True) if not w]
+    ms = sorted(kept or [m for m, _ in taken], key=lambda x: x.seconds_per_step)
+    left_out = len(taken) - len(kept) if kept else 0
+    return ms[len(ms) // 2], [p for _, p in taken], left_out, "" if kept else why[0]
 
 
 def _modeled(cfg: DLRMConfig | HSTUCase, bsz: int, hw: Hardware) -> tuple[float, dict[str, float], int]:
@@ -490,8 +518,11 @@ def _compare(
     m: StepMeasurement,
     probes: list[dict[str, float]],
     hw: Hardware,
+    left_out: int = 0,
+    placement: str = "",
 ) -> ValidationRow:
-    """The measured step ``m`` of ``cfg`` against the model of the same row-capped copy on ``hw``."""
+    """The measured step ``m`` of ``cfg`` against the model of the same row-capped copy on ``hw``
+    (``left_out`` measurements left out of it; ``placement``: why none could be, ``""``)."""
     modeled, breakdown, cap = _modeled(cfg, bsz, hw)
     return ValidationRow(
         config=name,
@@ -502,10 +533,11 @@ def _compare(
         steps=m.steps,
         max_rows=cap,
         probe=_median_probe(probes),
-        reliable=m.reliable,
-        reliability=m.reliability(),
+        reliable=m.reliable and not placement,
+        reliability="; ".join(w for w in (m.reliability(), placement) if w),
         measured_phases=m.phases,
         modeled_breakdown=breakdown,
         architecture="hstu" if isinstance(cfg, HSTUCase) else "dlrm",
         tokens=sum(cfg.lengths) if isinstance(cfg, HSTUCase) else 0,
+        left_out=left_out,
     )

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 from recnotebooks.text import REPORT_CHARS, wrap_report
 
 __all__ = [
+    "HANDOFF_LIMIT",
     "PROBE_TOLERANCE",
     "Verdict",
     "busy_reason",
+    "placement_reason",
     "probe_reason",
     "target_reasons",
     "verdict",
@@ -35,6 +37,11 @@ __all__ = [
 #: ratio, GEMM or copy) before the comparison is no test of the model: 15%, the single-process
 #: validation's MAPE target (a machine that much slower alone would use up the error allowed).
 PROBE_TOLERANCE = 0.15
+#: How many times the calibration's :func:`~recnotebooks.measure.calibrate.handoff` a reading may
+#: be (above or below) before a measurement is of another placement of the machine's cores. On
+#: the 2-core VM this package was measured on it read 0.9-3.0 while the cores shared a cache and
+#: 8.6-13.4 while they did not (``recnotebooks.measure.calibrate.handoff``'s docstring).
+HANDOFF_LIMIT = 3.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,24 @@ def probe_reason(run: Mapping[str, float] | None, reference: Mapping[str, float]
     return (
         f"the machine ran {how} than when calibrated (more than {PROBE_TOLERANCE:.0%} off): speed "
         f"probe {'; '.join(words)}"
+    )
+
+
+def placement_reason(probe: Mapping[str, float], reference: Mapping[str, float] | None) -> str:
+    """Why a measurement is not of the machine that was calibrated though its speed is: its
+    probes (``handoff`` before it, ``handoff_after`` after it) read the threads' cores sharing a
+    cache more than :data:`HANDOFF_LIMIT` times otherwise than the calibration's ``reference``
+    did (``""`` when within, or when a reading is missing: a GPU's probe, an older calibration)."""
+    ref = reference.get("handoff") if reference else None
+    now = [probe[k] for k in ("handoff", "handoff_after") if k in probe]
+    if not ref or not now:
+        return ""
+    off = max(now, key=lambda h: max(h / ref, ref / h))
+    if max(off / ref, ref / off) <= HANDOFF_LIMIT:
+        return ""
+    return (
+        f"its threads ran on cores placed otherwise than when calibrated: a pass reading another "
+        f"thread's writes took {off:.1f}x one reading its own, against {ref:.1f}x then"
     )
 
 

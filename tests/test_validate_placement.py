@@ -1,0 +1,92 @@
+"""``recnb validate`` and the placement of the machine's cores (recnotebooks.measure.validate,
+verdict.placement_reason, calibrate.handoff): a measurement whose probes read the threads' cores
+placed otherwise than at calibration (on a VM: cores that share no cache) is left out of its
+config's median while another is not, and a config with none left is NOT RELIABLE. The probe's
+figure is checked for what it can be on any machine (one thread, finite, positive); the rule on
+stub measurements with given probes, no timing."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import recnotebooks.measure.validate as val
+from recnotebooks.measure.calibrate import handoff, probe
+from recnotebooks.measure.step import StepMeasurement
+from recnotebooks.measure.verdict import HANDOFF_LIMIT, placement_reason
+from recnotebooks.perf.hardware import HARDWARE
+
+REF = {"gflops": 100.0, "copy_bw": 1e10, "handoff": 1.3}
+SHARED = {"gflops": 100.0, "copy_bw": 1e10, "handoff": 1.2, "handoff_after": 2.6}
+APART = {"gflops": 100.0, "copy_bw": 1.4e10, "handoff": 10.4, "handoff_after": 11.0}
+
+
+def _m(seconds: float) -> StepMeasurement:
+    return StepMeasurement("x", 64, "cpu", 1024, 9, {"data": seconds}, seconds, step_seconds=(seconds,) * 9)
+
+
+def test_handoff_is_one_on_one_thread_and_a_finite_ratio_on_more() -> None:
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert handoff(1) == 1.0
+        torch.set_num_threads(max(2, threads))
+        h = handoff(1)
+        assert math.isfinite(h) and h > 0
+    finally:
+        torch.set_num_threads(threads)
+    p = probe(1)
+    assert set(p) == {"gflops", "copy_bw", "handoff"} and p["handoff"] > 0
+
+
+def test_placement_reason_reads_both_readings_against_the_calibration() -> None:
+    assert placement_reason(SHARED, REF) == ""
+    why = placement_reason(APART, REF)
+    assert "placed otherwise than when calibrated" in why and "11.0x" in why and "1.3x then" in why
+    # a reading after the measurement alone is enough: the placement changed during it
+    assert placement_reason({**SHARED, "handoff_after": 1.3 * HANDOFF_LIMIT * 1.01}, REF)
+    assert placement_reason({**SHARED, "handoff_after": 1.3 * HANDOFF_LIMIT * 0.99}, REF) == ""
+    # calibrated apart, measured together: as far off the other way
+    assert "1.2x one reading its own, against 10.4x" in placement_reason(SHARED, {"handoff": 10.4})
+    # nothing to compare: a GPU's probe, an older calibration's
+    assert placement_reason({"gflops": 1.0, "copy_bw": 1.0}, REF) == ""
+    assert placement_reason(APART, {"gflops": 100.0, "copy_bw": 1e10}) == placement_reason(APART, None) == ""
+
+
+def test_measurements_taken_apart_are_left_out_of_the_median() -> None:
+    taken = [
+        (_m(0.016), APART),
+        (_m(0.011), SHARED),
+        (_m(0.012), SHARED),
+        (_m(0.0165), APART),
+        (_m(0.013), SHARED),
+    ]
+    m, probes, left_out, why = val._median_of(taken, REF)
+    assert m.seconds_per_step == 0.012 and left_out == 2 and why == "" and len(probes) == 5
+    # without a reference reading every measurement counts, as before
+    m, _, left_out, why = val._median_of(taken, {"gflops": 100.0, "copy_bw": 1e10})
+    assert m.seconds_per_step == 0.013 and left_out == 0 and why == ""
+    # none left: all count, and the config says why it cannot be trusted
+    m, _, left_out, why = val._median_of([(_m(0.016), APART), (_m(0.015), APART), (_m(0.017), APART)], REF)
+    assert m.seconds_per_step == 0.016 and left_out == 0 and why == placement_reason(APART, REF)
+
+
+def test_a_config_measured_only_apart_is_not_reliable_and_one_left_out_says_so() -> None:
+    sweep = val.validation_sweep()[:2]
+    passes = [
+        [(_m(0.010), SHARED), (_m(0.020), APART)],
+        [(_m(0.013), APART), (_m(0.021), APART)],
+        [(_m(0.011), SHARED), (_m(0.022), APART)],
+    ]
+    r = val._result(HARDWARE["this_machine"], REF, sweep, passes, drift_correction=False)
+    first, second = r.configs
+    assert first.measured_s == pytest.approx(0.011) and first.left_out == 1 and first.reliable
+    assert second.measured_s == pytest.approx(0.021) and second.left_out == 0 and not second.reliable
+    assert second.reliability == placement_reason(APART, REF)
+    assert "handoff" in r.run_probe and "handoff" in first.probe
+    text = r.text()
+    assert "1 measurement left out: taken while its threads ran on cores placed otherwise" in text
+    assert any("NOT RELIABLE" in w and sweep[1][0] in w for w in r.verdict.why_not)
+    assert r.to_dict()["configs"][0]["left_out"] == 1  # type: ignore[index]
