@@ -1,9 +1,10 @@
 """``recnb validate`` and the placement of the machine's cores (recnotebooks.measure.validate,
-verdict.placement_reason, calibrate.handoff): a measurement whose probes read the threads' cores
-placed otherwise than at calibration (on a VM: cores that share no cache) is left out of its
-config's median while another is not, and a config with none left is NOT RELIABLE. The probe's
-figure is checked for what it can be on any machine (one thread, finite, positive); the rule on
-stub measurements with given probes, no timing."""
+verdict.apart and placement_reason, calibrate.handoff and fit_calibration): a measurement whose
+probes read the threads' cores sharing no cache where the calibration read them sharing one (a
+VM's host moves its cores) is left out of its config's median while another is not, a config
+with none left is NOT RELIABLE, and a calibration round so taken is left out of the fit. The
+probe's figure is checked for what it can be on any machine (one thread, finite, positive); the
+rules on stub measurements and rounds with given probes, no timing."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 import recnotebooks.measure.validate as val
 from recnotebooks.measure.calibrate import handoff, probe
 from recnotebooks.measure.step import StepMeasurement
-from recnotebooks.measure.verdict import HANDOFF_LIMIT, placement_reason
+from recnotebooks.measure.verdict import APART_HANDOFF, apart, placement_reason
 from recnotebooks.perf.hardware import HARDWARE
 
 REF = {"gflops": 100.0, "copy_bw": 1e10, "handoff": 1.3}
@@ -42,14 +43,15 @@ def test_handoff_is_one_on_one_thread_and_a_finite_ratio_on_more() -> None:
 
 
 def test_placement_reason_reads_both_readings_against_the_calibration() -> None:
+    assert apart(SHARED) is None and apart(APART) == 11.0 and apart({"gflops": 1.0}) is None
     assert placement_reason(SHARED, REF) == ""
     why = placement_reason(APART, REF)
-    assert "placed otherwise than when calibrated" in why and "11.0x" in why and "1.3x then" in why
+    assert "shared no cache, unlike when calibrated" in why and "11.0x" in why and "1.3x then" in why
     # a reading after the measurement alone is enough: the placement changed during it
-    assert placement_reason({**SHARED, "handoff_after": 1.3 * HANDOFF_LIMIT * 1.01}, REF)
-    assert placement_reason({**SHARED, "handoff_after": 1.3 * HANDOFF_LIMIT * 0.99}, REF) == ""
-    # calibrated apart, measured together: as far off the other way
-    assert "1.2x one reading its own, against 10.4x" in placement_reason(SHARED, {"handoff": 10.4})
+    assert placement_reason({**SHARED, "handoff_after": APART_HANDOFF}, REF)
+    assert placement_reason({**SHARED, "handoff_after": APART_HANDOFF * 0.99}, REF) == ""
+    # a machine calibrated apart (threads that never share a cache) is measured as it is
+    assert placement_reason(APART, {"handoff": 10.4}) == placement_reason(SHARED, {"handoff": 10.4}) == ""
     # nothing to compare: a GPU's probe, an older calibration's
     assert placement_reason({"gflops": 1.0, "copy_bw": 1.0}, REF) == ""
     assert placement_reason(APART, {"gflops": 100.0, "copy_bw": 1e10}) == placement_reason(APART, None) == ""
@@ -64,7 +66,7 @@ def test_measurements_taken_apart_are_left_out_of_the_median() -> None:
         (_m(0.013), SHARED),
     ]
     m, probes, left_out, why = val._median_of(taken, REF)
-    assert m.seconds_per_step == 0.012 and left_out == 2 and why == "" and len(probes) == 5
+    assert m.seconds_per_step == 0.012 and left_out == 2 and why == "" and probes == [SHARED] * 3
     # without a reference reading every measurement counts, as before
     m, _, left_out, why = val._median_of(taken, {"gflops": 100.0, "copy_bw": 1e10})
     assert m.seconds_per_step == 0.013 and left_out == 0 and why == ""
@@ -85,8 +87,35 @@ def test_a_config_measured_only_apart_is_not_reliable_and_one_left_out_says_so()
     assert first.measured_s == pytest.approx(0.011) and first.left_out == 1 and first.reliable
     assert second.measured_s == pytest.approx(0.021) and second.left_out == 0 and not second.reliable
     assert second.reliability == placement_reason(APART, REF)
-    assert "handoff" in r.run_probe and "handoff" in first.probe
+    # the run's speed and the row's probe leave the measurements left out out too
+    assert first.probe == {"gflops": 100.0, "copy_bw": 1e10, "handoff": 1.2}
+    assert r.run_probe["copy_bw"] == 1.4e10  # two kept of the first, three of the second
     text = r.text()
-    assert "1 measurement left out: taken while its threads ran on cores placed otherwise" in text
+    assert "1 measurement left out: taken while its threads' cores shared no cache" in text
     assert any("NOT RELIABLE" in w and sweep[1][0] in w for w in r.verdict.why_not)
     assert r.to_dict()["configs"][0]["left_out"] == 1  # type: ignore[index]
+
+
+def test_a_calibration_leaves_out_its_rounds_taken_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    import recnotebooks.measure.calibrate as cal
+
+    seen: list[list[float]] = []
+
+    def median_round(rounds):  # type: ignore[no-untyped-def]
+        seen.append([r["x"] for r in rounds])
+        return {}
+
+    monkeypatch.setattr(cal, "_median_round", median_round)
+    monkeypatch.setattr(cal, "_compute_fields", lambda t, dev, quick, raw: {})
+    monkeypatch.setattr(cal, "_overheads", lambda base, pairs: (1e-6, 1e-5))
+
+    def round_(x: float, *probes: dict[str, float]) -> dict[str, object]:
+        return {"x": x, "probes": list(probes), "overhead pairs": [(x, x)]}
+
+    rounds = [round_(1.0, SHARED, SHARED), round_(2.0, SHARED, APART), round_(3.0, REF, REF)]
+    _, raw = cal.fit_calibration(rounds, "cpu")
+    assert seen[-1] == [1.0, 3.0] and raw["rounds_left_out"] == 1 and raw["rounds"] == 2
+    assert raw["probe"]["handoff"] == pytest.approx(1.25)  # type: ignore[index]
+    # every round apart: all kept (this machine's threads share no cache), none left out
+    _, raw = cal.fit_calibration([round_(1.0, APART, APART), round_(2.0, APART, APART)], "cpu")
+    assert seen[-1] == [1.0, 2.0] and raw["rounds_left_out"] == 0

@@ -40,7 +40,7 @@ from recnotebooks.measure.calibrate_hstu import (
     rab_padded_seconds,
     rab_seconds,
 )
-from recnotebooks.measure.verdict import Verdict, verdict
+from recnotebooks.measure.verdict import Verdict, apart, verdict
 from recnotebooks.nn.rows import group_by_row
 from recnotebooks.perf.calibration_file import (
     COLLECTIVE_FIELDS,
@@ -107,8 +107,10 @@ def handoff(reps: int = 5) -> float:
     AMD EPYC VM this package was measured on, the two sometimes ran for tens of seconds where
     they shared no cache, and this read 8.6-13.4 against 0.9-3.0 (the cross pass 210-298 us
     against 19-58); in those spells the HSTU steps of ``recnb validate`` took 30% longer while
-    the GEMM and copy probes read no slower (the copy faster). ``recnb validate`` leaves
-    measurements taken so out of its medians (:mod:`recnotebooks.measure.validate`).
+    the GEMM and copy probes read no slower (the copy faster). From
+    :data:`~recnotebooks.measure.verdict.APART_HANDOFF` up the cores share no cache: the
+    calibration leaves rounds so taken out of its fit (:func:`fit_calibration`), and
+    ``recnb validate`` measurements so taken out of its medians (:mod:`recnotebooks.measure.validate`).
     """
     threads = torch.get_num_threads()
     if threads < 2:
@@ -444,10 +446,17 @@ def fit_calibration(
     rounds: list[dict[str, object]], dev: str, quick: bool = False
 ) -> tuple[Hardware, dict[str, object]]:
     """``this_machine`` fitted to the median of ``rounds`` (:func:`calibration_round`), and the
-    raw figures (``probe``: the median of every speed probe the rounds took)."""
+    raw figures (``probe``: the median of every speed probe the rounds took). Rounds whose probes
+    read the threads' cores sharing no cache (:func:`~recnotebooks.measure.verdict.apart`) are
+    left out while any other is left (``rounds_left_out``): the machine calibrated is the one
+    whose cores share a cache, where it has been seen so."""
+    _median_round(rounds)  # the rounds checked
+    shared = [r for r in rounds if not any(apart(p) for p in r["probes"])]  # type: ignore[attr-defined]
+    left_out = len(rounds) - len(shared) if shared else 0
+    rounds = shared or rounds
     t = _median_round(rounds)
     cuda = dev.startswith("cuda")
-    raw: dict[str, object] = {"device": dev, "rounds": len(rounds)}
+    raw: dict[str, object] = {"device": dev, "rounds": len(rounds), "rounds_left_out": left_out}
     fields = _compute_fields(t, dev, quick, raw)
     if cuda:
         fields.update(_gpu_fields(dev, 3 if quick else 5, raw))

@@ -203,8 +203,8 @@ class ValidationRow:
     architecture: str = "dlrm"
     #: events a step (an HSTU row's; 0 for a DLRM)
     tokens: int = 0
-    #: its measurements left out of the median, taken while the threads' cores were placed
-    #: otherwise than at calibration (:func:`~recnotebooks.measure.verdict.placement_reason`)
+    #: its measurements left out of the median, taken while the threads' cores shared no cache
+    #: where they shared one at calibration (:func:`~recnotebooks.measure.verdict.placement_reason`)
     left_out: int = 0
 
     def to_dict(self) -> dict[str, object]:
@@ -285,7 +285,7 @@ class ValidationResult(StepTimeAccuracy):
             if c.left_out:
                 out += wrap_report(
                     f"    {c.left_out} measurement{'s' if c.left_out > 1 else ''} left out: taken while "
-                    "its threads ran on cores placed otherwise than when calibrated",
+                    "its threads' cores shared no cache, unlike when calibrated",
                     indent="",
                 )
         return "\n".join([*out, self.summary()])
@@ -349,10 +349,10 @@ def validate(
     to ``ref_probe``, the calibration's probe; ``run_probe`` in the result): this corrects
     for a machine whose speed drifted since the calibration (a shared VM), and not for one
     probe's own noise. A measurement whose probes (one before it, a
-    :func:`~recnotebooks.measure.calibrate.handoff` after it) read the threads' cores placed
-    otherwise than at calibration (sharing no cache where they shared one) is of another
-    machine, and left out of its config's median while another was not (``left_out``); a
-    config all of whose measurements were is NOT RELIABLE. Each row says whether its
+    :func:`~recnotebooks.measure.calibrate.handoff` after it) read the threads' cores sharing no
+    cache where the calibration's read them sharing one is of another machine, and left out of
+    its config's median while another was not (``left_out``); a config all of whose
+    measurements were is NOT RELIABLE. Each row says whether its
     measurement was ``reliable``. :func:`calibrate_and_validate` calibrates first, between the
     passes.
     """
@@ -485,15 +485,16 @@ def _median_of(
     taken: list[tuple[StepMeasurement, dict[str, float]]],
     reference: dict[str, float] | None = None,
 ) -> tuple[StepMeasurement, list[dict[str, float]], int, str]:
-    """The median of one config's measurements, all their probes, how many measurements were
-    left out and why the median cannot be trusted (``""``: it can). Those whose probes read the
-    cores placed otherwise than ``reference`` (:func:`~recnotebooks.measure.verdict.placement_reason`)
-    are left out while any other is left; if none is, all count and the reason is the first's."""
+    """The median of one config's measurements, their probes, how many measurements were left
+    out (and their probes with them) and why the median cannot be trusted (``""``: it can).
+    Those whose probes read the cores sharing no cache where ``reference`` read them sharing
+    one (:func:`~recnotebooks.measure.verdict.placement_reason`) are left out while any other is
+    left; if none is, all count and the reason is the first's."""
     why = [placement_reason(p, reference) for _, p in taken]
-    kept = [m for (m, _), w in zip(taken, why, strict=True) if not w]
-    ms = sorted(kept or [m for m, _ in taken], key=lambda x: x.seconds_per_step)
+    kept = [t for t, w in zip(taken, why, strict=True) if not w]
+    ms = sorted((m for m, _ in kept or taken), key=lambda x: x.seconds_per_step)
     left_out = len(taken) - len(kept) if kept else 0
-    return ms[len(ms) // 2], [p for _, p in taken], left_out, "" if kept else why[0]
+    return ms[len(ms) // 2], [p for _, p in kept or taken], left_out, "" if kept else why[0]
 
 
 def _modeled(cfg: DLRMConfig | HSTUCase, bsz: int, hw: Hardware) -> tuple[float, dict[str, float], int]:

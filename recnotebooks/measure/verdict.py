@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from recnotebooks.text import REPORT_CHARS, wrap_report
 
 __all__ = [
-    "HANDOFF_LIMIT",
+    "APART_HANDOFF",
     "PROBE_TOLERANCE",
     "Verdict",
     "busy_reason",
+    "apart",
     "placement_reason",
     "probe_reason",
     "target_reasons",
@@ -37,11 +38,12 @@ __all__ = [
 #: ratio, GEMM or copy) before the comparison is no test of the model: 15%, the single-process
 #: validation's MAPE target (a machine that much slower alone would use up the error allowed).
 PROBE_TOLERANCE = 0.15
-#: How many times the calibration's :func:`~recnotebooks.measure.calibrate.handoff` a reading may
-#: be (above or below) before a measurement is of another placement of the machine's cores. On
-#: the 2-core VM this package was measured on it read 0.9-3.0 while the cores shared a cache and
-#: 8.6-13.4 while they did not (``recnotebooks.measure.calibrate.handoff``'s docstring).
-HANDOFF_LIMIT = 3.0
+#: The :func:`~recnotebooks.measure.calibrate.handoff` reading from which the threads' cores share
+#: no cache: a pass reading another thread's writes at 5x or more the time of one reading its
+#: own, lines coming from beyond a shared cache. On the 2-core VM this package was measured on it
+#: read 0.9-3.0 while the cores shared a cache and 8.6-13.4 while they did not (the gap's
+#: geometric middle is 5.1; ``recnotebooks.measure.calibrate.handoff``'s docstring).
+APART_HANDOFF = 5.0
 
 
 @dataclass(frozen=True)
@@ -117,21 +119,25 @@ def probe_reason(run: Mapping[str, float] | None, reference: Mapping[str, float]
     )
 
 
+def apart(probe: Mapping[str, float]) -> float | None:
+    """The reading of ``probe`` (its ``handoff``, or ``handoff_after`` taken after a measurement)
+    at or above :data:`APART_HANDOFF`, the highest if both are: the threads' cores shared no
+    cache; ``None`` when neither is (or the probe has none: a GPU's, an older calibration's)."""
+    high = [probe[k] for k in ("handoff", "handoff_after") if probe.get(k, 0.0) >= APART_HANDOFF]
+    return max(high) if high else None
+
+
 def placement_reason(probe: Mapping[str, float], reference: Mapping[str, float] | None) -> str:
     """Why a measurement is not of the machine that was calibrated though its speed is: its
-    probes (``handoff`` before it, ``handoff_after`` after it) read the threads' cores sharing a
-    cache more than :data:`HANDOFF_LIMIT` times otherwise than the calibration's ``reference``
-    did (``""`` when within, or when a reading is missing: a GPU's probe, an older calibration)."""
-    ref = reference.get("handoff") if reference else None
-    now = [probe[k] for k in ("handoff", "handoff_after") if k in probe]
-    if not ref or not now:
-        return ""
-    off = max(now, key=lambda h: max(h / ref, ref / h))
-    if max(off / ref, ref / off) <= HANDOFF_LIMIT:
+    probe read the threads' cores sharing no cache (:func:`apart`) where the calibration's
+    ``reference`` read them sharing one (``""`` otherwise, or when the reference has no
+    ``handoff``: a machine whose threads never share a cache is calibrated as it is)."""
+    ref, now = (reference or {}).get("handoff"), apart(probe)
+    if not ref or apart({"handoff": ref}) or now is None:
         return ""
     return (
-        f"its threads ran on cores placed otherwise than when calibrated: a pass reading another "
-        f"thread's writes took {off:.1f}x one reading its own, against {ref:.1f}x then"
+        f"its threads ran on cores that shared no cache, unlike when calibrated: a pass reading "
+        f"another thread's writes took {now:.1f}x one reading its own, against {ref:.1f}x then"
     )
 
 
