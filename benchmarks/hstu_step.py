@@ -19,6 +19,15 @@ ranges over rounds, the 1-minute load average beside them):
   its attention products (``Q K^T`` and ``A V`` of every bucket, forward and backward) alone, on
   tensors prepared beforehand: what the step cannot do without.
 
+Each round of the default mode (two threads, wall clock) is read for the cores' placement before
+and after it (``recnotebooks.measure.calibrate.handoff``): the medians are of the rounds where
+the cores shared a cache (where any did), ``rounds_apart`` counts the others. On the idle host
+(2026-12-06, 21 rounds, three runs) 4, 12 and 13 rounds read apart, and the two-thread ratio
+jagged / bound read 1.44x, 1.71x, 1.29x over the rounds kept (1.37x, 1.31x, 1.31x over all): one
+round's ratio ranged 0.93-2.08x, the bound alone 42-75 ms within a run, so two threads on
+this VM cannot settle the target either way; the one-thread CPU time below (``--breakdown``)
+is the figure of record.
+
 Targets: padded / jagged >= 1.5x; jagged / bound <= 1.3x. Run: ``python benchmarks/hstu_step.py``
 (``--quick`` for a smoke run; ``--breakdown`` for what the jagged step spends over its bound, by
 ablation: one thread, CPU time, so that other loads on the machine do not inflate it).

@@ -352,9 +352,8 @@ def validate(
     :func:`~recnotebooks.measure.calibrate.handoff` after it) read the threads' cores sharing no
     cache where the calibration's read them sharing one is of another machine, and left out of
     its config's median while another was not (``left_out``); a config all of whose
-    measurements were is NOT RELIABLE. Each row says whether its
-    measurement was ``reliable``. :func:`calibrate_and_validate` calibrates first, between the
-    passes.
+    measurements were is NOT RELIABLE. Each row says whether its measurement was ``reliable``.
+    :func:`calibrate_and_validate` calibrates first, between the passes.
     """
     if hw is None:
         hw, ref_probe = load_calibration() or HARDWARE["this_machine"], ref_probe or load_probe()
