@@ -119,3 +119,15 @@ def test_a_calibration_leaves_out_its_rounds_taken_apart(monkeypatch: pytest.Mon
     # every round apart: all kept (this machine's threads share no cache), none left out
     _, raw = cal.fit_calibration([round_(1.0, APART, APART), round_(2.0, APART, APART)], "cpu")
     assert seen[-1] == [1.0, 2.0] and raw["rounds_left_out"] == 0
+
+
+def test_a_failed_run_calibrated_apart_says_why() -> None:
+    sweep = val.validation_sweep()[:2]
+    passes = [[(_m(0.010), APART), (_m(0.020), APART)]]
+    r = val._result(HARDWARE["this_machine"], {**REF, "handoff": 10.1}, sweep, passes, drift_correction=False)
+    assert all(c.left_out == 0 and c.reliable for c in r.configs)  # calibrated apart: measured as it is
+    why = r.verdict.why_not
+    assert r.passed is False and any("sharing no cache (10.1x" in w for w in why)
+    # calibrated with a shared cache: no such line (a fail there is the model's or the measurement's)
+    r = val._result(HARDWARE["this_machine"], REF, sweep, [[(_m(0.010), SHARED), (_m(0.020), SHARED)]], False)
+    assert r.passed is False and not any("sharing no cache" in w for w in r.verdict.why_not)

@@ -42,6 +42,7 @@ from recnotebooks.measure.calibrate import (
 from recnotebooks.measure.hstu import capped_hstu, hstu_max_rows, measure_hstu_step
 from recnotebooks.measure.verdict import (
     Verdict,
+    apart,
     busy_reason,
     placement_reason,
     probe_reason,
@@ -234,13 +235,23 @@ class ValidationResult(StepTimeAccuracy):
         erratic: :func:`recnotebooks.timing.reliability`), or, where the model was not scaled to
         the run's speed (no ``drift_correction``), the run's speed probe more than
         :data:`~recnotebooks.measure.verdict.PROBE_TOLERANCE` from the calibration's; not judged
-        (``passed`` ``None``) with fewer configs than the targets ask for and nothing else wrong."""
+        (``passed`` ``None``) with fewer configs than the targets ask for and nothing else wrong.
+        A run that failed while its calibration read the threads' cores sharing no cache
+        (:func:`~recnotebooks.measure.verdict.apart`: nothing was left out) says so too: the model
+        does not price the data a step's threads hand each other across cores."""
         n = len(self.configs)
         full = len(VALIDATION_SWEEP) + len(HSTU_VALIDATION_SWEEP)
         failed, small = target_reasons(self.mape, self.spearman, n, TARGETS, quick=n < full)
         hstu = self.hstu_mape
         if hstu is not None and not hstu <= TARGETS["mape"]:
             failed.append(f"the HSTU rows' MAPE {hstu:.1%} is above the target of {TARGETS['mape']:.0%}")
+        apart_then = apart(self.reference_probe or {})
+        if failed and apart_then is not None:  # why, where it may be (nothing left out to see it)
+            failed.append(
+                f"the calibration read the threads' cores sharing no cache ({apart_then:.1f}x: "
+                "recnotebooks.measure.calibrate.handoff), and the model leaves out what a step pays "
+                "for data its threads hand each other there (HSTU steps about 30% on the VM measured)"
+            )
         busy = busy_reason([(c.config, c.reliability) for c in self.configs])
         probe = "" if self.drift_correction else probe_reason(self.run_probe, self.reference_probe)
         calibration = [f"the calibration: {w}" for w in self.calibration_why_not]
