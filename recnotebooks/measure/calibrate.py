@@ -65,6 +65,7 @@ __all__ = [
     "load_probe",
     "calibration_path",
     "probe",
+    "median_probe",
     "handoff",
     "at_speed",
 ]
@@ -87,6 +88,13 @@ def probe(reps: int = 5, device: str = "cpu") -> dict[str, float]:
     if not device.startswith("cuda"):
         out["handoff"] = handoff(reps)
     return out
+
+
+def median_probe(probes: list[dict[str, float]]) -> dict[str, float]:
+    """The median of each figure of ``probes`` (:func:`probe` readings; ``handoff`` where every
+    one has it): a calibration's reference, a validation run's speed."""
+    keys = [k for k in ("gflops", "copy_bw", "handoff") if all(k in p for p in probes)]
+    return {k: float(np.median([p[k] for p in probes])) for k in keys}
 
 
 #: The floats :func:`handoff` passes between threads: 1 MB, within a core's L2 cache.
@@ -343,10 +351,6 @@ def calibration_verdict(rounds: list[dict[str, object]]) -> Verdict:
 def _median_round(rounds: list[dict[str, object]]) -> dict[str, float]:
     """Each timing's median over ``rounds`` (:func:`calibration_round`; not the probes, the
     overhead pairs or the load, which are fitted whole)."""
-    if not isinstance(rounds, list) or not rounds or not all(isinstance(r, dict) for r in rounds):
-        raise ValueError(
-            f"rounds must be a non-empty list of calibration_round() results, got {show(rounds)}"
-        )
     skip = ("probes", "overhead pairs", "hstu overhead pairs", "load")
     return {k: float(np.median([r[k] for r in rounds])) for k in rounds[0] if k not in skip}
 
@@ -450,7 +454,10 @@ def fit_calibration(
     read the threads' cores sharing no cache (:func:`~recnotebooks.measure.verdict.apart`) are
     left out while any other is left (``rounds_left_out``): the machine calibrated is the one
     whose cores share a cache, where it has been seen so."""
-    _median_round(rounds)  # the rounds checked
+    if not isinstance(rounds, list) or not rounds or not all(isinstance(r, dict) for r in rounds):
+        raise ValueError(
+            f"rounds must be a non-empty list of calibration_round() results, got {show(rounds)}"
+        )
     shared = [r for r in rounds if not any(apart(p) for p in r["probes"])]  # type: ignore[attr-defined]
     left_out = len(rounds) - len(shared) if shared else 0
     rounds = shared or rounds
@@ -464,8 +471,7 @@ def fit_calibration(
     pairs: list[tuple[float, float]] = [p for r in rounds for p in r["overhead pairs"]]  # type: ignore[attr-defined]
     op_step, step = _overheads(base, pairs)
     probes: list[dict[str, float]] = [p for r in rounds for p in r["probes"]]  # type: ignore[attr-defined]
-    keys = [k for k in ("gflops", "copy_bw", "handoff") if all(k in p for p in probes)]
-    raw["probe"] = {k: float(np.median([p[k] for p in probes])) for k in keys}
+    raw["probe"] = median_probe(probes)
     base = base.replace(op_overhead_s=op_step, step_overhead_s=step)
     raw["op_overhead_in_step_s"], raw["step_overhead_s"] = op_step, step
     if "hstu overhead pairs" in rounds[0]:  # a CPU's: a GPU's HSTU operators cost op_overhead_s

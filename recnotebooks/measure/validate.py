@@ -37,6 +37,7 @@ from recnotebooks.measure.calibrate import (
     calibration_verdict,
     fit_calibration,
     handoff,
+    median_probe,
     probe,
 )
 from recnotebooks.measure.hstu import capped_hstu, hstu_max_rows, measure_hstu_step
@@ -248,9 +249,10 @@ class ValidationResult(StepTimeAccuracy):
         apart_then = apart(self.reference_probe or {})
         if failed and apart_then is not None:  # why, where it may be (nothing left out to see it)
             failed.append(
-                f"the calibration read the threads' cores sharing no cache ({apart_then:.1f}x: "
-                "recnotebooks.measure.calibrate.handoff), and the model leaves out what a step pays "
-                "for data its threads hand each other there (HSTU steps about 30% on the VM measured)"
+                f"the calibration found the threads' cores sharing no cache ({apart_then:.1f}x: a pass "
+                "reading another thread's writes against one reading its own); the model does not "
+                "price the data a step's threads hand each other across cores, which made HSTU "
+                "steps about 30% slower on the machine this package was measured on"
             )
         busy = busy_reason([(c.config, c.reliability) for c in self.configs])
         probe = "" if self.drift_correction else probe_reason(self.run_probe, self.reference_probe)
@@ -431,7 +433,7 @@ def _result(
     taken = [_median_of([p[i] for p in passes], ref_probe) for i in range(len(sweep))]
     # the machine's speed over the whole run: the median of every probe taken in it (one probe
     # reads 20-30% off on a shared VM; scaling each config by its own would add that noise)
-    run_speed = _median_probe([p for _, probes, _, _ in taken for p in probes])
+    run_speed = median_probe([p for _, probes, _, _ in taken for p in probes])
     correct = bool(drift_correction and ref_probe)
     hw_now = at_speed(hw, run_speed, ref_probe) if correct and ref_probe else hw
     rows = [
@@ -446,12 +448,6 @@ def _result(
         run_probe=run_speed,
         drift_correction=correct,
     )
-
-
-def _median_probe(probes: list[dict[str, float]]) -> dict[str, float]:
-    """The median of each figure of ``probes`` (``handoff`` where every probe has one)."""
-    keys = [k for k in ("gflops", "copy_bw", "handoff") if all(k in p for p in probes)]
-    return {k: float(np.median([p[k] for p in probes])) for k in keys}
 
 
 def _measure_once(
@@ -543,7 +539,7 @@ def _compare(
         error=(modeled - m.seconds_per_step) / m.seconds_per_step,
         steps=m.steps,
         max_rows=cap,
-        probe=_median_probe(probes),
+        probe=median_probe(probes),
         reliable=m.reliable and not placement,
         reliability="; ".join(w for w in (m.reliability(), placement) if w),
         measured_phases=m.phases,
