@@ -20,7 +20,7 @@ ranges over rounds, the 1-minute load average beside them):
   tensors prepared beforehand: what the step cannot do without.
 
 Each round of the default mode (two threads, wall clock) is read for the cores' placement before
-and after it (``recnotebooks.measure.calibrate.handoff``): the medians are of the rounds where
+and after it (``recnotebooks.measure.cores.handoff``): the medians are of the rounds where
 the cores shared a cache (where any did), ``rounds_apart`` counts the others. On the idle host
 (2026-12-06, 21 rounds, three runs) 4, 12 and 13 rounds read apart, and the two-thread ratio
 jagged / bound read 1.44x, 1.71x, 1.29x over the rounds kept (1.37x, 1.31x, 1.31x over all): one
@@ -79,8 +79,7 @@ import torch
 from recnotebooks.data.listening import ListeningConfig, SyntheticListening
 from recnotebooks.kernels import jagged_attention
 from recnotebooks.kernels.jagged_attention import buckets
-from recnotebooks.measure.calibrate import handoff
-from recnotebooks.measure.verdict import APART_HANDOFF
+from recnotebooks.measure.cores import APART_HANDOFF, handoff
 from recnotebooks.nn.hstu import HSTU
 from recnotebooks.nn.hstu_padded import padded_layer, to_padded
 

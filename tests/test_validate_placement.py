@@ -1,5 +1,5 @@
 """``recnb validate`` and the placement of the machine's cores (recnotebooks.measure.validate,
-verdict.apart and placement_reason, calibrate.handoff and fit_calibration): a measurement whose
+verdict.apart and placement_reason, cores.handoff and calibrate.fit_calibration): a measurement whose
 probes read the threads' cores sharing no cache where the calibration read them sharing one (a
 VM's host moves its cores) is left out of its config's median while another is not, a config
 with none left is NOT RELIABLE, and a calibration round so taken is left out of the fit. The

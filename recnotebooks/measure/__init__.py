@@ -15,6 +15,8 @@ measured ones from here:
   microbenchmarks that fit ``this_machine``'s hardware fields and its collectives
   (``recnb calibrate``), with :mod:`~recnotebooks.measure.collective_timing`, the worker
   that times collectives on the ranks;
+* :mod:`~recnotebooks.measure.cores` — whether a measurement's threads ran on cores that share a
+  cache (:func:`~recnotebooks.measure.cores.handoff`), read beside every measured step;
 * :mod:`~recnotebooks.measure.validate` and :mod:`~recnotebooks.measure.validate_dist` —
   the calibrated model against real steps, on one process and on local ranks
   (``recnb validate``).

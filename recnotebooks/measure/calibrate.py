@@ -40,6 +40,7 @@ from recnotebooks.measure.calibrate_hstu import (
     rab_padded_seconds,
     rab_seconds,
 )
+from recnotebooks.measure.cores import handoff
 from recnotebooks.measure.verdict import Verdict, apart, verdict
 from recnotebooks.nn.rows import group_by_row
 from recnotebooks.perf.calibration_file import (
@@ -95,44 +96,6 @@ def median_probe(probes: list[dict[str, float]]) -> dict[str, float]:
     one has it): a calibration's reference, a validation run's speed."""
     keys = [k for k in ("gflops", "copy_bw", "handoff") if all(k in p for p in probes)]
     return {k: float(np.median([p[k] for p in probes])) for k in keys}
-
-
-#: The floats :func:`handoff` passes between threads: 1 MB, within a core's L2 cache.
-HANDOFF_FLOATS = 2**18
-#: Passes a :func:`handoff` reading times, each way.
-HANDOFF_PASSES = 20
-
-
-def handoff(reps: int = 5) -> float:
-    """How many times longer a pass over 1 MB takes when each of PyTorch's threads reads what
-    another thread wrote in the pass before than when it reads what it wrote itself: about
-    1-3 where the threads' cores share a cache, 1.0 on one thread.
-
-    Both passes reverse the floats (``flip``), chained :data:`HANDOFF_PASSES` times: the whole
-    tensor (each thread's share of the output comes from another thread's share of the input),
-    or each thread's row of a ``(threads, n)`` view (its own). The median of ``reps`` chains
-    each way, after a warm-up. A virtual machine's cores are the host's to place: on the 2-core
-    AMD EPYC VM this package was measured on, the two sometimes ran for tens of seconds where
-    they shared no cache, and this read 8.6-13.4 against 0.9-3.0 (the cross pass 210-298 us
-    against 19-58); in those spells the HSTU steps of ``recnb validate`` took 30% longer while
-    the GEMM and copy probes read no slower (the copy faster). From
-    :data:`~recnotebooks.measure.verdict.APART_HANDOFF` up the cores share no cache: the
-    calibration leaves rounds so taken out of its fit (:func:`fit_calibration`), and
-    ``recnb validate`` measurements so taken out of its medians (:mod:`recnotebooks.measure.validate`).
-    """
-    threads = torch.get_num_threads()
-    if threads < 2:
-        return 1.0
-    keep_freed_memory()  # the passes' 1 MB outputs reused, not faulted in (kernels/allocator.py)
-    x = torch.randn(threads * (HANDOFF_FLOATS // threads))
-
-    def chain(cross: bool) -> None:
-        y = x
-        for _ in range(HANDOFF_PASSES):
-            y = y.flip(0) if cross else y.view(threads, -1).flip(1).view(-1)
-
-    own, cross = _best(lambda: chain(False), reps), _best(lambda: chain(True), reps)
-    return cross / own
 
 
 def at_speed(hw: Hardware, now: dict[str, float], ref: dict[str, float]) -> Hardware:

@@ -43,6 +43,7 @@ from recnotebooks.measure.step import (
     _timed_steps,
     _timing,
     _warm_up,
+    handoff_reading,
 )
 from recnotebooks.nn.generative import HSTURanker
 from recnotebooks.nn.hstu_padded import padded_stack, to_padded, valid_positions
@@ -314,13 +315,14 @@ def _measure(
         load_monitor().mark()
         steps, remeasured = _timed_steps(stepper, dev, budget)  # type: ignore[arg-type]
         during = load_monitor().since_mark()
+        placed = handoff_reading(dev, used)
     steps = [{k: s.get(k, 0.0) for k in HSTU_PHASES} for s in steps]
     return HSTUMeasurement(
         config_name=capped.name,
         batch_size=len(lengths),
         device=str(dev),
         max_rows=cap,
-        **_timing(steps, remeasured, budget, choice, used, during),
+        **_timing(steps, remeasured, budget, choice, used, during, placed),
         tokens=sum(lengths),
         computed_tokens=stepper.computed_tokens,
         lengths=tuple(lengths),

@@ -44,6 +44,7 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.kernels.allocator import keep_freed_memory
+from recnotebooks.measure.cores import apart_words, handoff
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
@@ -124,6 +125,10 @@ class StepMeasurement:
     other_load: float | None = None
     #: cores this process could use that the measurement's threads left free
     spare_cores: float = 0.0
+    #: where its threads ran: :func:`~recnotebooks.measure.cores.handoff` read after the timed
+    #: steps (``None``: one thread, or a GPU); from
+    #: :data:`~recnotebooks.measure.cores.APART_HANDOFF` up their cores shared no cache
+    handoff: float | None = None
 
     @property
     def samples_per_s(self) -> float:
@@ -181,6 +186,8 @@ class StepMeasurement:
                 )
         elif self.threads:
             words.append(f"{self.threads} thread(s)")
+        if apart := apart_words(self.handoff, self.threads):
+            words.append(apart)
         if self.reused:
             words.append("reused: measured earlier for the same setting")
         if not self.reliable:
@@ -384,13 +391,20 @@ def _measure(
         load_monitor().mark()
         steps, remeasured = _timed_steps(trainer, dev, budget)
         during = load_monitor().since_mark()
+        placed = handoff_reading(dev, used)
     return StepMeasurement(
         config_name=config.name,
         batch_size=batch_size,
         device=str(dev),
         max_rows=cap,
-        **_timing(steps, remeasured, budget, choice, used, during),
+        **_timing(steps, remeasured, budget, choice, used, during, placed),
     )
+
+
+def handoff_reading(dev: torch.device, threads: int) -> float | None:
+    """The :func:`~recnotebooks.measure.cores.handoff` reading a measurement on ``threads``
+    takes after its timed steps, while they are still set (``None`` on one thread or a GPU)."""
+    return handoff(3) if dev.type == "cpu" and threads >= 2 else None
 
 
 def _timing(
@@ -400,11 +414,13 @@ def _timing(
     choice: ThreadChoice,
     used: int,
     during: CpuLoad,
+    placed: float | None,
 ) -> dict[str, object]:
     """The :class:`StepMeasurement` fields of timed ``steps`` (the median step by phase, every
     step's total, whether the budget cut them short) and of the threads they ran on (``choice``
-    of the thread policy, ``used``, the load of other programs ``during`` them): what every
-    measured step reports, a DLRM's or an HSTU's."""
+    of the thread policy, ``used``, the load of other programs ``during`` them, where their cores
+    were: ``placed``, :func:`handoff_reading`): what every measured step reports, a DLRM's or
+    an HSTU's."""
     phases = median_step(steps)
     return {
         "steps": len(steps),
@@ -417,6 +433,7 @@ def _timing(
         "busy": choice.describe() if choice.busy else "",
         "other_load": None if choice.fixed else during.others,
         "spare_cores": float(max(0, choice.cores - used)),
+        "handoff": placed,
     }
 
 

@@ -362,7 +362,7 @@ def validate(
     to ``ref_probe``, the calibration's probe; ``run_probe`` in the result): this corrects
     for a machine whose speed drifted since the calibration (a shared VM), and not for one
     probe's own noise. A measurement whose probes (one before it, a
-    :func:`~recnotebooks.measure.calibrate.handoff` after it) read the threads' cores sharing no
+    :func:`~recnotebooks.measure.cores.handoff` after it) read the threads' cores sharing no
     cache where the calibration's read them sharing one is of another machine, and left out of
     its config's median while another was not (``left_out``); a config all of whose
     measurements were is NOT RELIABLE. Each row says whether its measurement was ``reliable``.
@@ -458,7 +458,7 @@ def _measure_once(
     :func:`recnotebooks.timing.reliability` judges it as it judges the apps' measurements; one
     that cannot be trusted is measured again once (as
     :func:`~recnotebooks.measure.measure_step_cached` does), and stays flagged if it still cannot.
-    On a CPU a :func:`~recnotebooks.measure.calibrate.handoff` reading follows it
+    On a CPU a :func:`~recnotebooks.measure.cores.handoff` reading follows it
     (``handoff_after`` in the probe), so that a change of the cores' placement during it shows."""
     speed = probe(3, dev)
     m = _measure_with_load(cfg, bsz, time_budget_s, dev, threads)

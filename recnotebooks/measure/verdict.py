@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from recnotebooks.measure.cores import APART_HANDOFF, cores_apart
 from recnotebooks.text import REPORT_CHARS, wrap_report
 
 __all__ = [
@@ -38,12 +39,6 @@ __all__ = [
 #: ratio, GEMM or copy) before the comparison is no test of the model: 15%, the single-process
 #: validation's MAPE target (a machine that much slower alone would use up the error allowed).
 PROBE_TOLERANCE = 0.15
-#: The :func:`~recnotebooks.measure.calibrate.handoff` reading from which the threads' cores share
-#: no cache: a pass reading another thread's writes at 5x or more the time of one reading its
-#: own, lines coming from beyond a shared cache. On the 2-core VM this package was measured on it
-#: read 0.9-3.0 while the cores shared a cache and 8.6-13.4 while they did not (the gap's
-#: geometric middle is 5.1; ``recnotebooks.measure.calibrate.handoff``'s docstring).
-APART_HANDOFF = 5.0
 
 
 @dataclass(frozen=True)
@@ -123,7 +118,7 @@ def apart(probe: Mapping[str, float]) -> float | None:
     """The reading of ``probe`` (its ``handoff``, or ``handoff_after`` taken after a measurement)
     at or above :data:`APART_HANDOFF`, the highest if both are: the threads' cores shared no
     cache; ``None`` when neither is (or the probe has none: a GPU's, an older calibration's)."""
-    high = [probe[k] for k in ("handoff", "handoff_after") if probe.get(k, 0.0) >= APART_HANDOFF]
+    high = [probe[k] for k in ("handoff", "handoff_after") if cores_apart(probe.get(k))]
     return max(high) if high else None
 
 
