@@ -39,8 +39,8 @@ import torch.nn.functional as F
 from numba import carray, cfunc, njit, prange, types
 
 from recnotebooks.config import DLRMConfig
+from recnotebooks.kernels.allocator import advise_huge_pages
 from recnotebooks.kernels.omp import address, call_int, f32_ptr, i64_ptr, run_on_openmp, torch_openmp
-from recnotebooks.kernels.rows import advise_huge_pages
 
 __all__ = ["BoundProbe", "EmbeddingTraffic", "MLPAlone", "StepBound", "gemm_calls", "traffic_of"]
 

@@ -7,7 +7,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from recnotebooks.kernels.rows import advise_huge_pages, first_out_of_range, shift_ids
+from recnotebooks.kernels.allocator import advise_huge_pages
+from recnotebooks.kernels.rows import first_out_of_range, shift_ids
 from recnotebooks.nn.rows import group_by_row, segment_ids
 
 

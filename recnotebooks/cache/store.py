@@ -40,7 +40,7 @@ from recnotebooks.cache.config import CacheConfig
 from recnotebooks.cache.policies import CachePolicy
 from recnotebooks.cache.stats import CacheStats
 from recnotebooks.checks import check_fits_memory, check_int
-from recnotebooks.kernels.rows import advise_huge_pages
+from recnotebooks.kernels.allocator import advise_huge_pages
 from recnotebooks.nn.embedding import initial_rows
 from recnotebooks.sparse import JaggedBatch
 

@@ -17,13 +17,12 @@ the predicate saying where the kernels apply), with the same results up to float
   (``GOMP_parallel`` with a Numba ``cfunc``), so no second thread pool competes with
   PyTorch's spinning workers (on 2 cores the SGD kernel took 11.3 ms after a GEMM on Numba's
   pool, 7.4 ms after a pause).
-* :mod:`~recnotebooks.kernels.rows` — one-pass id shifting and range checks, and huge pages
-  for big tables.
+* :mod:`~recnotebooks.kernels.rows` — one-pass id shifting and range checks.
 * :mod:`~recnotebooks.kernels.jagged_attention` — HSTU's attention over histories of like
   length batched, one autograd node a layer.
-* :mod:`~recnotebooks.kernels.allocator` — glibc's ``malloc`` told to keep the memory a step
-  frees for the next (an HSTU step's scores are allocated anew each step; without it every step
-  faulted them in again, page by page).
+* :mod:`~recnotebooks.kernels.allocator` — host memory: glibc's ``malloc`` told to keep the
+  memory a step frees for the next (an HSTU step's scores are allocated anew each step; without
+  it every step faulted them in again, page by page), and huge pages for big tables.
 
 What they buy, measured here (BENCHMARKS.md, ``python benchmarks/train_throughput.py``): the
 DLRM reference implementation in plain PyTorch takes 1.09x our step time at pooling 1 and

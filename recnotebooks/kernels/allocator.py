@@ -1,4 +1,6 @@
-"""Freed memory kept for the next step: glibc's ``malloc`` told to reuse what a step frees.
+"""Host memory for training steps: freed memory kept for the next step (glibc's ``malloc`` told to
+reuse what a step frees, :func:`keep_freed_memory`), and big tables backed by huge pages
+(:func:`advise_huge_pages`).
 
 An HSTU step allocates its attention scores and weights afresh in every layer of every step,
 ``(b, heads, P, P)`` blocks per bucket (:mod:`recnotebooks.kernels.jagged_attention`): some
@@ -23,6 +25,10 @@ first 128 KiB (measured: 8,700-9,400 faults a step). PyTorch's CPU performance t
 advises an allocator that reuses memory (jemalloc or TCMalloc, preloaded) for the same reason;
 this is the same effect from glibc's own allocator, with nothing to install or preload.
 
+:func:`advise_huge_pages` asks Linux (``madvise(MADV_HUGEPAGE)``) to back a big table with 2 MiB
+pages before it is first touched: random row lookups into a multi-GB table otherwise miss the
+TLB on nearly every row.
+
 It acts once a process (the setting is the process's), only where the C library is glibc
 (elsewhere, macOS or musl, it does nothing and returns ``False``), and costs memory the process keeps
 instead of returning: at most 64 MiB of free heap beyond what it last used. The bucketed
@@ -34,8 +40,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_freed_memory"]
+import torch
+
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "advise_huge_pages", "keep_freed_memory"]
 
 #: Blocks up to this size come from the heap (glibc's ``DEFAULT_MMAP_THRESHOLD_MAX`` on 64-bit).
 MMAP_THRESHOLD = 32 * 2**20
@@ -45,6 +54,9 @@ TRIM_THRESHOLD = 2 * MMAP_THRESHOLD
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 _applied: bool | None = None
+
+_MADV_HUGEPAGE = 14  # linux/mman.h
+_HUGE = 2 << 20
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -71,3 +83,24 @@ def keep_freed_memory() -> bool:
             and lib.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
         )
     return _applied
+
+
+def advise_huge_pages(t: torch.Tensor) -> bool:
+    """Ask Linux to back a large CPU tensor with transparent huge pages (before first touch).
+
+    Random row lookups into a multi-GB table miss the TLB on nearly every row with 4 KiB
+    pages; 2 MiB pages make the page table reach fit in the TLB. A no-op (returns False)
+    off Linux, on GPU tensors, or when the kernel refuses.
+    """
+    if not sys.platform.startswith("linux") or t.device.type != "cpu":
+        return False
+    nbytes = t.numel() * t.element_size()
+    start = (t.data_ptr() + _HUGE - 1) & ~(_HUGE - 1)
+    end = (t.data_ptr() + nbytes) & ~(_HUGE - 1)
+    if end - start < _HUGE:
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_HUGEPAGE) == 0
+    except (OSError, AttributeError):
+        return False

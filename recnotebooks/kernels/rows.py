@@ -1,8 +1,8 @@
 """Compiled row kernels of the fused embeddings: one pass that shifts each table's ids into the
 fused weight's row space and checks their range (:func:`shift_ids`; serial below
 :data:`PARALLEL_SHIFT_IDS` ids, above it on PyTorch's OpenMP threads), the range check
-alone (:func:`first_out_of_range`), and transparent huge pages for big tables
-(:func:`advise_huge_pages`).
+alone (:func:`first_out_of_range`). Transparent huge pages for big tables are the host memory's
+(:func:`recnotebooks.kernels.allocator.advise_huge_pages`).
 
 Written with Numba as plain loops. The torch path they replace (in
 :class:`recnotebooks.nn.embedding.EmbeddingBagCollection` and the sharded collection) is
@@ -15,19 +15,13 @@ int32/int64): the caller then uses the torch ops.
 
 from __future__ import annotations
 
-import ctypes
-import sys
-
 import numpy as np
 import torch
 from numba import carray, cfunc, njit, types
 
 from recnotebooks.kernels.omp import address, call_int, i32_ptr, i64_ptr, run_on_openmp, torch_openmp
 
-__all__ = ["shift_ids", "first_out_of_range", "advise_huge_pages"]
-
-_MADV_HUGEPAGE = 14  # linux/mman.h
-_HUGE = 2 << 20
+__all__ = ["shift_ids", "first_out_of_range"]
 
 
 @njit(cache=True)
@@ -156,24 +150,3 @@ def first_out_of_range(vals: torch.Tensor, starts: torch.Tensor, num_rows: torch
         return None
     as_np = [t.to(torch.int64).numpy() for t in (starts, num_rows)]
     return int(_first_out_of_range(vals.contiguous().numpy(), *as_np))
-
-
-def advise_huge_pages(t: torch.Tensor) -> bool:
-    """Ask Linux to back a large CPU tensor with transparent huge pages (before first touch).
-
-    Random row lookups into a multi-GB table miss the TLB on nearly every row with 4 KiB
-    pages; 2 MiB pages make the page table reach fit in the TLB. A no-op (returns False)
-    off Linux, on GPU tensors, or when the kernel refuses.
-    """
-    if not sys.platform.startswith("linux") or t.device.type != "cpu":
-        return False
-    nbytes = t.numel() * t.element_size()
-    start = (t.data_ptr() + _HUGE - 1) & ~(_HUGE - 1)
-    end = (t.data_ptr() + nbytes) & ~(_HUGE - 1)
-    if end - start < _HUGE:
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.madvise(ctypes.c_void_p(start), ctypes.c_size_t(end - start), _MADV_HUGEPAGE) == 0
-    except (OSError, AttributeError):
-        return False

@@ -47,7 +47,8 @@ from torch import nn
 
 from recnotebooks.checks import check_choice, check_fits_memory, check_int, check_module_device, show
 from recnotebooks.config import POOLINGS, TableConfig
-from recnotebooks.kernels.rows import advise_huge_pages, shift_ids
+from recnotebooks.kernels.allocator import advise_huge_pages
+from recnotebooks.kernels.rows import shift_ids
 from recnotebooks.nn.rows import MemoryRows, RowStore, group_by_row, segment_ids
 from recnotebooks.sparse import JaggedBatch
 
