@@ -21,11 +21,9 @@ import torch.distributed as dist
 
 from ..threads import THREADS_ENV
 from .comm import CommLog
-from .peers import watch_peers
+from .peers import HANG_ENV, watch_peers
 
 HOST = "127.0.0.1"
-#: A rank with this rank number (as a string) never joins the rendezvous: the fault tests' hook.
-HANG_ENV = "RECNB_LAUNCH_NEVER_JOIN_RANK"
 
 
 @dataclass

@@ -46,9 +46,9 @@ import torch.multiprocessing as mp
 
 from ..checks import check_choice, check_float, check_int, show
 from ..threads import choose_threads, rank_threads
-from ._rank import HANG_ENV as HANG_ENV  # the fault tests set it
 from ._rank import HOST, RankContext, RankSpec, _rank_main
 from .comm import CommLog
+from .peers import HANG_ENV as HANG_ENV  # the fault tests set it
 from .peers import is_peer_lost
 
 __all__ = ["HOST", "LaunchError", "LaunchResult", "RankContext", "RankFailure", "launch", "max_world_size"]

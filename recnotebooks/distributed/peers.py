@@ -52,6 +52,7 @@ from ..checks import parse_int
 
 __all__ = [
     "DEBUG_ENV",
+    "HANG_ENV",
     "KILL_ENV",
     "PEER_LOST_EXIT",
     "PEER_WAIT_S",
@@ -77,6 +78,9 @@ DEBUG_ENV = "RECNB_DEBUG"
 #: ``RANK:STEP`` (``RANK:STEP:node``): that rank kills itself (and its parent: its torchrun agent,
 #: a node going down) with SIGKILL as it starts that step. The fault tests' hook.
 KILL_ENV = "RECNB_KILL_AT_STEP"
+#: A rank with this rank number (as a string) never joins the rendezvous
+#: (:mod:`recnotebooks.distributed.launch`'s ranks). The fault tests' other hook.
+HANG_ENV = "RECNB_LAUNCH_NEVER_JOIN_RANK"
 
 #: What an error says when the rank only saw another rank go away (lower case): gloo's TCP
 #: transport (third_party/gloo/gloo/transport/tcp/pair.cc: "Connection closed by peer", "Read
