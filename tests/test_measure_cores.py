@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 import recnotebooks.measure.calibrate as calibrate
 import recnotebooks.measure.hstu as measure_hstu
@@ -16,7 +17,7 @@ import recnotebooks.measure.verdict as verdict
 from recnotebooks.config import preset
 from recnotebooks.config.hstu import hstu_preset
 from recnotebooks.measure import measure_hstu_step, measure_step
-from recnotebooks.measure.cores import APART_HANDOFF, apart_words, cores_apart, handoff
+from recnotebooks.measure.cores import APART_HANDOFF, apart_words, cores_apart, handoff, handoff_reading
 from recnotebooks.measure.step import StepMeasurement
 from recnotebooks.viz import hstu as hstu_app
 
@@ -32,6 +33,9 @@ def test_one_reading_and_one_rule_for_the_calibration_the_validation_and_a_step(
     assert cores_apart(APART_HANDOFF) and cores_apart(12.0)
     assert verdict.apart({"handoff": APART_HANDOFF}) == APART_HANDOFF
     assert verdict.apart({"handoff": APART_HANDOFF * 0.99}) is None
+    # nothing to read on one thread or off the CPU
+    assert handoff_reading(torch.device("cpu"), 1) is None
+    assert handoff_reading(torch.device("meta"), 2) is None
 
 
 def test_a_step_says_when_its_threads_ran_on_cores_that_shared_no_cache() -> None:

@@ -39,7 +39,8 @@ import torch
 
 from recnotebooks.kernels.allocator import keep_freed_memory
 
-__all__ = ["APART_HANDOFF", "HANDOFF_FLOATS", "HANDOFF_PASSES", "cores_apart", "handoff", "apart_words"]
+__all__ = ["APART_HANDOFF", "HANDOFF_FLOATS", "HANDOFF_PASSES", "apart_words", "cores_apart", "handoff",
+           "handoff_reading"]  # fmt: skip
 
 #: The floats :func:`handoff` passes between threads: 1 MB, within a core's L2 cache.
 HANDOFF_FLOATS = 2**18
@@ -84,6 +85,12 @@ def handoff(reps: int = 5) -> float:
     own = statistics.median(chain(False) for _ in range(max(1, reps)))
     cross = statistics.median(chain(True) for _ in range(max(1, reps)))
     return cross / own
+
+
+def handoff_reading(device: torch.device, threads: int) -> float | None:
+    """The :func:`handoff` reading a measured step on ``threads`` takes after its timed steps,
+    while they are still set (``None`` on one thread or a GPU: nothing to read)."""
+    return handoff(3) if device.type == "cpu" and threads >= 2 else None
 
 
 def cores_apart(reading: float | None) -> bool:

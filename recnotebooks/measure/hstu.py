@@ -34,6 +34,7 @@ from recnotebooks.config.hstu import HSTUConfig
 from recnotebooks.data.listening import TABLES, ListeningConfig, SyntheticListening
 from recnotebooks.data.sequences import SequenceBatch
 from recnotebooks.kernels.allocator import keep_freed_memory
+from recnotebooks.measure.cores import handoff_reading
 from recnotebooks.measure.step import (
     DEFAULT_MEMORY_BUDGET,
     DEFAULT_TABLE_BYTES,
@@ -43,7 +44,6 @@ from recnotebooks.measure.step import (
     _timed_steps,
     _timing,
     _warm_up,
-    handoff_reading,
 )
 from recnotebooks.nn.generative import HSTURanker
 from recnotebooks.nn.hstu_padded import padded_stack, to_padded, valid_positions

@@ -44,7 +44,7 @@ from recnotebooks.config import DLRMConfig
 from recnotebooks.data.batch import Batch
 from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.kernels.allocator import keep_freed_memory
-from recnotebooks.measure.cores import apart_words, handoff
+from recnotebooks.measure.cores import apart_words, handoff_reading
 from recnotebooks.nn.dlrm import DLRM
 from recnotebooks.perf.cost import estimate
 from recnotebooks.perf.memory import memory_footprint
@@ -401,12 +401,6 @@ def _measure(
     )
 
 
-def handoff_reading(dev: torch.device, threads: int) -> float | None:
-    """The :func:`~recnotebooks.measure.cores.handoff` reading a measurement on ``threads``
-    takes after its timed steps, while they are still set (``None`` on one thread or a GPU)."""
-    return handoff(3) if dev.type == "cpu" and threads >= 2 else None
-
-
 def _timing(
     steps: list[dict[str, float]],
     remeasured: int,
@@ -419,8 +413,8 @@ def _timing(
     """The :class:`StepMeasurement` fields of timed ``steps`` (the median step by phase, every
     step's total, whether the budget cut them short) and of the threads they ran on (``choice``
     of the thread policy, ``used``, the load of other programs ``during`` them, where their cores
-    were: ``placed``, :func:`handoff_reading`): what every measured step reports, a DLRM's or
-    an HSTU's."""
+    were: ``placed``, :func:`~recnotebooks.measure.cores.handoff_reading`): what every measured
+    step reports, a DLRM's or an HSTU's."""
     phases = median_step(steps)
     return {
         "steps": len(steps),
