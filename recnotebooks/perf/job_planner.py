@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypedDict
 
@@ -356,6 +356,9 @@ class Outcome:
     problem: str | None  # the setting cannot be built (e.g. more devices than a node has): the first reason
     #: every rule of building the setting it breaks (``problem`` first); empty when it builds
     problems: tuple[str, ...] = ()
+    #: why each table went where it went in the plan ``result`` models (the planner's own
+    #: decisions, :func:`explain_outcome` reads them)
+    decisions: tuple[Decision, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def values(self) -> dict[str, object]:
@@ -454,15 +457,16 @@ def _evaluate(s: JobSettings) -> Outcome:
     epochs = job_epochs(s)
     hw = hardware(s.hardware)
     work = s.workload
+    decisions: list[Decision] = []
     try:
-        plan = _job_plan(s, work, hw)
+        plan = _job_plan(s, work, hw, decisions)
         r = estimate(work.config, hw, batch_size=work.batch_size, gpus=s.gpus, nodes=s.nodes, plan=plan,
                      dtype=work.dtype, implementation=s.software, sparse_optimizer=work.sparse_optimizer,
                      dense_optimizer=work.dense_optimizer)  # fmt: skip
     except ValueError as e:  # a combination the planner or the model cannot build, in its words
         return Outcome(s, None, None, str(e), (str(e),))
     job = job_from_estimate(r, hw, s.samples, epochs, overlap=s.software == "hugectr")
-    return Outcome(s, r, job, None)
+    return Outcome(s, r, job, None, decisions=tuple(decisions))
 
 
 def explain_outcome(outcome: Outcome) -> PlanExplanation:
@@ -476,12 +480,10 @@ def explain_outcome(outcome: Outcome) -> PlanExplanation:
         raise ValueError(
             f"outcome: this setting was not modeled, so there is no plan to explain: {outcome.problem}"
         )
-    s = outcome.settings
-    hw, work, decisions = hardware(s.hardware), s.workload, []
-    plan = _job_plan(s, work, hw, decisions)
-    return explain_plan(
-        work, hw, plan, gpus=s.gpus, nodes=s.nodes, decisions=decisions, implementation=s.software
-    )
+    s, r = outcome.settings, outcome.result
+    assert r.plan is not None  # every step the planner prices is of a plan
+    return explain_plan(s.workload, hardware(s.hardware), r.plan, gpus=s.gpus, nodes=s.nodes,
+                        decisions=list(outcome.decisions), implementation=s.software)  # fmt: skip
 
 
 def _check_in_hbm(what: str, placement: str, s: JobSettings) -> None:
