@@ -9,7 +9,7 @@ another thread wrote. Where the two cores share a cache that costs little; where
 line comes from the other core's cache, and every parallel operator's fork and join waits on it.
 
 Measured on the 2-core AMD EPYC VM this package was developed on, whose host placed its two cores
-apart for spells of seconds to minutes (2026-12-06, idle; two threads: the median of 50-80
+apart for spells of seconds to minutes (2026-12-06, idle; two threads: the median of 50-82
 measurements in each state, each read for its cores before and after; one thread: of 5):
 
 =========================  ==============  ===========  =================
