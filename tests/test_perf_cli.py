@@ -569,6 +569,15 @@ def test_validate_calibrates_between_its_passes(
     fit = val.fit_calibration([one_round] * 3, "cpu", True)[0]
     free = {"hbm_bytes": 1e9, "host_mem_bytes": 1e9}  # the memory free now: not a fitted figure
     assert hw.replace(**free) == fit.replace(**free) and raw["rounds"] == 3
+    # what each round read, for a report that says which round read what (`recnb validate --json`)
+    from recnotebooks.measure.calibrate import _per_op, median_probe
+    from recnotebooks.measure.calibrate_hstu import hstu_op_overhead
+
+    each = {"probe": median_probe(one_round["probes"]), "op_overhead_s": _per_op(one_round["overhead pairs"]),  # type: ignore[arg-type]
+            "hstu_op_overhead_s": hstu_op_overhead(one_round["hstu overhead pairs"]),  # type: ignore[arg-type]
+            "load": one_round["load"], "left_out": False}  # fmt: skip
+    assert raw["per_round"] == [each] * 3
+    assert json.loads(json.dumps(raw["per_round"])) == [each] * 3  # JSON as it is
     assert r.drift_correction is False and r.reference_probe == raw["probe"]
     sweep = val.validation_sweep(quick=True)
     for i, c in enumerate(r.configs):

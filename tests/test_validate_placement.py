@@ -8,7 +8,9 @@ rules on stub measurements and rounds with given probes, no timing."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -116,6 +118,9 @@ def test_a_calibration_leaves_out_its_rounds_taken_apart(monkeypatch: pytest.Mon
     _, raw = cal.fit_calibration(rounds, "cpu")
     assert seen[-1] == [1.0, 3.0] and raw["rounds_left_out"] == 1 and raw["rounds"] == 2
     assert raw["probe"]["handoff"] == pytest.approx(1.25)  # type: ignore[index]
+    # every round reported, the one left out said so
+    assert [r["left_out"] for r in raw["per_round"]] == [False, True, False]  # type: ignore[attr-defined]
+    assert raw["per_round"][1]["probe"]["handoff"] == pytest.approx((1.2 + 10.4) / 2)  # type: ignore[index]
     # every round apart: all kept (this machine's threads share no cache), none left out
     _, raw = cal.fit_calibration([round_(1.0, APART, APART), round_(2.0, APART, APART)], "cpu")
     assert seen[-1] == [1.0, 2.0] and raw["rounds_left_out"] == 0
@@ -131,3 +136,23 @@ def test_a_failed_run_calibrated_apart_says_why() -> None:
     # calibrated with a shared cache: no such line (a fail there is the model's or the measurement's)
     r = val._result(HARDWARE["this_machine"], REF, sweep, [[(_m(0.010), SHARED), (_m(0.020), SHARED)]], False)
     assert r.passed is False and not any("sharing no cache" in w for w in r.verdict.why_not)
+
+
+def test_recnb_validate_reports_what_each_calibration_round_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import recnotebooks.commands.measure as cmd
+    from recnotebooks.cli import main
+
+    sweep = val.validation_sweep()[:2]
+    passes = [[(_m(0.01), SHARED), (_m(0.02), SHARED)]]
+    result = val._result(HARDWARE["this_machine"], REF, sweep, passes, False)
+    rounds = [{"probe": REF, "op_overhead_s": 2.5e-6, "left_out": False},
+              {"probe": APART, "op_overhead_s": 4.6e-6, "left_out": True}]  # fmt: skip
+    raw = {"probe": REF, "rounds": 2, "per_round": rounds}
+    monkeypatch.setattr(cmd, "calibrate_and_validate", lambda **kw: (result, HARDWARE["this_machine"], raw))
+    monkeypatch.setenv("RECNB_CALIBRATION", str(tmp_path / "cal.json"))
+    main(["validate", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["calibration"] == json.loads(json.dumps(raw)) and out["command"] == "validate"
+    assert (tmp_path / "cal.json").exists()  # saved as before

@@ -150,6 +150,9 @@ def validate_command(s: MeasureSettings) -> Report:
         check_calibration_path(kind=kind)  # before minutes of measuring
         result, hw, raw = calibrate_and_validate(device=dev, quick=s.quick, repeats=repeats)
         save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
+        # the calibration's own figures, round by round, beside the result: a failed run says what
+        # each round read
+        return Report({**result.to_dict(), "calibration": raw}, lambda _: print_validation(result))
     return Report(result.to_dict(), lambda _: print_validation(result))
 
 

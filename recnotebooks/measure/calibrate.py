@@ -311,6 +311,21 @@ def calibration_verdict(rounds: list[dict[str, object]]) -> Verdict:
     )
 
 
+def _round_figures(r: dict[str, object]) -> dict[str, object]:
+    """What one round (:func:`calibration_round`) read, for a report: its speed probe (the median
+    of its probes), the operator costs its overhead pairs give, and the load beside it. The fit
+    takes medians over the rounds; these say which round read what (a round taken in a slow spell
+    of a shared host shows here)."""
+    probes: list[dict[str, float]] = r["probes"]  # type: ignore[assignment]
+    pairs: list[tuple[float, float]] = r["overhead pairs"]  # type: ignore[assignment]
+    out: dict[str, object] = {"probe": median_probe(probes), "op_overhead_s": _per_op(pairs)}
+    if "hstu overhead pairs" in r:
+        out["hstu_op_overhead_s"] = hstu_op_overhead(r["hstu overhead pairs"])  # type: ignore[arg-type]
+    if "load" in r:
+        out["load"] = r["load"]
+    return out
+
+
 def _median_round(rounds: list[dict[str, object]]) -> dict[str, float]:
     """Each timing's median over ``rounds`` (:func:`calibration_round`; not the probes, the
     overhead pairs or the load, which are fitted whole)."""
@@ -413,7 +428,8 @@ def fit_calibration(
     rounds: list[dict[str, object]], dev: str, quick: bool = False
 ) -> tuple[Hardware, dict[str, object]]:
     """``this_machine`` fitted to the median of ``rounds`` (:func:`calibration_round`), and the
-    raw figures (``probe``: the median of every speed probe the rounds took). Rounds whose probes
+    raw figures (``probe``: the median of every speed probe the rounds took; ``per_round``: what
+    each round read, :func:`_round_figures`, and whether it was ``left_out``). Rounds whose probes
     read the threads' cores sharing no cache (:func:`~recnotebooks.measure.verdict.apart`) are
     left out while any other is left (``rounds_left_out``): the machine calibrated is the one
     whose cores share a cache, where it has been seen so."""
@@ -423,6 +439,8 @@ def fit_calibration(
         )
     shared = [r for r in rounds if not any(apart(p) for p in r["probes"])]  # type: ignore[attr-defined]
     left_out = len(rounds) - len(shared) if shared else 0
+    kept = {id(r) for r in shared or rounds}
+    per_round = [{**_round_figures(r), "left_out": id(r) not in kept} for r in rounds]
     rounds = shared or rounds
     t = _median_round(rounds)
     cuda = dev.startswith("cuda")
@@ -441,6 +459,7 @@ def fit_calibration(
         hstu = [p for r in rounds for p in r["hstu overhead pairs"]]  # type: ignore[attr-defined]
         base = base.replace(hstu_op_overhead_s=hstu_op_overhead(hstu))
         raw["hstu_op_overhead_s"] = base.hstu_op_overhead_s
+    raw["per_round"] = per_round
     raw.update(calibration_verdict(rounds).to_dict())
     src = "calibrated here by recnb calibrate on " + time.strftime("%Y-%m-%d")
     llc = [k for k in ("llc_bytes", "llc_speedup", "update_llc_speedup", "silu_seconds", "rab_seconds",
@@ -669,15 +688,21 @@ def _overhead_pairs(reps: int, device: str = "cpu") -> list[tuple[float, float]]
     return [(t(shallow), t(deep)) for _ in range(reps)]
 
 
+def _per_op(pairs: list[tuple[float, float]]) -> float:
+    """Seconds per operator from :func:`_overhead_pairs`: the median step-time difference of the
+    two models over the operators the deeper one adds."""
+    shallow, deep = _overhead_configs()
+    return float(np.median([(b - a) for a, b in pairs])) / (op_count(deep) - op_count(shallow))
+
+
 def _overheads(hw: Hardware, pairs: list[tuple[float, float]]) -> tuple[float, float]:
     """Per-operator and fixed per-step cost inside real training steps, from
     :func:`_overhead_pairs`: the step-time difference of the two models over the operators
     the extra layers add gives the cost per operator (autograd and optimizer bookkeeping
     included), and what the shallow one's step has beyond its modeled work is the fixed
     per-step cost."""
-    shallow, deep = _overhead_configs()
+    shallow, _ = _overhead_configs()
     ts = float(np.median([a for a, _ in pairs]))
-    per_op = float(np.median([(b - a) for a, b in pairs])) / (op_count(deep) - op_count(shallow))
-    op = max(hw.op_overhead_s, per_op)
+    op = max(hw.op_overhead_s, _per_op(pairs))
     modeled = estimate(shallow, hw.replace(op_overhead_s=op, step_overhead_s=0.0), batch_size=2).step_time
     return op, max(0.0, ts - modeled)
