@@ -564,6 +564,9 @@ def test_validate_calibrates_between_its_passes(
     real_probe = val.probe
     monkeypatch.setattr(val, "probe", lambda *a, **k: {**real_probe(*a, **k), "handoff": 1.0})
     monkeypatch.setattr(val, "handoff", lambda reps=5: 1.0)
+    import recnotebooks.measure.cores as cores
+
+    monkeypatch.setattr(cores, "handoff", lambda reps=5: 1.0)  # the measured steps' own reading
     r, hw, raw = val.calibrate_and_validate(quick=True, time_budget_s=0.02, repeats=3)
     assert order == ["round", "pass"] * 3
     fit = val.fit_calibration([one_round] * 3, "cpu", True)[0]

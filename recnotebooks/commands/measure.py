@@ -136,6 +136,7 @@ def validate_command(s: MeasureSettings) -> Report:
         dist = validate_dist.validate_distributed(quick=s.quick, saved=s.saved)
         return Report(dist.to_dict(), lambda _: validate_dist.print_report(dist))
     kind = _kind(dev)
+    calibrated: dict[str, object] = {}  # --saved: no calibration this run
     if s.saved:
         hw, ref = load_calibration(kind=kind), load_probe(kind=kind)
         if hw is None or ref is None:
@@ -150,10 +151,8 @@ def validate_command(s: MeasureSettings) -> Report:
         check_calibration_path(kind=kind)  # before minutes of measuring
         result, hw, raw = calibrate_and_validate(device=dev, quick=s.quick, repeats=repeats)
         save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
-        # the calibration's own figures, round by round, beside the result: a failed run says what
-        # each round read
-        return Report({**result.to_dict(), "calibration": raw}, lambda _: print_validation(result))
-    return Report(result.to_dict(), lambda _: print_validation(result))
+        calibrated = {"calibration": raw}  # its figures, round by round: a failed run says what each read
+    return Report({**result.to_dict(), **calibrated}, lambda _: print_validation(result))
 
 
 def print_validation(r: ValidationResult) -> None:

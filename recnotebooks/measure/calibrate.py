@@ -437,10 +437,11 @@ def fit_calibration(
         raise ValueError(
             f"rounds must be a non-empty list of calibration_round() results, got {show(rounds)}"
         )
-    shared = [r for r in rounds if not any(apart(p) for p in r["probes"])]  # type: ignore[attr-defined]
+    taken_apart = [any(apart(p) for p in r["probes"]) for r in rounds]  # type: ignore[attr-defined]
+    shared = [r for r, a in zip(rounds, taken_apart, strict=True) if not a]
     left_out = len(rounds) - len(shared) if shared else 0
-    kept = {id(r) for r in shared or rounds}
-    per_round = [{**_round_figures(r), "left_out": id(r) not in kept} for r in rounds]
+    per_round = [{**_round_figures(r), "left_out": a and bool(shared)}
+                 for r, a in zip(rounds, taken_apart, strict=True)]  # fmt: skip
     rounds = shared or rounds
     t = _median_round(rounds)
     cuda = dev.startswith("cuda")

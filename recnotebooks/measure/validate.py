@@ -458,14 +458,15 @@ def _measure_once(
     :func:`recnotebooks.timing.reliability` judges it as it judges the apps' measurements; one
     that cannot be trusted is measured again once (as
     :func:`~recnotebooks.measure.measure_step_cached` does), and stays flagged if it still cannot.
-    On a CPU a :func:`~recnotebooks.measure.cores.handoff` reading follows it
-    (``handoff_after`` in the probe), so that a change of the cores' placement during it shows."""
+    On a CPU the measurement's own :func:`~recnotebooks.measure.cores.handoff` reading, taken
+    after its timed steps, goes with the probe (``handoff_after``), so that a change of the cores'
+    placement during it shows."""
     speed = probe(3, dev)
     m = _measure_with_load(cfg, bsz, time_budget_s, dev, threads)
     if not m.reliable:
         m = _measure_with_load(cfg, bsz, time_budget_s, dev, threads)
-    if "handoff" in speed:
-        speed["handoff_after"] = handoff(3)
+    if "handoff" in speed:  # one thread reads none: 1.0, as the probe's own
+        speed["handoff_after"] = m.handoff if m.handoff is not None else handoff(3)
     return m, speed
 
 

@@ -128,7 +128,7 @@ def placement_reason(probe: Mapping[str, float], reference: Mapping[str, float] 
     ``reference`` read them sharing one (``""`` otherwise, or when the reference has no
     ``handoff``: a machine whose threads never share a cache is calibrated as it is)."""
     ref, now = (reference or {}).get("handoff"), apart(probe)
-    if not ref or ref >= APART_HANDOFF or now is None:
+    if not ref or cores_apart(ref) or now is None:
         return ""
     return (
         f"its threads ran on cores that shared no cache, unlike when calibrated: a pass reading "
