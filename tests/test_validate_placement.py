@@ -156,3 +156,58 @@ def test_recnb_validate_reports_what_each_calibration_round_read(
     out = json.loads(capsys.readouterr().out)
     assert out["calibration"] == json.loads(json.dumps(raw)) and out["command"] == "validate"
     assert (tmp_path / "cal.json").exists()  # saved as before
+
+
+def test_the_saved_calibration_keeps_its_rounds_and_validate_saved_reports_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``recnb validate`` saves what each calibration round read beside the fit; a later
+    ``--saved`` run reports them from the file (a failed run says what its calibration read)."""
+    import recnotebooks.commands.measure as cmd
+    from recnotebooks.cli import main
+    from recnotebooks.perf.calibration_file import load_probe, load_rounds
+    from recnotebooks.perf.hardware import load_calibration, save_calibration
+
+    sweep = val.validation_sweep()[:2]
+    result = val._result(
+        HARDWARE["this_machine"], REF, sweep, [[(_m(0.01), SHARED), (_m(0.02), SHARED)]], False
+    )
+    rounds = [
+        {"probe": REF, "op_overhead_s": 2.5e-6, "hstu_op_overhead_s": 3.9e-6, "left_out": False},
+        {"probe": APART, "op_overhead_s": 4.6e-6, "hstu_op_overhead_s": 7.2e-6, "left_out": True},
+    ]
+    raw = {"probe": REF, "rounds": 2, "per_round": rounds}
+    monkeypatch.setattr(cmd, "calibrate_and_validate", lambda **kw: (result, HARDWARE["this_machine"], raw))
+    path = tmp_path / "cal.json"
+    monkeypatch.setenv("RECNB_CALIBRATION", str(path))
+    main(["validate", "--json"])
+    capsys.readouterr()
+    assert load_rounds() == rounds and load_probe() == REF
+    assert load_calibration() == HARDWARE["this_machine"]  # the fit reads back as before
+    seen: list[object] = []
+
+    def saved_validate(hw: object, ref: object, **kw: object) -> val.ValidationResult:
+        seen.append(ref)
+        return result
+
+    monkeypatch.setattr(cmd, "validate", saved_validate)
+    main(["validate", "--saved", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert seen == [REF]
+    assert out["calibration"] == {"saved": str(path), "probe": REF, "per_round": rounds}
+    # a file saved before the rounds were kept: --saved reports none, and nothing else changes
+    save_calibration(HARDWARE["this_machine"], REF, path)
+    assert load_rounds() is None and "rounds" not in json.loads(path.read_text())
+    main(["validate", "--saved", "--json"])
+    assert "calibration" not in json.loads(capsys.readouterr().out)
+
+
+def test_save_calibration_refuses_rounds_it_cannot_keep(tmp_path: Path) -> None:
+    from recnotebooks.perf.hardware import save_calibration
+
+    path = tmp_path / "cal.json"
+    with pytest.raises(TypeError, match=r"rounds must be a list of dicts \(per_round\) or None, got"):
+        save_calibration(HARDWARE["this_machine"], REF, path, rounds={"probe": REF})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="rounds must hold JSON figures only"):
+        save_calibration(HARDWARE["this_machine"], REF, path, rounds=[{"probe": object()}])
+    assert not path.exists()  # nothing half-written

@@ -17,7 +17,12 @@ from recnotebooks.measure.calibrate import (
 from recnotebooks.measure.calibrate_comm import calibrate_collectives
 from recnotebooks.measure.validate import REPEATS, ValidationResult, calibrate_and_validate, validate
 from recnotebooks.measure.verdict import Verdict
-from recnotebooks.perf.calibration_file import COLLECTIVE_FIELDS, COLLECTIVES_SOURCE, check_calibration_path
+from recnotebooks.perf.calibration_file import (
+    COLLECTIVE_FIELDS,
+    COLLECTIVES_SOURCE,
+    check_calibration_path,
+    load_rounds,
+)
 from recnotebooks.train import resolve_device
 
 from .parser import DEVICES
@@ -58,7 +63,7 @@ def calibrate_command(s: MeasureSettings) -> Report:
     hw, raw = calibrate(device=dev, quick=s.quick)
     if s.collectives:
         hw, raw["collectives"] = calibrate_collectives(hw, quick=s.quick)
-    path = save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
+    path = save_calibration(hw, raw["probe"], rounds=raw["per_round"])  # type: ignore[arg-type]
     out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw,
            "collectives_sources": [str(hw.sources.get(f, "")) for f in COLLECTIVE_FIELDS],
            **{k: raw[k] for k in ("passed", "verdict", "why_not")}}  # fmt: skip
@@ -147,10 +152,14 @@ def validate_command(s: MeasureSettings) -> Report:
                 "run `recnb calibrate` first, or drop --saved to calibrate now"
             )
         result = validate(hw, ref, quick=s.quick, device=dev, repeats=repeats)
+        rounds = load_rounds(kind=kind)  # what the saved calibration's rounds read, where kept
+        if rounds is not None:
+            saved = {"saved": str(calibration_path(kind)), "probe": ref, "per_round": rounds}
+            calibrated = {"calibration": saved}
     else:
         check_calibration_path(kind=kind)  # before minutes of measuring
         result, hw, raw = calibrate_and_validate(device=dev, quick=s.quick, repeats=repeats)
-        save_calibration(hw, raw["probe"])  # type: ignore[arg-type]
+        save_calibration(hw, raw["probe"], rounds=raw["per_round"])  # type: ignore[arg-type]
         calibrated = {"calibration": raw}  # its figures, round by round: a failed run says what each read
     return Report({**result.to_dict(), **calibrated}, lambda _: print_validation(result))
 

@@ -3,12 +3,13 @@
 ``recnb calibrate`` (:mod:`recnotebooks.measure.calibrate`) stores the fitted ``this_machine`` as
 JSON, with the speed probe taken beside it, one file per device kind: :func:`calibration_path`
 says where (``~/.cache/recnotebooks``, or ``$RECNB_CALIBRATION``), :func:`check_calibration_path`
-refuses a path no file can be written to before minutes of measuring, and :func:`load_probe` reads
-the probe back; a file that cannot be read is ignored with a warning naming it (the uncalibrated
-defaults are used then). :data:`COLLECTIVE_FIELDS` are the fields ``recnb calibrate
---collectives`` fits, their sources marked by :data:`COLLECTIVES_SOURCE`. The
-:class:`~recnotebooks.perf.hardware.Hardware` inside is written and read by
-:func:`~recnotebooks.perf.hardware.save_calibration` and
+refuses a path no file can be written to before minutes of measuring, :func:`load_probe` reads
+the probe back and :func:`load_rounds` what each of the calibration's rounds read (so that a
+``recnb validate --saved`` run can say it, as a run that calibrates does); a file that cannot
+be read is ignored with a warning naming it (the uncalibrated defaults are used then).
+:data:`COLLECTIVE_FIELDS` are the fields ``recnb calibrate --collectives`` fits, their sources
+marked by :data:`COLLECTIVES_SOURCE`. The :class:`~recnotebooks.perf.hardware.Hardware` inside
+is written and read by :func:`~recnotebooks.perf.hardware.save_calibration` and
 :func:`~recnotebooks.perf.hardware.load_calibration`, beside :func:`~recnotebooks.perf.hardware.hardware`,
 since ``hardware("this_machine")`` loads it: this module imports nothing of the model, so the arrow
 between the two points one way.
@@ -30,6 +31,7 @@ __all__ = [
     "calibration_path",
     "check_calibration_path",
     "load_probe",
+    "load_rounds",
 ]
 
 #: The fields ``recnb calibrate --collectives`` fits (a plain calibration keeps a saved fit of
@@ -102,3 +104,12 @@ def load_probe(path: str | Path | None = None, kind: str = "cpu") -> dict[str, f
     speeds = [p.get("gflops"), p.get("copy_bw")] if isinstance(p, dict) else [None]
     ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf for v in speeds)
     return p if ok else None
+
+
+def load_rounds(path: str | Path | None = None, kind: str = "cpu") -> list[dict[str, object]] | None:
+    """What each round of the saved calibration read (``per_round`` of
+    :func:`recnotebooks.measure.calibrate.fit_calibration`: its speed probe, operator costs, load
+    and whether it was left out), or None when the file has none (saved before they were kept)
+    or they are not a list of JSON objects."""
+    r = _load(path, kind).get("rounds")
+    return r if isinstance(r, list) and r and all(isinstance(x, dict) for x in r) else None

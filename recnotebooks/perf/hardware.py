@@ -16,7 +16,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from recnotebooks.checks import check_type
+from recnotebooks.checks import check_type, show
 from recnotebooks.perf.calibration_file import _ignored, _load, _path_name, check_calibration_path
 from recnotebooks.perf.hardware_presets import HARDWARE
 from recnotebooks.perf.hardware_record import (
@@ -53,14 +53,27 @@ def hardware(name: str | Hardware, **overrides: object) -> Hardware:
 # ----- the saved calibration of this machine (written by recnotebooks.measure.calibrate) -----
 # The file itself (where it lives, reading it, the probe saved with it): perf.calibration_file.
 def save_calibration(
-    hw: Hardware, probe: dict[str, float] | None = None, path: str | Path | None = None
+    hw: Hardware,
+    probe: dict[str, float] | None = None,
+    path: str | Path | None = None,
+    rounds: list[dict[str, object]] | None = None,
 ) -> Path:
-    """Store ``hw`` (and the speed probe taken with it) for ``hardware("this_machine")``;
-    ``ValueError`` (nothing written) when ``path`` cannot be written
-    (:func:`~recnotebooks.perf.calibration_file.check_calibration_path`)."""
+    """Store ``hw`` (and the speed probe taken with it, and ``rounds``: what each round of the
+    calibration read, its ``per_round``) for ``hardware("this_machine")``. Nothing is written
+    when ``path`` cannot be (``ValueError``,
+    :func:`~recnotebooks.perf.calibration_file.check_calibration_path`), ``rounds`` is not a
+    list of dicts (``TypeError``) or holds what JSON cannot (``ValueError``)."""
     check_type("hw", hw, Hardware, "a Hardware")
+    if rounds is not None and not (isinstance(rounds, list) and all(isinstance(r, dict) for r in rounds)):
+        raise TypeError(f"rounds must be a list of dicts (per_round) or None, got {show(rounds)}")
     p = check_calibration_path(path, hw.kind)
-    text = json.dumps({"hardware": dataclasses.asdict(hw), "probe": probe}, indent=1)
+    saved: dict[str, object] = {"hardware": dataclasses.asdict(hw), "probe": probe}
+    if rounds is not None:
+        saved["rounds"] = rounds
+    try:
+        text = json.dumps(saved, indent=1)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"rounds must hold JSON figures only, got {show(rounds)}: {e}") from None
     try:
         p.write_text(text)
     except OSError as e:
