@@ -30,7 +30,9 @@ is the figure of record.
 
 Targets: padded / jagged >= 1.5x; jagged / bound <= 1.3x. Run: ``python benchmarks/hstu_step.py``
 (``--quick`` for a smoke run; ``--breakdown`` for what the jagged step spends over its bound, by
-ablation: one thread, CPU time, so that other loads on the machine do not inflate it).
+ablation: one thread, CPU time, so that other loads on the machine do not inflate it;
+``--buckets`` for each bucket's attention against the bound's products for the same bucket, and
+what the bound leaves out altogether, the layer's token passes and the batch's plan).
 
 MEASURED on a shared 2-core AMD EPYC VM (2026-12-05, PyTorch 2.13 CPU, other jobs at load
 5-10, a busy loop among them). ``--breakdown --rounds 11``, three runs interleaved with three
@@ -75,6 +77,7 @@ import types
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 
 from recnotebooks.data.listening import ListeningConfig, SyntheticListening
 from recnotebooks.kernels import jagged_attention
@@ -91,6 +94,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--json", action="store_true")
     p.add_argument("--breakdown", action="store_true", help="what the jagged step spends over its bound")
+    p.add_argument("--buckets", action="store_true", help="each bucket's attention against its bound")
     args = p.parse_args()
     if args.quick:
         args.batch, args.rounds = 16, 2
@@ -127,6 +131,9 @@ def main() -> None:
             y = padded_layer(layer, y, b.lengths, tp)
         torch.testing.assert_close(y[valid], model(x, b.offsets, b.timestamps), atol=1e-4, rtol=1e-4)
     bound = make_bound(model, x, b.offsets)
+    if args.buckets:
+        by_bucket(model, x, w, b.offsets, b.timestamps, args.rounds)
+        return
     if args.breakdown:
         breakdown(model, x, w, b.offsets, b.timestamps, bound, args.rounds)
         return
@@ -268,6 +275,96 @@ def breakdown(
           f"{rounds}): jagged / bound {m['step'] / m['bound']:.2f}x; over the bound, MEASURED:")  # fmt: skip
     for k, v in parts.items():
         print(f"  {v:6.1f} ms  {v / m['bound']:.2f} of the bound  {k}")
+
+
+def _least_cpu(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Milliseconds of CPU time of each of ``fns``, the least of ``rounds``, in an order that
+    alternates between rounds, after two warm-up calls each."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for f in [*fns.values(), *fns.values()]:
+        f()
+    for r in range(rounds):
+        for name in list(fns) if r % 2 == 0 else reversed(list(fns)):
+            t0 = time.process_time()
+            fns[name]()
+            times[name].append(time.process_time() - t0)
+    return {k: 1e3 * min(v) for k, v in times.items()}
+
+
+def by_bucket(
+    model: HSTU,
+    x: torch.Tensor,
+    w: torch.Tensor,
+    offsets: torch.Tensor,
+    timestamps: torch.Tensor,
+    rounds: int,
+) -> None:
+    """Where the jagged step loses to its bound, part by part (one thread, CPU time, the least of
+    ``rounds``): each bucket's attention (the kernel's forward and backward of one layer, with the
+    relative bias) against the bound's products for the same bucket (``Q K^T`` and ``A V``,
+    forward and backward), each timed alone on data of its own; then what the bound leaves out
+    entirely: the batch's checks, plan and bias index (once a step) and one layer's token passes
+    (its two layer norms, the projection's SiLU, the gate and the residual, forward and
+    backward, with the few sums that give them a gradient)."""
+    from recnotebooks.nn.hstu import _check_batch
+
+    torch.set_num_threads(1)
+    made = jagged_attention.plan(offsets, timestamps)
+    layer = model.layers[0]
+    assert layer.bias is not None
+    table, index_of = layer.bias.lookup(True)
+    table = table.detach()
+    h, dq, dv, length = layer.heads, layer.qk_dim, layer.v_dim, len(x)
+    g = torch.Generator().manual_seed(2)
+    rows, total = [], {"step": 0.0, "bound": 0.0}
+    for bk in made.buckets:
+        n, p = len(bk.n), bk.p
+        q, k, v = (torch.randn(n, h, p, e, generator=g) for e in (dq, dq, dv))
+        grad, out, index = torch.randn(n, h, p, dv, generator=g), torch.empty(n, h, p, dv), index_of(bk)
+
+        def step(q=q, k=k, v=v, grad=grad, out=out, index=index) -> None:  # type: ignore[no-untyped-def]
+            scores, weights = jagged_attention._bucket_forward(q, k, v, table, index, 0.17, 1 / 512, out)
+            grads = (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
+            saved = (q, k, v, scores, weights, index)
+            jagged_attention._bucket_backward(saved, grad, 0.17, 1 / 512, grads, torch.zeros(table.numel()))
+
+        def bound(q=q, v=v) -> None:  # type: ignore[no-untyped-def]
+            qq, vv = q.clone().requires_grad_(True), v.clone().requires_grad_(True)
+            (qq @ qq.transpose(-1, -2) @ vv).sum().backward()
+
+        m = _least_cpu({"step": step, "bound": bound}, rounds)
+        rows.append((p, n, n * h * p * p, m["step"], m["bound"]))
+        total = {k: total[k] + m[k] for k in total}
+    proj, attn = torch.randn(length, 2 * h * dv + 2 * h * dq), torch.randn(length, h * dv)
+    split = [h * dv, h * dv, h * dq, h * dq]
+
+    def token_passes() -> None:
+        xx, pp, aa = (t.clone().requires_grad_(True) for t in (x, proj, attn))
+        u, *rest = F.silu(pp).split(split, dim=1)
+        y = xx + F.layer_norm(aa, [h * dv], eps=layer.eps) * u
+        normed = F.layer_norm(xx, [layer.dim], eps=layer.eps)
+        (normed.sum() + (y * w).sum() + sum(t.sum() for t in rest)).backward()
+
+    def their_sums() -> None:  # what token_passes spends on its own sums and clones
+        xx, pp, aa = (t.clone().requires_grad_(True) for t in (x, proj, attn))
+        (xx.sum() + (xx * w).sum() + pp.sum() + aa.sum()).backward()
+
+    def batch_prep() -> None:
+        _check_batch(x, offsets, timestamps, model.dim, model.max_len)
+        for bk in jagged_attention.plan(offsets, timestamps).buckets:
+            index_of(bk)
+
+    m = _least_cpu({"tokens": token_passes, "sums": their_sums, "prep": batch_prep}, rounds)
+    print("one layer's attention, bucket by bucket (1 thread, CPU time, least of "
+          f"{rounds}), MEASURED:")  # fmt: skip
+    for p, n, elems, s, bnd in sorted(rows):
+        print(f"  P {p:4d}  {n:3d} histories  {elems:9,d} weights  kernel {s:7.3f} ms  bound {bnd:7.3f} ms  "
+              f"{s / bnd:.2f}x")  # fmt: skip
+    print(f"  all buckets: kernel {total['step']:.1f} ms, bound {total['bound']:.1f} ms: "
+          f"{total['step'] / total['bound']:.2f}x")  # fmt: skip
+    print(f"one layer's token passes, forward and backward: {m['tokens'] - m['sums']:.1f} ms "
+          f"({m['tokens']:.1f} less {m['sums']:.1f} for their sums); the batch's checks, plan and "
+          f"bias index: {m['prep']:.1f} ms a step")  # fmt: skip
 
 
 if __name__ == "__main__":
