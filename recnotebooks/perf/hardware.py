@@ -64,16 +64,17 @@ def save_calibration(
     :func:`~recnotebooks.perf.calibration_file.check_calibration_path`), ``rounds`` is not a
     list of dicts (``TypeError``) or holds what JSON cannot (``ValueError``)."""
     check_type("hw", hw, Hardware, "a Hardware")
-    if rounds is not None and not (isinstance(rounds, list) and all(isinstance(r, dict) for r in rounds)):
-        raise TypeError(f"rounds must be a list of dicts (per_round) or None, got {show(rounds)}")
-    p = check_calibration_path(path, hw.kind)
     saved: dict[str, object] = {"hardware": dataclasses.asdict(hw), "probe": probe}
     if rounds is not None:
+        if not (isinstance(rounds, list) and all(isinstance(r, dict) for r in rounds)):
+            raise TypeError(f"rounds must be a list of dicts (per_round) or None, got {show(rounds)}")
+        try:
+            json.dumps(rounds)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"rounds must hold JSON figures only, got {show(rounds)}: {e}") from None
         saved["rounds"] = rounds
-    try:
-        text = json.dumps(saved, indent=1)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"rounds must hold JSON figures only, got {show(rounds)}: {e}") from None
+    p = check_calibration_path(path, hw.kind)
+    text = json.dumps(saved, indent=1)
     try:
         p.write_text(text)
     except OSError as e:
