@@ -143,7 +143,7 @@ def test_verdict_is_false_with_any_failure_none_when_only_too_small() -> None:
 def test_the_cli_prints_the_verdict_and_json_carries_it(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = _bad()
     monkeypatch.setattr(commands, "calibrate_and_validate", lambda **kw: (bad, object(), {"probe": {}}))
-    monkeypatch.setattr(commands, "save_calibration", lambda hw, probe: None)
+    monkeypatch.setattr(commands, "save_calibration", lambda hw, probe, **kw: None)
     monkeypatch.setattr(commands, "check_calibration_path", lambda kind: None)
     args = argparse.Namespace(command="validate", device="cpu", saved=False, quick=True, distributed=False)
     out, show = commands.run(resolve(args))
@@ -242,7 +242,7 @@ def test_recnb_calibrate_prints_and_returns_its_verdict(
         **calibration_verdict([_round(1.5)]).to_dict(),
     }
     monkeypatch.setattr(commands, "calibrate", lambda device, quick: (HARDWARE["this_machine"], raw))
-    monkeypatch.setattr(commands, "save_calibration", lambda hw, probe: tmp_path / "x.json")
+    monkeypatch.setattr(commands, "save_calibration", lambda hw, probe, **kw: tmp_path / "x.json")
     monkeypatch.setattr(commands, "check_calibration_path", lambda kind: None)
     args = argparse.Namespace(command="calibrate", device="cpu", quick=True, collectives=False)
     out, show = commands.run(resolve(args))

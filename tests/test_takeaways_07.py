@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from recnotebooks.cli import main
 from recnotebooks.config import hstu_preset, preset
 from recnotebooks.perf.compare import published_utilisation
 from recnotebooks.perf.hardware import hardware
@@ -77,6 +78,29 @@ def test_2_padding_at_yambda_lengths(lengths: list[int], steps: tuple[HSTUStep, 
     assert round(padded.step_seconds / jagged.step_seconds, 1) == 2.3
     assert (round(padded.step_seconds * 1e3), round(jagged.step_seconds * 1e3)) == (260, 112)
     assert round(padded.seconds["attention"] / jagged.seconds["attention"], 1) == 3.8
+
+
+def test_2_the_padded_step_keeps_the_fused_kernel_unfused_it_takes_far_longer(
+    lengths: list[int], steps: tuple[HSTUStep, HSTUStep], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cell g09: the page's padded step runs the jagged one's fused kernel; ``recnb hstu``'s padded column
+    is plain PyTorch's, unfused (cell g27 says so)."""
+    says("g09", "Both run one fused attention kernel (the scores never written to memory)",
+         "the padded step would take 1,684 ms, 15× the jagged one",
+         "(`recnb hstu`'s padded column prices it that way)")  # fmt: skip
+    says("g27", "its padded column unfused, plain PyTorch's way")
+    jagged, padded = steps
+    v4 = hstu_preset("dlrmv4")
+    for step, fused in ((jagged, False), (padded, True)):  # the page's two: fused_attention's default
+        assert step == hstu_step(v4, HARDWARE, lengths, gpus=8, padded=fused, fused_attention=True)
+    unfused = hstu_step(v4, HARDWARE, lengths, gpus=8, padded=True, fused_attention=False)
+    assert (
+        round(unfused.step_seconds * 1e3) == 1684 and round(unfused.step_seconds / jagged.step_seconds) == 15
+    )
+    main(["hstu", "--nodes", "1", "--batch-size", str(8 * HISTORIES), "--json"])  # one node, as the page
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["padded"]["step_s"] == pytest.approx(unfused.step_seconds, rel=1e-9)
+    assert printed["jagged"]["step_s"] == pytest.approx(jagged.step_seconds, rel=1e-9)
 
 
 def test_2_even_one_length_costs_the_padded_way_the_masked_half() -> None:
@@ -147,27 +171,56 @@ def test_3_where_the_steps_go(steps: tuple[HSTUStep, HSTUStep]) -> None:
 
 def test_4_a_gpu_used_better(steps: tuple[HSTUStep, HSTUStep]) -> None:
     says("g16", "the DLRMv4 step uses 34% of an H100's bf16 peak", "as MLPerf's submissions run it, 16%",
-         "(NVIDIA's published v4.0 run on the same node: 17%)", "about twice as well",
+         "(NVIDIA's published v4.0 run on the same node: 17%)",
+         "On one node's compute a sequence model uses a GPU about twice as well",
+         "on the 16 GPUs it needs to hold its tables (below) it reaches 26%, still 1.6×",
          "Padded, DLRMv4 falls to 15%")  # fmt: skip
-    says("g20", "Modeled MFU: 34% for DLRMv4 against 16% for DLRM-DCNv2 (17% published)")
+    says("g20", "Modeled MFU: 34% for DLRMv4 against 16% for DLRM-DCNv2 (17% published) on a DGX H100 node, "
+         "26% on the 16 GPUs that hold DLRMv4's tables")  # fmt: skip
     jagged, padded = steps
     _, dcn_mfu, published = _dcn_h100()
     assert round(jagged.mfu() * 100) == 34 and round(padded.mfu() * 100) == 15
     assert round(dcn_mfu * 100) == 16 and round(published * 100) == 17
     assert 1.8 <= jagged.mfu() / dcn_mfu <= 2.4  # "about twice"
+    two = hstu_step(hstu_preset("dlrmv4"), HARDWARE, history_lengths(HISTORIES, 1.0, 4096), gpus=8, nodes=2)
+    assert round(two.mfu() * 100) == 26 and round(two.mfu() / dcn_mfu, 1) == 1.6
 
 
 def test_4_published_hstu_runs_reach_less_than_the_model_and_more_than_dlrm() -> None:
     from recnotebooks.perf.hstu_compare import compare_hstu
+    from recnotebooks.published.hstu import H100_BF16_PEAK_USED, HSTU_POINTS
 
     says("g16", "went from 6.4% MFU to 23% in its pull request #340",
+         "(as the PR states them; over the 989 TFLOPS peak the model divides by, 6.9% and 24.9%)",
          "and from 7.6% to 31% in its benchmark documents today",
-         "the model says 48%, 1.7× the speed of their fastest run",
-         "the published HSTU runs use an H100 better than DLRM-DCNv2's published 17%")  # fmt: skip
+         "the model says 48%, 1.7× the speed of their fastest run (the *speed ratio* above)",
+         "One more published run gives every history the same 4,099 tokens, no jagged batch at all: 34.5% "
+         "against the model's 48%, 1.47×",
+         "the published runs with CUTLASS attention (23–34.5%) use an H100 better than DLRM-DCNv2's "
+         "published 17%, and those with Triton attention (6.4–11.7%) did not")  # fmt: skip
+    says("g15", "speed ratio: the modeled step's speed over the published run's")
     says(
         "g20",
-        "NVIDIA's published HSTU runs reach 23–31%, below the model's ideal kernels but above DLRM-DCNv2",
+        "NVIDIA's published HSTU runs reach 23–34.5% with CUTLASS attention (6.4–11.7% before it), "
+        "below the model's ideal kernels but above DLRM-DCNv2",
     )
+    points = {p.label: p for p in HSTU_POINTS}
+    pr = [points[f"recsys-examples PR #340 {k}"] for k in ("baseline", "best")]
+    assert H100_BF16_PEAK_USED == 989e12 and all(p.gpus * p.nodes == 16 for p in pr)
+    assert [round(p.value * 1e12 / 16 / H100_BF16_PEAK_USED * 100, 1) for p in pr] == [6.9, 24.9]
+    # the runs before CUTLASS attention (Triton's): the two baselines and the shuffler alone; every later
+    # recsys-examples run (PR #340's best, exp2 on, the fixed shape's exp4) has it
+    before = {f"recsys-examples {k}" for k in ("PR #340 baseline", "exp0 baseline", "exp1 +shuffler")}
+    assert all(
+        "Triton attention" in points[k].software or "CUTLASS" not in points[k].software for k in before
+    )
+    recsys = [p for p in HSTU_POINTS if p.label.startswith("recsys-examples")]
+    triton = [p.mfu for p in recsys if p.label in before]
+    cutlass = [p.mfu for p in recsys if p.label not in before]
+    assert (round(min(cutlass) * 100), round(max(cutlass) * 100, 1)) == (23, 34.5)
+    assert (round(min(triton) * 100, 1), round(max(triton) * 100, 1)) == (6.4, 11.7)
+    _, _, dcn_pub = _dcn_h100()
+    assert min(cutlass) > dcn_pub > max(triton)
     rows = {str(r["label"]): r for r in compare_hstu() if r["source"] == "published"}
     e2e = {k: r for k, r in rows.items() if k.startswith("recsys-examples") and "fixed" not in k}
     mfu = {k: float(r["published_mfu"]) for k, r in e2e.items()}  # type: ignore[arg-type]
@@ -177,6 +230,9 @@ def test_4_published_hstu_runs_reach_less_than_the_model_and_more_than_dlrm() ->
     fastest = max(e2e, key=mfu.__getitem__)
     assert round(float(e2e[fastest]["modeled_mfu"]) * 100) == 48  # type: ignore[arg-type]
     assert round(float(e2e[fastest]["speed_ratio"]), 1) == 1.7  # type: ignore[arg-type]
+    fixed = rows["recsys-examples fixed shape"]
+    assert round(float(fixed["published_mfu"]) * 100, 1) == 34.5  # type: ignore[arg-type]
+    assert round(float(fixed["modeled_mfu"]) * 100) == 48 and round(float(fixed["speed_ratio"]), 2) == 1.47  # type: ignore[arg-type]
     _, _, dcn_published = _dcn_h100()
     assert min(v for k, v in mfu.items() if "baseline" not in k and "shuffler" not in k) > dcn_published
 

@@ -63,7 +63,7 @@ def calibrate_command(s: MeasureSettings) -> Report:
     hw, raw = calibrate(device=dev, quick=s.quick)
     if s.collectives:
         hw, raw["collectives"] = calibrate_collectives(hw, quick=s.quick)
-    path = save_calibration(hw, raw["probe"], rounds=raw["per_round"])  # type: ignore[arg-type]
+    path = save_calibration(hw, raw["probe"], rounds=raw.get("per_round"))  # type: ignore[arg-type]
     out = {"command": "calibrate", "saved_to": str(path), "hardware": hw.summary(), "microbenchmarks": raw,
            "collectives_sources": [str(hw.sources.get(f, "")) for f in COLLECTIVE_FIELDS],
            **{k: raw[k] for k in ("passed", "verdict", "why_not")}}  # fmt: skip
@@ -159,7 +159,7 @@ def validate_command(s: MeasureSettings) -> Report:
     else:
         check_calibration_path(kind=kind)  # before minutes of measuring
         result, hw, raw = calibrate_and_validate(device=dev, quick=s.quick, repeats=repeats)
-        save_calibration(hw, raw["probe"], rounds=raw["per_round"])  # type: ignore[arg-type]
+        save_calibration(hw, raw["probe"], rounds=raw.get("per_round"))  # type: ignore[arg-type]
         calibrated = {"calibration": raw}  # its figures, round by round: a failed run says what each read
     return Report({**result.to_dict(), **calibrated}, lambda _: print_validation(result))
 

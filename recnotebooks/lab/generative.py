@@ -15,8 +15,9 @@ from .core import AppSetting, app_result, exercise, number, number_exercise
 ATTENTION_LENGTHS = (5, 3, 1)
 #: 07.padding: a padded batch of this many Yambda-shaped histories, capped at DLRMv4's longest.
 PADDING_HISTORIES, PADDING_LONGEST = 256, 4096
-#: 07.shards: GB of each GPU's HBM left for the tables (the rest holds activations and dense state).
-SHARD_GB = 50
+#: 07.shards: GB of each GPU's HBM left for the tables (the rest holds activations and dense state), and
+#: how close an answer in GB must be (the row-wise Adagrad state is 1.2 GB: an answer without it is off).
+SHARD_GB, SHARD_TOLERANCE_GB = 50, 0.5
 
 
 number_exercise(
@@ -70,32 +71,53 @@ def _padding(answer: object) -> tuple[bool, str]:
     return False, "Not that share: compare the real tokens, sum(lengths), with what a padded batch holds."
 
 
-def _shards_key() -> int:
+def _table_bytes(optimizer: bool = True) -> float:
+    """DLRMv4's fp32 table bytes, with (``optimizer``) the row-wise Adagrad state of every row."""
     cfg = hstu_preset("dlrmv4")
     rows = sum(t.num_rows for t in cfg.tables)
-    table_bytes = cfg.embedding_parameters * 4 + rows * state_floats_per_row("rowwise_adagrad", cfg.dim) * 4
-    return math.ceil(table_bytes / (SHARD_GB * 1e9))
+    state = rows * state_floats_per_row("rowwise_adagrad", cfg.dim) * 4 if optimizer else 0
+    return float(cfg.embedding_parameters * 4 + state)
 
 
-number_exercise(
+def _shards_key() -> float:
+    return _table_bytes() / 1e9
+
+
+@exercise(
     "07.shards",
     f"""
-    MLPerf's DLRMv4 trains its tables in fp32 with row-wise Adagrad. If each GPU keeps {SHARD_GB} GB of its
-    HBM for table shards (the rest holds activations, the dense weights and Adam's state), how many GPUs
-    does it need at least to hold them?
+    MLPerf's DLRMv4 trains its tables in fp32 with row-wise Adagrad. How many GB (1e9 bytes) do the tables
+    take in HBM, with their optimizer state? Answer within {SHARD_TOLERANCE_GB} GB.
 
     Every table has dim 512: a row is 512 fp32 numbers, and row-wise Adagrad adds one float per row.
 
     hstu_preset('dlrmv4'): its tables' num_rows summed give the rows; embedding_parameters the weights
     (with the action embedding's 3 rows).
 
-    Divide the bytes by {SHARD_GB}e9 and round up.
+    4 bytes a weight, 4 a row for the Adagrad state; divide by 1e9.
     """,
-    key=_shards_key,
-    what="a number of GPUs",
-    right="Right: the tables alone take more than one 8-GPU node's share: the model is sharded over nodes.",
-    wrong="Not that number: count 4 bytes a weight and 4 a row for the Adagrad state, over 50 GB a GPU.",
+    answer=_shards_key,
 )
+def _shards(answer: object) -> tuple[bool, str]:
+    gb = number(answer, "a number of GB")
+    key, weights = _shards_key(), _table_bytes(optimizer=False) / 1e9
+    if abs(gb - key) <= SHARD_TOLERANCE_GB:
+        gpus = math.ceil(key / SHARD_GB)
+        return True, (
+            f"Right: {key:,.1f} GB. At {SHARD_GB} GB of each GPU's HBM for table shards (the rest holds "
+            f"activations, the dense weights and Adam's state) that is {gpus} GPUs: more than one 8-GPU "
+            "node, so the model is sharded over nodes."
+        )
+    if gb < 100:
+        return False, "Answer in GB of the tables and their state, not a number of GPUs."
+    if abs(gb - weights) <= SHARD_TOLERANCE_GB:
+        return (
+            False,
+            "Those are the weights alone: add the row-wise Adagrad state, one float (4 bytes) a row.",
+        )
+    if abs(gb * 2**30 / 1e9 - key) <= SHARD_TOLERANCE_GB * 2:
+        return False, "That looks like GiB (2^30 bytes): answer in GB, 1e9 bytes."
+    return False, "Not that number: count 4 bytes a weight and 4 a row for the Adagrad state, in 1e9 bytes."
 
 
 def _shape_key() -> AppSetting:

@@ -182,7 +182,7 @@ class StepMeasurement:
             if self.reliable and self.other_load is not None:  # the load the flag judges, said beside it
                 words.append(
                     f"while it ran they kept {self.other_load:.2f} cores busy, not more than the "
-                    f"{self.spare_cores:.0f} its threads left free and {SLACK:g} of slack: reliable"
+                    f"{self.spare_cores:.0f} its threads left free (give or take {SLACK:g} core): reliable"
                 )
         elif self.threads:
             words.append(f"{self.threads} thread(s)")

@@ -84,7 +84,11 @@ HSTU_CONTROLS: dict[str, dict[str, object]] = {
         "value": 1.0,
         "label": "history lengths (Yambda: median 2.7k, mean 4.8k)",
     },  # fmt: skip
-    "spread": {"options": ["Yambda-shaped", "all equal"], "value": "Yambda-shaped", "label": "lengths"},
+    "spread": {
+        "options": ["Yambda-shaped", "all equal"],
+        "value": "Yambda-shaped",
+        "label": "spread of the lengths",
+    },
     "longest": {"options": [512, 1024, 2048, 4096], "value": 4096, "label": "longest history"},
     "layers": {"options": [1, 2, 3, 4, 5, 6, 8], "value": 3, "label": "layers"},
     "heads": {"options": [1, 2, 4, 8], "value": 4, "label": "heads (128 columns each)"},
@@ -199,7 +203,12 @@ def _memory_note(memory: HSTUMemory, run: list[int], hw: Hardware) -> str:
     tables = (b["tables"] + b["table_optimizer"]) / 1e9
     verdict = "fits" if memory.fits(hw) else "does NOT fit"
     try:
-        need = f"the fewest {hw.name} GPUs that hold it: {devices_to_fit(memory.config, run, hw):,}"
+        fewest = devices_to_fit(memory.config, run, hw)
+        nodes = -(-fewest // hw.devices)
+        need = (
+            f"the fewest {hw.name} GPUs that hold it: {fewest:,} "
+            f"({nodes:,} node{'s' if nodes > 1 else ''} of {hw.devices})"
+        )
     except ValueError:
         need = f"no number of {hw.name} GPUs holds it at this batch: lower the histories per GPU"
     return (
@@ -241,8 +250,8 @@ def _measured_here(
     return (
         f"MEASURED here ({m.device}): hstu_small with {layers} layer(s) and {heads} head(s) of "
         f"{HEAD_DIM['hstu_small']}, {len(run)} histories of {sum(run) / len(run):,.0f} events on average "
-        f"(longest {max(run)}): {m.seconds_per_step * 1e3:,.1f} ms a step; the model predicts "
-        f"{here.step_seconds * 1e3:,.1f} ms for this machine ({m.describe()})."
+        f"(longest {max(run)}): {m.seconds_per_step * 1e3:,.1f} ms a step ({m.describe()}); the model "
+        f"predicts {here.step_seconds * 1e3:,.1f} ms for this machine."
     )
 
 
@@ -267,7 +276,8 @@ def _render(history: list[HistoryEntry]) -> alt.TopLevelMixin:
                 by="where",
                 title="A step of hstu_small here",
                 width=min(480, room),
-                detail=f"{MEASURED_HISTORIES} histories, lengths / {SMALL_SCALE}",
+                detail=f"{MEASURED_HISTORIES} histories, lengths / {SMALL_SCALE}; compare the totals: the "
+                "model splits a step by kind of work, the measurement by phase",
             )  # fmt: skip
         )
     return stack(*charts)
