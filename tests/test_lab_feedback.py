@@ -1,4 +1,4 @@
-"""The feedback of notebooks 03-05's exercises says what a learner needs: the units an answer is
+"""The feedback of notebooks 03-07's exercises says what a learner needs: the units an answer is
 in (03.size: MB, not MiB) and why a right answer is right (05.per_joule)."""
 
 from __future__ import annotations
@@ -56,3 +56,24 @@ def test_05_per_joule_says_why_the_winner_wins() -> None:
     assert min(gpu_power, key=gpu_power.__getitem__) == best and "least power wins" in fb.message
     wrong = lab.check("05.per_joule", second)
     assert not wrong.passed and best not in wrong.message
+
+
+def test_07_shards_counts_the_adagrad_state_and_names_the_usual_slips() -> None:
+    """DLRMv4's tables: 293 M rows of 512 fp32 weights (600.17 GB) and one row-wise Adagrad float a row
+    (1.17 GB), counted here from the preset, not read from the key: the weights alone, GiB or a count of
+    GPUs (the question's old form) are each told what they missed, and only the whole passes."""
+    from recnotebooks.config import hstu_preset
+
+    v4 = hstu_preset("dlrmv4")
+    rows = sum(t.num_rows for t in v4.tables)
+    weights = v4.embedding_parameters * 4 / 1e9
+    whole = weights + rows * 4 / 1e9
+    assert round(weights, 2) == 600.17 and round(whole - weights, 2) == 1.17
+    assert lab.check("07.shards", whole).passed and "13 GPUs" in lab.check("07.shards", whole).message
+    fb = lab.check("07.shards", weights)
+    assert not fb.passed and "weights alone" in fb.message
+    fb = lab.check("07.shards", whole * 1e9 / 2**30)
+    assert not fb.passed and "GiB" in fb.message
+    fb = lab.check("07.shards", 13)
+    assert not fb.passed and "not a number of GPUs" in fb.message
+    assert not lab.check("07.shards", 600).passed  # the rounded 600 GB misses the state too

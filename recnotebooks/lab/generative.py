@@ -108,7 +108,7 @@ def _shards(answer: object) -> tuple[bool, str]:
             f"activations, the dense weights and Adam's state) that is {gpus} GPUs: more than one 8-GPU "
             "node, so the model is sharded over nodes."
         )
-    if gb < 100:
+    if 1 <= gb < 100 and gb == int(gb):
         return False, "Answer in GB of the tables and their state, not a number of GPUs."
     if abs(gb - weights) <= SHARD_TOLERANCE_GB:
         return (
