@@ -428,8 +428,12 @@ def test_validate_mechanics(calibrated: tuple[Hardware, dict[str, object], Path]
     assert r.run_probe == {k: pytest.approx(float(np.median([p[k] for p in every]))) for k in every[0]}
     assert r.mape == pytest.approx(float(np.mean([abs(c.error) for c in rows])))
     assert -1 <= r.spearman <= 1
+    # the HSTU rows are held to the MAPE target on their own too (the quick sweep has two)
+    hstu = [abs(c.error) for c in rows if c.architecture == "hstu"]
+    assert len(hstu) == 2 and r.hstu_mape == pytest.approx(float(np.mean(hstu)))
+    on_target = r.mape <= 0.15 and r.spearman >= 0.9 and float(np.mean(hstu)) <= 0.15
     assert r.calibrated is True and r.passed is (
-        None if r.mape <= 0.15 and r.spearman >= 0.9 and all(c.reliable for c in rows) else False
+        None if on_target and all(c.reliable for c in rows) else False
     )  # fewer than 10 configs: not judged, unless a reason fails it
     # tidy rows: a measured and a modeled row per config, the seconds of the config's fields
     tidy = r.rows()
