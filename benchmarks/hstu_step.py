@@ -256,15 +256,7 @@ def breakdown(
 
     variants = {"step": step, "planned": lambda: step(made), "no_silu": no_silu, "no_bias": no_bias,
                 "bound": bound}  # fmt: skip
-    times: dict[str, list[float]] = {k: [] for k in variants}
-    for f in [*variants.values(), *variants.values()]:
-        f()  # warm-up
-    for r in range(rounds):
-        for name in list(variants) if r % 2 == 0 else reversed(list(variants)):
-            t0 = time.process_time()
-            variants[name]()
-            times[name].append(time.process_time() - t0)
-    m = {k: 1e3 * min(v) for k, v in times.items()}
+    m = _least_cpu(variants, rounds)
     parts = {"the batch's checks and plan (buckets, time buckets, bias index)": m["step"] - m["planned"],
              "silu of the scores, forward and backward": m["planned"] - m["no_silu"],
              "the relative bias: its lookup, add and gradient": m["planned"] - m["no_bias"]}  # fmt: skip
