@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import time
@@ -307,6 +308,7 @@ def by_bucket(
     table, index_of = layer.bias.lookup(True)
     table = table.detach()
     h, dq, dv, length = layer.heads, layer.qk_dim, layer.v_dim, len(x)
+    alpha, inv_n = 1 / math.sqrt(dq), 1 / layer.max_len  # the layer's own scale factors
     g = torch.Generator().manual_seed(2)
     rows, total = [], {"step": 0.0, "bound": 0.0}
     for bk in made.buckets:
@@ -315,10 +317,10 @@ def by_bucket(
         grad, out, index = torch.randn(n, h, p, dv, generator=g), torch.empty(n, h, p, dv), index_of(bk)
 
         def step(q=q, k=k, v=v, grad=grad, out=out, index=index) -> None:  # type: ignore[no-untyped-def]
-            scores, weights = jagged_attention._bucket_forward(q, k, v, table, index, 0.17, 1 / 512, out)
+            scores, weights = jagged_attention._bucket_forward(q, k, v, table, index, alpha, inv_n, out)
             grads = (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v))
             saved = (q, k, v, scores, weights, index)
-            jagged_attention._bucket_backward(saved, grad, 0.17, 1 / 512, grads, torch.zeros(table.numel()))
+            jagged_attention._bucket_backward(saved, grad, alpha, inv_n, grads, torch.zeros(table.numel()))
 
         def bound(q=q, v=v) -> None:  # type: ignore[no-untyped-def]
             qq, vv = q.clone().requires_grad_(True), v.clone().requires_grad_(True)
