@@ -28,6 +28,13 @@ round's ratio ranged 0.93-2.08x, the bound alone 42-75 ms within a run, so two t
 this VM cannot settle the target either way; the one-thread CPU time below (``--breakdown``)
 is the figure of record.
 
+``--shape dlrmv4`` runs the same histories through two layers of MLPerf's DLRMv4 widths (dim 512,
+4 heads of 128) instead of ``hstu_small``'s. MEASURED on the idle host (2026-12-06, one thread, CPU
+time, least of 11): jagged / bound 1.13x and 1.12x there, against 1.40x and 1.47x at
+``hstu_small``'s widths the same hour; the attention kernels alone (``--buckets``) 1.06x against
+1.28-1.35x. A score's passes are the same at any width, while the GEMMs that make and read it do as
+much work as a head has columns (docs/benchmarks-log.md, "HSTU at DLRMv4's widths").
+
 Targets: padded / jagged >= 1.5x; jagged / bound <= 1.3x. Run: ``python benchmarks/hstu_step.py``
 (``--quick`` for a smoke run; ``--breakdown`` for what the jagged step spends over its bound, by
 ablation: one thread, CPU time, so that other loads on the machine do not inflate it;
@@ -87,6 +94,11 @@ from recnotebooks.measure.cores import APART_HANDOFF, handoff
 from recnotebooks.nn.hstu import HSTU
 from recnotebooks.nn.hstu_padded import padded_layer, to_padded
 
+#: The layers' widths, ``(dim, heads, columns a head)``: ``hstu_small``'s (the preset a laptop
+#: trains), and MLPerf's DLRMv4's (``recnotebooks.config.hstu``: dim 512, 4 heads of 128), both
+#: two layers on the same histories.
+SHAPES = {"hstu_small": (64, 2, 32), "dlrmv4": (512, 4, 128)}
+
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -96,15 +108,17 @@ def main() -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--breakdown", action="store_true", help="what the jagged step spends over its bound")
     p.add_argument("--buckets", action="store_true", help="each bucket's attention against its bound")
+    p.add_argument("--shape", choices=sorted(SHAPES), default="hstu_small", help="the layers' widths")
     args = p.parse_args()
     if args.quick:
         args.batch, args.rounds = 16, 2
     torch.manual_seed(0)
     log = SyntheticListening(ListeningConfig(), args.batch)
     b = log.batch(0)
-    model = HSTU(64, num_layers=2, heads=2, max_len=512)
-    x = torch.randn(b.num_tokens, 64)
-    w = torch.randn(b.num_tokens, 64)
+    dim, heads, head_dim = SHAPES[args.shape]
+    model = HSTU(dim, num_layers=2, heads=heads, max_len=512, qk_dim=head_dim, v_dim=head_dim)
+    x = torch.randn(b.num_tokens, dim)
+    w = torch.randn(b.num_tokens, dim)
     n = int(b.lengths.max())
     xp, tp, wp = to_padded(x, b.offsets, n), to_padded(b.timestamps, b.offsets, n), to_padded(w, b.offsets, n)
     valid = torch.arange(n)[None, :] < b.lengths[:, None]
@@ -173,6 +187,7 @@ def main() -> None:
         "apart": apart, "jagged_ms": [1e3 * t for t in times["jagged"]],
         "bound_ms": [1e3 * t for t in times["bound"]],
     }  # fmt: skip
+    out["shape"] = args.shape
     if args.json:
         print(json.dumps(out, indent=1))
         return
@@ -299,9 +314,11 @@ def by_bucket(
     entirely: the batch's checks, plan and bias index (once a step) and one layer's token passes
     (its two layer norms, the projection's SiLU, the gate and the residual, forward and
     backward, with the few sums that give them a gradient)."""
+    from recnotebooks.kernels.allocator import keep_freed_memory
     from recnotebooks.nn.hstu import _check_batch
 
     torch.set_num_threads(1)
+    keep_freed_memory()  # as the step does: freed buffers reused, not faulted in anew each call
     made = jagged_attention.plan(offsets, timestamps)
     layer = model.layers[0]
     assert layer.bias is not None
