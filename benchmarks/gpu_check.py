@@ -21,8 +21,8 @@ Steps (``{device}`` is ``cuda`` on a GPU machine, ``cpu`` in the self-test):
 3. ``calibrate``: ``recnb calibrate --device {device} --quick --json`` (GEMM rate, gather and
    copy bandwidth, per-op overhead of the device, saved beside the CPU calibration).
 4. ``validate``: ``recnb validate --device {device} --quick --saved --json`` (modeled vs measured
-   step time over a sweep of architectures: MAPE and Spearman on this device; the self-test
-   takes one pass, ``--repeats 1``).
+   step time over a sweep of architectures: MAPE and Spearman on this device; five passes,
+   ``--repeats 5``; the self-test takes one, ``--repeats 1``).
 5. ``train``: ``recnb train --device {device}`` on the ``criteo_kaggle`` preset capped to 100k
    rows per table (measured samples/s and phases; the self-test trains ``tiny``).
 6. ``cached_step``: :func:`recnotebooks.measure.cache_overhead.measure_overhead` on the device (a step
@@ -96,8 +96,10 @@ def steps(device: str, self_test: bool) -> list[Step]:
     # whenever another check, test run or job on the machine holds it
     # the self-test checks that validate runs, not what it reads: one pass of the sweep, not
     # five (each re-measured once when the machine is busy), so that it stays the size of the
-    # other steps beside another program's load (it was 30 s idle and 111 s beside two)
-    one_pass = ["--repeats", "1"] if self_test else []
+    # other steps beside another program's load (it was 30 s idle and 111 s beside two); a GPU
+    # takes five, the passes this step's limit was sized for (validate's default of ten is for a
+    # shared CPU's slow spells, and doubles the step on a lent GPU's clock)
+    one_pass = ["--repeats", "1" if self_test else "5"]
     sharded = [PY, "-m", "torch.distributed.run", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                "--rdzv-endpoint", "127.0.0.1:0", "--rdzv-id", f"recnb-gpu-check-{uuid.uuid4().hex[:12]}",
                "--local-addr", "127.0.0.1", "-m", "recnotebooks", "train", "--distributed",

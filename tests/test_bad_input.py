@@ -656,6 +656,23 @@ def test_validation_runs_refuse_bad_passes_and_budgets_before_measuring(monkeypa
         raises_naming(TypeError, lambda run=run: run(repeats="3"), "repeats", "'3'")
     for bad in ([], None, [1]):
         raises_naming(ValueError, lambda bad=bad: fit_calibration(bad, "cpu"), "rounds", "calibration_round")
+    # judge_interleaved reads rounds and passes already measured: as many of each, each pass over
+    # the sweep, or it says which is wrong before fitting anything
+    one_pass = [object()] * len(val.validation_sweep(quick=True))
+    raises_naming(TypeError, lambda: val.judge_interleaved(7, [{}], [one_pass], quick=True), "dev", "7")
+    raises_naming(
+        TypeError, lambda: val.judge_interleaved("cpu", None, [one_pass], quick=True), "rounds", "None"
+    )
+    raises_naming(TypeError, lambda: val.judge_interleaved("cpu", [{}], "p", quick=True), "passes", "'p'")
+    raises_naming(
+        ValueError,
+        lambda: val.judge_interleaved("cpu", [{}], [], quick=True),
+        "passes",
+        "as many as rounds (1)",
+    )
+    raises_naming(
+        ValueError, lambda: val.judge_interleaved("cpu", [{}], [[1]], quick=True), "passes[0]", "7 configs"
+    )
 
 
 def test_loading_from_under_a_file_warns_and_uses_the_defaults(tmp_path, monkeypatch):

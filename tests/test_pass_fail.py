@@ -260,7 +260,7 @@ def test_the_calibration_taken_with_a_validation_counts_in_its_verdict(
     monkeypatch.setattr(
         val, "fit_calibration", lambda rounds, dev, quick: (None, {"probe": {"gflops": 1.0, "copy_bw": 1.0}})
     )
-    monkeypatch.setattr(val, "_pass", lambda sweep, budget, dev: [])
+    monkeypatch.setattr(val, "_pass", lambda sweep, budget, dev: [None] * len(sweep))  # one entry a config
     monkeypatch.setattr(val, "_result", lambda *a, **kw: _good())
     r, _, _ = val.calibrate_and_validate(repeats=1)
     assert r.passed is False and r.verdict.why_not[0].startswith("the calibration: the machine was busy")

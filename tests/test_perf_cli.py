@@ -592,6 +592,15 @@ def test_validate_calibrates_between_its_passes(
         assert c.measured_s == times[1]
         assert c.modeled_s == pytest.approx(val._compare(c.config, sweep[i][1], c.batch_size,
                                                          passes[0][i][0], [passes[0][i][1]], hw).modeled_s)  # type: ignore[index]  # fmt: skip
+    # the same rounds and passes read again, all or a subset (benchmarks/validate_passes.py): the
+    # same result for all of them, and each row the median of the subset's own passes
+    again, hw_again, _ = val.judge_interleaved("cpu", [one_round] * 3, passes, quick=True)  # type: ignore[arg-type]
+    assert again == r and hw_again.replace(**free) == hw.replace(**free)
+    two, _, raw_two = val.judge_interleaved("cpu", [one_round] * 2, [passes[0], passes[2]], quick=True)  # type: ignore[list-item]
+    assert raw_two["rounds"] == 2
+    for i, c in enumerate(two.configs):
+        times = sorted(p[i][0].seconds_per_step for p in (passes[0], passes[2]))  # type: ignore[index]
+        assert c.measured_s == times[1]  # the upper of two, as the median of an even count is taken
 
 
 def naive_spearman(a: list[float], b: list[float]) -> float:

@@ -431,7 +431,7 @@ def add_measure_parsers(sub: Subparsers) -> None:
         "--repeats",
         type=int,
         default=None,
-        help="passes over the sweep, each config's median taken (1 to 100; default 5: fewer read "
+        help="passes over the sweep, each config's median taken (1 to 100; default 10: fewer read "
         "noisier on a shared machine; not with --distributed)",
     )
     v.add_argument(

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from recnotebooks.checks import check_float, check_int
+from recnotebooks.checks import check_float, check_int, check_str, check_type, show
 from recnotebooks.config import DLRMConfig, preset
 from recnotebooks.config import architecture_config as ac
 from recnotebooks.config.hstu import HSTUConfig, hstu_preset
@@ -61,6 +61,9 @@ from recnotebooks.timing import MIN_RELIABLE_STEPS
 __all__ = [
     "validate",
     "calibrate_and_validate",
+    "measure_interleaved",
+    "judge_interleaved",
+    "Pass",
     "REPEATS",
     "ValidationResult",
     "ValidationRow",
@@ -78,8 +81,13 @@ TARGETS = {"mape": 0.15, "spearman": 0.9, "configs": 10}
 #: Passes over the sweep (and calibration rounds between them) by default. On a shared 2-core
 #: VM a config's median over 3 passes still moved by about 25% from run to run (explorer
 #: default: 7.5 to 12.1 ms); over 5, ten runs of the full sweep read 6.2-11.7% against
-#: 9.8-18.3% with 3 in the same hour (BENCHMARKS.md). A full run takes about 140 s.
-REPEATS = 5
+#: 9.8-18.3% with 3 in the same hour. The HSTU rows, most of whose step is the host's cost of
+#: launching operators, need 10: on such a VM that cost moves up to 1.5x for a minute or two at
+#: a time, and over 5 passes (about 140 s) a spell can fall on more of the passes than of the
+#: calibration's rounds, or the other way. Over 5, 12 of 45 runs missed the 15% target on the
+#: HSTU rows; over 10, none of 13 (4.8-12.2%), and the HSTU operator cost fitted to 10 rounds read
+#: 4.1-4.8 us where 5 rounds read 3.4-7.8 (BENCHMARKS.md). A full run takes about 4.5 minutes.
+REPEATS = 10
 
 
 def _sweep() -> list[tuple[str, DLRMConfig, int]]:
@@ -149,6 +157,8 @@ def _hstu_sweep() -> list[tuple[str, HSTUCase, int]]:
 HSTU_VALIDATION_SWEEP = [name for name, _, _ in _hstu_sweep()]
 #: A row of the sweep: its name, the architecture (a DLRM, or an HSTU case) and its batch size.
 _Case = tuple[str, DLRMConfig | HSTUCase, int]
+#: One pass over the sweep: each config's measured step and the speed probe taken with it.
+Pass = list[tuple[StepMeasurement, dict[str, float]]]
 
 
 def validation_sweep(quick: bool = False) -> list[_Case]:
@@ -392,6 +402,18 @@ def calibrate_and_validate(
     another machine than the sweep met. Interleaved, both are medians over the same
     minute, and no drift correction is needed.
     """
+    dev, rounds, passes = measure_interleaved(device, quick, time_budget_s, repeats)
+    return judge_interleaved(dev, rounds, passes, quick)
+
+
+def measure_interleaved(
+    device: str = "cpu", quick: bool = False, time_budget_s: float = 0.4, repeats: int = REPEATS
+) -> tuple[str, list[dict[str, object]], list[Pass]]:
+    """What :func:`calibrate_and_validate` measures: the device as the calibration names it
+    (:func:`~recnotebooks.measure.calibrate.calibration_device`), then ``repeats`` calibration
+    rounds (:func:`~recnotebooks.measure.calibrate.calibration_round`) and as many passes over
+    the sweep, a round then a pass. :func:`judge_interleaved` reads them, all or some
+    (``benchmarks/validate_passes.py`` reads a run over its halves)."""
     time_budget_s, repeats = _check_run(time_budget_s, repeats)
     dev = calibration_device(device)
     sweep = validation_sweep(quick)
@@ -399,6 +421,31 @@ def calibrate_and_validate(
     for _ in range(repeats):
         rounds.append(calibration_round(dev, quick))
         passes.append(_pass(sweep, time_budget_s, dev))
+    return dev, rounds, passes
+
+
+def judge_interleaved(
+    dev: str, rounds: list[dict[str, object]], passes: list[Pass], quick: bool = False
+) -> tuple[ValidationResult, Hardware, dict[str, object]]:
+    """:func:`calibrate_and_validate`'s reading of :func:`measure_interleaved`'s ``rounds`` and
+    ``passes`` (as many of each, the passes over :func:`validation_sweep` of ``quick``): this
+    machine fitted to the rounds (:func:`~recnotebooks.measure.calibrate.fit_calibration`)
+    against each config's median over the passes, with no drift correction. Returns the result,
+    the fitted ``this_machine`` and the calibration's raw figures."""
+    dev = check_str("dev", dev)
+    sweep = validation_sweep(quick)
+    rounds = check_type("rounds", rounds, list, "a list of calibration_round() results")
+    passes = check_type("passes", passes, list, "a list of passes over the sweep")
+    if len(passes) != len(rounds):
+        raise ValueError(
+            f"passes must be as many as rounds ({len(rounds)}), got {len(passes)}: {show(passes)}"
+        )
+    for i, p in enumerate(passes):
+        if not isinstance(p, list) or len(p) != len(sweep):
+            raise ValueError(
+                f"passes[{i}] must be one pass over the {len(sweep)} configs of "
+                f"validation_sweep(quick={quick}), got {show(p)}"
+            )
     hw, raw = fit_calibration(rounds, dev, quick)
     ref: dict[str, float] = raw["probe"]  # type: ignore[assignment]
     result = _result(hw, ref, sweep, passes, drift_correction=False)
@@ -412,9 +459,7 @@ def _check_run(time_budget_s: object, repeats: object) -> tuple[float, int]:
     return seconds, check_int("repeats", repeats, lo=1, hi=100)
 
 
-def _pass(
-    sweep: list[_Case], time_budget_s: float, dev: str
-) -> list[tuple[StepMeasurement, dict[str, float]]]:
+def _pass(sweep: list[_Case], time_budget_s: float, dev: str) -> Pass:
     """One measurement of each config of ``sweep``. The threads are the calibration's: the model
     is of the machine on those (a busy machine makes a measurement unreliable, and each row
     says so, rather than one on fewer threads)."""
@@ -426,7 +471,7 @@ def _result(
     hw: Hardware,
     ref_probe: dict[str, float] | None,
     sweep: list[_Case],
-    passes: list[list[tuple[StepMeasurement, dict[str, float]]]],
+    passes: list[Pass],
     drift_correction: bool,
 ) -> ValidationResult:
     """The ``passes`` over ``sweep`` against the model for ``hw``: each config's median."""
