@@ -15,8 +15,8 @@ MEASURED on the 2-core AMD EPYC VM (2026-12-06, idle): three runs of 10 pairs re
 8.3% and 8.9% over their ten pairs, and 5.1-18.7% over their halves (4 of 12 halves over the 15%
 target); the calibration's HSTU operator cost fitted to 10 rounds 4.17-4.35 us, to 5 rounds
 3.77-6.59 us. ``--drift 480``: the HSTU row's median over windows of five measurements moved
-12.3-20.7 ms on two threads and 15.4-26.2 ms on one, in a spell of about 100 s where the operator
-cost read 6-9 us against about 4.5. The figures are in ``docs/benchmarks-log.md`` ("recnb
+12.3-20.7 ms on two threads and 15.4-26.2 ms on one; in a spell of about 100 s the operator cost
+read a median of 7.1 us against 4.5 around it. The figures are in ``docs/benchmarks-log.md`` ("recnb
 validate in ten passes").
 
 Run: ``python benchmarks/validate_passes.py`` (about 4.6 minutes a run; ``--runs 3``;
