@@ -63,7 +63,7 @@ __all__ = [
     "calibrate_and_validate",
     "measure_interleaved",
     "judge_interleaved",
-    "Pass",
+    "SweepPass",
     "REPEATS",
     "ValidationResult",
     "ValidationRow",
@@ -85,8 +85,8 @@ TARGETS = {"mape": 0.15, "spearman": 0.9, "configs": 10}
 #: launching operators, need 10: on such a VM that cost moves up to 1.5x for a minute or two at
 #: a time, and over 5 passes (about 140 s) a spell can fall on more of the passes than of the
 #: calibration's rounds, or the other way. Over 5, 12 of 45 runs missed the 15% target on the
-#: HSTU rows; over 10, none of 13 (4.8-12.2%), and the HSTU operator cost fitted to 10 rounds read
-#: 4.1-4.8 us where 5 rounds read 3.4-7.8 (BENCHMARKS.md). A full run takes about 4.5 minutes.
+#: HSTU rows; over 10, none of 18 (3.1-14.3%), and the HSTU operator cost fitted to 10 rounds read
+#: 3.8-4.8 us where 5 rounds read 3.4-7.8 (BENCHMARKS.md). A full run takes about 4.5 minutes.
 REPEATS = 10
 
 
@@ -158,7 +158,7 @@ HSTU_VALIDATION_SWEEP = [name for name, _, _ in _hstu_sweep()]
 #: A row of the sweep: its name, the architecture (a DLRM, or an HSTU case) and its batch size.
 _Case = tuple[str, DLRMConfig | HSTUCase, int]
 #: One pass over the sweep: each config's measured step and the speed probe taken with it.
-Pass = list[tuple[StepMeasurement, dict[str, float]]]
+SweepPass = list[tuple[StepMeasurement, dict[str, float]]]
 
 
 def validation_sweep(quick: bool = False) -> list[_Case]:
@@ -400,7 +400,7 @@ def calibrate_and_validate(
     seconds, and the speed probes do not follow it (here their copy bandwidth even rose
     when steps slowed): a calibration taken in the minute before the sweep could read
     another machine than the sweep met. Interleaved, both are medians over the same
-    minute, and no drift correction is needed.
+    minutes, and no drift correction is needed.
     """
     dev, rounds, passes = measure_interleaved(device, quick, time_budget_s, repeats)
     return judge_interleaved(dev, rounds, passes, quick)
@@ -408,7 +408,7 @@ def calibrate_and_validate(
 
 def measure_interleaved(
     device: str = "cpu", quick: bool = False, time_budget_s: float = 0.4, repeats: int = REPEATS
-) -> tuple[str, list[dict[str, object]], list[Pass]]:
+) -> tuple[str, list[dict[str, object]], list[SweepPass]]:
     """What :func:`calibrate_and_validate` measures: the device as the calibration names it
     (:func:`~recnotebooks.measure.calibrate.calibration_device`), then ``repeats`` calibration
     rounds (:func:`~recnotebooks.measure.calibrate.calibration_round`) and as many passes over
@@ -425,7 +425,7 @@ def measure_interleaved(
 
 
 def judge_interleaved(
-    dev: str, rounds: list[dict[str, object]], passes: list[Pass], quick: bool = False
+    dev: str, rounds: list[dict[str, object]], passes: list[SweepPass], quick: bool = False
 ) -> tuple[ValidationResult, Hardware, dict[str, object]]:
     """:func:`calibrate_and_validate`'s reading of :func:`measure_interleaved`'s ``rounds`` and
     ``passes`` (as many of each, the passes over :func:`validation_sweep` of ``quick``): this
@@ -459,7 +459,7 @@ def _check_run(time_budget_s: object, repeats: object) -> tuple[float, int]:
     return seconds, check_int("repeats", repeats, lo=1, hi=100)
 
 
-def _pass(sweep: list[_Case], time_budget_s: float, dev: str) -> Pass:
+def _pass(sweep: list[_Case], time_budget_s: float, dev: str) -> SweepPass:
     """One measurement of each config of ``sweep``. The threads are the calibration's: the model
     is of the machine on those (a busy machine makes a measurement unreliable, and each row
     says so, rather than one on fewer threads)."""
@@ -471,7 +471,7 @@ def _result(
     hw: Hardware,
     ref_probe: dict[str, float] | None,
     sweep: list[_Case],
-    passes: list[Pass],
+    passes: list[SweepPass],
     drift_correction: bool,
 ) -> ValidationResult:
     """The ``passes`` over ``sweep`` against the model for ``hw``: each config's median."""
