@@ -66,7 +66,7 @@ def test_1_a_token_is_an_event_and_the_tables_are_600_gb() -> None:
 def test_2_padding_at_yambda_lengths(lengths: list[int], steps: tuple[HSTUStep, HSTUStep]) -> None:
     says("g09", "a padded batch holds 1.57× the tokens of the jagged one: 36% of it is padding",
          "3.8× the query-key products",
-         "the padded step takes 2.3× as long as the jagged one (260 ms against 112 ms)",
+         "the padded step takes 2.3× as long as the jagged one (259 ms against 112 ms)",
          "its attention alone 3.8× as long")  # fmt: skip
     says("g20", "a padded batch is 36% padding and computes 3.8× the causal query-key products",
          "the padded step takes 2.3× the jagged one")  # fmt: skip
@@ -76,7 +76,7 @@ def test_2_padding_at_yambda_lengths(lengths: list[int], steps: tuple[HSTUStep, 
     assert round(len(lengths) * max(lengths) ** 2 / attention_products(lengths), 1) == 3.8
     jagged, padded = steps
     assert round(padded.step_seconds / jagged.step_seconds, 1) == 2.3
-    assert (round(padded.step_seconds * 1e3), round(jagged.step_seconds * 1e3)) == (260, 112)
+    assert (round(padded.step_seconds * 1e3), round(jagged.step_seconds * 1e3)) == (259, 112)
     assert round(padded.seconds["attention"] / jagged.seconds["attention"], 1) == 3.8
 
 
@@ -158,7 +158,7 @@ def _dcn_h100() -> tuple[dict[str, float], float, float]:
 def test_3_where_the_steps_go(steps: tuple[HSTUStep, HSTUStep]) -> None:
     says("g13", "DLRM-DCNv2 spends 30% of its step on the embeddings",
          "and 17% on the all-to-all and all-reduce",
-         "DLRMv4 3% and 9%, and 83% on the dense work of every token")  # fmt: skip
+         "DLRMv4 3% and 9%, and 84% on the dense work of every token")  # fmt: skip
     says("g20", "its modeled step spends 3% on the embeddings where DLRM-DCNv2's spends 30%")
     share, _, _ = _dcn_h100()
     assert round((share["embedding_forward"] + share["embedding_backward"]) * 100) == 30
@@ -166,7 +166,7 @@ def test_3_where_the_steps_go(steps: tuple[HSTUStep, HSTUStep]) -> None:
     jagged, _ = steps
     v4 = {k: v / jagged.step_seconds for k, v in jagged.seconds.items()}
     assert round(v4["embeddings"] * 100) == 3 and round((v4["all_to_all"] + v4["all_reduce"]) * 100) == 9
-    assert round((v4["projections"] + v4["attention"] + v4["pointwise"]) * 100) == 83
+    assert round((v4["projections"] + v4["attention"] + v4["pointwise"]) * 100) == 84
 
 
 def test_4_a_gpu_used_better(steps: tuple[HSTUStep, HSTUStep]) -> None:
@@ -248,7 +248,7 @@ def test_4_the_tables_decide_where_the_model_lives(
         "103 GB, it does not fit",
         "The fewest H100s that hold it are 16: two nodes",
         "it takes 29% of the step, and the MFU falls from 34% to 26%",
-        "A DGX B200 node (180 GB a GPU) holds it on 8 GPUs at 33%",
+        "A DGX B200 node (180 GB a GPU) holds it on 8 GPUs at 32%",
         "a GB200 NVL72 rack's 72 GPUs (its 18 trays of 4, `gb200_nvl72 x 18` above) at 37 GB each, with the "
         "all-to-all inside one NVLink domain (12% of the step) and an MFU of 31%",
     )
@@ -270,7 +270,7 @@ def test_4_the_tables_decide_where_the_model_lives(
     assert (round(steps[0].mfu() * 100), round(two.mfu() * 100)) == (34, 26)
     b200 = hardware("dgx_b200")
     assert hstu_memory(v4, lengths, 8, b200).fits(b200) and b200.hbm_bytes == 180e9
-    assert round(hstu_step(v4, b200, lengths, gpus=8).mfu() * 100) == 33
+    assert round(hstu_step(v4, b200, lengths, gpus=8).mfu() * 100) == 32
     rack = hardware("gb200_nvl72")
     on_rack = hstu_step(v4, rack, lengths, gpus=rack.devices, nodes=rack.nodes_per_domain)  # 18 trays of 4
     assert (rack.devices, rack.nodes_per_domain, rack.domain_size) == (4, 18, 72)

@@ -31,7 +31,9 @@ Per device and step, each term a few lines of FLOPs over a rate or bytes over a 
   three in each layer, at ``rab_padded_seconds``);
 * ``top_mlp``: the MLP from each position to its logit;
 * ``embeddings``: one row per event table per token (and per contextual table per history)
-  gathered, and its row updated (row-wise Adagrad);
+  gathered, and each distinct row updated (row-wise Adagrad), priced as a DLRM's embeddings are
+  (:func:`~recnotebooks.perf.components.embeddings.embedding_shard`: the same embedding bag,
+  each lookup a bag of one);
 * ``all_to_all``: each token's embeddings sent to the device of its history and the
   gradients back, the tables sharded row-wise over every device (the priced collectives of
   :mod:`recnotebooks.perf.components.collectives`);
@@ -62,7 +64,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from recnotebooks.checks import check_bool, check_choice, check_int, check_int_list, check_type
-from recnotebooks.config import DTYPES
+from recnotebooks.config import DEFAULT_ZIPF_EXPONENT, DTYPES
 from recnotebooks.config.hstu import HSTUConfig
 from recnotebooks.perf.components.collectives import (
     all_reduce_seconds,
@@ -71,8 +73,11 @@ from recnotebooks.perf.components.collectives import (
     nic_per_device,
 )
 from recnotebooks.perf.components.dense import gemm_time
+from recnotebooks.perf.components.embeddings import embedding_shard
+from recnotebooks.perf.components.lookups import accesses
 from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.precision import precision
+from recnotebooks.plan import TableShard
 from recnotebooks.sparse import buckets, padded_length
 
 __all__ = ["HSTUStep", "hstu_step", "lognormal_lengths", "zipf_lengths", "attention_products", "model_flops",
@@ -425,8 +430,7 @@ def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
     )
     lookups = t * len(config.event_tables) + len(run) * len(config.context)  # contextual: once a history
     table_bytes = lookups * s.embedding_dim * p.embedding_bytes
-    # gather, then (training) read and write the rows
-    embeddings = (3 if s.backward else 1) * table_bytes / (hw.hbm_bw * hw.gather_efficiency)
+    embeddings = _embedding_seconds(config, hw, s, t, len(run))
     world, nic = s.gpus * s.nodes, nic_per_device(hw, s.gpus)
     domain = domain_ranks(hw, s.gpus, s.nodes)  # over NVLink: a node, or the trays of an NVL72 rack
     ways = 2 if s.backward else 1  # the embeddings out, their gradients back
@@ -440,6 +444,30 @@ def _terms(config: HSTUConfig, hw: Hardware, s: _Shape) -> dict[str, float]:
     return {"projections": layers * projections, "attention": layers * attention, "pointwise": pointwise,
             "top_mlp": mlp, "embeddings": embeddings, "all_to_all": a2a, "all_reduce": reduce,
             "optimizer": optimizer, "overhead": overhead}  # fmt: skip
+
+
+def _embedding_seconds(config: HSTUConfig, hw: Hardware, s: _Shape, tokens: float, histories: int) -> float:
+    """The tables' work on one device, priced as a DLRM's embeddings are
+    (:func:`~recnotebooks.perf.components.embeddings.embedding_shard`; the same operator, an
+    embedding bag, looks them up): every event a bag of one row from each event table, every
+    history one from each contextual table; each table sharded row-wise over the devices (one
+    device: whole), in device memory; the rows gathered at their size's efficiency and each bag
+    written, backward each lookup's gradient, the lookups grouped by row and each distinct row
+    (Zipf's :data:`~recnotebooks.config.DEFAULT_ZIPF_EXPONENT`, as the synthetic log draws ids)
+    updated with its row-wise Adagrad state, MLPerf's optimizer for DLRMv4's tables."""
+    world = s.gpus * s.nodes
+    frac = 1.0 / world
+    sharding = "row_wise" if world > 1 else "table_wise"
+    context = [(tbl, float(histories)) for tbl in config.tables if tbl.name in config.context]
+    tables = [(tbl, tokens) for tbl in config.event_tables] + context
+    shards = [TableShard(tbl.name, 0, sharding, "hbm", row_fraction=frac) for tbl, _ in tables]
+    rows = [max(1, int(tbl.num_rows * frac)) for tbl, _ in tables]
+    lookups = [n for _, n in tables]  # every device's share of the rows this one holds: its own count
+    dims = [s.embedding_dim] * len(tables)
+    zipf, opt = DEFAULT_ZIPF_EXPONENT, "rowwise_adagrad"
+    found = accesses(shards, rows, lookups, lookups, dims, hw, zipf, s.dtype, opt)
+    work = [embedding_shard(a, hw, nic_per_device(hw, s.gpus), s.gpus) for a in found]
+    return sum(w.forward + (w.backward if s.backward else 0.0) for w in work)
 
 
 def score_passes(heads: int, padded: bool, relative_bias: bool) -> float:

@@ -16,7 +16,7 @@ from recnotebooks.perf.hardware import Hardware
 from recnotebooks.perf.precision import precision
 from recnotebooks.plan import Plan, TableShard
 
-__all__ = ["ShardAccess", "cache_hit_rates", "shard_access"]
+__all__ = ["ShardAccess", "accesses", "cache_hit_rates", "shard_access"]
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,31 @@ def shard_access(
     rows = [max(1, int(tables[s.table].num_rows * f)) for s, f in zip(shards, fracs, strict=True)]
     served = [local_batch if s.sharding == "data_parallel" else float(batch_size) for s in shards]
     lookups = [b * tables[s.table].pooling_factor * f for s, b, f in zip(shards, served, fracs, strict=True)]
-    distinct = expected_unique_many(lookups, rows, zipf_exponent)
     dims = [config.embedding_dim * (s.col_fraction if s.sharding == "column_wise" else 1.0) for s in shards]
+    out = accesses(shards, rows, served, lookups, dims, hw, zipf_exponent, dtype, sparse_optimizer)
+    return out + _every_row_update(out, plan.world_size)
+
+
+def accesses(
+    shards: Sequence[TableShard],
+    rows: Sequence[int],
+    served: Sequence[float],
+    lookups: Sequence[float],
+    dims: Sequence[float],
+    hw: Hardware,
+    zipf_exponent: float,
+    dtype: str,
+    sparse_optimizer: str,
+) -> list[ShardAccess]:
+    """Per shard of ``shards`` (each holding ``rows`` rows of ``dims`` columns, serving ``served``
+    bags with ``lookups`` lookups a step): its distinct rows under Zipf skew, its last-level
+    cache hits and the state ``sparse_optimizer`` keeps per row, in one vectorised evaluation.
+    The cache holds each rank's hottest rows (and their state), split between its shards by
+    their share of the rank's lookups. :func:`shard_access` gives a DLRM plan's shards these; a
+    generative recommender's tables (:mod:`recnotebooks.perf.hstu`, each event a bag of one row)
+    give their own."""
+    fracs = [s.row_fraction if s.sharding == "row_wise" else 1.0 for s in shards]
+    distinct = expected_unique_many(lookups, rows, zipf_exponent)
     row_bytes = [d * precision(dtype).embedding_bytes for d in dims]
     state = [4.0 * state_floats_per_row(sparse_optimizer, d) for d in dims]  # fp32 state per row
     llc = [0.0] * len(shards)
@@ -82,13 +105,12 @@ def shard_access(
         ]
         llc = [float(h) for h in hit_rate_many(cached, rows, zipf_exponent)]
     hits = cache_hit_rates(shards, rows, zipf_exponent)
-    out = [
+    return [
         ShardAccess(s, f, d, rb, b, n, float(u), h, c, float(r), state_bytes=sb)
         for s, f, d, rb, b, n, u, h, c, r, sb in zip(
             shards, fracs, dims, row_bytes, served, lookups, distinct, llc, hits, rows, state, strict=True
         )
     ]
-    return out + _every_row_update(out, plan.world_size)
 
 
 def _every_row_update(accesses: list[ShardAccess], world: int) -> list[ShardAccess]:
