@@ -8,6 +8,7 @@ import pytest
 
 from recnotebooks.config import hstu_preset
 from recnotebooks.measure.step import StepMeasurement
+from recnotebooks.perf.hardware import CALIBRATED_BY, HARDWARE, is_calibrated
 from recnotebooks.perf.hstu import COMPONENTS, hstu_step
 from recnotebooks.viz import hstu as app_module
 from recnotebooks.viz.hstu import (
@@ -140,6 +141,27 @@ def test_the_measured_panel_draws_the_measurement_beside_the_model_of_this_machi
     assert any(n.startswith("MEASURED here") and "30.0 ms" in n for n in r.notes)
     app = hstu_explorer()
     assert "A step of hstu_small here" in str(app.altair_chart.to_dict())
+
+
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_the_measured_note_says_when_the_model_of_this_machine_is_uncalibrated(
+    monkeypatch: pytest.MonkeyPatch, calibrated: bool
+) -> None:
+    defaults = HARDWARE["this_machine"]
+    machine = defaults.replace(description=f"this machine, {CALIBRATED_BY}") if calibrated else defaults
+    real = app_module.hardware
+    monkeypatch.setattr(app_module, "hardware", lambda n: machine if n == "this_machine" else real(n))
+    monkeypatch.setattr(
+        app_module,
+        "measure_hstu_step",
+        lambda *a, **k: StepMeasurement("hstu_small", 16, "cpu", 0, 3, {"forward": 0.01}, 0.01),
+    )
+    monkeypatch.setattr(app_module, "_MEASURED", {})
+    note = next(n for n in explore_hstu(lengths=0.5).notes if n.startswith("MEASURED here"))
+    assert ("uncalibrated defaults" in note and "run recnb calibrate" in note) is not calibrated
+    assert is_calibrated(machine) is calibrated and not is_calibrated(HARDWARE["dgx_h100"])
+    with pytest.raises(TypeError, match="hw must be a Hardware"):
+        is_calibrated("this_machine")  # type: ignore[arg-type]
 
 
 def test_flops_per_byte_grows_with_the_history_and_dlrm_stays_put() -> None:

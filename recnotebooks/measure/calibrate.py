@@ -51,7 +51,7 @@ from recnotebooks.perf.calibration_file import (
 )
 from recnotebooks.perf.components.ops import op_count
 from recnotebooks.perf.cost import estimate
-from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration, save_calibration
+from recnotebooks.perf.hardware import CALIBRATED_BY, HARDWARE, Hardware, load_calibration, save_calibration
 from recnotebooks.threads import SLACK, LoadMonitor
 from recnotebooks.train import resolve_device
 
@@ -363,7 +363,7 @@ def _gpu_fields(dev: str, reps: int, raw: dict[str, object]) -> dict[str, object
         "host_link_bw": link,
         "intra_node_bw": link,
         "host_mem_bw": HARDWARE["this_machine"].host_mem_bw,
-        "description": f"this machine's {props.name}, calibrated by microbenchmarks (recnb calibrate)",
+        "description": f"this machine's {props.name}, {CALIBRATED_BY}",
     }
 
 
@@ -415,7 +415,7 @@ def _compute_fields(t: dict[str, float], dev: str, quick: bool, raw: dict[str, o
         "update_efficiency": update_eff,
         "bag_seconds_per_byte": per_byte,
         "host_mem_bytes": _host_bytes(),
-        "description": "this machine, calibrated by microbenchmarks (recnb calibrate)",
+        "description": f"this machine, {CALIBRATED_BY}",
         # intra_node_bw is gloo's between local ranks: the preset's, or the saved collectives' (below)
         "hbm_bytes": _host_bytes(),
         "host_link_bw": copy_bw,

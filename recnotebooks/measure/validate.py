@@ -52,7 +52,7 @@ from recnotebooks.measure.verdict import (
 )
 from recnotebooks.perf.calibration_file import load_probe
 from recnotebooks.perf.cost import estimate
-from recnotebooks.perf.hardware import HARDWARE, Hardware, load_calibration
+from recnotebooks.perf.hardware import HARDWARE, Hardware, is_calibrated, load_calibration
 from recnotebooks.perf.hstu import hstu_step, lognormal_lengths
 from recnotebooks.text import wrap_report
 from recnotebooks.threads import LoadMonitor
@@ -488,7 +488,7 @@ def _result(
     return ValidationResult(
         hardware=hw.name,
         configs=tuple(rows),
-        calibrated="calibrated" in hw.description,
+        calibrated=is_calibrated(hw),
         reference_probe=ref_probe,
         run_probe=run_speed,
         drift_correction=correct,

@@ -30,7 +30,17 @@ from recnotebooks.perf.hardware_record import OPTIONAL_FIELDS as OPTIONAL_FIELDS
 from recnotebooks.perf.hardware_record import TB as TB
 
 __all__ = ["Hardware", "HARDWARE", "hardware", "hardware_names", "GB", "DTYPE_BYTES", "FIELD_RANGES",
-           "save_calibration", "load_calibration"]  # fmt: skip
+           "save_calibration", "load_calibration", "CALIBRATED_BY", "is_calibrated"]  # fmt: skip
+
+#: What the description of a calibrated machine says (:mod:`recnotebooks.measure.calibrate` writes
+#: it); ``this_machine``'s uncalibrated defaults say ``"uncalibrated defaults"`` instead.
+CALIBRATED_BY = "calibrated by microbenchmarks (recnb calibrate)"
+
+
+def is_calibrated(hw: Hardware) -> bool:
+    """Whether ``hw`` holds figures measured on this machine by ``recnb calibrate`` (its saved
+    calibration, or one just fitted), not a preset's or the uncalibrated defaults."""
+    return CALIBRATED_BY in check_type("hw", hw, Hardware, "a Hardware").description
 
 
 def hardware_names() -> list[str]:
