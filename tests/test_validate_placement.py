@@ -19,7 +19,7 @@ import recnotebooks.measure.validate as val
 from recnotebooks.measure.calibrate import handoff, probe
 from recnotebooks.measure.step import StepMeasurement
 from recnotebooks.measure.verdict import APART_HANDOFF, apart, placement_reason
-from recnotebooks.perf.hardware import HARDWARE
+from recnotebooks.perf.hardware import HARDWARE, Hardware
 
 REF = {"gflops": 100.0, "copy_bw": 1e10, "handoff": 1.3}
 SHARED = {"gflops": 100.0, "copy_bw": 1e10, "handoff": 1.2, "handoff_after": 2.6}
@@ -156,6 +156,8 @@ def test_recnb_validate_reports_what_each_calibration_round_read(
     out = json.loads(capsys.readouterr().out)
     assert out["calibration"] == json.loads(json.dumps(raw)) and out["command"] == "validate"
     assert (tmp_path / "cal.json").exists()  # saved as before
+    # the figures the model ran on, kept so that the run can be judged again (measure.validate.remodel)
+    assert Hardware(**out["model_hardware"]) == HARDWARE["this_machine"]
 
 
 def test_the_saved_calibration_keeps_its_rounds_and_validate_saved_reports_them(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -161,7 +162,9 @@ def validate_command(s: MeasureSettings) -> Report:
         result, hw, raw = calibrate_and_validate(device=dev, quick=s.quick, repeats=repeats)
         save_calibration(hw, raw["probe"], rounds=raw.get("per_round"))  # type: ignore[arg-type]
         calibrated = {"calibration": raw}  # its figures, round by round: a failed run says what each read
-    return Report({**result.to_dict(), **calibrated}, lambda _: print_validation(result))
+    # the figures the model ran on, so that measure.validate.remodel can judge this run again later
+    kept = {"model_hardware": dataclasses.asdict(hw)}
+    return Report({**result.to_dict(), **kept, **calibrated}, lambda _: print_validation(result))
 
 
 def print_validation(r: ValidationResult) -> None:

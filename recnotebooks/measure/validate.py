@@ -63,6 +63,7 @@ __all__ = [
     "calibrate_and_validate",
     "measure_interleaved",
     "judge_interleaved",
+    "remodel",
     "SweepPass",
     "REPEATS",
     "ValidationResult",
@@ -451,6 +452,61 @@ def judge_interleaved(
     result = _result(hw, ref, sweep, passes, drift_correction=False)
     why = calibration_verdict(rounds).why_not
     return dataclasses.replace(result, calibration_why_not=why), hw, raw
+
+
+def remodel(recorded: dict[str, Any], hw: Hardware | None = None) -> ValidationResult:
+    """A recorded run judged again by the model as the code now prices it, on the same measured
+    steps: ``recorded`` is a run's report (:meth:`ValidationResult.to_dict`, what
+    ``recnb validate --json`` writes), ``hw`` the calibration it ran on (default: the report's
+    ``model_hardware``, which ``recnb validate --json`` writes beside it). Each row keeps its
+    measurement (``measured_s``, phases, probe, reliability) and is modeled again at the run's
+    speed (:func:`at_speed` from the report's probes, as the run did). A run's host noise is in
+    its measurements, so two versions of the model judged on the same runs differ by the model
+    alone (``benchmarks/validate_rejudge.py``). A report that is not one, a row the sweep does
+    not hold, or no calibration to model it with raises ``ValueError`` or ``TypeError`` naming it."""
+    check_type("recorded", recorded, dict, "a validation report (ValidationResult.to_dict())")
+    rows = recorded.get("configs")
+    if recorded.get("command") != "validate" or not isinstance(rows, list) or not rows:
+        raise ValueError(
+            "recorded must be a report of recnb validate (command 'validate', its configs), "
+            f"got keys {sorted(recorded)}"
+        )
+    if hw is None:
+        fields = recorded.get("model_hardware")
+        if not isinstance(fields, dict):
+            raise ValueError(
+                "recorded has no model_hardware (a report written before it was kept): "
+                "give hw, the calibration the run used (perf.hardware.load_calibration(path))"
+            )
+        hw = Hardware(**fields)
+    hw = check_type("hw", hw, Hardware, "a Hardware")
+    cases = {name: (cfg, bsz) for name, cfg, bsz in validation_sweep()}
+    ref, run = recorded.get("reference_probe"), recorded.get("run_probe")
+    if not isinstance(run, dict):
+        raise ValueError(f"recorded['run_probe'] must be the run's speed probe (a dict), got {show(run)}")
+    correct = bool(recorded.get("drift_correction")) and bool(ref)
+    hw_now = at_speed(hw, run, ref) if correct and ref else hw
+    out = []
+    for i, row in enumerate(rows):
+        where = f"recorded['configs'][{i}]"
+        name = row.get("config") if isinstance(row, dict) else None
+        if name not in cases:
+            raise ValueError(f"{where} must be a row of the validation sweep, got {show(name)}")
+        measured = check_float(f"{where}['measured_s']", row.get("measured_s"), lo=0, lo_open=True)
+        cfg, bsz = cases[name]
+        modeled, breakdown, cap = _modeled(cfg, bsz, hw_now)
+        fields = {f.name: row[f.name] for f in dataclasses.fields(ValidationRow) if f.name in row}
+        error = (modeled - measured) / measured
+        out.append(ValidationRow(**{**fields, "modeled_s": modeled, "error": error, "max_rows": cap,
+                                    "modeled_breakdown": breakdown}))  # fmt: skip
+    return ValidationResult(
+        hardware=str(recorded.get("hardware", hw.name)),
+        configs=tuple(out),
+        calibrated=is_calibrated(hw),
+        reference_probe=ref,
+        run_probe=run,
+        drift_correction=correct,
+    )
 
 
 def _check_run(time_budget_s: object, repeats: object) -> tuple[float, int]:
