@@ -16,8 +16,9 @@ Used (2026-12-06, evening) to judge the HSTU tables priced as DLRM's embeddings 
 20 runs of four ten-pass sets: HSTU MAPE 17 of 20 runs closer, mean 8.5% -> 7.2%
 (docs/benchmarks-log.md, "HSTU's tables priced as a DLRM's embeddings").
 
-Run: ``python benchmarks/validate_rejudge.py run1.json run2.json ...`` (``--calibration cal1.json
-cal2.json ...`` for older reports; ``--json`` for the figures as data). Takes a second.
+Run: ``python benchmarks/validate_rejudge.py REPORT [REPORT ...]`` (``--calibration CAL [CAL ...]``,
+one saved calibration per report, for older reports; ``--json`` for the figures as data). Takes a
+second.
 """
 
 from __future__ import annotations

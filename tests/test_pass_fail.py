@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -20,6 +21,7 @@ from recnotebooks.measure import validate_dist as VD
 from recnotebooks.measure.calibrate import calibration_verdict
 from recnotebooks.measure.validate import TARGETS, VALIDATION_SWEEP, ValidationResult, ValidationRow
 from recnotebooks.measure.verdict import PROBE_TOLERANCE, Verdict, probe_reason, verdict
+from recnotebooks.perf.hardware import HARDWARE
 from recnotebooks.text import REPORT_CHARS
 from recnotebooks.threads import CpuLoad
 from recnotebooks.viz.report import say
@@ -142,12 +144,14 @@ def test_verdict_is_false_with_any_failure_none_when_only_too_small() -> None:
 
 def test_the_cli_prints_the_verdict_and_json_carries_it(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = _bad()
-    monkeypatch.setattr(commands, "calibrate_and_validate", lambda **kw: (bad, object(), {"probe": {}}))
+    fitted = HARDWARE["this_machine"]
+    monkeypatch.setattr(commands, "calibrate_and_validate", lambda **kw: (bad, fitted, {"probe": {}}))
     monkeypatch.setattr(commands, "save_calibration", lambda hw, probe, **kw: None)
     monkeypatch.setattr(commands, "check_calibration_path", lambda kind: None)
     args = argparse.Namespace(command="validate", device="cpu", saved=False, quick=True, distributed=False)
     out, show = commands.run(resolve(args))
     assert out["passed"] is False and out["why_not"] == list(bad.verdict.why_not)
+    assert out["model_hardware"] == dataclasses.asdict(fitted)  # kept, to judge the run again later
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         show(out)
@@ -235,8 +239,6 @@ def test_a_calibration_on_a_busy_machine_does_not_pass() -> None:
 def test_recnb_calibrate_prints_and_returns_its_verdict(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from recnotebooks.perf.hardware import HARDWARE
-
     raw: dict[str, object] = {
         "probe": {"gflops": 1.0, "copy_bw": 1.0},
         **calibration_verdict([_round(1.5)]).to_dict(),
