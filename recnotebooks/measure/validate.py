@@ -13,7 +13,9 @@ rows alone, against the same targets. Each measurement follows a
 speed :func:`~recnotebooks.measure.calibrate.probe`, so a shared VM's drift can be corrected.
 The result is a :class:`ValidationResult`: one :class:`ValidationRow` per config,
 :meth:`ValidationResult.rows` as tidy rows (``source`` ``"measured"`` / ``"modeled"``) and
-:meth:`ValidationResult.to_dict` as ``recnb validate --json`` prints it.
+:meth:`ValidationResult.to_dict` as ``recnb validate --json`` prints it. :func:`remodel` judges
+such a recorded run again by the model as the code now prices it, on the same measurements: two
+versions of the model compared without the host's noise between two runs.
 """
 
 from __future__ import annotations
