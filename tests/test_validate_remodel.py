@@ -78,6 +78,10 @@ def test_another_model_moves_the_modeled_side_alone() -> None:
          r"recorded\['configs'\]\[0\] must be a row of the validation sweep, got 'MLPerf 2030'"),
         (lambda r: {**r, "configs": [{**r["configs"][0], "measured_s": 0.0}]}, ValueError,
          r"recorded\['configs'\]\[0\]\['measured_s'\]"),
+        (lambda r: {**r, "configs": [{k: v for k, v in r["configs"][0].items() if k != "steps"}]},
+         ValueError, r"recorded\['configs'\]\[0\] must hold a ValidationRow's fields"),
+        (lambda r: {**r, "model_hardware": {**r["model_hardware"], "warp_drive": 1}}, ValueError,
+         r"recorded\['model_hardware'\] must be a Hardware's fields"),
     ],
 )  # fmt: skip
 def test_what_is_not_a_recorded_run_is_named(change: object, error: type[Exception], match: str) -> None:

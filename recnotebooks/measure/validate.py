@@ -480,14 +480,17 @@ def remodel(recorded: dict[str, Any], hw: Hardware | None = None) -> ValidationR
                 "recorded has no model_hardware (a report written before it was kept): "
                 "give hw, the calibration the run used (perf.hardware.load_calibration(path))"
             )
-        hw = Hardware(**fields)
+        try:
+            hw = Hardware(**fields)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"recorded['model_hardware'] must be a Hardware's fields: {e}") from None
     hw = check_type("hw", hw, Hardware, "a Hardware")
     cases = {name: (cfg, bsz) for name, cfg, bsz in validation_sweep()}
     ref, run = recorded.get("reference_probe"), recorded.get("run_probe")
     if not isinstance(run, dict):
         raise ValueError(f"recorded['run_probe'] must be the run's speed probe (a dict), got {show(run)}")
-    correct = bool(recorded.get("drift_correction")) and bool(ref)
-    hw_now = at_speed(hw, run, ref) if correct and ref else hw
+    correct = bool(recorded.get("drift_correction")) and isinstance(ref, dict) and bool(ref)
+    hw_now = at_speed(hw, run, ref) if correct else hw  # as the run scaled it (_result)
     out = []
     for i, row in enumerate(rows):
         where = f"recorded['configs'][{i}]"
@@ -497,10 +500,13 @@ def remodel(recorded: dict[str, Any], hw: Hardware | None = None) -> ValidationR
         measured = check_float(f"{where}['measured_s']", row.get("measured_s"), lo=0, lo_open=True)
         cfg, bsz = cases[name]
         modeled, breakdown, cap = _modeled(cfg, bsz, hw_now)
-        fields = {f.name: row[f.name] for f in dataclasses.fields(ValidationRow) if f.name in row}
-        error = (modeled - measured) / measured
-        out.append(ValidationRow(**{**fields, "modeled_s": modeled, "error": error, "max_rows": cap,
-                                    "modeled_breakdown": breakdown}))  # fmt: skip
+        kept = {f.name: row[f.name] for f in dataclasses.fields(ValidationRow) if f.name in row}
+        now = {"modeled_s": modeled, "error": (modeled - measured) / measured, "max_rows": cap,
+               "modeled_breakdown": breakdown}  # fmt: skip
+        try:
+            out.append(ValidationRow(**{**kept, **now}))
+        except TypeError as e:
+            raise ValueError(f"{where} must hold a ValidationRow's fields (its to_dict()): {e}") from None
     return ValidationResult(
         hardware=str(recorded.get("hardware", hw.name)),
         configs=tuple(out),

@@ -466,7 +466,8 @@ def _embedding_seconds(config: HSTUConfig, hw: Hardware, s: _Shape, tokens: floa
     dims = [s.embedding_dim] * len(tables)
     zipf, opt = DEFAULT_ZIPF_EXPONENT, "rowwise_adagrad"
     found = accesses(shards, rows, lookups, lookups, dims, hw, zipf, s.dtype, opt)
-    work = [embedding_shard(a, hw, nic_per_device(hw, s.gpus), s.gpus) for a in found]
+    nic = nic_per_device(hw, s.gpus)
+    work = [embedding_shard(a, hw, nic, s.gpus) for a in found]
     return sum(w.forward + (w.backward if s.backward else 0.0) for w in work)
 
 
