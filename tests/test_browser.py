@@ -11,8 +11,12 @@ up to their end (the SVG geometry against the value each bar carries). In the no
 app, a slider is then moved with the keyboard: the chart must redraw, name the change in its
 history trail, and pass the same checks.
 
-Every notebook runs in two windows (:data:`LAYOUTS`): one whose output area is 1000 px wide, and
-a 1280-px laptop window with JupyterLab's file browser open (an output area of about 850 px).
+Every notebook is checked in two windows (:data:`LAYOUTS`): a 1280-px laptop window with
+JupyterLab's file browser open (an output area of about 850 px), and one whose output area is
+1000 px wide. It runs once, in the laptop window; the page is checked there, the window is
+widened and the page checked again, the slider moved and the page checked wide, then narrowed
+back to the laptop and checked once more, so that both windows see the apps before and after
+the slider (a learner resizes a window too: the outputs reflow, the kernel draws nothing anew).
 
 Needs Debian's ``chromium`` (``apt-get install chromium``) and the ``playwright`` Python
 package, which drives that browser through ``executable_path`` (no browser download). In
@@ -39,7 +43,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Browser, Locator, Page
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOK_FILES = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
@@ -54,11 +58,12 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-#: The windows every notebook is checked in: "wide" is resized until an output area is 1000 px;
-#: "laptop" is a 1280-px window with the file browser open (an output area of about 850 px).
+#: The windows every notebook is checked in: "laptop" is a 1280-px window with the file browser
+#: open (an output area of about 850 px); "wide" is that window widened until an output area is
+#: 1000 px.
 LAYOUTS: dict[str, dict[str, int | None]] = {
-    "wide": {"window": 1400, "output": 1000},
     "laptop": {"window": 1280, "output": None},
+    "wide": {"window": None, "output": 1000},
 }
 LAPTOP_MAX_OUTPUT = 870  # px: the laptop window's output area must be this narrow or narrower
 MIN_TRACK_PX = 80  # px: a slider's track must be at least this long to be read and dragged
@@ -362,9 +367,13 @@ def _run_all(page: Page, url: str) -> None:
 
 def _fit_viewport(page: Page, layout: str) -> None:
     """Size the window for ``layout``: resize it until an output area is as wide as the layout
-    says, or keep the laptop window (file browser open) and check its output area is narrow."""
+    says, or make it the laptop window (1280 px, file browser open) and check its output area is
+    narrow."""
     want = LAYOUTS[layout]["output"]
-    if want is None:  # the laptop: the window stays 1280 px, with the file browser open beside it
+    if want is None:  # the laptop: a 1280-px window, with the file browser open beside the notebook
+        size = page.viewport_size
+        assert size is not None
+        page.set_viewport_size({"width": int(LAYOUTS[layout]["window"] or 0), "height": size["height"]})
         page.evaluate("() => window.jupyterapp.commands.execute('filebrowser:activate')")
         time.sleep(0.5)
         width = page.evaluate(PAGE_FAULTS)["area_width"]
@@ -425,25 +434,37 @@ def _page_faults(page: Page, notebook: str) -> list[str]:
     )
 
 
-def _shoot(page: Page, shots: str | None, name: str) -> None:
-    """Screenshots of every output that holds a chart (RECNB_SHOTS), to look at."""
+def _shoot(page: Page, shots: str | None, layout: str, name: str) -> None:
+    """Screenshots of every output that holds a chart (RECNB_SHOTS), to look at, in the folder of
+    ``layout``."""
     if not shots:
         return
     areas = page.locator(".jp-OutputArea-output", has=page.locator(".vega-embed"))
     for k in range(areas.count()):
-        areas.nth(k).screenshot(path=f"{shots}/{name}_{k}.png")
+        areas.nth(k).screenshot(path=f"{shots}/{layout}/{name}_{k}.png")
 
 
-def _move_slider(page: Page, notebook: str, shots: str | None) -> None:
+def _app(page: Page, notebook: str) -> Locator:
+    """The app of ``notebook`` whose slider :func:`_move_slider` moves."""
+    return page.locator(".recnb-app", has=page.locator(".widget-slider", has_text=SLIDERS[notebook][0])).first
+
+
+def _shoot_app(page: Page, notebook: str, shots: str | None, layout: str, when: str) -> None:
+    """A screenshot of the app (RECNB_SHOTS) ``when`` (before or after the slider) in ``layout``."""
+    if shots:
+        app = _app(page, notebook)
+        app.scroll_into_view_if_needed()
+        app.screenshot(path=f"{shots}/{layout}/{Path(notebook).stem}_{when}.png")
+
+
+def _move_slider(page: Page, notebook: str) -> None:
     slider, change, label = SLIDERS[notebook]
-    app = page.locator(".recnb-app", has=page.locator(".widget-slider", has_text=slider)).first
+    app = _app(page, notebook)
     app.scroll_into_view_if_needed()
     chart = app.locator(".recnb-chart svg.marks").first
     chart.wait_for(timeout=60_000)
     before = chart.inner_html()
     assert label in before and "now" in before
-    if shots:
-        app.screenshot(path=f"{shots}/{Path(notebook).stem}_before.png")
     handle = app.locator(".widget-slider", has_text=slider).locator(".noUi-handle").first
     handle.focus()
     page.keyboard.press("ArrowRight")  # one step right, as with the keyboard
@@ -457,26 +478,30 @@ def _move_slider(page: Page, notebook: str, shots: str | None) -> None:
     after = app.locator(".recnb-chart svg.marks").first.inner_html()
     assert change in after, f"the history trail does not name the change {change!r}"
     assert "recnb-error" not in app.inner_html()
-    if shots:
-        app.screenshot(path=f"{shots}/{Path(notebook).stem}_after.png")
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("notebook", NOTEBOOK_FILES)
-def test_notebook_runs_clean_in_jupyterlab(
-    jupyterlab: str, browser: Browser, notebook: str, layout: str
-) -> None:
-    window = LAYOUTS[layout]["window"]
-    assert window is not None
-    page = browser.new_page(viewport={"width": window, "height": 2000})
+def test_notebook_runs_clean_in_jupyterlab(jupyterlab: str, browser: Browser, notebook: str) -> None:
+    page = browser.new_page(viewport={"width": int(LAYOUTS["laptop"]["window"] or 0), "height": 2000})
     console: list[str] = []  # Vega's own warnings ("WARN Infinite extent ...", "WARN strokeDash dropped ...")
     page.on("console", lambda m: console.append(m.text) if m.text.startswith(VEGA_LOG) else None)
     shots, stem = os.environ.get("RECNB_SHOTS"), Path(notebook).stem
-    if shots:
-        shots = f"{shots}/{layout}"
-        Path(shots).mkdir(parents=True, exist_ok=True)
+    for layout in LAYOUTS if shots else ():
+        Path(f"{shots}/{layout}").mkdir(parents=True, exist_ok=True)
+    breakdown = notebook in BREAKDOWNS
+
+    def look(layout: str, when: str) -> list[str]:
+        """The window made ``layout``'s, its outputs (RECNB_SHOTS) kept, what is wrong there."""
+        _fit_viewport(page, layout)
+        if when == "before":
+            _shoot(page, shots, layout, stem)
+        if notebook in SLIDERS:
+            _shoot_app(page, notebook, shots, layout, when)
+        found = _page_faults(page, notebook) + _bar_faults(page, must_have=breakdown)
+        return [f"{layout}, {when} the slider: {f}" for f in found]
+
     try:
-        _run_all(page, jupyterlab.format(notebook=notebook, workspace=f"{stem.replace('_', '-')}-{layout}"))
+        _run_all(page, jupyterlab.format(notebook=notebook, workspace=stem.replace("_", "-")))
         outputs = page.evaluate(OUTPUTS)
         errors = [
             f"cell {o['cell']}: {o['ename']}: {o['evalue']}" for o in outputs if o["output_type"] == "error"
@@ -489,15 +514,12 @@ def test_notebook_runs_clean_in_jupyterlab(
         ]
         widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
         _wait_for_charts(page, expected=len(widgets))
-        _fit_viewport(page, layout)
-        _shoot(page, shots, stem)
-        faults += _page_faults(page, notebook) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
+        faults += look("laptop", "before") + look("wide", "before")
         if notebook in SLIDERS:
-            _move_slider(page, notebook, shots)
-            again = _page_faults(page, notebook) + _bar_faults(page, must_have=notebook in BREAKDOWNS)
-            faults += [f"after the slider: {f}" for f in again]
+            _move_slider(page, notebook)
+            faults += look("wide", "after") + look("laptop", "after")
         faults += [f"Vega on the console: {t[:300]}" for t in dict.fromkeys(console)]
-        assert faults == [], f"{notebook} ({layout}): what a learner would see wrong:\n" + "\n".join(faults)
+        assert faults == [], f"{notebook}: what a learner would see wrong:\n" + "\n".join(faults)
     finally:
         try:  # the kernel, which closing the page leaves running
             page.evaluate(f"() => {PANEL} && {PANEL}.sessionContext.shutdown()")

@@ -46,7 +46,9 @@ from recnotebooks.data.synthetic import SyntheticCriteo
 from recnotebooks.kernels.allocator import keep_freed_memory
 from recnotebooks.measure.cores import apart_words, handoff_reading
 from recnotebooks.nn.dlrm import DLRM
+from recnotebooks.perf.calibration_file import calibration_threads
 from recnotebooks.perf.cost import estimate
+from recnotebooks.perf.hardware import Hardware, is_calibrated
 from recnotebooks.perf.memory import memory_footprint
 from recnotebooks.text import wrap_report
 from recnotebooks.threads import SLACK, CpuLoad, ThreadChoice, choose_threads, load_monitor, use_threads
@@ -164,6 +166,22 @@ class StepMeasurement:
             step_max=max(steps),
             **extra,
         )
+
+    def model_note(self, hw: Hardware) -> str:
+        """What an app's note says after "the model predicts ... for this machine" when ``hw``
+        (``this_machine``'s model) is shown beside this measurement: that the model holds
+        uncalibrated defaults, or that the calibration fitted it on more CPU threads than this
+        step ran on (so the step is slower than it); ``""`` when neither holds."""
+        check_type("hw", hw, Hardware, "a Hardware")
+        if not is_calibrated(hw):
+            return " from uncalibrated defaults (run recnb calibrate to fit it here)"
+        fitted = calibration_threads() if self.device == "cpu" else None
+        if fitted is not None and 0 < self.threads < fitted:
+            return (
+                f" as calibrated on {fitted} threads, where this step ran on {self.threads}: expect "
+                "the step slower than the model"
+            )
+        return ""
 
     def describe(self) -> str:
         """How the number was obtained, in words, for an app's note."""

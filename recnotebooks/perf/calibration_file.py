@@ -4,8 +4,9 @@
 JSON, with the speed probe taken beside it, one file per device kind: :func:`calibration_path`
 says where (``~/.cache/recnotebooks``, or ``$RECNB_CALIBRATION``), :func:`check_calibration_path`
 refuses a path no file can be written to before minutes of measuring, :func:`load_probe` reads
-the probe back and :func:`load_rounds` what each of the calibration's rounds read (so that a
-``recnb validate --saved`` run can say it, as a run that calibrates does); a file that cannot
+the probe back, :func:`load_rounds` what each of the calibration's rounds read (so that a
+``recnb validate --saved`` run can say it, as a run that calibrates does) and
+:func:`calibration_threads` the threads they ran on; a file that cannot
 be read is ignored with a warning naming it (the uncalibrated defaults are used then).
 :data:`COLLECTIVE_FIELDS` are the fields ``recnb calibrate --collectives`` fits, their sources
 marked by :data:`COLLECTIVES_SOURCE`. The :class:`~recnotebooks.perf.hardware.Hardware` inside
@@ -21,6 +22,7 @@ import json
 import math
 import os
 import warnings
+from collections import Counter
 from pathlib import Path
 
 from recnotebooks.checks import check_writable_file
@@ -30,6 +32,7 @@ __all__ = [
     "COLLECTIVES_SOURCE",
     "calibration_path",
     "check_calibration_path",
+    "calibration_threads",
     "load_probe",
     "load_rounds",
 ]
@@ -113,3 +116,16 @@ def load_rounds(path: str | Path | None = None, kind: str = "cpu") -> list[dict[
     or they are not a list of JSON objects."""
     r = _load(path, kind).get("rounds")
     return r if isinstance(r, list) and r and all(isinstance(x, dict) for x in r) else None
+
+
+def calibration_threads(path: str | Path | None = None, kind: str = "cpu") -> int | None:
+    """The CPU threads the saved calibration's rounds ran on (the count most of them used), or
+    None when the file keeps no rounds or they recorded none. A step measured on fewer threads
+    (the thread policy lowers them on a busy machine) is slower than the model fitted to them."""
+    counts = []
+    for r in load_rounds(path, kind) or []:
+        load = r.get("load")
+        n = load.get("threads") if isinstance(load, dict) else None
+        if isinstance(n, (int, float)) and not isinstance(n, bool) and 1 <= n <= 1024 and n == int(n):
+            counts.append(int(n))
+    return Counter(counts).most_common(1)[0][0] if counts else None

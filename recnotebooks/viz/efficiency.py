@@ -132,15 +132,16 @@ def _measured_here(
     except DoesNotFitError as e:
         return f"Not measured here: {e}."
     tables["measured"] = m.table()
-    here = estimate(cfg.with_max_rows(cap), "this_machine", batch_size=batch_here)
+    machine = hardware("this_machine")
+    here = estimate(cfg.with_max_rows(cap), machine, batch_size=batch_here)
     tables["here"] = [
         {"phase": c, "seconds_per_step": v, "source": "modeled"} for c, v in here.breakdown().items() if v > 0
     ]
     smaller = "" if batch_here == local else f" of {local:,} per device: a smaller copy, quick to measure"
     return (
         f"MEASURED here ({m.device}, batch {batch_here:,}{smaller}, tables capped at {cap:,} rows): "
-        f"{m.seconds_per_step * 1e3:.1f} ms per step; the model predicts "
-        f"{here.step_time * 1e3:.1f} ms for this machine ({m.describe()})."
+        f"{m.seconds_per_step * 1e3:.1f} ms per step ({m.describe()}); the model predicts "
+        f"{here.step_time * 1e3:.1f} ms for this machine{m.model_note(machine)}."
     )
 
 

@@ -35,7 +35,7 @@ from recnotebooks.config.hstu import HSTUConfig, hstu_preset
 from recnotebooks.data.listening import YAMBDA_LENGTHS
 from recnotebooks.measure.hstu import HSTUMeasurement, measure_hstu_step
 from recnotebooks.measure.step import DoesNotFitError
-from recnotebooks.perf.hardware import Hardware, hardware, is_calibrated
+from recnotebooks.perf.hardware import Hardware, hardware
 from recnotebooks.perf.hstu import (
     COMPONENTS,
     HSTUStep,
@@ -244,8 +244,6 @@ def _measured_here(
         m = dataclasses.replace(m, reused=True)
     machine = hardware("this_machine")
     here = hstu_step(small, machine, run, dtype="fp32", fused_attention=False)
-    uncalibrated = " from uncalibrated defaults (run recnb calibrate to fit it here)"
-    fitted = "" if is_calibrated(machine) else uncalibrated
     rows = [{**r, "where": "MODELED for this machine", "source": "modeled"}
             for r in _step_rows(here, "jagged")]  # fmt: skip
     rows += [{**r, "where": "MEASURED here"} for r in m.table() if float(r["seconds_per_step"]) > 0]  # type: ignore[arg-type]
@@ -254,7 +252,7 @@ def _measured_here(
         f"MEASURED here ({m.device}): hstu_small with {layers} layer(s) and {heads} head(s) of "
         f"{HEAD_DIM['hstu_small']}, {len(run)} histories of {sum(run) / len(run):,.0f} events on average "
         f"(longest {max(run)}): {m.seconds_per_step * 1e3:,.1f} ms a step ({m.describe()}); the model "
-        f"predicts {here.step_seconds * 1e3:,.1f} ms for this machine{fitted}."
+        f"predicts {here.step_seconds * 1e3:,.1f} ms for this machine{m.model_note(machine)}."
     )
 
 
