@@ -171,7 +171,9 @@ class StepMeasurement:
         """What an app's note says after "the model predicts ... for this machine" when ``hw``
         (``this_machine``'s model) is shown beside this measurement: that the model holds
         uncalibrated defaults, or that the calibration fitted it on more CPU threads than this
-        step ran on (so the step is slower than it); ``""`` when neither holds."""
+        step ran on (so the step is slower than it); ``""`` when neither holds. The threads are
+        the saved calibration's (:func:`~recnotebooks.perf.calibration_file.calibration_threads`),
+        the file ``hardware("this_machine")`` reads ``hw`` from."""
         check_type("hw", hw, Hardware, "a Hardware")
         if not is_calibrated(hw):
             return " from uncalibrated defaults (run recnb calibrate to fit it here)"
